@@ -1,0 +1,20 @@
+// Byte sizes as people write them: "512MiB", "2GiB", "64KiB", "1048576".
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace brigade {
+
+// Parses one size; throws UserError naming `what` (e.g. "--mem-limit") on bad input.
+uint64_t parse_size(std::string_view text, std::string_view what);
+
+// Parses "SIZE" or "SIZE,SIZE,..." (one per device).
+std::vector<uint64_t> parse_size_list(std::string_view text, std::string_view what);
+
+// "1.5 MiB", "512 B", "2.0 GiB".
+std::string format_bytes(uint64_t bytes);
+
+}  // namespace brigade

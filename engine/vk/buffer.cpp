@@ -1,0 +1,98 @@
+#include "vk/buffer.h"
+
+#include <cstring>
+#include <utility>
+
+#include "util/units.h"
+#include "vk/commands.h"
+#include "vk/device.h"
+
+namespace brigade::vk {
+
+Buffer::Buffer(Device& device, uint64_t bytes, Category category, std::string name,
+               Residency residency)
+    : device_(&device), size_(bytes), category_(category), name_(std::move(name)) {
+  if (bytes == 0) throw VulkanError(name_ + ": a buffer of 0 bytes", VK_ERROR_UNKNOWN);
+  VkBufferCreateInfo info{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+  info.size = bytes;
+  info.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+               VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  info.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+  const auto& vk = device.vk();
+  VK_CHECK(vk.vkCreateBuffer(device.handle(), &info, nullptr, &buffer_));
+  VkMemoryRequirements req;
+  vk.vkGetBufferMemoryRequirements(device.handle(), buffer_, &req);
+  try {
+    allocation_ = device.memory().allocate(req, residency, category, bytes, name_);
+  } catch (...) {
+    vk.vkDestroyBuffer(device.handle(), buffer_, nullptr);
+    buffer_ = VK_NULL_HANDLE;
+    throw;
+  }
+  VK_CHECK(vk.vkBindBufferMemory(device.handle(), buffer_, allocation_.memory, allocation_.offset));
+  device.name(VK_OBJECT_TYPE_BUFFER, buffer_, name_);
+}
+
+Buffer::~Buffer() { release(); }
+
+void Buffer::release() {
+  if (!buffer_) return;
+  device_->vk().vkDestroyBuffer(device_->handle(), buffer_, nullptr);
+  device_->memory().free(allocation_, category_, size_);
+  buffer_ = VK_NULL_HANDLE;
+}
+
+Buffer::Buffer(Buffer&& o) noexcept { *this = std::move(o); }
+
+Buffer& Buffer::operator=(Buffer&& o) noexcept {
+  if (this != &o) {
+    release();
+    device_ = o.device_;
+    buffer_ = std::exchange(o.buffer_, VK_NULL_HANDLE);
+    size_ = o.size_;
+    category_ = o.category_;
+    name_ = std::move(o.name_);
+    allocation_ = o.allocation_;
+  }
+  return *this;
+}
+
+namespace {
+void check_range(const Buffer& b, uint64_t bytes, uint64_t offset) {
+  if (offset + bytes > b.size())
+    throw VulkanError(b.name() + ": copy of " + std::to_string(bytes) + " bytes at offset " +
+                          std::to_string(offset) + " overruns its " + std::to_string(b.size()) +
+                          " bytes",
+                      VK_ERROR_UNKNOWN);
+}
+}  // namespace
+
+void upload(Buffer& dst, const void* src, uint64_t bytes, uint64_t offset) {
+  check_range(dst, bytes, offset);
+  if (dst.mapped()) {
+    std::memcpy(static_cast<char*>(dst.mapped()) + offset, src, bytes);
+    return;
+  }
+  Buffer staging(dst.device(), bytes, Category::Transfer, dst.name() + " upload staging",
+                 Residency::Host);
+  std::memcpy(staging.mapped(), src, bytes);
+  Commands cmd(dst.device(), "upload " + dst.name());
+  cmd.copy(staging, dst, bytes, 0, offset);
+  cmd.run();
+}
+
+void download(const Buffer& src, void* dst, uint64_t bytes, uint64_t offset) {
+  check_range(src, bytes, offset);
+  if (src.mapped()) {
+    std::memcpy(dst, static_cast<const char*>(src.mapped()) + offset, bytes);
+    return;
+  }
+  Buffer staging(src.device(), bytes, Category::Transfer, src.name() + " download staging",
+                 Residency::Host);
+  Commands cmd(src.device(), "download " + src.name());
+  cmd.copy(src, staging, bytes, offset, 0);
+  cmd.run();
+  std::memcpy(dst, staging.mapped(), bytes);
+}
+
+}  // namespace brigade::vk

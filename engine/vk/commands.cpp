@@ -1,0 +1,218 @@
+#include "vk/commands.h"
+
+#include "util/units.h"
+#include "vk/check.h"
+
+namespace brigade::vk {
+
+constexpr uint32_t kMaxQueries = 1024;
+
+Commands::Commands(Device& device, std::string name) : device_(device), name_(std::move(name)) {
+  const auto& vk = device.vk();
+  VkCommandPoolCreateInfo pool{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+  pool.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+  pool.queueFamilyIndex = device.compute_family();
+  VK_CHECK(vk.vkCreateCommandPool(device.handle(), &pool, nullptr, &pool_));
+  VkCommandBufferAllocateInfo alloc{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+  alloc.commandPool = pool_;
+  alloc.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  alloc.commandBufferCount = 1;
+  VK_CHECK(vk.vkAllocateCommandBuffers(device.handle(), &alloc, &cmd_));
+  device.name(VK_OBJECT_TYPE_COMMAND_POOL, pool_, name_ + " pool");
+  device.name(VK_OBJECT_TYPE_COMMAND_BUFFER, cmd_, name_);
+  begin();
+}
+
+Commands::~Commands() {
+  const auto& vk = device_.vk();
+  if (pending_) device_.wait(submitted_);
+  if (recording_) vk.vkEndCommandBuffer(cmd_);
+  if (queries_) vk.vkDestroyQueryPool(device_.handle(), queries_, nullptr);
+  for (auto p : descriptor_pools_) vk.vkDestroyDescriptorPool(device_.handle(), p, nullptr);
+  vk.vkDestroyCommandPool(device_.handle(), pool_, nullptr);
+}
+
+void Commands::begin() {
+  VkCommandBufferBeginInfo info{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  info.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  VK_CHECK(device_.vk().vkBeginCommandBuffer(cmd_, &info));
+  recording_ = true;
+  any_write_ = false;
+  query_count_ = 0;
+  since_barrier_.clear();
+  if (queries_) device_.vk().vkCmdResetQueryPool(cmd_, queries_, 0, kMaxQueries);
+}
+
+void Commands::reset() {
+  if (pending_) wait();
+  if (recording_) {
+    device_.vk().vkEndCommandBuffer(cmd_);
+    recording_ = false;
+  }
+  VK_CHECK(device_.vk().vkResetCommandBuffer(cmd_, 0));
+  for (auto p : descriptor_pools_) VK_CHECK(device_.vk().vkResetDescriptorPool(device_.handle(), p, 0));
+  pool_cursor_ = 0;
+  begin();
+}
+
+void Commands::barrier() {
+  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+                     VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  const VkPipelineStageFlags stages =
+      VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+  device_.vk().vkCmdPipelineBarrier(cmd_, stages, stages, 0, 1, &mb, 0, nullptr, 0, nullptr);
+  since_barrier_.clear();
+  ++barriers_;
+}
+
+void Commands::touch(VkBuffer buffer, uint8_t access) {
+  auto it = since_barrier_.find(buffer);
+  if (it != since_barrier_.end() && ((it->second & kWrite) || (access & kWrite))) barrier();
+  since_barrier_[buffer] |= access;
+  if (access & kWrite) any_write_ = true;
+}
+
+VkDescriptorSet Commands::descriptor_set(const Kernel& kernel) {
+  // Sets come from pools owned by this recording, released together by reset(). Plain
+  // descriptor sets rather than push descriptors: synchronization validation tracks them.
+  constexpr uint32_t kSetsPerPool = 256, kBuffersPerSet = 8;
+  const auto& vk = device_.vk();
+  VkDescriptorSetLayout layout = kernel.set_layout();
+  VkDescriptorSetAllocateInfo info{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+  info.descriptorSetCount = 1;
+  info.pSetLayouts = &layout;
+  VkDescriptorSet set = VK_NULL_HANDLE;
+  for (; pool_cursor_ < descriptor_pools_.size(); ++pool_cursor_) {
+    info.descriptorPool = descriptor_pools_[pool_cursor_];
+    const VkResult r = vk.vkAllocateDescriptorSets(device_.handle(), &info, &set);
+    if (r == VK_SUCCESS) return set;
+    if (r != VK_ERROR_OUT_OF_POOL_MEMORY && r != VK_ERROR_FRAGMENTED_POOL) VK_CHECK(r);
+  }
+  VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kSetsPerPool * kBuffersPerSet};
+  VkDescriptorPoolCreateInfo pool{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+  pool.maxSets = kSetsPerPool;
+  pool.poolSizeCount = 1;
+  pool.pPoolSizes = &size;
+  VkDescriptorPool p = VK_NULL_HANDLE;
+  VK_CHECK(vk.vkCreateDescriptorPool(device_.handle(), &pool, nullptr, &p));
+  device_.name(VK_OBJECT_TYPE_DESCRIPTOR_POOL, p, name_ + " descriptors");
+  descriptor_pools_.push_back(p);
+  info.descriptorPool = p;
+  VK_CHECK(vk.vkAllocateDescriptorSets(device_.handle(), &info, &set));
+  return set;
+}
+
+void Commands::dispatch(const Kernel& kernel, std::initializer_list<View> bindings,
+                        const void* push, uint32_t push_bytes, Groups groups) {
+  if (bindings.size() != kernel.bindings())
+    throw VulkanError(kernel.name() + ": bound " + std::to_string(bindings.size()) +
+                          " buffers, the shader declares " + std::to_string(kernel.bindings()),
+                      VK_ERROR_UNKNOWN);
+  const uint64_t max_range = device_.info().max_storage_buffer_range;
+  std::vector<VkDescriptorBufferInfo> infos;
+  infos.reserve(bindings.size());
+  uint32_t b = 0;
+  for (const View& v : bindings) {
+    if (v.range > max_range)
+      throw UserError(device_.label() + ": tensor '" + v.buffer->name() + "' is " +
+                      format_bytes(v.range) + ", over this device's maxStorageBufferRange of " +
+                      format_bytes(max_range) + "; a kernel cannot bind it whole (use more "
+                      "micro-batches or stages so tensors are smaller)");
+    touch(v.buffer->handle(), kernel.writes(b) ? kWrite | kRead : kRead);
+    infos.push_back({v.buffer->handle(), v.offset, v.range});
+    ++b;
+  }
+  const auto& vk = device_.vk();
+  VkDescriptorSet set = infos.empty() ? VK_NULL_HANDLE : descriptor_set(kernel);
+  std::vector<VkWriteDescriptorSet> writes(infos.size());
+  for (uint32_t i = 0; i < infos.size(); ++i) {
+    writes[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+    writes[i].dstSet = set;
+    writes[i].dstBinding = i;
+    writes[i].descriptorCount = 1;
+    writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    writes[i].pBufferInfo = &infos[i];
+  }
+  vk.vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, kernel.pipeline());
+  if (set) {
+    vk.vkUpdateDescriptorSets(device_.handle(), uint32_t(writes.size()), writes.data(), 0, nullptr);
+    vk.vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, kernel.layout(), 0, 1, &set,
+                               0, nullptr);
+  }
+  if (push_bytes)
+    vk.vkCmdPushConstants(cmd_, kernel.layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes, push);
+  vk.vkCmdDispatch(cmd_, groups.x, groups.y, groups.z);
+  ++dispatches_;
+}
+
+void Commands::copy(const Buffer& src, const Buffer& dst, uint64_t bytes, uint64_t src_offset,
+                    uint64_t dst_offset) {
+  touch(src.handle(), kRead);
+  touch(dst.handle(), kWrite);
+  VkBufferCopy region{src_offset, dst_offset, bytes};
+  device_.vk().vkCmdCopyBuffer(cmd_, src.handle(), dst.handle(), 1, &region);
+}
+
+void Commands::fill(const Buffer& dst, uint32_t word) {
+  touch(dst.handle(), kWrite);
+  device_.vk().vkCmdFillBuffer(cmd_, dst.handle(), 0, dst.size() / 4 * 4, word);
+}
+
+uint32_t Commands::timestamp() {
+  if (!device_.info().timestamps)
+    throw VulkanError(device_.label() + ": the compute queue has no timestamps", VK_ERROR_FEATURE_NOT_PRESENT);
+  const auto& vk = device_.vk();
+  if (!queries_) {
+    VkQueryPoolCreateInfo info{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+    info.queryType = VK_QUERY_TYPE_TIMESTAMP;
+    info.queryCount = kMaxQueries;
+    VK_CHECK(vk.vkCreateQueryPool(device_.handle(), &info, nullptr, &queries_));
+    device_.name(VK_OBJECT_TYPE_QUERY_POOL, queries_, name_ + " timestamps");
+    vk.vkCmdResetQueryPool(cmd_, queries_, 0, kMaxQueries);
+  }
+  if (query_count_ == kMaxQueries)
+    throw VulkanError(name_ + ": more than 1024 timestamps in one recording", VK_ERROR_TOO_MANY_OBJECTS);
+  vk.vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_, query_count_);
+  return query_count_++;
+}
+
+uint64_t Commands::submit(const std::vector<SemaphoreValue>& waits,
+                          const std::vector<SemaphoreValue>& signals) {
+  if (pending_) throw VulkanError(name_ + ": submitted twice without wait()", VK_ERROR_UNKNOWN);
+  const auto& vk = device_.vk();
+  if (any_write_) {
+    // Device writes become visible to the host (mapped reads after wait()).
+    VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+    mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+    vk.vkCmdPipelineBarrier(cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                            VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+  }
+  VK_CHECK(vk.vkEndCommandBuffer(cmd_));
+  recording_ = false;
+  submitted_ = device_.submit(cmd_, waits, signals);
+  pending_ = true;
+  return submitted_;
+}
+
+void Commands::wait() {
+  if (!pending_) return;
+  device_.wait(submitted_);
+  pending_ = false;
+}
+
+std::vector<double> Commands::timestamps_ns() const {
+  std::vector<double> out;
+  if (!query_count_) return out;
+  std::vector<uint64_t> raw(query_count_);
+  VK_CHECK(device_.vk().vkGetQueryPoolResults(device_.handle(), queries_, 0, query_count_,
+                                              raw.size() * sizeof(uint64_t), raw.data(),
+                                              sizeof(uint64_t),
+                                              VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT));
+  for (uint64_t t : raw) out.push_back(double(t) * device_.info().timestamp_period_ns);
+  return out;
+}
+
+}  // namespace brigade::vk

@@ -1,0 +1,93 @@
+// Records work for one device's compute queue: dispatches, copies, fills and timestamps.
+// Barriers are inserted from the kernels' reflected read/write sets: a dispatch that reads
+// what an earlier command wrote, or writes what an earlier command touched, waits for it;
+// independent dispatches run without one. Not thread-safe: one Commands per thread.
+#pragma once
+
+#include <volk.h>
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "vk/buffer.h"
+#include "vk/device.h"
+#include "vk/kernel.h"
+
+namespace brigade::vk {
+
+// A buffer, or a byte range of one, bound to a kernel.
+struct View {
+  View(const Buffer& b) : buffer(&b), offset(0), range(b.size()) {}  // NOLINT: implicit on purpose
+  View(const Buffer& b, uint64_t off, uint64_t len) : buffer(&b), offset(off), range(len) {}
+  const Buffer* buffer;
+  uint64_t offset, range;
+};
+
+struct Groups {
+  uint32_t x = 1, y = 1, z = 1;
+};
+
+// Workgroups needed to cover `n` items with `per_group` items each.
+inline uint32_t groups_for(uint64_t n, uint32_t per_group) {
+  return uint32_t((n + per_group - 1) / per_group);
+}
+
+class Commands {
+ public:
+  explicit Commands(Device& device, std::string name = "commands");
+  ~Commands();
+  Commands(const Commands&) = delete;
+  Commands& operator=(const Commands&) = delete;
+
+  void dispatch(const Kernel& kernel, std::initializer_list<View> bindings, const void* push,
+                uint32_t push_bytes, Groups groups);
+  template <class Push>
+  void dispatch(const Kernel& kernel, std::initializer_list<View> bindings, const Push& push,
+                Groups groups) {
+    static_assert(sizeof(Push) <= kMaxPushBytes, "push constants over 128 bytes");
+    dispatch(kernel, bindings, &push, sizeof(Push), groups);
+  }
+  void copy(const Buffer& src, const Buffer& dst, uint64_t bytes, uint64_t src_offset = 0,
+            uint64_t dst_offset = 0);
+  void fill(const Buffer& dst, uint32_t word = 0);  // every 32-bit word of dst
+  // Writes a GPU timestamp once the preceding commands finish; returns its index.
+  uint32_t timestamp();
+  // Ends recording and submits; returns the device's queue-timeline value for it.
+  uint64_t submit(const std::vector<SemaphoreValue>& waits = {},
+                  const std::vector<SemaphoreValue>& signals = {});
+  void wait();                 // waits for the last submit
+  void run() { submit(), wait(); }
+  // After wait(): timestamps in nanoseconds, in the order timestamp() returned them.
+  std::vector<double> timestamps_ns() const;
+  // Starts a new recording (after wait()), reusing the command buffer.
+  void reset();
+
+  uint32_t barriers() const { return barriers_; }
+  uint32_t dispatches() const { return dispatches_; }
+  Device& device() const { return device_; }
+
+ private:
+  enum Access : uint8_t { kRead = 1, kWrite = 2 };
+  void begin();
+  void touch(VkBuffer buffer, uint8_t access);  // barrier first if it conflicts
+  void barrier();
+  VkDescriptorSet descriptor_set(const Kernel& kernel);
+
+  Device& device_;
+  std::string name_;
+  VkCommandPool pool_ = VK_NULL_HANDLE;
+  VkCommandBuffer cmd_ = VK_NULL_HANDLE;
+  VkQueryPool queries_ = VK_NULL_HANDLE;
+  std::vector<VkDescriptorPool> descriptor_pools_;
+  size_t pool_cursor_ = 0;  // pools before it are full
+  uint32_t query_count_ = 0;
+  bool recording_ = false, pending_ = false, any_write_ = false;
+  uint64_t submitted_ = 0;
+  uint32_t barriers_ = 0, dispatches_ = 0;
+  std::unordered_map<VkBuffer, uint8_t> since_barrier_;
+};
+
+}  // namespace brigade::vk

@@ -1,0 +1,194 @@
+#include "vk/device.h"
+
+#include "vk/check.h"
+#include "vk/instance.h"
+#include "vk/kernel.h"
+
+namespace brigade::vk {
+
+Device::Device(Instance& instance, uint32_t index, DeviceOptions options) : instance_(instance) {
+  const auto& physical = instance.physical_devices();
+  if (index >= physical.size())
+    throw UserError("--devices: index " + std::to_string(index) + " does not exist; this machine has " +
+                    std::to_string(physical.size()) + " Vulkan device(s) (see `brigade devices`)");
+  info_ = describe(physical[index], index);
+  label_ = "device " + std::to_string(index) + " (" +
+           (options.label.empty() ? "" : options.label + ", ") + info_.name + ")";
+  if (info_.api_version < VK_API_VERSION_1_2 || !info_.timeline_semaphore)
+    throw UserError(label_ + " lacks what Brigade needs: Vulkan 1.2 with timeline semaphores");
+
+  uint32_t qn = 0;
+  vkGetPhysicalDeviceQueueFamilyProperties(info_.handle, &qn, nullptr);
+  std::vector<VkQueueFamilyProperties> families(qn);
+  vkGetPhysicalDeviceQueueFamilyProperties(info_.handle, &qn, families.data());
+  int compute = -1, transfer = -1;
+  for (uint32_t i = 0; i < qn; ++i) {
+    const auto f = families[i].queueFlags;
+    // Prefer a compute family without graphics (async compute on discrete GPUs).
+    if ((f & VK_QUEUE_COMPUTE_BIT) && (compute < 0 || !(f & VK_QUEUE_GRAPHICS_BIT))) compute = int(i);
+    if ((f & VK_QUEUE_TRANSFER_BIT) && !(f & (VK_QUEUE_COMPUTE_BIT | VK_QUEUE_GRAPHICS_BIT)) &&
+        transfer < 0)
+      transfer = int(i);
+  }
+  if (compute < 0) throw UserError(label_ + " has no compute queue");
+  compute_family_ = uint32_t(compute);
+
+  const float priority = 1.0f;
+  std::vector<VkDeviceQueueCreateInfo> queues;
+  VkDeviceQueueCreateInfo q{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+  q.queueFamilyIndex = compute_family_;
+  q.queueCount = 1;
+  q.pQueuePriorities = &priority;
+  queues.push_back(q);
+  if (transfer >= 0) {
+    transfer_family_ = uint32_t(transfer);
+    q.queueFamilyIndex = transfer_family_;
+    queues.push_back(q);
+  }
+
+  std::vector<const char*> extensions;
+  if (info_.external_memory_fd) extensions.push_back(VK_KHR_EXTERNAL_MEMORY_FD_EXTENSION_NAME);
+  if (info_.external_memory_host) extensions.push_back(VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);
+
+  VkPhysicalDeviceVulkan12Features v12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+  v12.timelineSemaphore = VK_TRUE;
+  VkPhysicalDeviceFeatures2 features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+  features.pNext = &v12;
+
+  VkDeviceCreateInfo info{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+  info.pNext = &features;
+  info.queueCreateInfoCount = uint32_t(queues.size());
+  info.pQueueCreateInfos = queues.data();
+  info.enabledExtensionCount = uint32_t(extensions.size());
+  info.ppEnabledExtensionNames = extensions.data();
+  VK_CHECK(vkCreateDevice(info_.handle, &info, nullptr, &device_));
+  volkLoadDeviceTable(&table_, device_);
+
+  table_.vkGetDeviceQueue(device_, compute_family_, 0, &compute_queue_);
+  if (transfer >= 0) table_.vkGetDeviceQueue(device_, transfer_family_, 0, &transfer_queue_);
+  name(VK_OBJECT_TYPE_DEVICE, device_, label_);
+  name(VK_OBJECT_TYPE_QUEUE, compute_queue_, label_ + " compute queue");
+  if (transfer_queue_) name(VK_OBJECT_TYPE_QUEUE, transfer_queue_, label_ + " transfer queue");
+
+  VkSemaphoreTypeCreateInfo type{VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO};
+  type.semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE;
+  VkSemaphoreCreateInfo sem{VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO};
+  sem.pNext = &type;
+  VK_CHECK(table_.vkCreateSemaphore(device_, &sem, nullptr, &queue_timeline_));
+  name(VK_OBJECT_TYPE_SEMAPHORE, queue_timeline_, label_ + " queue timeline");
+
+  memory_ = std::make_unique<Allocator>(table_, device_, info_.handle, label_,
+                                        info_.max_allocation_size, options.mem_limit);
+}
+
+Device::~Device() {
+  if (!device_) return;
+  table_.vkDeviceWaitIdle(device_);
+  kernels_.clear();
+  memory_.reset();
+  table_.vkDestroySemaphore(device_, queue_timeline_, nullptr);
+  table_.vkDestroyDevice(device_, nullptr);
+}
+
+void Device::name(VkObjectType type, uint64_t handle, const std::string& n) const {
+  if (!instance_.debug_utils()) return;
+  VkDebugUtilsObjectNameInfoEXT info{VK_STRUCTURE_TYPE_DEBUG_UTILS_OBJECT_NAME_INFO_EXT};
+  info.objectType = type;
+  info.objectHandle = handle;
+  info.pObjectName = n.c_str();
+  VK_CHECK(vkSetDebugUtilsObjectNameEXT(device_, &info));
+}
+
+uint64_t Device::submit(VkCommandBuffer cmd, const std::vector<SemaphoreValue>& waits,
+                        const std::vector<SemaphoreValue>& signals) {
+  std::lock_guard lock(queue_mutex_);
+  std::vector<VkSemaphore> wait_sems, signal_sems;
+  std::vector<uint64_t> wait_values, signal_values;
+  std::vector<VkPipelineStageFlags> stages;
+  for (auto& w : waits) {
+    wait_sems.push_back(w.semaphore);
+    wait_values.push_back(w.value);
+    stages.push_back(VK_PIPELINE_STAGE_ALL_COMMANDS_BIT);
+  }
+  for (auto& s : signals) {
+    signal_sems.push_back(s.semaphore);
+    signal_values.push_back(s.value);
+  }
+  const uint64_t done = ++submitted_;
+  signal_sems.push_back(queue_timeline_);
+  signal_values.push_back(done);
+
+  VkTimelineSemaphoreSubmitInfo timeline{VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO};
+  timeline.waitSemaphoreValueCount = uint32_t(wait_values.size());
+  timeline.pWaitSemaphoreValues = wait_values.data();
+  timeline.signalSemaphoreValueCount = uint32_t(signal_values.size());
+  timeline.pSignalSemaphoreValues = signal_values.data();
+  VkSubmitInfo info{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  info.pNext = &timeline;
+  info.waitSemaphoreCount = uint32_t(wait_sems.size());
+  info.pWaitSemaphores = wait_sems.data();
+  info.pWaitDstStageMask = stages.data();
+  info.commandBufferCount = cmd ? 1 : 0;
+  info.pCommandBuffers = &cmd;
+  info.signalSemaphoreCount = uint32_t(signal_sems.size());
+  info.pSignalSemaphores = signal_sems.data();
+  VK_CHECK(table_.vkQueueSubmit(compute_queue_, 1, &info, VK_NULL_HANDLE));
+  return done;
+}
+
+void Device::wait(uint64_t value) {
+  VkSemaphoreWaitInfo info{VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO};
+  info.semaphoreCount = 1;
+  info.pSemaphores = &queue_timeline_;
+  info.pValues = &value;
+  VK_CHECK(table_.vkWaitSemaphores(device_, &info, UINT64_MAX));
+}
+
+const Kernel& Device::kernel(const std::string& shader) { return kernel(shader, Specialization{}); }
+
+const Kernel& Device::kernel(const std::string& shader, const Specialization& spec) {
+  std::lock_guard lock(kernel_mutex_);
+  const std::string key = shader + spec.key();
+  auto it = kernels_.find(key);
+  if (it == kernels_.end())
+    it = kernels_.emplace(key, std::make_unique<Kernel>(*this, shader, spec)).first;
+  return *it->second;
+}
+
+Timeline::Timeline(Device& device, const std::string& name, uint64_t initial) : device_(device) {
+  VkSemaphoreTypeCreateInfo type{VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO};
+  type.semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE;
+  type.initialValue = initial;
+  VkSemaphoreCreateInfo info{VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO};
+  info.pNext = &type;
+  VK_CHECK(device.vk().vkCreateSemaphore(device.handle(), &info, nullptr, &semaphore_));
+  device.name(VK_OBJECT_TYPE_SEMAPHORE, semaphore_, name);
+}
+
+Timeline::~Timeline() { device_.vk().vkDestroySemaphore(device_.handle(), semaphore_, nullptr); }
+
+uint64_t Timeline::value() const {
+  uint64_t v = 0;
+  VK_CHECK(device_.vk().vkGetSemaphoreCounterValue(device_.handle(), semaphore_, &v));
+  return v;
+}
+
+void Timeline::signal(uint64_t value) {
+  VkSemaphoreSignalInfo info{VK_STRUCTURE_TYPE_SEMAPHORE_SIGNAL_INFO};
+  info.semaphore = semaphore_;
+  info.value = value;
+  VK_CHECK(device_.vk().vkSignalSemaphore(device_.handle(), &info));
+}
+
+bool Timeline::wait(uint64_t value, uint64_t timeout_ns) const {
+  VkSemaphoreWaitInfo info{VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO};
+  info.semaphoreCount = 1;
+  info.pSemaphores = &semaphore_;
+  info.pValues = &value;
+  VkResult r = device_.vk().vkWaitSemaphores(device_.handle(), &info, timeout_ns);
+  if (r == VK_TIMEOUT) return false;
+  VK_CHECK(r);
+  return true;
+}
+
+}  // namespace brigade::vk

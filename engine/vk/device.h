@@ -1,0 +1,109 @@
+// One Vulkan logical device: the engine's unit of a pipeline stage. Each has its own Volk
+// device table (several devices live in one process), a compute queue, a queue timeline,
+// an allocator and a kernel cache.
+#pragma once
+
+#include <volk.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "vk/memory.h"
+#include "vk/physical.h"
+
+namespace brigade::vk {
+
+class Instance;
+class Kernel;
+struct Specialization;
+
+struct DeviceOptions {
+  std::string label;      // e.g. "stage 1"; used in debug names and error messages
+  uint64_t mem_limit = 0; // bytes; 0 = no cap
+};
+
+struct SemaphoreValue {
+  VkSemaphore semaphore = VK_NULL_HANDLE;
+  uint64_t value = 0;
+};
+
+class Device {
+ public:
+  Device(Instance& instance, uint32_t physical_index, DeviceOptions options = {});
+  ~Device();
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  // Device-level Vulkan functions of this device: call as dev.vk().vkCreateBuffer(...).
+  const VolkDeviceTable& vk() const { return table_; }
+  VkDevice handle() const { return device_; }
+  const PhysicalInfo& info() const { return info_; }
+  Instance& instance() const { return instance_; }
+  // "device 0 (stage 1, llvmpipe ...)": how errors name this device.
+  const std::string& label() const { return label_; }
+  Allocator& memory() { return *memory_; }
+
+  uint32_t compute_family() const { return compute_family_; }
+  bool has_transfer_queue() const { return transfer_queue_ != VK_NULL_HANDLE; }
+  uint32_t transfer_family() const { return transfer_family_; }
+
+  // Gives a Vulkan object a debug name (seen in validation messages and GPU debuggers).
+  void name(VkObjectType type, uint64_t handle, const std::string& name) const;
+  template <class H>
+  void name(VkObjectType type, H handle, const std::string& n) const {
+    name(type, reinterpret_cast<uint64_t>(handle), n);
+  }
+
+  // Submits to the compute queue; waits and signals are timeline semaphores. Also signals
+  // the queue's own timeline and returns the value that marks this submission complete.
+  uint64_t submit(VkCommandBuffer cmd, const std::vector<SemaphoreValue>& waits = {},
+                  const std::vector<SemaphoreValue>& signals = {});
+  // Blocks until the queue timeline reaches `value`.
+  void wait(uint64_t value);
+  VkSemaphore queue_timeline() const { return queue_timeline_; }
+
+  // The compute pipeline of a shader from shaders/, built once per specialization.
+  const Kernel& kernel(const std::string& shader, const Specialization& spec);
+  const Kernel& kernel(const std::string& shader);
+
+ private:
+  Instance& instance_;
+  PhysicalInfo info_;
+  std::string label_;
+  VkDevice device_ = VK_NULL_HANDLE;
+  VolkDeviceTable table_{};
+  uint32_t compute_family_ = 0, transfer_family_ = 0;
+  VkQueue compute_queue_ = VK_NULL_HANDLE, transfer_queue_ = VK_NULL_HANDLE;
+  std::mutex queue_mutex_;
+  VkSemaphore queue_timeline_ = VK_NULL_HANDLE;
+  uint64_t submitted_ = 0;
+  std::unique_ptr<Allocator> memory_;
+  std::mutex kernel_mutex_;
+  std::map<std::string, std::unique_ptr<Kernel>> kernels_;
+};
+
+// A timeline semaphore owned by one device.
+class Timeline {
+ public:
+  Timeline(Device& device, const std::string& name, uint64_t initial = 0);
+  ~Timeline();
+  Timeline(const Timeline&) = delete;
+  Timeline& operator=(const Timeline&) = delete;
+
+  VkSemaphore handle() const { return semaphore_; }
+  SemaphoreValue at(uint64_t value) const { return {semaphore_, value}; }
+  uint64_t value() const;                 // current counter value
+  void signal(uint64_t value);            // host-side signal
+  // Host-side wait; false on timeout.
+  bool wait(uint64_t value, uint64_t timeout_ns = UINT64_MAX) const;
+
+ private:
+  Device& device_;
+  VkSemaphore semaphore_ = VK_NULL_HANDLE;
+};
+
+}  // namespace brigade::vk

@@ -1,0 +1,128 @@
+#include "vk/instance.h"
+
+#include <cstdio>
+#include <cstring>
+
+#include "vk/check.h"
+
+namespace brigade::vk {
+namespace {
+
+bool has_layer(const char* name) {
+  uint32_t n = 0;
+  VK_CHECK(vkEnumerateInstanceLayerProperties(&n, nullptr));
+  std::vector<VkLayerProperties> layers(n);
+  VK_CHECK(vkEnumerateInstanceLayerProperties(&n, layers.data()));
+  for (auto& l : layers)
+    if (std::strcmp(l.layerName, name) == 0) return true;
+  return false;
+}
+
+bool has_extension(const char* layer, const char* name) {
+  uint32_t n = 0;
+  VK_CHECK(vkEnumerateInstanceExtensionProperties(layer, &n, nullptr));
+  std::vector<VkExtensionProperties> exts(n);
+  VK_CHECK(vkEnumerateInstanceExtensionProperties(layer, &n, exts.data()));
+  for (auto& e : exts)
+    if (std::strcmp(e.extensionName, name) == 0) return true;
+  return false;
+}
+
+}  // namespace
+
+Instance::Instance(InstanceOptions options) : options_(options) {
+  static const VkResult loaded = volkInitialize();
+  if (loaded != VK_SUCCESS)
+    throw UserError("no Vulkan loader found (libvulkan.so.1); install libvulkan1 and a driver "
+                    "such as mesa-vulkan-drivers");
+
+  const char* layer = "VK_LAYER_KHRONOS_validation";
+  std::vector<const char*> layers, extensions;
+  if (options_.validation) {
+    if (!has_layer(layer))
+      throw UserError("validation requested but VK_LAYER_KHRONOS_validation is not installed "
+                      "(Debian package vulkan-validationlayers)");
+    layers.push_back(layer);
+  }
+  debug_utils_ = has_extension(nullptr, VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
+  if (debug_utils_) extensions.push_back(VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
+  if (options_.validation && !debug_utils_)
+    throw UserError("validation requested but VK_EXT_debug_utils is unavailable");
+
+  VkValidationFeatureEnableEXT enables[] = {
+      VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT};
+  VkValidationFeaturesEXT features{VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT};
+  features.enabledValidationFeatureCount = 1;
+  features.pEnabledValidationFeatures = enables;
+  const bool sync = options_.validation && options_.sync_validation &&
+                    has_extension(layer, VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME);
+  if (sync) extensions.push_back(VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME);
+
+  VkDebugUtilsMessengerCreateInfoEXT messenger{VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT};
+  messenger.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
+                              VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
+  messenger.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
+                          VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+                          VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT;
+  messenger.pfnUserCallback = &Instance::on_message;
+  messenger.pUserData = this;
+  // Chained so messages from vkCreateInstance/vkDestroyInstance are caught as well.
+  if (options_.validation) messenger.pNext = sync ? &features : nullptr;
+
+  VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
+  app.pApplicationName = "brigade";
+  app.pEngineName = "brigade";
+  app.apiVersion = VK_API_VERSION_1_2;
+  if (volkGetInstanceVersion() < VK_API_VERSION_1_2)
+    throw UserError("the Vulkan loader is older than 1.2; Brigade needs Vulkan 1.2");
+
+  VkInstanceCreateInfo info{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
+  info.pApplicationInfo = &app;
+  info.enabledLayerCount = uint32_t(layers.size());
+  info.ppEnabledLayerNames = layers.data();
+  info.enabledExtensionCount = uint32_t(extensions.size());
+  info.ppEnabledExtensionNames = extensions.data();
+  if (options_.validation) info.pNext = &messenger;
+  VK_CHECK(vkCreateInstance(&info, nullptr, &instance_));
+  // Instance functions only: device functions go through each Device's own table.
+  volkLoadInstanceOnly(instance_);
+
+  if (options_.validation) {
+    messenger.pNext = nullptr;
+    VK_CHECK(vkCreateDebugUtilsMessengerEXT(instance_, &messenger, nullptr, &messenger_));
+  }
+
+  uint32_t n = 0;
+  VK_CHECK(vkEnumeratePhysicalDevices(instance_, &n, nullptr));
+  physical_.resize(n);
+  VK_CHECK(vkEnumeratePhysicalDevices(instance_, &n, physical_.data()));
+}
+
+Instance::~Instance() {
+  if (messenger_) vkDestroyDebugUtilsMessengerEXT(instance_, messenger_, nullptr);
+  if (instance_) vkDestroyInstance(instance_, nullptr);
+}
+
+std::vector<std::string> Instance::messages() const {
+  std::lock_guard lock(mutex_);
+  return messages_;
+}
+
+VkBool32 Instance::on_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
+                              VkDebugUtilsMessageTypeFlagsEXT,
+                              const VkDebugUtilsMessengerCallbackDataEXT* data, void* user) {
+  auto* self = static_cast<Instance*>(user);
+  const char* level = (severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT) ? "error" : "warning";
+  std::string text = std::string("validation ") + level + ": " +
+                     (data->pMessageIdName ? data->pMessageIdName : "") + ": " +
+                     (data->pMessage ? data->pMessage : "");
+  if (self->options_.echo_messages) std::fprintf(stderr, "%s\n", text.c_str());
+  {
+    std::lock_guard lock(self->mutex_);
+    self->messages_.push_back(std::move(text));
+  }
+  self->count_.fetch_add(1);
+  return VK_FALSE;
+}
+
+}  // namespace brigade::vk

@@ -1,0 +1,54 @@
+// The Vulkan instance: loads Vulkan through Volk, optionally with the Khronos validation
+// layer (synchronization validation on), and collects every message it reports.
+#pragma once
+
+#include <volk.h>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace brigade::vk {
+
+struct InstanceOptions {
+  bool validation = false;       // VK_LAYER_KHRONOS_validation + debug-utils messenger
+  bool sync_validation = true;   // with validation: synchronization validation too
+  bool echo_messages = true;     // print each validation message to stderr as it arrives
+};
+
+class Instance {
+ public:
+  explicit Instance(InstanceOptions options = {});
+  ~Instance();
+  Instance(const Instance&) = delete;
+  Instance& operator=(const Instance&) = delete;
+
+  VkInstance handle() const { return instance_; }
+  bool validation() const { return options_.validation; }
+  bool debug_utils() const { return debug_utils_; }
+  const std::vector<VkPhysicalDevice>& physical_devices() const { return physical_; }
+
+  // Warnings and errors reported by the validation layer since creation.
+  std::size_t message_count() const { return count_.load(); }
+  std::vector<std::string> messages() const;
+
+ private:
+  static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
+                                                   VkDebugUtilsMessageTypeFlagsEXT types,
+                                                   const VkDebugUtilsMessengerCallbackDataEXT* data,
+                                                   void* self);
+
+  InstanceOptions options_;
+  VkInstance instance_ = VK_NULL_HANDLE;
+  VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;
+  bool debug_utils_ = false;
+  std::vector<VkPhysicalDevice> physical_;
+  std::atomic<std::size_t> count_{0};
+  mutable std::mutex mutex_;
+  std::vector<std::string> messages_;
+};
+
+}  // namespace brigade::vk

@@ -1,0 +1,76 @@
+#include "vk/kernel.h"
+
+#include "vk/check.h"
+#include "vk/device.h"
+#include "vk/spirv.h"
+
+namespace brigade::vk {
+
+std::string Specialization::key() const {
+  std::string k;
+  for (auto& [id, v] : constants) k += "|" + std::to_string(id) + "=" + std::to_string(v);
+  return k;
+}
+
+Kernel::Kernel(Device& device, const std::string& shader, const Specialization& spec)
+    : device_(device), name_(shader + spec.key()) {
+  const auto code = shader_spirv(shader);
+  const ShaderInterface iface = reflect(code, shader);
+  bindings_ = iface.bindings;
+  written_mask_ = iface.written_mask;
+  const auto& vk = device.vk();
+  const VkDevice dev = device.handle();
+
+  std::vector<VkDescriptorSetLayoutBinding> binds(bindings_);
+  for (uint32_t b = 0; b < bindings_; ++b)
+    binds[b] = {b, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
+  VkDescriptorSetLayoutCreateInfo set_info{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+  set_info.bindingCount = bindings_;
+  set_info.pBindings = binds.data();
+  VK_CHECK(vk.vkCreateDescriptorSetLayout(dev, &set_info, nullptr, &set_layout_));
+
+  VkPushConstantRange push{VK_SHADER_STAGE_COMPUTE_BIT, 0, kMaxPushBytes};
+  VkPipelineLayoutCreateInfo layout_info{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
+  layout_info.setLayoutCount = 1;
+  layout_info.pSetLayouts = &set_layout_;
+  layout_info.pushConstantRangeCount = 1;
+  layout_info.pPushConstantRanges = &push;
+  VK_CHECK(vk.vkCreatePipelineLayout(dev, &layout_info, nullptr, &layout_));
+
+  VkShaderModuleCreateInfo module_info{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+  module_info.codeSize = code.size() * sizeof(uint32_t);
+  module_info.pCode = code.data();
+  VkShaderModule module = VK_NULL_HANDLE;
+  VK_CHECK(vk.vkCreateShaderModule(dev, &module_info, nullptr, &module));
+
+  std::vector<VkSpecializationMapEntry> entries;
+  std::vector<uint32_t> values;
+  for (auto& [id, v] : spec.constants) {
+    entries.push_back({id, uint32_t(values.size() * sizeof(uint32_t)), sizeof(uint32_t)});
+    values.push_back(v);
+  }
+  VkSpecializationInfo spec_info{uint32_t(entries.size()), entries.data(),
+                                 values.size() * sizeof(uint32_t), values.data()};
+  VkComputePipelineCreateInfo info{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
+  info.stage = {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
+  info.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+  info.stage.module = module;
+  info.stage.pName = "main";
+  info.stage.pSpecializationInfo = entries.empty() ? nullptr : &spec_info;
+  info.layout = layout_;
+  const VkResult r = vk.vkCreateComputePipelines(dev, VK_NULL_HANDLE, 1, &info, nullptr, &pipeline_);
+  vk.vkDestroyShaderModule(dev, module, nullptr);
+  VK_CHECK(r);
+  device.name(VK_OBJECT_TYPE_PIPELINE, pipeline_, name_);
+  device.name(VK_OBJECT_TYPE_PIPELINE_LAYOUT, layout_, name_ + " layout");
+  device.name(VK_OBJECT_TYPE_DESCRIPTOR_SET_LAYOUT, set_layout_, name_ + " bindings");
+}
+
+Kernel::~Kernel() {
+  const auto& vk = device_.vk();
+  vk.vkDestroyPipeline(device_.handle(), pipeline_, nullptr);
+  vk.vkDestroyPipelineLayout(device_.handle(), layout_, nullptr);
+  vk.vkDestroyDescriptorSetLayout(device_.handle(), set_layout_, nullptr);
+}
+
+}  // namespace brigade::vk

@@ -1,0 +1,52 @@
+// A compute pipeline built from one embedded shader and one set of specialization
+// constants. Its descriptor layout (push descriptors, storage buffers only) comes from the
+// shader's SPIR-V (storage buffers only, set 0); its push-constant range is the
+// device-portable 128 bytes.
+#pragma once
+
+#include <volk.h>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace brigade::vk {
+
+class Device;
+
+inline constexpr uint32_t kMaxPushBytes = 128;  // the minimum every Vulkan device guarantees
+
+struct Specialization {
+  std::vector<std::pair<uint32_t, uint32_t>> constants;  // constant_id -> 32-bit value
+  Specialization& set(uint32_t id, uint32_t value) {
+    constants.emplace_back(id, value);
+    return *this;
+  }
+  std::string key() const;
+};
+
+class Kernel {
+ public:
+  Kernel(Device& device, const std::string& shader, const Specialization& spec);
+  ~Kernel();
+  Kernel(const Kernel&) = delete;
+  Kernel& operator=(const Kernel&) = delete;
+
+  const std::string& name() const { return name_; }
+  VkPipeline pipeline() const { return pipeline_; }
+  VkPipelineLayout layout() const { return layout_; }
+  VkDescriptorSetLayout set_layout() const { return set_layout_; }
+  uint32_t bindings() const { return bindings_; }
+  bool writes(uint32_t binding) const { return (written_mask_ >> binding) & 1u; }
+
+ private:
+  Device& device_;
+  std::string name_;
+  uint32_t bindings_ = 0, written_mask_ = 0;
+  VkDescriptorSetLayout set_layout_ = VK_NULL_HANDLE;
+  VkPipelineLayout layout_ = VK_NULL_HANDLE;
+  VkPipeline pipeline_ = VK_NULL_HANDLE;
+};
+
+}  // namespace brigade::vk

@@ -1,0 +1,62 @@
+// What a physical device is and can do: read once, used to pick transfer paths, to size
+// kernels, and to print `brigade devices`.
+#pragma once
+
+#include <volk.h>
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace brigade::vk {
+
+struct MemoryHeap {
+  uint64_t size = 0;
+  bool device_local = false;
+};
+
+struct PhysicalInfo {
+  uint32_t index = 0;
+  VkPhysicalDevice handle = VK_NULL_HANDLE;
+  std::string name;
+  uint32_t vendor_id = 0;
+  std::string vendor;           // "NVIDIA", "AMD", "Intel", "Mesa", ...
+  VkPhysicalDeviceType type{};
+  std::string driver_name;      // VkPhysicalDeviceDriverProperties::driverName
+  std::string driver_info;      // e.g. "Mesa 22.3.6 (LLVM 15.0.6)"
+  uint32_t driver_version = 0;  // raw, vendor-encoded
+  uint32_t api_version = 0;
+  std::array<uint8_t, VK_UUID_SIZE> device_uuid{};
+  std::array<uint8_t, VK_UUID_SIZE> driver_uuid{};
+  std::vector<MemoryHeap> heaps;
+  uint32_t subgroup_size = 0;
+  uint64_t max_storage_buffer_range = 0;
+  uint64_t max_allocation_size = 0;
+  uint32_t max_shared_memory = 0;
+  uint32_t max_workgroup_invocations = 0;
+  uint32_t max_push_constants = 0;
+  float timestamp_period_ns = 0;
+  bool timestamps = false;           // compute queue supports timestamps
+  bool dedicated_transfer_queue = false;
+  // Capabilities that decide boundary-transfer paths and kernel variants.
+  bool external_memory_fd = false;   // VK_KHR_external_memory_fd (opaque fd)
+  bool external_memory_host = false; // VK_EXT_external_memory_host (host-pointer import)
+  bool timeline_semaphore = false;
+  bool cooperative_matrix = false;   // VK_KHR_ or VK_NV_cooperative_matrix
+  uint64_t min_imported_host_pointer_alignment = 0;
+
+  std::string type_name() const;
+  std::string driver_version_string() const;
+  std::string device_uuid_string() const;
+  std::string driver_uuid_string() const;
+  bool has_extension(const std::string& name) const;
+
+  std::vector<std::string> extensions;
+};
+
+PhysicalInfo describe(VkPhysicalDevice device, uint32_t index);
+
+std::string uuid_string(const std::array<uint8_t, VK_UUID_SIZE>& uuid);
+
+}  // namespace brigade::vk

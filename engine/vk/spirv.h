@@ -1,0 +1,21 @@
+// Reads a compute shader's interface from its SPIR-V so descriptor layouts are derived,
+// never written twice: how many storage buffers it binds and which of them it writes.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+namespace brigade::vk {
+
+struct ShaderInterface {
+  uint32_t bindings = 0;      // storage buffers at set 0, bindings 0..bindings-1
+  uint32_t written_mask = 0;  // bit b set when binding b is not declared readonly
+};
+
+ShaderInterface reflect(std::span<const uint32_t> spirv, const std::string& shader);
+
+// The SPIR-V of shaders/<name>.comp, embedded at build time; throws if there is none.
+std::span<const uint32_t> shader_spirv(const std::string& name);
+
+}  // namespace brigade::vk

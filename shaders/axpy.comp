@@ -1,0 +1,14 @@
+#version 450
+// y[i] += alpha * x[i] for i < n.  x: (n)  y: (n)
+#extension GL_GOOGLE_include_directive : require
+#include "push.h"
+
+layout(local_size_x = BRIGADE_WG_1D) in;
+layout(binding = 0) readonly buffer X { float x[]; };
+layout(binding = 1) buffer Y { float y[]; };
+layout(push_constant) uniform Push { AxpyPush p; };
+
+void main() {
+  const uint i = gl_GlobalInvocationID.x;
+  if (i < p.n) y[i] += p.alpha * x[i];
+}

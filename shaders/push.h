@@ -1,0 +1,25 @@
+// Push-constant structs and workgroup sizes, shared by the GLSL kernels and their C++
+// launchers so each is defined once. Plain 32-bit scalars only: std430 push-constant layout
+// and C++ layout then agree.
+#ifndef BRIGADE_SHADERS_PUSH_H
+#define BRIGADE_SHADERS_PUSH_H
+
+#ifdef __cplusplus
+#include <cstdint>
+namespace brigade::shaders {
+using uint = std::uint32_t;
+#endif
+
+// Threads per workgroup of element-wise (1-D) kernels.
+#define BRIGADE_WG_1D 256
+
+// axpy: y[i] += alpha * x[i]
+struct AxpyPush {
+  uint n;
+  float alpha;
+};
+
+#ifdef __cplusplus
+}  // namespace brigade::shaders
+#endif
+#endif

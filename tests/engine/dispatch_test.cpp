@@ -1,0 +1,104 @@
+#include <doctest/doctest.h>
+
+#include <vector>
+
+#include "gpu.h"
+#include "vk/buffer.h"
+#include "push.h"
+#include "vk/commands.h"
+
+using namespace brigade;
+using vk::Category;
+
+namespace {
+// Runs y += alpha * x on the device and returns y.
+std::vector<float> axpy(vk::Device& dev, const std::vector<float>& x, std::vector<float> y, float alpha) {
+  const uint32_t n = uint32_t(x.size());
+  vk::Buffer bx(dev, n * 4, Category::Activations, "x"), by(dev, n * 4, Category::Activations, "y");
+  vk::upload(bx, x.data(), n * 4);
+  vk::upload(by, y.data(), n * 4);
+  vk::Commands cmd(dev, "axpy");
+  cmd.dispatch(dev.kernel("axpy"), {bx, by}, shaders::AxpyPush{n, alpha}, {vk::groups_for(n, BRIGADE_WG_1D)});
+  cmd.run();
+  vk::download(by, y.data(), n * 4);
+  return y;
+}
+}  // namespace
+
+TEST_CASE_FIXTURE(test::Gpu, "a kernel dispatch computes what the host computes, odd sizes included") {
+  for (uint32_t n : {1u, 255u, 256u, 257u, 100003u}) {
+    std::vector<float> x(n), y(n);
+    for (uint32_t i = 0; i < n; ++i) x[i] = float(i % 97) * 0.5f, y[i] = float(i % 13) - 6.0f;
+    const auto out = axpy(device(), x, y, -1.5f);
+    size_t bad = 0;
+    for (uint32_t i = 0; i < n; ++i) bad += out[i] != y[i] + -1.5f * x[i];
+    CHECK_MESSAGE(bad == 0, "n=", n, ": ", bad, " wrong elements");
+  }
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "dependent dispatches get a barrier, independent ones do not") {
+  vk::Device& dev = device();
+  const uint32_t n = 4096;
+  std::vector<float> ones(n, 1.0f);
+  vk::Buffer x(dev, n * 4, Category::Activations, "x"), a(dev, n * 4, Category::Activations, "a"),
+      b(dev, n * 4, Category::Activations, "b");
+  vk::upload(x, ones.data(), n * 4);
+  vk::Commands cmd(dev, "chain");
+  cmd.fill(a, 0);
+  cmd.fill(b, 0);
+  const vk::Kernel& k = dev.kernel("axpy");
+  const vk::Groups g{vk::groups_for(n, BRIGADE_WG_1D)};
+  cmd.dispatch(k, {x, a}, shaders::AxpyPush{n, 2.0f}, g);  // after fill(a): barrier
+  cmd.dispatch(k, {x, b}, shaders::AxpyPush{n, 3.0f}, g);  // independent of a, b was filled before
+  cmd.dispatch(k, {a, b}, shaders::AxpyPush{n, 1.0f}, g);  // reads a, writes b: barrier
+  cmd.run();
+  CHECK(cmd.barriers() == 2);
+  std::vector<float> out(n);
+  vk::download(b, out.data(), n * 4);
+  CHECK(out[0] == 5.0f);
+  CHECK(out[n - 1] == 5.0f);
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "a recording can be reset and submitted again") {
+  vk::Device& dev = device();
+  const uint32_t n = 1000;
+  std::vector<float> ones(n, 1.0f), zeros(n, 0.0f);
+  vk::Buffer x(dev, n * 4, Category::Activations, "x"), y(dev, n * 4, Category::Activations, "y");
+  vk::upload(x, ones.data(), n * 4);
+  vk::upload(y, zeros.data(), n * 4);
+  vk::Commands cmd(dev, "repeat");
+  for (int i = 0; i < 3; ++i) {
+    cmd.dispatch(dev.kernel("axpy"), {x, y}, shaders::AxpyPush{n, 1.0f}, {vk::groups_for(n, BRIGADE_WG_1D)});
+    cmd.run();
+    cmd.reset();
+  }
+  std::vector<float> out(n);
+  vk::download(y, out.data(), n * 4);
+  CHECK(out[n / 2] == 3.0f);
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "GPU timestamps bracket a dispatch in order") {
+  vk::Device& dev = device();
+  const uint32_t n = 1 << 20;
+  vk::Buffer x(dev, n * 4, Category::Activations, "x"), y(dev, n * 4, Category::Activations, "y");
+  vk::Commands cmd(dev, "timed");
+  cmd.fill(x, 0);
+  cmd.fill(y, 0);
+  const uint32_t t0 = cmd.timestamp();
+  cmd.dispatch(dev.kernel("axpy"), {x, y}, shaders::AxpyPush{n, 1.0f}, {vk::groups_for(n, BRIGADE_WG_1D)});
+  const uint32_t t1 = cmd.timestamp();
+  cmd.run();
+  const auto ts = cmd.timestamps_ns();
+  REQUIRE(ts.size() == 2);
+  CHECK(t0 == 0);
+  CHECK(t1 == 1);
+  CHECK(ts[1] > ts[0]);
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "binding the wrong number of buffers is caught before the driver sees it") {
+  vk::Device& dev = device();
+  vk::Buffer x(dev, 1024, Category::Scratch, "x");
+  vk::Commands cmd(dev, "wrong");
+  CHECK_THROWS_WITH_AS(cmd.dispatch(dev.kernel("axpy"), {x}, shaders::AxpyPush{256, 1.0f}, {1}),
+                       doctest::Contains("bound 1 buffers, the shader declares 2"), vk::VulkanError);
+}

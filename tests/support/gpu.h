@@ -1,0 +1,42 @@
+// The validation harness every GPU test runs under.
+//
+// One Vulkan instance per test process, created with VK_LAYER_KHRONOS_validation and
+// synchronization validation, its messages routed through a debug-utils messenger. A test
+// that uses the `Gpu` fixture fails if any warning or error is reported while it runs,
+// including while its devices are destroyed.
+#pragma once
+
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "vk/device.h"
+#include "vk/instance.h"
+
+namespace brigade::test {
+
+vk::Instance& instance();
+
+// The physical device tests run on: BRIGADE_TEST_DEVICE, else 0.
+uint32_t test_device_index();
+
+class Gpu {
+ public:
+  Gpu();
+  ~Gpu();
+
+  // The i-th logical device of this test (created on first use) on the test's physical
+  // device, so device(0..3) are four logical devices on one physical device.
+  vk::Device& device(size_t i = 0, uint64_t mem_limit = 0);
+  // Validation messages reported since the fixture began.
+  std::vector<std::string> new_messages() const;
+  // For negative tests: accept the messages so far (after checking them).
+  void accept_messages();
+
+ private:
+  size_t baseline_ = 0;
+  std::vector<std::unique_ptr<vk::Device>> devices_;
+};
+
+}  // namespace brigade::test

@@ -1,0 +1,11 @@
+// The brigade program's subcommands. Each adds itself to the CLI11 app and sets the
+// callback that runs it.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace brigade::cli {
+
+void add_devices(CLI::App& app);
+
+}  // namespace brigade::cli

@@ -1,0 +1,118 @@
+// `brigade devices`: every Vulkan device, what it is and what it can do.
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "util/units.h"
+#include "vk/instance.h"
+#include "vk/physical.h"
+
+namespace brigade::cli {
+namespace {
+
+std::string yes(bool b) { return b ? "yes" : "no"; }
+
+std::string memory_summary(const vk::PhysicalInfo& d) {
+  std::string s;
+  for (size_t i = 0; i < d.heaps.size(); ++i) {
+    if (i) s += " + ";
+    s += format_bytes(d.heaps[i].size) + (d.heaps[i].device_local ? " local" : " host");
+  }
+  return s;
+}
+
+std::string api_string(uint32_t v) {
+  return std::to_string(VK_API_VERSION_MAJOR(v)) + "." + std::to_string(VK_API_VERSION_MINOR(v)) +
+         "." + std::to_string(VK_API_VERSION_PATCH(v));
+}
+
+nlohmann::json to_json(const vk::PhysicalInfo& d) {
+  nlohmann::json heaps = nlohmann::json::array();
+  for (auto& h : d.heaps) heaps.push_back({{"bytes", h.size}, {"device_local", h.device_local}});
+  return {{"index", d.index},
+          {"name", d.name},
+          {"vendor", d.vendor},
+          {"vendor_id", d.vendor_id},
+          {"type", d.type_name()},
+          {"driver_name", d.driver_name},
+          {"driver_info", d.driver_info},
+          {"driver_version", d.driver_version_string()},
+          {"vulkan_version", api_string(d.api_version)},
+          {"memory_heaps", heaps},
+          {"subgroup_size", d.subgroup_size},
+          {"max_storage_buffer_range", d.max_storage_buffer_range},
+          {"max_allocation_size", d.max_allocation_size},
+          {"max_shared_memory", d.max_shared_memory},
+          {"device_uuid", d.device_uuid_string()},
+          {"driver_uuid", d.driver_uuid_string()},
+          {"external_memory_fd", d.external_memory_fd},
+          {"external_memory_host", d.external_memory_host},
+          {"timeline_semaphore", d.timeline_semaphore},
+          {"cooperative_matrix", d.cooperative_matrix},
+          {"dedicated_transfer_queue", d.dedicated_transfer_queue}};
+}
+
+void print_table(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width;
+  for (auto& r : rows)
+    for (size_t c = 0; c < r.size(); ++c) {
+      if (width.size() <= c) width.push_back(0);
+      width[c] = std::max(width[c], r[c].size());
+    }
+  for (auto& r : rows) {
+    std::string line;
+    for (size_t c = 0; c < r.size(); ++c) {
+      line += r[c];
+      if (c + 1 < r.size()) line += std::string(width[c] - r[c].size() + 2, ' ');
+    }
+    std::printf("%s\n", line.c_str());
+  }
+}
+
+void run(bool json) {
+  vk::Instance instance;
+  std::vector<vk::PhysicalInfo> devices;
+  for (uint32_t i = 0; i < instance.physical_devices().size(); ++i)
+    devices.push_back(vk::describe(instance.physical_devices()[i], i));
+  if (json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (auto& d : devices) out.push_back(to_json(d));
+    std::cout << out.dump(2) << "\n";
+    return;
+  }
+  if (devices.empty()) {
+    std::printf("no Vulkan devices found (install a driver, e.g. mesa-vulkan-drivers for lavapipe)\n");
+    return;
+  }
+  std::vector<std::vector<std::string>> rows = {{"index", "name", "vendor", "type", "driver",
+                                                 "vulkan", "memory", "subgroup", "opaque-fd",
+                                                 "host-ptr", "timeline", "coop-matrix"}};
+  for (auto& d : devices)
+    rows.push_back({std::to_string(d.index), d.name, d.vendor, d.type_name(),
+                    d.driver_name + " " + d.driver_version_string() + " (" + d.driver_info + ")",
+                    api_string(d.api_version), memory_summary(d), std::to_string(d.subgroup_size),
+                    yes(d.external_memory_fd), yes(d.external_memory_host),
+                    yes(d.timeline_semaphore), yes(d.cooperative_matrix)});
+  print_table(rows);
+  std::printf("\n");
+  rows = {{"index", "deviceUUID", "driverUUID", "max storage range", "max allocation"}};
+  for (auto& d : devices)
+    rows.push_back({std::to_string(d.index), d.device_uuid_string(), d.driver_uuid_string(),
+                    format_bytes(d.max_storage_buffer_range), format_bytes(d.max_allocation_size)});
+  print_table(rows);
+}
+
+}  // namespace
+
+void add_devices(CLI::App& app) {
+  auto* cmd = app.add_subcommand("devices", "List every Vulkan device with its driver and capabilities");
+  auto json = std::make_shared<bool>(false);
+  cmd->add_flag("--json", *json, "Print JSON instead of a table");
+  cmd->callback([json] { run(*json); });
+}
+
+}  // namespace brigade::cli

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs Brigade's build and test dependencies from Debian 12's packages, only those that
+# are missing. Non-interactive and safe to re-run.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config
+  libvulkan-dev libvulkan-volk-dev glslc glslang-tools spirv-tools
+  vulkan-validationlayers vulkan-tools mesa-vulkan-drivers
+  doctest-dev libcli11-dev libtomlplusplus-dev nlohmann-json3-dev zlib1g-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+  [ "$status" = "install ok installed" ] || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+sudo=()
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "install-deps: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+  sudo=(sudo)
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update -qq
+"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
