@@ -1,0 +1,123 @@
+#include "pipeline/partition.h"
+
+#include <algorithm>
+#include <charconv>
+#include <limits>
+
+#include "util/units.h"
+#include "vk/check.h"
+
+namespace brigade::pipeline {
+
+uint32_t Partition::first_layer(uint32_t stage) const {
+  uint32_t first = 0;
+  for (uint32_t k = 0; k < stage; ++k) first += sizes[k];
+  return first;
+}
+
+namespace {
+
+Partition evaluate(const std::vector<LayerCost>& layers, const std::vector<StageSpec>& stages,
+                   std::vector<uint32_t> sizes) {
+  Partition p;
+  p.sizes = std::move(sizes);
+  uint32_t l = 0;
+  for (size_t k = 0; k < stages.size(); ++k) {
+    double t = 0;
+    uint64_t m = 0;
+    for (uint32_t j = 0; j < p.sizes[k]; ++j, ++l) t += layers[l].time, m += layers[l].memory;
+    p.stage_time.push_back(t / stages[k].speed);
+    p.stage_memory.push_back(m);
+    p.max_time = std::max(p.max_time, p.stage_time.back());
+  }
+  return p;
+}
+
+void check_stages(const std::vector<LayerCost>& layers, const std::vector<StageSpec>& stages) {
+  if (stages.empty()) throw UserError("a pipeline needs at least one stage");
+  if (stages.size() > layers.size())
+    throw UserError(std::to_string(stages.size()) + " stages for a model of " +
+                    std::to_string(layers.size()) + " layers; use at most one stage per layer");
+  for (auto& s : stages)
+    if (!(s.speed > 0)) throw UserError("a stage's device speed must be positive");
+}
+
+}  // namespace
+
+Partition balance_min_max(const std::vector<LayerCost>& layers, const std::vector<StageSpec>& stages) {
+  check_stages(layers, stages);
+  const size_t L = layers.size(), K = stages.size();
+  std::vector<double> time_prefix(L + 1, 0);
+  std::vector<uint64_t> mem_prefix(L + 1, 0);
+  for (size_t i = 0; i < L; ++i) {
+    time_prefix[i + 1] = time_prefix[i] + layers[i].time;
+    mem_prefix[i + 1] = mem_prefix[i] + layers[i].memory;
+  }
+  const double inf = std::numeric_limits<double>::infinity();
+  // best[k][i]: the smallest possible slowest-stage time when stages 0..k-1 hold layers 0..i-1.
+  std::vector<std::vector<double>> best(K + 1, std::vector<double>(L + 1, inf));
+  std::vector<std::vector<uint32_t>> cut(K + 1, std::vector<uint32_t>(L + 1, 0));
+  best[0][0] = 0;
+  for (size_t k = 1; k <= K; ++k) {
+    const StageSpec& st = stages[k - 1];
+    for (size_t i = k; i <= L - (K - k); ++i)
+      for (size_t j = k - 1; j < i; ++j) {  // stage k-1 holds layers j..i-1
+        if (best[k - 1][j] == inf) continue;
+        if (st.memory_cap && mem_prefix[i] - mem_prefix[j] > st.memory_cap) continue;
+        const double t = std::max(best[k - 1][j], (time_prefix[i] - time_prefix[j]) / st.speed);
+        if (t < best[k][i]) best[k][i] = t, cut[k][i] = uint32_t(j);  // ties: earliest cut
+      }
+  }
+  if (best[K][L] == inf) {
+    uint64_t largest = 0;
+    for (auto& l : layers) largest = std::max(largest, l.memory);
+    throw UserError("the model (" + format_bytes(mem_prefix[L]) + " over " + std::to_string(L) +
+                    " layers, largest layer " + format_bytes(largest) + ") does not fit " +
+                    std::to_string(K) + " stages under their memory caps; add stages, raise "
+                    "--mem-limit, or use more micro-batches or --remat always");
+  }
+  std::vector<uint32_t> sizes(K);
+  for (size_t k = K, i = L; k > 0; --k) {
+    const uint32_t j = cut[k][i];
+    sizes[k - 1] = uint32_t(i - j);
+    i = j;
+  }
+  return evaluate(layers, stages, sizes);
+}
+
+Partition balance_manual(const std::vector<LayerCost>& layers, const std::vector<StageSpec>& stages,
+                         const std::vector<uint32_t>& sizes) {
+  check_stages(layers, stages);
+  if (sizes.size() != stages.size())
+    throw UserError("--balance: " + std::to_string(sizes.size()) + " cell sizes for " +
+                    std::to_string(stages.size()) + " stages; give one size per device in --devices");
+  uint64_t total = 0;
+  for (uint32_t s : sizes) total += s;
+  if (total != layers.size())
+    throw UserError("--balance: the cell sizes add up to " + std::to_string(total) +
+                    " layers but the model has " + std::to_string(layers.size()));
+  return evaluate(layers, stages, sizes);
+}
+
+std::vector<uint32_t> parse_balance(const std::string& text) {
+  std::vector<uint32_t> sizes;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    const std::string part = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    uint32_t v = 0;
+    auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), v);
+    if (part.empty() || ec != std::errc() || end != part.data() + part.size() || v == 0)
+      throw UserError("--balance: '" + text + "' is not a list of positive layer counts such as 3,5,4");
+    sizes.push_back(v);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return sizes;
+}
+
+double bubble_fraction(uint32_t stages, uint32_t micro_batches) {
+  return double(stages - 1) / double(micro_batches + stages - 1);
+}
+
+}  // namespace brigade::pipeline

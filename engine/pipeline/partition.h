@@ -1,0 +1,48 @@
+// Cutting a sequence of L layers into K contiguous cells, one per stage.
+//
+// GPipe balances estimated cost with a variance heuristic; here the cut minimizes the
+// slowest stage exactly (min-max contiguous partition by dynamic programming), with each
+// stage's time scaled by its own device's speed, so a slower device gets fewer layers, and
+// with an optional memory bound per stage.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace brigade::pipeline {
+
+struct LayerCost {
+  double time = 0;      // estimated or profiled cost of the layer on a reference device
+  uint64_t memory = 0;  // bytes the layer needs on whichever stage holds it
+};
+
+struct StageSpec {
+  double speed = 1.0;       // relative throughput of this stage's device (2.0 = twice as fast)
+  uint64_t memory_cap = 0;  // bytes; 0 = unbounded
+};
+
+struct Partition {
+  std::vector<uint32_t> sizes;      // layers per stage, in order; sums to L
+  std::vector<double> stage_time;   // sum of the cell's layer times / the stage's speed
+  std::vector<uint64_t> stage_memory;
+  double max_time = 0;              // the slowest stage: what the pipeline runs at
+  uint32_t first_layer(uint32_t stage) const;
+};
+
+// The contiguous partition that minimizes the slowest stage's time, every stage holding at
+// least one layer and fitting its memory cap. Throws UserError when K > L or when no
+// partition fits the caps (naming the smallest total it would need).
+Partition balance_min_max(const std::vector<LayerCost>& layers, const std::vector<StageSpec>& stages);
+
+// A partition given by hand (--balance 3,5,4), checked against the layer count.
+Partition balance_manual(const std::vector<LayerCost>& layers, const std::vector<StageSpec>& stages,
+                         const std::vector<uint32_t>& sizes);
+
+// Parses "3,5,4".
+std::vector<uint32_t> parse_balance(const std::string& text);
+
+// GPipe's idle fraction of the fill-drain schedule: (K-1)/(M+K-1).
+double bubble_fraction(uint32_t stages, uint32_t micro_batches);
+
+}  // namespace brigade::pipeline
