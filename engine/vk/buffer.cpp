@@ -33,12 +33,34 @@ Buffer::Buffer(Device& device, uint64_t bytes, Category category, std::string na
   device.name(VK_OBJECT_TYPE_BUFFER, buffer_, name_);
 }
 
+Buffer::Buffer(Device& device, DedicatedMemory dedicated, uint64_t bytes, Category category,
+               std::string name)
+    : device_(&device), buffer_(dedicated.buffer), size_(bytes), category_(category),
+      name_(std::move(name)), dedicated_(true) {
+  allocation_.memory = dedicated.memory;
+  allocation_.mapped = dedicated.mapped;
+  try {
+    device.memory().charge(category, bytes, name_);
+  } catch (...) {
+    device.vk().vkDestroyBuffer(device.handle(), buffer_, nullptr);
+    device.vk().vkFreeMemory(device.handle(), dedicated.memory, nullptr);
+    buffer_ = VK_NULL_HANDLE;
+    throw;
+  }
+  device.name(VK_OBJECT_TYPE_BUFFER, buffer_, name_);
+}
+
 Buffer::~Buffer() { release(); }
 
 void Buffer::release() {
   if (!buffer_) return;
   device_->vk().vkDestroyBuffer(device_->handle(), buffer_, nullptr);
-  device_->memory().free(allocation_, category_, size_);
+  if (dedicated_) {
+    device_->vk().vkFreeMemory(device_->handle(), allocation_.memory, nullptr);
+    device_->memory().refund(category_, size_);
+  } else {
+    device_->memory().free(allocation_, category_, size_);
+  }
   buffer_ = VK_NULL_HANDLE;
 }
 
@@ -53,6 +75,7 @@ Buffer& Buffer::operator=(Buffer&& o) noexcept {
     category_ = o.category_;
     name_ = std::move(o.name_);
     allocation_ = o.allocation_;
+    dedicated_ = o.dedicated_;
   }
   return *this;
 }

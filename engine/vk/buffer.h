@@ -12,11 +12,21 @@ namespace brigade::vk {
 
 class Device;
 
+// A VkBuffer bound to its own VkDeviceMemory (exported or imported, see vk/external.h).
+struct DedicatedMemory {
+  VkBuffer buffer = VK_NULL_HANDLE;
+  VkDeviceMemory memory = VK_NULL_HANDLE;
+  void* mapped = nullptr;
+};
+
 class Buffer {
  public:
   Buffer() = default;
   Buffer(Device& device, uint64_t bytes, Category category, std::string name,
          Residency residency = Residency::Device);
+  // Takes ownership of both handles; the bytes count against the device's cap.
+  Buffer(Device& device, DedicatedMemory dedicated, uint64_t bytes, Category category,
+         std::string name);
   ~Buffer();
   Buffer(Buffer&& other) noexcept;
   Buffer& operator=(Buffer&& other) noexcept;
@@ -30,6 +40,7 @@ class Buffer {
   Device& device() const { return *device_; }
   // Host pointer when the memory is host-visible (always on lavapipe), else nullptr.
   void* mapped() const { return allocation_.mapped; }
+  VkDeviceMemory memory() const { return allocation_.memory; }
   explicit operator bool() const { return buffer_ != VK_NULL_HANDLE; }
 
  private:
@@ -41,6 +52,7 @@ class Buffer {
   Category category_ = Category::Scratch;
   std::string name_;
   Allocation allocation_;
+  bool dedicated_ = false;
 };
 
 // Host <-> device copies. Direct memcpy when the buffer is mapped; otherwise through a

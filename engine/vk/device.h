@@ -46,6 +46,7 @@ class Device {
   // "device 0 (stage 1, llvmpipe ...)": how errors name this device.
   const std::string& label() const { return label_; }
   Allocator& memory() { return *memory_; }
+  const Allocator& memory() const { return *memory_; }
 
   uint32_t compute_family() const { return compute_family_; }
   bool has_transfer_queue() const { return transfer_queue_ != VK_NULL_HANDLE; }

@@ -56,9 +56,7 @@ int Allocator::new_block(VkDeviceSize size, uint32_t type, bool dedicated, const
   VkDeviceMemory memory = VK_NULL_HANDLE;
   VkResult r = vk_.vkAllocateMemory(device_, &info, nullptr, &memory);
   if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY)
-    throw OutOfMemory(label_ + ": the driver is out of memory allocating " + format_bytes(size) +
-                      " for " + category_name(category) + " (" + what + "); " +
-                      format_bytes(stats_.total_current) + " in use by Brigade on this device");
+    driver_out_of_memory(size, category, what);
   VK_CHECK(r);
   Block b;
   b.memory = memory;
@@ -96,15 +94,59 @@ bool Allocator::take(Block& b, VkDeviceSize size, VkDeviceSize align, VkDeviceSi
   return false;
 }
 
-Allocation Allocator::allocate(const VkMemoryRequirements& req, Residency residency,
-                               Category category, uint64_t bytes, const std::string& what) {
-  std::lock_guard lock(mutex_);
-  const int c = static_cast<int>(category);
+void Allocator::driver_out_of_memory(uint64_t bytes, Category category, const std::string& what) {
+  throw OutOfMemory(label_ + ": the driver is out of memory allocating " + format_bytes(bytes) +
+                    " for " + category_name(category) + " (" + what + "); " +
+                    format_bytes(stats_.total_current) + " in use by Brigade on this device");
+}
+
+void Allocator::check_cap_locked(Category category, uint64_t bytes, const std::string& what) const {
   if (stats_.cap && stats_.total_current + bytes > stats_.cap)
     throw OutOfMemory(label_ + ": out of memory under --mem-limit: " + category_name(category) +
                       " (" + what + ") needs " + format_bytes(bytes) + ", " +
                       format_bytes(stats_.total_current) + " already in use of the " +
                       format_bytes(stats_.cap) + " cap");
+}
+
+void Allocator::charge_locked(Category category, uint64_t bytes, const std::string& what) {
+  check_cap_locked(category, bytes, what);
+  const int c = static_cast<int>(category);
+  stats_.current[c] += bytes;
+  stats_.total_current += bytes;
+  stats_.peak[c] = std::max(stats_.peak[c], stats_.current[c]);
+  stats_.total_peak = std::max(stats_.total_peak, stats_.total_current);
+}
+
+void Allocator::refund_locked(Category category, uint64_t bytes) {
+  stats_.current[static_cast<int>(category)] -= bytes;
+  stats_.total_current -= bytes;
+}
+
+void Allocator::charge(Category category, uint64_t bytes, const std::string& what) {
+  std::lock_guard lock(mutex_);
+  charge_locked(category, bytes, what);
+}
+
+void Allocator::refund(Category category, uint64_t bytes) {
+  std::lock_guard lock(mutex_);
+  refund_locked(category, bytes);
+}
+
+VkDeviceMemory Allocator::allocate_dedicated(const VkMemoryAllocateInfo& info, Category category,
+                                             const std::string& what) {
+  std::lock_guard lock(mutex_);
+  VkDeviceMemory memory = VK_NULL_HANDLE;
+  const VkResult r = vk_.vkAllocateMemory(device_, &info, nullptr, &memory);
+  if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY)
+    driver_out_of_memory(info.allocationSize, category, what);
+  VK_CHECK(r);
+  return memory;
+}
+
+Allocation Allocator::allocate(const VkMemoryRequirements& req, Residency residency,
+                               Category category, uint64_t bytes, const std::string& what) {
+  std::lock_guard lock(mutex_);
+  check_cap_locked(category, bytes, what);  // before any block is allocated
   if (req.size > max_allocation_)
     throw OutOfMemory(label_ + ": " + what + " needs " + format_bytes(req.size) +
                       ", over this device's largest allocation (maxMemoryAllocationSize " +
@@ -133,20 +175,14 @@ Allocation Allocator::allocate(const VkMemoryRequirements& req, Residency reside
   a.memory = b.memory;
   a.size = size;
   a.mapped = b.mapped ? static_cast<char*>(b.mapped) + a.offset : nullptr;
-
-  stats_.current[c] += bytes;
-  stats_.total_current += bytes;
-  stats_.peak[c] = std::max(stats_.peak[c], stats_.current[c]);
-  stats_.total_peak = std::max(stats_.total_peak, stats_.total_current);
+  charge_locked(category, bytes, what);
   return a;
 }
 
 void Allocator::free(const Allocation& a, Category category, uint64_t bytes) {
   if (a.block < 0) return;
   std::lock_guard lock(mutex_);
-  const int c = static_cast<int>(category);
-  stats_.current[c] -= bytes;
-  stats_.total_current -= bytes;
+  refund_locked(category, bytes);
   Block& b = blocks_[a.block];
   if (b.dedicated) {
     vk_.vkFreeMemory(device_, b.memory, nullptr);

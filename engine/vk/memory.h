@@ -58,6 +58,13 @@ class Allocator {
   Allocation allocate(const VkMemoryRequirements& req, Residency residency, Category category,
                       uint64_t bytes, const std::string& what);
   void free(const Allocation& a, Category category, uint64_t bytes);
+  // Counts memory the allocator does not hold (external and imported buffers) against the
+  // cap and in the statistics.
+  void charge(Category category, uint64_t bytes, const std::string& what);
+  void refund(Category category, uint64_t bytes);
+  VkDeviceMemory allocate_dedicated(const VkMemoryAllocateInfo& info, Category category,
+                                    const std::string& what);
+  const VkPhysicalDeviceMemoryProperties& properties() const { return props_; }
 
   MemoryStats stats() const;
   void reset_peaks();
@@ -76,6 +83,10 @@ class Allocator {
     std::map<VkDeviceSize, VkDeviceSize> free;  // offset -> size, coalesced
   };
 
+  void check_cap_locked(Category category, uint64_t bytes, const std::string& what) const;
+  void charge_locked(Category category, uint64_t bytes, const std::string& what);
+  void refund_locked(Category category, uint64_t bytes);
+  [[noreturn]] void driver_out_of_memory(uint64_t bytes, Category category, const std::string& what);
   uint32_t pick_type(uint32_t type_bits, Residency residency) const;
   int new_block(VkDeviceSize size, uint32_t type, bool dedicated, const std::string& what,
                 Category category);

@@ -1,0 +1,156 @@
+#include "vk/external.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "vk/check.h"
+
+namespace brigade::vk {
+namespace {
+
+constexpr auto kFd = VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT;
+constexpr auto kHost = VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT;
+
+VkBuffer create_external_buffer(Device& dev, uint64_t bytes, VkExternalMemoryHandleTypeFlagBits type) {
+  VkExternalMemoryBufferCreateInfo external{VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO};
+  external.handleTypes = type;
+  VkBufferCreateInfo info{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+  info.pNext = &external;
+  info.size = bytes;
+  info.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+               VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  VkBuffer buffer = VK_NULL_HANDLE;
+  VK_CHECK(dev.vk().vkCreateBuffer(dev.handle(), &info, nullptr, &buffer));
+  return buffer;
+}
+
+int first_type(const Device& dev, uint32_t bits, VkMemoryPropertyFlags want) {
+  const auto& props = dev.memory().properties();
+  for (uint32_t i = 0; i < props.memoryTypeCount; ++i)
+    if ((bits & (1u << i)) && (props.memoryTypes[i].propertyFlags & want) == want) return int(i);
+  return -1;
+}
+
+bool host_visible(const Device& dev, uint32_t type) {
+  const VkMemoryPropertyFlags host = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+  return (dev.memory().properties().memoryTypes[type].propertyFlags & host) == host;
+}
+
+// Binds `buffer` to memory allocated with `chain` (export or import info) and wraps both.
+Buffer finish(Device& dev, VkBuffer buffer, const void* chain, uint64_t size, uint32_t type,
+              uint64_t bytes, Category category, const std::string& name, void* host_ptr) {
+  VkMemoryDedicatedAllocateInfo dedicated{VK_STRUCTURE_TYPE_MEMORY_DEDICATED_ALLOCATE_INFO};
+  dedicated.pNext = chain;
+  dedicated.buffer = buffer;
+  VkMemoryAllocateInfo info{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
+  // Host-pointer imports may not be dedicated allocations.
+  info.pNext = host_ptr ? chain : &dedicated;
+  info.allocationSize = size;
+  info.memoryTypeIndex = type;
+  VkDeviceMemory memory = VK_NULL_HANDLE;
+  try {
+    memory = dev.memory().allocate_dedicated(info, category, name);
+  } catch (...) {
+    dev.vk().vkDestroyBuffer(dev.handle(), buffer, nullptr);
+    throw;
+  }
+  VK_CHECK(dev.vk().vkBindBufferMemory(dev.handle(), buffer, memory, 0));
+  void* mapped = host_ptr;
+  if (!mapped && host_visible(dev, type))
+    VK_CHECK(dev.vk().vkMapMemory(dev.handle(), memory, 0, VK_WHOLE_SIZE, 0, &mapped));
+  dev.name(VK_OBJECT_TYPE_DEVICE_MEMORY, memory, name + " memory");
+  return Buffer(dev, DedicatedMemory{buffer, memory, mapped}, bytes, category, name);
+}
+
+}  // namespace
+
+bool can_share_fd(const Device& a, const Device& b) {
+  return a.info().external_memory_fd && b.info().external_memory_fd &&
+         a.info().device_uuid == b.info().device_uuid && a.info().driver_uuid == b.info().driver_uuid;
+}
+
+bool can_share_host(const Device& a, const Device& b) {
+  return a.info().external_memory_host && b.info().external_memory_host;
+}
+
+SharedBuffer share_fd(Device& exporter, Device& importer, uint64_t bytes, Category category,
+                      const std::string& name) {
+  if (!can_share_fd(exporter, importer))
+    throw UserError("--link fd: " + exporter.label() + " and " + importer.label() +
+                    " cannot share opaque-fd memory (it needs one driver on one device, same "
+                    "deviceUUID and driverUUID); use --link host or staging");
+  SharedBuffer out;
+  VkBuffer src = create_external_buffer(exporter, bytes, kFd);
+  VkMemoryRequirements req;
+  exporter.vk().vkGetBufferMemoryRequirements(exporter.handle(), src, &req);
+  int type = first_type(exporter, req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
+  if (type < 0) type = first_type(exporter, req.memoryTypeBits, 0);
+  VkExportMemoryAllocateInfo export_info{VK_STRUCTURE_TYPE_EXPORT_MEMORY_ALLOCATE_INFO};
+  export_info.handleTypes = kFd;
+  out.first = finish(exporter, src, &export_info, req.size, uint32_t(type), bytes, category,
+                     name + " (exported)", nullptr);
+
+  VkMemoryGetFdInfoKHR get{VK_STRUCTURE_TYPE_MEMORY_GET_FD_INFO_KHR};
+  get.memory = out.first.memory();
+  get.handleType = kFd;
+  int fd = -1;
+  VK_CHECK(exporter.vk().vkGetMemoryFdKHR(exporter.handle(), &get, &fd));
+
+  VkBuffer dst = create_external_buffer(importer, bytes, kFd);
+  VkMemoryRequirements req2;
+  importer.vk().vkGetBufferMemoryRequirements(importer.handle(), dst, &req2);
+  VkImportMemoryFdInfoKHR import_info{VK_STRUCTURE_TYPE_IMPORT_MEMORY_FD_INFO_KHR};
+  import_info.handleType = kFd;
+  import_info.fd = fd;  // owned by the driver once the import succeeds
+  try {
+    out.second = finish(importer, dst, &import_info, req.size, uint32_t(type), bytes, category,
+                        name + " (imported)", nullptr);
+  } catch (...) {
+    close(fd);
+    throw;
+  }
+  return out;
+}
+
+SharedBuffer share_host(Device& a, Device& b, uint64_t bytes, Category category,
+                        const std::string& name) {
+  if (!can_share_host(a, b))
+    throw UserError("--link host: " + a.label() + " or " + b.label() +
+                    " lacks VK_EXT_external_memory_host; use --link staging");
+  const uint64_t align = std::max<uint64_t>({a.info().min_imported_host_pointer_alignment,
+                                             b.info().min_imported_host_pointer_alignment,
+                                             uint64_t(sysconf(_SC_PAGESIZE))});
+  const uint64_t size = (bytes + align - 1) / align * align;
+  void* ptr = std::aligned_alloc(align, size);
+  if (!ptr) throw UserError("out of host memory allocating " + std::to_string(size) + " bytes for " + name);
+  std::memset(ptr, 0, size);
+  SharedBuffer out;
+  out.host = std::shared_ptr<void>(ptr, std::free);
+  Device* devices[2] = {&a, &b};
+  for (int i = 0; i < 2; ++i) {
+    Device& dev = *devices[i];
+    VkMemoryHostPointerPropertiesEXT props{VK_STRUCTURE_TYPE_MEMORY_HOST_POINTER_PROPERTIES_EXT};
+    VK_CHECK(dev.vk().vkGetMemoryHostPointerPropertiesEXT(dev.handle(), kHost, ptr, &props));
+    VkBuffer buffer = create_external_buffer(dev, size, kHost);
+    VkMemoryRequirements req;
+    dev.vk().vkGetBufferMemoryRequirements(dev.handle(), buffer, &req);
+    const int type = first_type(dev, req.memoryTypeBits & props.memoryTypeBits, 0);
+    if (type < 0) {
+      dev.vk().vkDestroyBuffer(dev.handle(), buffer, nullptr);
+      throw VulkanError(dev.label() + ": no memory type can import host memory for " + name,
+                        VK_ERROR_FEATURE_NOT_PRESENT);
+    }
+    VkImportMemoryHostPointerInfoEXT import_info{VK_STRUCTURE_TYPE_IMPORT_MEMORY_HOST_POINTER_INFO_EXT};
+    import_info.handleType = kHost;
+    import_info.pHostPointer = ptr;
+    Buffer buf = finish(dev, buffer, &import_info, size, uint32_t(type), bytes, category,
+                        name + (i ? " (host, second)" : " (host, first)"), ptr);
+    (i ? out.second : out.first) = std::move(buf);
+  }
+  return out;
+}
+
+}  // namespace brigade::vk
