@@ -1,0 +1,50 @@
+// A Link carries one boundary tensor per micro-batch from one stage's device to its
+// neighbour's: activations forward, gradients backward. The path is chosen per pair of
+// devices (DESIGN.md): opaque-fd memory within one driver, host memory imported into both
+// across drivers, staging copies through mapped memory as the last resort. Each link has
+// several slots so the transfer of one micro-batch overlaps the compute of the next.
+// Ordering is the executor's job: it signals the consumer only after the producer's writes
+// complete and relay() has run.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "vk/buffer.h"
+#include "vk/device.h"
+#include "vk/external.h"
+
+namespace brigade::pipeline {
+
+enum class LinkKind { Auto, Fd, Host, Staging };
+
+LinkKind parse_link(const std::string& text);  // "auto" | "fd" | "host" | "staging"
+const char* link_name(LinkKind kind);
+// The path `requested` resolves to between these devices; a forced path the devices cannot
+// take is refused with a UserError saying why.
+LinkKind resolve_link(const vk::Device& producer, const vk::Device& consumer, LinkKind requested);
+
+class Link {
+ public:
+  Link(vk::Device& producer, vk::Device& consumer, uint64_t bytes, uint32_t slots,
+       LinkKind requested, const std::string& name);
+
+  LinkKind kind() const { return kind_; }
+  uint64_t bytes() const { return bytes_; }
+  uint32_t slots() const { return uint32_t(slots_.size()); }
+  // Where the producer's kernels write micro-batch data for `slot`.
+  vk::Buffer& send(uint32_t slot) { return slots_.at(slot).first; }
+  // Where the consumer's kernels read it.
+  vk::Buffer& receive(uint32_t slot) { return slots_.at(slot).second; }
+  // Host-side step between the producer finishing and the consumer starting: the copy for
+  // staging links, nothing for shared memory. Returns the bytes copied.
+  uint64_t relay(uint32_t slot);
+
+ private:
+  LinkKind kind_;
+  uint64_t bytes_;
+  std::vector<vk::SharedBuffer> slots_;
+};
+
+}  // namespace brigade::pipeline

@@ -1,0 +1,47 @@
+#include <doctest/doctest.h>
+
+#include <vector>
+
+#include "gpu.h"
+#include "pipeline/link.h"
+#include "push.h"
+#include "vk/commands.h"
+
+using namespace brigade;
+using namespace brigade::pipeline;
+
+TEST_CASE_FIXTURE(test::Gpu, "every link path carries each slot's micro-batch to the next device") {
+  vk::Device& a = device(0);
+  vk::Device& b = device(1);
+  CHECK(resolve_link(a, b, LinkKind::Auto) == LinkKind::Fd);  // one driver, one device
+  const uint32_t n = 5000, slots = 2;
+  for (LinkKind kind : {LinkKind::Fd, LinkKind::Host, LinkKind::Staging}) {
+    INFO("link ", link_name(kind));
+    Link link(a, b, n * 4, slots, kind, "activations 0->1");
+    CHECK(link.kind() == kind);
+    for (uint32_t s = 0; s < slots; ++s) {
+      std::vector<float> x(n, float(s + 1));
+      vk::Buffer src(a, n * 4, vk::Category::Activations, "src");
+      vk::upload(src, x.data(), n * 4);
+      vk::Commands produce(a, "produce");
+      produce.copy(src, link.send(s), n * 4);
+      produce.run();
+      CHECK(link.relay(s) == (kind == LinkKind::Staging ? n * 4 : 0));
+      vk::Buffer out(b, n * 4, vk::Category::Activations, "out");
+      vk::Commands consume(b, "consume");
+      consume.fill(out, 0);
+      consume.dispatch(b.kernel("axpy"), {link.receive(s), out}, shaders::AxpyPush{n, 1.0f},
+                       {vk::groups_for(n, BRIGADE_WG_1D)});
+      consume.run();
+      std::vector<float> got(n);
+      vk::download(out, got.data(), n * 4);
+      CHECK(got.front() == float(s + 1));
+      CHECK(got.back() == float(s + 1));
+    }
+  }
+}
+
+TEST_CASE("link paths parse and bad ones are refused") {
+  CHECK(parse_link("host") == LinkKind::Host);
+  CHECK_THROWS_WITH_AS(parse_link("nvlink"), doctest::Contains("--link: 'nvlink' is not a path"), UserError);
+}
