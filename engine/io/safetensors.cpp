@@ -1,0 +1,280 @@
+#include "io/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "vk/check.h"
+
+namespace brigade::io {
+namespace {
+
+constexpr uint64_t kMaxHeader = 100ull << 20;  // the format's own limit
+
+struct DTypeName {
+  DType dtype;
+  const char* name;
+  size_t size;
+};
+constexpr DTypeName kDTypes[] = {
+    {DType::F64, "F64", 8}, {DType::F32, "F32", 4}, {DType::F16, "F16", 2}, {DType::BF16, "BF16", 2},
+    {DType::I64, "I64", 8}, {DType::I32, "I32", 4}, {DType::I16, "I16", 2}, {DType::I8, "I8", 1},
+    {DType::U8, "U8", 1},   {DType::BOOL, "BOOL", 1},
+};
+
+}  // namespace
+
+const char* dtype_name(DType d) {
+  for (auto& t : kDTypes)
+    if (t.dtype == d) return t.name;
+  return "?";
+}
+
+size_t dtype_size(DType d) {
+  for (auto& t : kDTypes)
+    if (t.dtype == d) return t.size;
+  return 0;
+}
+
+uint64_t TensorInfo::elements() const {
+  uint64_t n = 1;
+  for (int64_t d : shape) n *= uint64_t(d);
+  return n;
+}
+
+std::string shape_string(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+SafeTensors SafeTensors::load(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw UserError(path + ": cannot open (" + std::strerror(errno) + ")");
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (f.bad()) throw UserError(path + ": read failed");
+  return parse(std::move(bytes), path);
+}
+
+SafeTensors SafeTensors::parse(std::vector<uint8_t> bytes, const std::string& source) {
+  auto bad = [&](const std::string& why) {
+    return UserError(source + ": not a valid safetensors file: " + why);
+  };
+  SafeTensors st;
+  st.source_ = source;
+  if (bytes.size() < 8) throw bad("shorter than the 8-byte header length");
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | bytes[size_t(i)];
+  if (n > kMaxHeader) throw bad("header length " + std::to_string(n) + " is over the 100 MiB limit");
+  if (n > bytes.size() - 8)
+    throw bad("header length " + std::to_string(n) + " runs past the end of the " +
+              std::to_string(bytes.size()) + "-byte file");
+  st.data_start_ = 8 + n;
+  const uint64_t data_size = bytes.size() - st.data_start_;
+
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + long(8 + n));
+  } catch (const nlohmann::json::exception& e) {
+    throw bad(std::string("header is not JSON (") + e.what() + ")");
+  }
+  if (!header.is_object()) throw bad("header is not a JSON object");
+
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  for (auto& [name, value] : header.items()) {
+    if (name == "__metadata__") {
+      if (!value.is_object()) throw bad("__metadata__ is not an object");
+      for (auto& [k, v] : value.items()) {
+        if (!v.is_string()) throw bad("metadata '" + k + "' is not a string");
+        st.metadata_[k] = v.get<std::string>();
+      }
+      continue;
+    }
+    const std::string where = "tensor '" + name + "'";
+    if (!value.is_object() || !value.contains("dtype") || !value.contains("shape") ||
+        !value.contains("data_offsets"))
+      throw bad(where + " lacks dtype, shape or data_offsets");
+    TensorInfo t;
+    const auto& dt = value["dtype"];
+    bool known = false;
+    if (dt.is_string())
+      for (auto& d : kDTypes)
+        if (dt.get<std::string>() == d.name) t.dtype = d.dtype, known = true;
+    if (!known) throw bad(where + " has unknown dtype " + dt.dump());
+    const auto& shape = value["shape"];
+    if (!shape.is_array()) throw bad(where + " shape is not an array");
+    uint64_t elements = 1;
+    for (auto& d : shape) {
+      if (!d.is_number_integer() || d.get<int64_t>() < 0) throw bad(where + " has a bad dimension " + d.dump());
+      const uint64_t dim = d.get<uint64_t>();
+      if (dim && elements > std::numeric_limits<uint64_t>::max() / 8 / dim) throw bad(where + " shape overflows");
+      elements *= dim;
+      t.shape.push_back(int64_t(dim));
+    }
+    const auto& off = value["data_offsets"];
+    if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
+      throw bad(where + " data_offsets is not [begin, end]");
+    t.begin = off[0].get<uint64_t>();
+    t.end = off[1].get<uint64_t>();
+    if (t.begin > t.end || t.end > data_size)
+      throw bad(where + " data_offsets [" + std::to_string(t.begin) + ", " + std::to_string(t.end) +
+                "] fall outside the " + std::to_string(data_size) + "-byte data section");
+    if (t.end - t.begin != elements * dtype_size(t.dtype))
+      throw bad(where + " holds " + std::to_string(t.end - t.begin) + " bytes but " +
+                dtype_name(t.dtype) + " " + shape_string(t.shape) + " needs " +
+                std::to_string(elements * dtype_size(t.dtype)));
+    ranges.emplace_back(t.begin, t.end);
+    st.tensors_[name] = std::move(t);
+  }
+  std::sort(ranges.begin(), ranges.end());
+  for (size_t i = 1; i < ranges.size(); ++i)
+    if (ranges[i].first < ranges[i - 1].second) throw bad("two tensors overlap in the data section");
+  st.file_ = std::move(bytes);
+  return st;
+}
+
+std::vector<std::string> SafeTensors::names() const {
+  std::vector<std::string> out;
+  for (auto& [name, t] : tensors_) out.push_back(name);
+  return out;
+}
+
+const TensorInfo& SafeTensors::info(const std::string& name) const {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end()) throw UserError(source_ + ": no tensor named '" + name + "'");
+  return it->second;
+}
+
+std::span<const uint8_t> SafeTensors::bytes(const std::string& name) const {
+  const TensorInfo& t = info(name);
+  return {file_.data() + data_start_ + t.begin, t.end - t.begin};
+}
+
+std::vector<float> SafeTensors::f32(const std::string& name) const {
+  const TensorInfo& t = info(name);
+  if (t.dtype != DType::F32)
+    throw UserError(source_ + ": tensor '" + name + "' is " + dtype_name(t.dtype) + ", expected F32");
+  std::vector<float> out(t.elements());
+  if (!out.empty()) std::memcpy(out.data(), bytes(name).data(), out.size() * 4);
+  return out;
+}
+
+std::vector<float> SafeTensors::f32(const std::string& name, const std::vector<int64_t>& shape) const {
+  const TensorInfo& t = info(name);
+  if (t.shape != shape)
+    throw UserError(source_ + ": tensor '" + name + "' has shape " + shape_string(t.shape) +
+                    ", expected " + shape_string(shape));
+  return f32(name);
+}
+
+std::vector<int32_t> SafeTensors::i32(const std::string& name, int64_t lo, int64_t hi) const {
+  const TensorInfo& t = info(name);
+  if (t.dtype != DType::I32 && t.dtype != DType::I64)
+    throw UserError(source_ + ": tensor '" + name + "' is " + dtype_name(t.dtype) + ", expected I32 or I64");
+  const auto raw = bytes(name);
+  std::vector<int32_t> out(t.elements());
+  for (size_t i = 0; i < out.size(); ++i) {
+    int64_t v;
+    if (t.dtype == DType::I32) {
+      int32_t x;
+      std::memcpy(&x, raw.data() + i * 4, 4);
+      v = x;
+    } else {
+      std::memcpy(&v, raw.data() + i * 8, 8);
+    }
+    if (v < lo || v >= hi)
+      throw UserError(source_ + ": tensor '" + name + "' element " + std::to_string(i) + " is " +
+                      std::to_string(v) + ", outside [" + std::to_string(lo) + ", " + std::to_string(hi) + ")");
+    out[i] = int32_t(v);
+  }
+  return out;
+}
+
+void SafeTensorsWriter::add(const std::string& name, DType dtype, const std::vector<int64_t>& shape,
+                            const void* data, size_t bytes) {
+  uint64_t elements = 1;
+  for (int64_t d : shape) elements *= uint64_t(d);
+  if (elements * dtype_size(dtype) != bytes)
+    throw vk::VulkanError("safetensors: " + name + " " + shape_string(shape) + " given " +
+                              std::to_string(bytes) + " bytes", VK_ERROR_UNKNOWN);
+  Entry e{dtype, shape, std::vector<uint8_t>(bytes)};
+  if (bytes) std::memcpy(e.data.data(), data, bytes);
+  tensors_[name] = std::move(e);
+}
+
+void SafeTensorsWriter::add(const std::string& name, const std::vector<int64_t>& shape, std::span<const float> data) {
+  add(name, DType::F32, shape, data.data(), data.size_bytes());
+}
+
+void SafeTensorsWriter::add(const std::string& name, const std::vector<int64_t>& shape, std::span<const int32_t> data) {
+  add(name, DType::I32, shape, data.data(), data.size_bytes());
+}
+
+std::vector<uint8_t> SafeTensorsWriter::serialize() const {
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata_.empty()) header["__metadata__"] = metadata_;
+  uint64_t offset = 0;
+  for (auto& [name, e] : tensors_) {
+    header[name] = {{"dtype", dtype_name(e.dtype)}, {"shape", e.shape}, {"data_offsets", {offset, offset + e.data.size()}}};
+    offset += e.data.size();
+  }
+  std::string text = header.dump();
+  while ((8 + text.size()) % 8) text += ' ';  // data starts 8-byte aligned
+  std::vector<uint8_t> out(8);
+  const uint64_t n = text.size();
+  for (int i = 0; i < 8; ++i) out[size_t(i)] = uint8_t(n >> (8 * i));
+  out.insert(out.end(), text.begin(), text.end());
+  for (auto& [name, e] : tensors_) out.insert(out.end(), e.data.begin(), e.data.end());
+  return out;
+}
+
+void SafeTensorsWriter::write(const std::string& path) const {
+  const auto bytes = serialize();
+  write_atomically(path, bytes);
+}
+
+void write_atomically(const std::string& path, std::span<const uint8_t> bytes) {
+  const std::string tmp = path + ".tmp";
+  auto fail = [&](const std::string& what) {
+    const std::string why = std::strerror(errno);
+    ::unlink(tmp.c_str());
+    throw UserError(path + ": " + what + " failed (" + why + "); the previous file, if any, is untouched");
+  };
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    const std::string why = std::strerror(errno);
+    throw UserError(path + ": cannot create " + tmp + " (" + why + ")");
+  }
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      ::close(fd);
+      fail("write");
+    }
+    done += size_t(w);
+  }
+  if (::fsync(fd) != 0) {
+    ::close(fd);
+    fail("fsync");
+  }
+  if (::close(fd) != 0) fail("close");
+  if (::rename(tmp.c_str(), path.c_str()) != 0) fail("rename");
+  const size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);  // makes the rename itself durable
+    ::close(dfd);
+  }
+}
+
+}  // namespace brigade::io
