@@ -8,6 +8,7 @@ packages=(
   libvulkan-dev libvulkan-volk-dev glslc glslang-tools spirv-tools
   vulkan-validationlayers vulkan-tools mesa-vulkan-drivers
   doctest-dev libcli11-dev libtomlplusplus-dev nlohmann-json3-dev zlib1g-dev
+  dataset-fashion-mnist jargon-text
 )
 
 missing=()

@@ -1,0 +1,102 @@
+#include "io/idx.h"
+
+#include <zlib.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+#include "vk/check.h"
+
+namespace brigade::io {
+
+std::vector<uint8_t> gunzip(std::span<const uint8_t> bytes, const std::string& source, size_t limit) {
+  z_stream z{};
+  if (inflateInit2(&z, 15 + 32) != Z_OK) throw UserError(source + ": zlib init failed");
+  std::vector<uint8_t> out;
+  z.next_in = const_cast<Bytef*>(bytes.data());
+  z.avail_in = uInt(bytes.size());
+  int r = Z_OK;
+  while (r != Z_STREAM_END) {
+    if (out.size() >= limit) {
+      inflateEnd(&z);
+      throw UserError(source + ": decompresses to more than " + std::to_string(limit) + " bytes");
+    }
+    const size_t chunk = 1 << 20, have = out.size();
+    out.resize(have + chunk);
+    z.next_out = out.data() + have;
+    z.avail_out = uInt(chunk);
+    r = inflate(&z, Z_NO_FLUSH);
+    out.resize(have + chunk - z.avail_out);
+    if (r == Z_BUF_ERROR && z.avail_in == 0) r = Z_DATA_ERROR;  // input ended mid-stream
+    if (r != Z_OK && r != Z_STREAM_END) {
+      inflateEnd(&z);
+      throw UserError(source + ": corrupt or truncated gzip data (" + (z.msg ? z.msg : "unexpected end") + ")");
+    }
+  }
+  inflateEnd(&z);
+  return out;
+}
+
+IdxArray parse_idx(std::span<const uint8_t> b, const std::string& source) {
+  auto bad = [&](const std::string& why) { return UserError(source + ": not a valid IDX file: " + why); };
+  if (b.size() < 4) throw bad("shorter than its 4-byte magic number");
+  if (b[0] != 0 || b[1] != 0) throw bad("the magic number does not start with two zero bytes");
+  if (b[2] != 0x08) throw bad("element type 0x" + std::to_string(b[2]) + " is not unsigned byte (0x08)");
+  const uint32_t rank = b[3];
+  if (rank == 0 || rank > 4) throw bad("has " + std::to_string(rank) + " dimensions; expected 1 to 4");
+  if (b.size() < 4 + 4 * rank) throw bad("ends inside its dimension sizes");
+  IdxArray a;
+  uint64_t n = 1;
+  for (uint32_t i = 0; i < rank; ++i) {
+    const uint8_t* p = &b[4 + 4 * i];
+    const uint32_t d = uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3];
+    a.dims.push_back(d);
+    n *= d;
+    if (n > (uint64_t(1) << 34)) throw bad("dimensions multiply past 16 GiB");
+  }
+  const uint64_t have = b.size() - (4 + 4 * rank);
+  if (have != n)
+    throw bad("the dimensions promise " + std::to_string(n) + " bytes of data but the file holds " + std::to_string(have));
+  a.data.assign(b.begin() + 4 + 4 * rank, b.end());
+  return a;
+}
+
+IdxArray read_idx(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw UserError(path + ": cannot open (" + std::strerror(errno) + ")");
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (bytes.size() >= 2 && bytes[0] == 0x1f && bytes[1] == 0x8b) bytes = gunzip(bytes, path);
+  return parse_idx(bytes, path);
+}
+
+ImageSet load_fashion_mnist(const std::string& dir, bool train) {
+  const std::string prefix = dir + "/" + (train ? "train" : "t10k");
+  const std::string images_path = prefix + "-images-idx3-ubyte.gz", labels_path = prefix + "-labels-idx1-ubyte.gz";
+  std::ifstream probe(images_path);
+  if (!probe)
+    throw UserError(images_path + ": not found; install Debian's dataset-fashion-mnist or pass --data DIR "
+                    "holding the four *-idx*-ubyte.gz files");
+  const IdxArray images = read_idx(images_path), labels = read_idx(labels_path);
+  if (images.dims.size() != 3) throw UserError(images_path + ": expected 3 dimensions (count, rows, cols)");
+  if (labels.dims.size() != 1) throw UserError(labels_path + ": expected 1 dimension (count)");
+  if (images.dims[0] != labels.dims[0])
+    throw UserError(prefix + ": " + std::to_string(images.dims[0]) + " images but " +
+                    std::to_string(labels.dims[0]) + " labels");
+  ImageSet set;
+  set.count = images.dims[0];
+  set.height = images.dims[1];
+  set.width = images.dims[2];
+  set.images.resize(images.data.size());
+  for (size_t i = 0; i < images.data.size(); ++i) set.images[i] = float(images.data[i]) / 255.0f;
+  set.labels.resize(set.count);
+  for (uint32_t i = 0; i < set.count; ++i) {
+    if (labels.data[i] >= 10)
+      throw UserError(labels_path + ": label " + std::to_string(labels.data[i]) + " at index " +
+                      std::to_string(i) + " is not a class 0..9");
+    set.labels[i] = labels.data[i];
+  }
+  return set;
+}
+
+}  // namespace brigade::io

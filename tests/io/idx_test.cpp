@@ -1,0 +1,102 @@
+#include <doctest/doctest.h>
+
+#include <zlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "io/idx.h"
+#include "vk/check.h"
+
+using namespace brigade;
+using namespace brigade::io;
+
+namespace {
+std::vector<uint8_t> idx(std::vector<uint32_t> dims, size_t data_bytes) {
+  std::vector<uint8_t> b = {0, 0, 0x08, uint8_t(dims.size())};
+  for (uint32_t d : dims)
+    for (int s = 24; s >= 0; s -= 8) b.push_back(uint8_t(d >> s));
+  for (size_t i = 0; i < data_bytes; ++i) b.push_back(uint8_t(i * 7));
+  return b;
+}
+
+std::vector<uint8_t> gzip(const std::vector<uint8_t>& raw) {
+  z_stream z{};
+  deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
+  std::vector<uint8_t> out(deflateBound(&z, raw.size()) + 32);
+  z.next_in = const_cast<Bytef*>(raw.data());
+  z.avail_in = uInt(raw.size());
+  z.next_out = out.data();
+  z.avail_out = uInt(out.size());
+  deflate(&z, Z_FINISH);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
+std::string refusal(const std::vector<uint8_t>& b) {
+  try {
+    parse_idx(b, "x.idx");
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "accepted";
+}
+}  // namespace
+
+TEST_CASE("an IDX array parses with its dimensions and bytes") {
+  const auto a = parse_idx(idx({2, 3, 4}, 24), "x.idx");
+  CHECK(a.dims == std::vector<uint32_t>{2, 3, 4});
+  REQUIRE(a.data.size() == 24);
+  CHECK(a.data[23] == uint8_t(23 * 7));
+}
+
+TEST_CASE("malformed IDX files are refused with what is wrong") {
+  CHECK(refusal({0, 0}).find("shorter than its 4-byte magic") != std::string::npos);
+  CHECK(refusal({1, 0, 8, 1, 0, 0, 0, 0}).find("two zero bytes") != std::string::npos);
+  CHECK(refusal({0, 0, 0x0D, 1, 0, 0, 0, 0}).find("is not unsigned byte") != std::string::npos);
+  CHECK(refusal({0, 0, 8, 0}).find("has 0 dimensions") != std::string::npos);
+  CHECK(refusal({0, 0, 8, 2, 0, 0}).find("ends inside its dimension sizes") != std::string::npos);
+  CHECK(refusal(idx({2, 3}, 5)).find("promise 6 bytes of data but the file holds 5") != std::string::npos);
+  CHECK(refusal(idx({2, 3}, 7)).find("promise 6 bytes") != std::string::npos);
+  CHECK(refusal(idx({65536, 65536, 65536}, 0)).find("past 16 GiB") != std::string::npos);
+}
+
+TEST_CASE("gzip data decompresses and corrupt or truncated gzip is refused") {
+  const auto raw = idx({10, 10}, 100);
+  const auto gz = gzip(raw);
+  CHECK(gunzip(gz, "x.gz") == raw);
+  auto truncated = gz;
+  truncated.resize(gz.size() / 2);
+  CHECK_THROWS_WITH_AS(gunzip(truncated, "x.gz"), doctest::Contains("x.gz: corrupt or truncated gzip"), UserError);
+  auto corrupt = gz;
+  corrupt[12] ^= 0xFF;
+  corrupt[13] ^= 0xFF;
+  CHECK_THROWS_AS(gunzip(corrupt, "x.gz"), UserError);
+  const std::vector<uint8_t> zeros(5 << 20, 0);
+  CHECK_THROWS_WITH_AS(gunzip(gzip(zeros), "bomb.gz", 1 << 20), doctest::Contains("more than 1048576 bytes"), UserError);
+}
+
+TEST_CASE("a dataset folder without Fashion-MNIST is refused with the package to install") {
+  CHECK_THROWS_WITH_AS(load_fashion_mnist("/nonexistent", true), doctest::Contains("install Debian's dataset-fashion-mnist"), UserError);
+}
+
+TEST_CASE("Fashion-MNIST loads with 60000 training and 10000 test images of 28x28") {
+  const std::string dir = "/usr/share/datasets/fashion-mnist";
+  REQUIRE_MESSAGE(std::filesystem::exists(dir), "install dataset-fashion-mnist (tools/install-deps.sh does)");
+  const ImageSet test = load_fashion_mnist(dir, false);
+  CHECK(test.count == 10000);
+  CHECK(test.height == 28);
+  CHECK(test.width == 28);
+  CHECK(test.images.size() == 10000u * 28 * 28);
+  std::vector<int> per_class(10, 0);
+  for (int32_t l : test.labels) per_class[size_t(l)]++;
+  for (int c : per_class) CHECK(c == 1000);  // the test split is balanced
+  double mean = 0;
+  for (float p : test.images) mean += p;
+  mean /= double(test.images.size());
+  CHECK(mean > 0.25);  // Fashion-MNIST's mean pixel is about 0.286
+  CHECK(mean < 0.32);
+}
