@@ -5,7 +5,7 @@
 #include <string>
 
 #include "optim.h"
-#include "optim/optimizer.h"
+#include "optim/expect.h"
 #include "vk/check.h"
 
 namespace brigade::optim {
@@ -16,7 +16,8 @@ Clip clip(double squared_sum, double max_norm) {
                     ", expected a positive number");
   Clip c;
   c.total_norm = std::sqrt(squared_sum);
-  c.grad_scale = std::min(1.0, max_norm / (c.total_norm + 1e-6));
+  const double coef = max_norm / (c.total_norm + 1e-6);
+  c.grad_scale = coef >= 1 ? 1.0 : coef;  // written so that a NaN coefficient stays NaN
   return c;
 }
 
@@ -27,12 +28,12 @@ uint32_t grad_norm_groups(uint32_t n) {
 
 void grad_norm_partial(vk::Commands& cmd, vk::View grad, vk::View partial, uint32_t n) {
   const uint32_t groups = grad_norm_groups(n);
-  BRIGADE_EXPECT(partial.range >= groups * 4ull,
-                 "grad_norm_partial: " + std::to_string(groups) + " partial sums need " +
-                     std::to_string(groups * 4) + " bytes, the view has " +
-                     std::to_string(partial.range));
-  cmd.dispatch(cmd.device().kernel("grad_norm_partial"), {grad, partial},
-               shaders::GradNormPush{n}, {groups});
+  BRIGADE_OPTIM_EXPECT(partial.range >= groups * 4ull,
+                       "grad_norm_partial: " + std::to_string(groups) + " partial sums need " +
+                           std::to_string(groups * 4) + " bytes, the view has " +
+                           std::to_string(partial.range));
+  cmd.dispatch(cmd.device().kernel("grad_norm_partial"), {grad, partial}, shaders::GradNormPush{n},
+               {groups});
 }
 
 void scale(vk::Commands& cmd, vk::View x, uint32_t n, float alpha) {
@@ -42,10 +43,11 @@ void scale(vk::Commands& cmd, vk::View x, uint32_t n, float alpha) {
 
 GradNorm::GradNorm(vk::Device& device, std::vector<vk::View> grads) : grads_(std::move(grads)) {
   for (const vk::View& g : grads_) {
-    BRIGADE_EXPECT(&g.buffer->device() == &device,
-                   "GradNorm: gradient '" + g.buffer->name() + "' is on another device");
-    BRIGADE_EXPECT(g.range % 4 == 0 && g.range > 0,
-                   "GradNorm: gradient '" + g.buffer->name() + "' is not a non-empty float tensor");
+    BRIGADE_OPTIM_EXPECT(&g.buffer->device() == &device,
+                         "GradNorm: gradient '" + g.buffer->name() + "' is on another device");
+    BRIGADE_OPTIM_EXPECT(
+        g.range % 4 == 0 && g.range > 0,
+        "GradNorm: gradient '" + g.buffer->name() + "' is not a non-empty float tensor");
     const uint32_t groups = grad_norm_groups(uint32_t(g.range / 4));
     partials_.emplace_back(device, groups * 4ull, vk::Category::Scratch,
                            g.buffer->name() + " norm partials", vk::Residency::Host);

@@ -2,7 +2,8 @@
 // that pipeline stages on different devices can combine:
 //   each stage:  squared = GradNorm(dev, its gradients): record(cmd), run, squared()
 //   host:        Clip c = clip(sum of every stage's squared, max_norm)
-//   each stage:  optimizer step with Step::grad_scale = c.grad_scale (no extra pass), or
+//   each stage:  optimizer step with Step::grad_scale = c.grad_scale (no extra pass; the
+//                gradient buffers keep their unclipped values), or
 //                scale(cmd, grad, n, c.grad_scale) to clip the gradients themselves.
 #pragma once
 
@@ -20,8 +21,9 @@ struct Clip {
 };
 
 // clip_grad_norm_'s arithmetic on the sum of squares of every gradient of every stage.
-// Clipping happens (grad_scale < 1) only when total_norm + 1e-6 > max_norm. A non-finite
-// norm gives a non-finite or zero scale, as in torch. Throws UserError unless max_norm > 0.
+// Clipping happens (grad_scale < 1) only when total_norm + 1e-6 > max_norm. As in torch, a
+// NaN norm gives a NaN scale and an infinite one a zero scale: callers that want to skip
+// such steps check total_norm. Throws UserError unless max_norm > 0.
 Clip clip(double squared_sum, double max_norm);
 
 // Partial sums grad_norm_partial writes for a tensor of n floats.

@@ -14,10 +14,6 @@
 
 namespace brigade::optim {
 
-// A broken invariant in the caller's code: throws vk::VulkanError with file:line and `what`.
-void expect(bool ok, const char* file, int line, const std::string& what);
-#define BRIGADE_EXPECT(cond, what) ::brigade::optim::expect((cond), __FILE__, __LINE__, (what))
-
 // What changes from one update to the next; the same for every parameter of every stage.
 struct Step {
   uint64_t t = 1;         // 1 on the first update (torch's state["step"] after its increment)

@@ -7,22 +7,27 @@ namespace brigade::optim {
 
 void validate(const SgdOptions& o) {
   if (!(o.momentum >= 0 && o.momentum < 1))
-    throw UserError("sgd: momentum is " + std::to_string(o.momentum) + ", expected 0 <= momentum < 1");
+    throw UserError("sgd: momentum is " + std::to_string(o.momentum) +
+                    ", expected 0 <= momentum < 1");
   if (!(o.weight_decay >= 0))
     throw UserError("sgd: weight_decay is " + std::to_string(o.weight_decay) + ", expected >= 0");
-  if (o.nesterov && o.momentum == 0)
-    throw UserError("sgd: nesterov needs a momentum above 0");
+  if (o.nesterov && o.momentum == 0) throw UserError("sgd: nesterov needs a momentum above 0");
 }
 
 void sgd_step(vk::Commands& cmd, vk::View param, vk::View grad, vk::View momentum_buffer,
               uint32_t n, const SgdOptions& o, const Step& step) {
   const bool momentum = o.momentum != 0;
-  const vk::Kernel& k = cmd.device().kernel(
-      "sgd_step", vk::Specialization{}.set(0, momentum).set(1, o.nesterov));
-  const shaders::SgdPush push{n, float(step.lr), float(o.momentum), float(o.weight_decay),
-                              float(step.grad_scale), step.t == 1 ? 1u : 0u};
-  // Without momentum the kernel never reads its third binding, but the layout still has
-  // one; the parameter fills it.
+  const vk::Kernel& k =
+      cmd.device().kernel("sgd_step", vk::Specialization{}.set(0, momentum).set(1, o.nesterov));
+  const shaders::SgdPush push{n,
+                              float(step.lr),
+                              float(o.momentum),
+                              float(o.weight_decay),
+                              float(step.grad_scale),
+                              step.t == 1 ? 1u : 0u};
+  // Without momentum the kernel never touches its third binding, but the layout still has
+  // one; the parameter fills it. Binding a written buffer twice makes vk::Commands put a
+  // barrier before the dispatch, a small price next to a separate shader.
   cmd.dispatch(k, {param, grad, momentum ? momentum_buffer : param}, push,
                {vk::groups_for(n, BRIGADE_WG_OPTIM)});
 }

@@ -25,6 +25,8 @@ void validate(const SgdOptions& o);
 
 // Records one update of n floats. param: (n) updated in place; grad: (n) read;
 // momentum_buffer: (n) updated when o.momentum != 0, never touched otherwise (pass param).
+// The first step (step.t == 1) sets the momentum buffer to the gradient, as torch does when
+// it has none yet; a resumed run carries t on, so its buffer is kept.
 void sgd_step(vk::Commands& cmd, vk::View param, vk::View grad, vk::View momentum_buffer,
               uint32_t n, const SgdOptions& o, const Step& step);
 

@@ -14,8 +14,8 @@ namespace brigade::ref {
 
 // torch.optim.SGD, dampening 0.  param, grad, momentum_buffer: (n)
 template <class T>
-void sgd_step(std::span<T> param, std::span<const T> grad, std::span<T> momentum_buffer,
-              uint32_t n, const optim::SgdOptions& o, const optim::Step& step) {
+void sgd_step(std::span<T> param, std::span<const T> grad, std::span<T> momentum_buffer, uint32_t n,
+              const optim::SgdOptions& o, const optim::Step& step) {
   const T lr = T(step.lr), mu = T(o.momentum), wd = T(o.weight_decay), s = T(step.grad_scale);
   for (uint32_t i = 0; i < n; ++i) {
     T g = grad[i] * s + wd * param[i];

@@ -30,13 +30,14 @@ constexpr double kSgdTol = 1e-6;
 constexpr double kAdamWAtol = 5e-7, kAdamWRtol = 5e-6;
 
 // The double reference of one update of one tensor: param, grad, state buffers, n, step.
-using RefStep = std::function<void(std::span<double>, std::span<const double>,
-                                   std::vector<std::vector<double>>&, uint32_t, const optim::Step&)>;
+using RefStep =
+    std::function<void(std::span<double>, std::span<const double>,
+                       std::vector<std::vector<double>>&, uint32_t, const optim::Step&)>;
 
 struct Tensor {
   vk::Buffer param, grad;
-  std::vector<double> p;                    // reference parameter
-  std::vector<std::vector<double>> state;   // reference state, in the optimizer's order
+  std::vector<double> p;                   // reference parameter
+  std::vector<std::vector<double>> state;  // reference state, in the optimizer's order
 };
 
 std::vector<float> step_gradient(size_t tensor, int step, uint32_t n) {
@@ -55,7 +56,8 @@ void check_steps(vk::Device& dev, optim::Optimizer& opt, const RefStep& ref,
     const auto p = test::random_vector(kLengths[k], 100 + uint32_t(k));
     Tensor t{test::to_device(dev, p, "p" + std::to_string(k), Category::Parameters),
              test::zeros(dev, kLengths[k], "g" + std::to_string(k), Category::Gradients),
-             test::to_double(p), {}};
+             test::to_double(p),
+             {}};
     tensors.push_back(std::move(t));
   }
   std::vector<vk::View> grads;
@@ -88,12 +90,14 @@ void check_steps(vk::Device& dev, optim::Optimizer& opt, const RefStep& ref,
     for (size_t k = 0; k < tensors.size(); ++k) {
       const auto g = test::to_double(step_gradient(k, s, kLengths[k]));
       ref(tensors[k].p, g, tensors[k].state, kLengths[k], ref_step);
-      const std::string at = what + ", step " + std::to_string(s + 1) + ", n=" + std::to_string(kLengths[k]);
+      const std::string at =
+          what + ", step " + std::to_string(s + 1) + ", n=" + std::to_string(kLengths[k]);
       test::check_close(test::to_host(tensors[k].param), test::to_float(tensors[k].p), atol, rtol,
                         at + ": param");
       for (size_t j = 0; j < tensors[k].state.size(); ++j)
-        test::check_close(test::to_host(opt.slots()[k].state[j]), test::to_float(tensors[k].state[j]),
-                          atol, rtol, at + ": state " + std::to_string(j));
+        test::check_close(test::to_host(opt.slots()[k].state[j]),
+                          test::to_float(tensors[k].state[j]), atol, rtol,
+                          at + ": state " + std::to_string(j));
     }
   }
 }
@@ -102,29 +106,30 @@ RefStep sgd_ref(const optim::SgdOptions& o) {
   return [o](std::span<double> p, std::span<const double> g, std::vector<std::vector<double>>& st,
              uint32_t n, const optim::Step& step) {
     std::vector<double> none;
-    ref::sgd_step<double>(p, g, st.empty() ? std::span<double>(none) : std::span<double>(st[0]), n, o, step);
+    ref::sgd_step<double>(p, g, st.empty() ? std::span<double>(none) : std::span<double>(st[0]), n,
+                          o, step);
   };
 }
 
 RefStep adamw_ref(const optim::AdamWOptions& o) {
   return [o](std::span<double> p, std::span<const double> g, std::vector<std::vector<double>>& st,
-             uint32_t n, const optim::Step& step) {
-    ref::adamw_step<double>(p, g, st[0], st[1], n, o, step);
-  };
+             uint32_t n,
+             const optim::Step& step) { ref::adamw_step<double>(p, g, st[0], st[1], n, o, step); };
 }
 
 }  // namespace
 
-TEST_CASE_FIXTURE(test::Gpu, "sgd matches the double reference over five steps with and without momentum and weight decay") {
+TEST_CASE_FIXTURE(
+    test::Gpu,
+    "sgd matches the double reference over five steps with and without momentum and weight decay") {
   struct Case {
     const char* name;
     optim::SgdOptions o;
   };
-  const Case cases[] = {{"plain", {0, 0, false}},
-                        {"weight decay", {0, 0.05, false}},
-                        {"momentum", {0.9, 0, false}},
-                        {"momentum and weight decay", {0.9, 0.05, false}},
-                        {"nesterov and weight decay", {0.8, 0.05, true}}};
+  const Case cases[] = {
+      {"plain", {0, 0, false}},      {"weight decay", {0, 0.05, false}},
+      {"momentum", {0.9, 0, false}}, {"momentum and weight decay", {0.9, 0.05, false}},
+      {"nesterov", {0.9, 0, true}},  {"nesterov and weight decay", {0.8, 0.05, true}}};
   for (const Case& c : cases) {
     optim::Sgd sgd(c.o);
     check_steps(device(), sgd, sgd_ref(c.o), optim::constant(0.1), 0, kSgdTol, kSgdTol, c.name);
@@ -132,14 +137,16 @@ TEST_CASE_FIXTURE(test::Gpu, "sgd matches the double reference over five steps w
   }
 }
 
-TEST_CASE_FIXTURE(test::Gpu, "sgd with clipped gradients and a scheduled rate matches the double reference") {
+TEST_CASE_FIXTURE(test::Gpu,
+                  "sgd with clipped gradients and a scheduled rate matches the double reference") {
   const optim::SgdOptions o{0.9, 0.01, true};
   optim::Sgd sgd(o);
-  check_steps(device(), sgd, sgd_ref(o), optim::warmup_cosine(0.2, 0.01, 2, 5), 3.0, kSgdTol, kSgdTol,
-              "clipped nesterov");
+  check_steps(device(), sgd, sgd_ref(o), optim::warmup_cosine(0.2, 0.01, 2, 5), 3.0, kSgdTol,
+              kSgdTol, "clipped nesterov");
 }
 
-TEST_CASE_FIXTURE(test::Gpu, "adamw matches the double reference over five steps with and without weight decay") {
+TEST_CASE_FIXTURE(
+    test::Gpu, "adamw matches the double reference over five steps with and without weight decay") {
   struct Case {
     const char* name;
     optim::AdamWOptions o;
@@ -154,14 +161,16 @@ TEST_CASE_FIXTURE(test::Gpu, "adamw matches the double reference over five steps
   }
 }
 
-TEST_CASE_FIXTURE(test::Gpu, "adamw with clipped gradients and a scheduled rate matches the double reference") {
+TEST_CASE_FIXTURE(
+    test::Gpu, "adamw with clipped gradients and a scheduled rate matches the double reference") {
   const optim::AdamWOptions o{0.9, 0.999, 1e-8, 0.1};
   optim::AdamW adamw(o);
-  check_steps(device(), adamw, adamw_ref(o), optim::warmup_cosine(0.01, 0.001, 2, 5), 3.0, kAdamWAtol,
-              kAdamWRtol, "clipped adamw");
+  check_steps(device(), adamw, adamw_ref(o), optim::warmup_cosine(0.01, 0.001, 2, 5), 3.0,
+              kAdamWAtol, kAdamWRtol, "clipped adamw");
 }
 
-TEST_CASE_FIXTURE(test::Gpu, "the first adamw step moves every parameter by lr against its gradient's sign") {
+TEST_CASE_FIXTURE(test::Gpu,
+                  "the first adamw step moves every parameter by lr against its gradient's sign") {
   // m_hat = g and sqrt(v_hat) = |g| after one step, so the update is lr * g / (|g| + eps):
   // a test of the bias corrections computed on the host.
   vk::Device& dev = device();
@@ -194,10 +203,13 @@ TEST_CASE_FIXTURE(test::Gpu, "the gpu norm of a million-element gradient equals 
   cmd.run();
   const double want = std::sqrt(ref::squared_norm<double>(test::to_double(g), n));
   const double got = std::sqrt(norm.squared());
-  CHECK_MESSAGE(std::abs(got - want) <= 1e-5 * want, "gpu norm ", got, " cpu norm ", want, " relative error ", std::abs(got - want) / want);
+  CHECK_MESSAGE(std::abs(got - want) <= 1e-5 * want, "gpu norm ", got, " cpu norm ", want,
+                " relative error ", std::abs(got - want) / want);
 }
 
-TEST_CASE_FIXTURE(test::Gpu, "squared norms of tensors on two stages add up to the global norm deterministically") {
+TEST_CASE_FIXTURE(
+    test::Gpu,
+    "squared norms of tensors on two stages add up to the global norm deterministically") {
   // Stage 0 holds three tensors, stage 1 (another logical device) two more: the sum of the
   // stages' squared norms is the norm of all gradients, as clip_grad_norm_ sees them.
   const std::vector<std::vector<uint32_t>> lengths = {{1, 1000, 4099}, {257, 70001}};
@@ -208,7 +220,8 @@ TEST_CASE_FIXTURE(test::Gpu, "squared norms of tensors on two stages add up to t
     for (uint32_t n : lengths[s]) {
       const auto g = test::random_vector(n, seed++);
       want += ref::squared_norm<double>(test::to_double(g), n);
-      buffers[s].push_back(test::to_device(device(s), g, "g" + std::to_string(seed), Category::Gradients));
+      buffers[s].push_back(
+          test::to_device(device(s), g, "g" + std::to_string(seed), Category::Gradients));
     }
   double got = 0, again = 0;
   for (size_t s = 0; s < 2; ++s) {
@@ -239,10 +252,32 @@ TEST_CASE("clipping happens only when the total norm exceeds max_norm") {
   // one just under max_norm - 1e-6 is left alone.
   CHECK(optim::clip(1.0, 1.0).grad_scale == doctest::Approx(1.0 / (1.0 + 1e-6)).epsilon(1e-15));
   CHECK(optim::clip(std::pow(1.0 - 2e-6, 2), 1.0).grad_scale == 1.0);
+  CHECK(std::isnan(optim::clip(NAN, 1.0).grad_scale));
+  CHECK(optim::clip(INFINITY, 1.0).grad_scale == 0.0);
   CHECK_THROWS_AS(optim::clip(1.0, 0.0), UserError);
 }
 
-TEST_CASE_FIXTURE(test::Gpu, "the scale kernel multiplies every element and clipped gradients have norm max_norm") {
+TEST_CASE_FIXTURE(
+    test::Gpu,
+    "a gradient whose gpu norm is under max_norm is left alone and one over it is clipped") {
+  vk::Device& dev = device();
+  const uint32_t n = 4099;
+  const auto g = test::random_vector(n, 60);
+  vk::Buffer gb = test::to_device(dev, g, "g", Category::Gradients);
+  const optim::GradNorm norm(dev, {gb});
+  vk::Commands cmd(dev, "norm");
+  norm.record(cmd);
+  cmd.run();
+  const double total = std::sqrt(ref::squared_norm<double>(test::to_double(g), n));
+  CHECK(optim::clip(norm.squared(), total * 1.001).grad_scale == 1.0);
+  const double clipped = optim::clip(norm.squared(), total * 0.999).grad_scale;
+  CHECK(clipped < 1.0);
+  CHECK(clipped == doctest::Approx(0.999).epsilon(1e-5));
+}
+
+TEST_CASE_FIXTURE(
+    test::Gpu,
+    "the scale kernel multiplies every element and clipped gradients have norm max_norm") {
   vk::Device& dev = device();
   for (uint32_t n : {1u, 257u, 4099u}) {
     const auto x = test::random_vector(n, 30 + n, -4.0f, 4.0f);
@@ -260,7 +295,8 @@ TEST_CASE_FIXTURE(test::Gpu, "the scale kernel multiplies every element and clip
     cmd.run();
     auto want = test::to_double(x);
     ref::scale<double>(want, n, float(c.grad_scale));
-    test::check_close(test::to_host(xb), test::to_float(want), 0, 1e-7, "scale n=" + std::to_string(n));
+    test::check_close(test::to_host(xb), test::to_float(want), 0, 1e-7,
+                      "scale n=" + std::to_string(n));
     CHECK(std::sqrt(norm.squared()) == doctest::Approx(max_norm).epsilon(1e-5));
   }
 }
@@ -285,7 +321,9 @@ TEST_CASE_FIXTURE(test::Gpu, "folding the clip into the step equals scaling the 
   test::check_close(test::to_host(pa), test::to_host(pb), 0, 0, "folded vs separate clip");
 }
 
-TEST_CASE_FIXTURE(test::Gpu, "an optimizer over two stages updates each stage's parameters from that stage's commands") {
+TEST_CASE_FIXTURE(
+    test::Gpu,
+    "an optimizer over two stages updates each stage's parameters from that stage's commands") {
   const auto p0 = test::random_vector(64, 50), g = test::random_vector(64, 51);
   vk::Buffer p_a = test::to_device(device(0), p0, "stage0.w", Category::Parameters),
              g_a = test::to_device(device(0), g, "stage0.w.grad", Category::Gradients),
@@ -320,7 +358,8 @@ TEST_CASE("optimizer options torch refuses are refused with one line") {
 
 TEST_CASE("a constant schedule gives the base rate at every step") {
   const auto s = optim::constant(0.05);
-  for (uint64_t step : {0ull, 1ull, 1000ull, 1000000ull}) CHECK(optim::learning_rate(s, step) == 0.05);
+  for (uint64_t step : {0ull, 1ull, 1000ull, 1000000ull})
+    CHECK(optim::learning_rate(s, step) == 0.05);
 }
 
 TEST_CASE("warmup then cosine has the defined values at its boundaries") {
@@ -328,12 +367,13 @@ TEST_CASE("warmup then cosine has the defined values at its boundaries") {
   const auto s = optim::warmup_cosine(base, min, 10, 110);
   CHECK(optim::learning_rate(s, 0) == doctest::Approx(base / 10));
   CHECK(optim::learning_rate(s, 4) == doctest::Approx(base * 5 / 10));
-  CHECK(optim::learning_rate(s, 9) == doctest::Approx(base));  // warmup ends at the base rate
+  CHECK(optim::learning_rate(s, 9) == doctest::Approx(base));   // warmup ends at the base rate
   CHECK(optim::learning_rate(s, 10) == doctest::Approx(base));  // decay starts at it too
   CHECK(optim::learning_rate(s, 60) == doctest::Approx((base + min) / 2));  // half-way
   const double last = optim::learning_rate(s, 109);
   CHECK(last > min);
-  CHECK(last == doctest::Approx(min + (base - min) * (1 + std::cos(std::numbers::pi * 99 / 100)) / 2));
+  CHECK(last ==
+        doctest::Approx(min + (base - min) * (1 + std::cos(std::numbers::pi * 99 / 100)) / 2));
   CHECK(optim::learning_rate(s, 110) == min);
   CHECK(optim::learning_rate(s, 100000) == min);
   for (uint64_t step = 10; step < 110; ++step)
@@ -346,8 +386,10 @@ TEST_CASE("warmup then cosine has the defined values at its boundaries") {
 }
 
 TEST_CASE("schedules with impossible settings are refused with one line") {
-  CHECK_THROWS_WITH_AS(optim::warmup_cosine(0.1, 0.01, 20, 10), doctest::Contains("warmup"), UserError);
-  CHECK_THROWS_WITH_AS(optim::warmup_cosine(0.1, 0.2, 0, 10), doctest::Contains("min lr"), UserError);
+  CHECK_THROWS_WITH_AS(optim::warmup_cosine(0.1, 0.01, 20, 10), doctest::Contains("warmup"),
+                       UserError);
+  CHECK_THROWS_WITH_AS(optim::warmup_cosine(0.1, 0.2, 0, 10), doctest::Contains("min lr"),
+                       UserError);
   CHECK_THROWS_AS(optim::warmup_cosine(0.1, 0.0, 0, 0), UserError);
   CHECK_THROWS_AS(optim::constant(0), UserError);
   CHECK_THROWS_AS(optim::constant(-1e-3), UserError);
