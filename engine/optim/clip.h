@@ -1,0 +1,57 @@
+// Global gradient-norm clipping, torch.nn.utils.clip_grad_norm_ with norm type 2, split so
+// that pipeline stages on different devices can combine:
+//   each stage:  squared = GradNorm(dev, its gradients): record(cmd), run, squared()
+//   host:        Clip c = clip(sum of every stage's squared, max_norm)
+//   each stage:  optimizer step with Step::grad_scale = c.grad_scale (no extra pass; the
+//                gradient buffers keep their unclipped values), or
+//                scale(cmd, grad, n, c.grad_scale) to clip the gradients themselves.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "vk/buffer.h"
+#include "vk/commands.h"
+
+namespace brigade::optim {
+
+struct Clip {
+  double total_norm = 0;  // sqrt of the summed squares over every gradient
+  double grad_scale = 1;  // min(1, max_norm / (total_norm + 1e-6))
+};
+
+// clip_grad_norm_'s arithmetic on the sum of squares of every gradient of every stage.
+// Clipping happens (grad_scale < 1) only when total_norm + 1e-6 > max_norm. As in torch, a
+// NaN norm gives a NaN scale and an infinite one a zero scale: callers that want to skip
+// such steps check total_norm. Throws UserError unless max_norm > 0.
+Clip clip(double squared_sum, double max_norm);
+
+// Partial sums grad_norm_partial writes for a tensor of n floats.
+uint32_t grad_norm_groups(uint32_t n);
+
+// Records partial[w] = sum of grad[i]^2 over workgroup w's elements, w < grad_norm_groups(n).
+// grad: (n)  partial: (grad_norm_groups(n))
+void grad_norm_partial(vk::Commands& cmd, vk::View grad, vk::View partial, uint32_t n);
+
+// Records x *= alpha.  x: (n)
+void scale(vk::Commands& cmd, vk::View x, uint32_t n, float alpha);
+
+// The squared L2 norm of one device's gradient tensors. The GPU reduces each tensor to
+// per-workgroup partial sums; the host adds them in double, in a fixed order, so the result
+// is deterministic. Each tensor has its own small host-visible partials buffer: the host
+// reads it without a staging copy, and the reductions, writing different buffers, run
+// without barriers between them.
+class GradNorm {
+ public:
+  GradNorm(vk::Device& device, std::vector<vk::View> grads);
+  // Records the reductions; the gradients must be complete when cmd runs.
+  void record(vk::Commands& cmd) const;
+  // Sum over the tensors of sum grad^2, once the recorded commands have completed.
+  double squared() const;
+
+ private:
+  std::vector<vk::View> grads_;
+  std::vector<vk::Buffer> partials_;
+};
+
+}  // namespace brigade::optim

@@ -1,0 +1,58 @@
+// What every optimizer shares: the per-step values (learning rate from the schedule, clip
+// coefficient from the gradient norm) and the registry of parameter tensors with their
+// gradients and state buffers. An optimizer spans all stages: each stage records the
+// updates of the parameters that live on its own device.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "vk/buffer.h"
+#include "vk/commands.h"
+
+namespace brigade::optim {
+
+// What changes from one update to the next; the same for every parameter of every stage.
+struct Step {
+  uint64_t t = 1;         // 1 on the first update (torch's state["step"] after its increment)
+  double lr = 0;          // this update's learning rate (optim::learning_rate)
+  double grad_scale = 1;  // clip coefficient (optim::clip), applied to gradients as read
+};
+
+// One parameter tensor, its gradient (same length, same device) and its state buffers
+// (Category::Optimizer, zero-initialized, in the order of the optimizer's state_keys()).
+struct Slot {
+  std::string name;
+  vk::View param, grad;
+  uint32_t n = 0;  // floats
+  std::vector<vk::Buffer> state;
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  // Registers a parameter and its gradient and allocates its state on their device.
+  void add(const std::string& name, vk::View param, vk::View grad);
+  // Records one update of every registered parameter that lives on cmd's device.
+  void record(vk::Commands& cmd, const Step& step) const;
+  // The state buffers for checkpoints, named "<parameter>.<torch state key>", e.g.
+  // "fc1.weight.exp_avg".
+  std::vector<std::pair<std::string, const vk::Buffer*>> state() const;
+  const std::vector<Slot>& slots() const { return slots_; }
+
+ protected:
+  Optimizer() = default;
+  // torch's per-parameter state keys, e.g. {"exp_avg", "exp_avg_sq"}; may be empty.
+  virtual std::vector<std::string> state_keys() const = 0;
+  virtual void record_slot(vk::Commands& cmd, const Slot& slot, const Step& step) const = 0;
+
+ private:
+  std::vector<Slot> slots_;
+};
+
+}  // namespace brigade::optim

@@ -1,0 +1,47 @@
+#include "optim/sgd.h"
+
+#include "optim.h"
+#include "vk/check.h"
+
+namespace brigade::optim {
+
+void validate(const SgdOptions& o) {
+  if (!(o.momentum >= 0 && o.momentum < 1))
+    throw UserError("sgd: momentum is " + std::to_string(o.momentum) +
+                    ", expected 0 <= momentum < 1");
+  if (!(o.weight_decay >= 0))
+    throw UserError("sgd: weight_decay is " + std::to_string(o.weight_decay) + ", expected >= 0");
+  if (o.nesterov && o.momentum == 0) throw UserError("sgd: nesterov needs a momentum above 0");
+}
+
+void sgd_step(vk::Commands& cmd, vk::View param, vk::View grad, vk::View momentum_buffer,
+              uint32_t n, const SgdOptions& o, const Step& step) {
+  const bool momentum = o.momentum != 0;
+  const vk::Kernel& k =
+      cmd.device().kernel("sgd_step", vk::Specialization{}.set(0, momentum).set(1, o.nesterov));
+  const shaders::SgdPush push{n,
+                              float(step.lr),
+                              float(o.momentum),
+                              float(o.weight_decay),
+                              float(step.grad_scale),
+                              step.t == 1 ? 1u : 0u};
+  // Without momentum the kernel never touches its third binding, but the layout still has
+  // one; the parameter fills it. Binding a written buffer twice makes vk::Commands put a
+  // barrier before the dispatch, a small price next to a separate shader.
+  cmd.dispatch(k, {param, grad, momentum ? momentum_buffer : param}, push,
+               {vk::groups_for(n, BRIGADE_WG_OPTIM)});
+}
+
+Sgd::Sgd(SgdOptions options) : options_(options) { validate(options_); }
+
+std::vector<std::string> Sgd::state_keys() const {
+  if (options_.momentum == 0) return {};
+  return {"momentum_buffer"};
+}
+
+void Sgd::record_slot(vk::Commands& cmd, const Slot& slot, const Step& step) const {
+  sgd_step(cmd, slot.param, slot.grad, slot.state.empty() ? slot.param : vk::View(slot.state[0]),
+           slot.n, options_, step);
+}
+
+}  // namespace brigade::optim
