@@ -6,7 +6,7 @@
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #include "norm.h"
-#include "reduce.h"
+#include "workgroup_reduce.h"
 
 layout(local_size_x_id = 0) in;
 layout(binding = 0) readonly buffer DY { float dy[]; };

@@ -1,6 +1,6 @@
 // Softmax cross-entropy: push constants shared by the GLSL kernels and their C++ launchers.
 // Plain 32-bit scalars only, so std430 and C++ layouts agree. The workgroup width of the
-// per-row kernels is in reduce.h.
+// per-row kernels is in workgroup_reduce.h.
 #ifndef BRIGADE_SHADERS_LOSS_H
 #define BRIGADE_SHADERS_LOSS_H
 

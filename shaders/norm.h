@@ -1,6 +1,6 @@
 // LayerNorm and BatchNorm2d: push constants and the BatchNorm statistics accumulator, shared
 // by the GLSL kernels and their C++ launchers. Plain 32-bit scalars only, so std430 and C++
-// layouts agree. The workgroup width of the reducing kernels is in reduce.h.
+// layouts agree. The workgroup width of the reducing kernels is in workgroup_reduce.h.
 #ifndef BRIGADE_SHADERS_NORM_H
 #define BRIGADE_SHADERS_NORM_H
 

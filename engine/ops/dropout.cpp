@@ -3,7 +3,7 @@
 #include <cmath>
 #include <sstream>
 
-#include "ops/groups.h"
+#include "ops/launch_geometry.h"
 #include "vk/check.h"
 
 namespace brigade::ops {

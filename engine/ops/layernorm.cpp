@@ -1,7 +1,7 @@
 #include "ops/layernorm.h"
 
 #include "norm.h"
-#include "ops/groups.h"
+#include "ops/launch_geometry.h"
 
 namespace brigade::ops {
 

@@ -1,7 +1,7 @@
 #include "ops/residual.h"
 
 #include "elementwise.h"
-#include "ops/groups.h"
+#include "ops/launch_geometry.h"
 
 namespace brigade::ops {
 

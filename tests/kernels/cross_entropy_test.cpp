@@ -9,6 +9,7 @@
 #include "gpu.h"
 #include "ops/cross_entropy.h"
 #include "ref/cross_entropy.h"
+#include "vk/check.h"
 #include "vk/commands.h"
 
 using namespace brigade;
@@ -189,4 +190,13 @@ TEST_CASE_FIXTURE(test::Gpu, "cross-entropy with a target outside the vocabulary
   std::vector<int32_t> targets = {1, 4, 0};
   const Result got = run(device(), test::random_vector(3 * 4, 1), targets, 4, 3, 0.0f);
   CHECK(std::isnan(got.loss));
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "cross-entropy refuses a mini-batch smaller than its micro-batch") {
+  vk::Device& dev = device();
+  vk::Buffer b = test::zeros(dev, 64, "scratch");
+  vk::Commands cmd(dev, "cross-entropy");
+  CHECK_THROWS_WITH_AS(ops::cross_entropy_forward(cmd, b, b, b, b, 8, 4, 4),
+                       doctest::Contains("8 rows of a mini-batch of 4"), vk::VulkanError);
+  CHECK_THROWS_AS(ops::cross_entropy_backward(cmd, b, b, b, b, 8, 4, 0), vk::VulkanError);
 }

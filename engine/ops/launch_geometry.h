@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "elementwise.h"
-#include "reduce.h"
+#include "workgroup_reduce.h"
 #include "vk/commands.h"
 #include "vk/device.h"
 
@@ -17,7 +17,7 @@ inline vk::Groups capped_groups(uint64_t n, uint32_t per_group) {
   return {uint32_t(std::min<uint64_t>(vk::groups_for(n, per_group), BRIGADE_MAX_GROUPS_X))};
 }
 
-// Workgroup width of a kernel that reduces `items` values per workgroup (shaders/reduce.h).
+// Workgroup width of a kernel that reduces `items` values per workgroup (shaders/workgroup_reduce.h).
 // CPU devices get one subgroup, so no barrier runs; GPUs get enough subgroups that each
 // lane sums about four values, up to BRIGADE_WG_REDUCE_MAX.
 inline uint32_t reduction_width(const vk::Device& dev, uint64_t items) {

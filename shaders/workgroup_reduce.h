@@ -1,6 +1,6 @@
 // Workgroup-wide reductions for kernels that give one row (or one channel) to one
 // workgroup: LayerNorm, BatchNorm and cross-entropy. The workgroup width is specialization
-// constant 0 (local_size_x_id = 0), chosen per device by the launcher (ops/reduce.h).
+// constant 0 (local_size_x_id = 0), chosen per device by the launcher (ops/launch_geometry.h).
 //
 // Inside a subgroup the reductions use subgroup arithmetic, which needs no barrier. Only a
 // workgroup of several subgroups combines their partials through shared memory, at the
@@ -10,8 +10,8 @@
 //
 // A .comp that includes this must enable GL_KHR_shader_subgroup_basic and
 // GL_KHR_shader_subgroup_arithmetic first (extension directives must precede declarations).
-#ifndef BRIGADE_SHADERS_REDUCE_H
-#define BRIGADE_SHADERS_REDUCE_H
+#ifndef BRIGADE_SHADERS_WORKGROUP_REDUCE_H
+#define BRIGADE_SHADERS_WORKGROUP_REDUCE_H
 
 // Widest workgroup of the reducing kernels, and the most subgroups it may hold (subgroups
 // have at least 4 invocations on the devices Vulkan exposes).
