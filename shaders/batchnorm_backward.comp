@@ -22,7 +22,9 @@ layout(binding = 6) buffer DWeight { float dweight[]; };
 layout(binding = 7) buffer DBias { float dbias[]; };
 layout(push_constant) uniform Push { BatchNormPush p; };
 
-uint offset(uint c, uint k) { return ((k / p.spatial) * p.channels + c) * p.spatial + k % p.spatial; }
+uint offset(uint c, uint k) {
+  return ((k / p.spatial) * p.channels + c) * p.spatial + k % p.spatial;
+}
 
 void main() {
   const uint lane = gl_LocalInvocationID.x, width = gl_WorkGroupSize.x;

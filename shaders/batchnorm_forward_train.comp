@@ -21,7 +21,9 @@ layout(binding = 6) buffer Stats { BatchNormStats stats[]; };
 layout(push_constant) uniform Push { BatchNormPush p; };
 
 // Flat index k over the channel's N * HW values -> offset in the NCHW tensor.
-uint offset(uint c, uint k) { return ((k / p.spatial) * p.channels + c) * p.spatial + k % p.spatial; }
+uint offset(uint c, uint k) {
+  return ((k / p.spatial) * p.channels + c) * p.spatial + k % p.spatial;
+}
 
 void main() {
   const uint lane = gl_LocalInvocationID.x, width = gl_WorkGroupSize.x;

@@ -34,8 +34,9 @@ void launch(vk::Commands& cmd, const char* shader, std::initializer_list<vk::Vie
             uint32_t n, float p, const DropoutKey& key) {
   const shaders::DropoutPush push = dropout_push(n, p, key);
   if (n == 0) return;
+  const uint32_t quads = vk::groups_for(n, BRIGADE_DROPOUT_PER_THREAD);
   cmd.dispatch(cmd.device().kernel(shader), bindings, push,
-               capped_groups(vk::groups_for(n, BRIGADE_DROPOUT_PER_THREAD), BRIGADE_WG_ELEMENTWISE));
+               capped_groups(quads, BRIGADE_WG_ELEMENTWISE));
 }
 
 }  // namespace

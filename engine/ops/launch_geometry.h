@@ -17,9 +17,9 @@ inline vk::Groups capped_groups(uint64_t n, uint32_t per_group) {
   return {uint32_t(std::min<uint64_t>(vk::groups_for(n, per_group), BRIGADE_MAX_GROUPS_X))};
 }
 
-// Workgroup width of a kernel that reduces `items` values per workgroup (shaders/workgroup_reduce.h).
-// CPU devices get one subgroup, so no barrier runs; GPUs get enough subgroups that each
-// lane sums about four values, up to BRIGADE_WG_REDUCE_MAX.
+// Workgroup width of a kernel that reduces `items` values per workgroup (see
+// shaders/workgroup_reduce.h). CPU devices get one subgroup, so no barrier runs; GPUs get
+// enough subgroups that each lane sums about four values, up to BRIGADE_WG_REDUCE_MAX.
 inline uint32_t reduction_width(const vk::Device& dev, uint64_t items) {
   const uint32_t subgroup = std::max(dev.info().subgroup_size, 1u);
   if (dev.info().type == VK_PHYSICAL_DEVICE_TYPE_CPU) return subgroup;

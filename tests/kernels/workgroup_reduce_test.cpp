@@ -1,6 +1,6 @@
-// The reducing kernels on a CPU device normally run one subgroup per workgroup. GPUs run
-// several, combining them through shared memory (shaders/workgroup_reduce.h); these tests force that
-// path here by dispatching the kernels with wider workgroups than their launchers pick.
+// On a CPU device the reducing kernels run one subgroup per workgroup. GPUs run several,
+// combined through shared memory (shaders/workgroup_reduce.h); these tests force that path
+// here by dispatching the kernels with wider workgroups than their launchers pick.
 #include <doctest/doctest.h>
 
 #include <string>
