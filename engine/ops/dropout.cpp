@@ -1,5 +1,6 @@
 #include "ops/dropout.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
