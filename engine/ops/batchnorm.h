@@ -1,0 +1,40 @@
+// BatchNorm2d over NCHW, as torch.nn.BatchNorm2d(C) (eps 1e-5, momentum 0.1, affine), with
+// GPipe's semantics:
+//  - a training forward normalizes each MICRO-batch with its own statistics (biased
+//    variance) and merges them into a per-channel accumulator (count, mean, M2);
+//  - once per mini-batch, batchnorm_update_running moves running_mean / running_var by one
+//    momentum step towards the whole mini-batch's mean and unbiased variance, exactly what
+//    PyTorch does when it sees the full mini-batch, and clears the accumulator;
+//  - evaluation normalizes with the running statistics.
+// Backward passes accumulate (+=) into dx, dweight and dbias.
+#pragma once
+
+#include <cstdint>
+
+#include "vk/commands.h"
+
+namespace brigade::ops {
+
+// `stats` is (C) shaders::BatchNormStats, 12 bytes each; zero-filled means empty.
+// `accumulate` is false when re-materialization recomputes a forward already counted.
+// Throws UserError when N * HW < 2 (PyTorch: "Expected more than 1 value per channel").
+// x, y: (N, C, HW)  weight, bias, mean, rstd: (C)
+void batchnorm_forward_train(vk::Commands& cmd, vk::View x, vk::View weight, vk::View bias,
+                             vk::View y, vk::View mean, vk::View rstd, vk::View stats,
+                             uint32_t N, uint32_t C, uint32_t HW, bool accumulate,
+                             float eps = 1e-5f);
+// Once per mini-batch, after its last micro-batch's training forward.
+// stats: (C) BatchNormStats  running_mean, running_var: (C)
+void batchnorm_update_running(vk::Commands& cmd, vk::View stats, vk::View running_mean,
+                              vk::View running_var, uint32_t C, float momentum = 0.1f);
+// x, y: (N, C, HW)  weight, bias, running_mean, running_var: (C)
+void batchnorm_forward_eval(vk::Commands& cmd, vk::View x, vk::View weight, vk::View bias,
+                            vk::View running_mean, vk::View running_var, vk::View y,
+                            uint32_t N, uint32_t C, uint32_t HW, float eps = 1e-5f);
+// Backward through the micro-batch statistics; one kernel computes all three gradients.
+// dy, x, dx: (N, C, HW)  weight, mean, rstd: (C) from the forward  dweight, dbias: (C)
+void batchnorm_backward(vk::Commands& cmd, vk::View dy, vk::View x, vk::View weight,
+                        vk::View mean, vk::View rstd, vk::View dx, vk::View dweight,
+                        vk::View dbias, uint32_t N, uint32_t C, uint32_t HW);
+
+}  // namespace brigade::ops

@@ -1,0 +1,61 @@
+#include "ops/cross_entropy.h"
+
+#include <string>
+
+#include "loss.h"
+#include "ops/launch_geometry.h"
+#include "vk/check.h"
+
+namespace brigade::ops {
+namespace {
+
+// The caller (the schedule) passes the mini-batch size: a broken invariant, not user input.
+void check_total(uint32_t N, uint32_t N_total, const char* file, int line) {
+  if (N_total == 0 || N_total < N)
+    throw vk::VulkanError(std::string(file) + ":" + std::to_string(line) +
+                              ": cross-entropy over " + std::to_string(N) +
+                              " rows of a mini-batch of " + std::to_string(N_total),
+                          VK_ERROR_UNKNOWN);
+}
+
+}  // namespace
+
+void cross_entropy_forward(vk::Commands& cmd, vk::View logits, vk::View targets, vk::View rows,
+                           vk::View loss, uint32_t N, uint32_t V, uint32_t N_total) {
+  check_total(N, N_total, __FILE__, __LINE__);
+  if (N == 0) return;
+  vk::Device& dev = cmd.device();
+  const shaders::CrossEntropyPush push{N, V, N_total};
+  cmd.dispatch(dev.kernel("cross_entropy_forward", reduction_spec(dev, V)), {logits, rows},
+               push, capped_groups(N, 1));
+  // One workgroup sums the rows in a fixed order: deterministic, no float atomics.
+  cmd.dispatch(dev.kernel("cross_entropy_loss", reduction_spec(dev, N)),
+               {logits, targets, rows, loss}, push, {1});
+}
+
+void cross_entropy_backward(vk::Commands& cmd, vk::View logits, vk::View targets,
+                            vk::View rows, vk::View dlogits, uint32_t N, uint32_t V,
+                            uint32_t N_total) {
+  check_total(N, N_total, __FILE__, __LINE__);
+  const uint64_t n = uint64_t(N) * V;
+  if (n == 0) return;
+  cmd.dispatch(cmd.device().kernel("cross_entropy_backward"), {logits, targets, rows, dlogits},
+               shaders::CrossEntropyPush{N, V, N_total}, capped_groups(n, BRIGADE_WG_LOSS));
+}
+
+void cross_entropy_accuracy(vk::Commands& cmd, vk::View logits, vk::View targets,
+                            vk::View correct, uint32_t N, uint32_t V) {
+  if (N == 0) return;
+  vk::Device& dev = cmd.device();
+  cmd.dispatch(dev.kernel("cross_entropy_accuracy", reduction_spec(dev, V)),
+               {logits, targets, correct}, shaders::CrossEntropyPush{N, V, N}, capped_groups(N, 1));
+}
+
+void cross_entropy_evaluate(vk::Commands& cmd, vk::View logits, vk::View targets, vk::View rows,
+                            vk::View loss, vk::View correct, uint32_t N, uint32_t V,
+                            uint32_t N_total) {
+  cross_entropy_forward(cmd, logits, targets, rows, loss, N, V, N_total);
+  cross_entropy_accuracy(cmd, logits, targets, correct, N, V);
+}
+
+}  // namespace brigade::ops

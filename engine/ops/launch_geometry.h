@@ -1,0 +1,37 @@
+// Launch geometry shared by the element-wise, normalization and loss launchers.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "elementwise.h"
+#include "workgroup_reduce.h"
+#include "vk/commands.h"
+#include "vk/device.h"
+
+namespace brigade::ops {
+
+// Workgroups for `n` items at `per_group` items per workgroup, capped at the x-dimension
+// limit every device supports; the kernels loop over what the cap leaves out.
+inline vk::Groups capped_groups(uint64_t n, uint32_t per_group) {
+  return {uint32_t(std::min<uint64_t>(vk::groups_for(n, per_group), BRIGADE_MAX_GROUPS_X))};
+}
+
+// Workgroup width of a kernel that reduces `items` values per workgroup (see
+// shaders/workgroup_reduce.h). CPU devices get one subgroup, so no barrier runs; GPUs get
+// enough subgroups that each lane sums about four values, up to BRIGADE_WG_REDUCE_MAX.
+inline uint32_t reduction_width(const vk::Device& dev, uint64_t items) {
+  const uint32_t subgroup = std::max(dev.info().subgroup_size, 1u);
+  if (dev.info().type == VK_PHYSICAL_DEVICE_TYPE_CPU) return subgroup;
+  const uint32_t widest =
+      std::min<uint32_t>(BRIGADE_WG_REDUCE_MAX, subgroup * BRIGADE_REDUCE_MAX_SUBGROUPS);
+  uint32_t width = subgroup;
+  while (width * 2 <= widest && uint64_t(width) * 4 < items) width *= 2;
+  return width;
+}
+
+inline vk::Specialization reduction_spec(const vk::Device& dev, uint64_t items) {
+  return vk::Specialization().set(0, reduction_width(dev, items));
+}
+
+}  // namespace brigade::ops

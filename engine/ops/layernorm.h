@@ -1,0 +1,26 @@
+// LayerNorm over the last dimension C, as torch.nn.LayerNorm(C) (eps 1e-5, affine).
+// Forward saves each row's mean and rstd = 1 / sqrt(var + eps) for the backward passes;
+// backward passes accumulate (+=) into dx, dweight and dbias.
+#pragma once
+
+#include <cstdint>
+
+#include "vk/commands.h"
+
+namespace brigade::ops {
+
+// x, y: (N, C)  weight, bias: (C)  mean, rstd: (N)
+void layernorm_forward(vk::Commands& cmd, vk::View x, vk::View weight, vk::View bias,
+                       vk::View y, vk::View mean, vk::View rstd, uint32_t N, uint32_t C,
+                       float eps = 1e-5f);
+// dx += dL/dx.  dy, x, dx: (N, C)  weight: (C)  mean, rstd: (N) from the forward
+void layernorm_backward_data(vk::Commands& cmd, vk::View dy, vk::View x, vk::View weight,
+                             vk::View mean, vk::View rstd, vk::View dx, uint32_t N,
+                             uint32_t C);
+// dweight += sum_N dy * xhat,  dbias += sum_N dy.
+// dy, x: (N, C)  mean, rstd: (N) from the forward  dweight, dbias: (C)
+void layernorm_backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View mean,
+                               vk::View rstd, vk::View dweight, vk::View dbias, uint32_t N,
+                               uint32_t C);
+
+}  // namespace brigade::ops

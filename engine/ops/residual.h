@@ -1,0 +1,19 @@
+// The residual add, and Flatten.
+//
+// Flatten has no kernel: (B, C, H, W) -> (B, C*H*W) is the same contiguous memory read with
+// another shape, so its forward hands the activation view on and its backward hands the
+// gradient view back unchanged.
+#pragma once
+
+#include <cstdint>
+
+#include "vk/commands.h"
+
+namespace brigade::ops {
+
+// y = a + b.  a, b, y: (n)
+void residual_forward(vk::Commands& cmd, vk::View a, vk::View b, vk::View y, uint32_t n);
+// da += dy and db += dy: both branches receive the whole gradient.  dy, da, db: (n)
+void residual_backward(vk::Commands& cmd, vk::View dy, vk::View da, vk::View db, uint32_t n);
+
+}  // namespace brigade::ops

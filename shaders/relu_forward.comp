@@ -1,0 +1,14 @@
+#version 450
+// y = max(x, 0), NaN passing through as in PyTorch.  x, y: (n)
+#extension GL_GOOGLE_include_directive : require
+#include "elementwise.h"
+
+layout(local_size_x = BRIGADE_WG_ELEMENTWISE) in;
+layout(binding = 0) readonly buffer X { float x[]; };
+layout(binding = 1) writeonly buffer Y { float y[]; };
+layout(push_constant) uniform Push { ElementwisePush p; };
+
+void main() {
+  const uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+  for (uint i = gl_GlobalInvocationID.x; i < p.n; i += stride) y[i] = x[i] < 0.0 ? 0.0 : x[i];
+}

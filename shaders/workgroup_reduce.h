@@ -1,0 +1,73 @@
+// Workgroup-wide reductions for kernels that give one row (or one channel) to one
+// workgroup: LayerNorm, BatchNorm and cross-entropy. The workgroup width is specialization
+// constant 0 (local_size_x_id = 0), chosen per device by the launcher (ops/launch_geometry.h).
+//
+// Inside a subgroup the reductions use subgroup arithmetic, which needs no barrier. Only a
+// workgroup of several subgroups combines their partials through shared memory, at the
+// cost of two barriers per reduction. Launchers give CPU devices (lavapipe) a single
+// subgroup per workgroup, since there each barrier switches between all invocations; GPUs
+// get wider workgroups, where barriers are cheap and more lanes share a row.
+//
+// A .comp that includes this must enable GL_KHR_shader_subgroup_basic and
+// GL_KHR_shader_subgroup_arithmetic first (extension directives must precede declarations).
+#ifndef BRIGADE_SHADERS_WORKGROUP_REDUCE_H
+#define BRIGADE_SHADERS_WORKGROUP_REDUCE_H
+
+// Widest workgroup of the reducing kernels, and the most subgroups it may hold (subgroups
+// have at least 4 invocations on the devices Vulkan exposes).
+#define BRIGADE_WG_REDUCE_MAX 256
+#define BRIGADE_REDUCE_MAX_SUBGROUPS 64
+
+#ifndef __cplusplus
+
+shared float reduce_values[BRIGADE_REDUCE_MAX_SUBGROUPS];
+shared uint reduce_indices[BRIGADE_REDUCE_MAX_SUBGROUPS];
+
+// Each must be called by every invocation of the workgroup (uniform control flow).
+float workgroup_sum(float v) {
+  v = subgroupAdd(v);
+  if (gl_NumSubgroups == 1u) return v;
+  if (subgroupElect()) reduce_values[gl_SubgroupID] = v;
+  barrier();
+  float total = 0.0;
+  for (uint s = 0u; s < gl_NumSubgroups; ++s) total += reduce_values[s];
+  barrier();  // the next reduction may overwrite reduce_values
+  return total;
+}
+
+float workgroup_max(float v) {
+  v = subgroupMax(v);
+  if (gl_NumSubgroups == 1u) return v;
+  if (subgroupElect()) reduce_values[gl_SubgroupID] = v;
+  barrier();
+  float best = reduce_values[0];
+  for (uint s = 1u; s < gl_NumSubgroups; ++s) best = max(best, reduce_values[s]);
+  barrier();
+  return best;
+}
+
+// The smallest index holding the largest value (torch.argmax picks the first maximum).
+// Invocations without a candidate pass -inf and any index.
+uint workgroup_argmax(float v, uint index) {
+  const float best = subgroupMax(v);
+  uint first = subgroupMin(v == best ? index : 0xFFFFFFFFu);
+  if (gl_NumSubgroups == 1u) return first;
+  if (subgroupElect()) {
+    reduce_values[gl_SubgroupID] = best;
+    reduce_indices[gl_SubgroupID] = first;
+  }
+  barrier();
+  float top = reduce_values[0];
+  first = reduce_indices[0];
+  for (uint s = 1u; s < gl_NumSubgroups; ++s) {
+    if (reduce_values[s] > top || (reduce_values[s] == top && reduce_indices[s] < first)) {
+      top = reduce_values[s];
+      first = reduce_indices[s];
+    }
+  }
+  barrier();
+  return first;
+}
+
+#endif
+#endif

@@ -1,0 +1,60 @@
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "check.h"
+#include "gpu.h"
+#include "ops/residual.h"
+#include "ref/residual.h"
+#include "vk/commands.h"
+
+using namespace brigade;
+
+TEST_CASE_FIXTURE(test::Gpu, "residual forward adds its two inputs") {
+  vk::Device& dev = device();
+  for (uint32_t n : {1u, 255u, 257u, 3001u}) {
+    const auto a = test::random_vector(n, n), b = test::random_vector(n, n + 1);
+    vk::Buffer ba = test::to_device(dev, a, "a"), bb = test::to_device(dev, b, "b"),
+               by = test::zeros(dev, n, "y");
+    vk::Commands cmd(dev, "residual");
+    ops::residual_forward(cmd, ba, bb, by, n);
+    cmd.run();
+    std::vector<float> want(n);
+    ref::residual_forward(a.data(), b.data(), want.data(), n);
+    test::check_close(test::to_host(by), want, 0.0, 0.0, "a + b n=" + std::to_string(n));
+  }
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "residual backward adds the whole gradient into both branches") {
+  vk::Device& dev = device();
+  for (uint32_t n : {1u, 255u, 257u, 3001u}) {
+    const auto dy = test::random_vector(n, n), da0 = test::random_vector(n, n + 1),
+               db0 = test::random_vector(n, n + 2);
+    vk::Buffer bdy = test::to_device(dev, dy, "dy"), bda = test::to_device(dev, da0, "da"),
+               bdb = test::to_device(dev, db0, "db");
+    vk::Commands cmd(dev, "residual backward");
+    ops::residual_backward(cmd, bdy, bda, bdb, n);
+    cmd.run();
+    auto da = da0, db = db0;
+    ref::residual_backward(dy.data(), da.data(), db.data(), n);
+    test::check_close(test::to_host(bda), da, 0.0, 0.0, "da n=" + std::to_string(n));
+    test::check_close(test::to_host(bdb), db, 0.0, 0.0, "db n=" + std::to_string(n));
+  }
+}
+
+TEST_CASE("residual reference backward agrees with finite differences") {
+  const uint32_t n = 20;
+  const auto ab = test::to_double(test::random_vector(2 * n, 1));  // a then b
+  const auto r = test::to_double(test::random_vector(n, 2));
+  auto loss = [&](const std::vector<double>& v) {
+    std::vector<double> y(n);
+    ref::residual_forward(v.data(), v.data() + n, y.data(), n);
+    double s = 0;
+    for (uint32_t i = 0; i < n; ++i) s += y[i] * r[i];
+    return s;
+  };
+  std::vector<double> grad(2 * n, 0.0);
+  ref::residual_backward(r.data(), grad.data(), grad.data() + n, n);
+  test::check_gradient(loss, ab, grad, 1e-6, 1e-8, "d(a, b)");
+}
