@@ -14,8 +14,9 @@ Device::Device(Instance& instance, uint32_t index, DeviceOptions options) : inst
   info_ = describe(physical[index], index);
   label_ = "device " + std::to_string(index) + " (" +
            (options.label.empty() ? "" : options.label + ", ") + info_.name + ")";
-  if (info_.api_version < VK_API_VERSION_1_2 || !info_.timeline_semaphore)
-    throw UserError(label_ + " lacks what Brigade needs: Vulkan 1.2 with timeline semaphores");
+  if (info_.api_version < VK_API_VERSION_1_2 || !info_.timeline_semaphore || !info_.subgroup_arithmetic)
+    throw UserError(label_ + " lacks what Brigade needs: Vulkan 1.2 with timeline semaphores and "
+                    "subgroup arithmetic in compute shaders");
 
   uint32_t qn = 0;
   vkGetPhysicalDeviceQueueFamilyProperties(info_.handle, &qn, nullptr);

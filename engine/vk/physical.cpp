@@ -102,6 +102,8 @@ PhysicalInfo describe(VkPhysicalDevice device, uint32_t index) {
   std::copy(std::begin(ids.deviceUUID), std::end(ids.deviceUUID), info.device_uuid.begin());
   std::copy(std::begin(ids.driverUUID), std::end(ids.driverUUID), info.driver_uuid.begin());
   info.subgroup_size = subgroup.subgroupSize;
+  info.subgroup_arithmetic = (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) &&
+                             (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT);
   info.max_storage_buffer_range = p.limits.maxStorageBufferRange;
   info.max_allocation_size = m3.maxMemoryAllocationSize;
   info.max_shared_memory = p.limits.maxComputeSharedMemorySize;

@@ -31,6 +31,7 @@ struct PhysicalInfo {
   std::array<uint8_t, VK_UUID_SIZE> driver_uuid{};
   std::vector<MemoryHeap> heaps;
   uint32_t subgroup_size = 0;
+  bool subgroup_arithmetic = false;  // subgroupAdd & co. in compute shaders (reductions need it)
   uint64_t max_storage_buffer_range = 0;
   uint64_t max_allocation_size = 0;
   uint32_t max_shared_memory = 0;

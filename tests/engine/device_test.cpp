@@ -35,6 +35,7 @@ TEST_CASE("lavapipe offers what the pipeline needs: timelines, fd and host-point
     found = true;
     CHECK(info.type == VK_PHYSICAL_DEVICE_TYPE_CPU);
     CHECK(info.timeline_semaphore);
+    CHECK(info.subgroup_arithmetic);
     CHECK(info.external_memory_fd);
     CHECK(info.external_memory_host);
     CHECK(info.min_imported_host_pointer_alignment > 0);
