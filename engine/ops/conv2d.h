@@ -1,0 +1,53 @@
+// Conv2d (PyTorch's nn.Conv2d with dilation 1, groups 1, zero padding): launchers that
+// record the kernels of shaders/conv2d_*.comp into a vk::Commands.
+//   x (N, IC, H, W)  weight (OC, IC, KH, KW)  bias (OC)  y (N, OC, OH, OW)
+// Backward passes accumulate: dx +=, dweight +=, dbias +=, so micro-batches sum for free.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "conv.h"
+#include "vk/commands.h"
+
+namespace brigade::ops {
+
+struct Conv2dShape {
+  uint32_t n = 1, ic = 1, h = 1, w = 1;  // input (N, IC, H, W)
+  uint32_t oc = 1, kh = 1, kw = 1;       // weight (OC, IC, KH, KW)
+  uint32_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;
+
+  uint32_t out_h() const { return (h + 2 * pad_h - kh) / stride_h + 1; }
+  uint32_t out_w() const { return (w + 2 * pad_w - kw) / stride_w + 1; }
+  uint64_t x_size() const { return uint64_t(n) * ic * h * w; }
+  uint64_t weight_size() const { return uint64_t(oc) * ic * kh * kw; }
+  uint64_t y_size() const { return uint64_t(n) * oc * out_h() * out_w(); }
+};
+
+// Register tiles of the kernels (see shaders/conv.h). Results do not depend on them, only
+// speed: the defaults were measured fastest on lavapipe for the fashion-cnn convolutions.
+struct Conv2dTiles {
+  uint32_t forward_oc = BRIGADE_CONV_FORWARD_OCB, forward_px = BRIGADE_CONV_FORWARD_PX;
+  uint32_t data_ic = BRIGADE_CONV_BACKWARD_DATA_ICB, data_px = BRIGADE_CONV_BACKWARD_DATA_PX;
+  uint32_t weight_oc = BRIGADE_CONV_BACKWARD_WEIGHT_OCB, weight_k = BRIGADE_CONV_BACKWARD_WEIGHT_KB;
+};
+
+// Throws UserError when the shape is not a valid convolution (a zero size, a zero stride,
+// or a kernel larger than the padded input).
+void conv2d_validate(const Conv2dShape& s);
+
+// y = conv(x, weight) + bias; without a bias, y = conv(x, weight).
+void conv2d_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optional<vk::View> bias,
+                    vk::View y, const Conv2dShape& s, const Conv2dTiles& tiles = {});
+
+// dx += gradient of the loss with respect to x, given dy = dloss/dy.
+void conv2d_backward_data(vk::Commands& cmd, vk::View dy, vk::View weight, vk::View dx,
+                          const Conv2dShape& s, const Conv2dTiles& tiles = {});
+
+// dweight += dloss/dweight and, when given, dbias += dloss/dbias. Reductions over
+// N * OH * OW run in a fixed order: the same inputs give bit-identical gradients.
+void conv2d_backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View dweight,
+                            std::optional<vk::View> dbias, const Conv2dShape& s,
+                            const Conv2dTiles& tiles = {});
+
+}  // namespace brigade::ops

@@ -1,0 +1,54 @@
+// Push constants, workgroup sizes and default register tiles of the Conv2d and MaxPool2d
+// kernels, shared by the GLSL kernels and their C++ launchers (engine/ops/conv2d.h,
+// engine/ops/maxpool2d.h). Plain 32-bit scalars only, so std430 and C++ layouts agree.
+#ifndef BRIGADE_SHADERS_CONV_H
+#define BRIGADE_SHADERS_CONV_H
+
+#ifdef __cplusplus
+#include <cstdint>
+namespace brigade::shaders {
+using uint = std::uint32_t;
+#endif
+
+// Invocations per workgroup of the pixel-parallel conv kernels (forward, backward-data).
+#define BRIGADE_WG_CONV 64
+// Invocations per workgroup that share one tile of the weight gradient and reduce their
+// partial sums in shared memory (a fixed tree, so the result is deterministic). Power of two.
+#define BRIGADE_WG_CONV_REDUCE 64
+// Invocations per workgroup of the max-pooling kernels (one output or input element each).
+#define BRIGADE_WG_POOL 256
+
+// Register tiles (specialization constants 0 and 1 of each conv kernel). Each invocation
+// computes a block of outputs so one load feeds several FMAs; without shared memory, which
+// is what lavapipe runs fastest (its barriers switch between invocations).
+//   forward:         OCB output channels x PX output pixels of one row
+//   backward-data:   ICB input channels x PX input pixels of one row (one stride phase)
+//   backward-weight: OCB output channels x KB flattened (ic, kh, kw) taps
+#define BRIGADE_CONV_FORWARD_OCB 16
+#define BRIGADE_CONV_FORWARD_PX 2
+#define BRIGADE_CONV_BACKWARD_DATA_ICB 8
+#define BRIGADE_CONV_BACKWARD_DATA_PX 2
+#define BRIGADE_CONV_BACKWARD_WEIGHT_OCB 8
+#define BRIGADE_CONV_BACKWARD_WEIGHT_KB 4
+
+// Conv2d over NCHW: x (n, ic, h, w), weight (oc, ic, kh, kw), y (n, oc, oh, ow) with
+// oh = (h + 2 pad_h - kh) / stride_h + 1 and likewise ow. Zero padding, dilation 1, groups 1.
+struct Conv2dPush {
+  uint n, ic, h, w;
+  uint oc, kh, kw;
+  uint oh, ow;
+  uint stride_h, stride_w, pad_h, pad_w;
+};
+
+// MaxPool2d over (planes = N * C, h, w) with a k x k window, stride s, no padding;
+// oh = (h - k) / s + 1 (floored, as PyTorch).
+struct MaxPool2dPush {
+  uint planes, h, w;
+  uint oh, ow;
+  uint k, s;
+};
+
+#ifdef __cplusplus
+}  // namespace brigade::shaders
+#endif
+#endif
