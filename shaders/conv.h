@@ -14,22 +14,17 @@ using uint = std::uint32_t;
 #define BRIGADE_WG_CONV 64
 // Invocations per workgroup that share one tile of the weight gradient and reduce their
 // partial sums in shared memory (a fixed tree, so the result is deterministic). Power of two.
-#define BRIGADE_WG_CONV_REDUCE 64
+#define BRIGADE_WG_CONV_REDUCE 32
 // Invocations per workgroup of the max-pooling kernels (one output or input element each).
 #define BRIGADE_WG_POOL 256
 
-// Register tiles (specialization constants 0 and 1 of each conv kernel). Each invocation
-// computes a block of outputs so one load feeds several FMAs; without shared memory, which
-// is what lavapipe runs fastest (its barriers switch between invocations).
+// Each conv kernel computes a register tile of outputs per invocation (specialization
+// constants 0 and 1, chosen per device by the launcher: ops::Conv2dTiles), so one load feeds
+// several FMAs without shared memory, which lavapipe runs slowly (its barriers switch
+// between invocations):
 //   forward:         OCB output channels x PX output pixels of one row
 //   backward-data:   ICB input channels x PX input pixels of one row (one stride phase)
 //   backward-weight: OCB output channels x KB flattened (ic, kh, kw) taps
-#define BRIGADE_CONV_FORWARD_OCB 16
-#define BRIGADE_CONV_FORWARD_PX 2
-#define BRIGADE_CONV_BACKWARD_DATA_ICB 8
-#define BRIGADE_CONV_BACKWARD_DATA_PX 2
-#define BRIGADE_CONV_BACKWARD_WEIGHT_OCB 8
-#define BRIGADE_CONV_BACKWARD_WEIGHT_KB 4
 
 // Conv2d over NCHW: x (n, ic, h, w), weight (oc, ic, kh, kw), y (n, oc, oh, ow) with
 // oh = (h + 2 pad_h - kh) / stride_h + 1 and likewise ow. Zero padding, dilation 1, groups 1.

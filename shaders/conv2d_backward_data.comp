@@ -10,8 +10,9 @@
 #include "conv.h"
 
 layout(local_size_x = BRIGADE_WG_CONV) in;
-layout(constant_id = 0) const uint ICB = BRIGADE_CONV_BACKWARD_DATA_ICB;
-layout(constant_id = 1) const uint PX = BRIGADE_CONV_BACKWARD_DATA_PX;
+// Register tile (see conv.h); the launcher always sets it.
+layout(constant_id = 0) const uint ICB = 1;
+layout(constant_id = 1) const uint PX = 1;
 
 layout(binding = 0) readonly buffer DY { float dy[]; };
 layout(binding = 1) readonly buffer Wt { float w[]; };

@@ -9,8 +9,9 @@
 #include "conv.h"
 
 layout(local_size_x = BRIGADE_WG_CONV_REDUCE) in;
-layout(constant_id = 0) const uint OCB = BRIGADE_CONV_BACKWARD_WEIGHT_OCB;
-layout(constant_id = 1) const uint KB = BRIGADE_CONV_BACKWARD_WEIGHT_KB;
+// Register tile (see conv.h); the launcher always sets it.
+layout(constant_id = 0) const uint OCB = 1;
+layout(constant_id = 1) const uint KB = 1;
 
 layout(binding = 0) readonly buffer DY { float dy[]; };
 layout(binding = 1) readonly buffer X { float x[]; };

@@ -8,8 +8,9 @@
 #include "conv.h"
 
 layout(local_size_x = BRIGADE_WG_CONV) in;
-layout(constant_id = 0) const uint OCB = BRIGADE_CONV_FORWARD_OCB;
-layout(constant_id = 1) const uint PX = BRIGADE_CONV_FORWARD_PX;
+// Register tile (see conv.h); the launcher always sets it.
+layout(constant_id = 0) const uint OCB = 1;
+layout(constant_id = 1) const uint PX = 1;
 // Without a bias the launcher binds the weight again at binding 2; it is never read.
 layout(constant_id = 2) const bool HAS_BIAS = true;
 

@@ -58,7 +58,7 @@ struct Problem {
 };
 
 std::vector<float> gpu_forward(vk::Device& dev, const Problem& p, bool with_bias,
-                               const ops::Conv2dTiles& tiles = {}) {
+                               const std::optional<ops::Conv2dTiles> tiles = {}) {
   auto x = test::to_device(dev, p.x, "x"), w = test::to_device(dev, p.weight, "weight");
   auto b = test::to_device(dev, p.bias, "bias"), y = test::zeros(dev, p.s.y_size(), "y");
   vk::Commands cmd(dev, "conv2d forward");
@@ -79,7 +79,7 @@ std::vector<float> cpu_forward(const Problem& p, bool with_bias) {
 // dx (pre-filled with `dx0`) after the GPU backward-data pass.
 std::vector<float> gpu_backward_data(vk::Device& dev, const Problem& p,
                                      const std::vector<float>& dx0,
-                                     const ops::Conv2dTiles& tiles = {}) {
+                                     const std::optional<ops::Conv2dTiles> tiles = {}) {
   auto dy = test::to_device(dev, p.dy, "dy"), w = test::to_device(dev, p.weight, "weight");
   auto dx = test::to_device(dev, dx0, "dx");
   vk::Commands cmd(dev, "conv2d backward-data");
@@ -100,7 +100,7 @@ struct WeightGrads {
 };
 
 WeightGrads gpu_backward_weight(vk::Device& dev, const Problem& p, const WeightGrads& start,
-                                const ops::Conv2dTiles& tiles = {}) {
+                                const std::optional<ops::Conv2dTiles> tiles = {}) {
   auto dy = test::to_device(dev, p.dy, "dy"), x = test::to_device(dev, p.x, "x");
   auto dw = test::to_device(dev, start.dweight, "dweight", vk::Category::Gradients);
   auto db = test::to_device(dev, start.dbias, "dbias", vk::Category::Gradients);
@@ -163,11 +163,13 @@ TEST_CASE_FIXTURE(test::Gpu, "conv2d results do not depend on the register tiles
   const auto start = nonzero_start(s, 302);
   const auto want_y = cpu_forward(p, true), want_dx = cpu_backward_data(p, dx0);
   const auto want_w = cpu_backward_weight(p, start);
-  for (const ops::Conv2dTiles& tiles : {ops::Conv2dTiles{1, 1, 1, 1, 1, 1},
-                                        ops::Conv2dTiles{3, 5, 2, 3, 3, 5},
-                                        ops::Conv2dTiles{32, 1, 16, 4, 16, 8}}) {
+  // The GPU default, the lavapipe default, no tiling, and tiles that leave ragged tails.
+  for (const ops::Conv2dTiles& tiles :
+       {ops::Conv2dTiles{}, ops::Conv2dTiles{32, 16, 32, 16, 16, 16},
+        ops::Conv2dTiles{1, 1, 1, 1, 1, 1}, ops::Conv2dTiles{3, 5, 2, 3, 3, 5}}) {
     const std::string t = " tiles " + std::to_string(tiles.forward_oc) + "x" +
-                          std::to_string(tiles.forward_px);
+                          std::to_string(tiles.forward_px) + " " + std::to_string(tiles.weight_oc) +
+                          "x" + std::to_string(tiles.weight_k);
     test::check_close(gpu_forward(device(), p, true, tiles), want_y, kAtol, kRtol, "forward" + t);
     test::check_close(gpu_backward_data(device(), p, dx0, tiles), want_dx, kAtol, kRtol,
                       "backward-data" + t);
