@@ -1,6 +1,6 @@
-// Push constants, workgroup sizes and default register tiles of the Conv2d and MaxPool2d
-// kernels, shared by the GLSL kernels and their C++ launchers (engine/ops/conv2d.h,
-// engine/ops/maxpool2d.h). Plain 32-bit scalars only, so std430 and C++ layouts agree.
+// Push constants and workgroup sizes of the Conv2d, MaxPool2d and embedding kernels, shared
+// by the GLSL kernels and their C++ launchers (engine/ops/conv2d.h, maxpool2d.h and
+// embedding.h). Plain 32-bit scalars only, so std430 and C++ layouts agree.
 #ifndef BRIGADE_SHADERS_CONV_H
 #define BRIGADE_SHADERS_CONV_H
 
@@ -41,6 +41,20 @@ struct MaxPool2dPush {
   uint planes, h, w;
   uint oh, ow;
   uint k, s;
+};
+
+// Embedding: invocations per workgroup of the element-wise kernels (forward, position
+// gradient).
+#define BRIGADE_WG_EMBEDDING 256
+// Token gradient: invocations per workgroup, one channel each, and the vocabulary rows
+// every invocation sums while it scans the tokens once.
+#define BRIGADE_WG_EMBEDDING_TOKENS 64
+#define BRIGADE_EMBEDDING_ROWS 16
+
+// Token + position embedding: tokens (b, t) int32, wte (v, c), wpe (at least t rows, c),
+// out (b, t, c).
+struct EmbeddingPush {
+  uint b, t, c, v;
 };
 
 #ifdef __cplusplus
