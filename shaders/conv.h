@@ -15,8 +15,10 @@ using uint = std::uint32_t;
 // Invocations per workgroup that share one tile of the weight gradient and reduce their
 // partial sums in shared memory (a fixed tree, so the result is deterministic). Power of two.
 #define BRIGADE_WG_CONV_REDUCE 32
-// Invocations per workgroup of the max-pooling kernels (one output or input element each).
-#define BRIGADE_WG_POOL 256
+// Max-pooling workgroups: 8 x 8 invocations over (column, row) of one plane, one output
+// window or input element each.
+#define BRIGADE_WG_POOL_X 8
+#define BRIGADE_WG_POOL_Y 8
 
 // Each conv kernel computes a register tile of outputs per invocation (specialization
 // constants 0 and 1, chosen per device by the launcher: ops::Conv2dTiles), so one load feeds
@@ -35,21 +37,18 @@ struct Conv2dPush {
   uint stride_h, stride_w, pad_h, pad_w;
 };
 
-// MaxPool2d over (planes = N * C, h, w) with a k x k window, stride s, no padding;
-// oh = (h - k) / s + 1 (floored, as PyTorch).
+// MaxPool2d over (N * C planes, h, w) with a K x K window, stride S (specialization
+// constants 0 and 1), no padding; oh = (h - K) / S + 1 (floored, as PyTorch).
 struct MaxPool2dPush {
-  uint planes, h, w;
+  uint h, w;
   uint oh, ow;
-  uint k, s;
 };
 
-// Embedding: invocations per workgroup of the element-wise kernels (forward, position
-// gradient).
-#define BRIGADE_WG_EMBEDDING 256
-// Token gradient: invocations per workgroup, one channel each, and the vocabulary rows
-// every invocation sums while it scans the tokens once.
+// Embedding: invocations per workgroup, one channel each (forward, token gradient) or one
+// element each (position gradient), and the positions one forward workgroup covers.
+#define BRIGADE_WG_EMBEDDING 64
 #define BRIGADE_WG_EMBEDDING_TOKENS 64
-#define BRIGADE_EMBEDDING_ROWS 16
+#define BRIGADE_EMBEDDING_POSITIONS 16
 
 // Token + position embedding: tokens (b, t) int32, wte (v, c), wpe (at least t rows, c),
 // out (b, t, c).

@@ -1,8 +1,9 @@
 #version 450
 // Token + position embedding: out[b, t, :] = wte[tokens[b, t], :] + wpe[t, :].
 //   tokens (B, T) int32  wte (V, C)  wpe (block_size >= T, C)  ->  out (B, T, C)
-// A token outside [0, V) is clamped into it, so it cannot read past wte; rejecting such
-// tokens is the data loader's job.
+// A workgroup covers POSITIONS consecutive positions with its invocations along C, so the
+// token load is uniform and rows are read contiguously. A token outside [0, V) is clamped
+// into it and cannot read past wte; rejecting such tokens is the data loader's job.
 #extension GL_GOOGLE_include_directive : require
 #include "conv.h"
 
@@ -14,9 +15,11 @@ layout(binding = 3) writeonly buffer Out { float y[]; };
 layout(push_constant) uniform Push { EmbeddingPush p; };
 
 void main() {
-  const uint i = gl_GlobalInvocationID.x;
-  if (i >= p.b * p.t * p.c) return;
-  const uint bt = i / p.c, c = i % p.c, t = bt % p.t;
-  const uint row = uint(clamp(tokens[bt], 0, int(p.v) - 1));
-  y[i] = wte[row * p.c + c] + wpe[t * p.c + c];
+  const uint first = gl_WorkGroupID.x * BRIGADE_EMBEDDING_POSITIONS;
+  const uint last = min(first + BRIGADE_EMBEDDING_POSITIONS, p.b * p.t);
+  for (uint bt = first; bt < last; ++bt) {
+    const uint row = uint(clamp(tokens[bt], 0, int(p.v) - 1)), t = bt % p.t;
+    for (uint c = gl_LocalInvocationID.x; c < p.c; c += BRIGADE_WG_EMBEDDING)
+      y[bt * p.c + c] = wte[row * p.c + c] + wpe[t * p.c + c];
+  }
 }

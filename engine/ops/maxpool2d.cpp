@@ -17,16 +17,22 @@ void require_floats(vk::View v, uint64_t floats, const char* what, int line) {
                           VK_ERROR_UNKNOWN);
 }
 
-vk::Groups groups_over(uint64_t items, const char* pass) {
-  const uint64_t groups = vk::groups_for(items, BRIGADE_WG_POOL);
-  if (groups > 65535)  // maxComputeWorkGroupCount[0] every device guarantees
-    throw UserError(std::string("maxpool2d ") + pass + ": " + std::to_string(items) +
-                    " elements are too many for one dispatch; use smaller micro-batches");
-  return {uint32_t(groups)};
+// Workgroups of 8 x 8 over columns and rows of `w` x `h`, one z per plane.
+vk::Groups grid(uint32_t w, uint32_t h, const MaxPool2dShape& s, const char* pass) {
+  const uint64_t planes = uint64_t(s.n) * s.c;
+  if (planes > 65535)  // maxComputeWorkGroupCount[2] every device guarantees
+    throw UserError(std::string("maxpool2d ") + pass + ": " + std::to_string(planes) +
+                    " planes (N x C) are too many for one dispatch; use smaller micro-batches");
+  return {vk::groups_for(w, BRIGADE_WG_POOL_X), vk::groups_for(h, BRIGADE_WG_POOL_Y),
+          uint32_t(planes)};
+}
+
+const vk::Kernel& kernel(vk::Commands& cmd, const char* name, const MaxPool2dShape& s) {
+  return cmd.device().kernel(name, vk::Specialization{}.set(0, s.k).set(1, s.s));
 }
 
 shaders::MaxPool2dPush push_of(const MaxPool2dShape& s) {
-  return {s.n * s.c, s.h, s.w, s.out_h(), s.out_w(), s.k, s.s};
+  return {s.h, s.w, s.out_h(), s.out_w()};
 }
 
 }  // namespace
@@ -45,8 +51,8 @@ void maxpool2d_forward(vk::Commands& cmd, vk::View x, vk::View y, const MaxPool2
   maxpool2d_validate(s);
   require_floats(x, s.x_size(), "input", __LINE__);
   require_floats(y, s.y_size(), "output", __LINE__);
-  cmd.dispatch(cmd.device().kernel("maxpool2d_forward"), {x, y}, push_of(s),
-               groups_over(s.y_size(), "forward"));
+  cmd.dispatch(kernel(cmd, "maxpool2d_forward", s), {x, y}, push_of(s),
+               grid(s.out_w(), s.out_h(), s, "forward"));
 }
 
 void maxpool2d_backward_data(vk::Commands& cmd, vk::View x, vk::View dy, vk::View dx,
@@ -55,8 +61,10 @@ void maxpool2d_backward_data(vk::Commands& cmd, vk::View x, vk::View dy, vk::Vie
   require_floats(x, s.x_size(), "input", __LINE__);
   require_floats(dy, s.y_size(), "output gradient", __LINE__);
   require_floats(dx, s.x_size(), "input gradient", __LINE__);
-  cmd.dispatch(cmd.device().kernel("maxpool2d_backward_data"), {x, dy, dx}, push_of(s),
-               groups_over(s.x_size(), "backward-data"));
+  // Windows apart: one invocation per window; overlapping: one per input element.
+  const vk::Groups groups = s.s >= s.k ? grid(s.out_w(), s.out_h(), s, "backward-data")
+                                       : grid(s.w, s.h, s, "backward-data");
+  cmd.dispatch(kernel(cmd, "maxpool2d_backward_data", s), {x, dy, dx}, push_of(s), groups);
 }
 
 }  // namespace brigade::ops
