@@ -58,7 +58,7 @@ struct Problem {
 };
 
 std::vector<float> gpu_forward(vk::Device& dev, const Problem& p, bool with_bias,
-                               const std::optional<ops::Conv2dTiles> tiles = {}) {
+                               std::optional<ops::Conv2dTiles> tiles = {}) {
   auto x = test::to_device(dev, p.x, "x"), w = test::to_device(dev, p.weight, "weight");
   auto b = test::to_device(dev, p.bias, "bias"), y = test::zeros(dev, p.s.y_size(), "y");
   vk::Commands cmd(dev, "conv2d forward");
@@ -79,7 +79,7 @@ std::vector<float> cpu_forward(const Problem& p, bool with_bias) {
 // dx (pre-filled with `dx0`) after the GPU backward-data pass.
 std::vector<float> gpu_backward_data(vk::Device& dev, const Problem& p,
                                      const std::vector<float>& dx0,
-                                     const std::optional<ops::Conv2dTiles> tiles = {}) {
+                                     std::optional<ops::Conv2dTiles> tiles = {}) {
   auto dy = test::to_device(dev, p.dy, "dy"), w = test::to_device(dev, p.weight, "weight");
   auto dx = test::to_device(dev, dx0, "dx");
   vk::Commands cmd(dev, "conv2d backward-data");
@@ -99,13 +99,15 @@ struct WeightGrads {
   std::vector<float> dweight, dbias;
 };
 
+// Without a bias (with_bias false) dbias is returned as it started.
 WeightGrads gpu_backward_weight(vk::Device& dev, const Problem& p, const WeightGrads& start,
-                                const std::optional<ops::Conv2dTiles> tiles = {}) {
+                                std::optional<ops::Conv2dTiles> tiles = {}, bool with_bias = true) {
   auto dy = test::to_device(dev, p.dy, "dy"), x = test::to_device(dev, p.x, "x");
   auto dw = test::to_device(dev, start.dweight, "dweight", vk::Category::Gradients);
   auto db = test::to_device(dev, start.dbias, "dbias", vk::Category::Gradients);
   vk::Commands cmd(dev, "conv2d backward-weight");
-  ops::conv2d_backward_weight(cmd, dy, x, dw, db, p.s, tiles);
+  ops::conv2d_backward_weight(cmd, dy, x, dw, with_bias ? std::optional<vk::View>(db) : std::nullopt,
+                              p.s, tiles);
   cmd.run();
   return {test::to_host(dw), test::to_host(db)};
 }
@@ -154,6 +156,14 @@ TEST_CASE_FIXTURE(test::Gpu, "conv2d backward-weight adds weight and bias gradie
     test::check_close(gpu.dweight, cpu.dweight, 1e-4, kRtol, "conv2d dweight " + describe(s));
     test::check_close(gpu.dbias, cpu.dbias, 1e-4, kRtol, "conv2d dbias " + describe(s));
   }
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "conv2d backward-weight without a bias computes the weight gradient alone") {
+  const Problem p(kShapes[3], 250);
+  const auto start = nonzero_start(p.s, 251);
+  const auto gpu = gpu_backward_weight(device(), p, start, {}, false);
+  test::check_close(gpu.dweight, cpu_backward_weight(p, start).dweight, 1e-4, kRtol, "dweight");
+  CHECK(gpu.dbias == start.dbias);
 }
 
 TEST_CASE_FIXTURE(test::Gpu, "conv2d results do not depend on the register tiles") {
