@@ -33,7 +33,8 @@ void require_groups(vk::Groups g, const char* pass) {
 // The tile actually run over `extent` outputs: never larger than the extent (IC = 1 would
 // otherwise compute 8 channels and keep one), and in blocks of equal size.
 uint32_t fit(uint32_t tile, uint32_t extent, int line) {
-  if (tile == 0 || tile > 64) bug(line, "register tile of " + std::to_string(tile) + ", expected 1..64");
+  if (tile == 0 || tile > 64)
+    bug(line, "register tile of " + std::to_string(tile) + ", expected 1..64");
   const uint32_t blocks = vk::groups_for(extent, std::min(tile, extent));
   return vk::groups_for(extent, blocks);
 }
@@ -66,7 +67,8 @@ void conv2d_validate(const Conv2dShape& s) {
                     std::to_string(s.kw) + " weight";
   if (!s.n || !s.ic || !s.h || !s.w || !s.oc || !s.kh || !s.kw)
     throw UserError("conv2d: a dimension is zero (" + dims + ")");
-  if (!s.stride_h || !s.stride_w) throw UserError("conv2d: stride must be at least 1 (" + dims + ")");
+  if (!s.stride_h || !s.stride_w)
+    throw UserError("conv2d: stride must be at least 1 (" + dims + ")");
   if (s.h + 2 * s.pad_h < s.kh || s.w + 2 * s.pad_w < s.kw)
     throw UserError("conv2d: the kernel is larger than the padded input (" + dims + ", padding " +
                     std::to_string(s.pad_h) + "x" + std::to_string(s.pad_w) + ")");
@@ -80,7 +82,8 @@ void conv2d_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optiona
   if (bias) require_floats(*bias, s.oc, "bias", __LINE__);
   require_floats(y, s.y_size(), "output", __LINE__);
   const Conv2dTiles t = tiles_or_default(tiles, cmd);
-  const uint32_t ocb = fit(t.forward_oc, s.oc, __LINE__), px = fit(t.forward_px, s.out_w(), __LINE__);
+  const uint32_t ocb = fit(t.forward_oc, s.oc, __LINE__);
+  const uint32_t px = fit(t.forward_px, s.out_w(), __LINE__);
   const auto& kernel = cmd.device().kernel(
       "conv2d_forward", vk::Specialization{}.set(0, ocb).set(1, px).set(2, bias ? 1 : 0));
   const uint32_t blocks_per_row = vk::groups_for(s.out_w(), px);

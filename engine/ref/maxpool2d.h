@@ -31,7 +31,8 @@ void maxpool2d_forward(std::span<const T> x, std::span<T> y, const ops::MaxPool2
   size_t i = 0;
   for (size_t plane = 0; plane < size_t(s.n) * s.c; ++plane)
     for (uint32_t oh = 0; oh < s.out_h(); ++oh)
-      for (uint32_t ow = 0; ow < s.out_w(); ++ow) y[i++] = x[maxpool2d_argmax(x, s, plane, oh, ow)];
+      for (uint32_t ow = 0; ow < s.out_w(); ++ow)
+        y[i++] = x[maxpool2d_argmax(x, s, plane, oh, ow)];
 }
 
 // dx += dloss/dx.
@@ -41,7 +42,8 @@ void maxpool2d_backward_data(std::span<const T> x, std::span<const T> dy, std::s
   size_t i = 0;
   for (size_t plane = 0; plane < size_t(s.n) * s.c; ++plane)
     for (uint32_t oh = 0; oh < s.out_h(); ++oh)
-      for (uint32_t ow = 0; ow < s.out_w(); ++ow) dx[maxpool2d_argmax(x, s, plane, oh, ow)] += dy[i++];
+      for (uint32_t ow = 0; ow < s.out_w(); ++ow)
+        dx[maxpool2d_argmax(x, s, plane, oh, ow)] += dy[i++];
 }
 
 }  // namespace brigade::ref
