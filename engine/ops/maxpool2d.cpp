@@ -1,0 +1,70 @@
+#include "ops/maxpool2d.h"
+
+#include <string>
+
+#include "vk/check.h"
+
+namespace brigade::ops {
+namespace {
+
+// A view too small for its tensor is a bug in the caller, reported with file:line.
+void require_floats(vk::View v, uint64_t floats, const char* what, int line) {
+  if (v.range < floats * 4)
+    throw vk::VulkanError(std::string(__FILE__) + ":" + std::to_string(line) + ": maxpool2d " +
+                              what + " '" + v.buffer->name() + "' holds " +
+                              std::to_string(v.range / 4) + " floats, the shape needs " +
+                              std::to_string(floats),
+                          VK_ERROR_UNKNOWN);
+}
+
+// Workgroups of 8 x 8 over columns and rows of `w` x `h`, one z per plane.
+vk::Groups grid(uint32_t w, uint32_t h, const MaxPool2dShape& s, const char* pass) {
+  const uint64_t planes = uint64_t(s.n) * s.c;
+  if (planes > 65535)  // maxComputeWorkGroupCount[2] every device guarantees
+    throw UserError(std::string("maxpool2d ") + pass + ": " + std::to_string(planes) +
+                    " planes (N x C) are too many for one dispatch; use smaller micro-batches");
+  return {vk::groups_for(w, BRIGADE_WG_POOL_X), vk::groups_for(h, BRIGADE_WG_POOL_Y),
+          uint32_t(planes)};
+}
+
+const vk::Kernel& kernel(vk::Commands& cmd, const char* name, const MaxPool2dShape& s) {
+  return cmd.device().kernel(name, vk::Specialization{}.set(0, s.k).set(1, s.s));
+}
+
+shaders::MaxPool2dPush push_of(const MaxPool2dShape& s) {
+  return {s.h, s.w, s.out_h(), s.out_w()};
+}
+
+}  // namespace
+
+void maxpool2d_validate(const MaxPool2dShape& s) {
+  const auto dims = std::to_string(s.n) + "x" + std::to_string(s.c) + "x" + std::to_string(s.h) +
+                    "x" + std::to_string(s.w) + " input, window " + std::to_string(s.k) +
+                    ", stride " + std::to_string(s.s);
+  if (!s.n || !s.c || !s.h || !s.w || !s.k || !s.s)
+    throw UserError("maxpool2d: a dimension, window or stride is zero (" + dims + ")");
+  if (s.k > s.h || s.k > s.w)
+    throw UserError("maxpool2d: the window is larger than the input (" + dims + ")");
+}
+
+void maxpool2d_forward(vk::Commands& cmd, vk::View x, vk::View y, const MaxPool2dShape& s) {
+  maxpool2d_validate(s);
+  require_floats(x, s.x_size(), "input", __LINE__);
+  require_floats(y, s.y_size(), "output", __LINE__);
+  cmd.dispatch(kernel(cmd, "maxpool2d_forward", s), {x, y}, push_of(s),
+               grid(s.out_w(), s.out_h(), s, "forward"));
+}
+
+void maxpool2d_backward_data(vk::Commands& cmd, vk::View x, vk::View dy, vk::View dx,
+                             const MaxPool2dShape& s) {
+  maxpool2d_validate(s);
+  require_floats(x, s.x_size(), "input", __LINE__);
+  require_floats(dy, s.y_size(), "output gradient", __LINE__);
+  require_floats(dx, s.x_size(), "input gradient", __LINE__);
+  // Windows apart: one invocation per window; overlapping: one per input element.
+  const vk::Groups groups = s.s >= s.k ? grid(s.out_w(), s.out_h(), s, "backward-data")
+                                       : grid(s.w, s.h, s, "backward-data");
+  cmd.dispatch(kernel(cmd, "maxpool2d_backward_data", s), {x, dy, dx}, push_of(s), groups);
+}
+
+}  // namespace brigade::ops

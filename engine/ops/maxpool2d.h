@@ -1,0 +1,35 @@
+// MaxPool2d (PyTorch's nn.MaxPool2d(k, s) with padding 0, dilation 1, floor mode): launchers
+// that record the kernels of shaders/maxpool2d_*.comp into a vk::Commands.
+//   x (N, C, H, W)  y (N, C, OH, OW)  with OH = (H - k) / s + 1, OW likewise
+// Forward saves nothing; backward recomputes each window's argmax from x, with PyTorch's
+// rule for ties (the first maximum in row-major order) and NaN (a NaN is the maximum).
+#pragma once
+
+#include <cstdint>
+
+#include "conv.h"
+#include "vk/commands.h"
+
+namespace brigade::ops {
+
+struct MaxPool2dShape {
+  uint32_t n = 1, c = 1, h = 1, w = 1;  // input (N, C, H, W)
+  uint32_t k = 2, s = 2;                // k x k window, stride s
+
+  uint32_t out_h() const { return (h - k) / s + 1; }
+  uint32_t out_w() const { return (w - k) / s + 1; }
+  uint64_t x_size() const { return uint64_t(n) * c * h * w; }
+  uint64_t y_size() const { return uint64_t(n) * c * out_h() * out_w(); }
+};
+
+// Throws UserError when the shape is not a valid pooling (a zero size or stride, or a
+// window larger than the input).
+void maxpool2d_validate(const MaxPool2dShape& s);
+
+void maxpool2d_forward(vk::Commands& cmd, vk::View x, vk::View y, const MaxPool2dShape& s);
+
+// dx += dloss/dx: each dy goes to its window's argmax (summed where windows overlap).
+void maxpool2d_backward_data(vk::Commands& cmd, vk::View x, vk::View dy, vk::View dx,
+                             const MaxPool2dShape& s);
+
+}  // namespace brigade::ops

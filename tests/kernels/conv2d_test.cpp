@@ -1,0 +1,235 @@
+#include <doctest/doctest.h>
+
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "check.h"
+#include "gpu.h"
+#include "ops/conv2d.h"
+#include "ref/conv2d.h"
+#include "vk/commands.h"
+
+using namespace brigade;
+using ops::Conv2dShape;
+
+namespace {
+
+// fp32 sums of at most a few hundred products of values in [-1, 1] against a double reference.
+constexpr double kAtol = 2e-5, kRtol = 2e-5;
+
+std::string describe(const Conv2dShape& s) {
+  std::ostringstream o;
+  o << "N" << s.n << " IC" << s.ic << " H" << s.h << " W" << s.w << " OC" << s.oc << " k" << s.kh
+    << "x" << s.kw << " stride " << s.stride_h << "x" << s.stride_w << " pad " << s.pad_h << "x"
+    << s.pad_w;
+  return o.str();
+}
+
+// Odd sizes, strides 1 to 3, paddings 0 to 2, non-square kernels, widths below the stride,
+// and the two fashion-cnn convolutions at a small batch.
+const std::vector<Conv2dShape> kShapes = {
+    {.n = 3, .ic = 2, .h = 7, .w = 9, .oc = 5, .kh = 3, .kw = 3, .pad_h = 1, .pad_w = 1},
+    {.n = 2, .ic = 3, .h = 8, .w = 7, .oc = 4, .kh = 3, .kw = 3, .stride_h = 2, .stride_w = 2},
+    {.n = 1, .ic = 2, .h = 5, .w = 6, .oc = 3, .kh = 2, .kw = 4, .pad_h = 2, .pad_w = 2},
+    {.n = 2, .ic = 3, .h = 9, .w = 6, .oc = 7, .kh = 3, .kw = 1, .stride_h = 2, .pad_h = 1},
+    {.n = 2, .ic = 2, .h = 6, .w = 11, .oc = 3, .kh = 4, .kw = 2, .stride_h = 3, .stride_w = 2,
+     .pad_h = 1, .pad_w = 2},
+    {.n = 1, .ic = 1, .h = 2, .w = 2, .oc = 2, .kh = 1, .kw = 1, .stride_h = 3, .stride_w = 3},
+    {.n = 2, .ic = 1, .h = 28, .w = 28, .oc = 32, .kh = 3, .kw = 3, .pad_h = 1, .pad_w = 1},
+    {.n = 1, .ic = 32, .h = 14, .w = 14, .oc = 64, .kh = 3, .kw = 3, .pad_h = 1, .pad_w = 1},
+};
+
+template <class T>
+std::span<const T> in(const std::vector<T>& v) {
+  return v;
+}
+
+struct Problem {
+  Conv2dShape s;
+  std::vector<float> x, weight, bias, dy;
+  explicit Problem(const Conv2dShape& shape, uint32_t seed)
+      : s(shape),
+        x(test::random_vector(s.x_size(), seed)),
+        weight(test::random_vector(s.weight_size(), seed + 1)),
+        bias(test::random_vector(s.oc, seed + 2)),
+        dy(test::random_vector(s.y_size(), seed + 3)) {}
+};
+
+std::vector<float> gpu_forward(vk::Device& dev, const Problem& p, bool with_bias,
+                               std::optional<ops::Conv2dTiles> tiles = {}) {
+  auto x = test::to_device(dev, p.x, "x"), w = test::to_device(dev, p.weight, "weight");
+  auto b = test::to_device(dev, p.bias, "bias"), y = test::zeros(dev, p.s.y_size(), "y");
+  vk::Commands cmd(dev, "conv2d forward");
+  ops::conv2d_forward(cmd, x, w, with_bias ? std::optional<vk::View>(b) : std::nullopt, y, p.s,
+                      tiles);
+  cmd.run();
+  return test::to_host(y);
+}
+
+std::vector<float> cpu_forward(const Problem& p, bool with_bias) {
+  std::vector<double> y(p.s.y_size());
+  const auto bias = test::to_double(p.bias);
+  ref::conv2d_forward<double>(in(test::to_double(p.x)), in(test::to_double(p.weight)),
+                              with_bias ? in(bias) : std::span<const double>(), y, p.s);
+  return test::to_float(y);
+}
+
+// dx (pre-filled with `dx0`) after the GPU backward-data pass.
+std::vector<float> gpu_backward_data(vk::Device& dev, const Problem& p,
+                                     const std::vector<float>& dx0,
+                                     std::optional<ops::Conv2dTiles> tiles = {}) {
+  auto dy = test::to_device(dev, p.dy, "dy"), w = test::to_device(dev, p.weight, "weight");
+  auto dx = test::to_device(dev, dx0, "dx");
+  vk::Commands cmd(dev, "conv2d backward-data");
+  ops::conv2d_backward_data(cmd, dy, w, dx, p.s, tiles);
+  cmd.run();
+  return test::to_host(dx);
+}
+
+std::vector<float> cpu_backward_data(const Problem& p, const std::vector<float>& dx0) {
+  auto dx = test::to_double(dx0);
+  ref::conv2d_backward_data<double>(in(test::to_double(p.dy)), in(test::to_double(p.weight)), dx,
+                                    p.s);
+  return test::to_float(dx);
+}
+
+struct WeightGrads {
+  std::vector<float> dweight, dbias;
+};
+
+// Without a bias (with_bias false) dbias is returned as it started.
+WeightGrads gpu_backward_weight(vk::Device& dev, const Problem& p, const WeightGrads& start,
+                                std::optional<ops::Conv2dTiles> tiles = {}, bool with_bias = true) {
+  auto dy = test::to_device(dev, p.dy, "dy"), x = test::to_device(dev, p.x, "x");
+  auto dw = test::to_device(dev, start.dweight, "dweight", vk::Category::Gradients);
+  auto db = test::to_device(dev, start.dbias, "dbias", vk::Category::Gradients);
+  vk::Commands cmd(dev, "conv2d backward-weight");
+  ops::conv2d_backward_weight(cmd, dy, x, dw, with_bias ? std::optional<vk::View>(db) : std::nullopt,
+                              p.s, tiles);
+  cmd.run();
+  return {test::to_host(dw), test::to_host(db)};
+}
+
+WeightGrads cpu_backward_weight(const Problem& p, const WeightGrads& start) {
+  auto dw = test::to_double(start.dweight), db = test::to_double(start.dbias);
+  ref::conv2d_backward_weight<double>(in(test::to_double(p.dy)), in(test::to_double(p.x)), dw, db,
+                                      p.s);
+  return {test::to_float(dw), test::to_float(db)};
+}
+
+WeightGrads nonzero_start(const Conv2dShape& s, uint32_t seed) {
+  return {test::random_vector(s.weight_size(), seed, 1.0f, 2.0f),
+          test::random_vector(s.oc, seed + 1, 1.0f, 2.0f)};
+}
+
+}  // namespace
+
+TEST_CASE_FIXTURE(test::Gpu, "conv2d forward matches the CPU reference with and without bias") {
+  uint32_t seed = 10;
+  for (const auto& s : kShapes) {
+    const Problem p(s, seed += 10);
+    for (bool with_bias : {true, false})
+      test::check_close(gpu_forward(device(), p, with_bias), cpu_forward(p, with_bias), kAtol,
+                        kRtol, "conv2d forward " + describe(s) + (with_bias ? " bias" : " no bias"));
+  }
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "conv2d backward-data adds the input gradient to what dx held") {
+  uint32_t seed = 100;
+  for (const auto& s : kShapes) {
+    const Problem p(s, seed += 10);
+    const auto dx0 = test::random_vector(s.x_size(), seed + 7, 1.0f, 2.0f);
+    test::check_close(gpu_backward_data(device(), p, dx0), cpu_backward_data(p, dx0), kAtol, kRtol,
+                      "conv2d backward-data " + describe(s));
+  }
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "conv2d backward-weight adds weight and bias gradients to what they held") {
+  uint32_t seed = 200;
+  for (const auto& s : kShapes) {
+    const Problem p(s, seed += 10);
+    const auto start = nonzero_start(s, seed + 7);
+    const auto gpu = gpu_backward_weight(device(), p, start), cpu = cpu_backward_weight(p, start);
+    // The weight gradient sums N * OH * OW products: up to a few thousand in these shapes.
+    test::check_close(gpu.dweight, cpu.dweight, 1e-4, kRtol, "conv2d dweight " + describe(s));
+    test::check_close(gpu.dbias, cpu.dbias, 1e-4, kRtol, "conv2d dbias " + describe(s));
+  }
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "conv2d backward-weight without a bias computes the weight gradient alone") {
+  const Problem p(kShapes[3], 250);
+  const auto start = nonzero_start(p.s, 251);
+  const auto gpu = gpu_backward_weight(device(), p, start, {}, false);
+  test::check_close(gpu.dweight, cpu_backward_weight(p, start).dweight, 1e-4, kRtol, "dweight");
+  CHECK(gpu.dbias == start.dbias);
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "conv2d results do not depend on the register tiles") {
+  const Conv2dShape s = kShapes[4];
+  const Problem p(s, 300);
+  const auto dx0 = test::random_vector(s.x_size(), 301, 1.0f, 2.0f);
+  const auto start = nonzero_start(s, 302);
+  const auto want_y = cpu_forward(p, true), want_dx = cpu_backward_data(p, dx0);
+  const auto want_w = cpu_backward_weight(p, start);
+  // The GPU default, the lavapipe default, no tiling, and tiles that leave ragged tails.
+  for (const ops::Conv2dTiles& tiles :
+       {ops::Conv2dTiles{}, ops::Conv2dTiles{32, 16, 32, 16, 16, 16},
+        ops::Conv2dTiles{1, 1, 1, 1, 1, 1}, ops::Conv2dTiles{3, 5, 2, 3, 3, 5}}) {
+    const std::string t = " tiles " + std::to_string(tiles.forward_oc) + "x" +
+                          std::to_string(tiles.forward_px) + " " + std::to_string(tiles.weight_oc) +
+                          "x" + std::to_string(tiles.weight_k);
+    test::check_close(gpu_forward(device(), p, true, tiles), want_y, kAtol, kRtol, "forward" + t);
+    test::check_close(gpu_backward_data(device(), p, dx0, tiles), want_dx, kAtol, kRtol,
+                      "backward-data" + t);
+    const auto got_w = gpu_backward_weight(device(), p, start, tiles);
+    test::check_close(got_w.dweight, want_w.dweight, 1e-4, kRtol, "dweight" + t);
+    test::check_close(got_w.dbias, want_w.dbias, 1e-4, kRtol, "dbias" + t);
+  }
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "conv2d backward-weight is bit-identical from run to run") {
+  const Problem p(kShapes[6], 400);
+  const auto start = nonzero_start(p.s, 401);
+  const auto a = gpu_backward_weight(device(), p, start), b = gpu_backward_weight(device(), p, start);
+  CHECK(a.dweight == b.dweight);
+  CHECK(a.dbias == b.dbias);
+}
+
+TEST_CASE("conv2d CPU backward matches finite differences of the forward") {
+  for (const Conv2dShape& s :
+       {Conv2dShape{.n = 2, .ic = 2, .h = 5, .w = 4, .oc = 3, .kh = 3, .kw = 2, .stride_h = 2,
+                    .pad_h = 1},
+        Conv2dShape{.n = 1, .ic = 3, .h = 4, .w = 5, .oc = 2, .kh = 2, .kw = 3, .stride_w = 2,
+                    .pad_w = 2}}) {
+    auto x = test::to_double(test::random_vector(s.x_size(), 1));
+    auto w = test::to_double(test::random_vector(s.weight_size(), 2));
+    auto b = test::to_double(test::random_vector(s.oc, 3));
+    const auto r = test::to_double(test::random_vector(s.y_size(), 4));  // loss = sum(y * r)
+    auto loss = [&](const std::vector<double>& xx, const std::vector<double>& ww,
+                    const std::vector<double>& bb) {
+      std::vector<double> y(s.y_size());
+      ref::conv2d_forward<double>(in(xx), in(ww), in(bb), y, s);
+      double l = 0;
+      for (size_t i = 0; i < y.size(); ++i) l += y[i] * r[i];
+      return l;
+    };
+    std::vector<double> dx(x.size()), dw(w.size()), db(b.size());
+    ref::conv2d_backward_data<double>(in(r), in(w), dx, s);
+    ref::conv2d_backward_weight<double>(in(r), in(x), dw, db, s);
+    test::check_gradient([&](const auto& v) { return loss(v, w, b); }, x, dx, 1e-4, 1e-7,
+                         "dx " + describe(s));
+    test::check_gradient([&](const auto& v) { return loss(x, v, b); }, w, dw, 1e-4, 1e-7,
+                         "dweight " + describe(s));
+    test::check_gradient([&](const auto& v) { return loss(x, w, v); }, b, db, 1e-4, 1e-7,
+                         "dbias " + describe(s));
+  }
+}
+
+TEST_CASE("conv2d refuses a kernel larger than the padded input with one clear line") {
+  const Conv2dShape s{.n = 1, .ic = 1, .h = 2, .w = 5, .oc = 1, .kh = 5, .kw = 3, .pad_h = 1};
+  CHECK_THROWS_WITH_AS(ops::conv2d_validate(s),
+                       doctest::Contains("kernel is larger than the padded input"), UserError);
+  CHECK_THROWS_AS(ops::conv2d_validate(Conv2dShape{.stride_w = 0}), UserError);
+}
