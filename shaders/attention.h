@@ -18,11 +18,13 @@ using uint = std::uint32_t;
 #define BRIGADE_WG_ATTENTION 64
 
 // Specialization constant ids. The head size is a specialization constant so every per-row
-// vector (q, k, v, accumulators) is a register array of exactly HS floats.
+// vector (q, k, v, accumulators) is a private array of exactly ceil(HS/4) vec4s.
 #define BRIGADE_ATTENTION_SPEC_HS 0
-// Keys scored per step of the forward's online softmax: the running output is rescaled
-// once per block instead of once per key.
-#define BRIGADE_ATTENTION_SPEC_KEY_BLOCK 1
+// True when every head row starts 16-byte aligned (HS a multiple of 4, views aligned): rows
+// are then read and written as vec4s, else float by float. Each row buffer is bound twice, as
+// floats and as vec4s: lavapipe runs every load instruction as a loop over the SIMD lanes, so
+// one vec4 load costs about what one float load does (the kernels ran 2x faster with them).
+#define BRIGADE_ATTENTION_SPEC_VEC4 1
 
 // Largest head size the kernels accept (GPT-2 uses 64; each invocation keeps a few HS-float
 // arrays in registers, so much larger heads would spill).

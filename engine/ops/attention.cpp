@@ -1,6 +1,7 @@
 #include "ops/attention.h"
 
 #include <cmath>
+#include <initializer_list>
 #include <string>
 
 // Angle brackets: a quoted name would find ops/attention.h beside this file, not the
@@ -12,10 +13,6 @@ namespace brigade::ops {
 namespace {
 
 using shaders::AttentionPush;
-
-// Keys per online-softmax step in the forward. 8 keeps the scores of a block in registers
-// next to the HS-float accumulators and makes the per-block rescale of the output negligible.
-constexpr uint32_t kKeyBlock = 8;
 
 // Head size, after checking the shape a model configuration could get wrong.
 uint32_t head_size(uint32_t C, uint32_t NH) {
@@ -39,6 +36,13 @@ void expect_floats(const vk::View& v, uint64_t floats, const char* what, int lin
                           VK_ERROR_UNKNOWN);
 }
 
+// Whether head rows can be read as vec4s: HS a multiple of 4 and every view 16-byte aligned.
+uint32_t aligned(uint32_t HS, std::initializer_list<vk::View> views) {
+  bool ok = HS % 4 == 0;
+  for (const vk::View& v : views) ok = ok && v.offset % 16 == 0;
+  return ok;
+}
+
 AttentionPush push(uint32_t B, uint32_t T, uint32_t C, uint32_t NH, uint32_t HS) {
   return {B, T, C, NH, 1.0f / std::sqrt(float(HS))};
 }
@@ -53,7 +57,8 @@ void attention_forward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View lse
   expect_floats(y, rows * C, "y", __LINE__);
   expect_floats(lse, rows * NH, "lse", __LINE__);
   vk::Specialization spec;
-  spec.set(BRIGADE_ATTENTION_SPEC_HS, HS).set(BRIGADE_ATTENTION_SPEC_KEY_BLOCK, kKeyBlock);
+  spec.set(BRIGADE_ATTENTION_SPEC_HS, HS);
+  spec.set(BRIGADE_ATTENTION_SPEC_VEC4, aligned(HS, {qkv, y}));
   cmd.dispatch(cmd.device().kernel("attention_forward", spec), {qkv, y, lse},
                push(B, T, C, NH, HS), {vk::groups_for(T, BRIGADE_WG_ATTENTION), NH, B});
 }
@@ -71,6 +76,7 @@ void attention_backward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View ls
   expect_floats(delta, rows * NH, "delta", __LINE__);
   vk::Specialization spec;
   spec.set(BRIGADE_ATTENTION_SPEC_HS, HS);
+  spec.set(BRIGADE_ATTENTION_SPEC_VEC4, aligned(HS, {qkv, y, dy, dqkv}));
   const AttentionPush p = push(B, T, C, NH, HS);
   const vk::Groups groups{vk::groups_for(T, BRIGADE_WG_ATTENTION), NH, B};
   // dq first: it also writes delta, which the key/value pass reads (a barrier follows).

@@ -27,8 +27,8 @@ struct Shape {
   }
 };
 
-// Odd lengths (1, not a multiple of the key block, more than one workgroup of rows) and head
-// sizes that are not powers of two (36/3 = 12, 30/2 = 15).
+// Odd lengths (1, 7, 33, and 70: more than one workgroup of rows) and head sizes that are not
+// powers of two: 36/3 = 12 (read as vec4s) and 30/2 = 15 (read per float).
 const Shape kShapes[] = {{1, 1, 8, 2}, {2, 7, 36, 3}, {1, 33, 30, 2}, {2, 70, 16, 4}};
 
 struct Outputs {
@@ -88,6 +88,33 @@ double max_score(const std::vector<float>& qkv, const Shape& s) {
           top = std::max(top, std::abs(dot) / std::sqrt(double(HS)));
         }
   return top;
+}
+
+// Tensors placed inside larger buffers, between guard regions of a sentinel value, as the
+// pipeline places activations: checks view offsets and that nothing outside a view changes.
+constexpr size_t kGuard = 16;  // floats: 64 bytes, a multiple of every storage-offset alignment
+constexpr float kSentinel = 1234.5f;
+
+struct Guarded {
+  vk::Buffer buffer;
+  size_t n;
+  vk::View view() const { return vk::View(buffer, kGuard * 4, n * 4); }
+};
+
+Guarded guarded(vk::Device& dev, const std::vector<float>& data, const std::string& name) {
+  std::vector<float> all(data.size() + 2 * kGuard, kSentinel);
+  std::copy(data.begin(), data.end(), all.begin() + kGuard);
+  return {test::to_device(dev, all, name), data.size()};
+}
+
+// The view's contents; CHECKs that the guards still hold the sentinel.
+std::vector<float> inside(const Guarded& g, const std::string& what) {
+  const auto all = test::to_host(g.buffer);
+  size_t touched = 0;
+  for (size_t i = 0; i < kGuard; ++i)
+    touched += (all[i] != kSentinel) + (all[kGuard + g.n + i] != kSentinel);
+  CHECK_MESSAGE(touched == 0, what, ": ", touched, " floats outside the view changed");
+  return {all.begin() + kGuard, all.begin() + kGuard + g.n};
 }
 
 double max_abs(const std::vector<double>& v) {
@@ -221,4 +248,34 @@ TEST_CASE_FIXTURE(test::Gpu, "attention rejects widths that do not split into he
                        doctest::Contains("head size C/NH=512 is over"), UserError);
   CHECK_THROWS_WITH_AS(ops::attention_forward(cmd, qkv, y, lse, 1, 100, 16, 2),
                        doctest::Contains("attention qkv view 'qkv' holds"), vk::VulkanError);
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "attention reads and writes only inside views at an offset") {
+  // HS 12: vec4 rows; HS 15: per-float rows.
+  for (const Shape& s : {Shape{2, 7, 36, 3}, Shape{1, 9, 30, 2}}) {
+    vk::Device& dev = device();
+    const auto qkv = test::random_vector(s.qkv(), 31), dy = test::random_vector(s.y(), 32);
+    const auto prior = test::random_vector(s.qkv(), 33);
+    const Guarded bqkv = guarded(dev, qkv, "qkv"), by = guarded(dev, std::vector<float>(s.y()), "y"),
+                  blse = guarded(dev, std::vector<float>(s.stats()), "lse"),
+                  bdy = guarded(dev, dy, "dy"), bdqkv = guarded(dev, prior, "dqkv"),
+                  delta = guarded(dev, std::vector<float>(s.stats()), "delta");
+    vk::Commands cmd(dev, "attention at offsets");
+    ops::attention_forward(cmd, bqkv.view(), by.view(), blse.view(), s.B, s.T, s.C, s.NH);
+    ops::attention_backward(cmd, bqkv.view(), by.view(), blse.view(), bdy.view(), bdqkv.view(),
+                            delta.view(), s.B, s.T, s.C, s.NH);
+    cmd.run();
+
+    const auto qkv_d = test::to_double(qkv), dy_d = test::to_double(dy);
+    const RefOutputs fwd = ref_forward(qkv_d, s);
+    auto want = test::to_double(prior);
+    ref::attention_backward(qkv_d.data(), fwd.y.data(), fwd.lse.data(), dy_d.data(), want.data(),
+                            s.B, s.T, s.C, s.NH);
+    test::check_close(inside(by, "y"), test::to_float(fwd.y), 2e-6, 2e-5, "y " + s.name());
+    test::check_close(inside(blse, "lse"), test::to_float(fwd.lse), 2e-6, 2e-6, "lse " + s.name());
+    test::check_close(inside(bdqkv, "dqkv"), test::to_float(want), 5e-6, 5e-5, "dqkv " + s.name());
+    inside(bqkv, "qkv");
+    inside(bdy, "dy");
+    inside(delta, "delta");
+  }
 }
