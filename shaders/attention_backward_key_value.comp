@@ -12,7 +12,7 @@
 layout(local_size_x = BRIGADE_WG_ATTENTION) in;
 layout(constant_id = BRIGADE_ATTENTION_SPEC_HS) const uint HS = 64;
 layout(constant_id = BRIGADE_ATTENTION_SPEC_VEC4) const bool VEC4 = false;
-const uint HS4 = (HS + 3) / 4;  // a head row as vec4s; lanes past HS are zero
+const uint HS4 = (HS + 3) / 4;  // a head row as vec4s; components past HS read as 0
 
 // Row buffers are bound both as floats and as vec4s (see attention.h).
 layout(binding = 0) readonly buffer Qkv { float qkv[]; };
