@@ -1,0 +1,281 @@
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "check.h"
+#include "gpu.h"
+#include "ops/attention.h"
+#include "ref/attention.h"
+#include "vk/check.h"
+#include "vk/commands.h"
+
+using namespace brigade;
+
+namespace {
+
+struct Shape {
+  uint32_t B, T, C, NH;
+  size_t qkv() const { return size_t(B) * T * 3 * C; }
+  size_t y() const { return size_t(B) * T * C; }
+  size_t stats() const { return size_t(B) * NH * T; }
+  std::string name() const {
+    return "B=" + std::to_string(B) + " T=" + std::to_string(T) + " C=" + std::to_string(C) +
+           " NH=" + std::to_string(NH);
+  }
+};
+
+// Odd lengths (1, 7, 33, and 70: more than one workgroup of rows) and head sizes that are not
+// powers of two: 36/3 = 12 (read as vec4s) and 30/2 = 15 (read per float).
+const Shape kShapes[] = {{1, 1, 8, 2}, {2, 7, 36, 3}, {1, 33, 30, 2}, {2, 70, 16, 4}};
+
+struct Outputs {
+  std::vector<float> y, lse;
+};
+
+Outputs gpu_forward(vk::Device& dev, const std::vector<float>& qkv, const Shape& s) {
+  vk::Buffer bqkv = test::to_device(dev, qkv, "qkv");
+  vk::Buffer by = test::zeros(dev, s.y(), "y"), blse = test::zeros(dev, s.stats(), "lse");
+  vk::Commands cmd(dev, "attention forward");
+  ops::attention_forward(cmd, bqkv, by, blse, s.B, s.T, s.C, s.NH);
+  cmd.run();
+  return {test::to_host(by), test::to_host(blse)};
+}
+
+// dqkv starts as `dqkv` and comes back with the gradient added.
+std::vector<float> gpu_backward(vk::Device& dev, const std::vector<float>& qkv, const Outputs& fwd,
+                                const std::vector<float>& dy, const std::vector<float>& dqkv,
+                                const Shape& s) {
+  vk::Buffer bqkv = test::to_device(dev, qkv, "qkv"), by = test::to_device(dev, fwd.y, "y"),
+             blse = test::to_device(dev, fwd.lse, "lse"), bdy = test::to_device(dev, dy, "dy"),
+             bdqkv = test::to_device(dev, dqkv, "dqkv"), delta = test::zeros(dev, s.stats(), "delta");
+  vk::Commands cmd(dev, "attention backward");
+  ops::attention_backward(cmd, bqkv, by, blse, bdy, bdqkv, delta, s.B, s.T, s.C, s.NH);
+  cmd.run();
+  return test::to_host(bdqkv);
+}
+
+// The double-precision reference forward.
+struct RefOutputs {
+  std::vector<double> y, lse;
+};
+RefOutputs ref_forward(const std::vector<double>& qkv, const Shape& s) {
+  RefOutputs out{std::vector<double>(s.y()), std::vector<double>(s.stats())};
+  ref::attention_forward(qkv.data(), out.y.data(), out.lse.data(), s.B, s.T, s.C, s.NH);
+  return out;
+}
+
+// Multiplies the q and k parts of qkv by `factor`, leaving v alone.
+void scale_qk(std::vector<float>& qkv, const Shape& s, float factor) {
+  for (size_t i = 0; i < qkv.size(); ++i)
+    if (i % (3 * s.C) < 2 * s.C) qkv[i] *= factor;
+}
+
+// The largest |q_t.k_j| / sqrt(HS) over the causal pairs.
+double max_score(const std::vector<float>& qkv, const Shape& s) {
+  const uint32_t HS = s.C / s.NH;
+  double top = 0;
+  for (uint32_t b = 0; b < s.B; ++b)
+    for (uint32_t h = 0; h < s.NH; ++h)
+      for (uint32_t t = 0; t < s.T; ++t)
+        for (uint32_t j = 0; j <= t; ++j) {
+          const float* q = &qkv[(size_t(b) * s.T + t) * 3 * s.C + h * HS];
+          const float* k = &qkv[(size_t(b) * s.T + j) * 3 * s.C + s.C + h * HS];
+          double dot = 0;
+          for (uint32_t d = 0; d < HS; ++d) dot += double(q[d]) * k[d];
+          top = std::max(top, std::abs(dot) / std::sqrt(double(HS)));
+        }
+  return top;
+}
+
+// Tensors placed inside larger buffers, between guard regions of a sentinel value, as the
+// pipeline places activations: checks view offsets and that nothing outside a view changes.
+constexpr size_t kGuard = 16;  // floats: 64 bytes, a multiple of every storage-offset alignment
+constexpr float kSentinel = 1234.5f;
+
+struct Guarded {
+  vk::Buffer buffer;
+  size_t n;
+  vk::View view() const { return vk::View(buffer, kGuard * 4, n * 4); }
+};
+
+Guarded guarded(vk::Device& dev, const std::vector<float>& data, const std::string& name) {
+  std::vector<float> all(data.size() + 2 * kGuard, kSentinel);
+  std::copy(data.begin(), data.end(), all.begin() + kGuard);
+  return {test::to_device(dev, all, name), data.size()};
+}
+
+// The view's contents; CHECKs that the guards still hold the sentinel.
+std::vector<float> inside(const Guarded& g, const std::string& what) {
+  const auto all = test::to_host(g.buffer);
+  size_t touched = 0;
+  for (size_t i = 0; i < kGuard; ++i)
+    touched += (all[i] != kSentinel) + (all[kGuard + g.n + i] != kSentinel);
+  CHECK_MESSAGE(touched == 0, what, ": ", touched, " floats outside the view changed");
+  return {all.begin() + kGuard, all.begin() + kGuard + g.n};
+}
+
+double max_abs(const std::vector<double>& v) {
+  double m = 0;
+  for (double x : v) m = std::max(m, std::abs(x));
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE_FIXTURE(test::Gpu, "attention forward matches the CPU reference for odd lengths and head sizes") {
+  for (const Shape& s : kShapes) {
+    const auto qkv = test::random_vector(s.qkv(), s.T + s.C);
+    const Outputs gpu = gpu_forward(device(), qkv, s);
+    const RefOutputs want = ref_forward(test::to_double(qkv), s);
+    test::check_close(gpu.y, test::to_float(want.y), 2e-6, 2e-5, "y " + s.name());
+    test::check_close(gpu.lse, test::to_float(want.lse), 2e-6, 2e-6, "lse " + s.name());
+  }
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "attention forward stays finite and accurate when scores reach a thousand") {
+  const Shape s{2, 40, 32, 2};
+  auto qkv = test::random_vector(s.qkv(), 7);
+  scale_qk(qkv, s, 40.0f);
+  const RefOutputs want = ref_forward(test::to_double(qkv), s);
+  REQUIRE(max_score(qkv, s) > 1000.0);
+  const Outputs gpu = gpu_forward(device(), qkv, s);
+  CHECK(std::all_of(gpu.y.begin(), gpu.y.end(), [](float x) { return std::isfinite(x); }));
+  CHECK(std::all_of(gpu.lse.begin(), gpu.lse.end(), [](float x) { return std::isfinite(x); }));
+  test::check_close(gpu.y, test::to_float(want.y), 3e-4, 1e-3, "y");
+  test::check_close(gpu.lse, test::to_float(want.lse), 5e-4, 1e-6, "lse");
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "attention output at time t ignores keys and values after t") {
+  const Shape s{2, 33, 24, 3};
+  const auto qkv = test::random_vector(s.qkv(), 11);
+  const Outputs before = gpu_forward(device(), qkv, s);
+  for (uint32_t t0 : {0u, 9u, 31u}) {
+    // New keys and values at every position after t0; queries unchanged.
+    auto changed = qkv;
+    const auto noise = test::random_vector(s.qkv(), 100 + t0);
+    for (uint32_t b = 0; b < s.B; ++b)
+      for (uint32_t t = t0 + 1; t < s.T; ++t)
+        for (uint32_t c = s.C; c < 3 * s.C; ++c) {
+          const size_t i = (size_t(b) * s.T + t) * 3 * s.C + c;
+          changed[i] = noise[i];
+        }
+    const Outputs after = gpu_forward(device(), changed, s);
+    size_t moved_past = 0, moved_before = 0;
+    for (uint32_t b = 0; b < s.B; ++b)
+      for (uint32_t t = 0; t < s.T; ++t)
+        for (uint32_t c = 0; c < s.C; ++c) {
+          const size_t i = (size_t(b) * s.T + t) * s.C + c;
+          (t <= t0 ? moved_before : moved_past) += before.y[i] != after.y[i];
+        }
+    size_t lse_moved = 0;
+    for (uint32_t bh = 0; bh < s.B * s.NH; ++bh)
+      for (uint32_t t = 0; t <= t0; ++t) lse_moved += before.lse[bh * s.T + t] != after.lse[bh * s.T + t];
+    CHECK_MESSAGE(moved_before == 0, "t0=", t0, ": ", moved_before, " outputs at t <= t0 changed");
+    CHECK_MESSAGE(lse_moved == 0, "t0=", t0, ": ", lse_moved, " lse values at t <= t0 changed");
+    // The change is visible where it should be, so the comparison above can see one.
+    CHECK_MESSAGE(moved_past > 0, "t0=", t0, ": outputs after t0 did not change");
+  }
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "attention backward adds the CPU reference gradient to dqkv") {
+  for (const Shape& s : kShapes) {
+    const auto qkv = test::random_vector(s.qkv(), s.T * 3 + s.C);
+    const auto dy = test::random_vector(s.y(), s.T + 5);
+    const auto prior = test::random_vector(s.qkv(), s.C + 9);  // accumulation: not zeros
+    const RefOutputs fwd = ref_forward(test::to_double(qkv), s);
+    const auto qkv_d = test::to_double(qkv), dy_d = test::to_double(dy);
+    auto want = test::to_double(prior);
+    ref::attention_backward(qkv_d.data(), fwd.y.data(), fwd.lse.data(), dy_d.data(), want.data(),
+                            s.B, s.T, s.C, s.NH);
+    const auto got = gpu_backward(device(), qkv, {test::to_float(fwd.y), test::to_float(fwd.lse)},
+                                  dy, prior, s);
+    test::check_close(got, test::to_float(want), 5e-6, 5e-5, "dqkv " + s.name());
+  }
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "attention backward stays accurate when scores reach a thousand") {
+  const Shape s{1, 40, 32, 2};
+  auto qkv = test::random_vector(s.qkv(), 13);
+  scale_qk(qkv, s, 40.0f);
+  REQUIRE(max_score(qkv, s) > 1000.0);
+  const auto dy = test::random_vector(s.y(), 14);
+  const auto prior = test::random_vector(s.qkv(), 15);
+  const Outputs fwd = gpu_forward(device(), qkv, s);
+  const RefOutputs ref_fwd = ref_forward(test::to_double(qkv), s);
+  const auto qkv_d = test::to_double(qkv), dy_d = test::to_double(dy);
+  std::vector<double> grad(s.qkv(), 0.0);
+  ref::attention_backward(qkv_d.data(), ref_fwd.y.data(), ref_fwd.lse.data(), dy_d.data(),
+                          grad.data(), s.B, s.T, s.C, s.NH);
+  std::vector<float> want(s.qkv());
+  for (size_t i = 0; i < want.size(); ++i) want[i] = float(prior[i] + grad[i]);
+  const auto got = gpu_backward(device(), qkv, fwd, dy, prior, s);
+  CHECK(std::all_of(got.begin(), got.end(), [](float x) { return std::isfinite(x); }));
+  // fp32 scores near 1e3 carry absolute errors near 1e-4, which become relative errors of
+  // the recomputed probabilities: a tolerance relative to the gradients' scale.
+  test::check_close(got, want, 2e-4 * max_abs(grad), 2e-4, "dqkv");
+}
+
+TEST_CASE("attention CPU backward matches finite differences of sum(y * r)") {
+  for (const Shape& s : {Shape{1, 4, 6, 2}, Shape{2, 5, 6, 3}, Shape{1, 3, 4, 1}}) {
+    const auto qkv = test::to_double(test::random_vector(s.qkv(), 21 + s.T));
+    const auto r = test::to_double(test::random_vector(s.y(), 22 + s.T));
+    const auto loss = [&](const std::vector<double>& x) {
+      const RefOutputs out = ref_forward(x, s);
+      double sum = 0;
+      for (size_t i = 0; i < out.y.size(); ++i) sum += out.y[i] * r[i];
+      return sum;
+    };
+    const RefOutputs fwd = ref_forward(qkv, s);
+    std::vector<double> grad(s.qkv(), 0.0);
+    ref::attention_backward(qkv.data(), fwd.y.data(), fwd.lse.data(), r.data(), grad.data(), s.B,
+                            s.T, s.C, s.NH);
+    test::check_gradient(loss, qkv, grad, 1e-5, 1e-7, "dqkv " + s.name());
+  }
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "attention rejects widths that do not split into heads") {
+  vk::Device& dev = device();
+  vk::Buffer qkv = test::zeros(dev, 3 * 1024, "qkv"), y = test::zeros(dev, 1024, "y"),
+             lse = test::zeros(dev, 1024, "lse");
+  vk::Commands cmd(dev, "attention errors");
+  CHECK_THROWS_WITH_AS(ops::attention_forward(cmd, qkv, y, lse, 1, 2, 10, 3),
+                       doctest::Contains("C=10 must be a positive multiple of the number of heads NH=3"),
+                       UserError);
+  CHECK_THROWS_WITH_AS(ops::attention_forward(cmd, qkv, y, lse, 1, 1, 512, 1),
+                       doctest::Contains("head size C/NH=512 is over"), UserError);
+  CHECK_THROWS_WITH_AS(ops::attention_forward(cmd, qkv, y, lse, 1, 100, 16, 2),
+                       doctest::Contains("attention qkv view 'qkv' holds"), vk::VulkanError);
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "attention reads and writes only inside views at an offset") {
+  // HS 12: vec4 rows; HS 15: per-float rows.
+  for (const Shape& s : {Shape{2, 7, 36, 3}, Shape{1, 9, 30, 2}}) {
+    vk::Device& dev = device();
+    const auto qkv = test::random_vector(s.qkv(), 31), dy = test::random_vector(s.y(), 32);
+    const auto prior = test::random_vector(s.qkv(), 33);
+    const Guarded bqkv = guarded(dev, qkv, "qkv"), by = guarded(dev, std::vector<float>(s.y()), "y"),
+                  blse = guarded(dev, std::vector<float>(s.stats()), "lse"),
+                  bdy = guarded(dev, dy, "dy"), bdqkv = guarded(dev, prior, "dqkv"),
+                  delta = guarded(dev, std::vector<float>(s.stats()), "delta");
+    vk::Commands cmd(dev, "attention at offsets");
+    ops::attention_forward(cmd, bqkv.view(), by.view(), blse.view(), s.B, s.T, s.C, s.NH);
+    ops::attention_backward(cmd, bqkv.view(), by.view(), blse.view(), bdy.view(), bdqkv.view(),
+                            delta.view(), s.B, s.T, s.C, s.NH);
+    cmd.run();
+
+    const auto qkv_d = test::to_double(qkv), dy_d = test::to_double(dy);
+    const RefOutputs fwd = ref_forward(qkv_d, s);
+    auto want = test::to_double(prior);
+    ref::attention_backward(qkv_d.data(), fwd.y.data(), fwd.lse.data(), dy_d.data(), want.data(),
+                            s.B, s.T, s.C, s.NH);
+    test::check_close(inside(by, "y"), test::to_float(fwd.y), 2e-6, 2e-5, "y " + s.name());
+    test::check_close(inside(blse, "lse"), test::to_float(fwd.lse), 2e-6, 2e-6, "lse " + s.name());
+    test::check_close(inside(bdqkv, "dqkv"), test::to_float(want), 5e-6, 5e-5, "dqkv " + s.name());
+    inside(bqkv, "qkv");
+    inside(bdy, "dy");
+    inside(delta, "delta");
+  }
+}
