@@ -1,6 +1,6 @@
 #include "ops/activation.h"
 
-#include "elementwise.h"
+#include "shaders/elementwise.h"
 #include "ops/launch_geometry.h"
 
 namespace brigade::ops {

@@ -6,7 +6,7 @@
 
 // Angle brackets: a quoted name would find ops/attention.h beside this file, not the
 // shader header in shaders/.
-#include <attention.h>
+#include "shaders/attention.h"
 #include "vk/check.h"
 
 namespace brigade::ops {

@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "norm.h"
+#include "shaders/norm.h"
 #include "ops/launch_geometry.h"
 #include "vk/check.h"
 

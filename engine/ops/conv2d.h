@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "conv.h"
+#include "shaders/conv.h"
 #include "vk/commands.h"
 
 namespace brigade::ops {

@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "loss.h"
+#include "shaders/loss.h"
 #include "ops/launch_geometry.h"
 #include "vk/check.h"
 

@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "elementwise.h"
+#include "shaders/elementwise.h"
 #include "vk/commands.h"
 
 namespace brigade::ops {

@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "elementwise.h"
-#include "workgroup_reduce.h"
+#include "shaders/elementwise.h"
+#include "shaders/workgroup_reduce.h"
 #include "vk/commands.h"
 #include "vk/device.h"
 

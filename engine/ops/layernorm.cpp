@@ -1,6 +1,6 @@
 #include "ops/layernorm.h"
 
-#include "norm.h"
+#include "shaders/norm.h"
 #include "ops/launch_geometry.h"
 
 namespace brigade::ops {

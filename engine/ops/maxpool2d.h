@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "conv.h"
+#include "shaders/conv.h"
 #include "vk/commands.h"
 
 namespace brigade::ops {

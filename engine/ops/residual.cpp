@@ -1,6 +1,6 @@
 #include "ops/residual.h"
 
-#include "elementwise.h"
+#include "shaders/elementwise.h"
 #include "ops/launch_geometry.h"
 
 namespace brigade::ops {

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "optim.h"
+#include "shaders/optim.h"
 #include "optim/expect.h"
 #include "vk/check.h"
 

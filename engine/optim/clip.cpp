@@ -4,7 +4,7 @@
 #include <cmath>
 #include <string>
 
-#include "optim.h"
+#include "shaders/optim.h"
 #include "optim/expect.h"
 #include "vk/check.h"
 

@@ -1,6 +1,6 @@
 #include "optim/sgd.h"
 
-#include "optim.h"
+#include "shaders/optim.h"
 #include "vk/check.h"
 
 namespace brigade::optim {

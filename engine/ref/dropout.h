@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "elementwise.h"
+#include "shaders/elementwise.h"
 #include "ops/dropout.h"
 
 namespace brigade::ref {

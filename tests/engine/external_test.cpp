@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "gpu.h"
-#include "push.h"
+#include "shaders/push.h"
 #include "vk/commands.h"
 #include "vk/external.h"
 

@@ -6,7 +6,7 @@
 
 #include "gpu.h"
 #include "vk/buffer.h"
-#include "push.h"
+#include "shaders/push.h"
 #include "vk/commands.h"
 
 using namespace brigade;

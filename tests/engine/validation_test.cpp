@@ -5,7 +5,7 @@
 
 #include "gpu.h"
 #include "vk/buffer.h"
-#include "push.h"
+#include "shaders/push.h"
 #include "vk/commands.h"
 #include "vk/spirv.h"
 

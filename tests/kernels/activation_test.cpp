@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "check.h"
-#include "elementwise.h"
+#include "shaders/elementwise.h"
 #include "gpu.h"
 #include "ops/activation.h"
 #include "ref/activation.h"

@@ -5,7 +5,7 @@
 
 #include "check.h"
 #include "gpu.h"
-#include "norm.h"
+#include "shaders/norm.h"
 #include "ops/batchnorm.h"
 #include "ref/batchnorm.h"
 #include "vk/check.h"

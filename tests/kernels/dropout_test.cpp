@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "check.h"
-#include "elementwise.h"
+#include "shaders/elementwise.h"
 #include "gpu.h"
 #include "ops/dropout.h"
 #include "ref/dropout.h"

@@ -8,9 +8,9 @@
 
 #include "check.h"
 #include "gpu.h"
-#include "loss.h"
-#include "norm.h"
-#include "workgroup_reduce.h"
+#include "shaders/loss.h"
+#include "shaders/norm.h"
+#include "shaders/workgroup_reduce.h"
 #include "ref/batchnorm.h"
 #include "ref/cross_entropy.h"
 #include "ref/layernorm.h"
