@@ -35,13 +35,6 @@ std::vector<float> gelu_inputs(uint32_t n, uint32_t seed) {
   return x;
 }
 
-// Loss sum(y * r) and its gradient for the finite-difference checks.
-double dot(const std::vector<double>& a, const std::vector<double>& b) {
-  double s = 0;
-  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
-  return s;
-}
-
 }  // namespace
 
 TEST_CASE_FIXTURE(test::Gpu, "relu forward matches the CPU reference at sizes off the workgroup size") {
@@ -96,7 +89,7 @@ TEST_CASE("relu reference backward agrees with finite differences") {
   auto loss = [&](const std::vector<double>& v) {
     std::vector<double> y(n);
     ref::relu_forward(v.data(), y.data(), n);
-    return dot(y, r);
+    return test::dot(y, r);
   };
   std::vector<double> y(n), dx(n, 0.0);
   ref::relu_forward(x.data(), y.data(), n);
@@ -145,7 +138,7 @@ TEST_CASE("gelu reference backward agrees with finite differences") {
   auto loss = [&](const std::vector<double>& v) {
     std::vector<double> y(n);
     ref::gelu_forward(v.data(), y.data(), n);
-    return dot(y, r);
+    return test::dot(y, r);
   };
   std::vector<double> dx(n, 0.0);
   ref::gelu_backward(x.data(), r.data(), dx.data(), n);

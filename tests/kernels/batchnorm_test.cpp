@@ -30,12 +30,6 @@ vk::Buffer stats_buffer(vk::Device& dev, uint32_t C) {
   return test::zeros(dev, C * sizeof(shaders::BatchNormStats) / 4, "batch statistics");
 }
 
-double dot(const std::vector<double>& a, const std::vector<double>& b) {
-  double s = 0;
-  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
-  return s;
-}
-
 }  // namespace
 
 TEST_CASE_FIXTURE(test::Gpu, "batchnorm training forward normalizes with the micro-batch statistics") {
@@ -99,7 +93,7 @@ TEST_CASE("batchnorm reference backward agrees with finite differences") {
     std::vector<double> y(s.size()), mean(s.C), rstd(s.C);
     ref::batchnorm_forward_train(xv.data(), wv.data(), bv.data(), y.data(), mean.data(),
                                  rstd.data(), s.N, s.C, s.HW);
-    return dot(y, r);
+    return test::dot(y, r);
   };
   std::vector<double> y(s.size()), mean(s.C), rstd(s.C), dx(s.size(), 0.0), dw(s.C, 0.0),
       db(s.C, 0.0);

@@ -28,12 +28,6 @@ std::vector<float> inputs(const Shape& s, uint32_t seed) {
   return test::random_vector(size_t(s.N) * s.C, seed, 2.0f, 4.0f);
 }
 
-double dot(const std::vector<double>& a, const std::vector<double>& b) {
-  double s = 0;
-  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
-  return s;
-}
-
 }  // namespace
 
 TEST_CASE_FIXTURE(test::Gpu, "layernorm forward matches the CPU reference and saves each row's mean and rstd") {
@@ -100,7 +94,7 @@ TEST_CASE("layernorm reference backward agrees with finite differences") {
                   const std::vector<double>& bv) {
     std::vector<double> y(N * C), mean(N), rstd(N);
     ref::layernorm_forward(xv.data(), wv.data(), bv.data(), y.data(), mean.data(), rstd.data(), N, C);
-    return dot(y, r);
+    return test::dot(y, r);
   };
   std::vector<double> y(N * C), mean(N), rstd(N), dx(N * C, 0.0), dw(C, 0.0), db(C, 0.0);
   ref::layernorm_forward(x.data(), w.data(), b.data(), y.data(), mean.data(), rstd.data(), N, C);

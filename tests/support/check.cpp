@@ -20,6 +20,12 @@ std::vector<float> random_vector(size_t n, uint32_t seed, float lo, float hi) {
 
 std::vector<double> to_double(std::span<const float> v) { return {v.begin(), v.end()}; }
 
+double dot(std::span<const double> a, std::span<const double> b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
+  return s;
+}
+
 std::vector<float> to_float(std::span<const double> v) {
   std::vector<float> out(v.size());
   for (size_t i = 0; i < v.size(); ++i) out[i] = float(v[i]);

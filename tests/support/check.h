@@ -17,6 +17,8 @@ namespace brigade::test {
 std::vector<float> random_vector(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f);
 std::vector<double> to_double(std::span<const float> v);
 std::vector<float> to_float(std::span<const double> v);
+// sum(a * b): the scalar loss of the finite-difference checks, sum(y * r) with fixed r.
+double dot(std::span<const double> a, std::span<const double> b);
 
 vk::Buffer to_device(vk::Device& dev, std::span<const float> data, const std::string& name,
                      vk::Category category = vk::Category::Activations);
