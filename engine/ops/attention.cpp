@@ -26,16 +26,6 @@ uint32_t head_size(uint32_t C, uint32_t NH) {
   return HS;
 }
 
-// A view smaller than its tensor is a caller bug, reported with the launcher's file:line.
-void expect_floats(const vk::View& v, uint64_t floats, const char* what, int line) {
-  if (v.range < floats * sizeof(float))
-    throw vk::VulkanError(std::string(__FILE__) + ":" + std::to_string(line) + ": attention " +
-                              what + " view '" + v.buffer->name() + "' holds " +
-                              std::to_string(v.range) + " bytes, the shape needs " +
-                              std::to_string(floats * sizeof(float)),
-                          VK_ERROR_UNKNOWN);
-}
-
 // Whether head rows can be read as vec4s: HS a multiple of 4 and every view 16-byte aligned.
 uint32_t aligned(uint32_t HS, std::initializer_list<vk::View> views) {
   bool ok = HS % 4 == 0;
@@ -53,9 +43,9 @@ void attention_forward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View lse
                        uint32_t T, uint32_t C, uint32_t NH) {
   const uint32_t HS = head_size(C, NH);
   const uint64_t rows = uint64_t(B) * T;
-  expect_floats(qkv, rows * 3 * C, "qkv", __LINE__);
-  expect_floats(y, rows * C, "y", __LINE__);
-  expect_floats(lse, rows * NH, "lse", __LINE__);
+  BRIGADE_EXPECT_FLOATS(qkv, rows * 3 * C, "attention qkv");
+  BRIGADE_EXPECT_FLOATS(y, rows * C, "attention y");
+  BRIGADE_EXPECT_FLOATS(lse, rows * NH, "attention lse");
   vk::Specialization spec;
   spec.set(BRIGADE_ATTENTION_SPEC_HS, HS);
   spec.set(BRIGADE_ATTENTION_SPEC_VEC4, aligned(HS, {qkv, y}));
@@ -68,12 +58,12 @@ void attention_backward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View ls
                         uint32_t NH) {
   const uint32_t HS = head_size(C, NH);
   const uint64_t rows = uint64_t(B) * T;
-  expect_floats(qkv, rows * 3 * C, "qkv", __LINE__);
-  expect_floats(y, rows * C, "y", __LINE__);
-  expect_floats(lse, rows * NH, "lse", __LINE__);
-  expect_floats(dy, rows * C, "dy", __LINE__);
-  expect_floats(dqkv, rows * 3 * C, "dqkv", __LINE__);
-  expect_floats(delta, rows * NH, "delta", __LINE__);
+  BRIGADE_EXPECT_FLOATS(qkv, rows * 3 * C, "attention qkv");
+  BRIGADE_EXPECT_FLOATS(y, rows * C, "attention y");
+  BRIGADE_EXPECT_FLOATS(lse, rows * NH, "attention lse");
+  BRIGADE_EXPECT_FLOATS(dy, rows * C, "attention dy");
+  BRIGADE_EXPECT_FLOATS(dqkv, rows * 3 * C, "attention dqkv");
+  BRIGADE_EXPECT_FLOATS(delta, rows * NH, "attention delta");
   vk::Specialization spec;
   spec.set(BRIGADE_ATTENTION_SPEC_HS, HS);
   spec.set(BRIGADE_ATTENTION_SPEC_VEC4, aligned(HS, {qkv, y, dy, dqkv}));

@@ -8,20 +8,6 @@
 namespace brigade::ops {
 namespace {
 
-[[noreturn]] void bug(int line, const std::string& what) {
-  throw vk::VulkanError(std::string(__FILE__) + ":" + std::to_string(line) + ": conv2d " + what,
-                        VK_ERROR_UNKNOWN);
-}
-
-// A view too small for its tensor would let the kernel read or write past it: a bug in the
-// caller, reported with the launcher's file:line.
-void require_floats(vk::View v, uint64_t floats, const char* what, int line) {
-  if (v.range < floats * 4)
-    bug(line, std::string(what) + " '" + v.buffer->name() + "' holds " +
-                  std::to_string(v.range / 4) + " floats, the shape needs " +
-                  std::to_string(floats));
-}
-
 void require_groups(vk::Groups g, const char* pass) {
   constexpr uint32_t kMax = 65535;  // maxComputeWorkGroupCount every device guarantees
   if (g.x > kMax || g.y > kMax || g.z > kMax)
@@ -32,9 +18,8 @@ void require_groups(vk::Groups g, const char* pass) {
 
 // The tile actually run over `extent` outputs: never larger than the extent (IC = 1 would
 // otherwise compute 8 channels and keep one), and in blocks of equal size.
-uint32_t fit(uint32_t tile, uint32_t extent, int line) {
-  if (tile == 0 || tile > 64)
-    bug(line, "register tile of " + std::to_string(tile) + ", expected 1..64");
+uint32_t fit(uint32_t tile, uint32_t extent) {
+  BRIGADE_EXPECT(tile >= 1 && tile <= 64, "conv2d register tile of " + std::to_string(tile) + ", expected 1..64");
   const uint32_t blocks = vk::groups_for(extent, std::min(tile, extent));
   return vk::groups_for(extent, blocks);
 }
@@ -77,13 +62,13 @@ void conv2d_validate(const Conv2dShape& s) {
 void conv2d_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optional<vk::View> bias,
                     vk::View y, const Conv2dShape& s, std::optional<Conv2dTiles> tiles) {
   conv2d_validate(s);
-  require_floats(x, s.x_size(), "input", __LINE__);
-  require_floats(weight, s.weight_size(), "weight", __LINE__);
-  if (bias) require_floats(*bias, s.oc, "bias", __LINE__);
-  require_floats(y, s.y_size(), "output", __LINE__);
+  BRIGADE_EXPECT_FLOATS(x, s.x_size(), "conv2d input");
+  BRIGADE_EXPECT_FLOATS(weight, s.weight_size(), "conv2d weight");
+  if (bias) BRIGADE_EXPECT_FLOATS(*bias, s.oc, "conv2d bias");
+  BRIGADE_EXPECT_FLOATS(y, s.y_size(), "conv2d output");
   const Conv2dTiles t = tiles_or_default(tiles, cmd);
-  const uint32_t ocb = fit(t.forward_oc, s.oc, __LINE__);
-  const uint32_t px = fit(t.forward_px, s.out_w(), __LINE__);
+  const uint32_t ocb = fit(t.forward_oc, s.oc);
+  const uint32_t px = fit(t.forward_px, s.out_w());
   const auto& kernel = cmd.device().kernel(
       "conv2d_forward", vk::Specialization{}.set(0, ocb).set(1, px).set(2, bias ? 1 : 0));
   const uint32_t blocks_per_row = vk::groups_for(s.out_w(), px);
@@ -97,13 +82,13 @@ void conv2d_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optiona
 void conv2d_backward_data(vk::Commands& cmd, vk::View dy, vk::View weight, vk::View dx,
                           const Conv2dShape& s, std::optional<Conv2dTiles> tiles) {
   conv2d_validate(s);
-  require_floats(dy, s.y_size(), "output gradient", __LINE__);
-  require_floats(weight, s.weight_size(), "weight", __LINE__);
-  require_floats(dx, s.x_size(), "input gradient", __LINE__);
+  BRIGADE_EXPECT_FLOATS(dy, s.y_size(), "conv2d output gradient");
+  BRIGADE_EXPECT_FLOATS(weight, s.weight_size(), "conv2d weight");
+  BRIGADE_EXPECT_FLOATS(dx, s.x_size(), "conv2d input gradient");
   const Conv2dTiles t = tiles_or_default(tiles, cmd);
   // Blocks of PX pixels within each of the stride_w phases of an input row.
   const uint32_t per_phase = vk::groups_for(s.w, s.stride_w);
-  const uint32_t icb = fit(t.data_ic, s.ic, __LINE__), px = fit(t.data_px, per_phase, __LINE__);
+  const uint32_t icb = fit(t.data_ic, s.ic), px = fit(t.data_px, per_phase);
   const auto& kernel = cmd.device().kernel("conv2d_backward_data",
                                            vk::Specialization{}.set(0, icb).set(1, px));
   const uint64_t blocks_per_row = uint64_t(s.stride_w) * vk::groups_for(per_phase, px);
@@ -117,17 +102,17 @@ void conv2d_backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View
                             std::optional<vk::View> dbias, const Conv2dShape& s,
                             std::optional<Conv2dTiles> tiles) {
   conv2d_validate(s);
-  require_floats(dy, s.y_size(), "output gradient", __LINE__);
-  require_floats(x, s.x_size(), "input", __LINE__);
-  require_floats(dweight, s.weight_size(), "weight gradient", __LINE__);
-  if (dbias) require_floats(*dbias, s.oc, "bias gradient", __LINE__);
+  BRIGADE_EXPECT_FLOATS(dy, s.y_size(), "conv2d output gradient");
+  BRIGADE_EXPECT_FLOATS(x, s.x_size(), "conv2d input");
+  BRIGADE_EXPECT_FLOATS(dweight, s.weight_size(), "conv2d weight gradient");
+  if (dbias) BRIGADE_EXPECT_FLOATS(*dbias, s.oc, "conv2d bias gradient");
   vk::Device& dev = cmd.device();
   const Conv2dTiles t = tiles_or_default(tiles, cmd);
   const uint32_t k_total = s.ic * s.kh * s.kw;
-  const uint32_t ocb = fit(t.weight_oc, s.oc, __LINE__), kb = fit(t.weight_k, k_total, __LINE__);
-  if (uint64_t(ocb) * kb * BRIGADE_WG_CONV_REDUCE * 4 > dev.info().max_shared_memory)
-    bug(__LINE__, "weight tile " + std::to_string(ocb) + "x" + std::to_string(kb) +
-                      " needs more shared memory than " + dev.label() + " has");
+  const uint32_t ocb = fit(t.weight_oc, s.oc), kb = fit(t.weight_k, k_total);
+  BRIGADE_EXPECT(uint64_t(ocb) * kb * BRIGADE_WG_CONV_REDUCE * 4 <= dev.info().max_shared_memory,
+                 "conv2d weight tile " + std::to_string(ocb) + "x" + std::to_string(kb) +
+                     " needs more shared memory than " + dev.label() + " has");
   const auto push = push_of(s);
   const auto& kernel = dev.kernel("conv2d_backward_weight",
                                   vk::Specialization{}.set(0, ocb).set(1, kb));

@@ -7,22 +7,11 @@
 #include "vk/check.h"
 
 namespace brigade::ops {
-namespace {
-
-// The caller (the schedule) passes the mini-batch size: a broken invariant, not user input.
-void check_total(uint32_t N, uint32_t N_total, const char* file, int line) {
-  if (N_total == 0 || N_total < N)
-    throw vk::VulkanError(std::string(file) + ":" + std::to_string(line) +
-                              ": cross-entropy over " + std::to_string(N) +
-                              " rows of a mini-batch of " + std::to_string(N_total),
-                          VK_ERROR_UNKNOWN);
-}
-
-}  // namespace
-
 void cross_entropy_forward(vk::Commands& cmd, vk::View logits, vk::View targets, vk::View rows,
                            vk::View loss, uint32_t N, uint32_t V, uint32_t N_total) {
-  check_total(N, N_total, __FILE__, __LINE__);
+  // The caller (the schedule) passes the mini-batch size: a broken invariant, not user input.
+  BRIGADE_EXPECT(N_total != 0 && N_total >= N, "cross-entropy over " + std::to_string(N) +
+                                                   " rows of a mini-batch of " + std::to_string(N_total));
   if (N == 0) return;
   vk::Device& dev = cmd.device();
   const shaders::CrossEntropyPush push{N, V, N_total};
@@ -36,7 +25,9 @@ void cross_entropy_forward(vk::Commands& cmd, vk::View logits, vk::View targets,
 void cross_entropy_backward(vk::Commands& cmd, vk::View logits, vk::View targets,
                             vk::View rows, vk::View dlogits, uint32_t N, uint32_t V,
                             uint32_t N_total) {
-  check_total(N, N_total, __FILE__, __LINE__);
+  // The caller (the schedule) passes the mini-batch size: a broken invariant, not user input.
+  BRIGADE_EXPECT(N_total != 0 && N_total >= N, "cross-entropy over " + std::to_string(N) +
+                                                   " rows of a mini-batch of " + std::to_string(N_total));
   const uint64_t n = uint64_t(N) * V;
   if (n == 0) return;
   cmd.dispatch(cmd.device().kernel("cross_entropy_backward"), {logits, targets, rows, dlogits},

@@ -8,15 +8,6 @@
 namespace brigade::ops {
 namespace {
 
-// A view too small for its tensor is a bug in the caller, reported with file:line.
-void require_bytes(vk::View v, uint64_t bytes, const char* what, int line) {
-  if (v.range < bytes)
-    throw vk::VulkanError(std::string(__FILE__) + ":" + std::to_string(line) + ": embedding " +
-                              what + " '" + v.buffer->name() + "' is " + std::to_string(v.range) +
-                              " bytes, the shape needs " + std::to_string(bytes),
-                          VK_ERROR_UNKNOWN);
-}
-
 uint32_t groups_over(uint64_t items, uint32_t per_group) {
   const uint64_t groups = vk::groups_for(items, per_group);
   if (groups > 65535)  // maxComputeWorkGroupCount every device guarantees
@@ -45,9 +36,9 @@ void embedding_forward(vk::Commands& cmd, vk::View tokens, vk::View wte, vk::Vie
                        vk::View out, uint32_t B, uint32_t T, uint32_t C, uint32_t V) {
   validate(B, T, C, V);
   require_positions(wpe, T, C);
-  require_bytes(tokens, uint64_t(B) * T * 4, "tokens", __LINE__);
-  require_bytes(wte, uint64_t(V) * C * 4, "token table", __LINE__);
-  require_bytes(out, uint64_t(B) * T * C * 4, "output", __LINE__);
+  BRIGADE_EXPECT_BYTES(tokens, uint64_t(B) * T * 4, "embedding tokens");
+  BRIGADE_EXPECT_BYTES(wte, uint64_t(V) * C * 4, "embedding token table");
+  BRIGADE_EXPECT_BYTES(out, uint64_t(B) * T * C * 4, "embedding output");
   cmd.dispatch(cmd.device().kernel("embedding_forward"), {tokens, wte, wpe, out},
                shaders::EmbeddingPush{B, T, C, V},
                {groups_over(uint64_t(B) * T, BRIGADE_EMBEDDING_POSITIONS)});
@@ -57,9 +48,9 @@ void embedding_backward(vk::Commands& cmd, vk::View dout, vk::View tokens, vk::V
                         vk::View dwpe, uint32_t B, uint32_t T, uint32_t C, uint32_t V) {
   validate(B, T, C, V);
   require_positions(dwpe, T, C);
-  require_bytes(dout, uint64_t(B) * T * C * 4, "output gradient", __LINE__);
-  require_bytes(tokens, uint64_t(B) * T * 4, "tokens", __LINE__);
-  require_bytes(dwte, uint64_t(V) * C * 4, "token table gradient", __LINE__);
+  BRIGADE_EXPECT_BYTES(dout, uint64_t(B) * T * C * 4, "embedding output gradient");
+  BRIGADE_EXPECT_BYTES(tokens, uint64_t(B) * T * 4, "embedding tokens");
+  BRIGADE_EXPECT_BYTES(dwte, uint64_t(V) * C * 4, "embedding token table gradient");
   vk::Device& dev = cmd.device();
   const shaders::EmbeddingPush push{B, T, C, V};
   // Vocabulary rows per invocation: every group of rows scans all B * T tokens once. On a

@@ -7,16 +7,6 @@
 namespace brigade::ops {
 namespace {
 
-// A view too small for its tensor is a bug in the caller, reported with file:line.
-void require_floats(vk::View v, uint64_t floats, const char* what, int line) {
-  if (v.range < floats * 4)
-    throw vk::VulkanError(std::string(__FILE__) + ":" + std::to_string(line) + ": maxpool2d " +
-                              what + " '" + v.buffer->name() + "' holds " +
-                              std::to_string(v.range / 4) + " floats, the shape needs " +
-                              std::to_string(floats),
-                          VK_ERROR_UNKNOWN);
-}
-
 // Workgroups of 8 x 8 over columns and rows of `w` x `h`, one z per plane.
 vk::Groups grid(uint32_t w, uint32_t h, const MaxPool2dShape& s, const char* pass) {
   const uint64_t planes = uint64_t(s.n) * s.c;
@@ -49,8 +39,8 @@ void maxpool2d_validate(const MaxPool2dShape& s) {
 
 void maxpool2d_forward(vk::Commands& cmd, vk::View x, vk::View y, const MaxPool2dShape& s) {
   maxpool2d_validate(s);
-  require_floats(x, s.x_size(), "input", __LINE__);
-  require_floats(y, s.y_size(), "output", __LINE__);
+  BRIGADE_EXPECT_FLOATS(x, s.x_size(), "maxpool2d input");
+  BRIGADE_EXPECT_FLOATS(y, s.y_size(), "maxpool2d output");
   cmd.dispatch(kernel(cmd, "maxpool2d_forward", s), {x, y}, push_of(s),
                grid(s.out_w(), s.out_h(), s, "forward"));
 }
@@ -58,9 +48,9 @@ void maxpool2d_forward(vk::Commands& cmd, vk::View x, vk::View y, const MaxPool2
 void maxpool2d_backward_data(vk::Commands& cmd, vk::View x, vk::View dy, vk::View dx,
                              const MaxPool2dShape& s) {
   maxpool2d_validate(s);
-  require_floats(x, s.x_size(), "input", __LINE__);
-  require_floats(dy, s.y_size(), "output gradient", __LINE__);
-  require_floats(dx, s.x_size(), "input gradient", __LINE__);
+  BRIGADE_EXPECT_FLOATS(x, s.x_size(), "maxpool2d input");
+  BRIGADE_EXPECT_FLOATS(dy, s.y_size(), "maxpool2d output gradient");
+  BRIGADE_EXPECT_FLOATS(dx, s.x_size(), "maxpool2d input gradient");
   // Windows apart: one invocation per window; overlapping: one per input element.
   const vk::Groups groups = s.s >= s.k ? grid(s.out_w(), s.out_h(), s, "backward-data")
                                        : grid(s.w, s.h, s, "backward-data");

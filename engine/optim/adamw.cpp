@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "shaders/optim.h"
-#include "optim/expect.h"
+#include "vk/check.h"
 #include "vk/check.h"
 
 namespace brigade::optim {
@@ -20,7 +20,7 @@ void validate(const AdamWOptions& o) {
 
 void adamw_step(vk::Commands& cmd, vk::View param, vk::View grad, vk::View exp_avg,
                 vk::View exp_avg_sq, uint32_t n, const AdamWOptions& o, const Step& step) {
-  BRIGADE_OPTIM_EXPECT(step.t >= 1, "adamw_step: steps count from 1");
+  BRIGADE_EXPECT(step.t >= 1, "adamw_step: steps count from 1");
   // The bias corrections are the same for every element, so they are computed once here, in
   // double: 1 - beta^t cancels badly in fp32 for small t (1 - 0.999f carries a 5e-5 relative
   // error), and the kernel then needs no pow.

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "shaders/optim.h"
-#include "optim/expect.h"
+#include "vk/check.h"
 #include "vk/check.h"
 
 namespace brigade::optim {
@@ -28,7 +28,7 @@ uint32_t grad_norm_groups(uint32_t n) {
 
 void grad_norm_partial(vk::Commands& cmd, vk::View grad, vk::View partial, uint32_t n) {
   const uint32_t groups = grad_norm_groups(n);
-  BRIGADE_OPTIM_EXPECT(partial.range >= groups * 4ull,
+  BRIGADE_EXPECT(partial.range >= groups * 4ull,
                        "grad_norm_partial: " + std::to_string(groups) + " partial sums need " +
                            std::to_string(groups * 4) + " bytes, the view has " +
                            std::to_string(partial.range));
@@ -43,9 +43,9 @@ void scale(vk::Commands& cmd, vk::View x, uint32_t n, float alpha) {
 
 GradNorm::GradNorm(vk::Device& device, std::vector<vk::View> grads) : grads_(std::move(grads)) {
   for (const vk::View& g : grads_) {
-    BRIGADE_OPTIM_EXPECT(&g.buffer->device() == &device,
+    BRIGADE_EXPECT(&g.buffer->device() == &device,
                          "GradNorm: gradient '" + g.buffer->name() + "' is on another device");
-    BRIGADE_OPTIM_EXPECT(
+    BRIGADE_EXPECT(
         g.range % 4 == 0 && g.range > 0,
         "GradNorm: gradient '" + g.buffer->name() + "' is not a non-empty float tensor");
     const uint32_t groups = grad_norm_groups(uint32_t(g.range / 4));

@@ -2,17 +2,17 @@
 
 #include <vector>
 
-#include "optim/expect.h"
+#include "vk/check.h"
 #include "vk/check.h"
 
 namespace brigade::optim {
 
 void Optimizer::add(const std::string& name, vk::View param, vk::View grad) {
-  BRIGADE_OPTIM_EXPECT(param.range == grad.range && param.range % 4 == 0 && param.range > 0,
+  BRIGADE_EXPECT(param.range == grad.range && param.range % 4 == 0 && param.range > 0,
                        name + ": parameter (" + std::to_string(param.range) +
                            " bytes) and gradient (" + std::to_string(grad.range) +
                            " bytes) must be the same non-empty float length");
-  BRIGADE_OPTIM_EXPECT(&param.buffer->device() == &grad.buffer->device(),
+  BRIGADE_EXPECT(&param.buffer->device() == &grad.buffer->device(),
                        name + ": parameter and gradient live on different devices");
   Slot slot{name, param, grad, uint32_t(param.range / 4), {}};
   vk::Device& dev = param.buffer->device();
@@ -26,7 +26,7 @@ void Optimizer::add(const std::string& name, vk::View param, vk::View grad) {
 }
 
 void Optimizer::record(vk::Commands& cmd, const Step& step) const {
-  BRIGADE_OPTIM_EXPECT(step.t >= 1, "optimizer steps count from 1");
+  BRIGADE_EXPECT(step.t >= 1, "optimizer steps count from 1");
   for (const Slot& s : slots_)
     if (&s.param.buffer->device() == &cmd.device()) record_slot(cmd, s, step);
 }

@@ -45,4 +45,8 @@ void fail(VkResult r, const char* call, const char* file, int line) {
   throw VulkanError(what, r);
 }
 
+void fail_invariant(const char* file, int line, const std::string& what) {
+  throw VulkanError(std::string(file) + ":" + std::to_string(line) + ": " + what, VK_ERROR_UNKNOWN);
+}
+
 }  // namespace brigade::vk

@@ -27,6 +27,9 @@ const char* result_name(VkResult r);
 
 [[noreturn]] void fail(VkResult r, const char* call, const char* file, int line);
 
+// A broken invariant in the calling code (not a user error): names file:line.
+[[noreturn]] void fail_invariant(const char* file, int line, const std::string& what);
+
 inline void check(VkResult r, const char* call, const char* file, int line) {
   if (r != VK_SUCCESS) fail(r, call, file, line);
 }
@@ -35,3 +38,5 @@ inline void check(VkResult r, const char* call, const char* file, int line) {
 }  // namespace brigade
 
 #define VK_CHECK(call) ::brigade::vk::check((call), #call, __FILE__, __LINE__)
+#define BRIGADE_EXPECT(cond, what) \
+  ((cond) ? (void)0 : ::brigade::vk::fail_invariant(__FILE__, __LINE__, (what)))

@@ -7,6 +7,13 @@ namespace brigade::vk {
 
 constexpr uint32_t kMaxQueries = 1024;
 
+void expect_bytes(const View& v, uint64_t bytes, const std::string& what, const char* file, int line) {
+  if (v.range < bytes)
+    fail_invariant(file, line, what + " '" + v.buffer->name() + "' view holds " +
+                                   std::to_string(v.range) + " bytes, the shape needs " +
+                                   std::to_string(bytes));
+}
+
 Commands::Commands(Device& device, std::string name) : device_(device), name_(std::move(name)) {
   const auto& vk = device.vk();
   VkCommandPoolCreateInfo pool{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};

@@ -26,6 +26,14 @@ struct View {
   uint64_t offset, range;
 };
 
+// A view smaller than the tensor a launcher is about to bind would let its kernel run past
+// it: a caller bug, reported with the launcher's file:line.
+void expect_bytes(const View& v, uint64_t bytes, const std::string& what, const char* file, int line);
+#define BRIGADE_EXPECT_BYTES(view, bytes, what) \
+  ::brigade::vk::expect_bytes((view), (bytes), (what), __FILE__, __LINE__)
+#define BRIGADE_EXPECT_FLOATS(view, floats, what) \
+  ::brigade::vk::expect_bytes((view), uint64_t(floats) * 4, (what), __FILE__, __LINE__)
+
 struct Groups {
   uint32_t x = 1, y = 1, z = 1;
 };

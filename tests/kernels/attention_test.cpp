@@ -247,7 +247,7 @@ TEST_CASE_FIXTURE(test::Gpu, "attention rejects widths that do not split into he
   CHECK_THROWS_WITH_AS(ops::attention_forward(cmd, qkv, y, lse, 1, 1, 512, 1),
                        doctest::Contains("head size C/NH=512 is over"), UserError);
   CHECK_THROWS_WITH_AS(ops::attention_forward(cmd, qkv, y, lse, 1, 100, 16, 2),
-                       doctest::Contains("attention qkv view 'qkv' holds"), vk::VulkanError);
+                       doctest::Contains("attention qkv 'qkv' view holds"), vk::VulkanError);
 }
 
 TEST_CASE_FIXTURE(test::Gpu, "attention reads and writes only inside views at an offset") {
