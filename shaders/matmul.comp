@@ -11,6 +11,8 @@
 //     invocation computes a TM x TN block strided across the tile. The usual GPU kernel.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_ballot : require
 #include "matmul.h"
 
 layout(local_size_x = 8, local_size_y = 8) in;
@@ -24,6 +26,7 @@ layout(constant_id = BRIGADE_MATMUL_SPEC_TRANS_A) const bool TRANS_A = false;
 layout(constant_id = BRIGADE_MATMUL_SPEC_TRANS_B) const bool TRANS_B = false;
 layout(constant_id = BRIGADE_MATMUL_SPEC_VEC4_A) const bool VEC4_A = false;
 layout(constant_id = BRIGADE_MATMUL_SPEC_VEC4_B) const bool VEC4_B = false;
+layout(constant_id = BRIGADE_MATMUL_SPEC_SUBGROUP) const uint SUBGROUP = 0;
 
 const uint WG_X = gl_WorkGroupSize.x, WG_Y = gl_WorkGroupSize.y;
 const uint BM = WG_Y * TM, BN = WG_X * TN;  // outputs per workgroup
@@ -51,19 +54,43 @@ float load_b(uint base, uint k, uint n) { return b[base + (TRANS_B ? n * p.ldb +
 
 // Rows and columns past the edge are clamped to the last one: their outputs are computed
 // from valid data and never stored, so the inner loop needs no bounds checks.
-void load_a_chunk(uint base, uint m0, uint k, uint depth) {
-  if (VEC4_A && depth == 4 && !TRANS_A) {  // rows of A run along k
-    [[unroll]] for (uint i = 0; i < TM; ++i) {
-      const vec4 v = a4[(base + min(m0 + i, p.M - 1) * p.lda + k) >> 2];
-      av[i] = v.x, av[TM + i] = v.y, av[2 * TM + i] = v.z, av[3 * TM + i] = v.w;
-    }
-  } else if (VEC4_A && depth == 4) {  // rows of A's storage run along m, and M % 4 == 0
-    [[unroll]] for (uint kk = 0; kk < 4; ++kk)
-      [[unroll]] for (uint i = 0; i < TM; i += 4) {
-        const vec4 v = a4[(base + (k + kk) * p.lda + min(m0 + i, p.M - 4)) >> 2];
-        av[kk * TM + i] = v.x, av[kk * TM + i + 1] = v.y, av[kk * TM + i + 2] = v.z,
-                          av[kk * TM + i + 3] = v.w;
-      }
+
+// An A chunk (TM rows of op(A), k..k+3) as TM vec4s: quad v is row v along k or, with
+// TRANS_A, four rows of op(A) from row k + v / QUADS_M of A's storage (needs TM % 4 == 0).
+const uint QUADS_M = (TM + 3) / 4;
+vec4 a_quad(uint base, uint m0, uint k, uint v) {
+  if (!TRANS_A) {
+    const uint at = base + min(m0 + v, p.M - 1) * p.lda + k;
+    if (VEC4_A) return a4[at >> 2];
+    return vec4(a[at], a[at + 1], a[at + 2], a[at + 3]);
+  }
+  const uint row = base + (k + v / QUADS_M) * p.lda, i = m0 + 4 * (v % QUADS_M);
+  if (VEC4_A) return a4[(row + min(i, p.M - 4)) >> 2];  // M % 4 == 0
+  return vec4(a[row + min(i, p.M - 1)], a[row + min(i + 1, p.M - 1)],
+              a[row + min(i + 2, p.M - 1)], a[row + min(i + 3, p.M - 1)]);
+}
+
+void put_a_quad(uint v, vec4 q) {
+  if (!TRANS_A) {
+    av[v] = q.x, av[TM + v] = q.y, av[2 * TM + v] = q.z, av[3 * TM + v] = q.w;
+  } else {
+    const uint at = (v / QUADS_M) * TM + 4 * (v % QUADS_M);
+    av[at] = q.x, av[at + 1] = q.y, av[at + 2] = q.z, av[at + 3] = q.w;
+  }
+}
+
+// With `share`, the lanes of a subgroup compute the same rows: each loads a few of the
+// chunk's quads and subgroupBroadcast hands every quad to all. On CPU devices a load costs
+// a loop over the lanes and a broadcast a single shuffle.
+const uint SG1 = SUBGROUP == 0 ? 1 : SUBGROUP;
+void load_a_chunk(uint base, uint m0, uint k, uint depth, bool share) {
+  if (depth == 4 && share) {
+    vec4 mine[(TM + SG1 - 1) / SG1];
+    [[unroll]] for (uint r = 0; r < (TM + SG1 - 1) / SG1; ++r)
+      mine[r] = a_quad(base, m0, k, min(r * SG1 + gl_SubgroupInvocationID, TM - 1));
+    [[unroll]] for (uint v = 0; v < TM; ++v) put_a_quad(v, subgroupBroadcast(mine[v / SG1], v % SG1));
+  } else if (depth == 4 && VEC4_A) {
+    [[unroll]] for (uint v = 0; v < TM; ++v) put_a_quad(v, a_quad(base, m0, k, v));
   } else {
     [[unroll]] for (uint kk = 0; kk < depth; ++kk)
       [[unroll]] for (uint i = 0; i < TM; ++i) av[kk * TM + i] = load_a(base, min(m0 + i, p.M - 1), k + kk);
@@ -95,30 +122,50 @@ void multiply(uint depth) {
       [[unroll]] for (uint j = 0; j < TN; ++j) acc[i * TN + j] += av[kk * TM + i] * bv[kk * TN + j];
 }
 
-void store(uint m, uint n, float v) {
-  if (m >= p.M || n >= p.N) return;
-  const uint at = gl_WorkGroupID.z * p.stride_c + m * p.ldc + n;
-  c[at] = p.accumulate != 0 ? c[at] + p.alpha * v : p.alpha * v;
+// Writes the block, row i at m0 + i * row_step, column j at n0 + j * col_step. A loop the
+// compiler keeps rolled: unrolled, the TM x TN guarded stores dominate pipeline creation on
+// lavapipe (each becomes a loop over the lanes), and they run once per invocation anyway.
+float result[TM * TN];
+void store_block(uint m0, uint row_step, uint n0, uint col_step) {
+  [[unroll]] for (uint i = 0; i < TM * TN; ++i) result[i] = p.alpha * acc[i];
+  const uint base = gl_WorkGroupID.z * p.stride_c;
+  [[dont_unroll]] for (uint i = 0; i < TM * TN; ++i) {
+    const uint m = m0 + (i / TN) * row_step, n = n0 + (i % TN) * col_step;
+    if (m >= p.M || n >= p.N) continue;
+    const uint at = base + m * p.ldc + n;
+    c[at] = p.accumulate != 0 ? c[at] + result[i] : result[i];
+  }
 }
 
 void register_tiles() {
-  const uint m0 = (gl_WorkGroupID.y * WG_Y + gl_LocalInvocationID.y) * TM;
-  const uint n0 = (gl_WorkGroupID.x * WG_X + gl_LocalInvocationID.x) * TN;
-  if (m0 >= p.M || n0 >= p.N) return;
+  // With SUBGROUP, invocations are placed by subgroup so each subgroup's lanes run along N
+  // in one row of the workgroup (WG_X % SUBGROUP == 0, full subgroups). A device whose
+  // subgroups are another size falls back to the plain placement.
+  const bool share = SUBGROUP != 0 && gl_SubgroupSize == SUBGROUP;
+  uint x = gl_LocalInvocationID.x, y = gl_LocalInvocationID.y;
+  if (share) {
+    y = gl_SubgroupID / (WG_X / SG1);
+    x = (gl_SubgroupID % (WG_X / SG1)) * SG1 + gl_SubgroupInvocationID;
+  }
+  // No early exit past the edge: with `share`, every lane's loads are needed.
+  const uint m0 = (gl_WorkGroupID.y * WG_Y + y) * TM, n0 = (gl_WorkGroupID.x * WG_X + x) * TN;
   const uint abase = gl_WorkGroupID.z * p.stride_a, bbase = gl_WorkGroupID.z * p.stride_b;
-  uint k = 0;
-  for (; k + 4 <= p.K; k += 4) {
-    load_a_chunk(abase, m0, k, 4);
-    load_b_chunk(bbase, n0, k, 4);
-    multiply(4);
+  if (VEC4_A || VEC4_B) {
+    // Chunks of 4 along K; the launcher takes vec4 loads only where K % 4 == 0. Compiling
+    // one loop body, not a chunk loop plus a tail, keeps pipeline creation fast on lavapipe.
+    for (uint k = 0; k < p.K; k += 4) {
+      load_a_chunk(abase, m0, k, 4, share);
+      load_b_chunk(bbase, n0, k, 4);
+      multiply(4);
+    }
+  } else {
+    for (uint k = 0; k < p.K; ++k) {
+      load_a_chunk(abase, m0, k, 1, false);
+      load_b_chunk(bbase, n0, k, 1);
+      multiply(1);
+    }
   }
-  for (; k < p.K; ++k) {
-    load_a_chunk(abase, m0, k, 1);
-    load_b_chunk(bbase, n0, k, 1);
-    multiply(1);
-  }
-  [[unroll]] for (uint i = 0; i < TM; ++i)
-    [[unroll]] for (uint j = 0; j < TN; ++j) store(m0 + i, n0 + j, acc[i * TN + j]);
+  store_block(m0, 1, n0, 1);
 }
 
 void shared_tiles() {
@@ -153,8 +200,7 @@ void shared_tiles() {
     }
     barrier();
   }
-  [[unroll]] for (uint i = 0; i < TM; ++i)
-    [[unroll]] for (uint j = 0; j < TN; ++j) store(mb + ty + i * WG_Y, nb + tx + j * WG_X, acc[i * TN + j]);
+  store_block(mb + ty, WG_Y, nb + tx, WG_X);
 }
 
 void main() {

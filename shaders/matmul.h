@@ -22,6 +22,7 @@ using uint = std::uint32_t;
 #define BRIGADE_MATMUL_SPEC_TRANS_B 7  // B is stored (N,K) instead of (K,N)
 #define BRIGADE_MATMUL_SPEC_VEC4_A 8   // register variant: load A as vec4 (alignment checked)
 #define BRIGADE_MATMUL_SPEC_VEC4_B 9   // register variant: load B as vec4
+#define BRIGADE_MATMUL_SPEC_SUBGROUP 10 // register variant: subgroups of this size share A (0: off)
 
 #define BRIGADE_MATMUL_VARIANT_REGISTERS 0
 #define BRIGADE_MATMUL_VARIANT_SHARED 1

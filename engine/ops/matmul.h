@@ -20,7 +20,10 @@ struct MatmulTiling {
   uint32_t wg_x = 8, wg_y = 8;  // invocations per workgroup along N and along M
   uint32_t tm = 8, tn = 8;      // outputs per invocation along M and along N
   uint32_t bk = 16;             // Shared: K depth of the tiles staged in shared memory
-  // e.g. "registers 8x8 per invocation, 8x8 invocations"
+  // Registers: lanes of a subgroup of this size share A's loads through subgroup broadcasts
+  // (0: every invocation loads its own). Needs wg_x % subgroup == 0 and tm % 4 == 0.
+  uint32_t subgroup = 0;
+  // e.g. "registers 8x8 per invocation, 8x8 invocations, A shared by subgroups of 8"
   std::string name() const;
   // Workgroup shared memory the kernel declares with this tiling.
   uint32_t shared_bytes() const;

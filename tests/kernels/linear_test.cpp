@@ -21,7 +21,9 @@ constexpr double kAtol = 1e-4, kRtol = 1e-5;
 struct Shape {
   uint32_t n, in, out;
 };
-const Shape kShapes[] = {{1, 1, 1}, {7, 13, 5}, {16, 12, 8}, {33, 129, 65}};
+// Odd sizes, and sizes that are multiples of 4 (where the matmul takes vec4 loads).
+const Shape kOddShapes[] = {{1, 1, 1}, {7, 13, 5}, {33, 129, 65}};
+const Shape kAlignedShapes[] = {{16, 12, 8}, {20, 32, 36}};
 
 std::string describe(const Shape& s, bool bias) {
   return "N " + std::to_string(s.n) + ", " + std::to_string(s.in) + " -> " +
@@ -32,12 +34,9 @@ std::span<const double> maybe(bool on, const std::vector<double>& v) {
   return on ? std::span<const double>(v) : std::span<const double>();
 }
 
-}  // namespace
-
-TEST_CASE_FIXTURE(test::Gpu, "linear forward matches the CPU reference with and without bias") {
-  vk::Device& dev = device();
+void check_forward(vk::Device& dev, std::span<const Shape> shapes) {
   uint32_t seed = 0;
-  for (const Shape& s : kShapes)
+  for (const Shape& s : shapes)
     for (bool has_bias : {true, false}) {
       const auto x = test::random_vector(s.n * s.in, ++seed), w = test::random_vector(s.out * s.in, ++seed);
       const auto b = test::random_vector(s.out, ++seed);
@@ -57,10 +56,9 @@ TEST_CASE_FIXTURE(test::Gpu, "linear forward matches the CPU reference with and 
     }
 }
 
-TEST_CASE_FIXTURE(test::Gpu, "linear backward adds its data and weight and bias gradients to what the buffers held") {
-  vk::Device& dev = device();
+void check_backward(vk::Device& dev, std::span<const Shape> shapes) {
   uint32_t seed = 50;
-  for (const Shape& s : kShapes)
+  for (const Shape& s : shapes)
     for (bool has_bias : {true, false}) {
       const auto x = test::random_vector(s.n * s.in, ++seed), w = test::random_vector(s.out * s.in, ++seed);
       const auto dy = test::random_vector(s.n * s.out, ++seed);
@@ -86,6 +84,21 @@ TEST_CASE_FIXTURE(test::Gpu, "linear backward adds its data and weight and bias 
       // Without a bias the bias gradient buffer is not touched.
       test::check_close(test::to_host(bdb), test::to_float(db), kAtol, kRtol, "dbias, " + what);
     }
+}
+
+}  // namespace
+
+TEST_CASE_FIXTURE(test::Gpu, "linear forward matches the CPU reference with and without bias") {
+  check_forward(device(), kOddShapes);
+  check_forward(device(), kAlignedShapes);
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "linear backward adds its data and weight and bias gradients to what the buffers held") {
+  check_backward(device(), kOddShapes);
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "linear backward adds its gradients correctly at sizes that take vec4 loads") {
+  check_backward(device(), kAlignedShapes);
 }
 
 TEST_CASE_FIXTURE(test::Gpu, "linear weight gradients summed over micro-batches equal the whole batch's") {

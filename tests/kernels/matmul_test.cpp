@@ -20,8 +20,11 @@ namespace {
 // fp32 sums of up to 129 products of values in [-1, 1] against a double reference.
 constexpr double kAtol = 1e-4, kRtol = 1e-5;
 
-const MatmulTiling kRegisters{MatmulTiling::Variant::Registers, 8, 8, 8, 8, 16};
-const MatmulTiling kShared{MatmulTiling::Variant::Shared, 16, 16, 4, 4, 16};
+// Both variants whatever the device, so lavapipe tests the GPU kernel too. The first is
+// the CPU default on a device with subgroups of 8 (others fall back to plain loads).
+const MatmulTiling kSubgroupRegisters{MatmulTiling::Variant::Registers, 8, 8, 16, 8, 16, 8};
+const MatmulTiling kRegisters{MatmulTiling::Variant::Registers, 8, 8, 8, 8, 16, 0};
+const MatmulTiling kShared{MatmulTiling::Variant::Shared, 16, 16, 4, 4, 16, 0};
 
 struct Shape {
   uint32_t M, N, K;
@@ -60,17 +63,37 @@ void check_matmul(vk::Device& dev, const MatmulParams& p, const std::vector<floa
   test::check_close(test::to_host(bc), test::to_float(want), kAtol, kRtol, describe(p));
 }
 
-void check_every_transpose(vk::Device& dev, const MatmulTiling& tiling) {
+void check_shapes(vk::Device& dev, const MatmulTiling& tiling, bool trans_a, bool trans_b) {
   uint32_t seed = 0;
-  for (const Shape& s : kShapes)
-    for (int t = 0; t < 4; ++t) {
-      const MatmulParams p{.M = s.M, .N = s.N, .K = s.K, .trans_a = bool(t & 1),
-                           .trans_b = bool(t & 2), .tiling = tiling};
-      check_matmul(dev, p, std::vector<float>(size_t(s.M) * s.N, 0.0f), seed += 2);
-    }
+  for (const Shape& s : kShapes) {
+    const MatmulParams p{.M = s.M, .N = s.N, .K = s.K, .trans_a = trans_a, .trans_b = trans_b,
+                         .tiling = tiling};
+    check_matmul(dev, p, std::vector<float>(size_t(s.M) * s.N, 0.0f), seed += 2);
+  }
+}
+
+void check_every_transpose(vk::Device& dev, const MatmulTiling& tiling) {
+  for (int t = 0; t < 4; ++t) check_shapes(dev, tiling, t & 1, t & 2);
 }
 
 }  // namespace
+
+// One test per transpose: each compiles a few pipelines, and lavapipe compiles slowly.
+TEST_CASE_FIXTURE(test::Gpu, "register-blocked matmul with subgroup-shared loads matches the CPU reference for A B") {
+  check_shapes(device(), kSubgroupRegisters, false, false);
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "register-blocked matmul with subgroup-shared loads matches the CPU reference for A^T B") {
+  check_shapes(device(), kSubgroupRegisters, true, false);
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "register-blocked matmul with subgroup-shared loads matches the CPU reference for A B^T") {
+  check_shapes(device(), kSubgroupRegisters, false, true);
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "register-blocked matmul with subgroup-shared loads matches the CPU reference for A^T B^T") {
+  check_shapes(device(), kSubgroupRegisters, true, true);
+}
 
 TEST_CASE_FIXTURE(test::Gpu, "register-blocked matmul matches the CPU reference for every transpose and odd sizes") {
   check_every_transpose(device(), kRegisters);
@@ -81,10 +104,11 @@ TEST_CASE_FIXTURE(test::Gpu, "shared-memory matmul matches the CPU reference for
 }
 
 TEST_CASE_FIXTURE(test::Gpu, "matmul is correct with tiles that divide nothing evenly") {
-  // 3x5 outputs per invocation (no vec4 across the block), and shared tiles whose staging
-  // loops leave some invocations idle in their last round.
-  const MatmulTiling odd[] = {{MatmulTiling::Variant::Registers, 4, 2, 3, 5, 16},
-                              {MatmulTiling::Variant::Shared, 8, 4, 2, 3, 5}};
+  // 3x5 outputs per invocation (no vec4 across the block); fewer rows per invocation than
+  // lanes sharing them; shared tiles whose staging loops leave some invocations idle.
+  const MatmulTiling odd[] = {{MatmulTiling::Variant::Registers, 4, 2, 3, 5, 16, 0},
+                              {MatmulTiling::Variant::Registers, 16, 2, 4, 3, 16, 8},
+                              {MatmulTiling::Variant::Shared, 8, 4, 2, 3, 5, 0}};
   uint32_t seed = 100;
   for (const MatmulTiling& tiling : odd)
     for (const Shape& s : {Shape{16, 32, 12}, Shape{23, 17, 11}})
@@ -96,7 +120,7 @@ TEST_CASE_FIXTURE(test::Gpu, "matmul is correct with tiles that divide nothing e
 }
 
 TEST_CASE_FIXTURE(test::Gpu, "matmul adds alpha times the product to C when accumulating") {
-  for (const MatmulTiling& tiling : {kRegisters, kShared})
+  for (const MatmulTiling& tiling : {kSubgroupRegisters, kShared})
     for (const Shape& s : {Shape{7, 13, 5}, Shape{16, 32, 12}}) {
       const MatmulParams p{.M = s.M, .N = s.N, .K = s.K, .accumulate = true, .alpha = -0.75f,
                            .tiling = tiling};
@@ -107,31 +131,53 @@ TEST_CASE_FIXTURE(test::Gpu, "matmul adds alpha times the product to C when accu
 TEST_CASE_FIXTURE(test::Gpu, "matmul without accumulate never reads what C held") {
   // C starts as NaN: reading it even to multiply by zero would show.
   const float nan = std::bit_cast<float>(0x7fc00000u);
-  for (const MatmulTiling& tiling : {kRegisters, kShared}) {
+  for (const MatmulTiling& tiling : {kSubgroupRegisters, kShared}) {
     const MatmulParams p{.M = 9, .N = 12, .K = 8, .alpha = 0.5f, .tiling = tiling};
     check_matmul(device(), p, std::vector<float>(9 * 12, nan), 9);
   }
 }
 
+// Rows padded past their length, gaps between batch matrices, and B shared by all.
+void check_padded_batches(vk::Device& dev, const MatmulTiling& tiling) {
+  for (int t = 0; t < 4; ++t) {
+    MatmulParams p{.M = 10, .N = 7, .K = 9, .trans_a = bool(t & 1), .trans_b = bool(t & 2),
+                   .accumulate = true, .batch = 3, .tiling = tiling};
+    p.lda = p.ld_a() + 3, p.ldb = p.ld_b() + 1, p.ldc = p.N + 2;
+    p.stride_a = (p.trans_a ? p.K : p.M) * p.lda + 5;
+    p.stride_c = p.M * p.ldc + 4;
+    check_matmul(dev, p, test::random_vector(elements_c(p), 11), 12 + t);
+  }
+}
+
+// Leading dimensions and strides that are multiples of 4: the vec4 loads, batched.
+void check_aligned_batches(vk::Device& dev, const MatmulTiling& tiling, bool trans_b) {
+  for (bool trans_a : {false, true}) {
+    MatmulParams q{.M = 8, .N = 12, .K = 16, .trans_a = trans_a, .trans_b = trans_b,
+                   .batch = 2, .tiling = tiling};
+    q.lda = q.ld_a() + 4, q.ldb = q.ld_b() + 8;
+    q.stride_a = (q.trans_a ? q.K : q.M) * q.lda + 4;
+    q.stride_b = (q.trans_b ? q.N : q.K) * q.ldb;
+    q.stride_c = q.M * q.N;
+    check_matmul(dev, q, std::vector<float>(elements_c(q), 0.0f), 20 + trans_a + 2 * trans_b);
+  }
+}
+
 TEST_CASE_FIXTURE(test::Gpu, "batched matmul follows strides and leading dimensions and repeats a zero-stride operand") {
-  for (const MatmulTiling& tiling : {kRegisters, kShared})
-    for (int t = 0; t < 4; ++t) {
-      // Rows padded past their length, gaps between batch matrices, B shared by all.
-      MatmulParams p{.M = 10, .N = 7, .K = 9, .trans_a = bool(t & 1), .trans_b = bool(t & 2),
-                     .accumulate = true, .batch = 3, .tiling = tiling};
-      p.lda = p.ld_a() + 3, p.ldb = p.ld_b() + 1, p.ldc = p.N + 2;
-      p.stride_a = (p.trans_a ? p.K : p.M) * p.lda + 5;
-      p.stride_c = p.M * p.ldc + 4;
-      check_matmul(device(), p, test::random_vector(elements_c(p), 11), 12 + t);
-      // Aligned leading dimensions and strides: the vec4 loads, batched.
-      MatmulParams q{.M = 8, .N = 12, .K = 16, .trans_a = bool(t & 1), .trans_b = bool(t & 2),
-                     .batch = 2, .tiling = tiling};
-      q.lda = q.ld_a() + 4, q.ldb = q.ld_b() + 8;
-      q.stride_a = (q.trans_a ? q.K : q.M) * q.lda + 4;
-      q.stride_b = (q.trans_b ? q.N : q.K) * q.ldb;
-      q.stride_c = q.M * q.N;
-      check_matmul(device(), q, std::vector<float>(elements_c(q), 0.0f), 20 + t);
-    }
+  check_padded_batches(device(), kSubgroupRegisters);
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "batched matmul takes vec4 loads where strides and leading dimensions allow") {
+  check_aligned_batches(device(), kSubgroupRegisters, false);
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "batched matmul with B transposed takes vec4 loads where strides and leading dimensions allow") {
+  check_aligned_batches(device(), kSubgroupRegisters, true);
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "batched shared-memory matmul follows strides and leading dimensions") {
+  check_padded_batches(device(), kShared);
+  check_aligned_batches(device(), kShared, false);
+  check_aligned_batches(device(), kShared, true);
 }
 
 TEST_CASE_FIXTURE(test::Gpu, "matmul reads and writes only inside the views it is given") {
