@@ -1,7 +1,8 @@
 #version 450
-// C[z] = alpha * op(A[z]) op(B[z]) (+ C[z] when accumulating), fp32, for z < batch.
+// C[z] = alpha * op(A[z]) op(B[z]) (+ bias) (+ C[z] when accumulating), fp32, for z < batch.
 //   op(A): (M,K), stored (M,K) or, with TRANS_A, (K,M)
 //   op(B): (K,N), stored (K,N) or, with TRANS_B, (N,K)
+//   bias:  (N), added to every row when BIAS (otherwise bound to anything, never read)
 //   C:     (M,N)
 // Two tilings, picked by specialization constants per device (ops::matmul_tiling):
 //   registers: each invocation computes a TM x TN block from loads straight out of the
@@ -27,6 +28,7 @@ layout(constant_id = BRIGADE_MATMUL_SPEC_TRANS_B) const bool TRANS_B = false;
 layout(constant_id = BRIGADE_MATMUL_SPEC_VEC4_A) const bool VEC4_A = false;
 layout(constant_id = BRIGADE_MATMUL_SPEC_VEC4_B) const bool VEC4_B = false;
 layout(constant_id = BRIGADE_MATMUL_SPEC_SUBGROUP) const uint SUBGROUP = 0;
+layout(constant_id = BRIGADE_MATMUL_SPEC_BIAS) const bool BIAS = false;
 
 const uint WG_X = gl_WorkGroupSize.x, WG_Y = gl_WorkGroupSize.y;
 const uint BM = WG_Y * TM, BN = WG_X * TN;  // outputs per workgroup
@@ -36,7 +38,8 @@ layout(binding = 0) readonly buffer A { float a[]; };
 layout(binding = 0) readonly buffer A4 { vec4 a4[]; };
 layout(binding = 1) readonly buffer B { float b[]; };
 layout(binding = 1) readonly buffer B4 { vec4 b4[]; };
-layout(binding = 2) buffer C { float c[]; };
+layout(binding = 2) readonly buffer Bias { float bias[]; };
+layout(binding = 3) buffer C { float c[]; };
 layout(push_constant) uniform Push { MatmulPush p; };
 
 // Shared tiles, [BK][BM + 1] and [BK][BN + 1]: the padding keeps invocations that stage
@@ -133,7 +136,8 @@ void store_block(uint m0, uint row_step, uint n0, uint col_step) {
     const uint m = m0 + (i / TN) * row_step, n = n0 + (i % TN) * col_step;
     if (m >= p.M || n >= p.N) continue;
     const uint at = base + m * p.ldc + n;
-    c[at] = p.accumulate != 0 ? c[at] + result[i] : result[i];
+    const float v = BIAS ? result[i] + bias[n] : result[i];
+    c[at] = p.accumulate != 0 ? c[at] + v : v;
   }
 }
 

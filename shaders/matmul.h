@@ -23,12 +23,13 @@ using uint = std::uint32_t;
 #define BRIGADE_MATMUL_SPEC_VEC4_A 8   // register variant: load A as vec4 (alignment checked)
 #define BRIGADE_MATMUL_SPEC_VEC4_B 9   // register variant: load B as vec4
 #define BRIGADE_MATMUL_SPEC_SUBGROUP 10 // register variant: subgroups of this size share A (0: off)
+#define BRIGADE_MATMUL_SPEC_BIAS 11     // add bias[n] to every row of C
 
 #define BRIGADE_MATMUL_VARIANT_REGISTERS 0
 #define BRIGADE_MATMUL_VARIANT_SHARED 1
 
 // Per batch index z < batch (the dispatch's z dimension):
-//   C[z] = alpha * op(A[z]) op(B[z]) (+ C[z] when accumulate != 0)
+//   C[z] = alpha * op(A[z]) op(B[z]) (+ bias, one value per column) (+ C[z] when accumulate != 0)
 // with op(A) (M,K), op(B) (K,N), C (M,N); all row-major with leading dimensions lda, ldb, ldc
 // and batch strides in elements (0 repeats one matrix for every batch index).
 struct MatmulPush {
@@ -39,10 +40,11 @@ struct MatmulPush {
   uint accumulate;
 };
 
-// Threads per workgroup of the Linear bias kernels (one per output feature, or element).
+// Threads per workgroup of linear_bias_backward (one per output feature).
 #define BRIGADE_WG_LINEAR_BIAS 256
 
-// linear_bias_forward: y[n][o] += bias[o]; linear_bias_backward: dbias[o] += sum_n dy[n][o].
+// linear_bias_backward: dbias[o] += sum over n of dy[n][o]. (The forward bias is added by
+// matmul as it stores y.)
 struct LinearBiasPush {
   uint rows;      // N
   uint features;  // OUT

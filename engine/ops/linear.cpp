@@ -1,7 +1,5 @@
 #include "ops/linear.h"
 
-#include <algorithm>
-
 #include <matmul.h>  // shaders/matmul.h; in quotes the name would find ops/matmul.h
 
 #include "ops/matmul.h"
@@ -10,12 +8,7 @@ namespace brigade::ops {
 
 void linear_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optional<vk::View> bias,
                     vk::View y, uint32_t n, uint32_t in, uint32_t out) {
-  matmul(cmd, x, weight, y, {.M = n, .N = out, .K = in, .trans_b = true});
-  if (!bias || n == 0 || out == 0) return;
-  const uint32_t groups = vk::groups_for(uint64_t(n) * out, BRIGADE_WG_LINEAR_BIAS);
-  const uint32_t x_groups = std::min<uint32_t>(groups, 65535);
-  cmd.dispatch(cmd.device().kernel("linear_bias_forward"), {*bias, y},
-               shaders::LinearBiasPush{n, out}, {x_groups, vk::groups_for(groups, x_groups)});
+  matmul(cmd, x, weight, y, {.M = n, .N = out, .K = in, .trans_b = true}, bias);
 }
 
 void linear_backward_data(vk::Commands& cmd, vk::View dy, vk::View weight, vk::View dx,

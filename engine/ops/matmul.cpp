@@ -87,7 +87,8 @@ MatmulTiling matmul_tiling(const vk::PhysicalInfo& device) {
   return MatmulTiling{};
 }
 
-void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulParams& p) {
+void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulParams& p,
+            std::optional<vk::View> bias) {
   if (p.M == 0 || p.N == 0 || p.batch == 0 || (p.K == 0 && p.accumulate)) return;
   vk::Device& dev = cmd.device();
   const MatmulTiling t = p.tiling ? *p.tiling : matmul_tiling(dev.info());
@@ -105,6 +106,7 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
   check_operand("A", a, p.batch, p.stride_a, p.trans_a ? p.K : p.M, p.trans_a ? p.M : p.K, lda);
   check_operand("B", b, p.batch, p.stride_b, p.trans_b ? p.N : p.K, p.trans_b ? p.K : p.N, ldb);
   check_operand("C", c, p.batch, p.stride_c, p.M, p.N, ldc);
+  if (bias) check_operand("bias", *bias, 1, 0, 1, p.N, p.N);
 
   const bool regs = t.variant == MatmulTiling::Variant::Registers;
   const bool vec4_a = regs && vec4_ok(a, lda, p.stride_a, p.batch, p.K, p.trans_a, p.M, t.tm);
@@ -120,13 +122,15 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
       .set(BRIGADE_MATMUL_SPEC_TRANS_B, p.trans_b)
       .set(BRIGADE_MATMUL_SPEC_VEC4_A, vec4_a)
       .set(BRIGADE_MATMUL_SPEC_VEC4_B, vec4_b)
-      .set(BRIGADE_MATMUL_SPEC_SUBGROUP, regs ? t.subgroup : 0);
+      .set(BRIGADE_MATMUL_SPEC_SUBGROUP, regs ? t.subgroup : 0)
+      .set(BRIGADE_MATMUL_SPEC_BIAS, bias.has_value());
   const shaders::MatmulPush push{p.M,        p.N,        p.K,        lda,     ldb,
                                  ldc,        p.stride_a, p.stride_b, p.stride_c,
                                  p.alpha,    p.accumulate ? 1u : 0u};
   const vk::Groups groups{vk::groups_for(p.N, t.wg_x * t.tn), vk::groups_for(p.M, t.wg_y * t.tm),
                           p.batch};
-  cmd.dispatch(dev.kernel("matmul", spec), {a, b, c}, push, groups);
+  // Without a bias, A stands in for the binding: already read, so it adds no barrier.
+  cmd.dispatch(dev.kernel("matmul", spec), {a, b, bias.value_or(a), c}, push, groups);
 }
 
 }  // namespace brigade::ops

@@ -1,6 +1,7 @@
 // fp32 matmul, the kernel under Linear and attention:
-//   C[z] = alpha * op(A[z]) op(B[z])   or, accumulating,   C[z] += alpha * op(A[z]) op(B[z])
-// for each batch index z, with op(A) (M,K), op(B) (K,N), C (M,N), all row-major.
+//   C[z] = alpha * op(A[z]) op(B[z]) + bias   or, accumulating,   C[z] += ...
+// for each batch index z, with op(A) (M,K), op(B) (K,N), C (M,N), all row-major, and an
+// optional bias (N) added to every row as C is stored.
 // The kernel is shaders/matmul.comp; its tiling is picked per device (matmul_tiling).
 #pragma once
 
@@ -51,8 +52,9 @@ struct MatmulParams {
   uint32_t ld_c() const { return ldc ? ldc : N; }
 };
 
-// Records C (+)= alpha * op(A) op(B). A, B and C are views of fp32 buffers; C must not
-// overlap A or B.
-void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulParams& p);
+// Records C (+)= alpha * op(A) op(B) (+ bias). A, B, C and bias are views of fp32 buffers;
+// C must not overlap the others.
+void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulParams& p,
+            std::optional<vk::View> bias = std::nullopt);
 
 }  // namespace brigade::ops

@@ -9,9 +9,11 @@
 
 namespace brigade::ref {
 
-// C[z] = alpha * op(A[z]) op(B[z]) (+ C[z] when p.accumulate); see ops::matmul.
+// C[z] = alpha * op(A[z]) op(B[z]) + bias (+ C[z] when p.accumulate); see ops::matmul. An
+// empty bias means none.
 template <class T>
-void matmul(std::span<const T> a, std::span<const T> b, std::span<T> c, const ops::MatmulParams& p) {
+void matmul(std::span<const T> a, std::span<const T> b, std::span<T> c, const ops::MatmulParams& p,
+            std::span<const T> bias = {}) {
   const uint64_t lda = p.ld_a(), ldb = p.ld_b(), ldc = p.ld_c();
   for (uint64_t z = 0; z < p.batch; ++z) {
     const T* az = a.data() + z * p.stride_a;
@@ -26,7 +28,7 @@ void matmul(std::span<const T> a, std::span<const T> b, std::span<T> c, const op
           sum += x * y;
         }
         T& out = cz[m * ldc + n];
-        out = T(p.alpha) * sum + (p.accumulate ? out : T(0));
+        out = T(p.alpha) * sum + (bias.empty() ? T(0) : bias[n]) + (p.accumulate ? out : T(0));
       }
   }
 }

@@ -90,6 +90,9 @@ void check_backward(vk::Device& dev, std::span<const Shape> shapes) {
 
 TEST_CASE_FIXTURE(test::Gpu, "linear forward matches the CPU reference with and without bias") {
   check_forward(device(), kOddShapes);
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "linear forward matches the CPU reference at sizes that take vec4 loads") {
   check_forward(device(), kAlignedShapes);
 }
 

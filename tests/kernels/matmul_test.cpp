@@ -1,6 +1,8 @@
 #include <doctest/doctest.h>
 
 #include <bit>
+#include <optional>
+#include <span>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -48,19 +50,24 @@ uint64_t elements_c(const MatmulParams& p) {
   return uint64_t(p.batch - 1) * p.stride_c + uint64_t(p.M) * p.ld_c();
 }
 
-// Runs matmul on random A and B with C starting as `c0`; checks it against the reference.
+// Runs matmul on random A and B (and a random bias, if asked) with C starting as `c0`;
+// checks it against the reference.
 void check_matmul(vk::Device& dev, const MatmulParams& p, const std::vector<float>& c0,
-                  uint32_t seed) {
+                  uint32_t seed, bool with_bias = false) {
   const auto a = test::random_vector(elements(p, true), seed);
   const auto b = test::random_vector(elements(p, false), seed + 1);
+  const auto bias = test::random_vector(p.N, seed + 2);
   auto ba = test::to_device(dev, a, "A"), bb = test::to_device(dev, b, "B");
-  auto bc = test::to_device(dev, c0, "C");
+  auto bbias = test::to_device(dev, bias, "bias"), bc = test::to_device(dev, c0, "C");
   vk::Commands cmd(dev, "matmul");
-  ops::matmul(cmd, ba, bb, bc, p);
+  ops::matmul(cmd, ba, bb, bc, p, with_bias ? std::optional<vk::View>(bbias) : std::nullopt);
   cmd.run();
   auto want = test::to_double(c0);
-  ref::matmul<double>(test::to_double(a), test::to_double(b), want, p);
-  test::check_close(test::to_host(bc), test::to_float(want), kAtol, kRtol, describe(p));
+  const auto bias_d = test::to_double(bias);
+  ref::matmul<double>(test::to_double(a), test::to_double(b), want, p,
+                      with_bias ? std::span<const double>(bias_d) : std::span<const double>());
+  test::check_close(test::to_host(bc), test::to_float(want), kAtol, kRtol,
+                    describe(p) + (with_bias ? " with bias" : ""));
 }
 
 void check_shapes(vk::Device& dev, const MatmulTiling& tiling, bool trans_a, bool trans_b) {
@@ -125,6 +132,15 @@ TEST_CASE_FIXTURE(test::Gpu, "matmul adds alpha times the product to C when accu
       const MatmulParams p{.M = s.M, .N = s.N, .K = s.K, .accumulate = true, .alpha = -0.75f,
                            .tiling = tiling};
       check_matmul(device(), p, test::random_vector(size_t(s.M) * s.N, 7, -2.0f, 2.0f), 8);
+    }
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "matmul adds a bias to every row of C when given one") {
+  for (const MatmulTiling& tiling : {kSubgroupRegisters, kShared})
+    for (bool accumulate : {false, true}) {
+      const MatmulParams p{.M = 13, .N = 12, .K = 8, .trans_b = true, .accumulate = accumulate,
+                           .alpha = 1.5f, .tiling = tiling};
+      check_matmul(device(), p, test::random_vector(13 * 12, 30), 31, true);
     }
 }
 
