@@ -68,7 +68,7 @@ uint32_t MatmulTiling::shared_bytes() const {
 MatmulTiling matmul_tiling(const vk::PhysicalInfo& device) {
   if (device.type == VK_PHYSICAL_DEVICE_TYPE_CPU) {
     // Measured on lavapipe (docs/BENCHMARKS.md): 16x8 outputs per invocation with A shared
-    // through subgroup broadcasts beat 8x8 without; a rows' worth of lanes fills a subgroup.
+    // through subgroup broadcasts beat 8x8 without. One row of lanes fills a subgroup.
     MatmulTiling t{MatmulTiling::Variant::Registers, 8, 8, 16, 8, 16, 0};
     const uint32_t sg = device.subgroup_size;
     if (sg && sg <= 64 && (sg & (sg - 1)) == 0) {

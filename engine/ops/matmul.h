@@ -22,7 +22,8 @@ struct MatmulTiling {
   uint32_t tm = 8, tn = 8;      // outputs per invocation along M and along N
   uint32_t bk = 16;             // Shared: K depth of the tiles staged in shared memory
   // Registers: lanes of a subgroup of this size share A's loads through subgroup broadcasts
-  // (0: every invocation loads its own). Needs wg_x % subgroup == 0 and tm % 4 == 0.
+  // (0: every invocation loads its own). Needs wg_x % subgroup == 0, tm % 4 == 0 and full
+  // subgroups (a device whose subgroups are another size falls back to plain loads).
   uint32_t subgroup = 0;
   // e.g. "registers 8x8 per invocation, 8x8 invocations, A shared by subgroups of 8"
   std::string name() const;

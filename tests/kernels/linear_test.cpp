@@ -34,7 +34,8 @@ std::span<const double> maybe(bool on, const std::vector<double>& v) {
   return on ? std::span<const double>(v) : std::span<const double>();
 }
 
-void check_forward(vk::Device& dev, std::span<const Shape> shapes) {
+void check_forward(vk::Device& dev, std::span<const Shape> shapes,
+                   std::optional<ops::MatmulTiling> tiling = std::nullopt) {
   uint32_t seed = 0;
   for (const Shape& s : shapes)
     for (bool has_bias : {true, false}) {
@@ -46,7 +47,7 @@ void check_forward(vk::Device& dev, std::span<const Shape> shapes) {
       auto by = test::to_device(dev, test::random_vector(s.n * s.out, ++seed), "y");
       vk::Commands cmd(dev, "linear forward");
       ops::linear_forward(cmd, bx, bw, has_bias ? std::optional<vk::View>(bb) : std::nullopt, by,
-                          s.n, s.in, s.out);
+                          s.n, s.in, s.out, tiling);
       cmd.run();
       std::vector<double> want(s.n * s.out);
       const auto bd = test::to_double(b);
@@ -56,7 +57,8 @@ void check_forward(vk::Device& dev, std::span<const Shape> shapes) {
     }
 }
 
-void check_backward(vk::Device& dev, std::span<const Shape> shapes) {
+void check_backward(vk::Device& dev, std::span<const Shape> shapes,
+                    std::optional<ops::MatmulTiling> tiling = std::nullopt) {
   uint32_t seed = 50;
   for (const Shape& s : shapes)
     for (bool has_bias : {true, false}) {
@@ -69,9 +71,9 @@ void check_backward(vk::Device& dev, std::span<const Shape> shapes) {
       auto bdy = test::to_device(dev, dy, "dy"), bdx = test::to_device(dev, dx0, "dx");
       auto bdw = test::to_device(dev, dw0, "dweight"), bdb = test::to_device(dev, db0, "dbias");
       vk::Commands cmd(dev, "linear backward");
-      ops::linear_backward_data(cmd, bdy, bw, bdx, s.n, s.in, s.out);
+      ops::linear_backward_data(cmd, bdy, bw, bdx, s.n, s.in, s.out, tiling);
       ops::linear_backward_weight(cmd, bdy, bx, bdw, has_bias ? std::optional<vk::View>(bdb) : std::nullopt,
-                                  s.n, s.in, s.out);
+                                  s.n, s.in, s.out, tiling);
       cmd.run();
       auto dx = test::to_double(dx0), dw = test::to_double(dw0), db = test::to_double(db0);
       ref::linear_backward_data<double>(test::to_double(dy), test::to_double(w), dx, s.n, s.in, s.out);
@@ -102,6 +104,15 @@ TEST_CASE_FIXTURE(test::Gpu, "linear backward adds its data and weight and bias 
 
 TEST_CASE_FIXTURE(test::Gpu, "linear backward adds its gradients correctly at sizes that take vec4 loads") {
   check_backward(device(), kAlignedShapes);
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "linear forward and backward match the CPU reference on shared-memory tiles") {
+  // The GPU kernel, forced on whatever device runs the tests.
+  const ops::MatmulTiling shared{ops::MatmulTiling::Variant::Shared, 16, 16, 4, 4, 16, 0};
+  check_forward(device(), kOddShapes, shared);
+  check_forward(device(), kAlignedShapes, shared);
+  check_backward(device(), kOddShapes, shared);
+  check_backward(device(), kAlignedShapes, shared);
 }
 
 TEST_CASE_FIXTURE(test::Gpu, "linear weight gradients summed over micro-batches equal the whole batch's") {

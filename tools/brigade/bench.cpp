@@ -45,7 +45,7 @@ struct Case {
   std::string name;
   Op op;
   uint32_t d0, d1, d2;  // Matmul: M, N, K.  Linear: N rows, IN, OUT.
-  std::optional<ops::MatmulTiling> tiling;  // Matmul only; unset: the device's default
+  std::optional<ops::MatmulTiling> tiling;  // unset: the device's default
 
   // The matmul it amounts to, (M,N,K) of C (M,N) += (M,K)(K,N).
   std::array<uint64_t, 3> mnk() const {
@@ -145,13 +145,14 @@ void record(vk::Commands& cmd, const Case& c, const std::vector<vk::Buffer>& in,
       ops::matmul(cmd, in[0], in[1], out[0], {.M = c.d0, .N = c.d1, .K = c.d2, .tiling = c.tiling});
       break;
     case Op::LinearForward:
-      ops::linear_forward(cmd, in[0], in[1], vk::View(in[2]), out[0], c.d0, c.d1, c.d2);
+      ops::linear_forward(cmd, in[0], in[1], vk::View(in[2]), out[0], c.d0, c.d1, c.d2, c.tiling);
       break;
     case Op::LinearBackwardData:
-      ops::linear_backward_data(cmd, in[0], in[1], out[0], c.d0, c.d1, c.d2);
+      ops::linear_backward_data(cmd, in[0], in[1], out[0], c.d0, c.d1, c.d2, c.tiling);
       break;
     case Op::LinearBackwardWeight:
-      ops::linear_backward_weight(cmd, in[0], in[1], out[0], vk::View(out[1]), c.d0, c.d1, c.d2);
+      ops::linear_backward_weight(cmd, in[0], in[1], out[0], vk::View(out[1]), c.d0, c.d1, c.d2,
+                                  c.tiling);
       break;
   }
 }
@@ -223,15 +224,21 @@ std::vector<Case> preset_cases() {
   return cases;
 }
 
-// Tilings worth comparing on this device: the default first, then the alternatives.
+// Tilings worth comparing on this device: the default first, then the alternatives it was
+// chosen over (docs/BENCHMARKS.md).
 std::vector<ops::MatmulTiling> candidate_tilings(const vk::PhysicalInfo& info) {
   using V = ops::MatmulTiling::Variant;
-  const std::vector<ops::MatmulTiling> all = {
-      {V::Registers, 8, 8, 8, 8, 16},  {V::Registers, 8, 8, 8, 16, 16},
-      {V::Registers, 8, 8, 16, 8, 16}, {V::Registers, 16, 4, 4, 4, 16},
-      {V::Shared, 16, 16, 4, 4, 16},
-  };
   const ops::MatmulTiling chosen = ops::matmul_tiling(info);
+  std::vector<ops::MatmulTiling> all = {
+      {V::Registers, 8, 8, 8, 8, 16, 0},
+      {V::Registers, 8, 8, 16, 8, 16, 0},
+      {V::Shared, 16, 16, 4, 4, 16, 0},
+  };
+  if (chosen.subgroup) {
+    ops::MatmulTiling square = chosen;
+    square.tm = square.tn = 12;
+    all.push_back(square);
+  }
   std::vector<ops::MatmulTiling> out = {chosen};
   for (const auto& t : all)
     if (t.name() != chosen.name() && t.shared_bytes() <= info.max_shared_memory &&
@@ -261,7 +268,7 @@ std::string fixed(double v, int digits) {
   return buf;
 }
 
-void run_kernels(uint32_t device_index, int reps, bool json) {
+void run_kernels(uint32_t device_index, int reps, bool json, bool compare) {
   if (reps < 1 || reps > 500) throw UserError("--reps must be between 1 and 500, got " + std::to_string(reps));
   vk::Instance instance;
   if (device_index >= instance.physical_devices().size())
@@ -272,11 +279,22 @@ void run_kernels(uint32_t device_index, int reps, bool json) {
   const vk::PhysicalInfo& info = dev.info();
   if (!info.timestamps) throw UserError(dev.label() + ": its compute queue has no timestamps to time kernels with");
 
+  // Square problems under every candidate tiling; the presets' shapes under the default,
+  // or under every candidate too when comparing.
   std::vector<Case> cases;
+  const auto tilings = candidate_tilings(info);
   for (uint32_t n : {256u, 1024u})
-    for (const auto& t : candidate_tilings(info))
-      cases.push_back({"square " + std::to_string(n) + "^3", Op::Matmul, n, n, n, t});
-  for (auto& c : preset_cases()) cases.push_back(c);
+    for (const auto& t : tilings) cases.push_back({"square " + std::to_string(n) + "^3", Op::Matmul, n, n, n, t});
+  for (const Case& c : preset_cases()) {
+    if (!compare) {
+      cases.push_back(c);
+      continue;
+    }
+    for (const auto& t : tilings) {
+      cases.push_back(c);
+      cases.back().tiling = t;
+    }
+  }
 
   std::map<std::string, Problem> problems;  // by shape and op: the reference runs once
   std::vector<Result> results;
@@ -333,12 +351,15 @@ void add_bench(CLI::App& app) {
     uint32_t device = 0;
     int reps = 9;
     bool json = false;
+    bool compare = false;
   };
   auto opt = std::make_shared<Options>();
   kernels->add_option("--device", opt->device, "Device index from `brigade devices`")->capture_default_str();
   kernels->add_option("--reps", opt->reps, "Timed repetitions per case (the median is reported)")->capture_default_str();
   kernels->add_flag("--json", opt->json, "Print JSON instead of a table");
-  kernels->callback([opt] { run_kernels(opt->device, opt->reps, opt->json); });
+  kernels->add_flag("--compare", opt->compare,
+                    "Time the presets' shapes under every candidate tiling, not just the default");
+  kernels->callback([opt] { run_kernels(opt->device, opt->reps, opt->json, opt->compare); });
 }
 
 }  // namespace brigade::cli
