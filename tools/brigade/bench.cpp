@@ -308,6 +308,15 @@ void run_kernels(uint32_t device_index, int reps, bool json, bool compare) {
   }
 
   const size_t wrong = std::count_if(results.begin(), results.end(), [](auto& r) { return !r.valid; });
+  // With --compare: the time of all the presets' passes under each tiling, the figure the
+  // default is chosen by.
+  std::vector<std::pair<std::string, double>> totals;
+  for (const Result& r : results) {
+    if (r.c.op == Op::Matmul || !compare) continue;
+    auto it = std::find_if(totals.begin(), totals.end(), [&](auto& t) { return t.first == r.tiling; });
+    if (it == totals.end()) it = totals.insert(totals.end(), {r.tiling, 0.0});
+    it->second += r.valid ? r.median_ms : NAN;
+  }
   const std::string device = info.name + " (" + info.type_name() + "), " + info.driver_name + " " +
                              info.driver_version_string() + " (" + info.driver_info + ")";
   if (json) {
@@ -319,10 +328,10 @@ void run_kernels(uint32_t device_index, int reps, bool json, bool compare) {
       if (r.valid) row["median_ms"] = r.median_ms, row["gflops"] = r.gflops;
       rows.push_back(row);
     }
-    std::cout << nlohmann::json{{"device", device}, {"device_index", device_index}, {"reps", reps},
-                                {"default_tiling", ops::matmul_tiling(info).name()}, {"results", rows}}
-                     .dump(2)
-              << "\n";
+    nlohmann::json out{{"device", device}, {"device_index", device_index}, {"reps", reps},
+                       {"default_tiling", ops::matmul_tiling(info).name()}, {"results", rows}};
+    for (auto& [tiling, ms] : totals) out["preset_total_ms"][tiling] = ms;
+    std::cout << out.dump(2) << "\n";
   } else {
     std::printf("device %u: %s\ndefault matmul tiling: %s\nmedian of %d repetitions (GPU timestamps)\n\n",
                 device_index, device.c_str(), ops::matmul_tiling(info).name().c_str(), reps);
@@ -333,6 +342,12 @@ void run_kernels(uint32_t device_index, int reps, bool json, bool compare) {
                       r.valid ? fixed(r.median_ms, 3) : "-", r.valid ? fixed(r.gflops, 2) : "WRONG",
                       fixed(r.max_err, 7)});
     print_table(rows);
+    if (!totals.empty()) {
+      std::printf("\nall the presets' passes above, summed per tiling\n");
+      rows = {{"tiling", "total ms"}};
+      for (auto& [tiling, ms] : totals) rows.push_back({tiling, fixed(ms, 2)});
+      print_table(rows);
+    }
   }
   if (wrong)
     throw vk::VulkanError(std::to_string(wrong) + " kernel case(s) disagree with the CPU reference; "
