@@ -7,5 +7,6 @@
 namespace brigade::cli {
 
 void add_devices(CLI::App& app);
+void add_bench(CLI::App& app);
 
 }  // namespace brigade::cli

@@ -1,0 +1,29 @@
+#include "ops/linear.h"
+
+#include <matmul.h>  // shaders/matmul.h; in quotes the name would find ops/matmul.h
+
+namespace brigade::ops {
+
+void linear_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optional<vk::View> bias,
+                    vk::View y, uint32_t n, uint32_t in, uint32_t out,
+                    std::optional<MatmulTiling> tiling) {
+  matmul(cmd, x, weight, y, {.M = n, .N = out, .K = in, .trans_b = true, .tiling = tiling}, bias);
+}
+
+void linear_backward_data(vk::Commands& cmd, vk::View dy, vk::View weight, vk::View dx,
+                          uint32_t n, uint32_t in, uint32_t out,
+                          std::optional<MatmulTiling> tiling) {
+  matmul(cmd, dy, weight, dx, {.M = n, .N = in, .K = out, .accumulate = true, .tiling = tiling});
+}
+
+void linear_backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View dweight,
+                            std::optional<vk::View> dbias, uint32_t n, uint32_t in, uint32_t out,
+                            std::optional<MatmulTiling> tiling) {
+  matmul(cmd, dy, x, dweight,
+         {.M = out, .N = in, .K = n, .trans_a = true, .accumulate = true, .tiling = tiling});
+  if (!dbias || out == 0) return;
+  cmd.dispatch(cmd.device().kernel("linear_bias_backward"), {dy, *dbias},
+               shaders::LinearBiasPush{n, out}, {vk::groups_for(out, BRIGADE_WG_LINEAR_BIAS)});
+}
+
+}  // namespace brigade::ops

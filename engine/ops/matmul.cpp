@@ -1,0 +1,136 @@
+#include "ops/matmul.h"
+
+#include <algorithm>
+#include <source_location>
+
+#include <matmul.h>  // shaders/matmul.h; in quotes the name would find ops/matmul.h
+#include "vk/check.h"
+#include "vk/kernel.h"
+
+namespace brigade::ops {
+namespace {
+
+// A broken call is a bug in the caller, not something a user can fix: file:line of the call.
+void expect(bool ok, const std::string& what,
+            std::source_location at = std::source_location::current()) {
+  if (!ok)
+    throw vk::VulkanError(std::string(at.file_name()) + ":" + std::to_string(at.line()) +
+                              ": matmul: " + what,
+                          VK_ERROR_UNKNOWN);
+}
+
+std::string dims(uint64_t rows, uint64_t cols) {
+  return "(" + std::to_string(rows) + "," + std::to_string(cols) + ")";
+}
+
+// Elements a batch of stored (rows, cols) matrices spans in its buffer.
+uint64_t span_elements(uint32_t batch, uint32_t stride, uint32_t rows, uint32_t cols, uint32_t ld) {
+  if (rows == 0 || cols == 0) return 0;
+  return uint64_t(batch - 1) * stride + uint64_t(rows - 1) * ld + cols;
+}
+
+void check_operand(const char* name, vk::View v, uint32_t batch, uint32_t stride, uint32_t rows,
+                   uint32_t cols, uint32_t ld) {
+  expect(ld >= cols, std::string(name) + ": leading dimension " + std::to_string(ld) +
+                         " is less than the stored row length " + std::to_string(cols));
+  const uint64_t need = span_elements(batch, stride, rows, cols, ld) * 4;
+  expect(v.range >= need, std::string(name) + ": view of '" + v.buffer->name() + "' holds " +
+                              std::to_string(v.range) + " bytes, a batch of " +
+                              std::to_string(batch) + " stored " + dims(rows, cols) +
+                              " matrices needs " + std::to_string(need));
+}
+
+// vec4 loads of an operand are valid when every stored row starts 16-byte aligned, K is a
+// multiple of 4 (the kernel then walks K in chunks of 4 with no tail) and, where the loads
+// run across the output block (along M or N), that extent is a multiple of 4, so a load is
+// either wholly inside the matrix or wholly clamped.
+bool vec4_ok(vk::View v, uint32_t ld, uint32_t stride, uint32_t batch, uint32_t K, bool along_block,
+             uint32_t block_extent, uint32_t per_invocation) {
+  if (v.offset % 16 || ld % 4 || (batch > 1 && stride % 4) || K % 4) return false;
+  return !along_block || (block_extent % 4 == 0 && per_invocation % 4 == 0);
+}
+
+}  // namespace
+
+std::string MatmulTiling::name() const {
+  const std::string block = std::to_string(tm) + "x" + std::to_string(tn) + " per invocation, " +
+                            std::to_string(wg_y) + "x" + std::to_string(wg_x) + " invocations";
+  if (variant == Variant::Shared) return "shared " + block + ", k-depth " + std::to_string(bk);
+  return "registers " + block +
+         (subgroup ? ", A shared by subgroups of " + std::to_string(subgroup) : "");
+}
+
+uint32_t MatmulTiling::shared_bytes() const {
+  if (variant != Variant::Shared) return 8;  // the one-float placeholders of matmul.comp
+  return 4 * bk * (wg_y * tm + 1 + wg_x * tn + 1);
+}
+
+MatmulTiling matmul_tiling(const vk::PhysicalInfo& device) {
+  if (device.type == VK_PHYSICAL_DEVICE_TYPE_CPU) {
+    // Measured on lavapipe (docs/BENCHMARKS.md): 16x8 outputs per invocation with A shared
+    // through subgroup broadcasts beat 8x8 without. One row of lanes fills a subgroup.
+    MatmulTiling t{MatmulTiling::Variant::Registers, 8, 8, 16, 8, 16, 0};
+    const uint32_t sg = device.subgroup_size;
+    if (sg && sg <= 64 && (sg & (sg - 1)) == 0) {
+      t.wg_x = std::max(8u, sg);
+      t.wg_y = std::max(1u, 64 / t.wg_x);
+      t.subgroup = sg;
+    }
+    return t;
+  }
+  // 16x16 invocations of 4x4 outputs: 64x64 tiles, 8.3 KiB of shared memory, within every
+  // Vulkan device's 16 KiB minimum; a device with less keeps register blocking.
+  const MatmulTiling gpu{MatmulTiling::Variant::Shared, 16, 16, 4, 4, 16};
+  if (gpu.shared_bytes() <= device.max_shared_memory &&
+      gpu.wg_x * gpu.wg_y <= device.max_workgroup_invocations)
+    return gpu;
+  return MatmulTiling{};
+}
+
+void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulParams& p,
+            std::optional<vk::View> bias) {
+  if (p.M == 0 || p.N == 0 || p.batch == 0 || (p.K == 0 && p.accumulate)) return;
+  vk::Device& dev = cmd.device();
+  const MatmulTiling t = p.tiling ? *p.tiling : matmul_tiling(dev.info());
+  expect(t.tm && t.tn && t.wg_x && t.wg_y && t.bk, "tiling " + t.name() + " has a zero size");
+  expect(t.wg_x * t.wg_y <= dev.info().max_workgroup_invocations,
+         "tiling " + t.name() + " has more invocations than the device allows");
+  expect(t.shared_bytes() <= dev.info().max_shared_memory,
+         "tiling " + t.name() + " needs more shared memory than the device has");
+  expect(!t.subgroup || (t.wg_x % t.subgroup == 0 && t.tm % 4 == 0),
+         "tiling " + t.name() + " shares A by subgroups, which needs wg_x % subgroup == 0 and tm % 4 == 0");
+  expect(p.batch <= 65535, "batch " + std::to_string(p.batch) + " is over 65535 workgroups");
+  expect(p.batch == 1 || p.stride_c != 0, "batched C needs a non-zero stride");
+
+  const uint32_t lda = p.ld_a(), ldb = p.ld_b(), ldc = p.ld_c();
+  check_operand("A", a, p.batch, p.stride_a, p.trans_a ? p.K : p.M, p.trans_a ? p.M : p.K, lda);
+  check_operand("B", b, p.batch, p.stride_b, p.trans_b ? p.N : p.K, p.trans_b ? p.K : p.N, ldb);
+  check_operand("C", c, p.batch, p.stride_c, p.M, p.N, ldc);
+  if (bias) check_operand("bias", *bias, 1, 0, 1, p.N, p.N);
+
+  const bool regs = t.variant == MatmulTiling::Variant::Registers;
+  const bool vec4_a = regs && vec4_ok(a, lda, p.stride_a, p.batch, p.K, p.trans_a, p.M, t.tm);
+  const bool vec4_b = regs && vec4_ok(b, ldb, p.stride_b, p.batch, p.K, !p.trans_b, p.N, t.tn);
+  vk::Specialization spec;
+  spec.set(BRIGADE_MATMUL_SPEC_VARIANT, uint32_t(t.variant))
+      .set(BRIGADE_MATMUL_SPEC_WG_X, t.wg_x)
+      .set(BRIGADE_MATMUL_SPEC_WG_Y, t.wg_y)
+      .set(BRIGADE_MATMUL_SPEC_TM, t.tm)
+      .set(BRIGADE_MATMUL_SPEC_TN, t.tn)
+      .set(BRIGADE_MATMUL_SPEC_BK, t.bk)
+      .set(BRIGADE_MATMUL_SPEC_TRANS_A, p.trans_a)
+      .set(BRIGADE_MATMUL_SPEC_TRANS_B, p.trans_b)
+      .set(BRIGADE_MATMUL_SPEC_VEC4_A, vec4_a)
+      .set(BRIGADE_MATMUL_SPEC_VEC4_B, vec4_b)
+      .set(BRIGADE_MATMUL_SPEC_SUBGROUP, regs ? t.subgroup : 0)
+      .set(BRIGADE_MATMUL_SPEC_BIAS, bias.has_value());
+  const shaders::MatmulPush push{p.M,        p.N,        p.K,        lda,     ldb,
+                                 ldc,        p.stride_a, p.stride_b, p.stride_c,
+                                 p.alpha,    p.accumulate ? 1u : 0u};
+  const vk::Groups groups{vk::groups_for(p.N, t.wg_x * t.tn), vk::groups_for(p.M, t.wg_y * t.tm),
+                          p.batch};
+  // Without a bias, A stands in for the binding: already read, so it adds no barrier.
+  cmd.dispatch(dev.kernel("matmul", spec), {a, b, bias.value_or(a), c}, push, groups);
+}
+
+}  // namespace brigade::ops

@@ -1,0 +1,61 @@
+// fp32 matmul, the kernel under Linear and attention:
+//   C[z] = alpha * op(A[z]) op(B[z]) + bias   or, accumulating,   C[z] += ...
+// for each batch index z, with op(A) (M,K), op(B) (K,N), C (M,N), all row-major, and an
+// optional bias (N) added to every row as C is stored.
+// The kernel is shaders/matmul.comp; its tiling is picked per device (matmul_tiling).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "vk/commands.h"
+#include "vk/physical.h"
+
+namespace brigade::ops {
+
+// The specialization constants that shape matmul.comp on a device.
+struct MatmulTiling {
+  enum class Variant : uint32_t { Registers = 0, Shared = 1 };
+  Variant variant = Variant::Registers;
+  uint32_t wg_x = 8, wg_y = 8;  // invocations per workgroup along N and along M
+  uint32_t tm = 8, tn = 8;      // outputs per invocation along M and along N
+  uint32_t bk = 16;             // Shared: K depth of the tiles staged in shared memory
+  // Registers: lanes of a subgroup of this size share A's loads through subgroup broadcasts
+  // (0: every invocation loads its own). Needs wg_x % subgroup == 0, tm % 4 == 0 and full
+  // subgroups (a device whose subgroups are another size falls back to plain loads).
+  uint32_t subgroup = 0;
+  // e.g. "registers 8x8 per invocation, 8x8 invocations, A shared by subgroups of 8"
+  std::string name() const;
+  // Workgroup shared memory the kernel declares with this tiling.
+  uint32_t shared_bytes() const;
+};
+
+// Register blocking on CPU devices (lavapipe runs barriers by switching invocations, so
+// shared-memory tiles are slow there); shared-memory tiles on GPUs.
+MatmulTiling matmul_tiling(const vk::PhysicalInfo& device);
+
+struct MatmulParams {
+  uint32_t M = 0, N = 0, K = 0;
+  bool trans_a = false;     // A is stored (K,M)
+  bool trans_b = false;     // B is stored (N,K)
+  bool accumulate = false;  // C += ... instead of C = ...
+  float alpha = 1.0f;
+  uint32_t batch = 1;
+  // Leading dimensions (elements between stored rows); 0 means packed.
+  uint32_t lda = 0, ldb = 0, ldc = 0;
+  // Elements between consecutive batch matrices; 0 repeats one A or B for every z.
+  uint32_t stride_a = 0, stride_b = 0, stride_c = 0;
+  std::optional<MatmulTiling> tiling;  // unset: matmul_tiling(the device)
+
+  uint32_t ld_a() const { return lda ? lda : trans_a ? M : K; }
+  uint32_t ld_b() const { return ldb ? ldb : trans_b ? K : N; }
+  uint32_t ld_c() const { return ldc ? ldc : N; }
+};
+
+// Records C (+)= alpha * op(A) op(B) (+ bias). A, B, C and bias are views of fp32 buffers;
+// C must not overlap the others.
+void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulParams& p,
+            std::optional<vk::View> bias = std::nullopt);
+
+}  // namespace brigade::ops

@@ -1,0 +1,216 @@
+#version 450
+// C[z] = alpha * op(A[z]) op(B[z]) (+ bias) (+ C[z] when accumulating), fp32, for z < batch.
+//   op(A): (M,K), stored (M,K) or, with TRANS_A, (K,M)
+//   op(B): (K,N), stored (K,N) or, with TRANS_B, (N,K)
+//   bias:  (N), added to every row when BIAS (otherwise bound to anything, never read)
+//   C:     (M,N)
+// Two tilings, picked by specialization constants per device (ops::matmul_tiling):
+//   registers: each invocation computes a TM x TN block from loads straight out of the
+//     buffers, vec4 where the launcher proved alignment. No barriers, which is what CPU
+//     devices like lavapipe need (they run a barrier by switching between invocations).
+//   shared: a workgroup stages (BM x BK) and (BK x BN) tiles in shared memory, then each
+//     invocation computes a TM x TN block strided across the tile. The usual GPU kernel.
+#extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_ballot : require
+#include "matmul.h"
+
+layout(local_size_x = 8, local_size_y = 8) in;
+layout(local_size_x_id = BRIGADE_MATMUL_SPEC_WG_X, local_size_y_id = BRIGADE_MATMUL_SPEC_WG_Y) in;
+
+layout(constant_id = BRIGADE_MATMUL_SPEC_VARIANT) const uint VARIANT = BRIGADE_MATMUL_VARIANT_REGISTERS;
+layout(constant_id = BRIGADE_MATMUL_SPEC_TM) const uint TM = 8;
+layout(constant_id = BRIGADE_MATMUL_SPEC_TN) const uint TN = 8;
+layout(constant_id = BRIGADE_MATMUL_SPEC_BK) const uint BK = 16;
+layout(constant_id = BRIGADE_MATMUL_SPEC_TRANS_A) const bool TRANS_A = false;
+layout(constant_id = BRIGADE_MATMUL_SPEC_TRANS_B) const bool TRANS_B = false;
+layout(constant_id = BRIGADE_MATMUL_SPEC_VEC4_A) const bool VEC4_A = false;
+layout(constant_id = BRIGADE_MATMUL_SPEC_VEC4_B) const bool VEC4_B = false;
+layout(constant_id = BRIGADE_MATMUL_SPEC_SUBGROUP) const uint SUBGROUP = 0;
+layout(constant_id = BRIGADE_MATMUL_SPEC_BIAS) const bool BIAS = false;
+
+const uint WG_X = gl_WorkGroupSize.x, WG_Y = gl_WorkGroupSize.y;
+const uint BM = WG_Y * TM, BN = WG_X * TN;  // outputs per workgroup
+
+// Each operand is bound twice: as floats, and as vec4 for the aligned loads.
+layout(binding = 0) readonly buffer A { float a[]; };
+layout(binding = 0) readonly buffer A4 { vec4 a4[]; };
+layout(binding = 1) readonly buffer B { float b[]; };
+layout(binding = 1) readonly buffer B4 { vec4 b4[]; };
+layout(binding = 2) readonly buffer Bias { float bias[]; };
+layout(binding = 3) buffer C { float c[]; };
+layout(push_constant) uniform Push { MatmulPush p; };
+
+// Shared tiles, [BK][BM + 1] and [BK][BN + 1]: the padding keeps invocations that stage
+// consecutive k of one row out of the same bank. One float each in the register variant.
+const bool SHARED = VARIANT == BRIGADE_MATMUL_VARIANT_SHARED;
+shared float As[SHARED ? BK * (BM + 1) : 1];
+shared float Bs[SHARED ? BK * (BN + 1) : 1];
+
+float acc[TM * TN];
+float av[4 * TM];  // av[kk * TM + i] = op(A)[m0 + i][k + kk]
+float bv[4 * TN];  // bv[kk * TN + j] = op(B)[k + kk][n0 + j]
+
+float load_a(uint base, uint m, uint k) { return a[base + (TRANS_A ? k * p.lda + m : m * p.lda + k)]; }
+float load_b(uint base, uint k, uint n) { return b[base + (TRANS_B ? n * p.ldb + k : k * p.ldb + n)]; }
+
+// Rows and columns past the edge are clamped to the last one: their outputs are computed
+// from valid data and never stored, so the inner loop needs no bounds checks.
+
+// An A chunk (TM rows of op(A), k..k+3) as TM vec4s: quad v is row v along k or, with
+// TRANS_A, four rows of op(A) from row k + v / QUADS_M of A's storage (needs TM % 4 == 0).
+const uint QUADS_M = (TM + 3) / 4;
+vec4 a_quad(uint base, uint m0, uint k, uint v) {
+  if (!TRANS_A) {
+    const uint at = base + min(m0 + v, p.M - 1) * p.lda + k;
+    if (VEC4_A) return a4[at >> 2];
+    return vec4(a[at], a[at + 1], a[at + 2], a[at + 3]);
+  }
+  const uint row = base + (k + v / QUADS_M) * p.lda, i = m0 + 4 * (v % QUADS_M);
+  if (VEC4_A) return a4[(row + min(i, p.M - 4)) >> 2];  // M % 4 == 0
+  return vec4(a[row + min(i, p.M - 1)], a[row + min(i + 1, p.M - 1)],
+              a[row + min(i + 2, p.M - 1)], a[row + min(i + 3, p.M - 1)]);
+}
+
+void put_a_quad(uint v, vec4 q) {
+  if (!TRANS_A) {
+    av[v] = q.x, av[TM + v] = q.y, av[2 * TM + v] = q.z, av[3 * TM + v] = q.w;
+  } else {
+    const uint at = (v / QUADS_M) * TM + 4 * (v % QUADS_M);
+    av[at] = q.x, av[at + 1] = q.y, av[at + 2] = q.z, av[at + 3] = q.w;
+  }
+}
+
+// With `share`, the lanes of a subgroup compute the same rows: each loads a few of the
+// chunk's quads and subgroupBroadcast hands every quad to all. On CPU devices a load costs
+// a loop over the lanes and a broadcast a single shuffle.
+const uint SG1 = SUBGROUP == 0 ? 1 : SUBGROUP;
+void load_a_chunk(uint base, uint m0, uint k, uint depth, bool share) {
+  if (depth == 4 && share) {
+    vec4 mine[(TM + SG1 - 1) / SG1];
+    [[unroll]] for (uint r = 0; r < (TM + SG1 - 1) / SG1; ++r)
+      mine[r] = a_quad(base, m0, k, min(r * SG1 + gl_SubgroupInvocationID, TM - 1));
+    [[unroll]] for (uint v = 0; v < TM; ++v) put_a_quad(v, subgroupBroadcast(mine[v / SG1], v % SG1));
+  } else if (depth == 4 && VEC4_A) {
+    [[unroll]] for (uint v = 0; v < TM; ++v) put_a_quad(v, a_quad(base, m0, k, v));
+  } else {
+    [[unroll]] for (uint kk = 0; kk < depth; ++kk)
+      [[unroll]] for (uint i = 0; i < TM; ++i) av[kk * TM + i] = load_a(base, min(m0 + i, p.M - 1), k + kk);
+  }
+}
+
+void load_b_chunk(uint base, uint n0, uint k, uint depth) {
+  if (VEC4_B && depth == 4 && TRANS_B) {  // rows of B's storage run along k
+    [[unroll]] for (uint j = 0; j < TN; ++j) {
+      const vec4 v = b4[(base + min(n0 + j, p.N - 1) * p.ldb + k) >> 2];
+      bv[j] = v.x, bv[TN + j] = v.y, bv[2 * TN + j] = v.z, bv[3 * TN + j] = v.w;
+    }
+  } else if (VEC4_B && depth == 4) {  // rows of B run along n, and N % 4 == 0
+    [[unroll]] for (uint kk = 0; kk < 4; ++kk)
+      [[unroll]] for (uint j = 0; j < TN; j += 4) {
+        const vec4 v = b4[(base + (k + kk) * p.ldb + min(n0 + j, p.N - 4)) >> 2];
+        bv[kk * TN + j] = v.x, bv[kk * TN + j + 1] = v.y, bv[kk * TN + j + 2] = v.z,
+                          bv[kk * TN + j + 3] = v.w;
+      }
+  } else {
+    [[unroll]] for (uint kk = 0; kk < depth; ++kk)
+      [[unroll]] for (uint j = 0; j < TN; ++j) bv[kk * TN + j] = load_b(base, k + kk, min(n0 + j, p.N - 1));
+  }
+}
+
+void multiply(uint depth) {
+  [[unroll]] for (uint kk = 0; kk < depth; ++kk)
+    [[unroll]] for (uint i = 0; i < TM; ++i)
+      [[unroll]] for (uint j = 0; j < TN; ++j) acc[i * TN + j] += av[kk * TM + i] * bv[kk * TN + j];
+}
+
+// Writes the block, row i at m0 + i * row_step, column j at n0 + j * col_step. A loop the
+// compiler keeps rolled: unrolled, the TM x TN guarded stores dominate pipeline creation on
+// lavapipe (each becomes a loop over the lanes), and they run once per invocation anyway.
+float result[TM * TN];
+void store_block(uint m0, uint row_step, uint n0, uint col_step) {
+  [[unroll]] for (uint i = 0; i < TM * TN; ++i) result[i] = p.alpha * acc[i];
+  const uint base = gl_WorkGroupID.z * p.stride_c;
+  [[dont_unroll]] for (uint i = 0; i < TM * TN; ++i) {
+    const uint m = m0 + (i / TN) * row_step, n = n0 + (i % TN) * col_step;
+    if (m >= p.M || n >= p.N) continue;
+    const uint at = base + m * p.ldc + n;
+    const float v = BIAS ? result[i] + bias[n] : result[i];
+    c[at] = p.accumulate != 0 ? c[at] + v : v;
+  }
+}
+
+void register_tiles() {
+  // With SUBGROUP, invocations are placed by subgroup so each subgroup's lanes run along N
+  // in one row of the workgroup (WG_X % SUBGROUP == 0, full subgroups). A device whose
+  // subgroups are another size falls back to the plain placement.
+  const bool share = SUBGROUP != 0 && gl_SubgroupSize == SUBGROUP;
+  uint x = gl_LocalInvocationID.x, y = gl_LocalInvocationID.y;
+  if (share) {
+    y = gl_SubgroupID / (WG_X / SG1);
+    x = (gl_SubgroupID % (WG_X / SG1)) * SG1 + gl_SubgroupInvocationID;
+  }
+  // No early exit past the edge: with `share`, every lane's loads are needed.
+  const uint m0 = (gl_WorkGroupID.y * WG_Y + y) * TM, n0 = (gl_WorkGroupID.x * WG_X + x) * TN;
+  const uint abase = gl_WorkGroupID.z * p.stride_a, bbase = gl_WorkGroupID.z * p.stride_b;
+  if (VEC4_A || VEC4_B) {
+    // Chunks of 4 along K; the launcher takes vec4 loads only where K % 4 == 0. Compiling
+    // one loop body, not a chunk loop plus a tail, keeps pipeline creation fast on lavapipe.
+    for (uint k = 0; k < p.K; k += 4) {
+      load_a_chunk(abase, m0, k, 4, share);
+      load_b_chunk(bbase, n0, k, 4);
+      multiply(4);
+    }
+  } else {
+    for (uint k = 0; k < p.K; ++k) {
+      load_a_chunk(abase, m0, k, 1, false);
+      load_b_chunk(bbase, n0, k, 1);
+      multiply(1);
+    }
+  }
+  store_block(m0, 1, n0, 1);
+}
+
+void shared_tiles() {
+  const uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y;
+  const uint t = ty * WG_X + tx, threads = WG_X * WG_Y;
+  const uint mb = gl_WorkGroupID.y * BM, nb = gl_WorkGroupID.x * BN;
+  const uint abase = gl_WorkGroupID.z * p.stride_a, bbase = gl_WorkGroupID.z * p.stride_b;
+  for (uint k0 = 0; k0 < p.K; k0 += BK) {
+    // Consecutive invocations read consecutive addresses of each operand's storage; what
+    // lies past an edge is staged as zero.
+    [[unroll]] for (uint r = 0; r < (BM * BK + threads - 1) / threads; ++r) {
+      const uint idx = t + r * threads;
+      if (idx >= BM * BK) break;
+      const uint mm = TRANS_A ? idx % BM : idx / BK, kk = TRANS_A ? idx / BM : idx % BK;
+      float v = 0.0;
+      if (mb + mm < p.M && k0 + kk < p.K) v = load_a(abase, mb + mm, k0 + kk);
+      As[kk * (BM + 1) + mm] = v;
+    }
+    [[unroll]] for (uint r = 0; r < (BN * BK + threads - 1) / threads; ++r) {
+      const uint idx = t + r * threads;
+      if (idx >= BN * BK) break;
+      const uint nn = TRANS_B ? idx / BK : idx % BN, kk = TRANS_B ? idx % BK : idx / BN;
+      float v = 0.0;
+      if (nb + nn < p.N && k0 + kk < p.K) v = load_b(bbase, k0 + kk, nb + nn);
+      Bs[kk * (BN + 1) + nn] = v;
+    }
+    barrier();
+    [[unroll]] for (uint kk = 0; kk < BK; ++kk) {
+      [[unroll]] for (uint i = 0; i < TM; ++i) av[i] = As[kk * (BM + 1) + ty + i * WG_Y];
+      [[unroll]] for (uint j = 0; j < TN; ++j) bv[j] = Bs[kk * (BN + 1) + tx + j * WG_X];
+      multiply(1);
+    }
+    barrier();
+  }
+  store_block(mb + ty, WG_Y, nb + tx, WG_X);
+}
+
+void main() {
+  [[unroll]] for (uint i = 0; i < TM * TN; ++i) acc[i] = 0.0;
+  if (SHARED)
+    shared_tiles();
+  else
+    register_tiles();
+}

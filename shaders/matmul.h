@@ -1,0 +1,56 @@
+// Matmul and Linear: push constants, specialization-constant ids and workgroup sizes, shared
+// by the GLSL kernels and their C++ launchers. Plain 32-bit scalars only, so the std430
+// push-constant layout and the C++ layout agree.
+#ifndef BRIGADE_SHADERS_MATMUL_H
+#define BRIGADE_SHADERS_MATMUL_H
+
+#ifdef __cplusplus
+#include <cstdint>
+namespace brigade::shaders {
+using uint = std::uint32_t;
+#endif
+
+// Specialization constants of matmul.comp. The tiling is chosen per device at run time
+// (ops::matmul_tiling); the transposes and vec4 flags per call.
+#define BRIGADE_MATMUL_SPEC_VARIANT 0  // 0: register blocking, 1: shared-memory tiles
+#define BRIGADE_MATMUL_SPEC_WG_X 1     // invocations per workgroup along N
+#define BRIGADE_MATMUL_SPEC_WG_Y 2     // invocations per workgroup along M
+#define BRIGADE_MATMUL_SPEC_TM 3       // outputs per invocation along M
+#define BRIGADE_MATMUL_SPEC_TN 4       // outputs per invocation along N
+#define BRIGADE_MATMUL_SPEC_BK 5       // shared variant: K depth of a staged tile
+#define BRIGADE_MATMUL_SPEC_TRANS_A 6  // A is stored (K,M) instead of (M,K)
+#define BRIGADE_MATMUL_SPEC_TRANS_B 7  // B is stored (N,K) instead of (K,N)
+#define BRIGADE_MATMUL_SPEC_VEC4_A 8   // register variant: load A as vec4 (alignment checked)
+#define BRIGADE_MATMUL_SPEC_VEC4_B 9   // register variant: load B as vec4
+#define BRIGADE_MATMUL_SPEC_SUBGROUP 10 // register variant: subgroups of this size share A (0: off)
+#define BRIGADE_MATMUL_SPEC_BIAS 11     // add bias[n] to every row of C
+
+#define BRIGADE_MATMUL_VARIANT_REGISTERS 0
+#define BRIGADE_MATMUL_VARIANT_SHARED 1
+
+// Per batch index z < batch (the dispatch's z dimension):
+//   C[z] = alpha * op(A[z]) op(B[z]) (+ bias, one value per column) (+ C[z] when accumulate != 0)
+// with op(A) (M,K), op(B) (K,N), C (M,N); all row-major with leading dimensions lda, ldb, ldc
+// and batch strides in elements (0 repeats one matrix for every batch index).
+struct MatmulPush {
+  uint M, N, K;
+  uint lda, ldb, ldc;
+  uint stride_a, stride_b, stride_c;
+  float alpha;
+  uint accumulate;
+};
+
+// Threads per workgroup of linear_bias_backward (one per output feature).
+#define BRIGADE_WG_LINEAR_BIAS 256
+
+// linear_bias_backward: dbias[o] += sum over n of dy[n][o]. (The forward bias is added by
+// matmul as it stores y.)
+struct LinearBiasPush {
+  uint rows;      // N
+  uint features;  // OUT
+};
+
+#ifdef __cplusplus
+}  // namespace brigade::shaders
+#endif
+#endif

@@ -1,0 +1,166 @@
+#include <doctest/doctest.h>
+
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "check.h"
+#include "gpu.h"
+#include "ops/linear.h"
+#include "ref/linear.h"
+#include "vk/commands.h"
+
+using namespace brigade;
+
+namespace {
+
+// fp32 sums of up to 129 products of values in [-1, 1] against a double reference.
+constexpr double kAtol = 1e-4, kRtol = 1e-5;
+
+struct Shape {
+  uint32_t n, in, out;
+};
+// Odd sizes, and sizes that are multiples of 4 (where the matmul takes vec4 loads).
+const Shape kOddShapes[] = {{1, 1, 1}, {7, 13, 5}, {33, 129, 65}};
+const Shape kAlignedShapes[] = {{16, 12, 8}, {20, 32, 36}};
+
+std::string describe(const Shape& s, bool bias) {
+  return "N " + std::to_string(s.n) + ", " + std::to_string(s.in) + " -> " +
+         std::to_string(s.out) + (bias ? " with bias" : " without bias");
+}
+
+std::span<const double> maybe(bool on, const std::vector<double>& v) {
+  return on ? std::span<const double>(v) : std::span<const double>();
+}
+
+void check_forward(vk::Device& dev, std::span<const Shape> shapes,
+                   std::optional<ops::MatmulTiling> tiling = std::nullopt) {
+  uint32_t seed = 0;
+  for (const Shape& s : shapes)
+    for (bool has_bias : {true, false}) {
+      const auto x = test::random_vector(s.n * s.in, ++seed), w = test::random_vector(s.out * s.in, ++seed);
+      const auto b = test::random_vector(s.out, ++seed);
+      auto bx = test::to_device(dev, x, "x"), bw = test::to_device(dev, w, "weight");
+      auto bb = test::to_device(dev, b, "bias");
+      // y starts as garbage: the forward pass overwrites it.
+      auto by = test::to_device(dev, test::random_vector(s.n * s.out, ++seed), "y");
+      vk::Commands cmd(dev, "linear forward");
+      ops::linear_forward(cmd, bx, bw, has_bias ? std::optional<vk::View>(bb) : std::nullopt, by,
+                          s.n, s.in, s.out, tiling);
+      cmd.run();
+      std::vector<double> want(s.n * s.out);
+      const auto bd = test::to_double(b);
+      ref::linear_forward<double>(test::to_double(x), test::to_double(w), maybe(has_bias, bd), want,
+                                  s.n, s.in, s.out);
+      test::check_close(test::to_host(by), test::to_float(want), kAtol, kRtol, describe(s, has_bias));
+    }
+}
+
+void check_backward(vk::Device& dev, std::span<const Shape> shapes,
+                    std::optional<ops::MatmulTiling> tiling = std::nullopt) {
+  uint32_t seed = 50;
+  for (const Shape& s : shapes)
+    for (bool has_bias : {true, false}) {
+      const auto x = test::random_vector(s.n * s.in, ++seed), w = test::random_vector(s.out * s.in, ++seed);
+      const auto dy = test::random_vector(s.n * s.out, ++seed);
+      // Gradient buffers start non-zero, as they do after an earlier micro-batch.
+      const auto dx0 = test::random_vector(s.n * s.in, ++seed), dw0 = test::random_vector(s.out * s.in, ++seed);
+      const auto db0 = test::random_vector(s.out, ++seed);
+      auto bx = test::to_device(dev, x, "x"), bw = test::to_device(dev, w, "weight");
+      auto bdy = test::to_device(dev, dy, "dy"), bdx = test::to_device(dev, dx0, "dx");
+      auto bdw = test::to_device(dev, dw0, "dweight"), bdb = test::to_device(dev, db0, "dbias");
+      vk::Commands cmd(dev, "linear backward");
+      ops::linear_backward_data(cmd, bdy, bw, bdx, s.n, s.in, s.out, tiling);
+      ops::linear_backward_weight(cmd, bdy, bx, bdw, has_bias ? std::optional<vk::View>(bdb) : std::nullopt,
+                                  s.n, s.in, s.out, tiling);
+      cmd.run();
+      auto dx = test::to_double(dx0), dw = test::to_double(dw0), db = test::to_double(db0);
+      ref::linear_backward_data<double>(test::to_double(dy), test::to_double(w), dx, s.n, s.in, s.out);
+      ref::linear_backward_weight<double>(test::to_double(dy), test::to_double(x), dw,
+                                          has_bias ? std::span<double>(db) : std::span<double>(),
+                                          s.n, s.in, s.out);
+      const std::string what = describe(s, has_bias);
+      test::check_close(test::to_host(bdx), test::to_float(dx), kAtol, kRtol, "dx, " + what);
+      test::check_close(test::to_host(bdw), test::to_float(dw), kAtol, kRtol, "dweight, " + what);
+      // Without a bias the bias gradient buffer is not touched.
+      test::check_close(test::to_host(bdb), test::to_float(db), kAtol, kRtol, "dbias, " + what);
+    }
+}
+
+}  // namespace
+
+TEST_CASE_FIXTURE(test::Gpu, "linear forward matches the CPU reference with and without bias") {
+  check_forward(device(), kOddShapes);
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "linear forward matches the CPU reference at sizes that take vec4 loads") {
+  check_forward(device(), kAlignedShapes);
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "linear backward adds its data and weight and bias gradients to what the buffers held") {
+  check_backward(device(), kOddShapes);
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "linear backward adds its gradients correctly at sizes that take vec4 loads") {
+  check_backward(device(), kAlignedShapes);
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "linear forward and backward match the CPU reference on shared-memory tiles") {
+  // The GPU kernel, forced on whatever device runs the tests.
+  const ops::MatmulTiling shared{ops::MatmulTiling::Variant::Shared, 16, 16, 4, 4, 16, 0};
+  check_forward(device(), kOddShapes, shared);
+  check_forward(device(), kAlignedShapes, shared);
+  check_backward(device(), kOddShapes, shared);
+  check_backward(device(), kAlignedShapes, shared);
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "linear weight gradients summed over micro-batches equal the whole batch's") {
+  // Two micro-batches as views of one batch, accumulated into zeroed gradients, against the
+  // whole batch in one call.
+  vk::Device& dev = device();
+  const uint32_t n = 12, half = 6, in = 8, out = 4;
+  auto x = test::to_device(dev, test::random_vector(n * in, 1), "x");
+  auto dy = test::to_device(dev, test::random_vector(n * out, 2), "dy");
+  auto dw_micro = test::zeros(dev, out * in, "dweight micro"), db_micro = test::zeros(dev, out, "dbias micro");
+  auto dw_whole = test::zeros(dev, out * in, "dweight whole"), db_whole = test::zeros(dev, out, "dbias whole");
+  vk::Commands cmd(dev, "micro-batches");
+  for (uint32_t m = 0; m < 2; ++m)
+    ops::linear_backward_weight(cmd, {dy, m * half * out * 4, half * out * 4}, {x, m * half * in * 4, half * in * 4},
+                                dw_micro, vk::View(db_micro), half, in, out);
+  ops::linear_backward_weight(cmd, dy, x, dw_whole, vk::View(db_whole), n, in, out);
+  cmd.run();
+  test::check_close(test::to_host(dw_micro), test::to_host(dw_whole), 1e-5, 1e-5, "dweight");
+  test::check_close(test::to_host(db_micro), test::to_host(db_whole), 1e-5, 1e-5, "dbias");
+}
+
+TEST_CASE("linear backward on the CPU matches finite differences") {
+  // L = sum(y * R) for fixed random R, so dL/dy = R.
+  for (bool has_bias : {true, false}) {
+    const uint32_t n = 3, in = 4, out = 5;
+    const auto x = test::to_double(test::random_vector(n * in, 1));
+    const auto w = test::to_double(test::random_vector(out * in, 2));
+    const auto b = test::to_double(test::random_vector(out, 3));
+    const auto r = test::to_double(test::random_vector(n * out, 4));
+    auto loss = [&](const std::vector<double>& xx, const std::vector<double>& ww,
+                    const std::vector<double>& bb) {
+      std::vector<double> y(n * out);
+      ref::linear_forward<double>(xx, ww, maybe(has_bias, bb), y, n, in, out);
+      double l = 0;
+      for (size_t i = 0; i < y.size(); ++i) l += y[i] * r[i];
+      return l;
+    };
+    std::vector<double> dx(n * in), dw(out * in), db(out);
+    ref::linear_backward_data<double>(r, w, dx, n, in, out);
+    ref::linear_backward_weight<double>(r, x, dw, has_bias ? std::span<double>(db) : std::span<double>(),
+                                        n, in, out);
+    const std::string what = has_bias ? " with bias" : " without bias";
+    test::check_gradient([&](const std::vector<double>& v) { return loss(v, w, b); }, x, dx, 1e-6,
+                         1e-7, "dx" + what);
+    test::check_gradient([&](const std::vector<double>& v) { return loss(x, v, b); }, w, dw, 1e-6,
+                         1e-7, "dweight" + what);
+    if (has_bias)
+      test::check_gradient([&](const std::vector<double>& v) { return loss(x, w, v); }, b, db,
+                           1e-6, 1e-7, "dbias");
+  }
+}

@@ -1,0 +1,262 @@
+#include <doctest/doctest.h>
+
+#include <bit>
+#include <optional>
+#include <span>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "check.h"
+#include "gpu.h"
+#include "ops/matmul.h"
+#include "ref/matmul.h"
+#include "vk/commands.h"
+
+using namespace brigade;
+using ops::MatmulParams;
+using ops::MatmulTiling;
+
+namespace {
+
+// fp32 sums of up to 129 products of values in [-1, 1] against a double reference.
+constexpr double kAtol = 1e-4, kRtol = 1e-5;
+
+// Both variants whatever the device, so lavapipe tests the GPU kernel too. The first is
+// the CPU default on a device with subgroups of 8 (others fall back to plain loads).
+const MatmulTiling kSubgroupRegisters{MatmulTiling::Variant::Registers, 8, 8, 16, 8, 16, 8};
+const MatmulTiling kRegisters{MatmulTiling::Variant::Registers, 8, 8, 8, 8, 16, 0};
+const MatmulTiling kShared{MatmulTiling::Variant::Shared, 16, 16, 4, 4, 16, 0};
+
+struct Shape {
+  uint32_t M, N, K;
+};
+// Odd sizes, sizes under one tile, and multiples of 4 (where vec4 loads are taken).
+const Shape kShapes[] = {{1, 1, 1}, {7, 13, 5}, {6, 9, 12}, {16, 32, 12}, {65, 33, 129}};
+
+std::string describe(const MatmulParams& p) {
+  return std::to_string(p.M) + "x" + std::to_string(p.N) + "x" + std::to_string(p.K) +
+         (p.trans_a ? " A^T" : "") + (p.trans_b ? " B^T" : "") +
+         (p.accumulate ? " accumulate" : "") + " batch " + std::to_string(p.batch) +
+         (p.tiling ? " " + p.tiling->name() : "");
+}
+
+uint64_t elements(const MatmulParams& p, bool a) {
+  const uint32_t rows = a ? (p.trans_a ? p.K : p.M) : (p.trans_b ? p.N : p.K);
+  const uint32_t ld = a ? p.ld_a() : p.ld_b(), stride = a ? p.stride_a : p.stride_b;
+  return uint64_t(p.batch - 1) * stride + uint64_t(rows) * ld;
+}
+uint64_t elements_c(const MatmulParams& p) {
+  return uint64_t(p.batch - 1) * p.stride_c + uint64_t(p.M) * p.ld_c();
+}
+
+// Runs matmul on random A and B (and a random bias, if asked) with C starting as `c0`;
+// checks it against the reference.
+void check_matmul(vk::Device& dev, const MatmulParams& p, const std::vector<float>& c0,
+                  uint32_t seed, bool with_bias = false) {
+  const auto a = test::random_vector(elements(p, true), seed);
+  const auto b = test::random_vector(elements(p, false), seed + 1);
+  const auto bias = test::random_vector(p.N, seed + 2);
+  auto ba = test::to_device(dev, a, "A"), bb = test::to_device(dev, b, "B");
+  auto bbias = test::to_device(dev, bias, "bias"), bc = test::to_device(dev, c0, "C");
+  vk::Commands cmd(dev, "matmul");
+  ops::matmul(cmd, ba, bb, bc, p, with_bias ? std::optional<vk::View>(bbias) : std::nullopt);
+  cmd.run();
+  auto want = test::to_double(c0);
+  const auto bias_d = test::to_double(bias);
+  ref::matmul<double>(test::to_double(a), test::to_double(b), want, p,
+                      with_bias ? std::span<const double>(bias_d) : std::span<const double>());
+  test::check_close(test::to_host(bc), test::to_float(want), kAtol, kRtol,
+                    describe(p) + (with_bias ? " with bias" : ""));
+}
+
+void check_shapes(vk::Device& dev, const MatmulTiling& tiling, bool trans_a, bool trans_b) {
+  uint32_t seed = 0;
+  for (const Shape& s : kShapes) {
+    const MatmulParams p{.M = s.M, .N = s.N, .K = s.K, .trans_a = trans_a, .trans_b = trans_b,
+                         .tiling = tiling};
+    check_matmul(dev, p, std::vector<float>(size_t(s.M) * s.N, 0.0f), seed += 2);
+  }
+}
+
+void check_every_transpose(vk::Device& dev, const MatmulTiling& tiling) {
+  for (int t = 0; t < 4; ++t) check_shapes(dev, tiling, t & 1, t & 2);
+}
+
+}  // namespace
+
+// One test per transpose: each compiles a few pipelines, and lavapipe compiles slowly.
+TEST_CASE_FIXTURE(test::Gpu, "register-blocked matmul with subgroup-shared loads matches the CPU reference for A B") {
+  check_shapes(device(), kSubgroupRegisters, false, false);
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "register-blocked matmul with subgroup-shared loads matches the CPU reference for A^T B") {
+  check_shapes(device(), kSubgroupRegisters, true, false);
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "register-blocked matmul with subgroup-shared loads matches the CPU reference for A B^T") {
+  check_shapes(device(), kSubgroupRegisters, false, true);
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "register-blocked matmul with subgroup-shared loads matches the CPU reference for A^T B^T") {
+  check_shapes(device(), kSubgroupRegisters, true, true);
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "register-blocked matmul matches the CPU reference for every transpose and odd sizes") {
+  check_every_transpose(device(), kRegisters);
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "shared-memory matmul matches the CPU reference for every transpose and odd sizes") {
+  check_every_transpose(device(), kShared);
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "matmul is correct with tiles that divide nothing evenly") {
+  // 3x5 outputs per invocation (no vec4 across the block); fewer rows per invocation than
+  // lanes sharing them; shared tiles whose staging loops leave some invocations idle.
+  const MatmulTiling odd[] = {{MatmulTiling::Variant::Registers, 4, 2, 3, 5, 16, 0},
+                              {MatmulTiling::Variant::Registers, 16, 2, 4, 3, 16, 8},
+                              {MatmulTiling::Variant::Shared, 8, 4, 2, 3, 5, 0}};
+  uint32_t seed = 100;
+  for (const MatmulTiling& tiling : odd)
+    for (const Shape& s : {Shape{16, 32, 12}, Shape{23, 17, 11}})
+      for (int t = 0; t < 4; ++t) {
+        const MatmulParams p{.M = s.M, .N = s.N, .K = s.K, .trans_a = bool(t & 1),
+                             .trans_b = bool(t & 2), .tiling = tiling};
+        check_matmul(device(), p, std::vector<float>(size_t(s.M) * s.N, 0.0f), seed += 2);
+      }
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "matmul adds alpha times the product to C when accumulating") {
+  for (const MatmulTiling& tiling : {kSubgroupRegisters, kShared})
+    for (const Shape& s : {Shape{7, 13, 5}, Shape{16, 32, 12}}) {
+      const MatmulParams p{.M = s.M, .N = s.N, .K = s.K, .accumulate = true, .alpha = -0.75f,
+                           .tiling = tiling};
+      check_matmul(device(), p, test::random_vector(size_t(s.M) * s.N, 7, -2.0f, 2.0f), 8);
+    }
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "matmul adds a bias to every row of C when given one") {
+  for (const MatmulTiling& tiling : {kSubgroupRegisters, kShared})
+    for (bool accumulate : {false, true}) {
+      const MatmulParams p{.M = 13, .N = 12, .K = 8, .trans_b = true, .accumulate = accumulate,
+                           .alpha = 1.5f, .tiling = tiling};
+      check_matmul(device(), p, test::random_vector(13 * 12, 30), 31, true);
+    }
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "matmul without accumulate never reads what C held") {
+  // C starts as NaN: reading it even to multiply by zero would show.
+  const float nan = std::bit_cast<float>(0x7fc00000u);
+  for (const MatmulTiling& tiling : {kSubgroupRegisters, kShared}) {
+    const MatmulParams p{.M = 9, .N = 12, .K = 8, .alpha = 0.5f, .tiling = tiling};
+    check_matmul(device(), p, std::vector<float>(9 * 12, nan), 9);
+  }
+}
+
+// Rows padded past their length, gaps between batch matrices, and B shared by all.
+void check_padded_batches(vk::Device& dev, const MatmulTiling& tiling) {
+  for (int t = 0; t < 4; ++t) {
+    MatmulParams p{.M = 10, .N = 7, .K = 9, .trans_a = bool(t & 1), .trans_b = bool(t & 2),
+                   .accumulate = true, .batch = 3, .tiling = tiling};
+    p.lda = p.ld_a() + 3, p.ldb = p.ld_b() + 1, p.ldc = p.N + 2;
+    p.stride_a = (p.trans_a ? p.K : p.M) * p.lda + 5;
+    p.stride_c = p.M * p.ldc + 4;
+    check_matmul(dev, p, test::random_vector(elements_c(p), 11), 12 + t);
+  }
+}
+
+// Leading dimensions and strides that are multiples of 4: the vec4 loads, batched.
+void check_aligned_batches(vk::Device& dev, const MatmulTiling& tiling, bool trans_b) {
+  for (bool trans_a : {false, true}) {
+    MatmulParams q{.M = 8, .N = 12, .K = 16, .trans_a = trans_a, .trans_b = trans_b,
+                   .batch = 2, .tiling = tiling};
+    q.lda = q.ld_a() + 4, q.ldb = q.ld_b() + 8;
+    q.stride_a = (q.trans_a ? q.K : q.M) * q.lda + 4;
+    q.stride_b = (q.trans_b ? q.N : q.K) * q.ldb;
+    q.stride_c = q.M * q.N;
+    check_matmul(dev, q, std::vector<float>(elements_c(q), 0.0f), 20 + trans_a + 2 * trans_b);
+  }
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "batched matmul follows strides and leading dimensions and repeats a zero-stride operand") {
+  check_padded_batches(device(), kSubgroupRegisters);
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "batched matmul takes vec4 loads where strides and leading dimensions allow") {
+  check_aligned_batches(device(), kSubgroupRegisters, false);
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "batched matmul with B transposed takes vec4 loads where strides and leading dimensions allow") {
+  check_aligned_batches(device(), kSubgroupRegisters, true);
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "batched shared-memory matmul follows strides and leading dimensions") {
+  check_padded_batches(device(), kShared);
+  check_aligned_batches(device(), kShared, false);
+  check_aligned_batches(device(), kShared, true);
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "matmul reads and writes only inside the views it is given") {
+  // A, B and C are views into the middle of larger buffers whose other contents must survive.
+  vk::Device& dev = device();
+  const MatmulParams p{.M = 5, .N = 6, .K = 7};
+  const auto a = test::random_vector(64 + 35, 1), b = test::random_vector(16 + 42, 2);
+  const auto c = test::random_vector(32 + 30 + 32, 3);
+  auto ba = test::to_device(dev, a, "A"), bb = test::to_device(dev, b, "B");
+  auto bc = test::to_device(dev, c, "C");
+  vk::Commands cmd(dev, "views");
+  ops::matmul(cmd, {ba, 64 * 4, 35 * 4}, {bb, 16 * 4, 42 * 4}, {bc, 32 * 4, 30 * 4}, p);
+  cmd.run();
+  const auto ad = test::to_double(a), bd = test::to_double(b);
+  auto want = test::to_double(c);
+  ref::matmul<double>(std::span(ad).subspan(64), std::span(bd).subspan(16),
+                      std::span(want).subspan(32, 30), p);
+  test::check_close(test::to_host(bc), test::to_float(want), kAtol, kRtol, "C with its surroundings");
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "matmul refuses views too small for the shape it is given") {
+  vk::Device& dev = device();
+  auto a = test::zeros(dev, 12, "A"), b = test::zeros(dev, 12, "B"), c = test::zeros(dev, 8, "C");
+  vk::Commands cmd(dev, "small");
+  CHECK_THROWS_WITH_AS(ops::matmul(cmd, a, b, c, {.M = 3, .N = 4, .K = 3}),
+                       doctest::Contains("C: view of 'C' holds 32 bytes"), vk::VulkanError);
+  CHECK_THROWS_WITH_AS(ops::matmul(cmd, a, b, c, {.M = 2, .N = 4, .K = 3, .lda = 2}),
+                       doctest::Contains("A: leading dimension 2 is less than"), vk::VulkanError);
+}
+
+TEST_CASE("matmul gradients expressed as matmuls match finite differences") {
+  // L = sum(C * R) with C = op(A) op(B). dop(A) = R op(B)^T and dop(B) = op(A)^T R; each is
+  // one reference matmul over the stored operands, whatever their transposes (this is how
+  // Linear and attention write their backward passes).
+  const uint32_t M = 3, N = 4, K = 5;
+  const auto r = test::to_double(test::random_vector(M * N, 3));
+  for (int t = 0; t < 4; ++t) {
+    const bool ta = t & 1, tb = t & 2;
+    const MatmulParams p{.M = M, .N = N, .K = K, .trans_a = ta, .trans_b = tb};
+    const auto a = test::to_double(test::random_vector(M * K, 10 + t));
+    const auto b = test::to_double(test::random_vector(K * N, 20 + t));
+    auto loss = [&](const std::vector<double>& aa, const std::vector<double>& bb) {
+      std::vector<double> c(M * N);
+      ref::matmul<double>(aa, bb, c, p);
+      double l = 0;
+      for (size_t i = 0; i < c.size(); ++i) l += c[i] * r[i];
+      return l;
+    };
+    // Stored dA: (M,K) = R op(B)^T, or (K,M) = op(B) R^T.
+    std::vector<double> da(M * K), db(K * N);
+    if (!ta)
+      ref::matmul<double>(r, b, da, {.M = M, .N = K, .K = N, .trans_b = !tb});
+    else
+      ref::matmul<double>(b, r, da, {.M = K, .N = M, .K = N, .trans_a = tb, .trans_b = true});
+    // Stored dB: (K,N) = op(A)^T R, or (N,K) = R^T op(A).
+    if (!tb)
+      ref::matmul<double>(a, r, db, {.M = K, .N = N, .K = M, .trans_a = !ta});
+    else
+      ref::matmul<double>(r, a, db, {.M = N, .N = K, .K = M, .trans_a = true, .trans_b = ta});
+    const std::string what = std::string(ta ? "A^T" : "A") + (tb ? " B^T" : " B");
+    test::check_gradient([&](const std::vector<double>& x) { return loss(x, b); }, a, da, 1e-6,
+                         1e-7, "dA for " + what);
+    test::check_gradient([&](const std::vector<double>& x) { return loss(a, x); }, b, db, 1e-6,
+                         1e-7, "dB for " + what);
+  }
+}

@@ -1,0 +1,380 @@
+// `brigade bench kernels`: the speed of the matmul kernel on one device, over square
+// problems and the real Linear shapes of the presets. Every case is first checked against
+// the CPU reference; a kernel that disagrees gets no speed. Times are GPU timestamps around
+// each repetition; the median is reported.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "ops/linear.h"
+#include "ops/matmul.h"
+#include "ref/linear.h"
+#include "ref/matmul.h"
+#include "vk/buffer.h"
+#include "vk/commands.h"
+#include "vk/device.h"
+#include "vk/instance.h"
+
+namespace brigade::cli {
+namespace {
+
+enum class Op { Matmul, LinearForward, LinearBackwardData, LinearBackwardWeight };
+
+const char* op_name(Op op) {
+  switch (op) {
+    case Op::Matmul: return "matmul";
+    case Op::LinearForward: return "linear forward";
+    case Op::LinearBackwardData: return "linear backward-data";
+    case Op::LinearBackwardWeight: return "linear backward-weight";
+  }
+  return "?";
+}
+
+struct Case {
+  std::string name;
+  Op op;
+  uint32_t d0, d1, d2;  // Matmul: M, N, K.  Linear: N rows, IN, OUT.
+  std::optional<ops::MatmulTiling> tiling;  // unset: the device's default
+
+  // The matmul it amounts to, (M,N,K) of C (M,N) += (M,K)(K,N).
+  std::array<uint64_t, 3> mnk() const {
+    switch (op) {
+      case Op::Matmul: return {d0, d1, d2};
+      case Op::LinearForward: return {d0, d2, d1};
+      case Op::LinearBackwardData: return {d0, d1, d2};
+      case Op::LinearBackwardWeight: return {d2, d1, d0};
+    }
+    return {};
+  }
+  std::string shape() const {
+    const auto [m, n, k] = mnk();
+    return std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
+  }
+};
+
+struct Result {
+  Case c;
+  std::string tiling;
+  bool valid = false;
+  double max_err = 0, median_ms = 0, gflops = 0;
+};
+
+// Values of the inputs, and what the reference says the outputs are.
+struct Problem {
+  std::vector<std::vector<float>> inputs;
+  std::vector<std::vector<float>> outputs;
+};
+
+std::vector<float> random_values(size_t n, uint32_t seed) {
+  std::vector<float> v(n);
+  uint64_t s = 0x9E3779B97F4A7C15ull * (seed + 1);
+  for (auto& x : v) {
+    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+    x = float((s >> 40) & 0xFFFFFF) / float(1 << 23) - 1.0f;
+  }
+  return v;
+}
+
+std::vector<double> wide(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+std::vector<float> narrow(const std::vector<double>& v) { return {v.begin(), v.end()}; }
+
+// Inputs: Matmul A, B; forward x, weight, bias; backward-data dy, weight; backward-weight
+// dy, x. Outputs start at zero and are computed in double.
+Problem make_problem(const Case& c) {
+  Problem p;
+  const uint32_t a = c.d0, b = c.d1, d = c.d2;
+  switch (c.op) {
+    case Op::Matmul: {
+      p.inputs = {random_values(size_t(a) * d, 1), random_values(size_t(d) * b, 2)};
+      std::vector<double> out(size_t(a) * b);
+      ref::matmul<double>(wide(p.inputs[0]), wide(p.inputs[1]), out, {.M = a, .N = b, .K = d});
+      p.outputs = {narrow(out)};
+      break;
+    }
+    case Op::LinearForward: {
+      p.inputs = {random_values(size_t(a) * b, 1), random_values(size_t(d) * b, 2), random_values(d, 3)};
+      std::vector<double> y(size_t(a) * d);
+      ref::linear_forward<double>(wide(p.inputs[0]), wide(p.inputs[1]), wide(p.inputs[2]), y, a, b, d);
+      p.outputs = {narrow(y)};
+      break;
+    }
+    case Op::LinearBackwardData: {
+      p.inputs = {random_values(size_t(a) * d, 1), random_values(size_t(d) * b, 2)};
+      std::vector<double> dx(size_t(a) * b);
+      ref::linear_backward_data<double>(wide(p.inputs[0]), wide(p.inputs[1]), dx, a, b, d);
+      p.outputs = {narrow(dx)};
+      break;
+    }
+    case Op::LinearBackwardWeight: {
+      p.inputs = {random_values(size_t(a) * d, 1), random_values(size_t(a) * b, 2)};
+      std::vector<double> dw(size_t(d) * b), db(d);
+      ref::linear_backward_weight<double>(wide(p.inputs[0]), wide(p.inputs[1]), dw, db, a, b, d);
+      p.outputs = {narrow(dw), narrow(db)};
+      break;
+    }
+  }
+  return p;
+}
+
+std::vector<size_t> output_sizes(const Case& c) {
+  const size_t a = c.d0, b = c.d1, d = c.d2;
+  switch (c.op) {
+    case Op::Matmul: return {a * b};
+    case Op::LinearForward: return {a * d};
+    case Op::LinearBackwardData: return {a * b};
+    case Op::LinearBackwardWeight: return {d * b, d};
+  }
+  return {};
+}
+
+void record(vk::Commands& cmd, const Case& c, const std::vector<vk::Buffer>& in,
+            const std::vector<vk::Buffer>& out) {
+  switch (c.op) {
+    case Op::Matmul:
+      ops::matmul(cmd, in[0], in[1], out[0], {.M = c.d0, .N = c.d1, .K = c.d2, .tiling = c.tiling});
+      break;
+    case Op::LinearForward:
+      ops::linear_forward(cmd, in[0], in[1], vk::View(in[2]), out[0], c.d0, c.d1, c.d2, c.tiling);
+      break;
+    case Op::LinearBackwardData:
+      ops::linear_backward_data(cmd, in[0], in[1], out[0], c.d0, c.d1, c.d2, c.tiling);
+      break;
+    case Op::LinearBackwardWeight:
+      ops::linear_backward_weight(cmd, in[0], in[1], out[0], vk::View(out[1]), c.d0, c.d1, c.d2,
+                                  c.tiling);
+      break;
+  }
+}
+
+// The validation tolerance: fp32 sums of K products of values in [-1, 1], against double.
+bool close(float got, float want, uint64_t k) {
+  return std::abs(double(got) - want) <= 1e-6 * double(k) + 1e-4 * std::abs(double(want));
+}
+
+Result run_case(vk::Device& dev, const Case& c, const Problem& problem, int reps) {
+  Result r{c, c.tiling ? c.tiling->name() : ops::matmul_tiling(dev.info()).name()};
+  std::vector<vk::Buffer> in, out;
+  for (size_t i = 0; i < problem.inputs.size(); ++i) {
+    in.emplace_back(dev, problem.inputs[i].size() * 4, vk::Category::Activations, "input " + std::to_string(i));
+    vk::upload(in.back(), problem.inputs[i].data(), problem.inputs[i].size() * 4);
+  }
+  for (size_t n : output_sizes(c)) out.emplace_back(dev, n * 4, vk::Category::Activations, "output");
+
+  vk::Commands cmd(dev, "bench");
+  for (auto& b : out) cmd.fill(b, 0);
+  record(cmd, c, in, out);
+  cmd.run();
+  r.valid = true;
+  for (size_t i = 0; i < out.size(); ++i) {
+    std::vector<float> got(problem.outputs[i].size());
+    vk::download(out[i], got.data(), got.size() * 4);
+    for (size_t j = 0; j < got.size(); ++j) {
+      r.max_err = std::max(r.max_err, std::abs(double(got[j]) - problem.outputs[i][j]));
+      if (!close(got[j], problem.outputs[i][j], c.mnk()[2]) || std::isnan(got[j])) r.valid = false;
+    }
+  }
+  if (!r.valid) return r;
+
+  cmd.reset();
+  std::vector<uint32_t> marks;
+  for (int i = 0; i < reps; ++i) {
+    marks.push_back(cmd.timestamp());
+    record(cmd, c, in, out);
+    marks.push_back(cmd.timestamp());
+  }
+  cmd.run();
+  const auto ts = cmd.timestamps_ns();
+  std::vector<double> ms;
+  for (int i = 0; i < reps; ++i) ms.push_back((ts[marks[2 * i + 1]] - ts[marks[2 * i]]) * 1e-6);
+  std::sort(ms.begin(), ms.end());
+  r.median_ms = reps % 2 ? ms[reps / 2] : (ms[reps / 2 - 1] + ms[reps / 2]) / 2;
+  const auto [m, n, k] = c.mnk();
+  r.gflops = 2.0 * double(m) * double(n) * double(k) / (r.median_ms * 1e6);
+  return r;
+}
+
+// The Linear layers of the presets (DESIGN.md): forward and both backward passes.
+std::vector<Case> preset_cases() {
+  struct Layer {
+    std::string name;
+    uint32_t n, in, out;
+  };
+  const Layer layers[] = {
+      {"fashion-mlp fc1", 128, 784, 256},      {"fashion-mlp fc2", 128, 256, 128},
+      {"fashion-mlp fc3", 128, 128, 10},       {"gpt-mini c_attn", 8 * 128, 128, 384},
+      {"gpt-mini attn c_proj", 8 * 128, 128, 128}, {"gpt-mini mlp c_fc", 8 * 128, 128, 512},
+      {"gpt-mini mlp c_proj", 8 * 128, 512, 128},
+  };
+  std::vector<Case> cases;
+  for (const Layer& l : layers)
+    for (Op op : {Op::LinearForward, Op::LinearBackwardData, Op::LinearBackwardWeight})
+      cases.push_back({l.name + " " + std::to_string(l.in) + "->" + std::to_string(l.out), op, l.n,
+                       l.in, l.out, std::nullopt});
+  return cases;
+}
+
+// Tilings worth comparing on this device: the default first, then the alternatives it was
+// chosen over (docs/BENCHMARKS.md).
+std::vector<ops::MatmulTiling> candidate_tilings(const vk::PhysicalInfo& info) {
+  using V = ops::MatmulTiling::Variant;
+  const ops::MatmulTiling chosen = ops::matmul_tiling(info);
+  std::vector<ops::MatmulTiling> all = {
+      {V::Registers, 8, 8, 8, 8, 16, 0},
+      {V::Registers, 8, 8, 16, 8, 16, 0},
+      {V::Shared, 16, 16, 4, 4, 16, 0},
+  };
+  if (chosen.subgroup) {
+    ops::MatmulTiling square = chosen;
+    square.tm = square.tn = 12;
+    all.push_back(square);
+  }
+  std::vector<ops::MatmulTiling> out = {chosen};
+  for (const auto& t : all)
+    if (t.name() != chosen.name() && t.shared_bytes() <= info.max_shared_memory &&
+        t.wg_x * t.wg_y <= info.max_workgroup_invocations)
+      out.push_back(t);
+  return out;
+}
+
+void print_table(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width;
+  for (auto& r : rows)
+    for (size_t c = 0; c < r.size(); ++c) {
+      if (width.size() <= c) width.push_back(0);
+      width[c] = std::max(width[c], r[c].size());
+    }
+  for (auto& r : rows) {
+    std::string line;
+    for (size_t c = 0; c < r.size(); ++c)
+      line += r[c] + (c + 1 < r.size() ? std::string(width[c] - r[c].size() + 2, ' ') : "");
+    std::printf("%s\n", line.c_str());
+  }
+}
+
+std::string fixed(double v, int digits) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+void run_kernels(uint32_t device_index, int reps, bool json, bool compare) {
+  if (reps < 1 || reps > 500) throw UserError("--reps must be between 1 and 500, got " + std::to_string(reps));
+  vk::Instance instance;
+  if (device_index >= instance.physical_devices().size())
+    throw UserError("--device " + std::to_string(device_index) + ": there are only " +
+                    std::to_string(instance.physical_devices().size()) +
+                    " Vulkan devices (see `brigade devices`)");
+  vk::Device dev(instance, device_index, {.label = "bench"});
+  const vk::PhysicalInfo& info = dev.info();
+  if (!info.timestamps) throw UserError(dev.label() + ": its compute queue has no timestamps to time kernels with");
+
+  // Square problems under every candidate tiling; the presets' shapes under the default,
+  // or under every candidate too when comparing.
+  std::vector<Case> cases;
+  const auto tilings = candidate_tilings(info);
+  for (uint32_t n : {256u, 1024u})
+    for (const auto& t : tilings) cases.push_back({"square " + std::to_string(n) + "^3", Op::Matmul, n, n, n, t});
+  for (const Case& c : preset_cases()) {
+    if (!compare) {
+      cases.push_back(c);
+      continue;
+    }
+    for (const auto& t : tilings) {
+      cases.push_back(c);
+      cases.back().tiling = t;
+    }
+  }
+
+  std::map<std::string, Problem> problems;  // by shape and op: the reference runs once
+  std::vector<Result> results;
+  for (const Case& c : cases) {
+    const std::string key = std::string(op_name(c.op)) + " " + std::to_string(c.d0) + " " +
+                            std::to_string(c.d1) + " " + std::to_string(c.d2);
+    if (!problems.count(key)) problems[key] = make_problem(c);
+    results.push_back(run_case(dev, c, problems[key], reps));
+    if (!json) std::fprintf(stderr, "  %s %s: %s\n", c.name.c_str(), op_name(c.op),
+                            results.back().valid ? "ok" : "WRONG");
+  }
+
+  const size_t wrong = std::count_if(results.begin(), results.end(), [](auto& r) { return !r.valid; });
+  // With --compare: the time of all the presets' passes under each tiling, the figure the
+  // default is chosen by.
+  std::vector<std::pair<std::string, double>> totals;
+  for (const Result& r : results) {
+    if (r.c.op == Op::Matmul || !compare) continue;
+    auto it = std::find_if(totals.begin(), totals.end(), [&](auto& t) { return t.first == r.tiling; });
+    if (it == totals.end()) it = totals.insert(totals.end(), {r.tiling, 0.0});
+    it->second += r.valid ? r.median_ms : NAN;
+  }
+  const std::string device = info.name + " (" + info.type_name() + "), " + info.driver_name + " " +
+                             info.driver_version_string() + " (" + info.driver_info + ")";
+  if (json) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (auto& r : results) {
+      const auto [m, n, k] = r.c.mnk();
+      nlohmann::json row = {{"case", r.c.name}, {"op", op_name(r.c.op)}, {"M", m}, {"N", n}, {"K", k},
+                            {"tiling", r.tiling}, {"valid", r.valid}, {"max_abs_error", r.max_err}};
+      if (r.valid) row["median_ms"] = r.median_ms, row["gflops"] = r.gflops;
+      rows.push_back(row);
+    }
+    nlohmann::json out{{"device", device}, {"device_index", device_index}, {"reps", reps},
+                       {"default_tiling", ops::matmul_tiling(info).name()}, {"results", rows}};
+    for (auto& [tiling, ms] : totals) out["preset_total_ms"][tiling] = ms;
+    std::cout << out.dump(2) << "\n";
+  } else {
+    std::printf("device %u: %s\ndefault matmul tiling: %s\nmedian of %d repetitions (GPU timestamps)\n\n",
+                device_index, device.c_str(), ops::matmul_tiling(info).name().c_str(), reps);
+    std::vector<std::vector<std::string>> rows = {
+        {"case", "op", "MxNxK", "tiling", "median ms", "GFLOPS", "max |err|"}};
+    for (auto& r : results)
+      rows.push_back({r.c.name, op_name(r.c.op), r.c.shape(), r.tiling,
+                      r.valid ? fixed(r.median_ms, 3) : "-", r.valid ? fixed(r.gflops, 2) : "WRONG",
+                      fixed(r.max_err, 7)});
+    print_table(rows);
+    if (!totals.empty()) {
+      std::printf("\nall the presets' passes above, summed per tiling\n");
+      rows = {{"tiling", "total ms"}};
+      for (auto& [tiling, ms] : totals) rows.push_back({tiling, fixed(ms, 2)});
+      print_table(rows);
+    }
+  }
+  if (wrong)
+    throw vk::VulkanError(std::to_string(wrong) + " kernel case(s) disagree with the CPU reference; "
+                          "no speed is reported for them", VK_ERROR_UNKNOWN);
+}
+
+}  // namespace
+
+void add_bench(CLI::App& app) {
+  auto* bench = app.add_subcommand("bench", "Measure kernel speed on a device");
+  bench->require_subcommand(1);
+  auto* kernels = bench->add_subcommand(
+      "kernels", "Matmul and Linear GFLOPS: square problems and the presets' Linear shapes, each "
+                 "checked against the CPU reference first");
+  struct Options {
+    uint32_t device = 0;
+    int reps = 9;
+    bool json = false;
+    bool compare = false;
+  };
+  auto opt = std::make_shared<Options>();
+  kernels->add_option("--device", opt->device, "Device index from `brigade devices`")->capture_default_str();
+  kernels->add_option("--reps", opt->reps, "Timed repetitions per case (the median is reported)")->capture_default_str();
+  kernels->add_flag("--json", opt->json, "Print JSON instead of a table");
+  kernels->add_flag("--compare", opt->compare,
+                    "Time the presets' shapes under every candidate tiling, not just the default");
+  kernels->callback([opt] { run_kernels(opt->device, opt->reps, opt->json, opt->compare); });
+}
+
+}  // namespace brigade::cli
