@@ -1,6 +1,6 @@
 #include "ops/linear.h"
 
-#include <matmul.h>  // shaders/matmul.h; in quotes the name would find ops/matmul.h
+#include "shaders/matmul.h"
 
 namespace brigade::ops {
 

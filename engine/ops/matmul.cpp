@@ -1,23 +1,16 @@
 #include "ops/matmul.h"
 
 #include <algorithm>
-#include <source_location>
 
-#include <matmul.h>  // shaders/matmul.h; in quotes the name would find ops/matmul.h
+#include "shaders/matmul.h"
 #include "vk/check.h"
 #include "vk/kernel.h"
 
 namespace brigade::ops {
 namespace {
 
-// A broken call is a bug in the caller, not something a user can fix: file:line of the call.
-void expect(bool ok, const std::string& what,
-            std::source_location at = std::source_location::current()) {
-  if (!ok)
-    throw vk::VulkanError(std::string(at.file_name()) + ":" + std::to_string(at.line()) +
-                              ": matmul: " + what,
-                          VK_ERROR_UNKNOWN);
-}
+// Broken calls are bugs in the caller, not something a user can fix: BRIGADE_EXPECT names
+// file:line and builds its message only when the check fails.
 
 std::string dims(uint64_t rows, uint64_t cols) {
   return "(" + std::to_string(rows) + "," + std::to_string(cols) + ")";
@@ -31,10 +24,10 @@ uint64_t span_elements(uint32_t batch, uint32_t stride, uint32_t rows, uint32_t 
 
 void check_operand(const char* name, vk::View v, uint32_t batch, uint32_t stride, uint32_t rows,
                    uint32_t cols, uint32_t ld) {
-  expect(ld >= cols, std::string(name) + ": leading dimension " + std::to_string(ld) +
+  BRIGADE_EXPECT(ld >= cols, std::string(name) + ": leading dimension " + std::to_string(ld) +
                          " is less than the stored row length " + std::to_string(cols));
   const uint64_t need = span_elements(batch, stride, rows, cols, ld) * 4;
-  expect(v.range >= need, std::string(name) + ": view of '" + v.buffer->name() + "' holds " +
+  BRIGADE_EXPECT(v.range >= need, std::string(name) + ": view of '" + v.buffer->name() + "' holds " +
                               std::to_string(v.range) + " bytes, a batch of " +
                               std::to_string(batch) + " stored " + dims(rows, cols) +
                               " matrices needs " + std::to_string(need));
@@ -92,15 +85,15 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
   if (p.M == 0 || p.N == 0 || p.batch == 0 || (p.K == 0 && p.accumulate)) return;
   vk::Device& dev = cmd.device();
   const MatmulTiling t = p.tiling ? *p.tiling : matmul_tiling(dev.info());
-  expect(t.tm && t.tn && t.wg_x && t.wg_y && t.bk, "tiling " + t.name() + " has a zero size");
-  expect(t.wg_x * t.wg_y <= dev.info().max_workgroup_invocations,
+  BRIGADE_EXPECT(t.tm && t.tn && t.wg_x && t.wg_y && t.bk, "tiling " + t.name() + " has a zero size");
+  BRIGADE_EXPECT(t.wg_x * t.wg_y <= dev.info().max_workgroup_invocations,
          "tiling " + t.name() + " has more invocations than the device allows");
-  expect(t.shared_bytes() <= dev.info().max_shared_memory,
+  BRIGADE_EXPECT(t.shared_bytes() <= dev.info().max_shared_memory,
          "tiling " + t.name() + " needs more shared memory than the device has");
-  expect(!t.subgroup || (t.wg_x % t.subgroup == 0 && t.tm % 4 == 0),
+  BRIGADE_EXPECT(!t.subgroup || (t.wg_x % t.subgroup == 0 && t.tm % 4 == 0),
          "tiling " + t.name() + " shares A by subgroups, which needs wg_x % subgroup == 0 and tm % 4 == 0");
-  expect(p.batch <= 65535, "batch " + std::to_string(p.batch) + " is over 65535 workgroups");
-  expect(p.batch == 1 || p.stride_c != 0, "batched C needs a non-zero stride");
+  BRIGADE_EXPECT(p.batch <= 65535, "batch " + std::to_string(p.batch) + " is over 65535 workgroups");
+  BRIGADE_EXPECT(p.batch == 1 || p.stride_c != 0, "batched C needs a non-zero stride");
 
   const uint32_t lda = p.ld_a(), ldb = p.ld_b(), ldc = p.ld_c();
   check_operand("A", a, p.batch, p.stride_a, p.trans_a ? p.K : p.M, p.trans_a ? p.M : p.K, lda);
