@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "table.h"
 #include "ops/linear.h"
 #include "ops/matmul.h"
 #include "ref/linear.h"
@@ -245,21 +246,6 @@ std::vector<ops::MatmulTiling> candidate_tilings(const vk::PhysicalInfo& info) {
         t.wg_x * t.wg_y <= info.max_workgroup_invocations)
       out.push_back(t);
   return out;
-}
-
-void print_table(const std::vector<std::vector<std::string>>& rows) {
-  std::vector<size_t> width;
-  for (auto& r : rows)
-    for (size_t c = 0; c < r.size(); ++c) {
-      if (width.size() <= c) width.push_back(0);
-      width[c] = std::max(width[c], r[c].size());
-    }
-  for (auto& r : rows) {
-    std::string line;
-    for (size_t c = 0; c < r.size(); ++c)
-      line += r[c] + (c + 1 < r.size() ? std::string(width[c] - r[c].size() + 2, ' ') : "");
-    std::printf("%s\n", line.c_str());
-  }
 }
 
 std::string fixed(double v, int digits) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "table.h"
 #include "util/units.h"
 #include "vk/instance.h"
 #include "vk/physical.h"
@@ -54,23 +55,6 @@ nlohmann::json to_json(const vk::PhysicalInfo& d) {
           {"timeline_semaphore", d.timeline_semaphore},
           {"cooperative_matrix", d.cooperative_matrix},
           {"dedicated_transfer_queue", d.dedicated_transfer_queue}};
-}
-
-void print_table(const std::vector<std::vector<std::string>>& rows) {
-  std::vector<size_t> width;
-  for (auto& r : rows)
-    for (size_t c = 0; c < r.size(); ++c) {
-      if (width.size() <= c) width.push_back(0);
-      width[c] = std::max(width[c], r[c].size());
-    }
-  for (auto& r : rows) {
-    std::string line;
-    for (size_t c = 0; c < r.size(); ++c) {
-      line += r[c];
-      if (c + 1 < r.size()) line += std::string(width[c] - r[c].size() + 2, ' ');
-    }
-    std::printf("%s\n", line.c_str());
-  }
 }
 
 void run(bool json) {
