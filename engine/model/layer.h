@@ -1,0 +1,113 @@
+// A model is a sequence of layers (GPipe's interface). Each layer knows its parameters (by
+// their PyTorch state_dict names), what it keeps from forward to backward, its cost, and how
+// to record its forward and backward passes for one micro-batch. It owns no buffers: the
+// stage that runs it allocates every tensor it declares, so that memory can be planned
+// (and checked against the plan) before anything runs, and re-materialization can decide
+// which micro-batches keep what.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "vk/commands.h"
+
+namespace brigade::model {
+
+// The shape of one sample's activation, batch dimension excluded: {1, 28, 28}, {784},
+// {T, C}, or {T} for token ids.
+using Shape = std::vector<uint32_t>;
+uint64_t elements(const Shape& s);
+std::string to_string(const Shape& s);  // "[1, 28, 28]"
+
+// How a parameter starts (brigade init). Uniform draws from [-scale, scale), Normal from
+// N(0, scale^2).
+enum class Init { Zeros, Ones, Uniform, Normal };
+
+// What kind of tensor a ParamSpec is.
+//   Trainable: has a gradient, updated by the optimizer, saved under its name.
+//   Buffer:    saved and loaded under its name, never optimized (BatchNorm running stats).
+//   State:     internal, zero at start, neither saved nor optimized (BatchNorm's statistics
+//              accumulator over the micro-batches of one mini-batch).
+enum class ParamKind { Trainable, Buffer, State };
+
+struct ParamSpec {
+  std::string name;             // PyTorch state_dict name, e.g. "3.weight"
+  std::vector<int64_t> shape;   // PyTorch layout
+  ParamKind kind = ParamKind::Trainable;
+  Init init = Init::Zeros;
+  float scale = 0;
+  uint64_t elements() const;
+};
+
+// A tensor that forward writes and backward reads, besides the layer's input and output:
+// `per_sample` floats for every sample of the micro-batch plus `fixed` floats.
+struct SavedSpec {
+  std::string name;
+  uint64_t per_sample = 0;
+  uint64_t fixed = 0;
+  uint64_t floats(uint32_t rows) const { return per_sample * rows + fixed; }
+};
+
+// Cost estimates the partitioner balances and the planner adds up.
+struct Cost {
+  double flops = 0;                // forward FLOPs per sample (backward is taken as 2x)
+  uint64_t param_bytes = 0;        // every ParamSpec of the layer, in bytes
+  uint64_t activation_bytes = 0;   // per sample: output + saved tensors kept for backward
+};
+
+// Where and how one pass of one micro-batch runs.
+struct Pass {
+  vk::Commands& cmd;
+  uint32_t rows = 0;          // samples in this micro-batch
+  uint32_t total_rows = 0;    // samples in the whole mini-batch
+  uint32_t step = 0;          // optimizer step (random keys)
+  uint32_t micro_batch = 0;   // index in the mini-batch (random keys)
+  uint32_t layer = 0;         // the layer's index in the model (random keys)
+  bool training = true;       // false: evaluation (BatchNorm uses running stats)
+  bool recompute = false;     // re-materialization: this forward was already counted once
+};
+
+// The buffers of one layer for one micro-batch. Views are sized for `rows` samples.
+struct Tensors {
+  vk::View x;                         // input:  rows x elements(input shape)
+  vk::View y;                         // output: rows x elements(output shape)
+  std::span<const vk::View> saved;    // saved(), in order
+  std::span<const vk::View> params;   // params(), in order (every kind)
+  std::span<const vk::View> grads;    // one per params() entry; meaningful for Trainable only
+  std::optional<vk::View> scratch;    // scratch_per_sample() * rows floats, when nonzero
+};
+
+class Layer {
+ public:
+  virtual ~Layer() = default;
+  // "linear", "conv2d", "gpt_block", ...
+  virtual std::string kind() const = 0;
+  virtual const Shape& input_shape() const = 0;
+  virtual const Shape& output_shape() const = 0;
+  virtual std::vector<ParamSpec> params() const { return {}; }
+  virtual std::vector<SavedSpec> saved() const { return {}; }
+  // Floats per sample of transient memory either pass may overwrite freely.
+  virtual uint64_t scratch_per_sample() const { return 0; }
+  virtual Cost cost() const = 0;
+  // True when the output IS the input (Flatten): the stage hands the input view on as the
+  // output and the output gradient back as the input gradient; forward/backward do nothing.
+  virtual bool is_view() const { return false; }
+  // True when the input holds int32 token ids rather than floats (there is no input gradient).
+  virtual bool integer_input() const { return false; }
+
+  // Records the forward pass: t.y (and t.saved) are overwritten.
+  virtual void forward(const Pass& p, const Tensors& t) const = 0;
+  // Records the backward pass given dy (rows x output): gradients of Trainable params are
+  // ACCUMULATED (+=) into t.grads, and, when dx is given, the input gradient into *dx (+=).
+  // dx is absent for the model's first layer.
+  virtual void backward(const Pass& p, const Tensors& t, vk::View dy,
+                        std::optional<vk::View> dx) const = 0;
+  // Once per training mini-batch, after its last micro-batch's forward (BatchNorm's
+  // running statistics).
+  virtual void end_minibatch(vk::Commands&, std::span<const vk::View> /*params*/) const {}
+};
+
+}  // namespace brigade::model

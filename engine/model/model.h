@@ -1,0 +1,46 @@
+// A model: the sequence of layers, what goes in, and the loss at the end. Built from a TOML
+// preset in models/ (embedded in the binary) or a user's TOML file.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/layer.h"
+
+namespace brigade::model {
+
+struct Model {
+  std::string name;                 // "fashion-cnn"
+  std::string config;               // the TOML text it was built from, overrides applied
+  Shape input;                      // one sample: {1, 28, 28} images or {T} tokens
+  bool token_input = false;         // int32 token ids rather than floats
+  // The loss is mean cross-entropy over rows * targets_per_sample rows of `classes` logits:
+  // the last layer's output per sample is targets_per_sample * classes floats.
+  uint32_t classes = 0;
+  uint32_t targets_per_sample = 1;  // 1 (a label per image) or T (a next token per position)
+  std::vector<std::unique_ptr<Layer>> layers;
+
+  // Every distinct parameter in model order (a tied parameter appears once).
+  std::vector<ParamSpec> params() const;
+  uint64_t parameter_count() const;  // Trainable elements, tied ones counted once
+};
+
+// The presets shipped in models/: {"fashion-cnn", "fashion-cnn-bn", "fashion-mlp", "gpt-mini", ...}.
+std::vector<std::string> preset_names();
+
+// Builds a preset by name, or a model from a TOML file when `name_or_path` ends in .toml.
+// `overrides` are "key=value" TOML assignments applied to the top-level table before
+// building (e.g. "n_layer=6"). Throws UserError naming the file or override and what is
+// wrong.
+Model build(const std::string& name_or_path, const std::vector<std::string>& overrides = {});
+// Builds from TOML text; `source` names it in errors.
+Model build_from_toml(const std::string& text, const std::string& source,
+                      const std::vector<std::string>& overrides = {});
+
+// The initial values of one parameter, a pure function of (seed, spec.name, spec): the same
+// seed gives the same model on every machine.
+std::vector<float> initial_values(const ParamSpec& spec, uint64_t seed);
+
+}  // namespace brigade::model
