@@ -61,6 +61,9 @@ class Commands {
   void copy(const Buffer& src, const Buffer& dst, uint64_t bytes, uint64_t src_offset = 0,
             uint64_t dst_offset = 0);
   void fill(const Buffer& dst, uint32_t word = 0);  // every 32-bit word of dst
+  // Orders what follows after everything submitted earlier to this device's queue (the
+  // automatic barriers only see this recording).
+  void after_earlier_submissions() { barrier(); }
   // Writes a GPU timestamp once the preceding commands finish; returns its index.
   uint32_t timestamp();
   // Ends recording and submits; returns the device's queue-timeline value for it.

@@ -137,12 +137,17 @@ uint64_t Device::submit(VkCommandBuffer cmd, const std::vector<SemaphoreValue>& 
   return done;
 }
 
-void Device::wait(uint64_t value) {
+void Device::wait(uint64_t value) { wait_for(value, UINT64_MAX); }
+
+bool Device::wait_for(uint64_t value, uint64_t timeout_ns) {
   VkSemaphoreWaitInfo info{VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO};
   info.semaphoreCount = 1;
   info.pSemaphores = &queue_timeline_;
   info.pValues = &value;
-  VK_CHECK(table_.vkWaitSemaphores(device_, &info, UINT64_MAX));
+  const VkResult r = table_.vkWaitSemaphores(device_, &info, timeout_ns);
+  if (r == VK_TIMEOUT) return false;
+  VK_CHECK(r);
+  return true;
 }
 
 const Kernel& Device::kernel(const std::string& shader) { return kernel(shader, Specialization{}); }

@@ -65,6 +65,8 @@ class Device {
                   const std::vector<SemaphoreValue>& signals = {});
   // Blocks until the queue timeline reaches `value`.
   void wait(uint64_t value);
+  // The same with a timeout; false when it expires first.
+  bool wait_for(uint64_t value, uint64_t timeout_ns);
   VkSemaphore queue_timeline() const { return queue_timeline_; }
 
   // The compute pipeline of a shader from shaders/, built once per specialization.

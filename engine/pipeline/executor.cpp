@@ -1,0 +1,435 @@
+#include "pipeline/executor.h"
+
+#include <algorithm>
+#include <barrier>
+#include <chrono>
+#include <map>
+#include <numeric>
+#include <thread>
+
+#include "optim/clip.h"
+#include "vk/check.h"
+
+namespace brigade::pipeline {
+
+namespace {
+
+double now_us() {
+  return std::chrono::duration<double, std::micro>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+constexpr uint64_t kFloat = 4;
+constexpr uint64_t kAbortJump = 1ull << 30;  // how far an abort moves every timeline
+enum RelayRole { kActivation, kActivationFreed, kGradient, kGradientFreed, kRoles };
+
+}  // namespace
+
+// The timelines of one stage's device that relays signal: a boundary tensor arrived, or a
+// link slot this stage writes was consumed on the other side.
+struct Executor::Timelines {
+  Timelines(vk::Device& dev, uint32_t k)
+      : act_ready(dev, "stage " + std::to_string(k) + " activation arrived"),
+        act_free(dev, "stage " + std::to_string(k) + " activation slot freed"),
+        grad_ready(dev, "stage " + std::to_string(k) + " gradient arrived"),
+        grad_free(dev, "stage " + std::to_string(k) + " gradient slot freed") {}
+  vk::Timeline act_ready, act_free, grad_ready, grad_free;
+  void jump() {
+    for (vk::Timeline* t : {&act_ready, &act_free, &grad_ready, &grad_free}) t->signal(t->value() + kAbortJump);
+  }
+};
+
+struct Executor::Shared {
+  std::unique_ptr<std::barrier<>> barrier;
+  std::map<std::string, std::vector<uint32_t>> holders;      // parameter -> stages, in order
+  std::map<std::string, std::vector<std::vector<float>>> tied;  // parameter -> per-stage gradient
+  std::vector<double> squared;                                // per stage
+  std::vector<std::vector<ActionEvent>> events;               // per stage
+  std::vector<std::vector<std::unique_ptr<vk::Commands>>> ring;  // per stage, one per GPU action
+  std::vector<uint32_t> rows;                                 // this mini-batch's micro-batches
+  uint32_t total_rows = 0;
+  double grad_norm = 0;  // written by stage 0's thread
+};
+
+Executor::Executor(const model::Model& model, std::vector<vk::Device*> devices, const Plan& plan,
+                   ExecutorOptions options)
+    : model_(model), devices_(std::move(devices)), plan_(plan), options_(options),
+      shared_(std::make_unique<Shared>()) {
+  const uint32_t K = uint32_t(plan_.stages.size());
+  const uint32_t M = plan_.stages.at(0).micro_batches;
+  if (devices_.size() != K)
+    throw UserError("the plan has " + std::to_string(K) + " stages but " +
+                    std::to_string(devices_.size()) + " devices were given");
+  for (size_t a = 0; a < K; ++a)
+    for (size_t b = a + 1; b < K; ++b)
+      BRIGADE_EXPECT(devices_[a] != devices_[b], "one logical device per stage");
+  if (options_.slots == 0) throw UserError("a link needs at least one slot");
+  schedule_ = gpipe(K, M, options_.remat);
+  const std::string problem = check(schedule_);
+  BRIGADE_EXPECT(problem.empty(), "the schedule deadlocks: " + problem);
+
+  for (uint32_t k = 0; k < K; ++k) {
+    stages_.push_back(std::make_unique<Stage>(*devices_[k], model_, plan_.stages[k]));
+    timelines_.push_back(std::make_unique<Timelines>(*devices_[k], k));
+  }
+  for (uint32_t k = 0; k + 1 < K; ++k) {
+    const StageLayout& l = plan_.stages[k];
+    const uint64_t bytes =
+        model::elements(model_.layers[l.last - 1]->output_shape()) * l.max_rows * kFloat;
+    const std::string name = "link " + std::to_string(k) + "->" + std::to_string(k + 1);
+    act_links_.push_back(std::make_unique<Link>(*devices_[k], *devices_[k + 1], bytes,
+                                                options_.slots, options_.link, name + " activations"));
+    grad_links_.push_back(std::make_unique<Link>(*devices_[k + 1], *devices_[k], bytes,
+                                                 options_.slots, options_.link, name + " gradients"));
+    for (int r = 0; r < kRoles; ++r)
+      relays_.push_back(std::make_unique<Relay>(name + " relay " + std::to_string(r), abort_));
+  }
+  abort_.on_raise([this] {
+    for (auto& t : timelines_) t->jump();
+  });
+
+  // Which stages hold each parameter: more than one means tied across stages.
+  for (uint32_t k = 0; k < K; ++k)
+    for (const model::ParamSpec& p : plan_.stages[k].params) shared_->holders[p.name].push_back(k);
+  shared_->squared.assign(K, 0.0);
+  shared_->events.resize(K);
+  shared_->ring.resize(K);
+  for (uint32_t k = 0; k < K; ++k) {
+    size_t gpu_actions = 0;
+    for (const Action& a : schedule_.actions[k])
+      gpu_actions += a.op == Op::Forward || a.op == Op::Recompute || a.op == Op::Backward || a.op == Op::Step;
+    for (size_t i = 0; i < gpu_actions; ++i)
+      shared_->ring[k].push_back(std::make_unique<vk::Commands>(
+          *devices_[k], "stage " + std::to_string(k) + " action " + std::to_string(i)));
+  }
+  // Every parameter, gradient and statistics accumulator starts at zero.
+  for (uint32_t k = 0; k < K; ++k) {
+    vk::Commands c(*devices_[k], "stage " + std::to_string(k) + " zero");
+    for (const model::ParamSpec& p : plan_.stages[k].params) c.fill(stages_[k]->param(p.name));
+    stages_[k]->zero_gradients(c);
+    c.run();
+  }
+  calibrate();
+}
+
+Executor::~Executor() {
+  // Relays finish before the links and timelines they use go away.
+  relays_.clear();
+}
+
+void Executor::calibrate() {
+  for (uint32_t k = 0; k < stages(); ++k) {
+    vk::Device& dev = *devices_[k];
+    if (!dev.info().timestamps) {
+      clock_offset_us_.push_back(0);
+      continue;
+    }
+    vk::Commands c(dev, "clock calibration");
+    c.timestamp();
+    const double before = now_us();
+    c.run();
+    const double after = now_us();
+    clock_offset_us_.push_back((before + after) / 2 - c.timestamps_ns().at(0) / 1000.0);
+  }
+}
+
+void Executor::set_parameter(const std::string& name, const std::vector<float>& values) {
+  auto it = shared_->holders.find(name);
+  if (it == shared_->holders.end()) throw UserError("the model has no parameter '" + name + "'");
+  for (uint32_t k : it->second) {
+    vk::Buffer& b = stages_[k]->param(name);
+    if (values.size() * kFloat != b.size())
+      throw UserError("parameter '" + name + "' has " + std::to_string(b.size() / kFloat) +
+                      " elements, " + std::to_string(values.size()) + " were given");
+    vk::upload(b, values.data(), b.size());
+  }
+}
+
+std::vector<std::vector<float>> Executor::parameter_copies(const std::string& name) const {
+  auto it = shared_->holders.find(name);
+  if (it == shared_->holders.end()) throw UserError("the model has no parameter '" + name + "'");
+  std::vector<std::vector<float>> out;
+  for (uint32_t k : it->second) {
+    const vk::Buffer& b = stages_[k]->param(name);
+    std::vector<float> v(b.size() / kFloat);
+    vk::download(b, v.data(), b.size());
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+std::vector<float> Executor::parameter(const std::string& name) const {
+  return parameter_copies(name).front();
+}
+
+std::vector<float> Executor::gradient(const std::string& name) const {
+  auto it = shared_->holders.find(name);
+  if (it == shared_->holders.end() || !stages_[it->second.front()]->holds(name))
+    throw UserError("the model has no parameter '" + name + "'");
+  Stage& s = *stages_[it->second.front()];
+  const vk::Buffer& b = s.gradient(name);
+  std::vector<float> v(b.size() / kFloat);
+  vk::download(b, v.data(), b.size());
+  return v;
+}
+
+void Executor::attach(optim::Optimizer& optimizer) {
+  for (auto& s : stages_)
+    for (const std::string& name : s->trainable()) optimizer.add(name, s->param(name), s->gradient(name));
+}
+
+StepResult Executor::train(const Batch& batch, const Update& update) {
+  if (broken_) throw UserError("the pipeline stopped after an earlier failure");
+  const uint32_t K = stages(), M = schedule_.micro_batches;
+  const uint64_t in = model::elements(model_.input);
+  const uint32_t N = std::accumulate(plan_.micro_rows.begin(), plan_.micro_rows.end(), 0u);
+  if (batch.rows == 0 || batch.rows > N)
+    throw UserError("a mini-batch of " + std::to_string(batch.rows) + " samples; this pipeline " +
+                    "was planned for 1 to " + std::to_string(N));
+  const size_t inputs = model_.token_input ? batch.tokens.size() : batch.images.size();
+  if (inputs != batch.rows * in || batch.targets.size() != uint64_t(batch.rows) * model_.targets_per_sample)
+    throw UserError("the batch holds " + std::to_string(inputs) + " inputs and " +
+                    std::to_string(batch.targets.size()) + " targets for " +
+                    std::to_string(batch.rows) + " samples; the model expects " +
+                    std::to_string(in) + " and " + std::to_string(model_.targets_per_sample) +
+                    " per sample");
+  shared_->rows = split_rows(batch.rows, M);
+  shared_->total_rows = batch.rows;
+  shared_->grad_norm = 0;
+  shared_->tied.clear();
+  for (auto& [name, holders] : shared_->holders)
+    if (holders.size() > 1) shared_->tied[name].resize(K);
+  shared_->barrier = std::make_unique<std::barrier<>>(K);
+  for (auto& e : shared_->events) e.clear();
+
+  StepResult result;
+  const uint32_t step_index = uint32_t(update.step.t);
+  std::vector<std::thread> threads;
+  for (uint32_t k = 0; k < K; ++k)
+    threads.emplace_back([&, k] { run_stage(k, batch, update, step_index); });
+  for (auto& t : threads) t.join();
+  for (auto& r : relays_) r->drain();
+  if (abort_.raised()) {
+    broken_ = true;
+    abort_.rethrow();
+  }
+  ++runs_;
+
+  float loss = 0;
+  vk::download(stages_.back()->loss(), &loss, kFloat);
+  result.loss = loss;
+  result.grad_norm = shared_->grad_norm;
+  result.trace.stages = K, result.trace.micro_batches = M;
+  for (auto& e : shared_->events) result.trace.actions.insert(result.trace.actions.end(), e.begin(), e.end());
+  for (uint32_t b = 0; b + 1 < K; ++b)
+    for (int r : {kActivation, kGradient}) {
+      const bool forward = r == kActivation;
+      for (Transfer& t : relays_[b * kRoles + r]->take_transfers())
+        result.trace.transfers.push_back({forward ? b : b + 1, forward ? b + 1 : b, std::move(t)});
+    }
+  for (uint32_t b = 0; b + 1 < K; ++b)
+    for (int r : {kActivationFreed, kGradientFreed}) relays_[b * kRoles + r]->take_transfers();
+  return result;
+}
+
+void Executor::run_stage(uint32_t k, const Batch& batch, const Update& update, uint32_t step_index) {
+  try {
+    const uint32_t K = stages(), M = schedule_.micro_batches, S = options_.slots;
+    Stage& s = *stages_[k];
+    vk::Device& dev = *devices_[k];
+    Timelines& T = *timelines_[k];
+    const uint64_t base = runs_ * M;  // transfer sequence numbers of this mini-batch start here
+    uint64_t recv_act = base, send_act = base, recv_grad = base, send_grad = base;
+    std::vector<uint64_t> act_in(M), act_out(M), grad_in(M), grad_out(M), fwd_value(M), bwd_value(M);
+    std::vector<vk::SemaphoreValue> waits;
+    size_t next_cmd = 0;
+    bool first_forward = true, first_backward = true;
+    std::vector<std::pair<vk::Commands*, ActionEvent>> recorded;
+    uint64_t last_value = 0;
+
+    auto begin = [&](const Action& a) -> vk::Commands& {
+      vk::Commands& c = *shared_->ring[k].at(next_cmd++);
+      c.reset();
+      c.after_earlier_submissions();
+      if (dev.info().timestamps) c.timestamp();
+      recorded.push_back({&c, ActionEvent{k, to_string(a), now_us(), 0, 0}});
+      return c;
+    };
+    auto submit = [&](vk::Commands& c) {
+      if (dev.info().timestamps) c.timestamp();
+      recorded.back().second.submit_us = now_us();
+      last_value = c.submit(waits);
+      waits.clear();
+      return last_value;
+    };
+    auto micro = [&](uint32_t i) {
+      return MicroBatch{i, shared_->rows[i], shared_->total_rows, step_index, true};
+    };
+
+    for (const Action& a : schedule_.actions[k]) {
+      if (abort_.raised()) return;
+      const uint32_t i = a.micro_batch;
+      switch (a.op) {
+        case Op::RecvActivation:
+          act_in[i] = recv_act++;
+          waits.push_back(T.act_ready.at(act_in[i] + 1));
+          break;
+        case Op::Forward: {
+          const MicroBatch mb = micro(i);
+          uint64_t first_row = 0;
+          for (uint32_t j = 0; j < i; ++j) first_row += shared_->rows[j];
+          if (s.layout().first_stage) {
+            const uint64_t n = model::elements(model_.input) * mb.rows;
+            const void* src = model_.token_input ? static_cast<const void*>(batch.tokens.data() + first_row * model::elements(model_.input))
+                                                 : static_cast<const void*>(batch.images.data() + first_row * model::elements(model_.input));
+            vk::upload(s.input(i), src, n * kFloat);
+          }
+          if (s.layout().last_stage) {
+            const uint64_t tps = model_.targets_per_sample;
+            vk::upload(s.targets(i), batch.targets.data() + first_row * tps, mb.rows * tps * kFloat);
+          }
+          vk::Commands& c = begin(a);
+          if (first_forward) s.zero_loss(c), first_forward = false;
+          std::optional<vk::View> received;
+          if (k > 0) received = vk::View(act_links_[k - 1]->receive(act_in[i] % S));
+          const vk::View out = s.forward(c, mb, received, false);
+          if (k + 1 < K) {
+            act_out[i] = send_act++;
+            if (act_out[i] >= S) waits.push_back(T.act_free.at(act_out[i] - S + 1));
+            c.copy(*out.buffer, act_links_[k]->send(act_out[i] % S), out.range, out.offset, 0);
+          }
+          fwd_value[i] = submit(c);
+          if (k > 0)
+            relays_[(k - 1) * kRoles + kActivationFreed]->push(
+                {"free", &dev, fwd_value[i], {}, 0, &timelines_[k - 1]->act_free, act_in[i] + 1});
+          break;
+        }
+        case Op::SendActivation: {
+          Link* link = act_links_[k].get();
+          const uint32_t slot = uint32_t(act_out[i] % S);
+          relays_[k * kRoles + kActivation]->push(
+              {to_string(a), &dev, fwd_value[i], [link, slot] { return link->relay(slot); },
+               act_links_[k]->bytes(), &timelines_[k + 1]->act_ready, act_out[i] + 1});
+          break;
+        }
+        case Op::RecvGradient:
+          grad_in[i] = recv_grad++;
+          waits.push_back(T.grad_ready.at(grad_in[i] + 1));
+          break;
+        case Op::Recompute: {
+          vk::Commands& c = begin(a);
+          s.forward(c, micro(i), std::nullopt, true);
+          submit(c);
+          break;
+        }
+        case Op::Backward: {
+          vk::Commands& c = begin(a);
+          if (first_backward) s.zero_gradients(c), first_backward = false;
+          std::optional<vk::View> received;
+          if (k + 1 < K) received = vk::View(grad_links_[k]->receive(grad_in[i] % S));
+          const std::optional<vk::View> dx = s.backward(c, micro(i), received);
+          if (k > 0) {
+            grad_out[i] = send_grad++;
+            if (grad_out[i] >= S) waits.push_back(T.grad_free.at(grad_out[i] - S + 1));
+            c.copy(*dx->buffer, grad_links_[k - 1]->send(grad_out[i] % S), dx->range, dx->offset, 0);
+          }
+          bwd_value[i] = submit(c);
+          if (k + 1 < K)
+            relays_[k * kRoles + kGradientFreed]->push(
+                {"free", &dev, bwd_value[i], {}, 0, &timelines_[k + 1]->grad_free, grad_in[i] + 1});
+          break;
+        }
+        case Op::SendGradient: {
+          Link* link = grad_links_[k - 1].get();
+          const uint32_t slot = uint32_t(grad_out[i] % S);
+          relays_[(k - 1) * kRoles + kGradient]->push(
+              {to_string(a), &dev, bwd_value[i], [link, slot] { return link->relay(slot); },
+               link->bytes(), &timelines_[k - 1]->grad_ready, grad_out[i] + 1});
+          break;
+        }
+        case Op::Step: {
+          while (!abort_.raised() && !dev.wait_for(last_value, 20'000'000)) {
+          }
+          if (abort_.raised()) return;
+          vk::Commands& c = begin(a);
+          const double grad_scale = step_stage(k, update);
+          if (abort_.raised()) return;
+          if (update.optimizer) {
+            optim::Step st = update.step;
+            st.grad_scale = grad_scale;
+            update.optimizer->record(c, st);
+          }
+          s.end_minibatch(c);
+          submit(c);
+          dev.wait(last_value);
+          break;
+        }
+      }
+    }
+    // GPU times of every action, on the host's clock.
+    const double offset = clock_offset_us_[k];
+    for (auto& [c, e] : recorded) {
+      if (dev.info().timestamps) {
+        const std::vector<double> ts = c->timestamps_ns();
+        e.begin_us = ts.at(0) / 1000.0 + offset;
+        e.end_us = ts.at(1) / 1000.0 + offset;
+      } else {
+        e.begin_us = e.end_us = e.submit_us;
+      }
+      shared_->events[k].push_back(e);
+    }
+  } catch (...) {
+    abort_.raise(std::current_exception());
+    if (shared_->barrier) shared_->barrier->arrive_and_drop();
+  }
+}
+
+// The host part of the Step action: gradients of parameters tied across stages are summed
+// (in stage order, so every copy gets the same bits), and the squared gradient norms of
+// every stage are summed into the global clip coefficient.
+double Executor::step_stage(uint32_t k, const Update& update) {
+  Stage& s = *stages_[k];
+  Shared& sh = *shared_;
+  bool any_tied = false;
+  for (auto& [name, holders] : sh.holders)
+    if (holders.size() > 1) any_tied = true;
+  if (any_tied) {
+    for (auto& [name, holders] : sh.holders) {
+      const auto& mine = s.trainable();
+      if (holders.size() < 2 || std::find(mine.begin(), mine.end(), name) == mine.end()) continue;
+      std::vector<float> g(s.gradient(name).size() / kFloat);
+      vk::download(s.gradient(name), g.data(), s.gradient(name).size());
+      sh.tied.at(name)[k] = std::move(g);
+    }
+    sh.barrier->arrive_and_wait();
+    if (abort_.raised()) return 1;
+    for (auto& [name, holders] : sh.holders) {
+      if (holders.size() < 2 || sh.tied.at(name)[k].empty()) continue;
+      std::vector<float> sum(sh.tied[name][k].size(), 0.0f);
+      for (uint32_t j : holders)
+        for (size_t e = 0; e < sum.size(); ++e) sum[e] += sh.tied.at(name)[j][e];
+      vk::upload(s.gradient(name), sum.data(), sum.size() * kFloat);
+    }
+  }
+  if (update.max_norm > 0) {
+    std::vector<vk::View> grads;
+    for (const std::string& name : s.trainable())
+      if (sh.holders.at(name).front() == k) grads.emplace_back(s.gradient(name));
+    optim::GradNorm norm(s.device(), grads);
+    vk::Commands c(s.device(), "stage " + std::to_string(k) + " gradient norm");
+    norm.record(c);
+    c.run();
+    sh.squared[k] = norm.squared();
+    sh.barrier->arrive_and_wait();
+    if (abort_.raised()) return 1;
+    double total = 0;
+    for (double v : sh.squared) total += v;  // in stage order: every stage gets the same bits
+    const optim::Clip clip = optim::clip(total, update.max_norm);
+    if (k == 0) sh.grad_norm = clip.total_norm;
+    return clip.grad_scale;
+  }
+  return 1;
+}
+
+}  // namespace brigade::pipeline

@@ -1,0 +1,109 @@
+// The Executor runs a schedule over the stages of a plan: one host thread per stage walks
+// its action list, recording and submitting that stage's work on its own device's queue;
+// timeline semaphores order everything between devices. Links carry activations forward
+// and gradients backward (fd, host or staging path per neighbouring pair), relay threads
+// pass each transfer's completion from the producer's device to the consumer's. After the
+// backward of every micro-batch, the Step action sums tied gradients across stages, takes
+// the global gradient norm, and applies one synchronous optimizer update per stage.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/model.h"
+#include "optim/optimizer.h"
+#include "pipeline/abort.h"
+#include "pipeline/link.h"
+#include "pipeline/plan.h"
+#include "pipeline/relay.h"
+#include "pipeline/schedule.h"
+#include "pipeline/stage.h"
+#include "pipeline/trace.h"
+
+namespace brigade::pipeline {
+
+// One mini-batch on the host.
+struct Batch {
+  uint32_t rows = 0;
+  std::vector<float> images;     // rows x elements(model.input), when the model takes floats
+  std::vector<int32_t> tokens;   // rows x elements(model.input), when it takes token ids
+  std::vector<int32_t> targets;  // rows x model.targets_per_sample, each in [0, classes)
+};
+
+struct ExecutorOptions {
+  Remat remat = Remat::Never;
+  LinkKind link = LinkKind::Auto;
+  uint32_t slots = 2;  // buffers per link and direction: transfers overlap compute
+};
+
+// What a training step does after the backward passes. Without an optimizer the step only
+// completes the gradients (brigade step).
+struct Update {
+  const optim::Optimizer* optimizer = nullptr;
+  optim::Step step;
+  double max_norm = 0;  // global gradient-norm clipping; 0 = off
+};
+
+struct StepResult {
+  double loss = 0;
+  double grad_norm = 0;  // global L2 norm of the gradients (when clipping, else 0)
+  Trace trace;
+};
+
+class Executor {
+ public:
+  // One device per stage of the plan (a device may back only one stage).
+  Executor(const model::Model& model, std::vector<vk::Device*> devices, const Plan& plan,
+           ExecutorOptions options);
+  ~Executor();
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  uint32_t stages() const { return uint32_t(stages_.size()); }
+  Stage& stage(uint32_t k) { return *stages_.at(k); }
+  const Plan& plan() const { return plan_; }
+  const Schedule& schedule() const { return schedule_; }
+  LinkKind link_kind(uint32_t boundary) const { return act_links_.at(boundary)->kind(); }
+
+  // Parameters by name: a tied parameter is written to (and read from) every stage holding it.
+  void set_parameter(const std::string& name, const std::vector<float>& values);
+  std::vector<float> parameter(const std::string& name) const;
+  std::vector<float> gradient(const std::string& name) const;
+  // Every stage's copy of a parameter (tests: tied copies stay identical).
+  std::vector<std::vector<float>> parameter_copies(const std::string& name) const;
+
+  // Registers every trainable parameter (each stage's copy) with the optimizer.
+  void attach(optim::Optimizer& optimizer);
+
+  // One training mini-batch: forward and backward of every micro-batch, then the step
+  // (gradients complete; parameters updated when `update` has an optimizer).
+  StepResult train(const Batch& batch, const Update& update = {});
+
+ private:
+  struct Timelines;
+  void run_stage(uint32_t k, const Batch& batch, const Update& update, uint32_t step_index);
+  // Returns the clip coefficient for this step's update.
+  double step_stage(uint32_t k, const Update& update);
+  void calibrate();
+
+  const model::Model& model_;
+  std::vector<vk::Device*> devices_;
+  Plan plan_;
+  ExecutorOptions options_;
+  Schedule schedule_;
+  std::vector<std::unique_ptr<Stage>> stages_;
+  std::vector<std::unique_ptr<Link>> act_links_, grad_links_;  // [boundary k] : k <-> k+1
+  std::vector<std::unique_ptr<Timelines>> timelines_;          // [stage]
+  Abort abort_;
+  std::vector<std::unique_ptr<Relay>> relays_;  // [boundary][4]: activation, freed, gradient, freed
+  std::vector<double> clock_offset_us_;         // per stage: GPU timestamp -> host steady clock
+  uint64_t runs_ = 0;                           // mini-batches run: transfer sequence numbers
+  bool broken_ = false;
+  // Step coordination between the stage threads.
+  struct Shared;
+  std::unique_ptr<Shared> shared_;
+};
+
+}  // namespace brigade::pipeline

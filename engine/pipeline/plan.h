@@ -1,0 +1,79 @@
+// The plan of a pipeline before anything runs: how a mini-batch splits into micro-batches,
+// which layers each stage holds, and every buffer each stage will allocate. The stages
+// allocate exactly the buffers of their StageLayout, so the memory the planner predicts is
+// the memory they use (tests hold them to it).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/model.h"
+#include "pipeline/partition.h"
+#include "pipeline/schedule.h"
+#include "vk/memory.h"
+
+namespace brigade::pipeline {
+
+// Rows of each micro-batch of a mini-batch of `rows` split `micro_batches` ways: the first
+// rows % M micro-batches take one row more, so the split is exact when M does not divide N.
+// Throws UserError when M is 0 or larger than N.
+std::vector<uint32_t> split_rows(uint32_t rows, uint32_t micro_batches);
+
+using Bytes = std::array<uint64_t, vk::kCategories>;  // indexed by vk::Category
+uint64_t total(const Bytes& b);
+
+// One stage's cell and the sizes of everything it allocates.
+struct StageLayout {
+  uint32_t stage = 0, first = 0, last = 0;  // layers [first, last)
+  bool first_stage = false, last_stage = false;
+  uint32_t max_rows = 0;       // samples in the largest micro-batch
+  uint32_t micro_batches = 0;
+  uint32_t sets = 0;           // full sets of layer activations kept (M without remat, else 1)
+  uint64_t input_bytes = 0;    // the stage's input for one micro-batch (kept for each of M)
+  std::vector<uint64_t> output_bytes;             // per layer of the cell; 0 for views
+  std::vector<std::vector<uint64_t>> saved_bytes; // per layer, per SavedSpec
+  uint64_t gradient_bytes = 0; // each of the two ping-pong activation-gradient buffers
+  uint64_t scratch_bytes = 0;  // shared transient memory of the layers
+  uint64_t target_bytes = 0;   // last stage: one micro-batch's targets (kept for each of M)
+  uint64_t loss_rows_bytes = 0;  // last stage: cross-entropy's per-row scratch, per set
+  std::vector<model::ParamSpec> params;  // distinct parameters of the cell
+
+  // Predicted bytes per category. Optimizer state is `optimizer_states` copies of the
+  // trainable parameters (AdamW 2, SGD with momentum 1).
+  Bytes memory(uint32_t optimizer_states) const;
+};
+
+StageLayout layout_stage(const model::Model& m, uint32_t stage, uint32_t first, uint32_t last,
+                         bool last_stage, uint32_t max_rows, uint32_t micro_batches, Remat remat);
+
+// Cost of each layer for the partitioner: time = forward FLOPs x 3 (forward, and backward at
+// twice the forward) per sample; memory = parameters, gradients, optimizer state and
+// activations of a mini-batch of `rows` (divided by M under re-materialization).
+std::vector<LayerCost> layer_costs(const model::Model& m, uint32_t rows, uint32_t micro_batches,
+                                   Remat remat, uint32_t optimizer_states);
+
+struct Plan {
+  Partition partition;
+  std::vector<StageLayout> stages;
+  std::vector<uint32_t> micro_rows;  // split_rows(N, M)
+  double bubble = 0;                 // GPipe's (K-1)/(M+K-1)
+};
+
+// How to cut: by estimated cost (FLOPs), by memory, or by hand (`balance` non-empty).
+enum class Objective { Cost, Memory };
+
+struct PlanOptions {
+  uint32_t rows = 1;            // mini-batch size N
+  uint32_t micro_batches = 1;   // M
+  Remat remat = Remat::Never;
+  uint32_t optimizer_states = 0;
+  Objective objective = Objective::Cost;
+  std::vector<uint32_t> balance;   // --balance: layers per stage
+  std::vector<StageSpec> stages;   // one per stage: relative speed and memory cap
+};
+
+Plan plan(const model::Model& m, const PlanOptions& o);
+
+}  // namespace brigade::pipeline

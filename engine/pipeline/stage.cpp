@@ -1,0 +1,197 @@
+#include "pipeline/stage.h"
+
+#include "ops/cross_entropy.h"
+#include "vk/check.h"
+
+namespace brigade::pipeline {
+
+namespace {
+
+constexpr uint64_t kFloat = 4;
+
+vk::Category category_of(model::ParamKind kind) {
+  return kind == model::ParamKind::State ? vk::Category::Scratch : vk::Category::Parameters;
+}
+
+}  // namespace
+
+Stage::Stage(vk::Device& device, const model::Model& model, StageLayout layout)
+    : device_(device), model_(model), layout_(std::move(layout)) {
+  const std::string tag = "stage " + std::to_string(layout_.stage) + " ";
+  for (const model::ParamSpec& p : layout_.params) {
+    const uint64_t bytes = p.elements() * kFloat;
+    params_.emplace(p.name, vk::Buffer(device, bytes, category_of(p.kind), p.name));
+    if (p.kind == model::ParamKind::Trainable) {
+      grads_.emplace(p.name, vk::Buffer(device, bytes, vk::Category::Gradients, p.name + ".grad"));
+      trainable_.push_back(p.name);
+    }
+  }
+  for (uint32_t l = layout_.first; l < layout_.last; ++l) {
+    std::vector<vk::View> ps, gs;
+    for (const model::ParamSpec& p : model_.layers[l]->params()) {
+      ps.emplace_back(params_.at(p.name));
+      gs.emplace_back(p.kind == model::ParamKind::Trainable ? grads_.at(p.name) : params_.at(p.name));
+    }
+    param_views_.push_back(std::move(ps));
+    grad_views_.push_back(std::move(gs));
+  }
+  const auto act = vk::Category::Activations;
+  for (uint32_t i = 0; i < layout_.micro_batches; ++i) {
+    inputs_.emplace_back(device, layout_.input_bytes, act, tag + "input " + std::to_string(i));
+    if (layout_.last_stage)
+      targets_.emplace_back(device, layout_.target_bytes, act, tag + "targets " + std::to_string(i));
+  }
+  for (uint32_t s = 0; s < layout_.sets; ++s) {
+    Set set;
+    for (uint32_t l = 0; l < layout_.output_bytes.size(); ++l) {
+      const std::string layer = tag + "layer " + std::to_string(layout_.first + l);
+      set.outputs.push_back(layout_.output_bytes[l]
+                                ? vk::Buffer(device, layout_.output_bytes[l], act, layer + " output")
+                                : vk::Buffer());
+      std::vector<vk::Buffer> saved;
+      for (uint64_t bytes : layout_.saved_bytes[l]) saved.emplace_back(device, bytes, act, layer + " saved");
+      set.saved.push_back(std::move(saved));
+    }
+    if (layout_.last_stage) set.loss_rows = vk::Buffer(device, layout_.loss_rows_bytes, act, tag + "loss rows");
+    sets_.push_back(std::move(set));
+  }
+  grad_a_ = vk::Buffer(device, layout_.gradient_bytes, act, tag + "activation gradient A");
+  grad_b_ = vk::Buffer(device, layout_.gradient_bytes, act, tag + "activation gradient B");
+  if (layout_.scratch_bytes)
+    scratch_ = vk::Buffer(device, layout_.scratch_bytes, vk::Category::Scratch, tag + "scratch");
+  if (layout_.last_stage) {
+    loss_ = vk::Buffer(device, kFloat, vk::Category::Scratch, tag + "loss");
+    discard_ = vk::Buffer(device, kFloat, vk::Category::Scratch, tag + "recomputed loss");
+    correct_ = vk::Buffer(device, kFloat, vk::Category::Scratch, tag + "correct");
+  }
+}
+
+uint32_t Stage::set_of(uint32_t mb) const { return layout_.sets == 1 ? 0 : mb; }
+
+vk::View Stage::x_view(uint32_t l, const MicroBatch& mb) {
+  if (l == 0) {
+    const uint64_t bytes = model::elements(model_.layers[layout_.first]->input_shape()) * mb.rows * kFloat;
+    return vk::View(inputs_.at(mb.index), 0, bytes);
+  }
+  return y_view(l - 1, mb);
+}
+
+vk::View Stage::y_view(uint32_t l, const MicroBatch& mb) {
+  const model::Layer& layer = *model_.layers[layout_.first + l];
+  if (layer.is_view()) return x_view(l, mb);
+  const uint64_t bytes = model::elements(layer.output_shape()) * mb.rows * kFloat;
+  return vk::View(sets_[set_of(mb.index)].outputs[l], 0, bytes);
+}
+
+model::Pass Stage::pass(vk::Commands& cmd, const MicroBatch& mb, uint32_t l, bool recompute) const {
+  model::Pass p{cmd};
+  p.rows = mb.rows, p.total_rows = mb.total_rows, p.step = mb.step, p.micro_batch = mb.index;
+  p.layer = layout_.first + l, p.training = mb.training, p.recompute = recompute;
+  return p;
+}
+
+vk::View Stage::forward(vk::Commands& cmd, const MicroBatch& mb, std::optional<vk::View> received,
+                        bool recompute) {
+  BRIGADE_EXPECT(mb.rows <= layout_.max_rows && mb.index < layout_.micro_batches,
+                 "micro-batch " + std::to_string(mb.index) + " of " + std::to_string(mb.rows) +
+                     " rows does not fit the stage's layout");
+  if (received) {
+    const vk::View x = x_view(0, mb);
+    cmd.copy(*received->buffer, *x.buffer, x.range, received->offset, 0);
+  }
+  Set& set = sets_[set_of(mb.index)];
+  const uint32_t n = uint32_t(layout_.output_bytes.size());
+  for (uint32_t l = 0; l < n; ++l) {
+    const model::Layer& layer = *model_.layers[layout_.first + l];
+    if (layer.is_view()) continue;
+    std::vector<vk::View> saved;
+    const auto specs = layer.saved();
+    for (size_t s = 0; s < specs.size(); ++s)
+      saved.emplace_back(set.saved[l][s], 0, specs[s].floats(mb.rows) * kFloat);
+    model::Tensors t{x_view(l, mb), y_view(l, mb), saved, param_views_[l], grad_views_[l], std::nullopt};
+    if (scratch_) t.scratch = vk::View(scratch_, 0, layer.scratch_per_sample() * mb.rows * kFloat);
+    layer.forward(pass(cmd, mb, l, recompute), t);
+  }
+  const vk::View out = y_view(n - 1, mb);
+  if (layout_.last_stage && mb.training) {
+    const uint32_t tps = model_.targets_per_sample;
+    const vk::View targets(targets_.at(mb.index), 0, uint64_t(mb.rows) * tps * kFloat);
+    ops::cross_entropy_forward(cmd, out, targets, set.loss_rows, recompute ? discard_ : loss_,
+                               mb.rows * tps, model_.classes, mb.total_rows * tps);
+  }
+  return out;
+}
+
+void Stage::count_correct(vk::Commands& cmd, const MicroBatch& mb) {
+  const uint32_t tps = model_.targets_per_sample;
+  const vk::View targets(targets_.at(mb.index), 0, uint64_t(mb.rows) * tps * kFloat);
+  ops::cross_entropy_evaluate(cmd, y_view(uint32_t(layout_.output_bytes.size()) - 1, mb), targets,
+                              sets_[set_of(mb.index)].loss_rows, loss_, correct_, mb.rows * tps,
+                              model_.classes, mb.total_rows * tps);
+}
+
+std::optional<vk::View> Stage::backward(vk::Commands& cmd, const MicroBatch& mb,
+                                        std::optional<vk::View> received) {
+  const uint32_t n = uint32_t(layout_.output_bytes.size());
+  vk::Buffer* dy = &grad_a_;
+  vk::Buffer* dx = &grad_b_;
+  const vk::View out = y_view(n - 1, mb);
+  if (layout_.last_stage) {
+    const uint32_t tps = model_.targets_per_sample;
+    const vk::View targets(targets_.at(mb.index), 0, uint64_t(mb.rows) * tps * kFloat);
+    ops::cross_entropy_backward(cmd, out, targets, sets_[set_of(mb.index)].loss_rows,
+                                vk::View(*dy, 0, out.range), mb.rows * tps, model_.classes,
+                                mb.total_rows * tps);
+  } else {
+    BRIGADE_EXPECT(received.has_value(), "a stage before the last needs its output's gradient");
+    cmd.copy(*received->buffer, *dy, out.range, received->offset, 0);
+  }
+  Set& set = sets_[set_of(mb.index)];
+  for (uint32_t l = n; l-- > 0;) {
+    const model::Layer& layer = *model_.layers[layout_.first + l];
+    if (layer.is_view()) continue;  // the gradient of a view is the view of the gradient
+    const bool wants_dx = wants_input_gradient(l);
+    std::vector<vk::View> saved;
+    const auto specs = layer.saved();
+    for (size_t s = 0; s < specs.size(); ++s)
+      saved.emplace_back(set.saved[l][s], 0, specs[s].floats(mb.rows) * kFloat);
+    model::Tensors t{x_view(l, mb), y_view(l, mb), saved, param_views_[l], grad_views_[l], std::nullopt};
+    if (scratch_) t.scratch = vk::View(scratch_, 0, layer.scratch_per_sample() * mb.rows * kFloat);
+    const vk::View dy_view(*dy, 0, t.y.range);
+    if (wants_dx) {
+      const vk::View dx_view(*dx, 0, t.x.range);
+      cmd.fill(*dx);
+      layer.backward(pass(cmd, mb, l, false), t, dy_view, dx_view);
+      std::swap(dy, dx);
+    } else {
+      layer.backward(pass(cmd, mb, l, false), t, dy_view, std::nullopt);
+    }
+  }
+  if (layout_.first_stage) return std::nullopt;
+  return vk::View(*dy, 0, x_view(0, mb).range);
+}
+
+bool Stage::wants_input_gradient(uint32_t l) const {
+  if (model_.layers[layout_.first + l]->integer_input()) return false;
+  if (!layout_.first_stage) return true;
+  for (uint32_t j = 0; j < l; ++j)
+    if (!model_.layers[layout_.first + j]->is_view()) return true;
+  return false;
+}
+
+void Stage::zero_gradients(vk::Commands& cmd) {
+  for (auto& [name, g] : grads_) cmd.fill(g);
+}
+
+void Stage::zero_loss(vk::Commands& cmd) {
+  if (!layout_.last_stage) return;
+  cmd.fill(loss_);
+  cmd.fill(correct_);
+}
+
+void Stage::end_minibatch(vk::Commands& cmd) {
+  for (uint32_t l = 0; l < param_views_.size(); ++l)
+    model_.layers[layout_.first + l]->end_minibatch(cmd, param_views_[l]);
+}
+
+}  // namespace brigade::pipeline

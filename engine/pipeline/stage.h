@@ -1,0 +1,95 @@
+// A Stage runs one cell (a contiguous run of layers) on one device: it owns the cell's
+// parameters, their gradients and every activation buffer of its StageLayout, and records
+// the forward, re-materialized forward and backward of a micro-batch. Ordering between
+// stages is not its business: the executor decides what to wait for and when to submit.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/model.h"
+#include "pipeline/plan.h"
+#include "vk/buffer.h"
+#include "vk/commands.h"
+
+namespace brigade::pipeline {
+
+// What a pass of one micro-batch needs to know about the mini-batch.
+struct MicroBatch {
+  uint32_t index = 0;
+  uint32_t rows = 0;        // samples in this micro-batch
+  uint32_t total_rows = 0;  // samples in the mini-batch
+  uint32_t step = 0;        // optimizer step, for random keys
+  bool training = true;
+};
+
+class Stage {
+ public:
+  Stage(vk::Device& device, const model::Model& model, StageLayout layout);
+
+  vk::Device& device() const { return device_; }
+  const StageLayout& layout() const { return layout_; }
+
+  // Host-side inputs of micro-batch `mb`: the first stage's input (images or tokens), the
+  // last stage's targets.
+  vk::Buffer& input(uint32_t mb) { return inputs_.at(mb); }
+  vk::Buffer& targets(uint32_t mb) { return targets_.at(mb); }
+
+  // Records micro-batch mb's forward. `received`, when given, is the previous stage's output
+  // and is copied into the kept input first. On the last stage the loss of the micro-batch
+  // is added to loss() (not when `recompute`). Returns the view of the stage's output.
+  vk::View forward(vk::Commands& cmd, const MicroBatch& mb, std::optional<vk::View> received,
+                   bool recompute);
+  // Records micro-batch mb's backward. `received` is the gradient of the stage's output from
+  // the next stage (absent on the last stage, where the loss starts it). Parameter gradients
+  // accumulate. Returns the gradient of the stage's input (absent on the first stage).
+  std::optional<vk::View> backward(vk::Commands& cmd, const MicroBatch& mb,
+                                   std::optional<vk::View> received);
+  // Evaluation only: records cross-entropy's accuracy count of micro-batch mb into correct().
+  void count_correct(vk::Commands& cmd, const MicroBatch& mb);
+
+  void zero_gradients(vk::Commands& cmd);
+  void zero_loss(vk::Commands& cmd);
+  void end_minibatch(vk::Commands& cmd);
+
+  // Last stage: the mini-batch's loss (sum over its micro-batches) and correct count.
+  const vk::Buffer& loss() const { return loss_; }
+  const vk::Buffer& correct() const { return correct_; }
+
+  bool holds(const std::string& param) const { return params_.count(param) != 0; }
+  vk::Buffer& param(const std::string& name) { return params_.at(name); }
+  vk::Buffer& gradient(const std::string& name) { return grads_.at(name); }
+  // Trainable parameters of the cell, in model order.
+  const std::vector<std::string>& trainable() const { return trainable_; }
+
+ private:
+  struct Set {
+    std::vector<vk::Buffer> outputs;             // per layer; empty for views
+    std::vector<std::vector<vk::Buffer>> saved;  // per layer
+    vk::Buffer loss_rows;
+  };
+  uint32_t set_of(uint32_t mb) const;
+  // The views the cell's layer l works on for micro-batch mb.
+  vk::View x_view(uint32_t l, const MicroBatch& mb);
+  vk::View y_view(uint32_t l, const MicroBatch& mb);
+  model::Pass pass(vk::Commands& cmd, const MicroBatch& mb, uint32_t l, bool recompute) const;
+  // Whether layer l must compute its input gradient: not when nothing before it in the
+  // model has a gradient to receive.
+  bool wants_input_gradient(uint32_t l) const;
+
+  vk::Device& device_;
+  const model::Model& model_;
+  StageLayout layout_;
+  std::map<std::string, vk::Buffer> params_, grads_;
+  std::vector<std::string> trainable_;
+  // Per layer of the cell: views of its params and gradients, in params() order.
+  std::vector<std::vector<vk::View>> param_views_, grad_views_;
+  std::vector<vk::Buffer> inputs_, targets_;
+  std::vector<Set> sets_;
+  vk::Buffer grad_a_, grad_b_, scratch_;
+  vk::Buffer loss_, discard_, correct_;
+};
+
+}  // namespace brigade::pipeline

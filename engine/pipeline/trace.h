@@ -1,0 +1,53 @@
+// What one mini-batch of a pipeline did and when: every action's GPU time on its stage's
+// device and host submit time, and every boundary transfer's host relay. Written as Chrome
+// trace-event JSON (opens in Perfetto or chrome://tracing) and summarized as per-stage busy
+// time and the measured bubble next to GPipe's (K-1)/(M+K-1).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "pipeline/relay.h"
+
+namespace brigade::pipeline {
+
+struct ActionEvent {
+  uint32_t stage = 0;
+  std::string name;            // "F3", "R2", "B0", "S"
+  double submit_us = 0;        // host, steady clock
+  double begin_us = 0, end_us = 0;  // GPU timestamps mapped onto the host's steady clock
+};
+
+struct TransferEvent {
+  uint32_t from = 0, to = 0;   // stages
+  Transfer transfer;
+};
+
+struct TraceSummary {
+  uint32_t stages = 0, micro_batches = 0;
+  double span_ms = 0;                 // first action's start to last action's end, all stages
+  std::vector<double> busy_ms;        // per stage: sum of its actions' GPU time
+  double bubble = 0;                  // 1 - mean busy / span
+  double predicted_bubble = 0;        // (K-1)/(M+K-1)
+  uint64_t transfer_bytes = 0;        // bytes carried across stage boundaries
+  uint64_t copied_bytes = 0;          // of which the host copied (staging links)
+  double transfer_ms = 0;             // host time of the relays' copies and signals
+};
+
+struct Trace {
+  uint32_t stages = 0, micro_batches = 0;
+  std::vector<ActionEvent> actions;
+  std::vector<TransferEvent> transfers;
+
+  // Busy time and bubble over the forward and backward actions (the optimizer step, which
+  // GPipe's bubble does not count, is left out).
+  TraceSummary summary() const;
+  // Chrome trace-event JSON: one track per stage for GPU actions, one per link for relays.
+  std::string chrome_json() const;
+};
+
+// "stage 0: busy 12.3 ms (81%)" lines, the bubble and the transfers, for people.
+std::string to_string(const TraceSummary& s);
+
+}  // namespace brigade::pipeline
