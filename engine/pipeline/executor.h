@@ -14,6 +14,7 @@
 
 #include "model/model.h"
 #include "optim/optimizer.h"
+#include "pipeline/batch.h"
 #include "pipeline/abort.h"
 #include "pipeline/link.h"
 #include "pipeline/plan.h"
@@ -23,14 +24,6 @@
 #include "pipeline/trace.h"
 
 namespace brigade::pipeline {
-
-// One mini-batch on the host.
-struct Batch {
-  uint32_t rows = 0;
-  std::vector<float> images;     // rows x elements(model.input), when the model takes floats
-  std::vector<int32_t> tokens;   // rows x elements(model.input), when it takes token ids
-  std::vector<int32_t> targets;  // rows x model.targets_per_sample, each in [0, classes)
-};
 
 struct ExecutorOptions {
   Remat remat = Remat::Never;

@@ -8,5 +8,7 @@ namespace brigade::cli {
 
 void add_devices(CLI::App& app);
 void add_bench(CLI::App& app);
+void add_init(CLI::App& app);
+void add_step(CLI::App& app);
 
 }  // namespace brigade::cli

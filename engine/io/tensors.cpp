@@ -1,0 +1,75 @@
+#include "io/tensors.h"
+
+#include "vk/check.h"
+
+namespace brigade::io {
+
+namespace {
+
+bool saved(const model::ParamSpec& p) { return p.kind != model::ParamKind::State; }
+
+std::vector<int64_t> with_rows(int64_t rows, const model::Shape& s) {
+  std::vector<int64_t> out{rows};
+  for (uint32_t d : s) out.push_back(d);
+  return out;
+}
+
+}  // namespace
+
+std::map<std::string, std::vector<float>> read_parameters(const SafeTensors& file,
+                                                          const model::Model& m) {
+  std::map<std::string, std::vector<float>> out;
+  for (const model::ParamSpec& p : m.params()) {
+    if (!saved(p)) continue;
+    if (!file.has(p.name))
+      throw UserError(file.source() + ": parameter '" + p.name + "' of " + m.name +
+                      " is missing (expected F32 " + shape_string(p.shape) + ")");
+    out[p.name] = file.f32(p.name, p.shape);
+  }
+  for (const std::string& name : file.names())
+    if (!out.count(name))
+      throw UserError(file.source() + ": tensor '" + name + "' is not a parameter of " + m.name);
+  return out;
+}
+
+SafeTensorsWriter initial_parameters(const model::Model& m, uint64_t seed) {
+  SafeTensorsWriter w;
+  for (const model::ParamSpec& p : m.params())
+    if (saved(p)) w.add(p.name, p.shape, model::initial_values(p, seed));
+  w.set_metadata("model", m.name);
+  w.set_metadata("seed", std::to_string(seed));
+  w.set_metadata("config", m.config);
+  return w;
+}
+
+pipeline::Batch read_batch(const SafeTensors& file, const model::Model& m) {
+  for (const char* name : {"input", "target"})
+    if (!file.has(name))
+      throw UserError(file.source() + ": a batch needs tensors 'input' and 'target'; '" +
+                      std::string(name) + "' is missing");
+  const TensorInfo& in = file.info("input");
+  if (in.shape.empty() || in.shape[0] < 1 || in.shape[0] > int64_t(UINT32_MAX))
+    throw UserError(file.source() + ": 'input' has shape " + shape_string(in.shape) +
+                    "; expected [N, " + model::to_string(m.input).substr(1));
+  pipeline::Batch b;
+  b.rows = uint32_t(in.shape[0]);
+  const std::vector<int64_t> input_shape = with_rows(b.rows, m.input);
+  if (m.token_input) {
+    if (in.shape != input_shape)
+      throw UserError(file.source() + ": 'input' has shape " + shape_string(in.shape) +
+                      "; expected token ids " + shape_string(input_shape));
+    b.tokens = file.i32("input", 0, m.classes);
+  } else {
+    b.images = file.f32("input", input_shape);
+  }
+  const std::vector<int64_t> target_shape =
+      m.targets_per_sample == 1 ? std::vector<int64_t>{b.rows}
+                                : std::vector<int64_t>{b.rows, int64_t(m.targets_per_sample)};
+  if (file.info("target").shape != target_shape)
+    throw UserError(file.source() + ": 'target' has shape " + shape_string(file.info("target").shape) +
+                    "; expected " + shape_string(target_shape));
+  b.targets = file.i32("target", 0, m.classes);
+  return b;
+}
+
+}  // namespace brigade::io

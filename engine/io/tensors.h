@@ -1,0 +1,26 @@
+// The interop contract's files (DESIGN.md): parameters, gradients and batches as safetensors
+// under PyTorch's names and layouts.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "io/safetensors.h"
+#include "model/model.h"
+#include "pipeline/batch.h"
+
+namespace brigade::io {
+
+// Every parameter the model saves (Trainable and Buffer), each with exactly the model's
+// shape, and nothing else: a missing, misshapen or unexpected tensor is refused by name.
+std::map<std::string, std::vector<float>> read_parameters(const SafeTensors& file,
+                                                          const model::Model& m);
+// The model's initial parameters (brigade init).
+SafeTensorsWriter initial_parameters(const model::Model& m, uint64_t seed);
+
+// `input`: F32 images [N, ...model.input] or I32/I64 tokens [N, T]; `target`: I32/I64 [N]
+// or [N, T], each in [0, classes).
+pipeline::Batch read_batch(const SafeTensors& file, const model::Model& m);
+
+}  // namespace brigade::io

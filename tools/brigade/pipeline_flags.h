@@ -1,0 +1,46 @@
+// The flags every command that runs a pipeline takes (--devices, --micro-batches, --remat,
+// --link, --balance, --mem-limit, --partition), and what they open: one logical device per
+// stage, the plan, and the executor.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/model.h"
+#include "pipeline/executor.h"
+#include "pipeline/plan.h"
+#include "vk/device.h"
+#include "vk/instance.h"
+
+namespace brigade::cli {
+
+struct PipelineFlags {
+  std::string devices = "0";
+  uint32_t micro_batches = 1;
+  std::string remat = "never";
+  std::string link = "auto";
+  std::string balance;
+  std::string mem_limit;
+  std::string partition = "cost";
+  bool validation = false;
+};
+
+void add_pipeline_flags(CLI::App& cmd, PipelineFlags& f);
+
+// "0,0,1" -> {0, 0, 1}; refuses indices the machine does not have.
+std::vector<uint32_t> parse_devices(const std::string& text, uint32_t available);
+
+// The pipeline for `rows`-sample mini-batches: devices opened, plan made, executor built.
+struct Pipeline {
+  std::unique_ptr<vk::Instance> instance;
+  std::vector<std::unique_ptr<vk::Device>> devices;
+  pipeline::Plan plan;
+  std::unique_ptr<pipeline::Executor> executor;
+};
+Pipeline open_pipeline(const model::Model& m, const PipelineFlags& f, uint32_t rows,
+                       uint32_t optimizer_states);
+
+}  // namespace brigade::cli

@@ -1,0 +1,93 @@
+// `brigade init` and `brigade step`: the interop contract of DESIGN.md. init writes a
+// model's initial parameters; step runs one pipelined forward and backward of a batch and
+// writes the loss and every parameter's gradient, all as safetensors under PyTorch's names.
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "commands.h"
+#include "io/tensors.h"
+#include "pipeline_flags.h"
+#include "util/units.h"
+
+namespace brigade::cli {
+namespace {
+
+struct InitArgs {
+  std::string model, out;
+  std::vector<std::string> set;
+  uint64_t seed = 0;
+};
+
+struct StepArgs {
+  std::string model, params, batch, out, trace;
+  std::vector<std::string> set;
+  PipelineFlags pipeline;
+  bool quiet = false;
+};
+
+void run_init(const InitArgs& a) {
+  const model::Model m = model::build(a.model, a.set);
+  io::initial_parameters(m, a.seed).write(a.out);
+  std::printf("%s: %s parameters (%s) of %s, seed %llu\n", a.out.c_str(),
+              std::to_string(m.parameter_count()).c_str(),
+              format_bytes(m.parameter_count() * 4).c_str(), m.name.c_str(),
+              (unsigned long long)a.seed);
+}
+
+void run_step(const StepArgs& a) {
+  const model::Model m = model::build(a.model, a.set);
+  const auto params = io::read_parameters(io::SafeTensors::load(a.params), m);
+  const pipeline::Batch batch = io::read_batch(io::SafeTensors::load(a.batch), m);
+  Pipeline p = open_pipeline(m, a.pipeline, batch.rows, 0);
+  for (const auto& [name, values] : params) p.executor->set_parameter(name, values);
+  const pipeline::StepResult r = p.executor->train(batch);
+
+  io::SafeTensorsWriter out;
+  const float loss = float(r.loss);
+  out.add("loss", {}, std::span<const float>(&loss, 1));
+  for (const model::ParamSpec& spec : m.params())
+    if (spec.kind == model::ParamKind::Trainable) out.add(spec.name, spec.shape, p.executor->gradient(spec.name));
+  out.set_metadata("model", m.name);
+  out.set_metadata("micro_batches", std::to_string(a.pipeline.micro_batches));
+  out.set_metadata("stages", std::to_string(p.executor->stages()));
+  out.write(a.out);
+  if (!a.trace.empty()) {
+    const std::string json = r.trace.chrome_json();
+    io::write_atomically(a.trace, std::span<const uint8_t>(
+                                      reinterpret_cast<const uint8_t*>(json.data()), json.size()));
+  }
+  if (a.quiet) return;
+  std::printf("loss %.6f over %u samples; gradients of %zu tensors written to %s\n", loss,
+              batch.rows, params.size(), a.out.c_str());
+  std::printf("%s", pipeline::to_string(r.trace.summary()).c_str());
+}
+
+}  // namespace
+
+void add_init(CLI::App& app) {
+  auto a = std::make_shared<InitArgs>();
+  CLI::App* cmd = app.add_subcommand("init", "write a model's initial parameters (safetensors)");
+  cmd->add_option("--model", a->model, "preset name or a model .toml file")->required();
+  cmd->add_option("--set", a->set, "override a model setting, e.g. --set n_layer=6 (repeatable)");
+  cmd->add_option("--seed", a->seed, "random seed")->capture_default_str();
+  cmd->add_option("--out", a->out, "parameters file to write")->required();
+  cmd->callback([a] { run_init(*a); });
+}
+
+void add_step(CLI::App& app) {
+  auto a = std::make_shared<StepArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "step", "one pipelined forward and backward of a batch: writes the loss and every gradient");
+  cmd->add_option("--model", a->model, "preset name or a model .toml file")->required();
+  cmd->add_option("--set", a->set, "override a model setting (repeatable)");
+  cmd->add_option("--params", a->params, "parameters (safetensors, PyTorch names)")->required();
+  cmd->add_option("--batch", a->batch, "batch: 'input' and 'target' (safetensors)")->required();
+  cmd->add_option("--out", a->out, "where to write 'loss' and the gradients")->required();
+  cmd->add_option("--trace", a->trace, "write a Chrome trace-event JSON of the step");
+  cmd->add_flag("--quiet,-q", a->quiet, "print nothing on success");
+  add_pipeline_flags(*cmd, a->pipeline);
+  cmd->callback([a] { run_step(*a); });
+}
+
+}  // namespace brigade::cli
