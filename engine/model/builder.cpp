@@ -1,0 +1,291 @@
+// Builds models from TOML (engine/model/model.h): the embedded presets of models/ or a
+// user's file, with "key=value" overrides. Two kinds of model:
+//   a Sequential (the default): `input`, `classes` and [[layers]] tables, each with a `type`
+//     ("flatten", "linear", ...) and that layer's hyper-parameters; parameter names are
+//     "<index>.weight" etc., as PyTorch's nn.Sequential names them;
+//   type = "gpt": nanoGPT's GPT from block_size, vocab_size, n_layer, n_head and n_embd.
+// Every error is a UserError naming the file (or preset) and overrides, what is wrong and
+// what was expected.
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include "model/layers.h"
+#include "model/model.h"
+#include "model/presets.h"
+#include "vk/check.h"
+
+namespace brigade::model {
+namespace {
+
+using Keys = std::vector<std::string>;
+
+const Keys kSequentialKeys = {"name", "type", "input", "classes", "layers"};
+const Keys kGptKeys = {"name", "type", "block_size", "vocab_size", "n_layer", "n_head", "n_embd"};
+const Keys kLayerTypes = {"flatten",   "linear",      "relu",     "gelu",
+                          "conv2d",    "maxpool2d",   "batchnorm2d", "layernorm"};
+
+std::string join(const Keys& keys) {
+  std::string out;
+  for (const std::string& k : keys) out += (out.empty() ? "" : ", ") + k;
+  return out;
+}
+
+bool contains(const Keys& keys, const std::string& key) {
+  return std::find(keys.begin(), keys.end(), key) != keys.end();
+}
+
+std::string show(const toml::node& node) {
+  std::ostringstream os;
+  node.visit([&](const auto& n) { os << n; });
+  return os.str();
+}
+
+// Typed access to one TOML table; errors name `where` ("gpt-mini", "x.toml: layers[3]").
+class Reader {
+ public:
+  Reader(const toml::table& table, std::string where) : table_(table), where_(std::move(where)) {}
+
+  [[noreturn]] void fail(const std::string& what) const { throw UserError(where_ + ": " + what); }
+  const std::string& where() const { return where_; }
+  bool has(const std::string& key) const { return table_.contains(key); }
+
+  void only(const Keys& allowed) const {
+    for (auto&& [key, value] : table_)
+      if (!contains(allowed, std::string(key.str())))
+        fail("unknown key '" + std::string(key.str()) + "' (expected one of: " + join(allowed) + ")");
+  }
+
+  // A positive integer (or, with `zero_ok`, a non-negative one) that fits 32 bits.
+  uint32_t count(const std::string& key, bool zero_ok = false) const {
+    const toml::node* node = table_.get(key);
+    if (!node) fail("missing key '" + key + "' (" + count_kind(zero_ok) + ")");
+    const std::optional<int64_t> v = node->value_exact<int64_t>();
+    if (!v || *v < (zero_ok ? 0 : 1) || *v > std::numeric_limits<uint32_t>::max())
+      fail("key '" + key + "' must be " + count_kind(zero_ok) + ", got " + show(*node));
+    return uint32_t(*v);
+  }
+  uint32_t count_or(const std::string& key, uint32_t fallback, bool zero_ok = false) const {
+    return has(key) ? count(key, zero_ok) : fallback;
+  }
+
+  bool flag_or(const std::string& key, bool fallback) const {
+    const toml::node* node = table_.get(key);
+    if (!node) return fallback;
+    if (!node->is_boolean()) fail("key '" + key + "' must be true or false, got " + show(*node));
+    return node->as_boolean()->get();
+  }
+
+  std::string text(const std::string& key) const {
+    const toml::node* node = table_.get(key);
+    if (!node) fail("missing key '" + key + "' (a string)");
+    if (!node->is_string()) fail("key '" + key + "' must be a string, got " + show(*node));
+    return node->as_string()->get();
+  }
+  std::string text_or(const std::string& key, const std::string& fallback) const {
+    return has(key) ? text(key) : fallback;
+  }
+
+  // An array of one to three positive integers, e.g. [1, 28, 28].
+  Shape shape(const std::string& key) const {
+    const toml::node* node = table_.get(key);
+    const std::string expected = "an array of one to three positive integers, e.g. [1, 28, 28]";
+    if (!node) fail("missing key '" + key + "' (" + expected + ")");
+    const toml::array* array = node->as_array();
+    if (!array || array->empty() || array->size() > 3)
+      fail("key '" + key + "' must be " + expected + ", got " + show(*node));
+    Shape s;
+    for (const toml::node& d : *array) {
+      const std::optional<int64_t> v = d.value_exact<int64_t>();
+      if (!v || *v < 1 || *v > std::numeric_limits<uint32_t>::max())
+        fail("key '" + key + "' must be " + expected + ", got " + show(*node));
+      s.push_back(uint32_t(*v));
+    }
+    return s;
+  }
+
+ private:
+  static std::string count_kind(bool zero_ok) {
+    return zero_ok ? "a non-negative integer" : "a positive integer";
+  }
+
+  const toml::table& table_;
+  std::string where_;
+};
+
+// One [[layers]] table of a Sequential, `index` in it, given the incoming shape.
+std::unique_ptr<Layer> sequential_layer(const Reader& r, const std::string& type, uint32_t index,
+                                        const Shape& in) {
+  const std::string prefix = std::to_string(index) + ".";
+  const uint32_t channels = in.empty() ? 0 : in.front(), features = in.empty() ? 0 : in.back();
+  if (type == "flatten" || type == "relu" || type == "gelu") {
+    r.only({"type"});
+    if (type == "flatten") return std::make_unique<Flatten>(in);
+    if (type == "relu") return std::make_unique<ReLU>(in);
+    return std::make_unique<GELU>(in);
+  }
+  if (type == "linear") {
+    r.only({"type", "in", "out", "bias"});
+    return std::make_unique<Linear>(in, r.count_or("in", features), r.count("out"),
+                                    r.flag_or("bias", true), prefix);
+  }
+  if (type == "conv2d") {
+    r.only({"type", "in", "out", "kernel", "stride", "padding", "bias"});
+    return std::make_unique<Conv2d>(in, r.count_or("in", channels), r.count("out"),
+                                    r.count("kernel"), r.count_or("stride", 1),
+                                    r.count_or("padding", 0, true), r.flag_or("bias", true), prefix);
+  }
+  if (type == "maxpool2d") {
+    r.only({"type", "kernel", "stride"});
+    const uint32_t kernel = r.count("kernel");
+    return std::make_unique<MaxPool2d>(in, kernel, r.count_or("stride", kernel));
+  }
+  if (type == "batchnorm2d") {
+    r.only({"type", "features"});
+    // Its backward kernel writes the input gradient together with the parameters'.
+    if (index == 0) r.fail("batchnorm2d cannot be the first layer");
+    return std::make_unique<BatchNorm2d>(in, r.count_or("features", channels), prefix);
+  }
+  if (type == "layernorm") {
+    r.only({"type", "features"});
+    return std::make_unique<LayerNorm>(in, r.count_or("features", features), prefix);
+  }
+  r.fail("unknown layer type '" + type + "' (expected one of: " + join(kLayerTypes) + ")");
+}
+
+Model sequential(const toml::table& table, const Reader& r, const std::string& default_name) {
+  r.only(kSequentialKeys);
+  Model m;
+  m.name = r.text_or("name", default_name);
+  m.input = r.shape("input");
+  m.classes = r.count("classes");
+  const toml::array* layers = table["layers"].as_array();
+  if (!layers || layers->empty())
+    r.fail("missing [[layers]] (a Sequential needs at least one layer table)");
+  Shape shape = m.input;
+  for (uint32_t i = 0; i < layers->size(); ++i) {
+    const std::string where = r.where() + ": layers[" + std::to_string(i) + "]";
+    const toml::table* layer = (*layers)[i].as_table();
+    if (!layer) throw UserError(where + ": must be a table with a 'type' key");
+    const Reader lr(*layer, where);
+    const std::string type = lr.text("type");
+    try {
+      m.layers.push_back(sequential_layer(Reader(*layer, where + " (" + type + ")"), type, i, shape));
+    } catch (const UserError& e) {
+      const std::string what = e.what();
+      if (what.starts_with(where)) throw;
+      throw UserError(where + " (" + type + "): " + what);
+    }
+    shape = m.layers.back()->output_shape();
+  }
+  if (elements(shape) != m.classes)
+    r.fail("the last layer gives " + to_string(shape) + " = " + std::to_string(elements(shape)) +
+           " values per sample, expected classes = " + std::to_string(m.classes));
+  return m;
+}
+
+// nanoGPT's GPT: Embedding, n_layer blocks, ln_f, the tied lm_head.
+Model gpt(const Reader& r, const std::string& default_name) {
+  r.only(kGptKeys);
+  Model m;
+  m.name = r.text_or("name", default_name);
+  const uint32_t T = r.count("block_size"), V = r.count("vocab_size"), L = r.count("n_layer"),
+                 NH = r.count("n_head"), C = r.count("n_embd");
+  if (C % NH)
+    r.fail("n_embd " + std::to_string(C) + " is not divisible by n_head " + std::to_string(NH));
+  m.input = {T};
+  m.token_input = true;
+  m.classes = V;
+  m.targets_per_sample = T;
+  m.layers.push_back(std::make_unique<Embedding>(V, T, T, C));
+  for (uint32_t i = 0; i < L; ++i) m.layers.push_back(std::make_unique<GptBlock>(i, T, C, NH, L));
+  m.layers.push_back(std::make_unique<LayerNorm>(Shape{T, C}, C, "transformer.ln_f."));
+  m.layers.push_back(std::make_unique<LmHead>(T, C, V));
+  return m;
+}
+
+// Assigns each "key=value" override to the top-level table, refusing keys the model's type
+// does not know.
+void apply_overrides(toml::table& table, const Keys& known, const std::string& type,
+                     const std::vector<std::string>& overrides) {
+  for (const std::string& o : overrides) {
+    const std::string where = "override '" + o + "'";
+    toml::table parsed;
+    try {
+      parsed = toml::parse(std::string_view(o), std::string_view("override"));
+    } catch (const toml::parse_error& e) {
+      throw UserError(where + ": not a TOML key=value assignment (" + std::string(e.description()) + ")");
+    }
+    if (parsed.size() != 1)
+      throw UserError(where + ": expected exactly one key=value assignment, e.g. n_layer=2");
+    const auto entry = parsed.begin();
+    const std::string name(entry->first.str());
+    if (name == "type" || !contains(known, name)) {
+      Keys allowed;
+      std::copy_if(known.begin(), known.end(), std::back_inserter(allowed),
+                   [](const std::string& k) { return k != "type"; });
+      throw UserError(where + ": unknown key '" + name + "' for a " + type +
+                      " model (expected one of: " + join(allowed) + ")");
+    }
+    table.insert_or_assign(name, std::move(entry->second));
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> preset_names() {
+  std::vector<std::string> names;
+  for (const PresetFile& f : preset_files()) names.emplace_back(f.name);
+  return names;
+}
+
+Model build_from_toml(const std::string& text, const std::string& source,
+                      const std::vector<std::string>& overrides) {
+  toml::table table;
+  try {
+    table = toml::parse(std::string_view(text), std::string_view(source));
+  } catch (const toml::parse_error& e) {
+    const auto& at = e.source().begin;
+    throw UserError(source + ":" + std::to_string(at.line) + ":" + std::to_string(at.column) +
+                    ": malformed TOML: " + std::string(e.description()));
+  }
+  const std::string type = Reader(table, source).text_or("type", "sequential");
+  if (type != "sequential" && type != "gpt")
+    throw UserError(source + ": unknown model type '" + type + "' (expected sequential or gpt)");
+  const Keys& known = type == "gpt" ? kGptKeys : kSequentialKeys;
+  apply_overrides(table, known, type, overrides);
+
+  std::string where = source;
+  for (size_t i = 0; i < overrides.size(); ++i) where += (i ? ", " : " with ") + overrides[i];
+  const Reader r(table, where);
+  const std::string default_name = std::filesystem::path(source).stem().string();
+  Model m = type == "gpt" ? gpt(r, default_name) : sequential(table, r, default_name);
+  if (overrides.empty()) {
+    m.config = text;
+  } else {
+    std::ostringstream os;
+    os << table << "\n";
+    m.config = os.str();
+  }
+  return m;
+}
+
+Model build(const std::string& name_or_path, const std::vector<std::string>& overrides) {
+  if (name_or_path.ends_with(".toml")) {
+    std::ifstream in(name_or_path, std::ios::binary);
+    if (!in) throw UserError(name_or_path + ": cannot read the model file");
+    std::ostringstream text;
+    text << in.rdbuf();
+    return build_from_toml(text.str(), name_or_path, overrides);
+  }
+  for (const PresetFile& f : preset_files())
+    if (name_or_path == f.name) return build_from_toml(f.text, f.name, overrides);
+  throw UserError("unknown model preset '" + name_or_path + "' (known presets: " +
+                  join(preset_names()) + "; or give a path to a .toml file)");
+}
+
+}  // namespace brigade::model

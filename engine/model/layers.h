@@ -1,0 +1,213 @@
+// The concrete layers models are built from. Each mirrors a PyTorch module (nanoGPT's Block
+// for GptBlock) and names its parameters as that module's state_dict does, after `prefix`
+// ("3." for the fourth module of a Sequential, "transformer.h.0." for a GPT block).
+// Implementations: layers_dense.cpp (Flatten, Linear, ReLU, GELU), layers_conv.cpp (Conv2d,
+// MaxPool2d), layers_norm.cpp (BatchNorm2d, LayerNorm), layers_gpt.cpp (Embedding, LmHead)
+// and layers_gpt_block.cpp (GptBlock).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "model/layer.h"
+
+namespace brigade::model {
+
+// The Cost most layers report: `flops` forward per sample, 4 bytes per element of every
+// ParamSpec, and 4 bytes per float of the output (none for a view) and of every saved
+// tensor's per-sample part.
+Cost standard_cost(const Layer& layer, double flops);
+
+// A layer whose shapes are fixed at construction.
+class ShapedLayer : public Layer {
+ public:
+  const Shape& input_shape() const override { return input_; }
+  const Shape& output_shape() const override { return output_; }
+
+ protected:
+  ShapedLayer(Shape input, Shape output) : input_(std::move(input)), output_(std::move(output)) {}
+  Shape input_, output_;
+};
+
+// nn.Flatten(): [C, H, W] -> [C*H*W], the same memory.
+class Flatten final : public ShapedLayer {
+ public:
+  explicit Flatten(const Shape& input);
+  std::string kind() const override { return "flatten"; }
+  Cost cost() const override { return standard_cost(*this, 0); }
+  bool is_view() const override { return true; }
+  void forward(const Pass&, const Tensors&) const override {}
+  void backward(const Pass&, const Tensors&, vk::View, std::optional<vk::View>) const override {}
+};
+
+// nn.Linear(in_features, out_features, bias) on [..., in_features]. PyTorch's default
+// initialization: weight and bias Uniform(-1/sqrt(in), 1/sqrt(in)).
+class Linear final : public ShapedLayer {
+ public:
+  Linear(const Shape& input, uint32_t in_features, uint32_t out_features, bool bias,
+         std::string prefix);
+  std::string kind() const override { return "linear"; }
+  std::vector<ParamSpec> params() const override;
+  Cost cost() const override;
+  void forward(const Pass& p, const Tensors& t) const override;
+  void backward(const Pass& p, const Tensors& t, vk::View dy,
+                std::optional<vk::View> dx) const override;
+
+ private:
+  uint32_t in_, out_, rows_per_sample_;
+  bool bias_;
+  std::string prefix_;
+};
+
+// nn.ReLU(); its backward reads the output.
+class ReLU final : public ShapedLayer {
+ public:
+  explicit ReLU(const Shape& input) : ShapedLayer(input, input) {}
+  std::string kind() const override { return "relu"; }
+  Cost cost() const override;
+  void forward(const Pass& p, const Tensors& t) const override;
+  void backward(const Pass& p, const Tensors& t, vk::View dy,
+                std::optional<vk::View> dx) const override;
+};
+
+// nn.GELU(approximate='tanh'); its backward reads the input.
+class GELU final : public ShapedLayer {
+ public:
+  explicit GELU(const Shape& input) : ShapedLayer(input, input) {}
+  std::string kind() const override { return "gelu"; }
+  Cost cost() const override;
+  void forward(const Pass& p, const Tensors& t) const override;
+  void backward(const Pass& p, const Tensors& t, vk::View dy,
+                std::optional<vk::View> dx) const override;
+};
+
+// nn.Conv2d(in, out, kernel, stride, padding, bias) on [in, H, W]. PyTorch's default
+// initialization: Uniform(-1/sqrt(in*k*k), 1/sqrt(in*k*k)).
+class Conv2d final : public ShapedLayer {
+ public:
+  Conv2d(const Shape& input, uint32_t in_channels, uint32_t out_channels, uint32_t kernel,
+         uint32_t stride, uint32_t padding, bool bias, std::string prefix);
+  std::string kind() const override { return "conv2d"; }
+  std::vector<ParamSpec> params() const override;
+  Cost cost() const override;
+  void forward(const Pass& p, const Tensors& t) const override;
+  void backward(const Pass& p, const Tensors& t, vk::View dy,
+                std::optional<vk::View> dx) const override;
+
+ private:
+  uint32_t in_, out_, kernel_, stride_, padding_;
+  bool bias_;
+  std::string prefix_;
+};
+
+// nn.MaxPool2d(kernel, stride) on [C, H, W].
+class MaxPool2d final : public ShapedLayer {
+ public:
+  MaxPool2d(const Shape& input, uint32_t kernel, uint32_t stride);
+  std::string kind() const override { return "maxpool2d"; }
+  Cost cost() const override;
+  void forward(const Pass& p, const Tensors& t) const override;
+  void backward(const Pass& p, const Tensors& t, vk::View dy,
+                std::optional<vk::View> dx) const override;
+
+ private:
+  uint32_t kernel_, stride_;
+};
+
+// nn.BatchNorm2d(C) on [C, H, W] with GPipe's statistics (ops/batchnorm.h): each training
+// micro-batch is normalized with its own statistics, which also go into the "stats"
+// accumulator; end_minibatch moves the running statistics once per mini-batch.
+// Params: weight, bias (Trainable), running_mean, running_var (Buffer), stats (State).
+// Saved: the micro-batch's per-channel mean and rstd.
+class BatchNorm2d final : public ShapedLayer {
+ public:
+  BatchNorm2d(const Shape& input, uint32_t features, std::string prefix);
+  std::string kind() const override { return "batchnorm2d"; }
+  std::vector<ParamSpec> params() const override;
+  std::vector<SavedSpec> saved() const override;
+  Cost cost() const override;
+  void forward(const Pass& p, const Tensors& t) const override;
+  void backward(const Pass& p, const Tensors& t, vk::View dy,
+                std::optional<vk::View> dx) const override;
+  void end_minibatch(vk::Commands& cmd, std::span<const vk::View> params) const override;
+
+ private:
+  uint32_t channels_, plane_;  // plane_ = H * W
+  std::string prefix_;
+};
+
+// nn.LayerNorm(C) on [..., C]. Saved: each row's mean and rstd.
+class LayerNorm final : public ShapedLayer {
+ public:
+  LayerNorm(const Shape& input, uint32_t features, std::string prefix);
+  std::string kind() const override { return "layernorm"; }
+  std::vector<ParamSpec> params() const override;
+  std::vector<SavedSpec> saved() const override;
+  Cost cost() const override;
+  void forward(const Pass& p, const Tensors& t) const override;
+  void backward(const Pass& p, const Tensors& t, vk::View dy,
+                std::optional<vk::View> dx) const override;
+
+ private:
+  uint32_t channels_, rows_per_sample_;
+  std::string prefix_;
+};
+
+// nanoGPT's token and position embeddings, transformer.wte and transformer.wpe: [T] int32
+// token ids -> [T, C]. Both tables start Normal(0, 0.02).
+class Embedding final : public ShapedLayer {
+ public:
+  Embedding(uint32_t vocab_size, uint32_t block_size, uint32_t T, uint32_t C);
+  std::string kind() const override { return "embedding"; }
+  std::vector<ParamSpec> params() const override;
+  Cost cost() const override;
+  bool integer_input() const override { return true; }
+  void forward(const Pass& p, const Tensors& t) const override;
+  // Token ids have no gradient: dx is ignored.
+  void backward(const Pass& p, const Tensors& t, vk::View dy,
+                std::optional<vk::View> dx) const override;
+
+ private:
+  uint32_t vocab_, block_size_, T_, C_;
+};
+
+// nanoGPT's lm_head: [T, C] -> [T, V] logits = x wte^T, no bias. Its weight is
+// transformer.wte.weight, tied to Embedding's: a stage holding both gives them one buffer,
+// and both backward passes add into its one gradient.
+class LmHead final : public ShapedLayer {
+ public:
+  LmHead(uint32_t T, uint32_t C, uint32_t vocab_size);
+  std::string kind() const override { return "lm_head"; }
+  std::vector<ParamSpec> params() const override;
+  Cost cost() const override;
+  void forward(const Pass& p, const Tensors& t) const override;
+  void backward(const Pass& p, const Tensors& t, vk::View dy,
+                std::optional<vk::View> dx) const override;
+
+ private:
+  uint32_t T_, C_, vocab_;
+};
+
+// nanoGPT's Block (bias, no dropout) on [T, C]:
+//   x1 = x + attn.c_proj(attention(attn.c_attn(ln_1(x))))
+//   y  = x1 + mlp.c_proj(gelu(mlp.c_fc(ln_2(x1))))
+// Parameters "transformer.h.{index}.*" in nanoGPT's order; Linear weights start
+// Normal(0, 0.02), the two c_proj weights Normal(0, 0.02 / sqrt(2 * n_layer)).
+class GptBlock final : public ShapedLayer {
+ public:
+  GptBlock(uint32_t index, uint32_t T, uint32_t C, uint32_t n_head, uint32_t n_layer);
+  std::string kind() const override { return "gpt_block"; }
+  std::vector<ParamSpec> params() const override;
+  std::vector<SavedSpec> saved() const override;
+  uint64_t scratch_per_sample() const override;
+  Cost cost() const override;
+  void forward(const Pass& p, const Tensors& t) const override;
+  void backward(const Pass& p, const Tensors& t, vk::View dy,
+                std::optional<vk::View> dx) const override;
+
+ private:
+  uint32_t index_, T_, C_, NH_, n_layer_;
+};
+
+}  // namespace brigade::model

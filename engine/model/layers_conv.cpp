@@ -1,0 +1,102 @@
+// Conv2d and MaxPool2d (engine/model/layers.h) on ops/conv2d.h and ops/maxpool2d.h.
+#include <cmath>
+
+#include "model/layers.h"
+#include "ops/conv2d.h"
+#include "ops/maxpool2d.h"
+#include "vk/check.h"
+
+namespace brigade::model {
+namespace {
+
+void expect_chw(const Shape& input, const std::string& what) {
+  if (input.size() != 3)
+    throw UserError(what + " needs a [C, H, W] input, got " + to_string(input));
+}
+
+ops::Conv2dShape conv_shape(const Shape& input, uint32_t out, uint32_t kernel, uint32_t stride,
+                            uint32_t padding, uint32_t n = 1) {
+  return {n, input[0], input[1], input[2], out, kernel, kernel, stride, stride, padding, padding};
+}
+
+Shape conv_output(const Shape& input, uint32_t in, uint32_t out, uint32_t kernel, uint32_t stride,
+                  uint32_t padding) {
+  expect_chw(input, "conv2d");
+  if (input[0] != in)
+    throw UserError("conv2d in_channels " + std::to_string(in) +
+                    " does not match the incoming shape " + to_string(input) +
+                    " (its first dimension must equal in_channels)");
+  const ops::Conv2dShape s = conv_shape(input, out, kernel, stride, padding);
+  ops::conv2d_validate(s);
+  return {out, s.out_h(), s.out_w()};
+}
+
+ops::MaxPool2dShape pool_shape(const Shape& input, uint32_t kernel, uint32_t stride,
+                               uint32_t n = 1) {
+  return {n, input[0], input[1], input[2], kernel, stride};
+}
+
+Shape pool_output(const Shape& input, uint32_t kernel, uint32_t stride) {
+  expect_chw(input, "maxpool2d");
+  const ops::MaxPool2dShape s = pool_shape(input, kernel, stride);
+  ops::maxpool2d_validate(s);
+  return {input[0], s.out_h(), s.out_w()};
+}
+
+}  // namespace
+
+Conv2d::Conv2d(const Shape& input, uint32_t in_channels, uint32_t out_channels, uint32_t kernel,
+               uint32_t stride, uint32_t padding, bool bias, std::string prefix)
+    : ShapedLayer(input, conv_output(input, in_channels, out_channels, kernel, stride, padding)),
+      in_(in_channels),
+      out_(out_channels),
+      kernel_(kernel),
+      stride_(stride),
+      padding_(padding),
+      bias_(bias),
+      prefix_(std::move(prefix)) {}
+
+std::vector<ParamSpec> Conv2d::params() const {
+  const float bound = 1.0f / std::sqrt(float(in_ * kernel_ * kernel_));
+  std::vector<ParamSpec> p{{prefix_ + "weight", {out_, in_, kernel_, kernel_}, ParamKind::Trainable,
+                            Init::Uniform, bound}};
+  if (bias_) p.push_back({prefix_ + "bias", {out_}, ParamKind::Trainable, Init::Uniform, bound});
+  return p;
+}
+
+Cost Conv2d::cost() const {
+  return standard_cost(*this, 2.0 * double(elements(output_)) * in_ * kernel_ * kernel_);
+}
+
+void Conv2d::forward(const Pass& p, const Tensors& t) const {
+  const std::optional<vk::View> bias = bias_ ? std::optional(t.params[1]) : std::nullopt;
+  ops::conv2d_forward(p.cmd, t.x, t.params[0], bias, t.y,
+                      conv_shape(input_, out_, kernel_, stride_, padding_, p.rows));
+}
+
+void Conv2d::backward(const Pass& p, const Tensors& t, vk::View dy,
+                      std::optional<vk::View> dx) const {
+  const ops::Conv2dShape s = conv_shape(input_, out_, kernel_, stride_, padding_, p.rows);
+  const std::optional<vk::View> dbias = bias_ ? std::optional(t.grads[1]) : std::nullopt;
+  ops::conv2d_backward_weight(p.cmd, dy, t.x, t.grads[0], dbias, s);
+  if (dx) ops::conv2d_backward_data(p.cmd, dy, t.params[0], *dx, s);
+}
+
+MaxPool2d::MaxPool2d(const Shape& input, uint32_t kernel, uint32_t stride)
+    : ShapedLayer(input, pool_output(input, kernel, stride)), kernel_(kernel), stride_(stride) {}
+
+// One comparison per window element.
+Cost MaxPool2d::cost() const {
+  return standard_cost(*this, double(elements(output_)) * kernel_ * kernel_);
+}
+
+void MaxPool2d::forward(const Pass& p, const Tensors& t) const {
+  ops::maxpool2d_forward(p.cmd, t.x, t.y, pool_shape(input_, kernel_, stride_, p.rows));
+}
+
+void MaxPool2d::backward(const Pass& p, const Tensors& t, vk::View dy,
+                         std::optional<vk::View> dx) const {
+  if (dx) ops::maxpool2d_backward_data(p.cmd, t.x, dy, *dx, pool_shape(input_, kernel_, stride_, p.rows));
+}
+
+}  // namespace brigade::model

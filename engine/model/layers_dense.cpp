@@ -1,0 +1,93 @@
+// Flatten, Linear, ReLU and GELU (engine/model/layers.h) on the ops of engine/ops.
+#include <cmath>
+
+#include "model/layers.h"
+#include "ops/activation.h"
+#include "ops/linear.h"
+#include "vk/check.h"
+
+namespace brigade::model {
+
+Cost standard_cost(const Layer& layer, double flops) {
+  Cost c;
+  c.flops = flops;
+  for (const ParamSpec& p : layer.params()) c.param_bytes += p.elements() * 4;
+  uint64_t floats = layer.is_view() ? 0 : elements(layer.output_shape());
+  for (const SavedSpec& s : layer.saved()) floats += s.per_sample;
+  c.activation_bytes = floats * 4;
+  return c;
+}
+
+Flatten::Flatten(const Shape& input) : ShapedLayer(input, {uint32_t(elements(input))}) {}
+
+namespace {
+
+Shape with_last(Shape s, uint32_t last) {
+  s.back() = last;
+  return s;
+}
+
+}  // namespace
+
+Linear::Linear(const Shape& input, uint32_t in_features, uint32_t out_features, bool bias,
+               std::string prefix)
+    : ShapedLayer(input, input.empty() ? input : with_last(input, out_features)),
+      in_(in_features),
+      out_(out_features),
+      rows_per_sample_(0),
+      bias_(bias),
+      prefix_(std::move(prefix)) {
+  if (in_ == 0 || out_ == 0) throw UserError("linear features must be positive");
+  if (input.empty() || input.back() != in_)
+    throw UserError("linear in_features " + std::to_string(in_) +
+                    " does not match the incoming shape " + to_string(input) +
+                    " (its last dimension must equal in_features)");
+  rows_per_sample_ = uint32_t(elements(input) / in_);
+}
+
+std::vector<ParamSpec> Linear::params() const {
+  const float bound = 1.0f / std::sqrt(float(in_));
+  std::vector<ParamSpec> p{{prefix_ + "weight", {out_, in_}, ParamKind::Trainable, Init::Uniform, bound}};
+  if (bias_) p.push_back({prefix_ + "bias", {out_}, ParamKind::Trainable, Init::Uniform, bound});
+  return p;
+}
+
+Cost Linear::cost() const { return standard_cost(*this, 2.0 * rows_per_sample_ * in_ * out_); }
+
+void Linear::forward(const Pass& p, const Tensors& t) const {
+  const std::optional<vk::View> bias = bias_ ? std::optional(t.params[1]) : std::nullopt;
+  ops::linear_forward(p.cmd, t.x, t.params[0], bias, t.y, p.rows * rows_per_sample_, in_, out_);
+}
+
+void Linear::backward(const Pass& p, const Tensors& t, vk::View dy,
+                      std::optional<vk::View> dx) const {
+  const uint32_t n = p.rows * rows_per_sample_;
+  const std::optional<vk::View> dbias = bias_ ? std::optional(t.grads[1]) : std::nullopt;
+  ops::linear_backward_weight(p.cmd, dy, t.x, t.grads[0], dbias, n, in_, out_);
+  if (dx) ops::linear_backward_data(p.cmd, dy, t.params[0], *dx, n, in_, out_);
+}
+
+Cost ReLU::cost() const { return standard_cost(*this, double(elements(output_))); }
+
+void ReLU::forward(const Pass& p, const Tensors& t) const {
+  ops::relu_forward(p.cmd, t.x, t.y, uint32_t(p.rows * elements(input_)));
+}
+
+void ReLU::backward(const Pass& p, const Tensors& t, vk::View dy,
+                    std::optional<vk::View> dx) const {
+  if (dx) ops::relu_backward(p.cmd, t.y, dy, *dx, uint32_t(p.rows * elements(input_)));
+}
+
+// About 8 FLOPs per element for the tanh approximation (multiplies, adds and the tanh).
+Cost GELU::cost() const { return standard_cost(*this, 8.0 * double(elements(output_))); }
+
+void GELU::forward(const Pass& p, const Tensors& t) const {
+  ops::gelu_forward(p.cmd, t.x, t.y, uint32_t(p.rows * elements(input_)));
+}
+
+void GELU::backward(const Pass& p, const Tensors& t, vk::View dy,
+                    std::optional<vk::View> dx) const {
+  if (dx) ops::gelu_backward(p.cmd, t.x, dy, *dx, uint32_t(p.rows * elements(input_)));
+}
+
+}  // namespace brigade::model

@@ -1,0 +1,62 @@
+// nanoGPT's Embedding (transformer.wte + transformer.wpe) and the tied LmHead
+// (engine/model/layers.h).
+#include "model/layers.h"
+#include "ops/embedding.h"
+#include "ops/linear.h"
+#include "vk/check.h"
+
+namespace brigade::model {
+namespace {
+
+constexpr float kGptStd = 0.02f;  // nanoGPT's _init_weights
+
+ParamSpec wte(uint32_t vocab, uint32_t C) {
+  return {"transformer.wte.weight", {vocab, C}, ParamKind::Trainable, Init::Normal, kGptStd};
+}
+
+}  // namespace
+
+Embedding::Embedding(uint32_t vocab_size, uint32_t block_size, uint32_t T, uint32_t C)
+    : ShapedLayer({T}, {T, C}), vocab_(vocab_size), block_size_(block_size), T_(T), C_(C) {
+  if (vocab_ == 0 || C_ == 0 || T_ == 0) throw UserError("embedding sizes must be positive");
+  if (T_ > block_size_)
+    throw UserError("embedding: sequence length " + std::to_string(T_) + " exceeds block_size " +
+                    std::to_string(block_size_));
+}
+
+std::vector<ParamSpec> Embedding::params() const {
+  return {wte(vocab_, C_),
+          {"transformer.wpe.weight", {block_size_, C_}, ParamKind::Trainable, Init::Normal, kGptStd}};
+}
+
+// One add per output element.
+Cost Embedding::cost() const { return standard_cost(*this, double(T_) * C_); }
+
+void Embedding::forward(const Pass& p, const Tensors& t) const {
+  ops::embedding_forward(p.cmd, t.x, t.params[0], t.params[1], t.y, p.rows, T_, C_, vocab_);
+}
+
+void Embedding::backward(const Pass& p, const Tensors& t, vk::View dy,
+                         std::optional<vk::View>) const {
+  ops::embedding_backward(p.cmd, dy, t.x, t.grads[0], t.grads[1], p.rows, T_, C_, vocab_);
+}
+
+LmHead::LmHead(uint32_t T, uint32_t C, uint32_t vocab_size)
+    : ShapedLayer({T, C}, {T, vocab_size}), T_(T), C_(C), vocab_(vocab_size) {}
+
+std::vector<ParamSpec> LmHead::params() const { return {wte(vocab_, C_)}; }
+
+Cost LmHead::cost() const { return standard_cost(*this, 2.0 * T_ * C_ * vocab_); }
+
+void LmHead::forward(const Pass& p, const Tensors& t) const {
+  ops::linear_forward(p.cmd, t.x, t.params[0], std::nullopt, t.y, p.rows * T_, C_, vocab_);
+}
+
+void LmHead::backward(const Pass& p, const Tensors& t, vk::View dy,
+                      std::optional<vk::View> dx) const {
+  const uint32_t n = p.rows * T_;
+  ops::linear_backward_weight(p.cmd, dy, t.x, t.grads[0], std::nullopt, n, C_, vocab_);
+  if (dx) ops::linear_backward_data(p.cmd, dy, t.params[0], *dx, n, C_, vocab_);
+}
+
+}  // namespace brigade::model

@@ -1,0 +1,181 @@
+// GptBlock (engine/model/layers.h): nanoGPT's transformer Block composed from the ops of
+// engine/ops. What the backward pass needs is saved per token; forward temporaries and the
+// backward pass's internal gradients live in the scratch view.
+#include <cmath>
+
+#include "model/layers.h"
+#include "ops/activation.h"
+#include "ops/attention.h"
+#include "ops/layernorm.h"
+#include "ops/linear.h"
+#include "ops/residual.h"
+#include "vk/check.h"
+
+namespace brigade::model {
+namespace {
+
+constexpr float kGptStd = 0.02f;  // nanoGPT's _init_weights
+
+// Parameter indices, in nanoGPT's state_dict order.
+enum Param : size_t {
+  kLn1W, kLn1B, kAttnW, kAttnB, kProjW, kProjB, kLn2W, kLn2B, kFcW, kFcB, kMlpProjW, kMlpProjB
+};
+// Saved tensor indices; per-token sizes in saved().
+enum Saved : size_t {
+  kLn1, kLn1Mean, kLn1Rstd, kQkv, kAttn, kLse, kX1, kLn2, kLn2Mean, kLn2Rstd, kFc, kGelu
+};
+
+// Sub-views of the scratch view start 256 bytes apart at least (Vulkan's largest
+// minStorageBufferOffsetAlignment); scratch_per_sample() adds room for the padding.
+constexpr uint64_t kAlignFloats = 64;
+constexpr uint64_t kScratchRegions = 5;
+
+// Hands out consecutive aligned sub-views of one view.
+class Carver {
+ public:
+  explicit Carver(vk::View v) : view_(v) {}
+  vk::View take(uint64_t floats) {
+    const uint64_t at = (used_ + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
+    BRIGADE_EXPECT((at + floats) * 4 <= view_.range, "gpt_block scratch is too small");
+    used_ = at + floats;
+    return vk::View(*view_.buffer, view_.offset + at * 4, floats * 4);
+  }
+
+ private:
+  vk::View view_;
+  uint64_t used_ = 0;
+};
+
+// The scratch of one pass over N tokens. Lifetimes in backward (see GptBlock::backward):
+// wide_a holds dgelu then dqkv; wide_b dfc; narrow_a the forward's branch output, then dx1;
+// narrow_b dln_2, then dattn, then dln_1.
+struct Scratch {
+  vk::View wide_a, wide_b, narrow_a, narrow_b, delta;
+};
+
+Scratch carve(vk::View scratch, uint64_t N, uint64_t C, uint64_t NH) {
+  Carver c(scratch);
+  return {c.take(N * 4 * C), c.take(N * 4 * C), c.take(N * C), c.take(N * C), c.take(N * NH)};
+}
+
+// out (rows x cols) = dy (rows x k) weight (k x cols), written rather than accumulated: the
+// first contribution to an internal gradient.
+void write_backward_data(vk::Commands& cmd, vk::View dy, vk::View weight, vk::View out,
+                         uint32_t rows, uint32_t cols, uint32_t k) {
+  ops::matmul(cmd, dy, weight, out, ops::MatmulParams{.M = rows, .N = cols, .K = k});
+}
+
+// out (rows x cols) = 0, as a product with an empty inner dimension (nothing is read).
+void zero(vk::Commands& cmd, vk::View out, uint32_t rows, uint32_t cols) {
+  ops::matmul(cmd, out, out, out, ops::MatmulParams{.M = rows, .N = cols, .K = 0});
+}
+
+}  // namespace
+
+GptBlock::GptBlock(uint32_t index, uint32_t T, uint32_t C, uint32_t n_head, uint32_t n_layer)
+    : ShapedLayer({T, C}, {T, C}), index_(index), T_(T), C_(C), NH_(n_head), n_layer_(n_layer) {
+  if (T_ == 0 || C_ == 0 || NH_ == 0 || n_layer_ == 0)
+    throw UserError("gpt_block sizes must be positive");
+  if (C_ % NH_)
+    throw UserError("n_embd " + std::to_string(C_) + " is not divisible by n_head " +
+                    std::to_string(NH_));
+}
+
+std::vector<ParamSpec> GptBlock::params() const {
+  const std::string p = "transformer.h." + std::to_string(index_) + ".";
+  const int64_t C = C_;
+  const float proj_std = kGptStd / std::sqrt(2.0f * float(n_layer_));
+  const ParamKind Tr = ParamKind::Trainable;
+  return {{p + "ln_1.weight", {C}, Tr, Init::Ones},
+          {p + "ln_1.bias", {C}, Tr, Init::Zeros},
+          {p + "attn.c_attn.weight", {3 * C, C}, Tr, Init::Normal, kGptStd},
+          {p + "attn.c_attn.bias", {3 * C}, Tr, Init::Zeros},
+          {p + "attn.c_proj.weight", {C, C}, Tr, Init::Normal, proj_std},
+          {p + "attn.c_proj.bias", {C}, Tr, Init::Zeros},
+          {p + "ln_2.weight", {C}, Tr, Init::Ones},
+          {p + "ln_2.bias", {C}, Tr, Init::Zeros},
+          {p + "mlp.c_fc.weight", {4 * C, C}, Tr, Init::Normal, kGptStd},
+          {p + "mlp.c_fc.bias", {4 * C}, Tr, Init::Zeros},
+          {p + "mlp.c_proj.weight", {C, 4 * C}, Tr, Init::Normal, proj_std},
+          {p + "mlp.c_proj.bias", {C}, Tr, Init::Zeros}};
+}
+
+std::vector<SavedSpec> GptBlock::saved() const {
+  const uint64_t T = T_, C = C_;
+  return {{"ln_1", T * C},    {"ln_1.mean", T}, {"ln_1.rstd", T}, {"qkv", T * 3 * C},
+          {"attn", T * C},    {"lse", T * NH_}, {"x1", T * C},    {"ln_2", T * C},
+          {"ln_2.mean", T},   {"ln_2.rstd", T}, {"fc", T * 4 * C}, {"gelu", T * 4 * C}};
+}
+
+uint64_t GptBlock::scratch_per_sample() const {
+  return uint64_t(T_) * (10 * uint64_t(C_) + NH_) + kScratchRegions * kAlignFloats;
+}
+
+Cost GptBlock::cost() const {
+  const double T = T_, C = C_;
+  const double linear = 2 * T * (3 * C * C + C * C + 4 * C * C + 4 * C * C);
+  const double attention = 2 * C * T * (T + 1);  // q k^T and p v over the causal half
+  const double other = 8 * T * 4 * C + 2 * 8 * T * C + 2 * T * C;  // gelu, norms, residuals
+  return standard_cost(*this, linear + attention + other);
+}
+
+void GptBlock::forward(const Pass& p, const Tensors& t) const {
+  const uint32_t N = p.rows * T_, C = C_;
+  const auto& w = t.params;
+  const auto& s = t.saved;
+  const Scratch scratch = carve(*t.scratch, N, C, NH_);
+  vk::Commands& cmd = p.cmd;
+  ops::layernorm_forward(cmd, t.x, w[kLn1W], w[kLn1B], s[kLn1], s[kLn1Mean], s[kLn1Rstd], N, C);
+  ops::linear_forward(cmd, s[kLn1], w[kAttnW], w[kAttnB], s[kQkv], N, C, 3 * C);
+  ops::attention_forward(cmd, s[kQkv], s[kAttn], s[kLse], p.rows, T_, C, NH_);
+  ops::linear_forward(cmd, s[kAttn], w[kProjW], w[kProjB], scratch.narrow_a, N, C, C);
+  ops::residual_forward(cmd, t.x, scratch.narrow_a, s[kX1], N * C);
+  ops::layernorm_forward(cmd, s[kX1], w[kLn2W], w[kLn2B], s[kLn2], s[kLn2Mean], s[kLn2Rstd], N, C);
+  ops::linear_forward(cmd, s[kLn2], w[kFcW], w[kFcB], s[kFc], N, C, 4 * C);
+  ops::gelu_forward(cmd, s[kFc], s[kGelu], N * 4 * C);
+  ops::linear_forward(cmd, s[kGelu], w[kMlpProjW], w[kMlpProjB], scratch.narrow_a, N, 4 * C, C);
+  ops::residual_forward(cmd, s[kX1], scratch.narrow_a, t.y, N * C);
+}
+
+void GptBlock::backward(const Pass& p, const Tensors& t, vk::View dy,
+                        std::optional<vk::View> dx) const {
+  const uint32_t N = p.rows * T_, C = C_;
+  const auto& w = t.params;
+  const auto& g = t.grads;
+  const auto& s = t.saved;
+  const Scratch scratch = carve(*t.scratch, N, C, NH_);
+  vk::Commands& cmd = p.cmd;
+
+  // MLP branch: y = x1 + mlp.c_proj(gelu(mlp.c_fc(ln_2(x1)))).
+  const vk::View dgelu = scratch.wide_a, dfc = scratch.wide_b, dln2 = scratch.narrow_b;
+  ops::linear_backward_weight(cmd, dy, s[kGelu], g[kMlpProjW], g[kMlpProjB], N, 4 * C, C);
+  write_backward_data(cmd, dy, w[kMlpProjW], dgelu, N, 4 * C, C);
+  zero(cmd, dfc, N, 4 * C);
+  ops::gelu_backward(cmd, s[kFc], dgelu, dfc, N * 4 * C);
+  ops::linear_backward_weight(cmd, dfc, s[kLn2], g[kFcW], g[kFcB], N, C, 4 * C);
+  write_backward_data(cmd, dfc, w[kFcW], dln2, N, C, 4 * C);
+
+  // dx1 = dy (the residual) + the gradient through ln_2.
+  const vk::View dx1 = scratch.narrow_a;
+  cmd.copy(*dy.buffer, *dx1.buffer, uint64_t(N) * C * 4, dy.offset, dx1.offset);
+  ops::layernorm_backward_data(cmd, dln2, s[kX1], w[kLn2W], s[kLn2Mean], s[kLn2Rstd], dx1, N, C);
+  ops::layernorm_backward_weight(cmd, dln2, s[kX1], s[kLn2Mean], s[kLn2Rstd], g[kLn2W], g[kLn2B],
+                                 N, C);
+
+  // Attention branch: x1 = x + attn.c_proj(attention(attn.c_attn(ln_1(x)))). The residual
+  // adds dx1 to dx; its other copy lands in narrow_b, which dattn then overwrites.
+  const vk::View dattn = scratch.narrow_b, dqkv = scratch.wide_a, dln1 = scratch.narrow_b;
+  if (dx) ops::residual_backward(cmd, dx1, *dx, dattn, N * C);
+  ops::linear_backward_weight(cmd, dx1, s[kAttn], g[kProjW], g[kProjB], N, C, C);
+  write_backward_data(cmd, dx1, w[kProjW], dattn, N, C, C);
+  zero(cmd, dqkv, N, 3 * C);
+  ops::attention_backward(cmd, s[kQkv], s[kAttn], s[kLse], dattn, dqkv, scratch.delta, p.rows, T_,
+                          C, NH_);
+  ops::linear_backward_weight(cmd, dqkv, s[kLn1], g[kAttnW], g[kAttnB], N, C, 3 * C);
+  write_backward_data(cmd, dqkv, w[kAttnW], dln1, N, C, 3 * C);
+  ops::layernorm_backward_weight(cmd, dln1, t.x, s[kLn1Mean], s[kLn1Rstd], g[kLn1W], g[kLn1B], N, C);
+  if (dx)
+    ops::layernorm_backward_data(cmd, dln1, t.x, w[kLn1W], s[kLn1Mean], s[kLn1Rstd], *dx, N, C);
+}
+
+}  // namespace brigade::model

@@ -1,0 +1,102 @@
+// BatchNorm2d and LayerNorm (engine/model/layers.h) on ops/batchnorm.h and ops/layernorm.h.
+#include "model/layers.h"
+#include "ops/batchnorm.h"
+#include "ops/layernorm.h"
+#include "shaders/norm.h"
+#include "vk/check.h"
+
+namespace brigade::model {
+namespace {
+
+// Normalization and affine FLOPs per element: the statistics, the normalization and the
+// scale and shift.
+constexpr double kNormFlops = 8;
+
+}  // namespace
+
+BatchNorm2d::BatchNorm2d(const Shape& input, uint32_t features, std::string prefix)
+    : ShapedLayer(input, input), channels_(features), plane_(0), prefix_(std::move(prefix)) {
+  if (input.size() != 3 || input[0] != features)
+    throw UserError("batchnorm2d num_features " + std::to_string(features) +
+                    " does not match the incoming shape " + to_string(input) +
+                    " (expected [num_features, H, W])");
+  plane_ = input[1] * input[2];
+}
+
+// In PyTorch's state_dict order, then the statistics accumulator.
+std::vector<ParamSpec> BatchNorm2d::params() const {
+  const int64_t C = channels_;
+  const int64_t stats_floats = sizeof(shaders::BatchNormStats) / 4;
+  return {{prefix_ + "weight", {C}, ParamKind::Trainable, Init::Ones},
+          {prefix_ + "bias", {C}, ParamKind::Trainable, Init::Zeros},
+          {prefix_ + "running_mean", {C}, ParamKind::Buffer, Init::Zeros},
+          {prefix_ + "running_var", {C}, ParamKind::Buffer, Init::Ones},
+          {prefix_ + "stats", {C, stats_floats}, ParamKind::State, Init::Zeros}};
+}
+
+std::vector<SavedSpec> BatchNorm2d::saved() const {
+  return {{"mean", 0, channels_}, {"rstd", 0, channels_}};
+}
+
+Cost BatchNorm2d::cost() const { return standard_cost(*this, kNormFlops * double(elements(input_))); }
+
+void BatchNorm2d::forward(const Pass& p, const Tensors& t) const {
+  if (p.training)
+    ops::batchnorm_forward_train(p.cmd, t.x, t.params[0], t.params[1], t.y, t.saved[0],
+                                 t.saved[1], t.params[4], p.rows, channels_, plane_,
+                                 !p.recompute);
+  else
+    ops::batchnorm_forward_eval(p.cmd, t.x, t.params[0], t.params[1], t.params[2], t.params[3],
+                                t.y, p.rows, channels_, plane_);
+}
+
+// The kernel writes all three gradients at once, so it needs dx: the builder never puts
+// BatchNorm2d first.
+void BatchNorm2d::backward(const Pass& p, const Tensors& t, vk::View dy,
+                           std::optional<vk::View> dx) const {
+  BRIGADE_EXPECT(dx.has_value(), "batchnorm2d backward needs an input gradient");
+  ops::batchnorm_backward(p.cmd, dy, t.x, t.params[0], t.saved[0], t.saved[1], *dx, t.grads[0],
+                          t.grads[1], p.rows, channels_, plane_);
+}
+
+void BatchNorm2d::end_minibatch(vk::Commands& cmd, std::span<const vk::View> params) const {
+  ops::batchnorm_update_running(cmd, params[4], params[2], params[3], channels_);
+}
+
+LayerNorm::LayerNorm(const Shape& input, uint32_t features, std::string prefix)
+    : ShapedLayer(input, input), channels_(features), rows_per_sample_(0), prefix_(std::move(prefix)) {
+  if (input.empty() || input.back() != features)
+    throw UserError("layernorm normalized_shape " + std::to_string(features) +
+                    " does not match the incoming shape " + to_string(input) +
+                    " (its last dimension must equal it)");
+  rows_per_sample_ = uint32_t(elements(input) / features);
+}
+
+std::vector<ParamSpec> LayerNorm::params() const {
+  const int64_t C = channels_;
+  return {{prefix_ + "weight", {C}, ParamKind::Trainable, Init::Ones},
+          {prefix_ + "bias", {C}, ParamKind::Trainable, Init::Zeros}};
+}
+
+std::vector<SavedSpec> LayerNorm::saved() const {
+  return {{"mean", rows_per_sample_, 0}, {"rstd", rows_per_sample_, 0}};
+}
+
+Cost LayerNorm::cost() const { return standard_cost(*this, kNormFlops * double(elements(input_))); }
+
+void LayerNorm::forward(const Pass& p, const Tensors& t) const {
+  ops::layernorm_forward(p.cmd, t.x, t.params[0], t.params[1], t.y, t.saved[0], t.saved[1],
+                         p.rows * rows_per_sample_, channels_);
+}
+
+void LayerNorm::backward(const Pass& p, const Tensors& t, vk::View dy,
+                         std::optional<vk::View> dx) const {
+  const uint32_t n = p.rows * rows_per_sample_;
+  ops::layernorm_backward_weight(p.cmd, dy, t.x, t.saved[0], t.saved[1], t.grads[0], t.grads[1],
+                                 n, channels_);
+  if (dx)
+    ops::layernorm_backward_data(p.cmd, dy, t.x, t.params[0], t.saved[0], t.saved[1], *dx, n,
+                                 channels_);
+}
+
+}  // namespace brigade::model
