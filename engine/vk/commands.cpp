@@ -74,11 +74,19 @@ void Commands::barrier() {
   ++barriers_;
 }
 
-void Commands::touch(VkBuffer buffer, uint8_t access) {
-  auto it = since_barrier_.find(buffer);
-  if (it != since_barrier_.end() && ((it->second & kWrite) || (access & kWrite))) barrier();
-  since_barrier_[buffer] |= access;
-  if (access & kWrite) any_write_ = true;
+void Commands::touch(const std::vector<std::pair<VkBuffer, uint8_t>>& accesses) {
+  // The barrier is decided for the whole command first: one taken halfway through would
+  // forget the accesses registered before it.
+  bool conflict = false;
+  for (const auto& [buffer, access] : accesses) {
+    auto it = since_barrier_.find(buffer);
+    if (it != since_barrier_.end() && ((it->second & kWrite) || (access & kWrite))) conflict = true;
+  }
+  if (conflict) barrier();
+  for (const auto& [buffer, access] : accesses) {
+    since_barrier_[buffer] |= access;
+    if (access & kWrite) any_write_ = true;
+  }
 }
 
 VkDescriptorSet Commands::descriptor_set(const Kernel& kernel) {
@@ -120,6 +128,7 @@ void Commands::dispatch(const Kernel& kernel, std::initializer_list<View> bindin
   const uint64_t max_range = device_.info().max_storage_buffer_range;
   std::vector<VkDescriptorBufferInfo> infos;
   infos.reserve(bindings.size());
+  std::vector<std::pair<VkBuffer, uint8_t>> accesses;
   uint32_t b = 0;
   for (const View& v : bindings) {
     if (v.range > max_range)
@@ -127,10 +136,11 @@ void Commands::dispatch(const Kernel& kernel, std::initializer_list<View> bindin
                       format_bytes(v.range) + ", over this device's maxStorageBufferRange of " +
                       format_bytes(max_range) + "; a kernel cannot bind it whole (use more "
                       "micro-batches or stages so tensors are smaller)");
-    touch(v.buffer->handle(), kernel.writes(b) ? kWrite | kRead : kRead);
+    accesses.emplace_back(v.buffer->handle(), kernel.writes(b) ? kWrite | kRead : kRead);
     infos.push_back({v.buffer->handle(), v.offset, v.range});
     ++b;
   }
+  touch(accesses);
   const auto& vk = device_.vk();
   VkDescriptorSet set = infos.empty() ? VK_NULL_HANDLE : descriptor_set(kernel);
   std::vector<VkWriteDescriptorSet> writes(infos.size());
@@ -156,14 +166,13 @@ void Commands::dispatch(const Kernel& kernel, std::initializer_list<View> bindin
 
 void Commands::copy(const Buffer& src, const Buffer& dst, uint64_t bytes, uint64_t src_offset,
                     uint64_t dst_offset) {
-  touch(src.handle(), kRead);
-  touch(dst.handle(), kWrite);
+  touch({{src.handle(), kRead}, {dst.handle(), kWrite}});
   VkBufferCopy region{src_offset, dst_offset, bytes};
   device_.vk().vkCmdCopyBuffer(cmd_, src.handle(), dst.handle(), 1, &region);
 }
 
 void Commands::fill(const Buffer& dst, uint32_t word) {
-  touch(dst.handle(), kWrite);
+  touch({{dst.handle(), kWrite}});
   device_.vk().vkCmdFillBuffer(cmd_, dst.handle(), 0, dst.size() / 4 * 4, word);
 }
 

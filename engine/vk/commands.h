@@ -83,7 +83,9 @@ class Commands {
  private:
   enum Access : uint8_t { kRead = 1, kWrite = 2 };
   void begin();
-  void touch(VkBuffer buffer, uint8_t access);  // barrier first if it conflicts
+  // Registers one command's buffer accesses, with a barrier first if any conflicts with an
+  // access since the last barrier.
+  void touch(const std::vector<std::pair<VkBuffer, uint8_t>>& accesses);
   void barrier();
   VkDescriptorSet descriptor_set(const Kernel& kernel);
 
