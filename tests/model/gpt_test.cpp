@@ -102,6 +102,14 @@ TEST_CASE("gpt_block declares nanoGPT's parameters") {
   CHECK(p[10].scale == doctest::Approx(0.02 / std::sqrt(12.0)));
   CHECK(p[3].init == model::Init::Zeros);
   CHECK(p[6].init == model::Init::Ones);
+  uint64_t param_floats = 0, saved_floats = 0;
+  for (const auto& spec : p) param_floats += spec.elements();
+  for (const auto& spec : layer.saved()) saved_floats += spec.per_sample;
+  CHECK(saved_floats == 16 * (15 * 64 + 4 + 4));  // 15 C + NH + 4 statistics per token
+  const model::Cost cost = layer.cost();
+  CHECK(cost.param_bytes == param_floats * 4);
+  CHECK(cost.activation_bytes == (16 * 64 + saved_floats) * 4);
+  CHECK(cost.flops > 2.0 * 16 * 12 * 64 * 64);  // more than its Linear layers alone
   CHECK_THROWS_WITH_AS(model::GptBlock(0, 16, 66, 4, 1),
                        doctest::Contains("n_embd 66 is not divisible by n_head 4"), UserError);
 }

@@ -1,3 +1,4 @@
+// The layer harness of harness.h: guarded tensors and one layer's passes on the GPU.
 #include "harness.h"
 
 #include <doctest/doctest.h>
