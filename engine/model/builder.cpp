@@ -264,6 +264,7 @@ Model build_from_toml(const std::string& text, const std::string& source,
   const Reader r(table, where);
   const std::string default_name = std::filesystem::path(source).stem().string();
   Model m = type == "gpt" ? gpt(r, default_name) : sequential(table, r, default_name);
+  // The text as given (comments kept) when nothing was overridden, else the table re-written.
   if (overrides.empty()) {
     m.config = text;
   } else {

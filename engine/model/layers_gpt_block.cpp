@@ -171,8 +171,12 @@ void GptBlock::backward(const Pass& p, const Tensors& t, vk::View dy,
   zero(cmd, dqkv, N, 3 * C);
   ops::attention_backward(cmd, s[kQkv], s[kAttn], s[kLse], dattn, dqkv, scratch.delta, p.rows, T_,
                           C, NH_);
-  ops::linear_backward_weight(cmd, dqkv, s[kLn1], g[kAttnW], g[kAttnB], N, C, 3 * C);
+  // dln1 first: it writes the scratch buffer, so vk::Commands records a barrier before it.
+  // (The key/value pass of attention_backward touches that buffer again after writing dqkv,
+  // and the barrier it takes there leaves the write untracked: a read-only dispatch next
+  // would race with it.)
   write_backward_data(cmd, dqkv, w[kAttnW], dln1, N, C, 3 * C);
+  ops::linear_backward_weight(cmd, dqkv, s[kLn1], g[kAttnW], g[kAttnB], N, C, 3 * C);
   ops::layernorm_backward_weight(cmd, dln1, t.x, s[kLn1Mean], s[kLn1Rstd], g[kLn1W], g[kLn1B], N, C);
   if (dx)
     ops::layernorm_backward_data(cmd, dln1, t.x, w[kLn1W], s[kLn1Mean], s[kLn1Rstd], *dx, N, C);

@@ -1,0 +1,208 @@
+// The TOML builder: presets against PyTorch's state_dict names and shapes, overrides, and
+// the errors a user sees.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "model/model.h"
+#include "vk/check.h"
+
+using namespace brigade;
+
+namespace {
+
+using Params = std::vector<std::pair<std::string, std::vector<int64_t>>>;
+
+void check_params(const model::Model& m, const Params& want) {
+  const auto got = m.params();
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    CHECK(got[i].name == want[i].first);
+    CHECK(got[i].shape == want[i].second);
+  }
+}
+
+Params gpt_params(int64_t V, int64_t T, int64_t C, int n_layer) {
+  Params p = {{"transformer.wte.weight", {V, C}}, {"transformer.wpe.weight", {T, C}}};
+  for (int i = 0; i < n_layer; ++i) {
+    const std::string h = "transformer.h." + std::to_string(i) + ".";
+    const Params block = {{h + "ln_1.weight", {C}},
+                          {h + "ln_1.bias", {C}},
+                          {h + "attn.c_attn.weight", {3 * C, C}},
+                          {h + "attn.c_attn.bias", {3 * C}},
+                          {h + "attn.c_proj.weight", {C, C}},
+                          {h + "attn.c_proj.bias", {C}},
+                          {h + "ln_2.weight", {C}},
+                          {h + "ln_2.bias", {C}},
+                          {h + "mlp.c_fc.weight", {4 * C, C}},
+                          {h + "mlp.c_fc.bias", {4 * C}},
+                          {h + "mlp.c_proj.weight", {C, 4 * C}},
+                          {h + "mlp.c_proj.bias", {C}}};
+    p.insert(p.end(), block.begin(), block.end());
+  }
+  p.push_back({"transformer.ln_f.weight", {C}});
+  p.push_back({"transformer.ln_f.bias", {C}});
+  return p;
+}
+
+// The message of the UserError `f` throws ("" when it throws none).
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+const char* kTiny = R"(
+name = "tiny"
+input = [6]
+classes = 3
+
+[[layers]]
+type = "linear"
+in = 6
+out = 4
+
+[[layers]]
+type = "relu"
+
+[[layers]]
+type = "linear"
+out = 3
+)";
+
+}  // namespace
+
+TEST_CASE("the presets are embedded") {
+  const auto names = model::preset_names();
+  for (const char* n : {"fashion-cnn", "fashion-cnn-bn", "fashion-mlp", "gpt-mini"})
+    CHECK(std::find(names.begin(), names.end(), n) != names.end());
+}
+
+TEST_CASE("fashion-mlp matches PyTorch's Sequential") {
+  const model::Model m = model::build("fashion-mlp");
+  CHECK(m.name == "fashion-mlp");
+  CHECK(m.input == model::Shape{1, 28, 28});
+  CHECK(!m.token_input);
+  CHECK(m.classes == 10);
+  CHECK(m.targets_per_sample == 1);
+  REQUIRE(m.layers.size() == 6);
+  const char* kinds[] = {"flatten", "linear", "relu", "linear", "relu", "linear"};
+  for (size_t i = 0; i < 6; ++i) CHECK(m.layers[i]->kind() == kinds[i]);
+  check_params(m, {{"1.weight", {256, 784}}, {"1.bias", {256}}, {"3.weight", {128, 256}},
+                   {"3.bias", {128}}, {"5.weight", {10, 128}}, {"5.bias", {10}}});
+  CHECK(m.parameter_count() == 235146);
+}
+
+TEST_CASE("fashion-cnn matches PyTorch's Sequential") {
+  const model::Model m = model::build("fashion-cnn");
+  REQUIRE(m.layers.size() == 10);
+  CHECK(m.layers[6]->input_shape() == model::Shape{64, 7, 7});
+  CHECK(m.layers.back()->output_shape() == model::Shape{10});
+  check_params(m, {{"0.weight", {32, 1, 3, 3}}, {"0.bias", {32}}, {"3.weight", {64, 32, 3, 3}},
+                   {"3.bias", {64}}, {"7.weight", {128, 3136}}, {"7.bias", {128}},
+                   {"9.weight", {10, 128}}, {"9.bias", {10}}});
+  CHECK(m.parameter_count() == 421642);
+}
+
+TEST_CASE("fashion-cnn-bn matches PyTorch's Sequential") {
+  const model::Model m = model::build("fashion-cnn-bn");
+  REQUIRE(m.layers.size() == 12);
+  check_params(m, {{"0.weight", {32, 1, 3, 3}},
+                   {"1.weight", {32}},
+                   {"1.bias", {32}},
+                   {"1.running_mean", {32}},
+                   {"1.running_var", {32}},
+                   {"1.stats", {32, 3}},
+                   {"4.weight", {64, 32, 3, 3}},
+                   {"5.weight", {64}},
+                   {"5.bias", {64}},
+                   {"5.running_mean", {64}},
+                   {"5.running_var", {64}},
+                   {"5.stats", {64, 3}},
+                   {"9.weight", {128, 3136}},
+                   {"9.bias", {128}},
+                   {"11.weight", {10, 128}},
+                   {"11.bias", {10}}});
+  // Trainable only: 288 + 64 + 18432 + 128 + 401536 + 1290.
+  CHECK(m.parameter_count() == 421738);
+}
+
+TEST_CASE("gpt-mini matches nanoGPT with the lm_head tied") {
+  const model::Model m = model::build("gpt-mini");
+  CHECK(m.token_input);
+  CHECK(m.input == model::Shape{128});
+  CHECK(m.classes == 256);
+  CHECK(m.targets_per_sample == 128);
+  REQUIRE(m.layers.size() == 7);
+  CHECK(m.layers.front()->kind() == "embedding");
+  CHECK(m.layers[5]->kind() == "layernorm");
+  CHECK(m.layers.back()->kind() == "lm_head");
+  CHECK(m.layers.back()->output_shape() == model::Shape{128, 256});
+  check_params(m, gpt_params(256, 128, 128, 4));
+  CHECK(m.parameter_count() == 842496);
+}
+
+TEST_CASE("overrides change the model and its config") {
+  const model::Model m = model::build("gpt-mini", {"n_layer=2", "block_size=16"});
+  CHECK(m.layers.size() == 5);
+  CHECK(m.input == model::Shape{16});
+  check_params(m, gpt_params(256, 16, 128, 2));
+  CHECK(m.config.find("n_layer = 2") != std::string::npos);
+  const model::Model again = model::build_from_toml(m.config, "config");
+  CHECK(again.params().size() == m.params().size());
+  CHECK(model::build("gpt-mini").config.find("n_layer = 4") != std::string::npos);
+}
+
+TEST_CASE("a model builds from a TOML file") {
+  const std::string path = "brigade_builder_test_tiny.toml";
+  std::ofstream(path) << kTiny;
+  const model::Model m = model::build(path);
+  std::remove(path.c_str());
+  check_params(m, {{"0.weight", {4, 6}}, {"0.bias", {4}}, {"2.weight", {3, 4}}, {"2.bias", {3}}});
+  CHECK(error_of([] { model::build("no/such/model.toml"); }).find("cannot read") != std::string::npos);
+}
+
+TEST_CASE("builder errors name the source and the problem") {
+  const std::string unknown = error_of([] { model::build("gpt-huge"); });
+  CHECK(unknown.find("unknown model preset 'gpt-huge'") != std::string::npos);
+  CHECK(unknown.find("fashion-mlp") != std::string::npos);
+
+  CHECK(error_of([] { model::build_from_toml("name = \"x\"\ninput = [1, 2", "bad.toml"); })
+            .starts_with("bad.toml:2:"));
+  CHECK(error_of([] { model::build("gpt-mini", {"n_layers=2"}); })
+            .find("override 'n_layers=2': unknown key 'n_layers'") != std::string::npos);
+  CHECK(error_of([] { model::build("gpt-mini", {"n_layer=="}); })
+            .find("override 'n_layer==': not a TOML key=value assignment") != std::string::npos);
+  CHECK(error_of([] { model::build("gpt-mini", {"n_head=3"}); })
+            .find("gpt-mini with n_head=3: n_embd 128 is not divisible by n_head 3") != std::string::npos);
+  CHECK(error_of([] { model::build("gpt-mini", {"n_layer=\"four\""}); })
+            .find("key 'n_layer' must be a positive integer, got 'four'") != std::string::npos);
+
+  std::string text = kTiny;
+  text.replace(text.find("in = 6"), 6, "in = 5");
+  CHECK(error_of([&] { model::build_from_toml(text, "t.toml"); })
+            .find("t.toml: layers[0] (linear): linear in_features 5 does not match the incoming "
+                  "shape [6]") != std::string::npos);
+  text = kTiny;
+  text.replace(text.find("\"relu\""), 6, "\"tanh\"");
+  CHECK(error_of([&] { model::build_from_toml(text, "t.toml"); })
+            .find("t.toml: layers[1] (tanh): unknown layer type 'tanh'") != std::string::npos);
+  text = kTiny;
+  text.replace(text.find("out = 3"), 7, "out = 5");
+  CHECK(error_of([&] { model::build_from_toml(text, "t.toml"); })
+            .find("expected classes = 3") != std::string::npos);
+  text = kTiny;
+  text.replace(text.find("classes = 3"), 11, "");
+  CHECK(error_of([&] { model::build_from_toml(text, "t.toml"); })
+            .find("t.toml: missing key 'classes'") != std::string::npos);
+  CHECK(error_of([&] { model::build_from_toml(std::string(kTiny) + "dropout = 0.1\n", "t.toml"); })
+            .find("unknown key 'dropout'") != std::string::npos);
+}

@@ -1,0 +1,169 @@
+// Embedding, LmHead and GptBlock on the GPU against CPU references; GptBlock's composed
+// reference is itself checked against finite differences first.
+#include <doctest/doctest.h>
+
+#include "check.h"
+#include "gpt_reference.h"
+#include "gpu.h"
+#include "harness.h"
+#include "model/layers.h"
+#include "ref/embedding.h"
+#include "ref/linear.h"
+
+using namespace brigade;
+
+namespace {
+
+constexpr double kAtol = 2e-5, kRtol = 2e-4;
+
+void check(std::span<const float> got, const std::vector<double>& want, const std::string& what) {
+  test::check_close(got, test::to_float(want), kAtol, kRtol, what);
+}
+
+std::vector<std::vector<double>> to_double(const std::vector<std::vector<float>>& v) {
+  std::vector<std::vector<double>> out;
+  for (const auto& t : v) out.push_back(test::to_double(t));
+  return out;
+}
+
+const test::BlockShape kBlock{3, 5, 8, 2};  // rows, T, C, NH
+
+}  // namespace
+
+TEST_CASE_FIXTURE(test::Gpu, "embedding forward and backward match the reference") {
+  const uint32_t rows = 3, V = 11, block_size = 9, T = 7, C = 6;
+  const model::Embedding layer(V, block_size, T, C);
+  CHECK(layer.integer_input());
+  CHECK(layer.output_shape() == model::Shape{T, C});
+  const auto p = layer.params();
+  REQUIRE(p.size() == 2);
+  CHECK(p[0].name == "transformer.wte.weight");
+  CHECK(p[0].shape == std::vector<int64_t>{V, C});
+  CHECK(p[1].name == "transformer.wpe.weight");
+  CHECK(p[1].shape == std::vector<int64_t>{block_size, C});
+  const test::LayerData d = test::random_data(layer, rows, 11, V);
+  test::LayerRun run(device(), layer, rows, d);
+  run.forward();
+  run.backward();
+  const auto wte = test::to_double(d.params[0]), wpe = test::to_double(d.params[1]),
+             dy = test::to_double(d.dy);
+  std::vector<double> y(rows * T * C), dwte = test::to_double(d.grads[0]),
+                                       dwpe = test::to_double(d.grads[1]);
+  ref::embedding_forward<double>(d.tokens, wte, wpe, y, rows, T, C, V);
+  ref::embedding_backward<double>(dy, d.tokens, dwte, dwpe, rows, T, C, V);
+  check(run.y(), y, "embedding y");
+  check(run.grad(0), dwte, "embedding dwte");
+  check(run.grad(1), dwpe, "embedding dwpe");
+  run.check_guards();
+  CHECK_THROWS_WITH_AS(model::Embedding(V, 4, 5, C), doctest::Contains("exceeds block_size 4"),
+                       UserError);
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "lm_head forward and backward match the reference") {
+  const uint32_t rows = 3, T = 5, C = 6, V = 11, n = rows * T;
+  const model::LmHead layer(T, C, V);
+  const auto p = layer.params();
+  REQUIRE(p.size() == 1);
+  CHECK(p[0].name == "transformer.wte.weight");  // tied to the embedding
+  CHECK(p[0].shape == std::vector<int64_t>{V, C});
+  const test::LayerData d = test::random_data(layer, rows, 12);
+  test::LayerRun run(device(), layer, rows, d);
+  run.forward();
+  run.backward();
+  const auto x = test::to_double(d.x), w = test::to_double(d.params[0]), dy = test::to_double(d.dy);
+  std::vector<double> y(n * V), dx = test::to_double(d.dx), dw = test::to_double(d.grads[0]);
+  ref::linear_forward<double>(x, w, {}, y, n, C, V);
+  ref::linear_backward_data<double>(dy, w, dx, n, C, V);
+  ref::linear_backward_weight<double>(dy, x, dw, {}, n, C, V);
+  check(run.y(), y, "lm_head y");
+  check(run.dx(), dx, "lm_head dx");
+  check(run.grad(0), dw, "lm_head dwte");
+  run.check_guards();
+}
+
+TEST_CASE("gpt_block declares nanoGPT's parameters") {
+  const model::GptBlock layer(2, 16, 64, 4, 6);
+  const auto p = layer.params();
+  const std::vector<std::pair<std::string, std::vector<int64_t>>> want = {
+      {"transformer.h.2.ln_1.weight", {64}},       {"transformer.h.2.ln_1.bias", {64}},
+      {"transformer.h.2.attn.c_attn.weight", {192, 64}}, {"transformer.h.2.attn.c_attn.bias", {192}},
+      {"transformer.h.2.attn.c_proj.weight", {64, 64}},  {"transformer.h.2.attn.c_proj.bias", {64}},
+      {"transformer.h.2.ln_2.weight", {64}},       {"transformer.h.2.ln_2.bias", {64}},
+      {"transformer.h.2.mlp.c_fc.weight", {256, 64}},    {"transformer.h.2.mlp.c_fc.bias", {256}},
+      {"transformer.h.2.mlp.c_proj.weight", {64, 256}},  {"transformer.h.2.mlp.c_proj.bias", {64}}};
+  REQUIRE(p.size() == want.size());
+  for (size_t i = 0; i < p.size(); ++i) {
+    CHECK(p[i].name == want[i].first);
+    CHECK(p[i].shape == want[i].second);
+  }
+  CHECK(p[2].init == model::Init::Normal);
+  CHECK(p[2].scale == doctest::Approx(0.02));
+  CHECK(p[4].scale == doctest::Approx(0.02 / std::sqrt(12.0)));
+  CHECK(p[10].scale == doctest::Approx(0.02 / std::sqrt(12.0)));
+  CHECK(p[3].init == model::Init::Zeros);
+  CHECK(p[6].init == model::Init::Ones);
+  uint64_t param_floats = 0, saved_floats = 0;
+  for (const auto& spec : p) param_floats += spec.elements();
+  for (const auto& spec : layer.saved()) saved_floats += spec.per_sample;
+  CHECK(saved_floats == 16 * (15 * 64 + 4 + 4));  // 15 C + NH + 4 statistics per token
+  const model::Cost cost = layer.cost();
+  CHECK(cost.param_bytes == param_floats * 4);
+  CHECK(cost.activation_bytes == (16 * 64 + saved_floats) * 4);
+  CHECK(cost.flops > 2.0 * 16 * 12 * 64 * 64);  // more than its Linear layers alone
+  CHECK_THROWS_WITH_AS(model::GptBlock(0, 16, 66, 4, 1),
+                       doctest::Contains("n_embd 66 is not divisible by n_head 4"), UserError);
+}
+
+TEST_CASE("gpt_block reference backward agrees with finite differences") {
+  const test::BlockShape s{2, 4, 8, 2};
+  const model::GptBlock layer(0, s.T, s.C, s.NH, 2);
+  const test::LayerData d = test::random_data(layer, s.B, 13);
+  const auto x = test::to_double(d.x), r = test::to_double(d.dy);
+  const auto params = to_double(d.params);
+  std::vector<std::vector<double>> grads;
+  for (const auto& p : params) grads.emplace_back(p.size(), 0.0);
+  std::vector<double> dx(x.size(), 0.0);
+  const auto f = test::block_forward(x, params, s);
+  test::block_backward(x, params, f, r, dx, grads, s);
+
+  auto loss = [&](const std::vector<double>& xv, const std::vector<std::vector<double>>& pv) {
+    return test::dot(test::block_forward(xv, pv, s).y, r);
+  };
+  test::check_gradient([&](const std::vector<double>& v) { return loss(v, params); }, x, dx, 1e-5,
+                       1e-6, "gpt_block dx");
+  const auto specs = layer.params();
+  for (size_t i = 0; i < params.size(); ++i) {
+    auto with = [&](const std::vector<double>& v) {
+      auto pv = params;
+      pv[i] = v;
+      return loss(x, pv);
+    };
+    test::check_gradient(with, params[i], grads[i], 1e-5, 1e-6, "gpt_block d" + specs[i].name);
+  }
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "gpt_block forward and backward match the composed reference") {
+  const test::BlockShape& s = kBlock;
+  const model::GptBlock layer(1, s.T, s.C, s.NH, 2);
+  const test::LayerData d = test::random_data(layer, s.B, 14);
+  test::LayerRun run(device(), layer, s.B, d);
+  run.forward();
+  run.backward();
+
+  const auto x = test::to_double(d.x), dy = test::to_double(d.dy);
+  const auto params = to_double(d.params);
+  auto grads = to_double(d.grads);
+  std::vector<double> dx = test::to_double(d.dx);
+  const auto f = test::block_forward(x, params, s);
+  test::block_backward(x, params, f, dy, dx, grads, s);
+
+  check(run.y(), f.y, "gpt_block y");
+  const auto saved = layer.saved();
+  const auto want = f.saved();
+  REQUIRE(saved.size() == want.size());
+  for (size_t i = 0; i < saved.size(); ++i) check(run.saved(i), *want[i], "gpt_block saved " + saved[i].name);
+  check(run.dx(), dx, "gpt_block dx");
+  const auto specs = layer.params();
+  for (size_t i = 0; i < specs.size(); ++i) check(run.grad(i), grads[i], "gpt_block d" + specs[i].name);
+  run.check_guards();
+}
