@@ -21,22 +21,17 @@ double now_us() {
 }
 
 constexpr uint64_t kFloat = 4;
-constexpr uint64_t kAbortJump = 1ull << 30;  // how far an abort moves every timeline
 enum RelayRole { kActivation, kActivationFreed, kGradient, kGradientFreed, kRoles };
 
 }  // namespace
 
-// The timelines of one stage's device that relays signal: a boundary tensor arrived, or a
-// link slot this stage writes was consumed on the other side.
+// What a stage's thread waits for, advanced by relays: a boundary tensor arrived, or a link
+// slot this stage writes was consumed on the other side. Values are transfer sequence
+// numbers + 1.
 struct Executor::Timelines {
-  Timelines(vk::Device& dev, uint32_t k)
-      : act_ready(dev, "stage " + std::to_string(k) + " activation arrived"),
-        act_free(dev, "stage " + std::to_string(k) + " activation slot freed"),
-        grad_ready(dev, "stage " + std::to_string(k) + " gradient arrived"),
-        grad_free(dev, "stage " + std::to_string(k) + " gradient slot freed") {}
-  vk::Timeline act_ready, act_free, grad_ready, grad_free;
+  Counter act_ready, act_free, grad_ready, grad_free;
   void jump() {
-    for (vk::Timeline* t : {&act_ready, &act_free, &grad_ready, &grad_free}) t->signal(t->value() + kAbortJump);
+    for (Counter* c : {&act_ready, &act_free, &grad_ready, &grad_free}) c->advance(UINT64_MAX);
   }
 };
 
@@ -71,7 +66,7 @@ Executor::Executor(const model::Model& model, std::vector<vk::Device*> devices, 
 
   for (uint32_t k = 0; k < K; ++k) {
     stages_.push_back(std::make_unique<Stage>(*devices_[k], model_, plan_.stages[k]));
-    timelines_.push_back(std::make_unique<Timelines>(*devices_[k], k));
+    timelines_.push_back(std::make_unique<Timelines>());
   }
   for (uint32_t k = 0; k + 1 < K; ++k) {
     const StageLayout& l = plan_.stages[k];
@@ -242,7 +237,9 @@ void Executor::run_stage(uint32_t k, const Batch& batch, const Update& update, u
     const uint64_t base = runs_ * M;  // transfer sequence numbers of this mini-batch start here
     uint64_t recv_act = base, send_act = base, recv_grad = base, send_grad = base;
     std::vector<uint64_t> act_in(M), act_out(M), grad_in(M), grad_out(M), fwd_value(M), bwd_value(M);
-    std::vector<vk::SemaphoreValue> waits;
+    // A stage thread waits on the host for a relay's word before the submission that needs
+    // it, so no device queue ever holds a submission waiting on another device.
+    auto wait_for = [&](Counter& c, uint64_t value) { c.wait(value, [&] { return abort_.raised(); }); };
     size_t next_cmd = 0;
     bool first_forward = true, first_backward = true;
     std::vector<std::pair<vk::Commands*, ActionEvent>> recorded;
@@ -259,8 +256,8 @@ void Executor::run_stage(uint32_t k, const Batch& batch, const Update& update, u
     auto submit = [&](vk::Commands& c) {
       if (dev.info().timestamps) c.timestamp();
       recorded.back().second.submit_us = now_us();
-      last_value = c.submit(waits);
-      waits.clear();
+      if (abort_.raised()) throw UserError("stopped: another stage failed");
+      last_value = c.submit();
       return last_value;
     };
     auto micro = [&](uint32_t i) {
@@ -273,7 +270,7 @@ void Executor::run_stage(uint32_t k, const Batch& batch, const Update& update, u
       switch (a.op) {
         case Op::RecvActivation:
           act_in[i] = recv_act++;
-          waits.push_back(T.act_ready.at(act_in[i] + 1));
+          wait_for(T.act_ready, act_in[i] + 1);
           break;
         case Op::Forward: {
           const MicroBatch mb = micro(i);
@@ -296,7 +293,7 @@ void Executor::run_stage(uint32_t k, const Batch& batch, const Update& update, u
           const vk::View out = s.forward(c, mb, received, false);
           if (k + 1 < K) {
             act_out[i] = send_act++;
-            if (act_out[i] >= S) waits.push_back(T.act_free.at(act_out[i] - S + 1));
+            if (act_out[i] >= S) wait_for(T.act_free, act_out[i] - S + 1);
             c.copy(*out.buffer, act_links_[k]->send(act_out[i] % S), out.range, out.offset, 0);
           }
           fwd_value[i] = submit(c);
@@ -315,7 +312,7 @@ void Executor::run_stage(uint32_t k, const Batch& batch, const Update& update, u
         }
         case Op::RecvGradient:
           grad_in[i] = recv_grad++;
-          waits.push_back(T.grad_ready.at(grad_in[i] + 1));
+          wait_for(T.grad_ready, grad_in[i] + 1);
           break;
         case Op::Recompute: {
           vk::Commands& c = begin(a);
@@ -331,7 +328,7 @@ void Executor::run_stage(uint32_t k, const Batch& batch, const Update& update, u
           const std::optional<vk::View> dx = s.backward(c, micro(i), received);
           if (k > 0) {
             grad_out[i] = send_grad++;
-            if (grad_out[i] >= S) waits.push_back(T.grad_free.at(grad_out[i] - S + 1));
+            if (grad_out[i] >= S) wait_for(T.grad_free, grad_out[i] - S + 1);
             c.copy(*dx->buffer, grad_links_[k - 1]->send(grad_out[i] % S), dx->range, dx->offset, 0);
           }
           bwd_value[i] = submit(c);

@@ -70,7 +70,7 @@ void Relay::loop() {
       if (done) {
         t.begin_us = now_us();
         if (item.work) t.bytes = item.work();
-        item.signal->signal(item.signal_value);
+        item.signal->advance(item.signal_value);
         t.end_us = now_us();
       }
     } catch (...) {

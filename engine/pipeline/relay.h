@@ -1,8 +1,8 @@
 // The host side of a boundary transfer between two devices of a pipeline. Devices of
 // different drivers cannot wait on each other's semaphores, so a relay thread waits on the
-// host for the producer's queue to pass a value, does the link's host step (a staging copy,
-// or nothing for shared memory), then signals a timeline of the consumer's device, which the
-// consumer's next submission waits on. Items run in the order they are pushed.
+// host for the producer's queue timeline to pass a value, does the link's host step (a
+// staging copy, or nothing for shared memory), then advances a counter the consumer's stage
+// thread waits on before its next submission. Items run in the order they are pushed.
 #pragma once
 
 #include <condition_variable>
@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "pipeline/abort.h"
+#include "pipeline/counter.h"
 #include "vk/device.h"
 
 namespace brigade::pipeline {
@@ -35,7 +36,7 @@ class Relay {
     uint64_t value = 0;
     std::function<uint64_t()> work;  // the host step; returns bytes copied
     uint64_t shared_bytes = 0;
-    vk::Timeline* signal = nullptr;  // then signal it to `signal_value`
+    Counter* signal = nullptr;       // then advance it to `signal_value`
     uint64_t signal_value = 0;
   };
 
