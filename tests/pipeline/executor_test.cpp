@@ -160,3 +160,116 @@ TEST_CASE_FIXTURE(test::Gpu, "fashion-cnn pipelined equals one device and one ba
 TEST_CASE_FIXTURE(test::Gpu, "gpt-mini pipelined equals one device and one batch with tied embeddings") {
   check_model(*this, "gpt-mini", 8);
 }
+
+TEST_CASE_FIXTURE(test::Gpu, "fashion-cnn-bn pipelined equals BatchNorm applied to each micro-batch on its own") {
+  // GPipe's BatchNorm: training statistics per micro-batch. The reference runs each
+  // micro-batch alone on one device and weights its loss and gradients by its share of the
+  // mini-batch; running statistics move once, by the whole mini-batch's mean and variance.
+  const model::Model m = model::build("fashion-cnn-bn");
+  const uint32_t N = 10;
+  const pipeline::Batch batch = random_batch(m, N, 5);
+  for (const Config& c : {Config{2, 4, Remat::Always, LinkKind::Auto}, Config{4, 3, Remat::ExceptLast, LinkKind::Staging},
+                          Config{1, 2, Remat::Never, LinkKind::Auto}}) {
+    const std::vector<uint32_t> rows = pipeline::split_rows(N, c.M);
+    Outcome want;
+    std::map<std::string, std::vector<double>> grads;
+    std::vector<Outcome> parts;
+    uint32_t first = 0;
+    for (uint32_t r : rows) {
+      pipeline::Batch part;
+      part.rows = r;
+      const uint64_t in = model::elements(m.input);
+      part.images.assign(batch.images.begin() + first * in, batch.images.begin() + (first + r) * in);
+      part.targets.assign(batch.targets.begin() + first, batch.targets.begin() + first + r);
+      parts.push_back(run(*this, m, Config{}, {part}, 0));
+      const double share = double(r) / N;
+      want.loss += share * parts.back().loss;
+      for (const auto& [name, g] : parts.back().grads) {
+        grads[name].resize(g.size());
+        for (size_t e = 0; e < g.size(); ++e) grads[name][e] += share * g[e];
+      }
+      first += r;
+    }
+    want.losses = {want.loss};
+    for (const auto& [name, g] : grads) want.grads[name] = test::to_float(g);
+    const Outcome got = run(*this, m, c, {batch}, 0);
+    check_equal(got, want, "fashion-cnn-bn " + describe(c), false);
+
+    // Running statistics after the mini-batch, from each micro-batch's own update (momentum
+    // 0.1 from mean 0 and variance 1): the mini-batch mean is the rows-weighted mean of the
+    // micro-batch means; the unbiased variance adds the spread of those means.
+    for (const char* bn : {"1", "5"}) {
+      const std::string mean_name = std::string(bn) + ".running_mean", var_name = std::string(bn) + ".running_var";
+      const size_t C = got.params.at(mean_name).size();
+      std::vector<float> mean(C), var(C);
+      for (size_t ch = 0; ch < C; ++ch) {
+        const double hw = bn[0] == '1' ? 28 * 28 : 14 * 14;
+        double mu = 0;
+        std::vector<double> mu_j, var_j;
+        for (size_t j = 0; j < parts.size(); ++j) {
+          mu_j.push_back(parts[j].params.at(mean_name)[ch] / 0.1);
+          var_j.push_back((parts[j].params.at(var_name)[ch] - 0.9) / 0.1);
+          mu += rows[j] * mu_j.back() / N;
+        }
+        double ss = 0;
+        for (size_t j = 0; j < parts.size(); ++j) {
+          const double n_j = rows[j] * hw;
+          ss += (n_j - 1) * var_j[j] + n_j * (mu_j[j] - mu) * (mu_j[j] - mu);
+        }
+        mean[ch] = float(0.1 * mu);
+        var[ch] = float(0.9 + 0.1 * ss / (N * hw - 1));
+      }
+      test::check_close(got.params.at(mean_name), mean, 1e-5, 1e-4, describe(c) + " " + mean_name);
+      test::check_close(got.params.at(var_name), var, 1e-5, 1e-4, describe(c) + " " + var_name);
+    }
+  }
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "each stage's activation memory is what the planner predicts, and remat shrinks it") {
+  const model::Model m = model::build("fashion-cnn");
+  const uint32_t N = 16, K = 2;
+  const pipeline::Batch batch = random_batch(m, N, 9);
+  std::map<std::pair<uint32_t, Remat>, std::vector<uint64_t>> measured;
+  for (uint32_t M : {1u, 4u, 8u})
+    for (Remat r : {Remat::Never, Remat::Always, Remat::ExceptLast}) {
+      const Config c{K, M, r, LinkKind::Auto};
+      const pipeline::Plan plan = make_plan(m, c, N, 0);
+      std::vector<vk::Device*> devices;
+      for (uint32_t k = 0; k < K; ++k) {
+        devices.push_back(&device(k));
+        REQUIRE(device(k).memory().stats().current[int(vk::Category::Activations)] == 0);
+        device(k).memory().reset_peaks();
+      }
+      {
+        pipeline::Executor ex(m, devices, plan, {r, LinkKind::Auto, 2});
+        ex.train(batch);
+      }
+      for (uint32_t k = 0; k < K; ++k) {
+        const vk::MemoryStats st = device(k).memory().stats();
+        const pipeline::Bytes want = plan.stages[k].memory(0);
+        for (vk::Category cat : {vk::Category::Activations, vk::Category::Parameters, vk::Category::Gradients})
+          CHECK_MESSAGE(st.peak[int(cat)] == want[int(cat)], describe(c), " stage ", k, " ",
+                        vk::category_name(cat), ": measured ", st.peak[int(cat)], " planned ", want[int(cat)]);
+        measured[{M, r}].push_back(st.peak[int(vk::Category::Activations)]);
+      }
+    }
+  for (uint32_t k = 0; k < K; ++k) {
+    // With M = 1 there is nothing to re-materialize from.
+    CHECK(measured[{1, Remat::Never}][k] == measured[{1, Remat::Always}][k]);
+    // With remat a stage keeps every micro-batch's input but only one micro-batch's
+    // activations: O(N + L/K * N/M), shrinking as M grows...
+    CHECK(measured[{8, Remat::Always}][k] < measured[{4, Remat::Always}][k]);
+    CHECK(measured[{4, Remat::Always}][k] < measured[{1, Remat::Always}][k]);
+    // ...while without it all M micro-batches keep theirs: M - 1 more sets of activations.
+    const pipeline::StageLayout l = make_plan(m, {K, 8, Remat::Always, LinkKind::Auto}, N, 0).stages[k];
+    uint64_t set = l.loss_rows_bytes;
+    for (size_t j = 0; j < l.output_bytes.size(); ++j) {
+      set += l.output_bytes[j];
+      for (uint64_t b : l.saved_bytes[j]) set += b;
+    }
+    CHECK(set > 0);
+    CHECK(measured[{8, Remat::Never}][k] - measured[{8, Remat::Always}][k] == 7 * set);
+    // except-last keeps the last micro-batch's activations in the one set remat needs anyway.
+    CHECK(measured[{8, Remat::ExceptLast}][k] == measured[{8, Remat::Always}][k]);
+  }
+}
