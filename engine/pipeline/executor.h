@@ -28,7 +28,7 @@ namespace brigade::pipeline {
 struct ExecutorOptions {
   Remat remat = Remat::Never;
   LinkKind link = LinkKind::Auto;
-  uint32_t slots = 2;  // buffers per link and direction: transfers overlap compute
+  uint32_t slots = kLinkSlots;  // buffers per link and direction
 };
 
 // What a training step does after the backward passes. Without an optimizer the step only

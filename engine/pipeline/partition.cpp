@@ -15,6 +15,12 @@ uint32_t Partition::first_layer(uint32_t stage) const {
   return first;
 }
 
+double StageSpec::time(const std::vector<LayerCost>& layers, size_t first, size_t last) const {
+  double t = 0;
+  for (size_t l = first; l < last; ++l) t += layer_times.empty() ? layers[l].time / speed : layer_times[l];
+  return t;
+}
+
 namespace {
 
 Partition evaluate(const std::vector<LayerCost>& layers, const std::vector<StageSpec>& stages,
@@ -23,10 +29,10 @@ Partition evaluate(const std::vector<LayerCost>& layers, const std::vector<Stage
   p.sizes = std::move(sizes);
   uint32_t l = 0;
   for (size_t k = 0; k < stages.size(); ++k) {
-    double t = 0;
     uint64_t m = 0;
-    for (uint32_t j = 0; j < p.sizes[k]; ++j, ++l) t += layers[l].time, m += layers[l].memory;
-    p.stage_time.push_back(t / stages[k].speed);
+    for (uint32_t j = 0; j < p.sizes[k]; ++j) m += layers[l + j].memory;
+    p.stage_time.push_back(stages[k].time(layers, l, l + p.sizes[k]));
+    l += p.sizes[k];
     p.stage_memory.push_back(m);
     p.max_time = std::max(p.max_time, p.stage_time.back());
   }
@@ -38,8 +44,11 @@ void check_stages(const std::vector<LayerCost>& layers, const std::vector<StageS
   if (stages.size() > layers.size())
     throw UserError(std::to_string(stages.size()) + " stages for a model of " +
                     std::to_string(layers.size()) + " layers; use at most one stage per layer");
-  for (auto& s : stages)
+  for (auto& s : stages) {
     if (!(s.speed > 0)) throw UserError("a stage's device speed must be positive");
+    BRIGADE_EXPECT(s.layer_times.empty() || s.layer_times.size() == layers.size(),
+                   "a profile times every layer of the model");
+  }
 }
 
 }  // namespace
@@ -47,12 +56,12 @@ void check_stages(const std::vector<LayerCost>& layers, const std::vector<StageS
 Partition balance_min_max(const std::vector<LayerCost>& layers, const std::vector<StageSpec>& stages) {
   check_stages(layers, stages);
   const size_t L = layers.size(), K = stages.size();
-  std::vector<double> time_prefix(L + 1, 0);
   std::vector<uint64_t> mem_prefix(L + 1, 0);
-  for (size_t i = 0; i < L; ++i) {
-    time_prefix[i + 1] = time_prefix[i] + layers[i].time;
-    mem_prefix[i + 1] = mem_prefix[i] + layers[i].memory;
-  }
+  for (size_t i = 0; i < L; ++i) mem_prefix[i + 1] = mem_prefix[i] + layers[i].memory;
+  // time_prefix[k][i]: layers 0..i-1 on stage k's device.
+  std::vector<std::vector<double>> time_prefix(K, std::vector<double>(L + 1, 0));
+  for (size_t k = 0; k < K; ++k)
+    for (size_t i = 0; i < L; ++i) time_prefix[k][i + 1] = time_prefix[k][i] + stages[k].time(layers, i, i + 1);
   const double inf = std::numeric_limits<double>::infinity();
   // best[k][i]: the smallest possible slowest-stage time when stages 0..k-1 hold layers 0..i-1.
   std::vector<std::vector<double>> best(K + 1, std::vector<double>(L + 1, inf));
@@ -64,7 +73,7 @@ Partition balance_min_max(const std::vector<LayerCost>& layers, const std::vecto
       for (size_t j = k - 1; j < i; ++j) {  // stage k-1 holds layers j..i-1
         if (best[k - 1][j] == inf) continue;
         if (st.memory_cap && mem_prefix[i] - mem_prefix[j] > st.memory_cap) continue;
-        const double t = std::max(best[k - 1][j], (time_prefix[i] - time_prefix[j]) / st.speed);
+        const double t = std::max(best[k - 1][j], time_prefix[k - 1][i] - time_prefix[k - 1][j]);
         if (t < best[k][i]) best[k][i] = t, cut[k][i] = uint32_t(j);  // ties: earliest cut
       }
   }

@@ -20,6 +20,11 @@ struct LayerCost {
 struct StageSpec {
   double speed = 1.0;       // relative throughput of this stage's device (2.0 = twice as fast)
   uint64_t memory_cap = 0;  // bytes; 0 = unbounded
+  // Measured time of every layer of the model on this stage's own device (profiled). When
+  // given, it replaces LayerCost::time / speed for this stage.
+  std::vector<double> layer_times;
+  // Time of layers [first, last) on this stage.
+  double time(const std::vector<LayerCost>& layers, size_t first, size_t last) const;
 };
 
 struct Partition {

@@ -53,6 +53,7 @@ Bytes StageLayout::memory(uint32_t optimizer_states) const {
   }
   b[cat(vk::Category::Activations)] =
       micro_batches * (input_bytes + target_bytes) + sets * set + 2 * gradient_bytes;
+  b[cat(vk::Category::Transfer)] = link_bytes;
   b[cat(vk::Category::Scratch)] += scratch_bytes + (last_stage ? 3 * kFloat : 0);  // loss, discard, correct
   return b;
 }
@@ -122,6 +123,15 @@ Plan plan(const model::Model& m, const PlanOptions& o) {
     const uint32_t first = p.partition.first_layer(k);
     p.stages.push_back(layout_stage(m, k, first, first + p.partition.sizes[k], k + 1 == K,
                                     p.micro_rows[0], o.micro_batches, o.remat));
+  }
+  for (uint32_t k = 0; k + 1 < K; ++k) {
+    // Activations forward and gradients backward, each in kLinkSlots slots, seen by both
+    // devices of the boundary.
+    const StageLayout& l = p.stages[k];
+    const uint64_t boundary =
+        model::elements(m.layers[l.last - 1]->output_shape()) * l.max_rows * kFloat;
+    p.stages[k].link_bytes += 2 * kLinkSlots * boundary;
+    p.stages[k + 1].link_bytes += 2 * kLinkSlots * boundary;
   }
   p.bubble = bubble_fraction(K, o.micro_batches);
   return p;

@@ -39,6 +39,7 @@ struct StageLayout {
   uint64_t target_bytes = 0;   // last stage: one micro-batch's targets (kept for each of M)
   uint64_t loss_rows_bytes = 0;  // last stage: cross-entropy's per-row scratch, per set
   std::vector<model::ParamSpec> params;  // distinct parameters of the cell
+  uint64_t link_bytes = 0;     // link slots this stage's device holds (set by plan())
 
   // Predicted bytes per category. Optimizer state is `optimizer_states` copies of the
   // trainable parameters (AdamW 2, SGD with momentum 1).
@@ -53,6 +54,9 @@ StageLayout layout_stage(const model::Model& m, uint32_t stage, uint32_t first, 
 // activations of a mini-batch of `rows` (divided by M under re-materialization).
 std::vector<LayerCost> layer_costs(const model::Model& m, uint32_t rows, uint32_t micro_batches,
                                    Remat remat, uint32_t optimizer_states);
+
+// Buffers per link and direction (double buffering: a transfer overlaps the next compute).
+inline constexpr uint32_t kLinkSlots = 2;
 
 struct Plan {
   Partition partition;

@@ -101,8 +101,10 @@ vk::View Stage::forward(vk::Commands& cmd, const MicroBatch& mb, std::optional<v
   }
   Set& set = sets_[set_of(mb.index)];
   const uint32_t n = uint32_t(layout_.output_bytes.size());
+  if (forward_marks_) forward_marks_->push_back(cmd.timestamp());
   for (uint32_t l = 0; l < n; ++l) {
     const model::Layer& layer = *model_.layers[layout_.first + l];
+    if (forward_marks_ && l) forward_marks_->push_back(cmd.timestamp());
     if (layer.is_view()) continue;
     std::vector<vk::View> saved;
     const auto specs = layer.saved();
@@ -112,6 +114,7 @@ vk::View Stage::forward(vk::Commands& cmd, const MicroBatch& mb, std::optional<v
     if (scratch_) t.scratch = vk::View(scratch_, 0, layer.scratch_per_sample() * mb.rows * kFloat);
     layer.forward(pass(cmd, mb, l, recompute), t);
   }
+  if (forward_marks_) forward_marks_->push_back(cmd.timestamp());
   const vk::View out = y_view(n - 1, mb);
   if (layout_.last_stage && mb.training) {
     const uint32_t tps = model_.targets_per_sample;
@@ -147,8 +150,10 @@ std::optional<vk::View> Stage::backward(vk::Commands& cmd, const MicroBatch& mb,
     cmd.copy(*received->buffer, *dy, out.range, received->offset, 0);
   }
   Set& set = sets_[set_of(mb.index)];
+  if (backward_marks_) backward_marks_->push_back(cmd.timestamp());
   for (uint32_t l = n; l-- > 0;) {
     const model::Layer& layer = *model_.layers[layout_.first + l];
+    if (backward_marks_ && l + 1 < n) backward_marks_->push_back(cmd.timestamp());
     if (layer.is_view()) continue;  // the gradient of a view is the view of the gradient
     const bool wants_dx = wants_input_gradient(l);
     std::vector<vk::View> saved;
@@ -167,6 +172,7 @@ std::optional<vk::View> Stage::backward(vk::Commands& cmd, const MicroBatch& mb,
       layer.backward(pass(cmd, mb, l, false), t, dy_view, std::nullopt);
     }
   }
+  if (backward_marks_) backward_marks_->push_back(cmd.timestamp());
   if (layout_.first_stage) return std::nullopt;
   return vk::View(*dy, 0, x_view(0, mb).range);
 }

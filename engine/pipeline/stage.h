@@ -50,6 +50,12 @@ class Stage {
   // Evaluation only: records cross-entropy's accuracy count of micro-batch mb into correct().
   void count_correct(vk::Commands& cmd, const MicroBatch& mb);
 
+  // Profiling: when set, forward and backward record a GPU timestamp before their first
+  // layer and after each layer, appending the indices (backward walks the layers in reverse).
+  void set_marks(std::vector<uint32_t>* forward, std::vector<uint32_t>* backward) {
+    forward_marks_ = forward, backward_marks_ = backward;
+  }
+
   void zero_gradients(vk::Commands& cmd);
   void zero_loss(vk::Commands& cmd);
   void end_minibatch(vk::Commands& cmd);
@@ -90,6 +96,8 @@ class Stage {
   std::vector<Set> sets_;
   vk::Buffer grad_a_, grad_b_, scratch_;
   vk::Buffer loss_, discard_, correct_;
+  std::vector<uint32_t>* forward_marks_ = nullptr;
+  std::vector<uint32_t>* backward_marks_ = nullptr;
 };
 
 }  // namespace brigade::pipeline

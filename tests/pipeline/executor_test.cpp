@@ -16,6 +16,7 @@
 #include "optim/sgd.h"
 #include "pipeline/executor.h"
 #include "pipeline/plan.h"
+#include "pipeline/profile.h"
 
 using namespace brigade;
 using pipeline::LinkKind;
@@ -272,4 +273,13 @@ TEST_CASE_FIXTURE(test::Gpu, "each stage's activation memory is what the planner
     // except-last keeps the last micro-batch's activations in the one set remat needs anyway.
     CHECK(measured[{8, Remat::ExceptLast}][k] == measured[{8, Remat::Always}][k]);
   }
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "profiling times every layer on the device, convolutions above activations") {
+  const model::Model m = model::build("fashion-cnn");
+  const std::vector<double> t = pipeline::profile_layers(device(0), m, 8, 1);
+  REQUIRE(t.size() == m.layers.size());
+  for (size_t l = 0; l < t.size(); ++l) CHECK_MESSAGE(t[l] >= 0, "layer ", l);
+  CHECK(t[3] > t[1]);  // Conv2d(32, 64) on 14x14 against the ReLU before it
+  CHECK(t[3] > t[6]);  // ... and against Flatten, which does nothing
 }

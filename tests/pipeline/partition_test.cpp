@@ -94,3 +94,17 @@ TEST_CASE("the bubble fraction is GPipe's (K-1)/(M+K-1)") {
   CHECK(bubble_fraction(4, 16) == doctest::Approx(3.0 / 19.0));
   CHECK(bubble_fraction(8, 32) == doctest::Approx(7.0 / 39.0));
 }
+
+TEST_CASE("profiled layer times: a slower device gets fewer layers") {
+  // Eight equal layers; stage 1's device measured three times slower on every layer.
+  const std::vector<pipeline::LayerCost> layers(8, pipeline::LayerCost{1.0, 0});
+  std::vector<pipeline::StageSpec> stages(2);
+  stages[0].layer_times.assign(8, 1.0);
+  stages[1].layer_times.assign(8, 3.0);
+  const pipeline::Partition p = pipeline::balance_min_max(layers, stages);
+  CHECK(p.sizes == std::vector<uint32_t>{6, 2});
+  CHECK(p.stage_time == std::vector<double>{6.0, 6.0});
+  // Without the profile the estimate splits evenly.
+  const pipeline::Partition even = pipeline::balance_min_max(layers, std::vector<pipeline::StageSpec>(2));
+  CHECK(even.sizes == std::vector<uint32_t>{4, 4});
+}

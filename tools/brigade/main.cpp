@@ -10,6 +10,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "brigade 0.1.0");
   brigade::cli::add_devices(app);
+  brigade::cli::add_plan(app);
   brigade::cli::add_init(app);
   brigade::cli::add_step(app);
   brigade::cli::add_bench(app);

@@ -1,5 +1,8 @@
 #include "pipeline_flags.h"
 
+#include <map>
+
+#include "pipeline/profile.h"
 #include "util/units.h"
 #include "vk/check.h"
 
@@ -17,7 +20,9 @@ void add_pipeline_flags(CLI::App& cmd, PipelineFlags& f) {
   cmd.add_option("--link", f.link, "boundary transfers: auto, fd, host or staging")
       ->capture_default_str();
   cmd.add_option("--balance", f.balance, "layers per stage by hand, e.g. 3,5,4 (default: planned)");
-  cmd.add_option("--partition", f.partition, "what the planner balances: cost or memory")
+  cmd.add_option("--partition", f.partition,
+                 "what the planner balances: cost (estimated FLOPs), memory, or profile (each "
+                 "layer timed on each stage's own device)")
       ->capture_default_str();
   cmd.add_option("--mem-limit", f.mem_limit,
                  "memory cap per device, e.g. 256MiB or 1GiB,512MiB (one per stage)");
@@ -48,43 +53,75 @@ std::vector<uint32_t> parse_devices(const std::string& text, uint32_t available)
   return out;
 }
 
-Pipeline open_pipeline(const model::Model& m, const PipelineFlags& f, uint32_t rows,
-                       uint32_t optimizer_states) {
-  Pipeline p;
+Devices open_devices(const PipelineFlags& f) {
+  Devices d;
   vk::InstanceOptions io;
   io.validation = f.validation;
-  p.instance = std::make_unique<vk::Instance>(io);
-  const std::vector<uint32_t> indices = parse_devices(f.devices, uint32_t(p.instance->physical_devices().size()));
+  d.instance = std::make_unique<vk::Instance>(io);
+  const std::vector<uint32_t> indices =
+      parse_devices(f.devices, uint32_t(d.instance->physical_devices().size()));
   const uint32_t K = uint32_t(indices.size());
-  std::vector<uint64_t> caps(K, 0);
+  d.caps.assign(K, 0);
   if (!f.mem_limit.empty()) {
     const std::vector<uint64_t> given = parse_size_list(f.mem_limit, "--mem-limit");
     if (given.size() != 1 && given.size() != K)
       throw UserError("--mem-limit: " + std::to_string(given.size()) + " sizes for " +
                       std::to_string(K) + " stages; give one for all or one per stage");
-    for (uint32_t k = 0; k < K; ++k) caps[k] = given.size() == 1 ? given[0] : given[k];
+    for (uint32_t k = 0; k < K; ++k) d.caps[k] = given.size() == 1 ? given[0] : given[k];
   }
+  for (uint32_t k = 0; k < K; ++k) {
+    vk::DeviceOptions o;
+    o.label = "stage " + std::to_string(k);
+    o.mem_limit = d.caps[k];
+    d.devices.push_back(std::make_unique<vk::Device>(*d.instance, indices[k], o));
+  }
+  return d;
+}
+
+pipeline::Plan make_plan(const model::Model& m, const PipelineFlags& f, Devices& d, uint32_t rows,
+                         uint32_t optimizer_states) {
+  const uint32_t K = uint32_t(d.devices.size());
   pipeline::PlanOptions po;
   po.rows = rows;
   po.micro_batches = f.micro_batches;
   po.remat = pipeline::parse_remat(f.remat);
   po.optimizer_states = optimizer_states;
+  if (f.partition != "cost" && f.partition != "memory" && f.partition != "profile")
+    throw UserError("--partition: '" + f.partition + "' is not an objective; expected cost, memory or profile");
   if (f.partition == "memory") po.objective = pipeline::Objective::Memory;
-  else if (f.partition != "cost")
-    throw UserError("--partition: '" + f.partition + "' is not an objective; expected cost or memory");
   if (!f.balance.empty()) po.balance = pipeline::parse_balance(f.balance);
-  for (uint32_t k = 0; k < K; ++k) po.stages.push_back({1.0, caps[k]});
-  p.plan = pipeline::plan(m, po);
-  for (uint32_t k = 0; k < K; ++k) {
-    vk::DeviceOptions d;
-    d.label = "stage " + std::to_string(k);
-    d.mem_limit = caps[k];
-    p.devices.push_back(std::make_unique<vk::Device>(*p.instance, indices[k], d));
+  for (uint32_t k = 0; k < K; ++k) po.stages.push_back({1.0, d.caps[k], {}});
+  if (f.partition == "profile") {
+    const uint32_t micro_rows = pipeline::split_rows(rows, f.micro_batches).front();
+    std::map<uint32_t, std::vector<double>> by_physical;  // logical devices of one GPU share a profile
+    for (uint32_t k = 0; k < K; ++k) {
+      const uint32_t phys = d.devices[k]->info().index;
+      if (!by_physical.count(phys)) {
+        // The whole model is timed on one device: a cap meant for one cell does not apply.
+        vk::Allocator& mem = d.devices[k]->memory();
+        const uint64_t cap = mem.cap();
+        mem.set_cap(0);
+        by_physical[phys] = pipeline::profile_layers(*d.devices[k], m, micro_rows);
+        mem.set_cap(cap);
+        mem.reset_peaks();
+      }
+      po.stages[k].layer_times = by_physical[phys];
+    }
   }
+  return pipeline::plan(m, po);
+}
+
+Pipeline open_pipeline(const model::Model& m, const PipelineFlags& f, uint32_t rows,
+                       uint32_t optimizer_states) {
+  Pipeline p;
+  Devices d = open_devices(f);
+  p.plan = make_plan(m, f, d, rows, optimizer_states);
+  p.instance = std::move(d.instance);
+  p.devices = std::move(d.devices);
   std::vector<vk::Device*> devs;
-  for (auto& d : p.devices) devs.push_back(d.get());
+  for (auto& dev : p.devices) devs.push_back(dev.get());
   pipeline::ExecutorOptions eo;
-  eo.remat = po.remat;
+  eo.remat = pipeline::parse_remat(f.remat);
   eo.link = pipeline::parse_link(f.link);
   p.executor = std::make_unique<pipeline::Executor>(m, devs, p.plan, eo);
   return p;

@@ -33,6 +33,18 @@ void add_pipeline_flags(CLI::App& cmd, PipelineFlags& f);
 // "0,0,1" -> {0, 0, 1}; refuses indices the machine does not have.
 std::vector<uint32_t> parse_devices(const std::string& text, uint32_t available);
 
+// The devices of --devices with their --mem-limit caps, opened. With --partition profile
+// each distinct physical device times every layer first.
+struct Devices {
+  std::unique_ptr<vk::Instance> instance;
+  std::vector<std::unique_ptr<vk::Device>> devices;
+  std::vector<uint64_t> caps;
+};
+Devices open_devices(const PipelineFlags& f);
+// The plan for `rows`-sample mini-batches on those devices.
+pipeline::Plan make_plan(const model::Model& m, const PipelineFlags& f, Devices& d, uint32_t rows,
+                         uint32_t optimizer_states);
+
 // The pipeline for `rows`-sample mini-batches: devices opened, plan made, executor built.
 struct Pipeline {
   std::unique_ptr<vk::Instance> instance;

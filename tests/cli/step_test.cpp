@@ -1,0 +1,129 @@
+// The interop contract end to end: `brigade init` writes parameters under PyTorch's names,
+// `brigade step` reads them and a batch and writes the loss and every gradient, the same
+// whether the model runs on one stage or is pipelined, and bad input is one clear line.
+#include <doctest/doctest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <random>
+#include <string>
+
+#include "check.h"
+#include "io/safetensors.h"
+#include "model/model.h"
+
+using namespace brigade;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Result {
+  int status = 0;
+  std::string output;  // stdout and stderr
+};
+
+Result brigade_run(const std::string& args) {
+  Result r;
+  const std::string cmd = std::string(BRIGADE_EXE) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  REQUIRE(p);
+  std::array<char, 4096> buf{};
+  while (size_t n = fread(buf.data(), 1, buf.size(), p)) r.output.append(buf.data(), n);
+  const int status = pclose(p);
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+fs::path scratch_dir(const std::string& name) {
+  const fs::path d = fs::temp_directory_path() / ("brigade-cli-" + name + "-" + std::to_string(getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+void write_image_batch(const fs::path& path, uint32_t rows) {
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(0, 1);
+  std::vector<float> images(rows * 784);
+  for (float& v : images) v = u(rng);
+  std::vector<int32_t> targets(rows);
+  for (uint32_t i = 0; i < rows; ++i) targets[i] = int32_t(i % 10);
+  io::SafeTensorsWriter w;
+  w.add("input", {rows, 1, 28, 28}, images);
+  w.add("target", {rows}, targets);
+  w.write(path.string());
+}
+
+}  // namespace
+
+TEST_CASE("brigade init and step: pipelined gradients equal one stage's, under PyTorch's names") {
+  const fs::path d = scratch_dir("step");
+  const std::string p = (d / "p.safetensors").string(), b = (d / "b.safetensors").string();
+  Result r = brigade_run("init --model fashion-cnn --seed 4 --out " + p);
+  REQUIRE_MESSAGE(r.status == 0, r.output);
+  const io::SafeTensors params = io::SafeTensors::load(p);
+  CHECK(params.names() == std::vector<std::string>{"0.bias", "0.weight", "3.bias", "3.weight",
+                                                    "7.bias", "7.weight", "9.bias", "9.weight"});
+  CHECK(params.info("7.weight").shape == std::vector<int64_t>{128, 3136});
+  write_image_batch(b, 12);
+
+  r = brigade_run("step --model fashion-cnn --params " + p + " --batch " + b + " --out " +
+                  (d / "g1.safetensors").string());
+  REQUIRE_MESSAGE(r.status == 0, r.output);
+  CHECK(r.output.find("loss ") != std::string::npos);
+  r = brigade_run("step --model fashion-cnn --params " + p + " --batch " + b + " --out " +
+                  (d / "g4.safetensors").string() + " --devices 0,0,0,0 -m 5 --remat always --link staging" +
+                  " --trace " + (d / "trace.json").string());
+  REQUIRE_MESSAGE(r.status == 0, r.output);
+  CHECK(r.output.find("bubble: measured") != std::string::npos);
+  CHECK(fs::file_size(d / "trace.json") > 100);
+
+  const io::SafeTensors g1 = io::SafeTensors::load((d / "g1.safetensors").string());
+  const io::SafeTensors g4 = io::SafeTensors::load((d / "g4.safetensors").string());
+  CHECK(g1.info("loss").shape.empty());
+  CHECK(std::isfinite(g1.f32("loss")[0]));
+  for (const std::string& name : params.names()) {
+    REQUIRE(g1.has(name));
+    CHECK(g1.info(name).shape == params.info(name).shape);
+  }
+  for (const std::string& name : g1.names()) {
+    const std::vector<float> want = g1.f32(name);
+    double scale = 1e-3;
+    for (float v : want) scale = std::max(scale, double(std::fabs(v)));
+    test::check_close(g4.f32(name), want, 2e-5 * scale, 1e-4, name);
+  }
+  fs::remove_all(d);
+}
+
+TEST_CASE("brigade step refuses bad input with one line naming the problem") {
+  const fs::path d = scratch_dir("bad");
+  const std::string p = (d / "p.safetensors").string(), b = (d / "b.safetensors").string();
+  REQUIRE(brigade_run("init --model fashion-mlp --out " + p).status == 0);
+  write_image_batch(b, 4);
+  const std::string base = "step --model fashion-mlp --params " + p + " --batch " + b + " --out " +
+                           (d / "g.safetensors").string();
+  struct Case {
+    std::string args, expect;
+  };
+  const Case cases[] = {
+      {base + " --devices 0,7", "--devices: device 7 does not exist"},
+      {base + " --devices 0,x", "is not a list of device indices"},
+      {base + " -m 5", "--micro-batches 5 is more than the 4 samples"},
+      {base + " --remat sometimes", "--remat"},
+      {base + " --link pigeon", "--link: 'pigeon' is not a path"},
+      {base + " --devices 0,0 --balance 2,2", "--balance: the cell sizes add up to 4"},
+      {"step --model fashion-cnn --params " + p + " --batch " + b + " --out " + (d / "g.safetensors").string(),
+       "parameter '0.weight' of fashion-cnn is missing"},
+      {base + " --mem-limit 64KiB", "does not fit 1 stages under their memory caps"},
+      {"init --model fashion-nothing --out " + p, "fashion-nothing"},
+  };
+  for (const Case& c : cases) {
+    const Result r = brigade_run(c.args);
+    CHECK_MESSAGE(r.status != 0, c.args);
+    CHECK_MESSAGE(r.output.find(c.expect) != std::string::npos, c.args, " printed: ", r.output);
+    CHECK_MESSAGE(std::count(r.output.begin(), r.output.end(), '\n') == 1, c.args, " printed: ", r.output);
+  }
+  CHECK_FALSE(fs::exists(d / "g.safetensors"));  // nothing half-written
+  fs::remove_all(d);
+}

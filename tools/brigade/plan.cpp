@@ -1,0 +1,107 @@
+// `brigade plan`: the partition, each stage's predicted memory by category against its cap,
+// and GPipe's bubble, without training anything.
+#include <cstdio>
+#include <string>
+
+#include "commands.h"
+#include "pipeline_flags.h"
+#include "table.h"
+#include "util/units.h"
+#include "vk/check.h"
+
+namespace brigade::cli {
+namespace {
+
+struct PlanArgs {
+  std::string model, optimizer = "adamw";
+  std::vector<std::string> set;
+  uint32_t batch_size = 64;
+  PipelineFlags pipeline;
+};
+
+uint32_t optimizer_states(const std::string& name) {
+  if (name == "adamw") return 2;
+  if (name == "sgd") return 1;  // momentum buffer
+  if (name == "none") return 0;
+  throw UserError("--optimizer: '" + name + "' is not an optimizer; expected adamw, sgd or none");
+}
+
+std::string layer_range(const model::Model& m, uint32_t first, uint32_t last) {
+  std::string s = std::to_string(first) + "-" + std::to_string(last - 1) + " ";
+  s += m.layers[first]->kind();
+  if (last - first > 1) s += ".." + m.layers[last - 1]->kind();
+  return s;
+}
+
+int run_plan(const PlanArgs& a) {
+  const model::Model m = model::build(a.model, a.set);
+  Devices d = open_devices(a.pipeline);
+  pipeline::Plan p;
+  try {
+    p = make_plan(m, a.pipeline, d, a.batch_size, optimizer_states(a.optimizer));
+  } catch (const UserError& e) {
+    // No cut fits the caps: show the best cut without them, and where it overflows.
+    std::printf("note: %s\n", e.what());
+    const std::vector<uint64_t> caps = d.caps;
+    d.caps.assign(caps.size(), 0);
+    p = make_plan(m, a.pipeline, d, a.batch_size, optimizer_states(a.optimizer));
+    d.caps = caps;
+  }
+  const uint32_t K = uint32_t(p.stages.size());
+  std::printf("%s: %zu layers, %llu parameters; mini-batch %u as %zu micro-batches of up to %u, "
+              "remat %s, partition by %s\n",
+              m.name.c_str(), m.layers.size(), (unsigned long long)m.parameter_count(), a.batch_size,
+              p.micro_rows.size(), p.micro_rows.front(), a.pipeline.remat.c_str(),
+              a.pipeline.balance.empty() ? a.pipeline.partition.c_str() : "hand (--balance)");
+  const bool profiled = a.pipeline.partition == "profile" && a.pipeline.balance.empty();
+  std::vector<std::vector<std::string>> rows{{"stage", "device", "layers", profiled ? "ms/micro-batch" : "GFLOP",
+                                              "params", "grads", "optimizer", "activations",
+                                              "links", "scratch", "total", "cap", "fits"}};
+  bool all_fit = true;
+  for (uint32_t k = 0; k < K; ++k) {
+    const pipeline::StageLayout& l = p.stages[k];
+    const pipeline::Bytes b = l.memory(optimizer_states(a.optimizer));
+    const uint64_t total = pipeline::total(b), cap = d.caps[k];
+    const bool fits = !cap || total <= cap;
+    all_fit = all_fit && fits;
+    char work[32];
+    // Cost: forward + backward FLOPs of the mini-batch; profile: measured time per micro-batch.
+    std::snprintf(work, sizeof work, "%.2f",
+                  profiled ? p.partition.stage_time[k] * 1e3 : p.partition.stage_time[k] * a.batch_size * 1e-9);
+    auto cell = [&](vk::Category c) { return format_bytes(b[int(c)]); };
+    rows.push_back({std::to_string(k), std::to_string(d.devices[k]->info().index) + " " + d.devices[k]->info().name,
+                    layer_range(m, l.first, l.last), work, cell(vk::Category::Parameters),
+                    cell(vk::Category::Gradients), cell(vk::Category::Optimizer),
+                    cell(vk::Category::Activations), cell(vk::Category::Transfer),
+                    cell(vk::Category::Scratch), format_bytes(total), cap ? format_bytes(cap) : "-",
+                    fits ? "yes" : "NO"});
+  }
+  print_table(rows);
+  std::printf("bubble (K-1)/(M+K-1): %.3f\n", p.bubble);
+  if (!all_fit) {
+    std::fprintf(stderr,
+                 "brigade: the plan does not fit under --mem-limit: add stages (--devices), use "
+                 "more micro-batches (-m), --remat always, or a smaller --batch-size\n");
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_plan(CLI::App& app) {
+  auto a = std::make_shared<PlanArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "plan", "show the partition and each device's predicted memory, without training");
+  cmd->add_option("--model", a->model, "preset name or a model .toml file")->required();
+  cmd->add_option("--set", a->set, "override a model setting (repeatable)");
+  cmd->add_option("--batch-size,-b", a->batch_size, "samples per mini-batch")->capture_default_str();
+  cmd->add_option("--optimizer", a->optimizer, "optimizer whose state to count: adamw, sgd or none")
+      ->capture_default_str();
+  add_pipeline_flags(*cmd, a->pipeline);
+  cmd->callback([a] {
+    if (const int rc = run_plan(*a)) throw CLI::RuntimeError(rc);
+  });
+}
+
+}  // namespace brigade::cli
