@@ -23,6 +23,7 @@ struct StepArgs {
   std::string model, params, batch, out, trace;
   std::vector<std::string> set;
   PipelineFlags pipeline;
+  uint32_t repeat = 1;
   bool quiet = false;
 };
 
@@ -41,7 +42,10 @@ void run_step(const StepArgs& a) {
   const pipeline::Batch batch = io::read_batch(io::SafeTensors::load(a.batch), m);
   Pipeline p = open_pipeline(m, a.pipeline, batch.rows, 0);
   for (const auto& [name, values] : params) p.executor->set_parameter(name, values);
-  const pipeline::StepResult r = p.executor->train(batch);
+  // Without an update every run computes the same gradients; later runs find the kernels
+  // compiled and the caches warm, so their trace shows the pipeline rather than start-up.
+  pipeline::StepResult r;
+  for (uint32_t i = 0; i < a.repeat; ++i) r = p.executor->train(batch);
 
   io::SafeTensorsWriter out;
   const float loss = float(r.loss);
@@ -85,6 +89,9 @@ void add_step(CLI::App& app) {
   cmd->add_option("--batch", a->batch, "batch: 'input' and 'target' (safetensors)")->required();
   cmd->add_option("--out", a->out, "where to write 'loss' and the gradients")->required();
   cmd->add_option("--trace", a->trace, "write a Chrome trace-event JSON of the step");
+  cmd->add_option("--repeat", a->repeat, "run the step this many times; the trace and summary are the last run's")
+      ->check(CLI::Range(1u, 1000u))
+      ->capture_default_str();
   cmd->add_flag("--quiet,-q", a->quiet, "print nothing on success");
   add_pipeline_flags(*cmd, a->pipeline);
   cmd->callback([a] { run_step(*a); });
