@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <barrier>
-#include <chrono>
 #include <map>
 #include <numeric>
 #include <thread>
@@ -14,12 +13,6 @@ namespace brigade::pipeline {
 
 namespace {
 
-double now_us() {
-  return std::chrono::duration<double, std::micro>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 constexpr uint64_t kFloat = 4;
 enum RelayRole { kActivation, kActivationFreed, kGradient, kGradientFreed, kRoles };
 
@@ -28,7 +21,7 @@ enum RelayRole { kActivation, kActivationFreed, kGradient, kGradientFreed, kRole
 // What a stage's thread waits for, advanced by relays: a boundary tensor arrived, or a link
 // slot this stage writes was consumed on the other side. Values are transfer sequence
 // numbers + 1.
-struct Executor::Timelines {
+struct Executor::Signals {
   Counter act_ready, act_free, grad_ready, grad_free;
   void jump() {
     for (Counter* c : {&act_ready, &act_free, &grad_ready, &grad_free}) c->advance(UINT64_MAX);
@@ -66,7 +59,7 @@ Executor::Executor(const model::Model& model, std::vector<vk::Device*> devices, 
 
   for (uint32_t k = 0; k < K; ++k) {
     stages_.push_back(std::make_unique<Stage>(*devices_[k], model_, plan_.stages[k]));
-    timelines_.push_back(std::make_unique<Timelines>());
+    signals_.push_back(std::make_unique<Signals>());
   }
   for (uint32_t k = 0; k + 1 < K; ++k) {
     const StageLayout& l = plan_.stages[k];
@@ -81,7 +74,7 @@ Executor::Executor(const model::Model& model, std::vector<vk::Device*> devices, 
       relays_.push_back(std::make_unique<Relay>(name + " relay " + std::to_string(r), abort_));
   }
   abort_.on_raise([this] {
-    for (auto& t : timelines_) t->jump();
+    for (auto& t : signals_) t->jump();
   });
 
   // Which stages hold each parameter: more than one means tied across stages.
@@ -233,7 +226,7 @@ void Executor::run_stage(uint32_t k, const Batch& batch, const Update& update, u
     const uint32_t K = stages(), M = schedule_.micro_batches, S = options_.slots;
     Stage& s = *stages_[k];
     vk::Device& dev = *devices_[k];
-    Timelines& T = *timelines_[k];
+    Signals& T = *signals_[k];
     const uint64_t base = runs_ * M;  // transfer sequence numbers of this mini-batch start here
     uint64_t recv_act = base, send_act = base, recv_grad = base, send_grad = base;
     std::vector<uint64_t> act_in(M), act_out(M), grad_in(M), grad_out(M), fwd_value(M), bwd_value(M);
@@ -299,7 +292,7 @@ void Executor::run_stage(uint32_t k, const Batch& batch, const Update& update, u
           fwd_value[i] = submit(c);
           if (k > 0)
             relays_[(k - 1) * kRoles + kActivationFreed]->push(
-                {"free", &dev, fwd_value[i], {}, 0, &timelines_[k - 1]->act_free, act_in[i] + 1});
+                {"free", &dev, fwd_value[i], {}, 0, &signals_[k - 1]->act_free, act_in[i] + 1});
           break;
         }
         case Op::SendActivation: {
@@ -307,7 +300,7 @@ void Executor::run_stage(uint32_t k, const Batch& batch, const Update& update, u
           const uint32_t slot = uint32_t(act_out[i] % S);
           relays_[k * kRoles + kActivation]->push(
               {to_string(a), &dev, fwd_value[i], [link, slot] { return link->relay(slot); },
-               act_links_[k]->bytes(), &timelines_[k + 1]->act_ready, act_out[i] + 1});
+               act_links_[k]->bytes(), &signals_[k + 1]->act_ready, act_out[i] + 1});
           break;
         }
         case Op::RecvGradient:
@@ -334,7 +327,7 @@ void Executor::run_stage(uint32_t k, const Batch& batch, const Update& update, u
           bwd_value[i] = submit(c);
           if (k + 1 < K)
             relays_[k * kRoles + kGradientFreed]->push(
-                {"free", &dev, bwd_value[i], {}, 0, &timelines_[k + 1]->grad_free, grad_in[i] + 1});
+                {"free", &dev, bwd_value[i], {}, 0, &signals_[k + 1]->grad_free, grad_in[i] + 1});
           break;
         }
         case Op::SendGradient: {
@@ -342,7 +335,7 @@ void Executor::run_stage(uint32_t k, const Batch& batch, const Update& update, u
           const uint32_t slot = uint32_t(grad_out[i] % S);
           relays_[(k - 1) * kRoles + kGradient]->push(
               {to_string(a), &dev, bwd_value[i], [link, slot] { return link->relay(slot); },
-               link->bytes(), &timelines_[k - 1]->grad_ready, grad_out[i] + 1});
+               link->bytes(), &signals_[k - 1]->grad_ready, grad_out[i] + 1});
           break;
         }
         case Op::Step: {
@@ -388,24 +381,20 @@ void Executor::run_stage(uint32_t k, const Batch& batch, const Update& update, u
 double Executor::step_stage(uint32_t k, const Update& update) {
   Stage& s = *stages_[k];
   Shared& sh = *shared_;
-  bool any_tied = false;
-  for (auto& [name, holders] : sh.holders)
-    if (holders.size() > 1) any_tied = true;
-  if (any_tied) {
-    for (auto& [name, holders] : sh.holders) {
-      const auto& mine = s.trainable();
-      if (holders.size() < 2 || std::find(mine.begin(), mine.end(), name) == mine.end()) continue;
-      std::vector<float> g(s.gradient(name).size() / kFloat);
-      vk::download(s.gradient(name), g.data(), s.gradient(name).size());
-      sh.tied.at(name)[k] = std::move(g);
+  if (!sh.tied.empty()) {  // parameters held by more than one stage
+    const auto& mine = s.trainable();
+    for (auto& [name, copies] : sh.tied) {
+      if (std::find(mine.begin(), mine.end(), name) == mine.end()) continue;
+      copies[k].resize(s.gradient(name).size() / kFloat);
+      vk::download(s.gradient(name), copies[k].data(), s.gradient(name).size());
     }
     sh.barrier->arrive_and_wait();
     if (abort_.raised()) return 1;
-    for (auto& [name, holders] : sh.holders) {
-      if (holders.size() < 2 || sh.tied.at(name)[k].empty()) continue;
-      std::vector<float> sum(sh.tied[name][k].size(), 0.0f);
-      for (uint32_t j : holders)
-        for (size_t e = 0; e < sum.size(); ++e) sum[e] += sh.tied.at(name)[j][e];
+    for (auto& [name, copies] : sh.tied) {
+      if (copies[k].empty()) continue;
+      std::vector<float> sum(copies[k].size(), 0.0f);
+      for (uint32_t j : sh.holders.at(name))
+        for (size_t e = 0; e < sum.size(); ++e) sum[e] += copies[j][e];
       vk::upload(s.gradient(name), sum.data(), sum.size() * kFloat);
     }
   }

@@ -75,7 +75,7 @@ class Executor {
   StepResult train(const Batch& batch, const Update& update = {});
 
  private:
-  struct Timelines;
+  struct Signals;
   void run_stage(uint32_t k, const Batch& batch, const Update& update, uint32_t step_index);
   // Returns the clip coefficient for this step's update.
   double step_stage(uint32_t k, const Update& update);
@@ -88,7 +88,7 @@ class Executor {
   Schedule schedule_;
   std::vector<std::unique_ptr<Stage>> stages_;
   std::vector<std::unique_ptr<Link>> act_links_, grad_links_;  // [boundary k] : k <-> k+1
-  std::vector<std::unique_ptr<Timelines>> timelines_;          // [stage]
+  std::vector<std::unique_ptr<Signals>> signals_;              // [stage]
   Abort abort_;
   std::vector<std::unique_ptr<Relay>> relays_;  // [boundary][4]: activation, freed, gradient, freed
   std::vector<double> clock_offset_us_;         // per stage: GPU timestamp -> host steady clock

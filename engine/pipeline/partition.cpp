@@ -1,7 +1,6 @@
 #include "pipeline/partition.h"
 
 #include <algorithm>
-#include <charconv>
 #include <limits>
 
 #include "util/units.h"
@@ -109,20 +108,10 @@ Partition balance_manual(const std::vector<LayerCost>& layers, const std::vector
 }
 
 std::vector<uint32_t> parse_balance(const std::string& text) {
-  std::vector<uint32_t> sizes;
-  size_t start = 0;
-  while (true) {
-    const size_t comma = text.find(',', start);
-    const std::string part = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    uint32_t v = 0;
-    auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), v);
-    if (part.empty() || ec != std::errc() || end != part.data() + part.size() || v == 0)
-      throw UserError("--balance: '" + text + "' is not a list of positive layer counts such as 3,5,4");
-    sizes.push_back(v);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return sizes;
+  const auto sizes = parse_uint_list(text);
+  if (!sizes || std::count(sizes->begin(), sizes->end(), 0u))
+    throw UserError("--balance: '" + text + "' is not a list of positive layer counts such as 3,5,4");
+  return *sizes;
 }
 
 double bubble_fraction(uint32_t stages, uint32_t micro_batches) {

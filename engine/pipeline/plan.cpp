@@ -1,7 +1,7 @@
 #include "pipeline/plan.h"
 
 #include <algorithm>
-#include <map>
+#include <set>
 
 #include "vk/check.h"
 
@@ -68,7 +68,7 @@ StageLayout layout_stage(const model::Model& m, uint32_t stage, uint32_t first, 
   s.sets = remat == Remat::Never ? micro_batches : 1;
   s.input_bytes = model::elements(m.layers[first]->input_shape()) * max_rows * kFloat;
   uint64_t widest = 0, scratch = 0;
-  std::map<std::string, bool> seen;
+  std::set<std::string> seen;
   for (uint32_t l = first; l < last; ++l) {
     const model::Layer& layer = *m.layers[l];
     const uint64_t out = model::elements(layer.output_shape());
@@ -80,7 +80,7 @@ StageLayout layout_stage(const model::Model& m, uint32_t stage, uint32_t first, 
     if (!layer.integer_input()) widest = std::max(widest, model::elements(layer.input_shape()));
     scratch = std::max(scratch, layer.scratch_per_sample());
     for (model::ParamSpec& p : layer.params())
-      if (!seen[p.name]) seen[p.name] = true, s.params.push_back(std::move(p));
+      if (seen.insert(p.name).second) s.params.push_back(std::move(p));
   }
   s.gradient_bytes = widest * max_rows * kFloat;
   s.scratch_bytes = scratch * max_rows * kFloat;

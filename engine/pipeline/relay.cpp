@@ -4,13 +4,13 @@
 
 namespace brigade::pipeline {
 
-namespace {
-
 double now_us() {
   return std::chrono::duration<double, std::micro>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
+
+namespace {
 
 constexpr uint64_t kPollNs = 20'000'000;  // how often a waiting relay looks at the abort flag
 

@@ -20,6 +20,9 @@
 
 namespace brigade::pipeline {
 
+// Host time in microseconds of the steady clock: what trace times are measured in.
+double now_us();
+
 // What a relay did, for the trace: host times in microseconds of the steady clock.
 struct Transfer {
   std::string name;    // "sA3" ...

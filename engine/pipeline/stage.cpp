@@ -83,6 +83,21 @@ vk::View Stage::y_view(uint32_t l, const MicroBatch& mb) {
   return vk::View(sets_[set_of(mb.index)].outputs[l], 0, bytes);
 }
 
+vk::View Stage::targets_view(const MicroBatch& mb) {
+  return vk::View(targets_.at(mb.index), 0, uint64_t(mb.rows) * model_.targets_per_sample * kFloat);
+}
+
+model::Tensors Stage::tensors(uint32_t l, const MicroBatch& mb, std::vector<vk::View>& saved) {
+  const model::Layer& layer = *model_.layers[layout_.first + l];
+  const Set& set = sets_[set_of(mb.index)];
+  const std::vector<model::SavedSpec> specs = layer.saved();
+  for (size_t s = 0; s < specs.size(); ++s)
+    saved.emplace_back(set.saved[l][s], 0, specs[s].floats(mb.rows) * kFloat);
+  model::Tensors t{x_view(l, mb), y_view(l, mb), saved, param_views_[l], grad_views_[l], std::nullopt};
+  if (scratch_) t.scratch = vk::View(scratch_, 0, layer.scratch_per_sample() * mb.rows * kFloat);
+  return t;
+}
+
 model::Pass Stage::pass(vk::Commands& cmd, const MicroBatch& mb, uint32_t l, bool recompute) const {
   model::Pass p{cmd};
   p.rows = mb.rows, p.total_rows = mb.total_rows, p.step = mb.step, p.micro_batch = mb.index;
@@ -99,7 +114,6 @@ vk::View Stage::forward(vk::Commands& cmd, const MicroBatch& mb, std::optional<v
     const vk::View x = x_view(0, mb);
     cmd.copy(*received->buffer, *x.buffer, x.range, received->offset, 0);
   }
-  Set& set = sets_[set_of(mb.index)];
   const uint32_t n = uint32_t(layout_.output_bytes.size());
   if (forward_marks_) forward_marks_->push_back(cmd.timestamp());
   for (uint32_t l = 0; l < n; ++l) {
@@ -107,19 +121,14 @@ vk::View Stage::forward(vk::Commands& cmd, const MicroBatch& mb, std::optional<v
     if (forward_marks_ && l) forward_marks_->push_back(cmd.timestamp());
     if (layer.is_view()) continue;
     std::vector<vk::View> saved;
-    const auto specs = layer.saved();
-    for (size_t s = 0; s < specs.size(); ++s)
-      saved.emplace_back(set.saved[l][s], 0, specs[s].floats(mb.rows) * kFloat);
-    model::Tensors t{x_view(l, mb), y_view(l, mb), saved, param_views_[l], grad_views_[l], std::nullopt};
-    if (scratch_) t.scratch = vk::View(scratch_, 0, layer.scratch_per_sample() * mb.rows * kFloat);
+    const model::Tensors t = tensors(l, mb, saved);
     layer.forward(pass(cmd, mb, l, recompute), t);
   }
   if (forward_marks_) forward_marks_->push_back(cmd.timestamp());
   const vk::View out = y_view(n - 1, mb);
   if (layout_.last_stage && mb.training) {
     const uint32_t tps = model_.targets_per_sample;
-    const vk::View targets(targets_.at(mb.index), 0, uint64_t(mb.rows) * tps * kFloat);
-    ops::cross_entropy_forward(cmd, out, targets, set.loss_rows, recompute ? discard_ : loss_,
+    ops::cross_entropy_forward(cmd, out, targets_view(mb), sets_[set_of(mb.index)].loss_rows, recompute ? discard_ : loss_,
                                mb.rows * tps, model_.classes, mb.total_rows * tps);
   }
   return out;
@@ -127,8 +136,7 @@ vk::View Stage::forward(vk::Commands& cmd, const MicroBatch& mb, std::optional<v
 
 void Stage::count_correct(vk::Commands& cmd, const MicroBatch& mb) {
   const uint32_t tps = model_.targets_per_sample;
-  const vk::View targets(targets_.at(mb.index), 0, uint64_t(mb.rows) * tps * kFloat);
-  ops::cross_entropy_evaluate(cmd, y_view(uint32_t(layout_.output_bytes.size()) - 1, mb), targets,
+  ops::cross_entropy_evaluate(cmd, y_view(uint32_t(layout_.output_bytes.size()) - 1, mb), targets_view(mb),
                               sets_[set_of(mb.index)].loss_rows, loss_, correct_, mb.rows * tps,
                               model_.classes, mb.total_rows * tps);
 }
@@ -141,15 +149,13 @@ std::optional<vk::View> Stage::backward(vk::Commands& cmd, const MicroBatch& mb,
   const vk::View out = y_view(n - 1, mb);
   if (layout_.last_stage) {
     const uint32_t tps = model_.targets_per_sample;
-    const vk::View targets(targets_.at(mb.index), 0, uint64_t(mb.rows) * tps * kFloat);
-    ops::cross_entropy_backward(cmd, out, targets, sets_[set_of(mb.index)].loss_rows,
+    ops::cross_entropy_backward(cmd, out, targets_view(mb), sets_[set_of(mb.index)].loss_rows,
                                 vk::View(*dy, 0, out.range), mb.rows * tps, model_.classes,
                                 mb.total_rows * tps);
   } else {
     BRIGADE_EXPECT(received.has_value(), "a stage before the last needs its output's gradient");
     cmd.copy(*received->buffer, *dy, out.range, received->offset, 0);
   }
-  Set& set = sets_[set_of(mb.index)];
   if (backward_marks_) backward_marks_->push_back(cmd.timestamp());
   for (uint32_t l = n; l-- > 0;) {
     const model::Layer& layer = *model_.layers[layout_.first + l];
@@ -157,11 +163,7 @@ std::optional<vk::View> Stage::backward(vk::Commands& cmd, const MicroBatch& mb,
     if (layer.is_view()) continue;  // the gradient of a view is the view of the gradient
     const bool wants_dx = wants_input_gradient(l);
     std::vector<vk::View> saved;
-    const auto specs = layer.saved();
-    for (size_t s = 0; s < specs.size(); ++s)
-      saved.emplace_back(set.saved[l][s], 0, specs[s].floats(mb.rows) * kFloat);
-    model::Tensors t{x_view(l, mb), y_view(l, mb), saved, param_views_[l], grad_views_[l], std::nullopt};
-    if (scratch_) t.scratch = vk::View(scratch_, 0, layer.scratch_per_sample() * mb.rows * kFloat);
+    const model::Tensors t = tensors(l, mb, saved);
     const vk::View dy_view(*dy, 0, t.y.range);
     if (wants_dx) {
       const vk::View dx_view(*dx, 0, t.x.range);

@@ -80,6 +80,9 @@ class Stage {
   // The views the cell's layer l works on for micro-batch mb.
   vk::View x_view(uint32_t l, const MicroBatch& mb);
   vk::View y_view(uint32_t l, const MicroBatch& mb);
+  vk::View targets_view(const MicroBatch& mb);
+  // Layer l's tensors for micro-batch mb; `saved` holds the views t.saved points into.
+  model::Tensors tensors(uint32_t l, const MicroBatch& mb, std::vector<vk::View>& saved);
   model::Pass pass(vk::Commands& cmd, const MicroBatch& mb, uint32_t l, bool recompute) const;
   // Whether layer l must compute its input gradient: not when nothing before it in the
   // model has a gradient to receive.

@@ -56,4 +56,19 @@ std::string format_bytes(uint64_t bytes) {
   return buf;
 }
 
+std::optional<std::vector<uint32_t>> parse_uint_list(std::string_view text) {
+  std::vector<uint32_t> out;
+  size_t start = 0;
+  for (;;) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    const std::string_view item = text.substr(start, comma - start);
+    uint32_t v = 0;
+    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+    if (item.empty() || ec != std::errc() || end != item.data() + item.size()) return std::nullopt;
+    out.push_back(v);
+    if (comma == text.size()) return out;
+    start = comma + 1;
+  }
+}
+
 }  // namespace brigade

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -13,6 +14,10 @@ uint64_t parse_size(std::string_view text, std::string_view what);
 
 // Parses "SIZE" or "SIZE,SIZE,..." (one per device).
 std::vector<uint64_t> parse_size_list(std::string_view text, std::string_view what);
+
+// "3,5,4" -> {3, 5, 4}: unsigned decimal integers separated by commas; nullopt when the text
+// is anything else (empty items, signs, spaces, values over 2^32 - 1).
+std::optional<std::vector<uint32_t>> parse_uint_list(std::string_view text);
 
 // "1.5 MiB", "512 B", "2.0 GiB".
 std::string format_bytes(uint64_t bytes);

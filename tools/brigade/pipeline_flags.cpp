@@ -30,27 +30,13 @@ void add_pipeline_flags(CLI::App& cmd, PipelineFlags& f) {
 }
 
 std::vector<uint32_t> parse_devices(const std::string& text, uint32_t available) {
-  std::vector<uint32_t> out;
-  size_t start = 0;
-  while (start <= text.size()) {
-    const size_t comma = std::min(text.find(',', start), text.size());
-    const std::string item = text.substr(start, comma - start);
-    size_t used = 0;
-    unsigned long v = 0;
-    try {
-      v = std::stoul(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (item.empty() || used != item.size() || item[0] == '-')
-      throw UserError("--devices: '" + text + "' is not a list of device indices such as 0,0,1");
+  const auto indices = parse_uint_list(text);
+  if (!indices) throw UserError("--devices: '" + text + "' is not a list of device indices such as 0,0,1");
+  for (uint32_t v : *indices)
     if (v >= available)
-      throw UserError("--devices: device " + item + " does not exist; this machine has " +
+      throw UserError("--devices: device " + std::to_string(v) + " does not exist; this machine has " +
                       std::to_string(available) + " (see `brigade devices`)");
-    out.push_back(uint32_t(v));
-    start = comma + 1;
-  }
-  return out;
+  return *indices;
 }
 
 Devices open_devices(const PipelineFlags& f) {
