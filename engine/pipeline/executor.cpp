@@ -54,8 +54,11 @@ Executor::Executor(const model::Model& model, std::vector<vk::Device*> devices, 
       BRIGADE_EXPECT(devices_[a] != devices_[b], "one logical device per stage");
   if (options_.slots == 0) throw UserError("a link needs at least one slot");
   schedule_ = gpipe(K, M, options_.remat);
-  const std::string problem = check(schedule_);
-  BRIGADE_EXPECT(problem.empty(), "the schedule deadlocks: " + problem);
+  eval_schedule_ = forward_only(K, M);
+  for (const Schedule* s : {&schedule_, &eval_schedule_}) {
+    const std::string problem = check(*s);
+    BRIGADE_EXPECT(problem.empty(), "the schedule deadlocks: " + problem);
+  }
 
   for (uint32_t k = 0; k < K; ++k) {
     stages_.push_back(std::make_unique<Stage>(*devices_[k], model_, plan_.stages[k]));
@@ -168,13 +171,47 @@ void Executor::attach(optim::Optimizer& optimizer) {
 }
 
 StepResult Executor::train(const Batch& batch, const Update& update) {
+  run(schedule_, batch, update, nullptr);
+  StepResult result;
+  float loss = 0;
+  vk::download(stages_.back()->loss(), &loss, kFloat);
+  result.loss = loss;
+  result.grad_norm = shared_->grad_norm;
+  const uint32_t K = stages();
+  result.trace.stages = K, result.trace.micro_batches = schedule_.micro_batches;
+  for (auto& e : shared_->events) result.trace.actions.insert(result.trace.actions.end(), e.begin(), e.end());
+  for (uint32_t b = 0; b + 1 < K; ++b)
+    for (int r : {kActivation, kGradient}) {
+      const bool forward = r == kActivation;
+      for (Transfer& t : relays_[b * kRoles + r]->take_transfers())
+        result.trace.transfers.push_back({forward ? b : b + 1, forward ? b + 1 : b, std::move(t)});
+    }
+  for (uint32_t b = 0; b + 1 < K; ++b)
+    for (int r : {kActivationFreed, kGradientFreed}) relays_[b * kRoles + r]->take_transfers();
+  return result;
+}
+
+EvalResult Executor::evaluate(const Batch& batch, std::vector<float>* outputs) {
+  if (outputs)
+    outputs->assign(uint64_t(batch.rows) * model::elements(model_.layers.back()->output_shape()), 0.0f);
+  run(eval_schedule_, batch, Update{}, outputs);
+  for (auto& r : relays_) r->take_transfers();
+  float loss = 0;
+  uint32_t correct = 0;
+  vk::download(stages_.back()->loss(), &loss, sizeof loss);
+  vk::download(stages_.back()->correct(), &correct, sizeof correct);
+  return EvalResult{loss, correct};
+}
+
+void Executor::run(const Schedule& schedule, const Batch& batch, const Update& update,
+                   std::vector<float>* outputs) {
   if (broken_) throw UserError("the pipeline stopped after an earlier failure");
-  const uint32_t K = stages(), M = schedule_.micro_batches;
+  const uint32_t K = stages(), M = schedule.micro_batches;
   const uint64_t in = model::elements(model_.input);
   const uint32_t N = std::accumulate(plan_.micro_rows.begin(), plan_.micro_rows.end(), 0u);
-  if (batch.rows == 0 || batch.rows > N)
+  if (batch.rows < M || batch.rows > N)
     throw UserError("a mini-batch of " + std::to_string(batch.rows) + " samples; this pipeline " +
-                    "was planned for 1 to " + std::to_string(N));
+                    "was planned for " + std::to_string(M) + " to " + std::to_string(N));
   const size_t inputs = model_.token_input ? batch.tokens.size() : batch.images.size();
   if (inputs != batch.rows * in || batch.targets.size() != uint64_t(batch.rows) * model_.targets_per_sample)
     throw UserError("the batch holds " + std::to_string(inputs) + " inputs and " +
@@ -191,44 +228,31 @@ StepResult Executor::train(const Batch& batch, const Update& update) {
   shared_->barrier = std::make_unique<std::barrier<>>(K);
   for (auto& e : shared_->events) e.clear();
 
-  StepResult result;
-  const uint32_t step_index = uint32_t(update.step.t);
   std::vector<std::thread> threads;
   for (uint32_t k = 0; k < K; ++k)
-    threads.emplace_back([&, k] { run_stage(k, batch, update, step_index); });
+    threads.emplace_back([&, k] { run_stage(k, schedule, batch, update, outputs); });
   for (auto& t : threads) t.join();
   for (auto& r : relays_) r->drain();
   if (abort_.raised()) {
     broken_ = true;
     abort_.rethrow();
   }
-  ++runs_;
-
-  float loss = 0;
-  vk::download(stages_.back()->loss(), &loss, kFloat);
-  result.loss = loss;
-  result.grad_norm = shared_->grad_norm;
-  result.trace.stages = K, result.trace.micro_batches = M;
-  for (auto& e : shared_->events) result.trace.actions.insert(result.trace.actions.end(), e.begin(), e.end());
-  for (uint32_t b = 0; b + 1 < K; ++b)
-    for (int r : {kActivation, kGradient}) {
-      const bool forward = r == kActivation;
-      for (Transfer& t : relays_[b * kRoles + r]->take_transfers())
-        result.trace.transfers.push_back({forward ? b : b + 1, forward ? b + 1 : b, std::move(t)});
-    }
-  for (uint32_t b = 0; b + 1 < K; ++b)
-    for (int r : {kActivationFreed, kGradientFreed}) relays_[b * kRoles + r]->take_transfers();
-  return result;
+  ++forward_runs_;
+  if (schedule.training) ++backward_runs_;
 }
 
-void Executor::run_stage(uint32_t k, const Batch& batch, const Update& update, uint32_t step_index) {
+void Executor::run_stage(uint32_t k, const Schedule& schedule, const Batch& batch,
+                         const Update& update, std::vector<float>* outputs) {
   try {
-    const uint32_t K = stages(), M = schedule_.micro_batches, S = options_.slots;
+    const uint32_t K = stages(), M = schedule.micro_batches, S = options_.slots;
+    const bool training = schedule.training;
+    const uint32_t step_index = uint32_t(update.step.t);
     Stage& s = *stages_[k];
     vk::Device& dev = *devices_[k];
     Signals& T = *signals_[k];
-    const uint64_t base = runs_ * M;  // transfer sequence numbers of this mini-batch start here
-    uint64_t recv_act = base, send_act = base, recv_grad = base, send_grad = base;
+    // Transfer sequence numbers of this mini-batch start here.
+    uint64_t recv_act = forward_runs_ * M, send_act = recv_act;
+    uint64_t recv_grad = backward_runs_ * M, send_grad = recv_grad;
     std::vector<uint64_t> act_in(M), act_out(M), grad_in(M), grad_out(M), fwd_value(M), bwd_value(M);
     // A stage thread waits on the host for a relay's word before the submission that needs
     // it, so no device queue ever holds a submission waiting on another device.
@@ -254,10 +278,10 @@ void Executor::run_stage(uint32_t k, const Batch& batch, const Update& update, u
       return last_value;
     };
     auto micro = [&](uint32_t i) {
-      return MicroBatch{i, shared_->rows[i], shared_->total_rows, step_index, true};
+      return MicroBatch{i, shared_->rows[i], shared_->total_rows, step_index, training};
     };
 
-    for (const Action& a : schedule_.actions[k]) {
+    for (const Action& a : schedule.actions[k]) {
       if (abort_.raised()) return;
       const uint32_t i = a.micro_batch;
       switch (a.op) {
@@ -289,7 +313,13 @@ void Executor::run_stage(uint32_t k, const Batch& batch, const Update& update, u
             if (act_out[i] >= S) wait_for(T.act_free, act_out[i] - S + 1);
             c.copy(*out.buffer, act_links_[k]->send(act_out[i] % S), out.range, out.offset, 0);
           }
+          if (!training && s.layout().last_stage) s.count_correct(c, mb);
           fwd_value[i] = submit(c);
+          if (outputs && s.layout().last_stage) {
+            dev.wait(fwd_value[i]);
+            const uint64_t per_row = model::elements(model_.layers.back()->output_shape());
+            vk::download(*out.buffer, outputs->data() + first_row * per_row, out.range, out.offset);
+          }
           if (k > 0)
             relays_[(k - 1) * kRoles + kActivationFreed]->push(
                 {"free", &dev, fwd_value[i], {}, 0, &signals_[k - 1]->act_free, act_in[i] + 1});

@@ -45,6 +45,11 @@ struct StepResult {
   Trace trace;
 };
 
+struct EvalResult {
+  double loss = 0;       // mean cross-entropy over the batch's rows x targets_per_sample
+  uint64_t correct = 0;  // targets the logits' argmax names
+};
+
 class Executor {
  public:
   // One device per stage of the plan (a device may back only one stage).
@@ -73,10 +78,18 @@ class Executor {
   // One training mini-batch: forward and backward of every micro-batch, then the step
   // (gradients complete; parameters updated when `update` has an optimizer).
   StepResult train(const Batch& batch, const Update& update = {});
+  // Forward only, in evaluation mode (BatchNorm uses its running statistics), over the
+  // micro-batches of the same plan. With `outputs`, the last layer's output of every row is
+  // copied there (rows x elements of the last layer's output).
+  EvalResult evaluate(const Batch& batch, std::vector<float>* outputs = nullptr);
 
  private:
   struct Signals;
-  void run_stage(uint32_t k, const Batch& batch, const Update& update, uint32_t step_index);
+  // Runs `schedule` over the batch on every stage's thread; rethrows the first failure.
+  void run(const Schedule& schedule, const Batch& batch, const Update& update,
+           std::vector<float>* outputs);
+  void run_stage(uint32_t k, const Schedule& schedule, const Batch& batch, const Update& update,
+                 std::vector<float>* outputs);
   // Returns the clip coefficient for this step's update.
   double step_stage(uint32_t k, const Update& update);
   void calibrate();
@@ -85,14 +98,15 @@ class Executor {
   std::vector<vk::Device*> devices_;
   Plan plan_;
   ExecutorOptions options_;
-  Schedule schedule_;
+  Schedule schedule_, eval_schedule_;
   std::vector<std::unique_ptr<Stage>> stages_;
   std::vector<std::unique_ptr<Link>> act_links_, grad_links_;  // [boundary k] : k <-> k+1
   std::vector<std::unique_ptr<Signals>> signals_;              // [stage]
   Abort abort_;
   std::vector<std::unique_ptr<Relay>> relays_;  // [boundary][4]: activation, freed, gradient, freed
   std::vector<double> clock_offset_us_;         // per stage: GPU timestamp -> host steady clock
-  uint64_t runs_ = 0;                           // mini-batches run: transfer sequence numbers
+  // Transfer sequence numbers: forward runs (training and evaluation) and backward runs.
+  uint64_t forward_runs_ = 0, backward_runs_ = 0;
   bool broken_ = false;
   // Step coordination between the stage threads.
   struct Shared;

@@ -11,7 +11,7 @@ namespace brigade::pipeline {
 Schedule gpipe(uint32_t stages, uint32_t micro_batches, Remat remat) {
   if (stages == 0 || micro_batches == 0)
     throw UserError("a pipeline needs at least one stage and one micro-batch");
-  Schedule s{stages, micro_batches, std::vector<std::vector<Action>>(stages)};
+  Schedule s{stages, micro_batches, true, std::vector<std::vector<Action>>(stages)};
   const uint32_t last = micro_batches - 1;
   for (uint32_t k = 0; k < stages; ++k) {
     auto& a = s.actions[k];
@@ -32,6 +32,16 @@ Schedule gpipe(uint32_t stages, uint32_t micro_batches, Remat remat) {
     }
     a.push_back({Op::Step, 0});
   }
+  return s;
+}
+
+Schedule forward_only(uint32_t stages, uint32_t micro_batches) {
+  Schedule s = gpipe(stages, micro_batches, Remat::Never);
+  s.training = false;
+  for (auto& a : s.actions)
+    std::erase_if(a, [](const Action& x) {
+      return x.op != Op::RecvActivation && x.op != Op::Forward && x.op != Op::SendActivation;
+    });
   return s;
 }
 
@@ -126,8 +136,9 @@ std::string check(const Schedule& s) {
   }
   if (!messages.empty()) return std::to_string(messages.size()) + " message(s) sent but never received";
   for (uint32_t k = 0; k < K; ++k)
-    if (backwarded[k].size() != s.micro_batches || forwarded[k].size() != s.micro_batches)
-      return "stage " + std::to_string(k) + " does not run every micro-batch forward and backward";
+    if (backwarded[k].size() != (s.training ? s.micro_batches : 0) || forwarded[k].size() != s.micro_batches)
+      return "stage " + std::to_string(k) + (s.training ? " does not run every micro-batch forward and backward"
+                                                        : " does not run every micro-batch forward, and only forward");
   return "";
 }
 

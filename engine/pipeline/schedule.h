@@ -30,12 +30,16 @@ enum class Remat : uint8_t { Never, Always, ExceptLast };
 
 struct Schedule {
   uint32_t stages = 0, micro_batches = 0;
+  bool training = true;  // every micro-batch goes forward and backward; else forward only
   std::vector<std::vector<Action>> actions;  // [stage] -> in order
 };
 
 // GPipe's fill-drain schedule: every stage runs all M forwards, then all M backwards in
 // reverse micro-batch order, then one optimizer step.
 Schedule gpipe(uint32_t stages, uint32_t micro_batches, Remat remat);
+
+// Evaluation: every stage runs all M forwards, nothing else.
+Schedule forward_only(uint32_t stages, uint32_t micro_batches);
 
 // Short names: "F3", "B0", "R2", "sA1" (send activation), "rG1" (receive gradient), "S".
 std::string to_string(const Action& a);

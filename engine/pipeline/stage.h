@@ -60,7 +60,7 @@ class Stage {
   void zero_loss(vk::Commands& cmd);
   void end_minibatch(vk::Commands& cmd);
 
-  // Last stage: the mini-batch's loss (sum over its micro-batches) and correct count.
+  // Last stage: the mini-batch's loss (F32, sum over its micro-batches) and correct count (U32).
   const vk::Buffer& loss() const { return loss_; }
   const vk::Buffer& correct() const { return correct_; }
 

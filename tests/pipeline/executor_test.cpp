@@ -283,3 +283,72 @@ TEST_CASE_FIXTURE(test::Gpu, "profiling times every layer on the device, convolu
   CHECK(t[3] > t[1]);  // Conv2d(32, 64) on 14x14 against the ReLU before it
   CHECK(t[3] > t[6]);  // ... and against Flatten, which does nothing
 }
+
+namespace {
+
+struct Evaluation {
+  pipeline::EvalResult result;
+  std::vector<float> logits;
+};
+
+Evaluation evaluate(test::Gpu& gpu, const model::Model& m, const Config& c, const pipeline::Batch& b) {
+  std::vector<vk::Device*> devices;
+  for (uint32_t k = 0; k < c.K; ++k) devices.push_back(&gpu.device(k));
+  pipeline::Executor ex(m, devices, make_plan(m, c, b.rows, 1), {c.remat, c.link, 2});
+  for (const model::ParamSpec& p : m.params())
+    if (p.kind != model::ParamKind::State) ex.set_parameter(p.name, model::initial_values(p, 7));
+  Evaluation e;
+  e.result = ex.evaluate(b, &e.logits);
+  // Evaluation changes nothing, and leaves the pipeline able to train and evaluate again.
+  const double again = ex.evaluate(b).loss;
+  CHECK(again == e.result.loss);
+  ex.train(b);  // without an update; BatchNorm's running statistics do move
+  bool buffers = false;
+  for (const model::ParamSpec& p : m.params()) buffers |= p.kind == model::ParamKind::Buffer;
+  if (!buffers) CHECK(ex.evaluate(b).loss == e.result.loss);
+  return e;
+}
+
+// Mean cross-entropy and argmax hits of logits, on the CPU.
+std::pair<double, uint64_t> score(const std::vector<float>& logits, const std::vector<int32_t>& targets,
+                                  uint32_t classes) {
+  double loss = 0;
+  uint64_t correct = 0;
+  for (size_t r = 0; r < targets.size(); ++r) {
+    const float* z = logits.data() + r * classes;
+    const float top = *std::max_element(z, z + classes);
+    double sum = 0;
+    for (uint32_t j = 0; j < classes; ++j) sum += std::exp(double(z[j]) - top);
+    loss += std::log(sum) + top - z[targets[r]];
+    correct += uint32_t(std::max_element(z, z + classes) - z) == uint32_t(targets[r]);
+  }
+  return {loss / double(targets.size()), correct};
+}
+
+}  // namespace
+
+TEST_CASE_FIXTURE(test::Gpu, "evaluation pipelined equals one device: loss, correct count and outputs") {
+  for (const char* preset : {"fashion-cnn", "gpt-mini", "fashion-cnn-bn"}) {
+    const model::Model m = model::build(preset);
+    const pipeline::Batch b = random_batch(m, 10, 3);
+    const Evaluation want = evaluate(*this, m, {1, 1}, b);
+    const auto [loss, correct] = score(want.logits, b.targets, m.classes);
+    CHECK_MESSAGE(want.result.loss == doctest::Approx(loss).epsilon(1e-5), preset);
+    CHECK_MESSAGE(want.result.correct == correct, preset);
+    // Without BatchNorm evaluation's loss is training's; with it, evaluation normalizes by
+    // the running statistics rather than the batch's.
+    const Outcome trained = run(*this, m, {1, 1}, {b}, 0);
+    if (std::string(preset) == "fashion-cnn-bn")
+      CHECK_MESSAGE(std::fabs(want.result.loss - trained.loss) > 1e-3, preset);
+    else
+      CHECK_MESSAGE(want.result.loss == doctest::Approx(trained.loss).epsilon(1e-5), preset);
+    for (Config c : {Config{2, 4, Remat::Always}, Config{4, 3, Remat::ExceptLast, LinkKind::Staging}}) {
+      const Evaluation got = evaluate(*this, m, c, b);
+      const std::string what = std::string(preset) + " " + describe(c);
+      CHECK_MESSAGE(got.result.loss == doctest::Approx(want.result.loss).epsilon(1e-5), what);
+      CHECK_MESSAGE(got.result.correct == want.result.correct, what);
+      test::check_close(got.logits, want.logits, 2e-5 * std::max(max_abs(want.logits), 1e-3), 1e-4,
+                        what + ": outputs");
+    }
+  }
+}

@@ -100,3 +100,14 @@ TEST_CASE("remat modes parse and bad ones are refused") {
   CHECK_THROWS_WITH_AS(parse_remat("sometimes"), doctest::Contains("--remat: 'sometimes' is not a mode"), UserError);
   CHECK_THROWS_AS(gpipe(0, 4, Remat::Never), UserError);
 }
+
+TEST_CASE("evaluation's schedule runs every forward and nothing else, and passes the check") {
+  const pipeline::Schedule s = pipeline::forward_only(3, 2);
+  CHECK_FALSE(s.training);
+  CHECK(pipeline::to_string(s) ==
+        "stage 0: F0 sA0 F1 sA1\nstage 1: rA0 F0 sA0 rA1 F1 sA1\nstage 2: rA0 F0 rA1 F1\n");
+  CHECK(pipeline::check(s).empty());
+  pipeline::Schedule training = pipeline::gpipe(3, 2, pipeline::Remat::Never);
+  training.training = false;  // a backward in an evaluation schedule is refused
+  CHECK_FALSE(pipeline::check(training).empty());
+}

@@ -1,0 +1,192 @@
+#include "io/data.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <utility>
+
+#include "pipeline/plan.h"
+#include "vk/check.h"
+
+namespace brigade::io {
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  uint64_t z = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+uint64_t order_key(uint64_t seed, uint64_t a, uint64_t b) {
+  return splitmix64(splitmix64(splitmix64(seed) ^ a) ^ b);
+}
+
+std::vector<uint32_t> shuffled(uint32_t n, uint64_t seed, uint64_t epoch) {
+  std::vector<uint32_t> p(n);
+  for (uint32_t i = 0; i < n; ++i) p[i] = i;
+  for (uint32_t i = n; i-- > 1;) std::swap(p[i], p[order_key(seed, epoch, i) % (uint64_t(i) + 1)]);
+  return p;
+}
+
+std::vector<uint8_t> read_bytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw UserError(path + ": cannot open (" + std::strerror(errno) + ")");
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (f.bad()) throw UserError(path + ": read failed (" + std::strerror(errno) + ")");
+  if (bytes.size() >= 2 && bytes[0] == 0x1f && bytes[1] == 0x8b) bytes = gunzip(bytes, path);
+  return bytes;
+}
+
+namespace {
+
+// `count` samples in chunks of at most `rows`, sizes differing by at most one.
+std::vector<std::pair<uint64_t, uint32_t>> chunks(uint64_t count, uint32_t rows, uint32_t limit) {
+  uint64_t n = (count + rows - 1) / rows;
+  std::vector<std::pair<uint64_t, uint32_t>> out;
+  if (n == 0) return out;
+  uint64_t first = 0;
+  for (uint32_t size : pipeline::split_rows(uint32_t(count), uint32_t(n))) {
+    if (limit && out.size() == limit) break;
+    out.push_back({first, size});
+    first += size;
+  }
+  return out;
+}
+
+class FashionMnist final : public Dataset {
+ public:
+  FashionMnist(const std::string& dir, uint64_t seed)
+      : dir_(dir), seed_(seed), train_(load_fashion_mnist(dir, true)), test_(load_fashion_mnist(dir, false)) {}
+
+  std::string describe() const override {
+    return "Fashion-MNIST from " + dir_ + ": " + std::to_string(train_.count) + " training and " +
+           std::to_string(test_.count) + " test images";
+  }
+  uint64_t steps_per_epoch(uint32_t rows) const override {
+    if (rows > train_.count)
+      throw UserError("a batch of " + std::to_string(rows) + " is larger than the training set (" +
+                      std::to_string(train_.count) + " images)");
+    return train_.count / rows;
+  }
+  pipeline::Batch train_batch(uint64_t step, uint32_t rows) override {
+    const uint64_t per_epoch = steps_per_epoch(rows), epoch = step / per_epoch;
+    if (epoch != order_epoch_ || order_.empty()) order_ = shuffled(train_.count, seed_, epoch), order_epoch_ = epoch;
+    const uint64_t first = (step % per_epoch) * rows;
+    return gather(train_, std::span<const uint32_t>(order_).subspan(first, rows));
+  }
+  std::vector<pipeline::Batch> eval_batches(uint32_t rows, uint32_t limit) const override {
+    std::vector<uint32_t> all(test_.count);
+    for (uint32_t i = 0; i < test_.count; ++i) all[i] = i;
+    std::vector<pipeline::Batch> out;
+    for (auto [first, size] : chunks(test_.count, rows, limit))
+      out.push_back(gather(test_, std::span<const uint32_t>(all).subspan(first, size)));
+    return out;
+  }
+  const char* eval_split() const override { return "test"; }
+  const char* unit() const override { return "samples"; }
+
+ private:
+  static pipeline::Batch gather(const ImageSet& set, std::span<const uint32_t> indices) {
+    const uint64_t px = uint64_t(set.height) * set.width;
+    pipeline::Batch b;
+    b.rows = uint32_t(indices.size());
+    b.images.resize(b.rows * px);
+    b.targets.resize(b.rows);
+    for (uint32_t r = 0; r < b.rows; ++r) {
+      std::memcpy(b.images.data() + r * px, set.images.data() + indices[r] * px, px * sizeof(float));
+      b.targets[r] = set.labels[indices[r]];
+    }
+    return b;
+  }
+
+  std::string dir_;
+  uint64_t seed_;
+  ImageSet train_, test_;
+  std::vector<uint32_t> order_;
+  uint64_t order_epoch_ = 0;
+};
+
+class TextBytes final : public Dataset {
+ public:
+  TextBytes(const std::string& path, uint32_t block, double val_fraction, uint64_t seed)
+      : path_(path), block_(block), seed_(seed) {
+    if (!(val_fraction > 0 && val_fraction < 1))
+      throw UserError("the validation fraction must be between 0 and 1, not " + std::to_string(val_fraction));
+    std::vector<uint8_t> all = read_bytes(path);
+    const size_t val = size_t(double(all.size()) * val_fraction);
+    const size_t train = all.size() - val;
+    if (train < size_t(block) + 2 || val < size_t(block) + 1)
+      throw UserError(path + ": " + std::to_string(all.size()) + " bytes is too short for " +
+                      std::to_string(block) + "-token windows in both the training and the "
+                      "validation split (the last " + std::to_string(val_fraction) + " of the file)");
+    train_.assign(all.begin(), all.begin() + train);
+    val_.assign(all.begin() + train, all.end());
+  }
+
+  std::string describe() const override {
+    return path_ + ": " + std::to_string(train_.size()) + " training and " + std::to_string(val_.size()) +
+           " validation bytes, " + std::to_string(block_) + "-token windows";
+  }
+  uint64_t steps_per_epoch(uint32_t rows) const override {
+    return std::max<uint64_t>(1, train_.size() / (uint64_t(rows) * block_));
+  }
+  pipeline::Batch train_batch(uint64_t step, uint32_t rows) override {
+    pipeline::Batch b;
+    b.rows = rows;
+    const uint64_t span = train_.size() - block_;
+    for (uint32_t r = 0; r < rows; ++r) window(train_, order_key(seed_, step, r) % span, b);
+    return b;
+  }
+  std::vector<pipeline::Batch> eval_batches(uint32_t rows, uint32_t limit) const override {
+    std::vector<pipeline::Batch> out;
+    for (auto [first, size] : chunks((val_.size() - 1) / block_, rows, limit)) {
+      pipeline::Batch b;
+      b.rows = size;
+      for (uint32_t r = 0; r < size; ++r) window(val_, (first + r) * block_, b);
+      out.push_back(std::move(b));
+    }
+    return out;
+  }
+  const char* eval_split() const override { return "val"; }
+  const char* unit() const override { return "tokens"; }
+
+ private:
+  void window(const std::vector<uint8_t>& text, uint64_t o, pipeline::Batch& b) const {
+    for (uint32_t t = 0; t < block_; ++t) {
+      b.tokens.push_back(text[o + t]);
+      b.targets.push_back(text[o + t + 1]);
+    }
+  }
+
+  std::string path_;
+  uint32_t block_;
+  uint64_t seed_;
+  std::vector<uint8_t> train_, val_;
+};
+
+}  // namespace
+
+std::unique_ptr<Dataset> fashion_mnist(const std::string& dir, uint64_t seed) {
+  return std::make_unique<FashionMnist>(dir, seed);
+}
+
+std::unique_ptr<Dataset> text_bytes(const std::string& path, uint32_t block, double val_fraction,
+                                    uint64_t seed) {
+  return std::make_unique<TextBytes>(path, block, val_fraction, seed);
+}
+
+std::unique_ptr<Dataset> open_dataset(const model::Model& m, const std::string& path, uint64_t seed) {
+  if (m.token_input) {
+    if (m.classes != 256 || m.input.size() != 1)
+      throw UserError(m.name + ": text data is bytes, so a token model needs vocab_size 256 (it has " +
+                      std::to_string(m.classes) + ")");
+    return text_bytes(path.empty() ? kJargonFile : path, uint32_t(m.input[0]), 0.1, seed);
+  }
+  if (m.input != model::Shape{1, 28, 28} || m.classes != 10)
+    throw UserError(m.name + ": Fashion-MNIST needs input [1, 28, 28] and 10 classes; the model takes " +
+                    model::to_string(m.input) + " and " + std::to_string(m.classes) + " classes");
+  return fashion_mnist(path.empty() ? kFashionMnistDir : path, seed);
+}
+
+}  // namespace brigade::io
