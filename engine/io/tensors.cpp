@@ -26,8 +26,14 @@ std::map<std::string, std::vector<float>> read_parameters(const SafeTensors& fil
                       " is missing (expected F32 " + shape_string(p.shape) + ")");
     out[p.name] = file.f32(p.name, p.shape);
   }
+  // What a checkpoint holds besides the parameters is not refused.
+  auto checkpoint_extra = [](const std::string& name) {
+    const std::string tracked = ".num_batches_tracked";
+    return name.rfind("optimizer.", 0) == 0 ||
+           (name.size() > tracked.size() && name.compare(name.size() - tracked.size(), tracked.size(), tracked) == 0);
+  };
   for (const std::string& name : file.names())
-    if (!out.count(name))
+    if (!out.count(name) && !checkpoint_extra(name))
       throw UserError(file.source() + ": tensor '" + name + "' is not a parameter of " + m.name);
   return out;
 }

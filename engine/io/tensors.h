@@ -13,7 +13,8 @@
 namespace brigade::io {
 
 // Every parameter the model saves (Trainable and Buffer), each with exactly the model's
-// shape, and nothing else: a missing, misshapen or unexpected tensor is refused by name.
+// shape, and nothing else: a missing, misshapen or unexpected tensor is refused by name. A
+// checkpoint's optimizer state ("optimizer.*") and "*.num_batches_tracked" are skipped.
 std::map<std::string, std::vector<float>> read_parameters(const SafeTensors& file,
                                                           const model::Model& m);
 // The model's initial parameters (brigade init).

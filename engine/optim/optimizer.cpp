@@ -3,7 +3,6 @@
 #include <vector>
 
 #include "vk/check.h"
-#include "vk/check.h"
 
 namespace brigade::optim {
 
@@ -38,6 +37,21 @@ std::vector<std::pair<std::string, const vk::Buffer*>> Optimizer::state() const 
     for (size_t k = 0; k < s.state.size(); ++k)
       out.emplace_back(s.name + "." + keys[k], &s.state[k]);
   return out;
+}
+
+void Optimizer::load_state(const std::string& name, const std::vector<float>& values) {
+  const std::vector<std::string> keys = state_keys();
+  bool found = false;
+  for (Slot& s : slots_)
+    for (size_t k = 0; k < s.state.size(); ++k) {
+      if (s.name + "." + keys[k] != name) continue;
+      if (values.size() != s.n)
+        throw UserError("optimizer state '" + name + "' has " + std::to_string(s.n) + " elements, " +
+                        std::to_string(values.size()) + " were given");
+      vk::upload(s.state[k], values.data(), values.size() * sizeof(float));
+      found = true;
+    }
+  if (!found) throw UserError("the optimizer has no state '" + name + "'");
 }
 
 }  // namespace brigade::optim

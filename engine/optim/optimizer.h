@@ -43,6 +43,9 @@ class Optimizer {
   // The state buffers for checkpoints, named "<parameter>.<torch state key>", e.g.
   // "fc1.weight.exp_avg".
   std::vector<std::pair<std::string, const vk::Buffer*>> state() const;
+  // Replaces one state buffer by the name state() gives it, on every copy of a parameter
+  // tied across stages. Throws UserError for an unknown name or a wrong length.
+  void load_state(const std::string& name, const std::vector<float>& values);
   const std::vector<Slot>& slots() const { return slots_; }
 
  protected:

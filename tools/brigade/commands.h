@@ -4,6 +4,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include <stdexcept>
+#include <string>
+
 namespace brigade::cli {
 
 void add_devices(CLI::App& app);
@@ -11,5 +14,12 @@ void add_bench(CLI::App& app);
 void add_init(CLI::App& app);
 void add_step(CLI::App& app);
 void add_plan(CLI::App& app);
+void add_train(CLI::App& app);
+
+// A command stopped by SIGINT or SIGTERM after saving its work; the program exits 128 + signal.
+struct Interrupted : std::runtime_error {
+  int signal;
+  Interrupted(int sig, const std::string& what) : std::runtime_error(what), signal(sig) {}
+};
 
 }  // namespace brigade::cli

@@ -12,12 +12,16 @@ int main(int argc, char** argv) {
   brigade::cli::add_devices(app);
   brigade::cli::add_plan(app);
   brigade::cli::add_init(app);
+  brigade::cli::add_train(app);
   brigade::cli::add_step(app);
   brigade::cli::add_bench(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  } catch (const brigade::cli::Interrupted& e) {
+    std::fprintf(stderr, "brigade: %s\n", e.what());
+    return 128 + e.signal;
   } catch (const brigade::UserError& e) {
     std::fprintf(stderr, "brigade: error: %s\n", e.what());
     return 2;

@@ -1,0 +1,94 @@
+#include "io/checkpoint.h"
+
+#include <nlohmann/json.hpp>
+
+#include "io/tensors.h"
+#include "vk/check.h"
+
+namespace brigade::io {
+
+namespace {
+
+constexpr const char* kFormat = "brigade-checkpoint 1";
+const std::string kRunning = "running_mean";
+
+// BatchNorm layers, by the prefix of their running_mean buffer.
+std::vector<std::string> batchnorm_prefixes(const model::Model& m) {
+  std::vector<std::string> out;
+  for (const model::ParamSpec& p : m.params())
+    if (p.kind == model::ParamKind::Buffer && p.name.size() >= kRunning.size() &&
+        p.name.compare(p.name.size() - kRunning.size(), kRunning.size(), kRunning) == 0)
+      out.push_back(p.name.substr(0, p.name.size() - kRunning.size()));
+  return out;
+}
+
+uint64_t metadata_number(const SafeTensors& f, const std::string& key) {
+  auto it = f.metadata().find(key);
+  if (it == f.metadata().end()) throw UserError(f.source() + ": metadata '" + key + "' is missing");
+  try {
+    size_t used = 0;
+    const unsigned long long v = std::stoull(it->second, &used);
+    if (used == it->second.size()) return v;
+  } catch (const std::exception&) {
+  }
+  throw UserError(f.source() + ": metadata '" + key + "' is '" + it->second + "', not a whole number");
+}
+
+SafeTensors open_checkpoint(const std::string& path) {
+  SafeTensors f = SafeTensors::load(path);
+  auto it = f.metadata().find("format");
+  if (it == f.metadata().end() || it->second != kFormat)
+    throw UserError(path + ": not a brigade checkpoint (metadata 'format' is not '" + kFormat + "')");
+  return f;
+}
+
+}  // namespace
+
+void write_checkpoint(const std::string& path, const model::Model& m, const Checkpoint& c) {
+  SafeTensorsWriter w;
+  for (const model::ParamSpec& p : m.params()) {
+    if (p.kind == model::ParamKind::State) continue;
+    auto it = c.params.find(p.name);
+    BRIGADE_EXPECT(it != c.params.end(), "checkpoint lacks parameter " + p.name);
+    w.add(p.name, p.shape, it->second);
+  }
+  const int64_t tracked = int64_t(c.step);
+  for (const std::string& prefix : batchnorm_prefixes(m))
+    w.add(prefix + "num_batches_tracked", DType::I64, {}, &tracked, sizeof tracked);
+  for (const auto& [name, values] : c.optimizer)
+    w.add(kOptimizerPrefix + name, {int64_t(values.size())}, values);
+  w.set_metadata("format", kFormat);
+  w.set_metadata("model", m.name);
+  w.set_metadata("step", std::to_string(c.step));
+  w.set_metadata("config", c.config);
+  w.set_metadata("rng", nlohmann::json{{"seed", c.seed},
+                                       {"data_order", "splitmix64 keyed by (seed, step), see engine/io/data.h"}}
+                            .dump());
+  w.write(path);
+}
+
+std::string checkpoint_config(const std::string& path) {
+  const SafeTensors f = open_checkpoint(path);
+  auto it = f.metadata().find("config");
+  if (it == f.metadata().end()) throw UserError(path + ": metadata 'config' is missing");
+  return it->second;
+}
+
+Checkpoint read_checkpoint(const std::string& path, const model::Model& m) {
+  const SafeTensors f = open_checkpoint(path);
+  Checkpoint c;
+  c.step = metadata_number(f, "step");
+  c.config = f.metadata().at("config");
+  try {
+    c.seed = nlohmann::json::parse(f.metadata().at("rng")).at("seed").get<uint64_t>();
+  } catch (const std::exception&) {
+    throw UserError(path + ": metadata 'rng' is not {\"seed\": N, ...}");
+  }
+  c.params = read_parameters(f, m);
+  const std::string prefix = kOptimizerPrefix;
+  for (const std::string& name : f.names())
+    if (name.compare(0, prefix.size(), prefix) == 0) c.optimizer[name.substr(prefix.size())] = f.f32(name);
+  return c;
+}
+
+}  // namespace brigade::io

@@ -1,0 +1,379 @@
+// `brigade train`: trains a model through the pipeline on Fashion-MNIST or a text file,
+// evaluating and checkpointing as it goes. Progress is a live line on a terminal and plain
+// log lines otherwise; DIR/metrics.jsonl gets one JSON record per step and evaluation.
+#include "train.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
+#include "commands.h"
+#include "io/checkpoint.h"
+#include "io/data.h"
+#include "optim/adamw.h"
+#include "optim/schedule.h"
+#include "optim/sgd.h"
+#include "pipeline_flags.h"
+#include "progress.h"
+#include "vk/check.h"
+
+namespace brigade::cli {
+
+nlohmann::json to_json(const Settings& s) {
+  return {{"model", s.model},         {"model_toml", s.model_toml},   {"data", s.data},
+          {"seed", s.seed},           {"batch_size", s.batch_size},   {"steps", s.steps},
+          {"optimizer", s.optimizer}, {"lr", s.lr},                   {"min_lr", s.min_lr},
+          {"weight_decay", s.weight_decay}, {"momentum", s.momentum}, {"beta1", s.beta1},
+          {"beta2", s.beta2},         {"eps", s.eps},                 {"schedule", s.schedule},
+          {"warmup", s.warmup},       {"clip", s.clip},               {"eval_every", s.eval_every},
+          {"eval_batches", s.eval_batches}};
+}
+
+Settings settings_from_json(const nlohmann::json& j, const std::string& source) {
+  Settings s;
+  try {
+    j.at("model").get_to(s.model), j.at("model_toml").get_to(s.model_toml), j.at("data").get_to(s.data);
+    j.at("seed").get_to(s.seed), j.at("batch_size").get_to(s.batch_size), j.at("steps").get_to(s.steps);
+    j.at("optimizer").get_to(s.optimizer), j.at("lr").get_to(s.lr), j.at("min_lr").get_to(s.min_lr);
+    j.at("weight_decay").get_to(s.weight_decay), j.at("momentum").get_to(s.momentum);
+    j.at("beta1").get_to(s.beta1), j.at("beta2").get_to(s.beta2), j.at("eps").get_to(s.eps);
+    j.at("schedule").get_to(s.schedule), j.at("warmup").get_to(s.warmup), j.at("clip").get_to(s.clip);
+    j.at("eval_every").get_to(s.eval_every), j.at("eval_batches").get_to(s.eval_batches);
+  } catch (const nlohmann::json::exception& e) {
+    throw UserError(source + ": the saved training settings are incomplete (" + e.what() + ")");
+  }
+  return s;
+}
+
+namespace {
+
+std::atomic<int> g_signal{0};
+extern "C" void on_signal(int sig) { g_signal = sig; }
+
+struct TrainArgs {
+  std::string model, data, out;
+  std::vector<std::string> set;
+  Settings s;
+  uint64_t epochs = 0;
+  uint64_t stop_after = 0;
+  uint64_t log_every = 0;
+  bool resume = false;
+  PipelineFlags pipeline;
+  CLI::App* cmd = nullptr;
+};
+
+// The settings flags a resumed run may not change, with how each is compared.
+const char* const kSettingFlags[] = {"--model", "--set", "--data", "--seed", "--batch-size", "--steps",
+                                     "--epochs", "--optimizer", "--lr", "--min-lr", "--weight-decay",
+                                     "--momentum", "--beta1", "--beta2", "--eps", "--schedule",
+                                     "--warmup", "--clip", "--eval-every", "--eval-batches"};
+
+bool given(const TrainArgs& a, const char* flag) { return a.cmd->count(flag) > 0; }
+
+// Defaults that depend on the model: images train for epochs at a constant rate, text for
+// steps with warmup and cosine decay (nanoGPT's recipe for its character models).
+void fill_defaults(TrainArgs& a, const model::Model& m, io::Dataset& data) {
+  Settings& s = a.s;
+  const bool text = m.token_input;
+  if (!given(a, "--batch-size")) s.batch_size = text ? 16 : 64;
+  const uint64_t per_epoch = data.steps_per_epoch(s.batch_size);
+  if (given(a, "--epochs")) s.steps = a.epochs * per_epoch;
+  else if (!given(a, "--steps")) s.steps = text ? 2000 : 5 * per_epoch;
+  if (s.steps == 0) throw UserError("--steps/--epochs: nothing to train (0 steps)");
+  if (!given(a, "--weight-decay")) s.weight_decay = text ? 0.1 : 0.0;
+  if (!given(a, "--beta2") && text) s.beta2 = 0.99;
+  if (!given(a, "--schedule") && text) s.schedule = "cosine";
+  if (!given(a, "--warmup") && text) s.warmup = std::min<uint64_t>(100, s.steps / 10);
+  if (!given(a, "--min-lr") && s.schedule == "cosine") s.min_lr = s.lr / 10;
+  if (!given(a, "--clip") && text) s.clip = 1.0;
+  if (!given(a, "--eval-every")) s.eval_every = text ? std::min<uint64_t>(100, s.steps) : per_epoch;
+  if (!given(a, "--eval-batches") && text) s.eval_batches = 16;
+  if (s.eval_every == 0) throw UserError("--eval-every must be at least 1");
+}
+
+optim::Schedule lr_schedule(const Settings& s) {
+  if (s.schedule == "constant") return optim::constant(s.lr);
+  if (s.schedule == "cosine") return optim::warmup_cosine(s.lr, s.min_lr, s.warmup, s.steps);
+  throw UserError("--schedule: '" + s.schedule + "' is not constant or cosine");
+}
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const Settings& s) {
+  if (s.optimizer == "adamw") {
+    optim::AdamWOptions o{s.beta1, s.beta2, s.eps, s.weight_decay};
+    optim::validate(o);
+    return std::make_unique<optim::AdamW>(o);
+  }
+  if (s.optimizer == "sgd") {
+    optim::SgdOptions o{s.momentum, s.weight_decay, false};
+    optim::validate(o);
+    return std::make_unique<optim::Sgd>(o);
+  }
+  throw UserError("--optimizer: '" + s.optimizer + "' is not adamw or sgd");
+}
+
+// One line of JSON appended to metrics.jsonl and flushed: a crash loses nothing before it.
+class Metrics {
+ public:
+  // Fresh: truncates. Resumed at `step`: keeps the records up to that step, drops the rest
+  // (steps that the resumed run will redo).
+  Metrics(const std::string& path, bool resume, uint64_t step) : path_(path) {
+    std::string kept;
+    if (resume) {
+      std::ifstream in(path);
+      std::string line;
+      while (std::getline(in, line)) {
+        const auto j = nlohmann::json::parse(line, nullptr, false);
+        if (!j.is_discarded() && j.value("step", uint64_t(0)) <= step && j.value("kind", "") != "end")
+          kept += line + "\n";
+      }
+    }
+    io::write_atomically(path, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(kept.data()), kept.size()));
+    f_ = std::fopen(path.c_str(), "a");
+    if (!f_) throw UserError(path + ": cannot open for writing");
+  }
+  ~Metrics() { std::fclose(f_); }
+  void write(const nlohmann::json& j) {
+    const std::string line = j.dump() + "\n";
+    if (std::fwrite(line.data(), 1, line.size(), f_) != line.size() || std::fflush(f_) != 0)
+      throw UserError(path_ + ": write failed");
+  }
+
+ private:
+  std::string path_;
+  std::FILE* f_ = nullptr;
+};
+
+struct Evaluation {
+  double loss = 0, accuracy = 0;
+  uint64_t correct = 0, count = 0;
+};
+
+Evaluation evaluate(pipeline::Executor& ex, const std::vector<pipeline::Batch>& batches, uint32_t tps) {
+  Evaluation e;
+  double loss = 0;
+  for (const pipeline::Batch& b : batches) {
+    const pipeline::EvalResult r = ex.evaluate(b);
+    const uint64_t n = uint64_t(b.rows) * tps;
+    loss += r.loss * double(n);
+    e.correct += r.correct;
+    e.count += n;
+  }
+  e.loss = loss / double(e.count);
+  e.accuracy = double(e.correct) / double(e.count);
+  return e;
+}
+
+void save(const std::string& path, const model::Model& m, const Settings& s, uint64_t step,
+          pipeline::Executor& ex, const optim::Optimizer& opt) {
+  io::Checkpoint c;
+  c.step = step, c.seed = s.seed, c.config = to_json(s).dump();
+  for (const model::ParamSpec& p : m.params())
+    if (p.kind != model::ParamKind::State) c.params[p.name] = ex.parameter(p.name);
+  for (const auto& [name, buffer] : opt.state()) {
+    if (c.optimizer.count(name)) continue;  // a tied parameter's copies hold the same state
+    std::vector<float> v(buffer->size() / sizeof(float));
+    vk::download(*buffer, v.data(), buffer->size());
+    c.optimizer[name] = std::move(v);
+  }
+  io::write_checkpoint(path, m, c);
+}
+
+void run_train(TrainArgs& a) {
+  namespace fs = std::filesystem;
+  const std::string ckpt = a.out + "/checkpoint.safetensors";
+  const bool exists = fs::exists(ckpt);
+  if (a.resume && !exists) throw UserError(ckpt + ": no checkpoint to resume from");
+  if (!a.resume && exists)
+    throw UserError(a.out + " already holds a checkpoint; pass --resume to continue it, or choose another --out");
+
+  Settings& s = a.s;
+  std::optional<io::Checkpoint> resumed;
+  std::unique_ptr<io::Dataset> data;
+  model::Model m;
+  if (a.resume) {
+    const Settings saved = settings_from_json(nlohmann::json::parse(io::checkpoint_config(ckpt), nullptr, false), ckpt);
+    for (const char* flag : kSettingFlags)
+      if (given(a, flag))
+        throw UserError(std::string(flag) + ": a resumed run keeps the settings it started with (see " +
+                        ckpt + "); drop the flag");
+    s = saved;
+    m = model::build_from_toml(s.model_toml, ckpt + " (config)");
+    resumed = io::read_checkpoint(ckpt, m);
+    data = io::open_dataset(m, s.data, s.seed);
+  } else {
+    m = model::build(a.model, a.set);
+    s.model = a.model, s.model_toml = m.config, s.data = a.data;
+    data = io::open_dataset(m, s.data, s.seed);
+    fill_defaults(a, m, *data);
+  }
+  const optim::Schedule schedule = lr_schedule(s);
+  optim::validate(schedule);
+  std::unique_ptr<optim::Optimizer> opt = make_optimizer(s);
+  const uint32_t states = s.optimizer == "adamw" ? 2 : (s.momentum > 0 ? 1 : 0);
+
+  Pipeline p = open_pipeline(m, a.pipeline, s.batch_size, states);
+  pipeline::Executor& ex = *p.executor;
+  ex.attach(*opt);
+  uint64_t step = 0;
+  if (resumed) {
+    for (const auto& [name, values] : resumed->params) ex.set_parameter(name, values);
+    for (const auto& [name, values] : resumed->optimizer) opt->load_state(name, values);
+    for (const auto& [name, buffer] : opt->state())
+      if (!resumed->optimizer.count(name)) throw UserError(ckpt + ": optimizer state '" + name + "' is missing");
+    step = resumed->step;
+    if (step >= s.steps) throw UserError(ckpt + ": the run already finished (" + std::to_string(step) + " of " +
+                                         std::to_string(s.steps) + " steps)");
+  } else {
+    fs::create_directories(a.out);
+    for (const model::ParamSpec& spec : m.params())
+      if (spec.kind != model::ParamKind::State) ex.set_parameter(spec.name, model::initial_values(spec, s.seed));
+  }
+
+  const uint32_t tps = m.targets_per_sample;
+  const uint64_t per_step = uint64_t(s.batch_size) * (m.token_input ? tps : 1);
+  const uint64_t per_epoch = data->steps_per_epoch(s.batch_size);
+  const std::vector<pipeline::Batch> eval_batches = data->eval_batches(s.batch_size, s.eval_batches);
+  Metrics metrics(a.out + "/metrics.jsonl", a.resume, step);
+  const uint64_t end = a.stop_after ? std::min(s.steps, step + a.stop_after) : s.steps;
+
+  std::printf("%s: %s parameters on %u stage(s), %u micro-batches, remat %s\n", m.name.c_str(),
+              std::to_string(m.parameter_count()).c_str(), ex.stages(), a.pipeline.micro_batches,
+              a.pipeline.remat.c_str());
+  std::printf("data: %s\n", data->describe().c_str());
+  std::printf("%s %s, batch %u, %llu steps (%.2f epochs)%s\n", s.optimizer.c_str(),
+              s.schedule == "constant" ? ("lr " + std::to_string(s.lr)).c_str()
+                                       : ("lr " + std::to_string(s.lr) + " warmup " + std::to_string(s.warmup) +
+                                          " cosine to " + std::to_string(s.min_lr)).c_str(),
+              s.batch_size, (unsigned long long)s.steps, double(s.steps) / double(per_epoch),
+              a.resume ? (", resuming at step " + std::to_string(step)).c_str() : "");
+  std::fflush(stdout);
+  metrics.write({{"kind", "start"}, {"step", step}, {"stages", ex.stages()},
+                 {"micro_batches", a.pipeline.micro_batches}, {"remat", a.pipeline.remat},
+                 {"devices", a.pipeline.devices}, {"settings", to_json(s)}});
+
+  const char* split = data->eval_split();
+  auto run_eval = [&](uint64_t at) {
+    const double t0 = pipeline::now_us();
+    const Evaluation e = evaluate(ex, eval_batches, tps);
+    nlohmann::json j{{"kind", "eval"}, {"step", at}, {"epoch", double(at) / double(per_epoch)},
+                     {"split", split}, {"loss", e.loss}};
+    if (!m.token_input) j["accuracy"] = e.accuracy;
+    metrics.write(j);
+    std::string line = "eval at step " + std::to_string(at) + ": " + split + " loss " + format_fixed(e.loss, 4);
+    if (!m.token_input)
+      line += ", accuracy " + format_fixed(e.accuracy, 4) + " (" + std::to_string(e.correct) + "/" +
+              std::to_string(e.count) + ")";
+    line += " in " + format_duration((pipeline::now_us() - t0) / 1e6);
+    return std::make_pair(e, line);
+  };
+
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  Progress progress(s.steps, data->unit(), isatty(STDOUT_FILENO) != 0, a.log_every);
+  if (step == 0) progress.print(run_eval(0).second);
+  Evaluation last_eval;
+  uint64_t last_checkpoint = step;
+  while (step < end) {
+    const pipeline::Batch batch = data->train_batch(step, s.batch_size);
+    const double lr = optim::learning_rate(schedule, step);
+    const double t0 = pipeline::now_us();
+    const pipeline::StepResult r = ex.train(batch, {opt.get(), optim::Step{step + 1, lr, 1}, s.clip});
+    const double seconds = (pipeline::now_us() - t0) / 1e6;
+    if (!std::isfinite(r.loss))
+      throw UserError("step " + std::to_string(step + 1) + ": the loss is " + std::to_string(r.loss) +
+                      "; stopped (the last checkpoint, step " + std::to_string(last_checkpoint) + ", is untouched)");
+    ++step;
+    const pipeline::TraceSummary ts = r.trace.summary();
+    std::vector<double> busy;
+    for (double b : ts.busy_ms) busy.push_back(ts.span_ms > 0 ? b / (seconds * 1e3) : 0);
+    nlohmann::json j{{"kind", "train"}, {"step", step}, {"epoch", double(step) / double(per_epoch)},
+                     {"loss", r.loss}, {"lr", lr}, {std::string(data->unit()) + "_per_s", double(per_step) / seconds},
+                     {"elapsed_s", progress.elapsed()}};
+    if (s.clip > 0) j["grad_norm"] = r.grad_norm;
+    metrics.write(j);
+    progress.step(step, r.loss, per_step, seconds, busy);
+
+    const bool last = step == s.steps;
+    const bool interrupted = g_signal != 0;
+    if (step % s.eval_every == 0 || last) {
+      auto [e, line] = run_eval(step);
+      last_eval = e;
+      progress.print(line);
+    }
+    if (step % s.eval_every == 0 || last || step == end || interrupted) {
+      save(ckpt, m, s, step, ex, *opt);
+      last_checkpoint = step;
+    }
+    if (interrupted) {
+      progress.finish();
+      throw Interrupted(g_signal, "stopped by signal " + std::to_string(int(g_signal)) + " after step " +
+                                      std::to_string(step) + "; checkpoint written to " + ckpt +
+                                      " (continue with --resume)");
+    }
+  }
+  progress.finish();
+  if (step < s.steps) {
+    std::printf("stopped after step %llu of %llu (--stop-after); checkpoint %s; continue with --resume\n",
+                (unsigned long long)step, (unsigned long long)s.steps, ckpt.c_str());
+    return;
+  }
+  nlohmann::json j{{"kind", "end"}, {"step", step}, {"split", split}, {"loss", last_eval.loss},
+                   {"elapsed_s", progress.elapsed()}};
+  if (!m.token_input) j["accuracy"] = last_eval.accuracy;
+  metrics.write(j);
+  if (m.token_input)
+    std::printf("final %s loss %.4f after %llu steps; checkpoint %s\n", split, last_eval.loss,
+                (unsigned long long)step, ckpt.c_str());
+  else
+    std::printf("final %s accuracy %.4f (%llu/%llu), loss %.4f after %llu steps; checkpoint %s\n", split,
+                last_eval.accuracy, (unsigned long long)last_eval.correct, (unsigned long long)last_eval.count,
+                last_eval.loss, (unsigned long long)step, ckpt.c_str());
+}
+
+}  // namespace
+
+void add_train(CLI::App& app) {
+  auto a = std::make_shared<TrainArgs>();
+  CLI::App* cmd = app.add_subcommand("train", "train a model through the pipeline, with evaluation and checkpoints");
+  a->cmd = cmd;
+  Settings& s = a->s;
+  cmd->add_option("--model", a->model, "preset name or a model .toml file (not with --resume)");
+  cmd->add_option("--set", a->set, "override a model setting, e.g. --set n_layer=6 (repeatable)");
+  cmd->add_option("--data", a->data,
+                  std::string("dataset: Fashion-MNIST's folder (default ") + io::kFashionMnistDir +
+                      ") or a text file for GPT models (default " + io::kJargonFile + ")");
+  cmd->add_option("--out", a->out, "run folder: checkpoint.safetensors, metrics.jsonl, plots")->required();
+  cmd->add_flag("--resume", a->resume, "continue the run in --out from its checkpoint");
+  auto* epochs = cmd->add_option("--epochs", a->epochs, "epochs to train (default: 5 for images)");
+  cmd->add_option("--steps", s.steps, "optimizer steps to train (default: 2000 for text)")->excludes(epochs);
+  cmd->add_option("--batch-size,-b", s.batch_size, "samples per mini-batch (default: 64 images, 16 text windows)");
+  cmd->add_option("--seed", s.seed, "seed of the initial parameters, data order and dropout")->capture_default_str();
+  cmd->add_option("--optimizer", s.optimizer, "adamw or sgd")->capture_default_str();
+  cmd->add_option("--lr", s.lr, "peak learning rate")->capture_default_str();
+  cmd->add_option("--schedule", s.schedule, "learning rate: constant, or cosine (linear warmup, cosine decay; default for text)");
+  cmd->add_option("--warmup", s.warmup, "warmup steps of the cosine schedule (default for text: 100)");
+  cmd->add_option("--min-lr", s.min_lr, "final learning rate of the cosine schedule (default: lr / 10)");
+  cmd->add_option("--weight-decay", s.weight_decay, "decoupled weight decay (AdamW) or L2 (SGD); default 0, text 0.1");
+  cmd->add_option("--momentum", s.momentum, "SGD momentum")->capture_default_str();
+  cmd->add_option("--beta1", s.beta1, "AdamW beta1")->capture_default_str();
+  cmd->add_option("--beta2", s.beta2, "AdamW beta2 (default 0.999, text 0.99)");
+  cmd->add_option("--eps", s.eps, "AdamW epsilon")->capture_default_str();
+  cmd->add_option("--clip", s.clip, "clip the global gradient norm to this; 0 = off (default: off, text 1.0)");
+  cmd->add_option("--eval-every", s.eval_every, "steps between evaluations and checkpoints (default: an epoch, text 100)");
+  cmd->add_option("--eval-batches", s.eval_batches, "batches per evaluation; 0 = the whole split (default: all, text 16)");
+  cmd->add_option("--stop-after", a->stop_after, "stop this run after so many steps, with a checkpoint (resume later)");
+  cmd->add_option("--log-every", a->log_every, "steps between log lines when stdout is not a terminal (default: about 40 per run)");
+  add_pipeline_flags(*cmd, a->pipeline);
+  cmd->callback([a] {
+    if (!a->resume && a->model.empty()) throw UserError("--model is required (unless --resume)");
+    run_train(*a);
+  });
+}
+
+}  // namespace brigade::cli

@@ -1,0 +1,34 @@
+// What `brigade train` runs with, besides the pipeline: the model, the data, the optimizer
+// and its schedule, and when to evaluate and checkpoint. Saved as JSON in every checkpoint,
+// so a resumed run continues with exactly the settings it started with.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "model/model.h"
+
+namespace brigade::cli {
+
+struct Settings {
+  std::string model;       // preset name or file it came from
+  std::string model_toml;  // the model's TOML, overrides applied
+  std::string data;        // dataset path ("" = the default for the model)
+  uint64_t seed = 0;
+  uint32_t batch_size = 0;
+  uint64_t steps = 0;  // total optimizer steps
+  std::string optimizer = "adamw";
+  double lr = 1e-3, min_lr = 0, weight_decay = 0, momentum = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  std::string schedule = "constant";  // constant | cosine (linear warmup, cosine decay)
+  uint64_t warmup = 0;
+  double clip = 0;          // global gradient-norm clipping; 0 = off
+  uint64_t eval_every = 0;  // steps between evaluations (and checkpoints)
+  uint32_t eval_batches = 0;  // evaluation batches per evaluation; 0 = the whole split
+};
+
+nlohmann::json to_json(const Settings& s);
+Settings settings_from_json(const nlohmann::json& j, const std::string& source);
+
+}  // namespace brigade::cli
