@@ -112,7 +112,7 @@ TEST_CASE("chart text is escaped") {
   CHECK(svg.find("<script>") == std::string::npos);
 }
 
-TEST_CASE("non-finite points break the line; a chart with none to draw is refused") {
+TEST_CASE("non-finite points break the line, and a chart with none to draw is refused") {
   Chart c{"loss", "step", "loss"};
   c.series.push_back({.label = "run", .x = {1, 2, 3, 4, 5, 6}, .y = {3, 2, NAN, 1, INFINITY, 0.5}});
   c.series.push_back({.label = "other", .x = {1, NAN, 3}, .y = {1, 1, 1}});
