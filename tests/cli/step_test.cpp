@@ -3,8 +3,6 @@
 // whether the model runs on one stage or is pipelined, and bad input is one clear line.
 #include <doctest/doctest.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <random>
 #include <string>
@@ -12,35 +10,13 @@
 #include "check.h"
 #include "io/safetensors.h"
 #include "model/model.h"
+#include "run.h"
 
 using namespace brigade;
+using test::brigade_run, test::Result, test::scratch_dir;
 namespace fs = std::filesystem;
 
 namespace {
-
-struct Result {
-  int status = 0;
-  std::string output;  // stdout and stderr
-};
-
-Result brigade_run(const std::string& args) {
-  Result r;
-  const std::string cmd = std::string(BRIGADE_EXE) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  REQUIRE(p);
-  std::array<char, 4096> buf{};
-  while (size_t n = fread(buf.data(), 1, buf.size(), p)) r.output.append(buf.data(), n);
-  const int status = pclose(p);
-  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-fs::path scratch_dir(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("brigade-cli-" + name + "-" + std::to_string(getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
 
 void write_image_batch(const fs::path& path, uint32_t rows) {
   std::mt19937 rng(3);

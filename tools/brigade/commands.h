@@ -13,6 +13,7 @@ void add_devices(CLI::App& app);
 void add_bench(CLI::App& app);
 void add_init(CLI::App& app);
 void add_step(CLI::App& app);
+void add_plot(CLI::App& app);
 void add_plan(CLI::App& app);
 void add_train(CLI::App& app);
 

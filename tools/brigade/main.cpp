@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   brigade::cli::add_init(app);
   brigade::cli::add_train(app);
   brigade::cli::add_step(app);
+  brigade::cli::add_plot(app);
   brigade::cli::add_bench(app);
   try {
     app.parse(argc, argv);

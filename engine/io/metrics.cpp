@@ -1,0 +1,88 @@
+#include "io/metrics.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "vk/check.h"
+
+namespace brigade::io {
+namespace {
+
+using nlohmann::json;
+
+struct Line {
+  const json& record;
+  std::string where;  // "FILE:LINE"
+
+  [[noreturn]] void fail(const std::string& what) const { throw UserError(where + ": " + what); }
+
+  double number(const char* key, bool required = false) const {
+    const auto it = record.find(key);
+    if (it == record.end() && required)
+      fail("a \"" + record.at("kind").get<std::string>() + "\" record without \"" + key + "\"");
+    if (it == record.end() || it->is_null()) return NAN;
+    if (!it->is_number()) fail(std::string("\"") + key + "\" is not a number");
+    return it->get<double>();
+  }
+
+  int64_t step() const {
+    const double s = number("step", true);
+    if (s != std::floor(s) || std::fabs(s) > 9e15) fail("\"step\" is not an integer");
+    return int64_t(s);
+  }
+};
+
+}  // namespace
+
+Metrics parse_metrics(std::string_view text, const std::string& source) {
+  Metrics m;
+  size_t line_no = 0;
+  for (size_t pos = 0; pos < text.size();) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(pos, end - pos);
+    pos = end + 1;
+    ++line_no;
+    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+    const std::string where = source + ":" + std::to_string(line_no);
+    json record;
+    try {
+      record = json::parse(line.begin(), line.end());
+    } catch (const json::parse_error& e) {
+      throw UserError(where + ": not valid JSON (error at column " + std::to_string(e.byte) +
+                      "); each line must be one JSON object");
+    }
+    if (!record.is_object()) throw UserError(where + ": not a JSON object; each line must be one");
+    const auto kind = record.find("kind");
+    if (kind == record.end() || !kind->is_string()) throw UserError(where + ": a record without a \"kind\" string");
+    const Line l{record, where};
+    if (*kind == "train") {
+      m.train.push_back({l.step(), l.number("epoch"), l.number("loss", true), l.number("lr"),
+                         l.number("grad_norm"), l.number("samples_per_s"), l.number("tokens_per_s"),
+                         l.number("elapsed_s")});
+    } else if (*kind == "eval") {
+      std::string split = "eval";
+      if (const auto s = record.find("split"); s != record.end()) {
+        if (!s->is_string()) l.fail("\"split\" is not a string");
+        split = *s;
+      }
+      m.eval.push_back({l.step(), split, l.number("epoch"), l.number("loss", true), l.number("accuracy")});
+    }
+  }
+  return m;
+}
+
+Metrics read_metrics(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw UserError(path + ": cannot open (" + std::strerror(errno) + ")");
+  std::stringstream text;
+  text << f.rdbuf();
+  if (f.bad()) throw UserError(path + ": read failed (" + std::strerror(errno) + ")");
+  return parse_metrics(text.str(), path);
+}
+
+}  // namespace brigade::io

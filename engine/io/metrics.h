@@ -1,0 +1,38 @@
+// A training run's DIR/metrics.jsonl: one JSON object per line, told apart by "kind".
+//   {"kind":"train","step":12,"epoch":0.0128,"loss":2.21,"lr":0.001,"grad_norm":1.3,
+//    "samples_per_s":512.0,"elapsed_s":3.2}          ("tokens_per_s" may replace samples_per_s)
+//   {"kind":"eval","step":938,"epoch":1.0,"split":"test","loss":0.41,"accuracy":0.87}
+// Records of other kinds ("start", "end", ...) are skipped, so the file can grow new kinds
+// without breaking its readers.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace brigade::io {
+
+// A number that is absent, or null (how JSON writers store NaN), reads as NaN.
+struct TrainRecord {
+  int64_t step = 0;
+  double epoch, loss, lr, grad_norm, samples_per_s, tokens_per_s, elapsed_s;
+};
+
+struct EvalRecord {
+  int64_t step = 0;
+  std::string split;  // "test" or "val"
+  double epoch, loss, accuracy;  // accuracy is NaN for text models
+};
+
+struct Metrics {
+  std::vector<TrainRecord> train;  // in the file's order
+  std::vector<EvalRecord> eval;
+};
+
+// Throws UserError naming the file and line of the first line that is not a JSON object, or
+// a train or eval record without an integer "step" and a "loss".
+Metrics parse_metrics(std::string_view text, const std::string& source);
+Metrics read_metrics(const std::string& path);
+
+}  // namespace brigade::io
