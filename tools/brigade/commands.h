@@ -6,6 +6,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace brigade::cli {
 
@@ -16,6 +17,11 @@ void add_step(CLI::App& app);
 void add_plot(CLI::App& app);
 void add_plan(CLI::App& app);
 void add_train(CLI::App& app);
+
+// Writes loss.svg (and accuracy.svg) of runs' metrics into `out` (default: the first run's
+// folder), printing one line per file.
+void plot_runs(const std::vector<std::string>& runs, const std::vector<std::string>& labels,
+               const std::string& out, size_t smooth);
 
 // A command stopped by SIGINT or SIGTERM after saving its work; the program exits 128 + signal.
 struct Interrupted : std::runtime_error {

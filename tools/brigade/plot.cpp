@@ -133,6 +133,11 @@ void run_plot(PlotArgs a) {
 
 }  // namespace
 
+void plot_runs(const std::vector<std::string>& runs, const std::vector<std::string>& labels,
+               const std::string& out, size_t smooth) {
+  run_plot(PlotArgs{runs, labels, out, smooth});
+}
+
 void add_plot(CLI::App& app) {
   auto a = std::make_shared<PlotArgs>();
   CLI::App* cmd = app.add_subcommand(

@@ -76,19 +76,18 @@ const char* const kSettingFlags[] = {"--model", "--set", "--data", "--seed", "--
 
 bool given(const TrainArgs& a, const char* flag) { return a.cmd->count(flag) > 0; }
 
-// Defaults that depend on the model: images train for epochs at a constant rate, text for
-// steps with warmup and cosine decay (nanoGPT's recipe for its character models).
+// Defaults that depend on the model: images train for epochs, text for steps with warmup
+// (nanoGPT's recipe for its character models); both decay the rate along a cosine.
 void fill_defaults(TrainArgs& a, const model::Model& m, io::Dataset& data) {
   Settings& s = a.s;
   const bool text = m.token_input;
   if (!given(a, "--batch-size")) s.batch_size = text ? 16 : 64;
   const uint64_t per_epoch = data.steps_per_epoch(s.batch_size);
   if (given(a, "--epochs")) s.steps = a.epochs * per_epoch;
-  else if (!given(a, "--steps")) s.steps = text ? 2000 : 5 * per_epoch;
+  else if (!given(a, "--steps")) s.steps = text ? 2000 : 6 * per_epoch;
   if (s.steps == 0) throw UserError("--steps/--epochs: nothing to train (0 steps)");
   if (!given(a, "--weight-decay")) s.weight_decay = text ? 0.1 : 0.0;
   if (!given(a, "--beta2") && text) s.beta2 = 0.99;
-  if (!given(a, "--schedule") && text) s.schedule = "cosine";
   if (!given(a, "--warmup") && text) s.warmup = std::min<uint64_t>(100, s.steps / 10);
   if (!given(a, "--min-lr") && s.schedule == "cosine") s.min_lr = s.lr / 10;
   if (!given(a, "--clip") && text) s.clip = 1.0;
@@ -214,10 +213,11 @@ void run_train(TrainArgs& a) {
   }
   const optim::Schedule schedule = lr_schedule(s);
   optim::validate(schedule);
-  std::unique_ptr<optim::Optimizer> opt = make_optimizer(s);
   const uint32_t states = s.optimizer == "adamw" ? 2 : (s.momentum > 0 ? 1 : 0);
 
   Pipeline p = open_pipeline(m, a.pipeline, s.batch_size, states);
+  // The optimizer's state lives on the pipeline's devices: it goes before they do.
+  std::unique_ptr<optim::Optimizer> opt = make_optimizer(s);
   pipeline::Executor& ex = *p.executor;
   ex.attach(*opt);
   uint64_t step = 0;
@@ -246,12 +246,13 @@ void run_train(TrainArgs& a) {
               std::to_string(m.parameter_count()).c_str(), ex.stages(), a.pipeline.micro_batches,
               a.pipeline.remat.c_str());
   std::printf("data: %s\n", data->describe().c_str());
-  std::printf("%s %s, batch %u, %llu steps (%.2f epochs)%s\n", s.optimizer.c_str(),
-              s.schedule == "constant" ? ("lr " + std::to_string(s.lr)).c_str()
-                                       : ("lr " + std::to_string(s.lr) + " warmup " + std::to_string(s.warmup) +
-                                          " cosine to " + std::to_string(s.min_lr)).c_str(),
-              s.batch_size, (unsigned long long)s.steps, double(s.steps) / double(per_epoch),
-              a.resume ? (", resuming at step " + std::to_string(step)).c_str() : "");
+  if (s.schedule == "constant")
+    std::printf("%s, lr %g", s.optimizer.c_str(), s.lr);
+  else
+    std::printf("%s, lr %g after %llu warmup steps, cosine to %g", s.optimizer.c_str(), s.lr,
+                (unsigned long long)s.warmup, s.min_lr);
+  std::printf(", batch %u, %llu steps (%.2f epochs)%s\n", s.batch_size, (unsigned long long)s.steps,
+              double(s.steps) / double(per_epoch), a.resume ? (", resuming at step " + std::to_string(step)).c_str() : "");
   std::fflush(stdout);
   metrics.write({{"kind", "start"}, {"step", step}, {"stages", ex.stages()},
                  {"micro_batches", a.pipeline.micro_batches}, {"remat", a.pipeline.remat},
@@ -309,6 +310,7 @@ void run_train(TrainArgs& a) {
     if (step % s.eval_every == 0 || last || step == end || interrupted) {
       save(ckpt, m, s, step, ex, *opt);
       last_checkpoint = step;
+      if (last) plot_runs({a.out}, {}, "", 20);
     }
     if (interrupted) {
       progress.finish();
@@ -350,13 +352,13 @@ void add_train(CLI::App& app) {
                       ") or a text file for GPT models (default " + io::kJargonFile + ")");
   cmd->add_option("--out", a->out, "run folder: checkpoint.safetensors, metrics.jsonl, plots")->required();
   cmd->add_flag("--resume", a->resume, "continue the run in --out from its checkpoint");
-  auto* epochs = cmd->add_option("--epochs", a->epochs, "epochs to train (default: 5 for images)");
+  auto* epochs = cmd->add_option("--epochs", a->epochs, "epochs to train (default: 6 for images)");
   cmd->add_option("--steps", s.steps, "optimizer steps to train (default: 2000 for text)")->excludes(epochs);
   cmd->add_option("--batch-size,-b", s.batch_size, "samples per mini-batch (default: 64 images, 16 text windows)");
   cmd->add_option("--seed", s.seed, "seed of the initial parameters, data order and dropout")->capture_default_str();
   cmd->add_option("--optimizer", s.optimizer, "adamw or sgd")->capture_default_str();
   cmd->add_option("--lr", s.lr, "peak learning rate")->capture_default_str();
-  cmd->add_option("--schedule", s.schedule, "learning rate: constant, or cosine (linear warmup, cosine decay; default for text)");
+  cmd->add_option("--schedule", s.schedule, "learning rate: constant, or cosine (linear warmup, cosine decay)")->capture_default_str();
   cmd->add_option("--warmup", s.warmup, "warmup steps of the cosine schedule (default for text: 100)");
   cmd->add_option("--min-lr", s.min_lr, "final learning rate of the cosine schedule (default: lr / 10)");
   cmd->add_option("--weight-decay", s.weight_decay, "decoupled weight decay (AdamW) or L2 (SGD); default 0, text 0.1");

@@ -21,7 +21,7 @@ struct Settings {
   uint64_t steps = 0;  // total optimizer steps
   std::string optimizer = "adamw";
   double lr = 1e-3, min_lr = 0, weight_decay = 0, momentum = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
-  std::string schedule = "constant";  // constant | cosine (linear warmup, cosine decay)
+  std::string schedule = "cosine";  // constant | cosine (linear warmup, cosine decay)
   uint64_t warmup = 0;
   double clip = 0;          // global gradient-norm clipping; 0 = off
   uint64_t eval_every = 0;  // steps between evaluations (and checkpoints)
