@@ -17,6 +17,8 @@ void add_step(CLI::App& app);
 void add_plot(CLI::App& app);
 void add_plan(CLI::App& app);
 void add_train(CLI::App& app);
+void add_eval(CLI::App& app);
+void add_sample(CLI::App& app);
 
 // Writes loss.svg (and accuracy.svg) of runs' metrics into `out` (default: the first run's
 // folder), printing one line per file.

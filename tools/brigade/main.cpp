@@ -13,6 +13,8 @@ int main(int argc, char** argv) {
   brigade::cli::add_plan(app);
   brigade::cli::add_init(app);
   brigade::cli::add_train(app);
+  brigade::cli::add_eval(app);
+  brigade::cli::add_sample(app);
   brigade::cli::add_step(app);
   brigade::cli::add_plot(app);
   brigade::cli::add_bench(app);

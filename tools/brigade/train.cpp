@@ -84,7 +84,7 @@ void fill_defaults(TrainArgs& a, const model::Model& m, io::Dataset& data) {
   if (!given(a, "--batch-size")) s.batch_size = text ? 16 : 64;
   const uint64_t per_epoch = data.steps_per_epoch(s.batch_size);
   if (given(a, "--epochs")) s.steps = a.epochs * per_epoch;
-  else if (!given(a, "--steps")) s.steps = text ? 2000 : 6 * per_epoch;
+  else if (!given(a, "--steps")) s.steps = text ? 1000 : 6 * per_epoch;
   if (s.steps == 0) throw UserError("--steps/--epochs: nothing to train (0 steps)");
   if (!given(a, "--weight-decay")) s.weight_decay = text ? 0.1 : 0.0;
   if (!given(a, "--beta2") && text) s.beta2 = 0.99;
@@ -353,7 +353,7 @@ void add_train(CLI::App& app) {
   cmd->add_option("--out", a->out, "run folder: checkpoint.safetensors, metrics.jsonl, plots")->required();
   cmd->add_flag("--resume", a->resume, "continue the run in --out from its checkpoint");
   auto* epochs = cmd->add_option("--epochs", a->epochs, "epochs to train (default: 6 for images)");
-  cmd->add_option("--steps", s.steps, "optimizer steps to train (default: 2000 for text)")->excludes(epochs);
+  cmd->add_option("--steps", s.steps, "optimizer steps to train (default: 1000 for text)")->excludes(epochs);
   cmd->add_option("--batch-size,-b", s.batch_size, "samples per mini-batch (default: 64 images, 16 text windows)");
   cmd->add_option("--seed", s.seed, "seed of the initial parameters, data order and dropout")->capture_default_str();
   cmd->add_option("--optimizer", s.optimizer, "adamw or sgd")->capture_default_str();

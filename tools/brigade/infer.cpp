@@ -1,0 +1,181 @@
+// `brigade eval` and `brigade sample`: forward-only uses of a trained model. Both read a
+// checkpoint (a run's folder or its checkpoint.safetensors, which carries the model's TOML)
+// or a plain parameters file with --model, and run it through the same pipeline as training.
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+
+#include "commands.h"
+#include "io/checkpoint.h"
+#include "io/data.h"
+#include "io/tensors.h"
+#include "pipeline_flags.h"
+#include "train.h"
+#include "vk/check.h"
+
+namespace brigade::cli {
+namespace {
+
+struct Source {
+  std::string path, model;  // parameters (checkpoint or file), model for plain parameter files
+  std::vector<std::string> set;
+};
+
+struct Loaded {
+  model::Model model;
+  std::map<std::string, std::vector<float>> params;
+  std::string data;  // the run's dataset ("" = default)
+  uint64_t seed = 0;
+};
+
+void add_source(CLI::App* cmd, Source& s) {
+  cmd->add_option("checkpoint", s.path, "a run's folder, its checkpoint.safetensors, or a parameters file (with --model)")
+      ->required();
+  cmd->add_option("--model", s.model, "preset or .toml for a plain parameters file (a checkpoint names its own)");
+  cmd->add_option("--set", s.set, "override a model setting, with --model (repeatable)");
+}
+
+Loaded load(const Source& s) {
+  std::string path = s.path;
+  if (std::filesystem::is_directory(path)) path += "/checkpoint.safetensors";
+  const io::SafeTensors file = io::SafeTensors::load(path);
+  Loaded l;
+  const auto& meta = file.metadata();
+  if (meta.count("format") && meta.count("config")) {
+    if (!s.model.empty())
+      throw UserError("--model: " + path + " is a checkpoint and names its own model; drop the flag");
+    const Settings st =
+        settings_from_json(nlohmann::json::parse(meta.at("config"), nullptr, false), path);
+    l.model = model::build_from_toml(st.model_toml, path + " (config)");
+    l.data = st.data, l.seed = st.seed;
+  } else {
+    if (s.model.empty())
+      throw UserError(path + " is not a checkpoint; give the model of its parameters with --model");
+    l.model = model::build(s.model, s.set);
+  }
+  l.params = io::read_parameters(file, l.model);
+  return l;
+}
+
+// ---- eval
+
+struct EvalArgs {
+  Source source;
+  std::string data;
+  uint32_t batch_size = 64, limit = 0;
+  PipelineFlags pipeline;
+};
+
+void run_eval(const EvalArgs& a) {
+  const Loaded l = load(a.source);
+  const model::Model& m = l.model;
+  const auto data = io::open_dataset(m, a.data.empty() ? l.data : a.data, l.seed);
+  const std::vector<pipeline::Batch> batches = data->eval_batches(a.batch_size, a.limit);
+  Pipeline p = open_pipeline(m, a.pipeline, a.batch_size, 0);
+  for (const auto& [name, values] : l.params) p.executor->set_parameter(name, values);
+  double loss = 0;
+  uint64_t correct = 0, count = 0, samples = 0;
+  for (const pipeline::Batch& b : batches) {
+    const pipeline::EvalResult r = p.executor->evaluate(b);
+    const uint64_t n = uint64_t(b.rows) * m.targets_per_sample;
+    loss += r.loss * double(n), correct += r.correct, count += n, samples += b.rows;
+  }
+  loss /= double(count);
+  const char* split = data->eval_split();
+  if (m.token_input)
+    std::printf("%s loss %.4f (%.3f bits per byte) over %llu windows of %u tokens\n", split, loss,
+                loss / std::log(2.0), (unsigned long long)samples, m.targets_per_sample);
+  else
+    std::printf("%s loss %.4f, accuracy %.4f (%llu/%llu)\n", split, loss, double(correct) / double(count),
+                (unsigned long long)correct, (unsigned long long)count);
+}
+
+// ---- sample
+
+struct SampleArgs {
+  Source source;
+  std::string prompt = "\n";
+  uint32_t length = 200, top_k = 0;
+  double temperature = 0.8;
+  uint64_t seed = 0;
+  PipelineFlags pipeline;
+};
+
+// Picks the next byte from logits: greedy at temperature 0, else softmax(logits / T) over
+// the top k (all when k = 0), drawn with a uniform number u in [0, 1).
+int pick(const float* logits, uint32_t V, double temperature, uint32_t top_k, double u) {
+  std::vector<uint32_t> order(V);
+  for (uint32_t i = 0; i < V; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return logits[a] > logits[b]; });
+  if (temperature <= 0) return int(order[0]);
+  const uint32_t k = top_k ? std::min(top_k, V) : V;
+  std::vector<double> w(k);
+  double sum = 0;
+  for (uint32_t i = 0; i < k; ++i) sum += w[i] = std::exp((logits[order[i]] - logits[order[0]]) / temperature);
+  double acc = 0;
+  for (uint32_t i = 0; i < k; ++i)
+    if ((acc += w[i] / sum) > u) return int(order[i]);
+  return int(order[k - 1]);
+}
+
+void run_sample(const SampleArgs& a) {
+  const Loaded l = load(a.source);
+  const model::Model& m = l.model;
+  if (!m.token_input) throw UserError(m.name + " is not a text model; sample needs a GPT checkpoint");
+  if (a.temperature < 0) throw UserError("--temperature must be 0 (greedy) or more");
+  const uint32_t T = m.input.at(0), V = m.classes;
+  Pipeline p = open_pipeline(m, a.pipeline, 1, 0);
+  for (const auto& [name, values] : l.params) p.executor->set_parameter(name, values);
+
+  std::vector<int32_t> text;
+  for (unsigned char c : a.prompt) text.push_back(c);
+  if (text.empty()) throw UserError("--prompt: give at least one byte");
+  std::fwrite(a.prompt.data(), 1, a.prompt.size(), stdout);
+  pipeline::Batch b;
+  b.rows = 1;
+  b.targets.assign(T, 0);
+  std::vector<float> logits;
+  for (uint32_t i = 0; i < a.length; ++i) {
+    // The last T bytes, from position 0: causal attention makes the padding after them moot.
+    const size_t n = std::min<size_t>(text.size(), T);
+    b.tokens.assign(text.end() - long(n), text.end());
+    b.tokens.resize(T, 0);
+    p.executor->evaluate(b, &logits);
+    const double u = double(io::order_key(a.seed, i, 0) >> 11) * 0x1.0p-53;
+    const int next = pick(logits.data() + (n - 1) * V, V, a.temperature, a.top_k, u);
+    text.push_back(next);
+    std::fputc(next, stdout);
+    std::fflush(stdout);
+  }
+  std::fputc('\n', stdout);
+}
+
+}  // namespace
+
+void add_eval(CLI::App& app) {
+  auto a = std::make_shared<EvalArgs>();
+  CLI::App* cmd = app.add_subcommand("eval", "loss (and accuracy) of a checkpoint on the test or validation split");
+  add_source(cmd, a->source);
+  cmd->add_option("--data", a->data, "dataset (default: the run's, else the model's default)");
+  cmd->add_option("--batch-size,-b", a->batch_size, "samples per evaluation batch")->capture_default_str();
+  cmd->add_option("--limit", a->limit, "evaluate only the first N batches; 0 = all")->capture_default_str();
+  add_pipeline_flags(*cmd, a->pipeline);
+  cmd->callback([a] { run_eval(*a); });
+}
+
+void add_sample(CLI::App& app) {
+  auto a = std::make_shared<SampleArgs>();
+  CLI::App* cmd = app.add_subcommand("sample", "generate text from a GPT checkpoint");
+  add_source(cmd, a->source);
+  cmd->add_option("--prompt", a->prompt, "text to continue")->capture_default_str();
+  cmd->add_option("--length", a->length, "bytes to generate")->capture_default_str();
+  cmd->add_option("--temperature", a->temperature, "softmax temperature; 0 = always the likeliest byte")
+      ->capture_default_str();
+  cmd->add_option("--top-k", a->top_k, "sample among the k likeliest bytes; 0 = all")->capture_default_str();
+  cmd->add_option("--seed", a->seed, "seed of the sampling")->capture_default_str();
+  add_pipeline_flags(*cmd, a->pipeline);
+  cmd->callback([a] { run_sample(*a); });
+}
+
+}  // namespace brigade::cli
