@@ -29,7 +29,8 @@ def load(arg):
                 try:
                     r = json.loads(line)
                 except json.JSONDecodeError:
-                    sys.exit(f"compare.py: {path}:{n}: not valid JSON")
+                    print(f"compare.py: {path}:{n}: not valid JSON", file=sys.stderr)
+                    sys.exit(2)
                 # A resumed run logs some steps twice: the later record wins, as in brigade plot.
                 if r.get("kind") == "train":
                     train[int(r["step"])] = r

@@ -205,8 +205,11 @@ def loss_of(model, x, y):
 
 def read_safetensors(path):
     """(tensors by name, metadata) of a safetensors file: 8-byte LE header length, JSON, data."""
-    with open(path, "rb") as f:
-        raw = f.read()
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as e:
+        raise UserError(f"{path}: cannot open ({e.strerror})")
     if len(raw) < 8:
         raise UserError(f"{path}: too short for a safetensors file")
     (n,) = struct.unpack("<Q", raw[:8])

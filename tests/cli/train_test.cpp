@@ -1,0 +1,191 @@
+// brigade train, eval and sample end to end on small data: a real run through two stages,
+// its metrics, checkpoint and plots; a stopped run resumed reproduces the uninterrupted one;
+// SIGINT stops at a step boundary with a checkpoint; bad requests are refused in one line.
+#include <doctest/doctest.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "io/safetensors.h"
+#include "run.h"
+#include "tiny_data.h"
+
+using namespace brigade;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<nlohmann::json> records(const fs::path& run, const std::string& kind) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(run / "metrics.jsonl");
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.at("kind") == kind) out.push_back(j);
+  }
+  return out;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+const char* kTinyGpt = "--model gpt-mini --set n_layer=1 --set n_head=2 --set n_embd=32 --set block_size=16";
+
+std::string corpus() {
+  std::string text;
+  for (int i = 0; i < 300; ++i) text += "the quick brown fox jumps over the lazy dog. ";
+  return text;
+}
+
+}  // namespace
+
+TEST_CASE("brigade train, eval and plot: two stages on small image data") {
+  const fs::path dir = test::scratch_dir("train");
+  test::write_tiny_fashion(dir / "data", 320, 64);
+  const std::string run = (dir / "run").string();
+  const auto r = test::brigade_run("train --model fashion-mlp --data " + (dir / "data").string() +
+                                   " --steps 20 -b 16 --lr 0.003 --eval-every 10 --devices 0,0 -m 2 --out " + run);
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(r.output.find("final test accuracy") != std::string::npos);
+  CHECK(records(run, "train").size() == 20);
+  const auto evals = records(run, "eval");
+  REQUIRE(evals.size() == 3);  // before training, at step 10 and at step 20
+  CHECK(evals[0]["step"] == 0);
+  CHECK(evals[2]["step"] == 20);
+  // The pattern is learnable: accuracy rises from chance.
+  CHECK(evals[2]["accuracy"].get<double>() > 0.5);
+  CHECK(evals[2]["loss"].get<double>() < evals[0]["loss"].get<double>());
+  CHECK(fs::exists(dir / "run" / "checkpoint.safetensors"));
+  CHECK(fs::exists(dir / "run" / "loss.svg"));
+  CHECK(fs::exists(dir / "run" / "accuracy.svg"));
+  const auto ckpt = io::SafeTensors::load((dir / "run" / "checkpoint.safetensors").string());
+  CHECK(ckpt.metadata().at("step") == "20");
+  CHECK(ckpt.has("optimizer.1.weight.exp_avg_sq"));
+
+  // eval of the checkpoint, on one stage, gives the run's last evaluation.
+  const auto e = test::brigade_run("eval " + run + " --data " + (dir / "data").string() + " -b 16");
+  INFO(e.output);
+  REQUIRE(e.status == 0);
+  char expected[64];
+  std::snprintf(expected, sizeof expected, "accuracy %.4f", evals[2]["accuracy"].get<double>());
+  CHECK(e.output.find(expected) != std::string::npos);
+
+  // A finished run is not trained twice, and a run folder is not overwritten.
+  CHECK(test::brigade_run("train --out " + run + " --resume").status != 0);
+  const auto again = test::brigade_run("train --model fashion-mlp --steps 2 --out " + run);
+  CHECK(again.status != 0);
+  CHECK(again.output.find("--resume") != std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a run stopped and resumed reproduces the uninterrupted run bit for bit") {
+  const fs::path dir = test::scratch_dir("resume");
+  test::write_text(dir / "text.txt", corpus());
+  const std::string common = std::string("train ") + kTinyGpt + " --data " + (dir / "text.txt").string() +
+                             " --steps 8 -b 4 --eval-every 4 --eval-batches 2 --devices 0,0 -m 2";
+  REQUIRE(test::brigade_run(common + " --out " + (dir / "a").string()).status == 0);
+  const auto stopped = test::brigade_run(common + " --stop-after 3 --out " + (dir / "b").string());
+  INFO(stopped.output);
+  REQUIRE(stopped.status == 0);
+  CHECK(records(dir / "b", "train").size() == 3);
+  // A resumed run keeps its settings.
+  const auto changed = test::brigade_run("train --resume --lr 0.5 --out " + (dir / "b").string());
+  CHECK(changed.status != 0);
+  CHECK(changed.output.find("--lr") != std::string::npos);
+  const auto resumed = test::brigade_run("train --resume --devices 0,0 -m 2 --out " + (dir / "b").string());
+  INFO(resumed.output);
+  REQUIRE(resumed.status == 0);
+  const auto a = records(dir / "a", "train"), b = records(dir / "b", "train");
+  REQUIRE(a.size() == 8);
+  REQUIRE(b.size() == 8);
+  for (size_t i = 0; i < a.size(); ++i) CHECK_MESSAGE(a[i]["loss"] == b[i]["loss"], "step ", i + 1);
+  const auto ea = records(dir / "a", "eval"), eb = records(dir / "b", "eval");
+  REQUIRE(ea.size() == eb.size());
+  for (size_t i = 0; i < ea.size(); ++i) CHECK(ea[i]["loss"] == eb[i]["loss"]);
+  CHECK(slurp(dir / "a" / "checkpoint.safetensors") == slurp(dir / "b" / "checkpoint.safetensors"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("brigade sample and eval on a small GPT: deterministic by seed, greedy at temperature 0") {
+  const fs::path dir = test::scratch_dir("sample");
+  test::write_text(dir / "text.txt", corpus());
+  const std::string run = (dir / "run").string();
+  REQUIRE(test::brigade_run(std::string("train ") + kTinyGpt + " --data " + (dir / "text.txt").string() +
+                            " --steps 30 -b 8 --lr 0.01 --eval-every 30 --eval-batches 2 --out " + run)
+              .status == 0);
+  const auto greedy = test::brigade_run("sample " + run + " --prompt 'the quick' --length 24 --temperature 0");
+  INFO(greedy.output);
+  REQUIRE(greedy.status == 0);
+  CHECK(greedy.output.rfind("the quick", 0) == 0);
+  CHECK(greedy.output.size() == 9 + 24 + 1);
+  CHECK(test::brigade_run("sample " + run + " --prompt 'the quick' --length 24 --temperature 0 --devices 0,0")
+            .output == greedy.output);  // two stages give the same text
+  const auto s1 = test::brigade_run("sample " + run + " --length 40 --seed 1");
+  const auto s2 = test::brigade_run("sample " + run + " --length 40 --seed 1");
+  const auto s3 = test::brigade_run("sample " + run + " --length 40 --seed 2");
+  CHECK(s1.output == s2.output);
+  CHECK(s1.output != s3.output);
+  const auto e = test::brigade_run("eval " + run + " --data " + (dir / "text.txt").string());
+  INFO(e.output);
+  CHECK(e.status == 0);
+  CHECK(e.output.find("val loss") != std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("SIGINT stops training at a step boundary with a checkpoint, and the run resumes") {
+  const fs::path dir = test::scratch_dir("signal");
+  test::write_text(dir / "text.txt", corpus());
+  const fs::path run = dir / "run";
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    const std::string args = std::string("train ") + kTinyGpt + " --data " + (dir / "text.txt").string() +
+                             " --steps 100000 -b 4 --eval-every 100000 --eval-batches 1 --out " + run.string();
+    const std::string cmd = std::string(BRIGADE_EXE) + " " + args + " > " + (dir / "log").string() + " 2>&1";
+    execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), nullptr);
+    _exit(127);
+  }
+  for (int i = 0; i < 600 && records(run, "train").size() < 3; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  REQUIRE(records(run, "train").size() >= 3);
+  kill(pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  INFO(slurp(dir / "log"));
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 128 + SIGINT);
+  CHECK(slurp(dir / "log").find("--resume") != std::string::npos);
+  const auto ckpt = io::SafeTensors::load((run / "checkpoint.safetensors").string());
+  CHECK(ckpt.metadata().at("step") == std::to_string(records(run, "train").size()));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("train, eval and sample refuse bad requests with one line") {
+  const fs::path dir = test::scratch_dir("train-errors");
+  const std::string out = " --out " + (dir / "run").string();
+  for (const std::string& args : {
+           std::string("train --resume") + out,                                  // nothing to resume
+           std::string("train") + out,                                           // no model
+           std::string("train --model fashion-mlp --steps 3 --epochs 1") + out,  // both lengths
+           std::string("train --model fashion-mlp --optimizer adam") + out,
+           std::string("train --model fashion-mlp --data /nonexistent") + out,
+           std::string("eval /nonexistent/checkpoint.safetensors"),
+       }) {
+    const auto r = test::brigade_run(args);
+    INFO(args, "\n", r.output);
+    CHECK(r.status != 0);
+    CHECK(std::count(r.output.begin(), r.output.end(), '\n') <= 2);
+  }
+  CHECK_FALSE(fs::exists(dir / "run" / "checkpoint.safetensors"));
+  fs::remove_all(dir);
+}

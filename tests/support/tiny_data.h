@@ -1,0 +1,52 @@
+// Small datasets written for tests: Fashion-MNIST-shaped IDX .gz files whose labels can be
+// learnt from the pixels, and a text file.
+#pragma once
+
+#include <zlib.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace brigade::test {
+
+inline void write_gz(const std::filesystem::path& path, const std::vector<uint8_t>& bytes) {
+  gzFile f = gzopen(path.c_str(), "wb");
+  gzwrite(f, bytes.data(), unsigned(bytes.size()));
+  gzclose(f);
+}
+
+inline void put_be32(std::vector<uint8_t>& b, uint32_t v) {
+  for (int s = 24; s >= 0; s -= 8) b.push_back(uint8_t(v >> s));
+}
+
+// `train` and `test` 28x28 images in `dir`; image i of class c = i % 10 is bright in the
+// c-th row band, plus noise.
+inline void write_tiny_fashion(const std::filesystem::path& dir, uint32_t train, uint32_t test) {
+  std::filesystem::create_directories(dir);
+  std::mt19937 rng(5);
+  for (auto [prefix, n] : {std::pair{"train", train}, std::pair{"t10k", test}}) {
+    std::vector<uint8_t> images{0, 0, 8, 3}, labels{0, 0, 8, 1};
+    put_be32(images, n), put_be32(images, 28), put_be32(images, 28);
+    put_be32(labels, n);
+    for (uint32_t i = 0; i < n; ++i) {
+      const uint32_t c = (i * 7 + 3) % 10;
+      labels.push_back(uint8_t(c));
+      for (uint32_t y = 0; y < 28; ++y)
+        for (uint32_t x = 0; x < 28; ++x)
+          images.push_back(uint8_t((y / 3 == c ? 200 : 20) + rng() % 40));
+    }
+    write_gz(dir / (std::string(prefix) + "-images-idx3-ubyte.gz"), images);
+    write_gz(dir / (std::string(prefix) + "-labels-idx1-ubyte.gz"), labels);
+  }
+}
+
+inline void write_text(const std::filesystem::path& path, const std::string& text) {
+  FILE* f = std::fopen(path.c_str(), "wb");
+  std::fwrite(text.data(), 1, text.size(), f);
+  std::fclose(f);
+}
+
+}  // namespace brigade::test
