@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Installs Brigade's build and test dependencies from Debian 12's packages, only those that
 # are missing. Non-interactive and safe to re-run.
+#   tools/install-deps.sh              what building, testing and training need
+#   tools/install-deps.sh --reference  also Debian's CPU PyTorch, for the reference runs in
+#                                      tools/torch/ (comparison curves, benchmarks)
 set -euo pipefail
 
 packages=(
@@ -10,6 +13,7 @@ packages=(
   doctest-dev libcli11-dev libtomlplusplus-dev nlohmann-json3-dev zlib1g-dev
   dataset-fashion-mnist jargon-text
 )
+[ "${1:-}" = "--reference" ] && packages+=(python3-torch)
 
 missing=()
 for p in "${packages[@]}"; do

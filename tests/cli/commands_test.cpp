@@ -1,0 +1,56 @@
+// The rest of the program end to end: devices, plan, bench, and --help of every subcommand.
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "run.h"
+
+using namespace brigade;
+
+TEST_CASE("brigade devices lists the devices, as a table and as JSON") {
+  const auto t = test::brigade_run("devices");
+  INFO(t.output);
+  REQUIRE(t.status == 0);
+  CHECK(t.output.find("index") == 0);
+  const auto j = test::brigade_run("devices --json");
+  REQUIRE(j.status == 0);
+  const auto devices = nlohmann::json::parse(j.output);
+  REQUIRE(devices.is_array());
+  REQUIRE(!devices.empty());
+  CHECK(devices[0]["index"] == 0);
+  CHECK(devices[0]["timeline_semaphore"] == true);
+}
+
+TEST_CASE("brigade plan shows the cut and memory, and exits 1 with a suggestion when it does not fit") {
+  const auto ok = test::brigade_run("plan --model fashion-cnn --devices 0,0 -m 4 --remat always");
+  INFO(ok.output);
+  REQUIRE(ok.status == 0);
+  CHECK(ok.output.find("\n0 ") != std::string::npos);
+  CHECK(ok.output.find("\n1 ") != std::string::npos);
+  CHECK(ok.output.find("bubble (K-1)/(M+K-1): 0.200") != std::string::npos);
+  const auto tight = test::brigade_run("plan --model gpt-small -b 16 --mem-limit 64MiB");
+  INFO(tight.output);
+  CHECK(tight.status == 1);
+  CHECK(tight.output.find("does not fit") != std::string::npos);
+}
+
+TEST_CASE("brigade bench kernels checks and times the kernels") {
+  const auto r = test::brigade_run("bench kernels --reps 1 --json");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.output);
+  REQUIRE(!j["results"].empty());
+  CHECK(j["results"][0]["gflops"].get<double>() > 0);
+}
+
+TEST_CASE("every subcommand has --help naming its flags") {
+  for (const auto& [cmd, flag] : std::vector<std::pair<std::string, std::string>>{
+           {"devices", "--json"}, {"plan", "--mem-limit"}, {"init", "--seed"}, {"step", "--micro-batches"},
+           {"train", "--resume"}, {"eval", "--batch-size"}, {"sample", "--temperature"}, {"plot", "--smooth"},
+           {"bench kernels", "--reps"}}) {
+    const auto r = test::brigade_run(cmd + " --help");
+    INFO(cmd, "\n", r.output);
+    CHECK(r.status == 0);
+    CHECK(r.output.find(flag) != std::string::npos);
+  }
+}
