@@ -68,7 +68,7 @@ struct TrainArgs {
   CLI::App* cmd = nullptr;
 };
 
-// The settings flags a resumed run may not change, with how each is compared.
+// The settings flags a resumed run may not change: the checkpoint holds their values.
 const char* const kSettingFlags[] = {"--model", "--set", "--data", "--seed", "--batch-size", "--steps",
                                      "--epochs", "--optimizer", "--lr", "--min-lr", "--weight-decay",
                                      "--momentum", "--beta1", "--beta2", "--eps", "--schedule",
