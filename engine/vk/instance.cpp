@@ -1,6 +1,7 @@
 #include "vk/instance.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "vk/check.h"
@@ -28,9 +29,19 @@ bool has_extension(const char* layer, const char* name) {
   return false;
 }
 
+std::atomic<std::size_t> g_reported{0};
+
 }  // namespace
 
+bool validation_from_environment() {
+  const char* v = std::getenv("BRIGADE_VALIDATION");
+  return v && *v && std::strcmp(v, "0") != 0;
+}
+
+std::size_t validation_messages_reported() { return g_reported.load(); }
+
 Instance::Instance(InstanceOptions options) : options_(options) {
+  options_.validation = options_.validation || validation_from_environment();
   static const VkResult loaded = volkInitialize();
   if (loaded != VK_SUCCESS)
     throw UserError("no Vulkan loader found (libvulkan.so.1); install libvulkan1 and a driver "
@@ -122,6 +133,7 @@ VkBool32 Instance::on_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
     self->messages_.push_back(std::move(text));
   }
   self->count_.fetch_add(1);
+  g_reported.fetch_add(1);
   return VK_FALSE;
 }
 

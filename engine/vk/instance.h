@@ -19,6 +19,12 @@ struct InstanceOptions {
   bool echo_messages = true;     // print each validation message to stderr as it arrives
 };
 
+// BRIGADE_VALIDATION=1 in the environment turns validation on for every instance, whatever
+// the options say: the end-to-end tests run the program under it this way.
+bool validation_from_environment();
+// Messages reported by every instance of this process so far.
+std::size_t validation_messages_reported();
+
 class Instance {
  public:
   explicit Instance(InstanceOptions options = {});

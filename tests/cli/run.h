@@ -8,9 +8,15 @@
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <cstdlib>
 #include <string>
 
 namespace brigade::test {
+
+// Every program these tests start runs under the validation layer with synchronization
+// validation; the program fails (exit 5) if the layer reports anything.
+inline const bool kChildrenValidated = setenv("BRIGADE_VALIDATION", "1", 1) == 0;
+inline constexpr const char* kValidationFailure = "validation layer reported";
 
 struct Result {
   int status = 0;
@@ -26,7 +32,20 @@ inline Result brigade_run(const std::string& args) {
   while (size_t n = fread(buf.data(), 1, buf.size(), p)) r.output.append(buf.data(), n);
   const int status = pclose(p);
   r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  CHECK_MESSAGE(r.output.find(kValidationFailure) == std::string::npos, "brigade ", args, "\n", r.output);
   return r;
+}
+
+// Starts the program in the background, its stdout and stderr into `log`; returns its pid.
+inline pid_t brigade_spawn(const std::string& args, const std::filesystem::path& log) {
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    const std::string cmd = std::string(BRIGADE_EXE) + " " + args + " > '" + log.string() + "' 2>&1";
+    execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), nullptr);
+    _exit(127);
+  }
+  return pid;
 }
 
 // An empty directory of this test process's own.

@@ -146,15 +146,11 @@ TEST_CASE("SIGINT stops training at a step boundary with a checkpoint, and the r
   const fs::path dir = test::scratch_dir("signal");
   test::write_text(dir / "text.txt", corpus());
   const fs::path run = dir / "run";
-  const pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    const std::string args = std::string("train ") + kTinyGpt + " --data " + (dir / "text.txt").string() +
-                             " --steps 100000 -b 4 --eval-every 100000 --eval-batches 1 --out " + run.string();
-    const std::string cmd = std::string(BRIGADE_EXE) + " " + args + " > " + (dir / "log").string() + " 2>&1";
-    execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), nullptr);
-    _exit(127);
-  }
+  const pid_t pid = test::brigade_spawn(std::string("train ") + kTinyGpt + " --data " +
+                                           (dir / "text.txt").string() +
+                                           " --steps 100000 -b 4 --eval-every 100000 --eval-batches 1 --out " +
+                                           run.string(),
+                                       dir / "log");
   for (int i = 0; i < 600 && records(run, "train").size() < 3; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   REQUIRE(records(run, "train").size() >= 3);
@@ -165,6 +161,7 @@ TEST_CASE("SIGINT stops training at a step boundary with a checkpoint, and the r
   REQUIRE(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 128 + SIGINT);
   CHECK(slurp(dir / "log").find("--resume") != std::string::npos);
+  CHECK(slurp(dir / "log").find(test::kValidationFailure) == std::string::npos);
   const auto ckpt = io::SafeTensors::load((run / "checkpoint.safetensors").string());
   CHECK(ckpt.metadata().at("step") == std::to_string(records(run, "train").size()));
   fs::remove_all(dir);

@@ -4,20 +4,13 @@
 
 #include "commands.h"
 #include "vk/check.h"
+#include "vk/instance.h"
 
-int main(int argc, char** argv) {
-  CLI::App app{"brigade: GPipe pipeline-parallel training on Vulkan compute, across GPUs of any vendor"};
-  app.require_subcommand(1);
-  app.set_version_flag("--version", "brigade 0.1.0");
-  brigade::cli::add_devices(app);
-  brigade::cli::add_plan(app);
-  brigade::cli::add_init(app);
-  brigade::cli::add_train(app);
-  brigade::cli::add_eval(app);
-  brigade::cli::add_sample(app);
-  brigade::cli::add_step(app);
-  brigade::cli::add_plot(app);
-  brigade::cli::add_bench(app);
+namespace {
+
+// Exit codes: 0 done, 1 a question answered no (plan: does not fit), 2 a user error,
+// 3 a Vulkan failure, 4 an internal error, 5 validation messages, 128+N stopped by signal N.
+int run(CLI::App& app, int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -36,4 +29,29 @@ int main(int argc, char** argv) {
     return 4;
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"brigade: GPipe pipeline-parallel training on Vulkan compute, across GPUs of any vendor"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "brigade 0.1.0");
+  brigade::cli::add_devices(app);
+  brigade::cli::add_plan(app);
+  brigade::cli::add_init(app);
+  brigade::cli::add_train(app);
+  brigade::cli::add_eval(app);
+  brigade::cli::add_sample(app);
+  brigade::cli::add_step(app);
+  brigade::cli::add_plot(app);
+  brigade::cli::add_bench(app);
+  const int status = run(app, argc, argv);
+  // Under --validation or BRIGADE_VALIDATION=1, a message from the layer fails the command
+  // even when it otherwise succeeded.
+  if (const std::size_t n = brigade::vk::validation_messages_reported(); n > 0) {
+    std::fprintf(stderr, "brigade: the Vulkan validation layer reported %zu message(s), shown above\n", n);
+    if (status == 0) return 5;
+  }
+  return status;
 }
