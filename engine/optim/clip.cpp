@@ -6,7 +6,6 @@
 
 #include "shaders/optim.h"
 #include "vk/check.h"
-#include "vk/check.h"
 
 namespace brigade::optim {
 
@@ -59,13 +58,16 @@ void GradNorm::record(vk::Commands& cmd) const {
     grad_norm_partial(cmd, grads_[i], partials_[i], uint32_t(grads_[i].range / 4));
 }
 
-double GradNorm::squared() const {
+double GradNorm::squared(std::vector<double>* each) const {
   double sum = 0;
   std::vector<float> partial;
+  if (each) each->clear();
   for (const vk::Buffer& b : partials_) {
     partial.resize(b.size() / 4);
     vk::download(b, partial.data(), b.size());
-    for (float p : partial) sum += p;
+    double own = 0;
+    for (float p : partial) sum += p, own += p;
+    if (each) each->push_back(own);
   }
   return sum;
 }

@@ -46,8 +46,9 @@ class GradNorm {
   GradNorm(vk::Device& device, std::vector<vk::View> grads);
   // Records the reductions; the gradients must be complete when cmd runs.
   void record(vk::Commands& cmd) const;
-  // Sum over the tensors of sum grad^2, once the recorded commands have completed.
-  double squared() const;
+  // Sum over the tensors of sum grad^2, once the recorded commands have completed; with
+  // `each`, also every tensor's own sum, in the order of the constructor's list.
+  double squared(std::vector<double>* each = nullptr) const;
 
  private:
   std::vector<vk::View> grads_;

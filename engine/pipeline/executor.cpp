@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <barrier>
+#include <cmath>
 #include <map>
 #include <numeric>
 #include <thread>
@@ -38,6 +39,16 @@ struct Executor::Shared {
   std::vector<uint32_t> rows;                                 // this mini-batch's micro-batches
   uint32_t total_rows = 0;
   double grad_norm = 0;  // written by stage 0's thread
+  // Per stage: the reduction over the gradients it owns, built on the first step.
+  struct Norm {
+    std::unique_ptr<optim::GradNorm> reduce;
+    std::unique_ptr<vk::Commands> commands;
+    std::vector<std::string> names;  // of the reduced gradients, in order
+  };
+  std::vector<Norm> norms;
+  std::vector<std::string> bad;        // per stage: the deepest parameter with a non-finite gradient
+  std::vector<std::string> bad_param;  // per stage, after a non-finite loss: the first non-finite parameter
+  double loss = 0;               // this step's, written by the last stage's thread
 };
 
 Executor::Executor(const model::Model& model, std::vector<vk::Device*> devices, const Plan& plan,
@@ -84,6 +95,9 @@ Executor::Executor(const model::Model& model, std::vector<vk::Device*> devices, 
   for (uint32_t k = 0; k < K; ++k)
     for (const model::ParamSpec& p : plan_.stages[k].params) shared_->holders[p.name].push_back(k);
   shared_->squared.assign(K, 0.0);
+  shared_->norms.resize(K);
+  shared_->bad.resize(K);
+  shared_->bad_param.resize(K);
   shared_->events.resize(K);
   shared_->ring.resize(K);
   for (uint32_t k = 0; k < K; ++k) {
@@ -373,11 +387,11 @@ void Executor::run_stage(uint32_t k, const Schedule& schedule, const Batch& batc
           }
           if (abort_.raised()) return;
           vk::Commands& c = begin(a);
-          const double grad_scale = step_stage(k, update);
-          if (abort_.raised()) return;
+          const std::optional<double> grad_scale = step_stage(k, update);
+          if (!grad_scale || abort_.raised()) return;
           if (update.optimizer) {
             optim::Step st = update.step;
-            st.grad_scale = grad_scale;
+            st.grad_scale = *grad_scale;
             update.optimizer->record(c, st);
           }
           s.end_minibatch(c);
@@ -406,9 +420,11 @@ void Executor::run_stage(uint32_t k, const Schedule& schedule, const Batch& batc
 }
 
 // The host part of the Step action: gradients of parameters tied across stages are summed
-// (in stage order, so every copy gets the same bits), and the squared gradient norms of
-// every stage are summed into the global clip coefficient.
-double Executor::step_stage(uint32_t k, const Update& update) {
+// (in stage order, so every copy gets the same bits); every stage reduces its gradients to
+// squared norms, which both clip (summed in stage order into the global coefficient) and
+// check that the loss and every gradient are finite. A step with anything non-finite
+// updates nothing: the deepest stage with a problem throws NonFinite, the others skip.
+std::optional<double> Executor::step_stage(uint32_t k, const Update& update) {
   Stage& s = *stages_[k];
   Shared& sh = *shared_;
   if (!sh.tied.empty()) {  // parameters held by more than one stage
@@ -419,7 +435,7 @@ double Executor::step_stage(uint32_t k, const Update& update) {
       vk::download(s.gradient(name), copies[k].data(), s.gradient(name).size());
     }
     sh.barrier->arrive_and_wait();
-    if (abort_.raised()) return 1;
+    if (abort_.raised()) return std::nullopt;
     for (auto& [name, copies] : sh.tied) {
       if (copies[k].empty()) continue;
       std::vector<float> sum(copies[k].size(), 0.0f);
@@ -428,24 +444,100 @@ double Executor::step_stage(uint32_t k, const Update& update) {
       vk::upload(s.gradient(name), sum.data(), sum.size() * kFloat);
     }
   }
-  if (update.max_norm > 0) {
+  Shared::Norm& norm = sh.norms[k];
+  if (!norm.reduce) {  // the gradients this stage owns (a tied one counts once, on its first holder)
     std::vector<vk::View> grads;
     for (const std::string& name : s.trainable())
-      if (sh.holders.at(name).front() == k) grads.emplace_back(s.gradient(name));
-    optim::GradNorm norm(s.device(), grads);
-    vk::Commands c(s.device(), "stage " + std::to_string(k) + " gradient norm");
-    norm.record(c);
-    c.run();
-    sh.squared[k] = norm.squared();
-    sh.barrier->arrive_and_wait();
-    if (abort_.raised()) return 1;
-    double total = 0;
-    for (double v : sh.squared) total += v;  // in stage order: every stage gets the same bits
-    const optim::Clip clip = optim::clip(total, update.max_norm);
-    if (k == 0) sh.grad_norm = clip.total_norm;
-    return clip.grad_scale;
+      if (sh.holders.at(name).front() == k) grads.emplace_back(s.gradient(name)), norm.names.push_back(name);
+    norm.reduce = std::make_unique<optim::GradNorm>(s.device(), std::move(grads));
+    norm.commands = std::make_unique<vk::Commands>(s.device(), "stage " + std::to_string(k) + " gradient norm");
+  } else {
+    norm.commands->reset();
   }
-  return 1;
+  norm.reduce->record(*norm.commands);
+  norm.commands->run();
+  std::vector<double> each;
+  sh.squared[k] = norm.reduce->squared(&each);
+  sh.bad[k].clear();
+  sh.bad_param[k].clear();
+  for (size_t i = each.size(); i-- > 0;)  // the deepest first: backward reaches it first
+    if (!std::isfinite(each[i])) {
+      sh.bad[k] = norm.names[i];
+      break;
+    }
+  if (s.layout().last_stage) {
+    float loss = 0;
+    vk::download(s.loss(), &loss, kFloat);
+    sh.loss = loss;
+  }
+  sh.barrier->arrive_and_wait();
+  if (abort_.raised()) return std::nullopt;
+  const uint32_t K = stages();
+  if (!std::isfinite(sh.loss)) {  // every stage sees it: look for a parameter that already was
+    sh.bad_param[k] = first_non_finite_parameter(k);
+    sh.barrier->arrive_and_wait();
+    if (abort_.raised()) return std::nullopt;
+  }
+  // Who reports: the shallowest stage with a non-finite parameter, else the deepest with a
+  // non-finite gradient, else the last (the loss alone).
+  int culprit = -1;
+  for (uint32_t j = K; j-- > 0;)
+    if (!sh.bad_param[j].empty()) culprit = int(j);
+  for (uint32_t j = 0; j < K && culprit < 0; ++j)
+    if (!sh.bad[K - 1 - j].empty()) culprit = int(K - 1 - j);
+  if (culprit < 0 && !std::isfinite(sh.loss)) culprit = int(K - 1);
+  if (culprit >= 0) {
+    if (uint32_t(culprit) == k) throw NonFinite(non_finite_message(k, update.step.t));
+    return std::nullopt;
+  }
+  double total = 0;
+  for (double v : sh.squared) total += v;  // in stage order: every stage gets the same bits
+  if (k == 0) sh.grad_norm = std::sqrt(total);
+  if (update.max_norm > 0) return optim::clip(total, update.max_norm).grad_scale;
+  return 1.0;
+}
+
+std::string Executor::first_non_finite_parameter(uint32_t k) {
+  Stage& s = *stages_[k];
+  std::vector<vk::View> params;
+  std::vector<std::string> names;
+  for (uint32_t l = s.layout().first; l < s.layout().last; ++l)
+    for (const model::ParamSpec& p : model_.layers[l]->params())
+      if (p.kind != model::ParamKind::State) params.emplace_back(s.param(p.name)), names.push_back(p.name);
+  optim::GradNorm norm(s.device(), params);
+  vk::Commands c(s.device(), "stage " + std::to_string(k) + " parameter check");
+  norm.record(c);
+  c.run();
+  std::vector<double> each;
+  norm.squared(&each);
+  for (size_t i = 0; i < each.size(); ++i)
+    if (!std::isfinite(each[i])) return names[i];
+  return {};
+}
+
+std::string Executor::non_finite_message(uint32_t k, uint64_t step) const {
+  const Shared& sh = *shared_;
+  const StageLayout& l = plan_.stages[k];
+  const std::string where = "stage " + std::to_string(k) + " (device " + std::to_string(devices_[k]->info().index) +
+                            ", " + devices_[k]->info().name + ")";
+  auto layer_of = [&](const std::string& name) {
+    for (uint32_t i = l.first; i < l.last; ++i)
+      for (const model::ParamSpec& p : model_.layers[i]->params())
+        if (p.name == name) return "layer " + std::to_string(i) + ", " + model_.layers[i]->kind();
+    return std::string("layer ?");
+  };
+  std::string what = "step " + std::to_string(step) + ": ";
+  if (!std::isfinite(sh.loss)) what += "the loss is " + std::string(std::isnan(sh.loss) ? "NaN" : "infinite") + "; ";
+  if (!sh.bad_param[k].empty())
+    what += "parameter '" + sh.bad_param[k] + "' (" + layer_of(sh.bad_param[k]) + ", on " + where +
+            ") was already not finite";
+  else if (!sh.bad[k].empty())
+    what += "the gradient of '" + sh.bad[k] + "' (" + layer_of(sh.bad[k]) + ", on " + where +
+            ") has a non-finite norm, the deepest such layer";
+  else
+    what += "every parameter and gradient is finite, so the forward pass overflowed (the last layer, " +
+            std::to_string(l.last - 1) + ", " + model_.layers[l.last - 1]->kind() + ", is on " + where + ")";
+  return what + "; no parameter was updated";
 }
 
 }  // namespace brigade::pipeline

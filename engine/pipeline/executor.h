@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,8 +42,14 @@ struct Update {
 
 struct StepResult {
   double loss = 0;
-  double grad_norm = 0;  // global L2 norm of the gradients (when clipping, else 0)
+  double grad_norm = 0;  // global L2 norm of the gradients, before clipping
   Trace trace;
+};
+
+// A training step whose loss or gradients are not finite (NaN or infinite): the message
+// names the step, the stage and its device, and the layer; no parameter was updated.
+struct NonFinite : UserError {
+  using UserError::UserError;
 };
 
 struct EvalResult {
@@ -90,8 +97,11 @@ class Executor {
            std::vector<float>* outputs);
   void run_stage(uint32_t k, const Schedule& schedule, const Batch& batch, const Update& update,
                  std::vector<float>* outputs);
-  // Returns the clip coefficient for this step's update.
-  double step_stage(uint32_t k, const Update& update);
+  // Returns the clip coefficient for this step's update, or nothing when the step must not
+  // update (a non-finite loss or gradient, thrown as NonFinite by one stage).
+  std::optional<double> step_stage(uint32_t k, const Update& update);
+  std::string first_non_finite_parameter(uint32_t k);
+  std::string non_finite_message(uint32_t k, uint64_t step) const;
   void calibrate();
 
   const model::Model& model_;

@@ -8,8 +8,13 @@
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <cstdlib>
 #include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 namespace brigade::test {
 
@@ -55,6 +60,23 @@ inline std::filesystem::path scratch_dir(const std::string& name) {
   std::filesystem::remove_all(d);
   std::filesystem::create_directories(d);
   return d;
+}
+
+inline std::string slurp(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// The records of one kind in a run folder's metrics.jsonl.
+inline std::vector<nlohmann::json> records(const std::filesystem::path& run, const std::string& kind) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(run / "metrics.jsonl");
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.at("kind") == kind) out.push_back(j);
+  }
+  return out;
 }
 
 }  // namespace brigade::test

@@ -22,22 +22,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::vector<nlohmann::json> records(const fs::path& run, const std::string& kind) {
-  std::vector<nlohmann::json> out;
-  std::ifstream in(run / "metrics.jsonl");
-  std::string line;
-  while (std::getline(in, line)) {
-    const auto j = nlohmann::json::parse(line);
-    if (j.at("kind") == kind) out.push_back(j);
-  }
-  return out;
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
 const char* kTinyGpt = "--model gpt-mini --set n_layer=1 --set n_head=2 --set n_embd=32 --set block_size=16";
 
 std::string corpus() {
@@ -57,8 +41,8 @@ TEST_CASE("brigade train, eval and plot: two stages on small image data") {
   INFO(r.output);
   REQUIRE(r.status == 0);
   CHECK(r.output.find("final test accuracy") != std::string::npos);
-  CHECK(records(run, "train").size() == 20);
-  const auto evals = records(run, "eval");
+  CHECK(test::records(run, "train").size() == 20);
+  const auto evals = test::records(run, "eval");
   REQUIRE(evals.size() == 3);  // before training, at step 10 and at step 20
   CHECK(evals[0]["step"] == 0);
   CHECK(evals[2]["step"] == 20);
@@ -97,7 +81,7 @@ TEST_CASE("a run stopped and resumed reproduces the uninterrupted run bit for bi
   const auto stopped = test::brigade_run(common + " --stop-after 3 --out " + (dir / "b").string());
   INFO(stopped.output);
   REQUIRE(stopped.status == 0);
-  CHECK(records(dir / "b", "train").size() == 3);
+  CHECK(test::records(dir / "b", "train").size() == 3);
   // A resumed run keeps its settings.
   const auto changed = test::brigade_run("train --resume --lr 0.5 --out " + (dir / "b").string());
   CHECK(changed.status != 0);
@@ -105,14 +89,14 @@ TEST_CASE("a run stopped and resumed reproduces the uninterrupted run bit for bi
   const auto resumed = test::brigade_run("train --resume --devices 0,0 -m 2 --out " + (dir / "b").string());
   INFO(resumed.output);
   REQUIRE(resumed.status == 0);
-  const auto a = records(dir / "a", "train"), b = records(dir / "b", "train");
+  const auto a = test::records(dir / "a", "train"), b = test::records(dir / "b", "train");
   REQUIRE(a.size() == 8);
   REQUIRE(b.size() == 8);
   for (size_t i = 0; i < a.size(); ++i) CHECK_MESSAGE(a[i]["loss"] == b[i]["loss"], "step ", i + 1);
-  const auto ea = records(dir / "a", "eval"), eb = records(dir / "b", "eval");
+  const auto ea = test::records(dir / "a", "eval"), eb = test::records(dir / "b", "eval");
   REQUIRE(ea.size() == eb.size());
   for (size_t i = 0; i < ea.size(); ++i) CHECK(ea[i]["loss"] == eb[i]["loss"]);
-  CHECK(slurp(dir / "a" / "checkpoint.safetensors") == slurp(dir / "b" / "checkpoint.safetensors"));
+  CHECK(test::slurp(dir / "a" / "checkpoint.safetensors") == test::slurp(dir / "b" / "checkpoint.safetensors"));
   fs::remove_all(dir);
 }
 
@@ -151,19 +135,19 @@ TEST_CASE("SIGINT stops training at a step boundary with a checkpoint, and the r
                                            " --steps 100000 -b 4 --eval-every 100000 --eval-batches 1 --out " +
                                            run.string(),
                                        dir / "log");
-  for (int i = 0; i < 600 && records(run, "train").size() < 3; ++i)
+  for (int i = 0; i < 600 && test::records(run, "train").size() < 3; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  REQUIRE(records(run, "train").size() >= 3);
+  REQUIRE(test::records(run, "train").size() >= 3);
   kill(pid, SIGINT);
   int status = 0;
   waitpid(pid, &status, 0);
-  INFO(slurp(dir / "log"));
+  INFO(test::slurp(dir / "log"));
   REQUIRE(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 128 + SIGINT);
-  CHECK(slurp(dir / "log").find("--resume") != std::string::npos);
-  CHECK(slurp(dir / "log").find(test::kValidationFailure) == std::string::npos);
+  CHECK(test::slurp(dir / "log").find("--resume") != std::string::npos);
+  CHECK(test::slurp(dir / "log").find(test::kValidationFailure) == std::string::npos);
   const auto ckpt = io::SafeTensors::load((run / "checkpoint.safetensors").string());
-  CHECK(ckpt.metadata().at("step") == std::to_string(records(run, "train").size()));
+  CHECK(ckpt.metadata().at("step") == std::to_string(test::records(run, "train").size()));
   fs::remove_all(dir);
 }
 

@@ -284,11 +284,16 @@ void run_train(TrainArgs& a) {
     const pipeline::Batch batch = data->train_batch(step, s.batch_size);
     const double lr = optim::learning_rate(schedule, step);
     const double t0 = pipeline::now_us();
-    const pipeline::StepResult r = ex.train(batch, {opt.get(), optim::Step{step + 1, lr, 1}, s.clip});
+    pipeline::StepResult r;
+    try {
+      r = ex.train(batch, {opt.get(), optim::Step{step + 1, lr, 1}, s.clip});
+    } catch (const pipeline::NonFinite& e) {
+      throw UserError(std::string(e.what()) + "; stopped, " +
+                      (std::filesystem::exists(ckpt) ? "and the last checkpoint (step " + std::to_string(last_checkpoint) +
+                                                           ") is untouched"
+                                                     : std::string("before the first checkpoint")));
+    }
     const double seconds = (pipeline::now_us() - t0) / 1e6;
-    if (!std::isfinite(r.loss))
-      throw UserError("step " + std::to_string(step + 1) + ": the loss is " + std::to_string(r.loss) +
-                      "; stopped (the last checkpoint, step " + std::to_string(last_checkpoint) + ", is untouched)");
     ++step;
     const pipeline::TraceSummary ts = r.trace.summary();
     std::vector<double> busy;
@@ -296,7 +301,7 @@ void run_train(TrainArgs& a) {
     nlohmann::json j{{"kind", "train"}, {"step", step}, {"epoch", double(step) / double(per_epoch)},
                      {"loss", r.loss}, {"lr", lr}, {std::string(data->unit()) + "_per_s", double(per_step) / seconds},
                      {"elapsed_s", progress.elapsed()}};
-    if (s.clip > 0) j["grad_norm"] = r.grad_norm;
+    j["grad_norm"] = r.grad_norm;
     metrics.write(j);
     progress.step(step, r.loss, per_step, seconds, busy);
 
