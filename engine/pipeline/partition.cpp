@@ -23,13 +23,14 @@ double StageSpec::time(const std::vector<LayerCost>& layers, size_t first, size_
 namespace {
 
 Partition evaluate(const std::vector<LayerCost>& layers, const std::vector<StageSpec>& stages,
-                   std::vector<uint32_t> sizes) {
+                   std::vector<uint32_t> sizes, const CellMemory& memory) {
   Partition p;
   p.sizes = std::move(sizes);
   uint32_t l = 0;
   for (size_t k = 0; k < stages.size(); ++k) {
     uint64_t m = 0;
     for (uint32_t j = 0; j < p.sizes[k]; ++j) m += layers[l + j].memory;
+    if (memory) m = memory(k, l, l + p.sizes[k]);
     p.stage_time.push_back(stages[k].time(layers, l, l + p.sizes[k]));
     l += p.sizes[k];
     p.stage_memory.push_back(m);
@@ -52,7 +53,8 @@ void check_stages(const std::vector<LayerCost>& layers, const std::vector<StageS
 
 }  // namespace
 
-Partition balance_min_max(const std::vector<LayerCost>& layers, const std::vector<StageSpec>& stages) {
+Partition balance_min_max(const std::vector<LayerCost>& layers, const std::vector<StageSpec>& stages,
+                          const CellMemory& memory) {
   check_stages(layers, stages);
   const size_t L = layers.size(), K = stages.size();
   std::vector<uint64_t> mem_prefix(L + 1, 0);
@@ -71,7 +73,9 @@ Partition balance_min_max(const std::vector<LayerCost>& layers, const std::vecto
     for (size_t i = k; i <= L - (K - k); ++i)
       for (size_t j = k - 1; j < i; ++j) {  // stage k-1 holds layers j..i-1
         if (best[k - 1][j] == inf) continue;
-        if (st.memory_cap && mem_prefix[i] - mem_prefix[j] > st.memory_cap) continue;
+        if (st.memory_cap &&
+            (memory ? memory(k - 1, j, i) : mem_prefix[i] - mem_prefix[j]) > st.memory_cap)
+          continue;
         const double t = std::max(best[k - 1][j], time_prefix[k - 1][i] - time_prefix[k - 1][j]);
         if (t < best[k][i]) best[k][i] = t, cut[k][i] = uint32_t(j);  // ties: earliest cut
       }
@@ -79,7 +83,7 @@ Partition balance_min_max(const std::vector<LayerCost>& layers, const std::vecto
   if (best[K][L] == inf) {
     uint64_t largest = 0;
     for (auto& l : layers) largest = std::max(largest, l.memory);
-    throw UserError("the model (" + format_bytes(mem_prefix[L]) + " over " + std::to_string(L) +
+    throw NoFit("the model (" + format_bytes(mem_prefix[L]) + " over " + std::to_string(L) +
                     " layers, largest layer " + format_bytes(largest) + ") does not fit " +
                     std::to_string(K) + " stages under their memory caps; add stages, raise "
                     "--mem-limit, or use more micro-batches or --remat always");
@@ -90,7 +94,7 @@ Partition balance_min_max(const std::vector<LayerCost>& layers, const std::vecto
     sizes[k - 1] = uint32_t(i - j);
     i = j;
   }
-  return evaluate(layers, stages, sizes);
+  return evaluate(layers, stages, sizes, memory);
 }
 
 Partition balance_manual(const std::vector<LayerCost>& layers, const std::vector<StageSpec>& stages,
@@ -104,7 +108,7 @@ Partition balance_manual(const std::vector<LayerCost>& layers, const std::vector
   if (total != layers.size())
     throw UserError("--balance: the cell sizes add up to " + std::to_string(total) +
                     " layers but the model has " + std::to_string(layers.size()));
-  return evaluate(layers, stages, sizes);
+  return evaluate(layers, stages, sizes, {});
 }
 
 std::vector<uint32_t> parse_balance(const std::string& text) {

@@ -7,8 +7,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
+
+#include "vk/check.h"
 
 namespace brigade::pipeline {
 
@@ -20,6 +23,7 @@ struct LayerCost {
 struct StageSpec {
   double speed = 1.0;       // relative throughput of this stage's device (2.0 = twice as fast)
   uint64_t memory_cap = 0;  // bytes; 0 = unbounded
+  std::string device;       // for messages: "device 0, llvmpipe (...)"
   // Measured time of every layer of the model on this stage's own device (profiled). When
   // given, it replaces LayerCost::time / speed for this stage.
   std::vector<double> layer_times;
@@ -37,8 +41,15 @@ struct Partition {
 
 // The contiguous partition that minimizes the slowest stage's time, every stage holding at
 // least one layer and fitting its memory cap. Throws UserError when K > L or when no
-// partition fits the caps (naming the smallest total it would need).
-Partition balance_min_max(const std::vector<LayerCost>& layers, const std::vector<StageSpec>& stages);
+// partition fits the caps (NoFit, a UserError naming the smallest total it would need).
+// `memory`, when given, is the exact footprint of a cell (stage k holding layers
+// [first, last)) and replaces the sum of LayerCost::memory.
+using CellMemory = std::function<uint64_t(size_t stage, size_t first, size_t last)>;
+struct NoFit : UserError {
+  using UserError::UserError;
+};
+Partition balance_min_max(const std::vector<LayerCost>& layers, const std::vector<StageSpec>& stages,
+                          const CellMemory& memory = {});
 
 // A partition given by hand (--balance 3,5,4), checked against the layer count.
 Partition balance_manual(const std::vector<LayerCost>& layers, const std::vector<StageSpec>& stages,

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <set>
 
+#include "optim/clip.h"
+#include "util/units.h"
+
 #include "vk/check.h"
 
 namespace brigade::pipeline {
@@ -54,7 +57,7 @@ Bytes StageLayout::memory(uint32_t optimizer_states) const {
   b[cat(vk::Category::Activations)] =
       micro_batches * (input_bytes + target_bytes) + sets * set + 2 * gradient_bytes;
   b[cat(vk::Category::Transfer)] = link_bytes;
-  b[cat(vk::Category::Scratch)] += scratch_bytes + (last_stage ? 3 * kFloat : 0);  // loss, discard, correct
+  b[cat(vk::Category::Scratch)] += scratch_bytes + norm_bytes + (last_stage ? 3 * kFloat : 0);  // loss, discard, correct
   return b;
 }
 
@@ -80,7 +83,11 @@ StageLayout layout_stage(const model::Model& m, uint32_t stage, uint32_t first, 
     if (!layer.integer_input()) widest = std::max(widest, model::elements(layer.input_shape()));
     scratch = std::max(scratch, layer.scratch_per_sample());
     for (model::ParamSpec& p : layer.params())
-      if (seen.insert(p.name).second) s.params.push_back(std::move(p));
+      if (seen.insert(p.name).second) {
+        if (p.kind == model::ParamKind::Trainable)
+          s.norm_bytes += optim::grad_norm_groups(uint32_t(p.elements())) * kFloat;
+        s.params.push_back(std::move(p));
+      }
   }
   s.gradient_bytes = widest * max_rows * kFloat;
   s.scratch_bytes = scratch * max_rows * kFloat;
@@ -109,29 +116,84 @@ std::vector<LayerCost> layer_costs(const model::Model& m, uint32_t rows, uint32_
   return out;
 }
 
+namespace {
+
+// The link slots a cell's device holds: activations forward and gradients backward, each in
+// kLinkSlots slots, at both of its boundaries.
+uint64_t link_bytes(const model::Model& m, uint32_t first, uint32_t last, uint32_t max_rows) {
+  auto boundary = [&](uint32_t after_layer) {
+    return 2 * kLinkSlots * model::elements(m.layers[after_layer]->output_shape()) * max_rows * kFloat;
+  };
+  return (first > 0 ? boundary(first - 1) : 0) + (last < m.layers.size() ? boundary(last - 1) : 0);
+}
+
+// One line for a stage over its cap: how much over, the largest categories, what to change.
+std::string over_cap(const StageLayout& l, const StageSpec& spec, uint32_t optimizer_states, Remat remat) {
+  const Bytes b = l.memory(optimizer_states);
+  std::vector<int> order;
+  for (int c = 0; c < vk::kCategories; ++c)
+    if (b[c]) order.push_back(c);
+  std::sort(order.begin(), order.end(), [&](int x, int y) { return b[x] > b[y]; });
+  std::string what = "stage " + std::to_string(l.stage) + (spec.device.empty() ? "" : " (" + spec.device + ")") +
+                     " needs " + format_bytes(total(b)) + ", over its " + format_bytes(spec.memory_cap) +
+                     " --mem-limit: ";
+  for (size_t i = 0; i < order.size() && i < 3; ++i)
+    what += std::string(i ? ", " : "") + vk::category_name(vk::Category(order[i])) + " " + format_bytes(b[order[i]]);
+  // Without remat every micro-batch keeps its activations, so more micro-batches alone do
+  // not help; with it, they shrink the one set kept.
+  what += "; add stages (--devices), ";
+  if (remat != Remat::Never) what += "use more micro-batches (-m),";
+  else if (l.micro_batches == 1) what += "use --remat always with more micro-batches (-m),";
+  else what += "use --remat always,";
+  return what + " or a smaller --batch-size";
+}
+
+}  // namespace
+
 Plan plan(const model::Model& m, const PlanOptions& o) {
   Plan p;
   p.micro_rows = split_rows(o.rows, o.micro_batches);
   const uint32_t K = uint32_t(o.stages.size());
+  const uint32_t L = uint32_t(m.layers.size());
   std::vector<LayerCost> costs =
       layer_costs(m, o.rows, o.micro_batches, o.remat, o.optimizer_states);
   if (o.objective == Objective::Memory)
     for (LayerCost& c : costs) c.time = double(c.memory);
-  p.partition = o.balance.empty() ? balance_min_max(costs, o.stages)
-                                  : balance_manual(costs, o.stages, o.balance);
+  auto layout = [&](size_t k, size_t first, size_t last) {
+    StageLayout s = layout_stage(m, uint32_t(k), uint32_t(first), uint32_t(last), last == L, p.micro_rows[0],
+                                 o.micro_batches, o.remat);
+    s.link_bytes = link_bytes(m, uint32_t(first), uint32_t(last), p.micro_rows[0]);
+    return s;
+  };
+  const CellMemory exact = [&](size_t k, size_t first, size_t last) {
+    return total(layout(k, first, last).memory(o.optimizer_states));
+  };
+  std::string no_cut;
+  if (!o.balance.empty()) {
+    p.partition = balance_manual(costs, o.stages, o.balance);
+  } else {
+    try {
+      p.partition = balance_min_max(costs, o.stages, exact);
+    } catch (const NoFit&) {
+      // Show the cut that needs the least memory on its fullest stage, and where it overflows.
+      std::vector<StageSpec> uncapped = o.stages;
+      for (StageSpec& st : uncapped) st.memory_cap = 0;
+      std::vector<LayerCost> by_memory = costs;
+      for (LayerCost& c : by_memory) c.time = double(c.memory);
+      p.partition = balance_manual(costs, o.stages, balance_min_max(by_memory, uncapped, exact).sizes);
+      if (K > 1) no_cut = "no cut of " + m.name + " into " + std::to_string(K) + " stages fits under --mem-limit; the closest: ";
+    }
+  }
   for (uint32_t k = 0; k < K; ++k) {
     const uint32_t first = p.partition.first_layer(k);
-    p.stages.push_back(layout_stage(m, k, first, first + p.partition.sizes[k], k + 1 == K,
-                                    p.micro_rows[0], o.micro_batches, o.remat));
+    p.stages.push_back(layout(k, first, first + p.partition.sizes[k]));
   }
-  for (uint32_t k = 0; k + 1 < K; ++k) {
-    // Activations forward and gradients backward, each in kLinkSlots slots, seen by both
-    // devices of the boundary.
-    const StageLayout& l = p.stages[k];
-    const uint64_t boundary =
-        model::elements(m.layers[l.last - 1]->output_shape()) * l.max_rows * kFloat;
-    p.stages[k].link_bytes += 2 * kLinkSlots * boundary;
-    p.stages[k + 1].link_bytes += 2 * kLinkSlots * boundary;
+  // The stage furthest over its cap, if any.
+  double worst = 1;
+  for (uint32_t k = 0; k < K; ++k) {
+    const uint64_t cap = o.stages[k].memory_cap;
+    const double ratio = cap ? double(total(p.stages[k].memory(o.optimizer_states))) / double(cap) : 0;
+    if (ratio > worst) worst = ratio, p.problem = no_cut + over_cap(p.stages[k], o.stages[k], o.optimizer_states, o.remat);
   }
   p.bubble = bubble_fraction(K, o.micro_batches);
   return p;

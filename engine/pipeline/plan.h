@@ -36,6 +36,7 @@ struct StageLayout {
   std::vector<std::vector<uint64_t>> saved_bytes; // per layer, per SavedSpec
   uint64_t gradient_bytes = 0; // each of the two ping-pong activation-gradient buffers
   uint64_t scratch_bytes = 0;  // shared transient memory of the layers
+  uint64_t norm_bytes = 0;     // partial sums of the gradient-norm reduction (optim::GradNorm)
   uint64_t target_bytes = 0;   // last stage: one micro-batch's targets (kept for each of M)
   uint64_t loss_rows_bytes = 0;  // last stage: cross-entropy's per-row scratch, per set
   std::vector<model::ParamSpec> params;  // distinct parameters of the cell
@@ -63,6 +64,9 @@ struct Plan {
   std::vector<StageLayout> stages;
   std::vector<uint32_t> micro_rows;  // split_rows(N, M)
   double bubble = 0;                 // GPipe's (K-1)/(M+K-1)
+  // Empty when every stage fits its cap; else one line naming the stage furthest over it, its
+  // device and largest categories, and what to change. Nothing is allocated to find out.
+  std::string problem;
 };
 
 // How to cut: by estimated cost (FLOPs), by memory, or by hand (`balance` non-empty).
@@ -78,6 +82,8 @@ struct PlanOptions {
   std::vector<StageSpec> stages;   // one per stage: relative speed and memory cap
 };
 
+// The cut minimizes the slowest stage among those whose exact footprint fits each cap; when
+// none fits, the plan holds the cut with the smallest fullest stage, and `problem` says why.
 Plan plan(const model::Model& m, const PlanOptions& o);
 
 }  // namespace brigade::pipeline

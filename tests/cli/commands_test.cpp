@@ -5,6 +5,8 @@
 
 #include "run.h"
 
+namespace fs = std::filesystem;
+
 using namespace brigade;
 
 TEST_CASE("brigade devices lists the devices, as a table and as JSON") {
@@ -31,7 +33,29 @@ TEST_CASE("brigade plan shows the cut and memory, and exits 1 with a suggestion 
   const auto tight = test::brigade_run("plan --model gpt-small -b 16 --mem-limit 64MiB");
   INFO(tight.output);
   CHECK(tight.status == 1);
-  CHECK(tight.output.find("does not fit") != std::string::npos);
+  for (const char* part : {"stage 0 (device 0, ", "over its 64.0 MiB --mem-limit: activations ",
+                           "add stages (--devices)"})
+    CHECK_MESSAGE(tight.output.find(part) != std::string::npos, "missing: ", part);
+}
+
+TEST_CASE("what the plan refuses, train refuses before allocating anything; what it accepts, trains") {
+  const fs::path dir = test::scratch_dir("plan-train");
+  // One cap and one partition the plan rejects, then one it accepts: stage by stage, the
+  // same verdict from train (which would otherwise fail mid-allocation or not at all).
+  for (const std::string cap : {"8MiB", "10MiB"}) {
+    const std::string pipeline = " --model fashion-cnn --devices 0,0 -b 16 --mem-limit " + cap;
+    const auto plan = test::brigade_run("plan" + pipeline);
+    const auto train = test::brigade_run("train" + pipeline + " --steps 1 --eval-batches 1 --out " +
+                                         (dir / cap).string());
+    INFO(cap, "\n", plan.output, "\n", train.output);
+    CHECK((plan.status == 0) == (train.status == 0));
+    if (plan.status != 0) {
+      CHECK(train.output.find("over its 8.0 MiB --mem-limit") != std::string::npos);
+      CHECK(train.output.find("out of memory") == std::string::npos);
+      CHECK_FALSE(fs::exists(dir / cap / "checkpoint.safetensors"));
+    }
+  }
+  fs::remove_all(dir);
 }
 
 TEST_CASE("brigade bench kernels checks and times the kernels") {

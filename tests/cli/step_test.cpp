@@ -91,7 +91,8 @@ TEST_CASE("brigade step refuses bad input with one line naming the problem") {
       {base + " --devices 0,0 --balance 2,2", "--balance: the cell sizes add up to 4"},
       {"step --model fashion-cnn --params " + p + " --batch " + b + " --out " + (d / "g.safetensors").string(),
        "parameter '0.weight' of fashion-cnn is missing"},
-      {base + " --mem-limit 64KiB", "does not fit 1 stages under their memory caps"},
+      {base + " --mem-limit 64KiB", "stage 0 (device 0, "},
+      {base + " --mem-limit 64KiB", "over its 64.0 KiB --mem-limit: "},
       {"init --model fashion-nothing --out " + p, "fashion-nothing"},
   };
   for (const Case& c : cases) {

@@ -248,9 +248,13 @@ TEST_CASE_FIXTURE(test::Gpu, "each stage's activation memory is what the planner
       for (uint32_t k = 0; k < K; ++k) {
         const vk::MemoryStats st = device(k).memory().stats();
         const pipeline::Bytes want = plan.stages[k].memory(0);
-        for (vk::Category cat : {vk::Category::Activations, vk::Category::Parameters, vk::Category::Gradients})
+        for (vk::Category cat : {vk::Category::Activations, vk::Category::Parameters, vk::Category::Gradients,
+                                 vk::Category::Transfer, vk::Category::Scratch})
           CHECK_MESSAGE(st.peak[int(cat)] == want[int(cat)], describe(c), " stage ", k, " ",
                         vk::category_name(cat), ": measured ", st.peak[int(cat)], " planned ", want[int(cat)]);
+        // The plan's total is the most this stage ever holds: what --mem-limit is checked against.
+        CHECK_MESSAGE(st.total_peak <= pipeline::total(want), describe(c), " stage ", k, ": peak ", st.total_peak,
+                      " planned ", pipeline::total(want));
         measured[{M, r}].push_back(st.peak[int(vk::Category::Activations)]);
       }
     }

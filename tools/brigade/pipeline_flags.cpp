@@ -76,7 +76,10 @@ pipeline::Plan make_plan(const model::Model& m, const PipelineFlags& f, Devices&
     throw UserError("--partition: '" + f.partition + "' is not an objective; expected cost, memory or profile");
   if (f.partition == "memory") po.objective = pipeline::Objective::Memory;
   if (!f.balance.empty()) po.balance = pipeline::parse_balance(f.balance);
-  for (uint32_t k = 0; k < K; ++k) po.stages.push_back({1.0, d.caps[k], {}});
+  for (uint32_t k = 0; k < K; ++k) {
+    const vk::PhysicalInfo& info = d.devices[k]->info();
+    po.stages.push_back({1.0, d.caps[k], "device " + std::to_string(info.index) + ", " + info.name, {}});
+  }
   if (f.partition == "profile") {
     const uint32_t micro_rows = pipeline::split_rows(rows, f.micro_batches).front();
     std::map<uint32_t, std::vector<double>> by_physical;  // logical devices of one GPU share a profile
@@ -102,6 +105,7 @@ Pipeline open_pipeline(const model::Model& m, const PipelineFlags& f, uint32_t r
   Pipeline p;
   Devices d = open_devices(f);
   p.plan = make_plan(m, f, d, rows, optimizer_states);
+  if (!p.plan.problem.empty()) throw UserError(p.plan.problem);  // before anything is allocated
   p.instance = std::move(d.instance);
   p.devices = std::move(d.devices);
   std::vector<vk::Device*> devs;

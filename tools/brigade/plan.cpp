@@ -36,17 +36,7 @@ std::string layer_range(const model::Model& m, uint32_t first, uint32_t last) {
 int run_plan(const PlanArgs& a) {
   const model::Model m = model::build(a.model, a.set);
   Devices d = open_devices(a.pipeline);
-  pipeline::Plan p;
-  try {
-    p = make_plan(m, a.pipeline, d, a.batch_size, optimizer_states(a.optimizer));
-  } catch (const UserError& e) {
-    // No cut fits the caps: show the best cut without them, and where it overflows.
-    std::printf("note: %s\n", e.what());
-    const std::vector<uint64_t> caps = d.caps;
-    d.caps.assign(caps.size(), 0);
-    p = make_plan(m, a.pipeline, d, a.batch_size, optimizer_states(a.optimizer));
-    d.caps = caps;
-  }
+  const pipeline::Plan p = make_plan(m, a.pipeline, d, a.batch_size, optimizer_states(a.optimizer));
   const uint32_t K = uint32_t(p.stages.size());
   std::printf("%s: %zu layers, %llu parameters; mini-batch %u as %zu micro-batches of up to %u, "
               "remat %s, partition by %s\n",
@@ -57,13 +47,11 @@ int run_plan(const PlanArgs& a) {
   std::vector<std::vector<std::string>> rows{{"stage", "device", "layers", profiled ? "ms/micro-batch" : "GFLOP",
                                               "params", "grads", "optimizer", "activations",
                                               "links", "scratch", "total", "cap", "fits"}};
-  bool all_fit = true;
   for (uint32_t k = 0; k < K; ++k) {
     const pipeline::StageLayout& l = p.stages[k];
     const pipeline::Bytes b = l.memory(optimizer_states(a.optimizer));
     const uint64_t total = pipeline::total(b), cap = d.caps[k];
     const bool fits = !cap || total <= cap;
-    all_fit = all_fit && fits;
     char work[32];
     // Cost: forward + backward FLOPs of the mini-batch; profile: measured time per micro-batch.
     std::snprintf(work, sizeof work, "%.2f",
@@ -78,10 +66,8 @@ int run_plan(const PlanArgs& a) {
   }
   print_table(rows);
   std::printf("bubble (K-1)/(M+K-1): %.3f\n", p.bubble);
-  if (!all_fit) {
-    std::fprintf(stderr,
-                 "brigade: the plan does not fit under --mem-limit: add stages (--devices), use "
-                 "more micro-batches (-m), --remat always, or a smaller --batch-size\n");
+  if (!p.problem.empty()) {
+    std::fprintf(stderr, "brigade: %s\n", p.problem.c_str());
     return 1;
   }
   return 0;
