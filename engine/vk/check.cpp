@@ -37,12 +37,16 @@ const char* result_name(VkResult r) {
 }
 
 void fail(VkResult r, const char* call, const char* file, int line) {
+  throw VulkanError(failure_text(r, call, file, line), r);
+}
+
+std::string failure_text(VkResult r, const char* call, const char* file, int line) {
   std::string what = std::string(file) + ":" + std::to_string(line) + ": " + call + " returned " +
                      result_name(r);
   if (r == VK_ERROR_DEVICE_LOST) what += " (the GPU driver reset or removed the device)";
   if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY)
     what += " (the driver ran out of device memory; try --mem-limit below the card's size)";
-  throw VulkanError(what, r);
+  return what;
 }
 
 void fail_invariant(const char* file, int line, const std::string& what) {

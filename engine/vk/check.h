@@ -26,6 +26,8 @@ struct VulkanError : std::runtime_error {
 const char* result_name(VkResult r);
 
 [[noreturn]] void fail(VkResult r, const char* call, const char* file, int line);
+// "file:line: call returned VK_ERROR_... (what it usually means)".
+std::string failure_text(VkResult r, const char* call, const char* file, int line);
 
 // A broken invariant in the calling code (not a user error): names file:line.
 [[noreturn]] void fail_invariant(const char* file, int line, const std::string& what);

@@ -32,7 +32,14 @@ Commands::Commands(Device& device, std::string name) : device_(device), name_(st
 
 Commands::~Commands() {
   const auto& vk = device_.vk();
-  if (pending_) device_.wait(submitted_);
+  if (pending_) {
+    try {
+      device_.wait(submitted_);
+    } catch (const VulkanError&) {
+      // The device is lost: nothing will run any more, and the failure that ended the work
+      // has already been thrown where it happened. A destructor must not throw.
+    }
+  }
   if (recording_) vk.vkEndCommandBuffer(cmd_);
   if (queries_) vk.vkDestroyQueryPool(device_.handle(), queries_, nullptr);
   for (auto p : descriptor_pools_) vk.vkDestroyDescriptorPool(device_.handle(), p, nullptr);

@@ -1,10 +1,30 @@
 #include "vk/device.h"
 
+#include <cstdlib>
+
 #include "vk/check.h"
 #include "vk/instance.h"
 #include "vk/kernel.h"
 
 namespace brigade::vk {
+namespace {
+
+// BRIGADE_FAULT=device-lost:LABEL:N, e.g. "device-lost:stage 1:12": the submission number
+// at which the device labelled LABEL is lost, or 0.
+uint64_t injected_loss(const std::string& label) {
+  const char* spec = std::getenv("BRIGADE_FAULT");
+  if (!spec || !*spec) return 0;
+  const std::string s = spec, kind = "device-lost:";
+  const size_t colon = s.rfind(':');
+  char* end = nullptr;
+  const uint64_t n = colon == std::string::npos ? 0 : std::strtoull(s.c_str() + colon + 1, &end, 10);
+  if (s.rfind(kind, 0) != 0 || colon < kind.size() || n == 0 || *end)
+    throw UserError("BRIGADE_FAULT: '" + s + "' is not a fault; expected device-lost:LABEL:N, e.g. "
+                    "device-lost:stage 1:12");
+  return s.substr(kind.size(), colon - kind.size()) == label ? n : 0;
+}
+
+}  // namespace
 
 Device::Device(Instance& instance, uint32_t index, DeviceOptions options) : instance_(instance) {
   const auto& physical = instance.physical_devices();
@@ -80,6 +100,11 @@ Device::Device(Instance& instance, uint32_t index, DeviceOptions options) : inst
 
   memory_ = std::make_unique<Allocator>(table_, device_, info_.handle, label_,
                                         info_.max_allocation_size, options.mem_limit);
+  lose_at_submission_ = injected_loss(options.label);
+}
+
+void Device::fail(VkResult r, const char* call, int line) const {
+  throw VulkanError(label_ + ": " + failure_text(r, call, __FILE__, line), r);
 }
 
 Device::~Device() {
@@ -115,6 +140,17 @@ uint64_t Device::submit(VkCommandBuffer cmd, const std::vector<SemaphoreValue>& 
     signal_sems.push_back(s.semaphore);
     signal_values.push_back(s.value);
   }
+  if (!lost_ && lose_at_submission_ && submitted_ + 1 == lose_at_submission_) {
+    // An injected loss: let the work already queued finish first, so that from here on the
+    // device runs nothing, as a lost one would. (Queued work never waits on another device.)
+    VkSemaphoreWaitInfo idle{VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO};
+    idle.semaphoreCount = 1;
+    idle.pSemaphores = &queue_timeline_;
+    idle.pValues = &submitted_;
+    table_.vkWaitSemaphores(device_, &idle, 10'000'000'000ull);
+    lost_ = true;
+  }
+  if (lost_) fail(VK_ERROR_DEVICE_LOST, "vkQueueSubmit", __LINE__);
   const uint64_t done = ++submitted_;
   signal_sems.push_back(queue_timeline_);
   signal_values.push_back(done);
@@ -133,7 +169,11 @@ uint64_t Device::submit(VkCommandBuffer cmd, const std::vector<SemaphoreValue>& 
   info.pCommandBuffers = &cmd;
   info.signalSemaphoreCount = uint32_t(signal_sems.size());
   info.pSignalSemaphores = signal_sems.data();
-  VK_CHECK(table_.vkQueueSubmit(compute_queue_, 1, &info, VK_NULL_HANDLE));
+  if (const VkResult r = table_.vkQueueSubmit(compute_queue_, 1, &info, VK_NULL_HANDLE); r != VK_SUCCESS) {
+    lost_ = lost_ || r == VK_ERROR_DEVICE_LOST;
+    --submitted_;
+    fail(r, "vkQueueSubmit", __LINE__);
+  }
   return done;
 }
 
@@ -144,9 +184,10 @@ bool Device::wait_for(uint64_t value, uint64_t timeout_ns) {
   info.semaphoreCount = 1;
   info.pSemaphores = &queue_timeline_;
   info.pValues = &value;
+  if (lost_) fail(VK_ERROR_DEVICE_LOST, "vkWaitSemaphores", __LINE__);
   const VkResult r = table_.vkWaitSemaphores(device_, &info, timeout_ns);
   if (r == VK_TIMEOUT) return false;
-  VK_CHECK(r);
+  if (r != VK_SUCCESS) fail(r, "vkWaitSemaphores", __LINE__);
   return true;
 }
 

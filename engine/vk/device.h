@@ -6,6 +6,7 @@
 #include <volk.h>
 
 #include <cstdint>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -63,7 +64,8 @@ class Device {
   // the queue's own timeline and returns the value that marks this submission complete.
   uint64_t submit(VkCommandBuffer cmd, const std::vector<SemaphoreValue>& waits = {},
                   const std::vector<SemaphoreValue>& signals = {});
-  // Blocks until the queue timeline reaches `value`.
+  // Blocks until the queue timeline reaches `value`. A failed submission or wait (device
+  // lost and the like) throws VulkanError naming this device.
   void wait(uint64_t value);
   // The same with a timeout; false when it expires first.
   bool wait_for(uint64_t value, uint64_t timeout_ns);
@@ -84,6 +86,12 @@ class Device {
   std::mutex queue_mutex_;
   VkSemaphore queue_timeline_ = VK_NULL_HANDLE;
   uint64_t submitted_ = 0;
+  // Fault injection (BRIGADE_FAULT=device-lost:LABEL:N): the Nth submission of the device
+  // labelled LABEL fails with VK_ERROR_DEVICE_LOST, and every later submit or wait as well,
+  // as after a real loss. Tests use it; nothing else sets it.
+  uint64_t lose_at_submission_ = 0;
+  std::atomic<bool> lost_{false};
+  [[noreturn]] void fail(VkResult r, const char* call, int line) const;
   std::unique_ptr<Allocator> memory_;
   std::mutex kernel_mutex_;
   std::map<std::string, std::unique_ptr<Kernel>> kernels_;

@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <thread>
 #include <filesystem>
 #include <string>
 
@@ -117,5 +119,39 @@ TEST_CASE("kill -9 during a checkpoint write leaves the previous checkpoint inta
   CHECK(resumed.status == 0);
   CHECK_FALSE(fs::exists(run / "checkpoint.safetensors.tmp"));
   CHECK(test::records(run, "train").size() >= before);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a lost device stops every stage with a message naming device and stage, and nothing hangs") {
+  const fs::path dir = test::scratch_dir("device-lost");
+  test::write_tiny_fashion(dir / "data", 320, 64);
+  // Submissions of one stage's device numbered from its first: while the executor is built,
+  // in a step's forward or backward, in an optimizer step and around an evaluation.
+  for (const std::string stage : {"stage 0", "stage 1"})
+    for (int n : {1, 9, 20, 41}) {
+      const fs::path run = dir / (stage.substr(6) + "-" + std::to_string(n));
+      setenv("BRIGADE_FAULT", ("device-lost:" + stage + ":" + std::to_string(n)).c_str(), 1);
+      const pid_t pid = test::brigade_spawn("train --model fashion-mlp --data " + (dir / "data").string() +
+                                                " --steps 20 -b 16 --eval-every 5 --eval-batches 1 --devices 0,0 -m 2 --out " +
+                                                run.string(),
+                                            run.string() + ".log");
+      unsetenv("BRIGADE_FAULT");
+      int status = 0;
+      bool exited = false;
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+      while (!(exited = waitpid(pid, &status, WNOHANG) == pid) && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      if (!exited) kill(pid, SIGKILL), waitpid(pid, &status, 0);
+      const std::string log = test::slurp(run.string() + ".log");
+      INFO(stage, " submission ", n, ":\n", log);
+      REQUIRE_MESSAGE(exited, "still running after 120 s: a thread hangs");
+      REQUIRE(WIFEXITED(status));
+      CHECK(WEXITSTATUS(status) == 3);
+      CHECK(log.find("(" + stage + ", ") != std::string::npos);
+      CHECK(log.find("VK_ERROR_DEVICE_LOST") != std::string::npos);
+      CHECK(log.find(test::kValidationFailure) == std::string::npos);
+      if (fs::exists(run / "checkpoint.safetensors"))  // what was saved is whole
+        CHECK_NOTHROW(io::SafeTensors::load((run / "checkpoint.safetensors").string()));
+    }
   fs::remove_all(dir);
 }

@@ -280,6 +280,11 @@ void run_train(TrainArgs& a) {
   if (step == 0) progress.print(run_eval(0).second);
   Evaluation last_eval;
   uint64_t last_checkpoint = step;
+  // What a failure part-way leaves behind, for its message.
+  auto left_behind = [&]() -> std::string {
+    if (!std::filesystem::exists(ckpt)) return ", before the first checkpoint";
+    return ", and the last checkpoint (step " + std::to_string(last_checkpoint) + ") is untouched";
+  };
   while (step < end) {
     const pipeline::Batch batch = data->train_batch(step, s.batch_size);
     const double lr = optim::learning_rate(schedule, step);
@@ -288,10 +293,12 @@ void run_train(TrainArgs& a) {
     try {
       r = ex.train(batch, {opt.get(), optim::Step{step + 1, lr, 1}, s.clip});
     } catch (const pipeline::NonFinite& e) {
-      throw UserError(std::string(e.what()) + "; stopped, " +
-                      (std::filesystem::exists(ckpt) ? "and the last checkpoint (step " + std::to_string(last_checkpoint) +
-                                                           ") is untouched"
-                                                     : std::string("before the first checkpoint")));
+      progress.finish();
+      throw UserError(std::string(e.what()) + "; stopped" + left_behind());
+    } catch (const vk::VulkanError& e) {  // a device lost, a submit refused
+      progress.finish();
+      throw vk::VulkanError(std::string(e.what()) + "; stopped at step " + std::to_string(step + 1) + left_behind() +
+                                " (continue with --resume)", e.result);
     }
     const double seconds = (pipeline::now_us() - t0) / 1e6;
     ++step;
