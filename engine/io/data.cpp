@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <utility>
@@ -30,6 +31,7 @@ std::vector<uint32_t> shuffled(uint32_t n, uint64_t seed, uint64_t epoch) {
 }
 
 std::vector<uint8_t> read_bytes(const std::string& path) {
+  if (std::filesystem::is_directory(path)) throw UserError(path + ": is a folder; expected a file");
   std::ifstream f(path, std::ios::binary);
   if (!f) throw UserError(path + ": cannot open (" + std::strerror(errno) + ")");
   std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());

@@ -356,7 +356,9 @@ void add_bench(CLI::App& app) {
   };
   auto opt = std::make_shared<Options>();
   kernels->add_option("--device", opt->device, "Device index from `brigade devices`")->capture_default_str();
-  kernels->add_option("--reps", opt->reps, "Timed repetitions per case (the median is reported)")->capture_default_str();
+  kernels->add_option("--reps", opt->reps, "Timed repetitions per case (the median is reported)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   kernels->add_flag("--json", opt->json, "Print JSON instead of a table");
   kernels->add_flag("--compare", opt->compare,
                     "Time the presets' shapes under every candidate tiling, not just the default");

@@ -158,7 +158,7 @@ void add_eval(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("eval", "loss (and accuracy) of a checkpoint on the test or validation split");
   add_source(cmd, a->source);
   cmd->add_option("--data", a->data, "dataset (default: the run's, else the model's default)");
-  cmd->add_option("--batch-size,-b", a->batch_size, "samples per evaluation batch")->capture_default_str();
+  cmd->add_option("--batch-size,-b", a->batch_size, "samples per evaluation batch")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--limit", a->limit, "evaluate only the first N batches; 0 = all")->capture_default_str();
   add_pipeline_flags(*cmd, a->pipeline);
   cmd->callback([a] { run_eval(*a); });
@@ -173,7 +173,7 @@ void add_sample(CLI::App& app) {
   cmd->add_option("--temperature", a->temperature, "softmax temperature; 0 = always the likeliest byte")
       ->capture_default_str();
   cmd->add_option("--top-k", a->top_k, "sample among the k likeliest bytes; 0 = all")->capture_default_str();
-  cmd->add_option("--seed", a->seed, "seed of the sampling")->capture_default_str();
+  cmd->add_option("--seed", a->seed, "seed of the sampling")->capture_default_str()->check(CLI::NonNegativeNumber);
   add_pipeline_flags(*cmd, a->pipeline);
   cmd->callback([a] { run_sample(*a); });
 }

@@ -1,6 +1,7 @@
 // brigade: GPipe pipeline-parallel training on Vulkan compute.
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 
 #include "commands.h"
 #include "vk/check.h"
@@ -20,6 +21,9 @@ int run(CLI::App& app, int argc, char** argv) {
     return 128 + e.signal;
   } catch (const brigade::UserError& e) {
     std::fprintf(stderr, "brigade: error: %s\n", e.what());
+    return 2;
+  } catch (const std::filesystem::filesystem_error& e) {  // --out in a place that cannot be written
+    std::fprintf(stderr, "brigade: error: %s: %s\n", e.path1().c_str(), e.code().message().c_str());
     return 2;
   } catch (const brigade::vk::VulkanError& e) {
     std::fprintf(stderr, "brigade: Vulkan failure: %s\n", e.what());

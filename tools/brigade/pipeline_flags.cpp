@@ -64,6 +64,35 @@ Devices open_devices(const PipelineFlags& f) {
   return d;
 }
 
+namespace {
+
+// Without --mem-limit, the stages on one physical device must fit its largest device-local
+// heap together: what a driver would refuse, refused before anything is allocated.
+std::string over_heap(const pipeline::Plan& p, const Devices& d, uint32_t optimizer_states) {
+  std::map<uint32_t, std::pair<uint64_t, std::string>> by_physical;  // bytes, stages
+  for (uint32_t k = 0; k < p.stages.size(); ++k) {
+    auto& [bytes, stages] = by_physical[d.devices[k]->info().index];
+    bytes += pipeline::total(p.stages[k].memory(optimizer_states));
+    stages += (stages.empty() ? "" : ", ") + std::to_string(k);
+  }
+  for (const auto& [index, use] : by_physical) {
+    uint64_t heap = 0;
+    for (uint32_t k = 0; k < p.stages.size(); ++k)
+      if (d.devices[k]->info().index == index)
+        for (const vk::MemoryHeap& h : d.devices[k]->info().heaps)
+          if (h.device_local) heap = std::max(heap, h.size);
+    if (heap && use.first > heap)
+      return (use.second.find(',') == std::string::npos ? "stage " + use.second + " on device " + std::to_string(index) + " needs "
+                                                          : "stages " + use.second + " on device " + std::to_string(index) + " need ") +
+             format_bytes(use.first) + ", over its " + format_bytes(heap) +
+             " of device-local memory; add devices or stages, use --remat always with more micro-batches (-m), "
+             "or a smaller --batch-size (or set each stage's cap yourself with --mem-limit)";
+  }
+  return {};
+}
+
+}  // namespace
+
 pipeline::Plan make_plan(const model::Model& m, const PipelineFlags& f, Devices& d, uint32_t rows,
                          uint32_t optimizer_states) {
   const uint32_t K = uint32_t(d.devices.size());
@@ -97,7 +126,9 @@ pipeline::Plan make_plan(const model::Model& m, const PipelineFlags& f, Devices&
       po.stages[k].layer_times = by_physical[phys];
     }
   }
-  return pipeline::plan(m, po);
+  pipeline::Plan p = pipeline::plan(m, po);
+  if (p.problem.empty() && f.mem_limit.empty()) p.problem = over_heap(p, d, optimizer_states);
+  return p;
 }
 
 Pipeline open_pipeline(const model::Model& m, const PipelineFlags& f, uint32_t rows,
