@@ -37,6 +37,7 @@ nlohmann::json to_json(const Settings& s) {
 
 Settings settings_from_json(const nlohmann::json& j, const std::string& source) {
   Settings s;
+  if (!j.is_object()) throw UserError(source + ": metadata 'config' is not a JSON object of training settings");
   try {
     j.at("model").get_to(s.model), j.at("model_toml").get_to(s.model_toml), j.at("data").get_to(s.data);
     j.at("seed").get_to(s.seed), j.at("batch_size").get_to(s.batch_size), j.at("steps").get_to(s.steps);
