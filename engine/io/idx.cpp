@@ -2,6 +2,7 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -38,7 +39,8 @@ std::vector<uint8_t> gunzip(std::span<const uint8_t> bytes, const std::string& s
       inflateEnd(&z);
       throw UserError(source + ": decompresses to more than " + std::to_string(limit) + " bytes");
     }
-    const size_t chunk = 1 << 20, have = out.size();
+    // Room grows with the output (small files stay small, large ones take few steps).
+    const size_t have = out.size(), chunk = std::clamp<size_t>(have, size_t(16) << 10, size_t(64) << 20);
     out.resize(have + chunk);
     z.next_out = out.data() + have;
     z.avail_out = uInt(chunk);
