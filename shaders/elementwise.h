@@ -43,6 +43,9 @@ struct DropoutPush {
 // and C++ so the GPU and the CPU reference draw bit-identical masks.
 #ifdef __cplusplus
 struct uvec4 {
+  // GLSL's uvec4(x, y, z, w), spelled out: clang before 16 lacks C++20's parenthesized
+  // aggregate initialization.
+  constexpr uvec4(uint x_, uint y_, uint z_, uint w_) : x(x_), y(y_), z(z_), w(w_) {}
   uint x, y, z, w;
 };
 inline void philox_mulhilo(uint a, uint b, uint& hi, uint& lo) {

@@ -1,6 +1,8 @@
 #include "io/data.h"
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -42,8 +44,13 @@ std::vector<uint8_t> read_bytes(const std::string& path) {
 
 namespace {
 
+void expect_rows(uint32_t rows) {
+  if (rows == 0) throw UserError("a batch of 0 samples: the batch size must be at least 1");
+}
+
 // `count` samples in chunks of at most `rows`, sizes differing by at most one.
 std::vector<std::pair<uint64_t, uint32_t>> chunks(uint64_t count, uint32_t rows, uint32_t limit) {
+  expect_rows(rows);
   uint64_t n = (count + rows - 1) / rows;
   std::vector<std::pair<uint64_t, uint32_t>> out;
   if (n == 0) return out;
@@ -66,6 +73,7 @@ class FashionMnist final : public Dataset {
            std::to_string(test_.count) + " test images";
   }
   uint64_t steps_per_epoch(uint32_t rows) const override {
+    expect_rows(rows);
     if (rows > train_.count)
       throw UserError("a batch of " + std::to_string(rows) + " is larger than the training set (" +
                       std::to_string(train_.count) + " images)");
@@ -109,19 +117,35 @@ class FashionMnist final : public Dataset {
   uint64_t order_epoch_ = 0;
 };
 
+// The bytes of a text of `size` bytes that form its validation split, its tail.
+size_t validation_bytes(size_t size, double val_fraction) { return size_t(double(size) * val_fraction); }
+
 class TextBytes final : public Dataset {
  public:
   TextBytes(const std::string& path, uint32_t block, double val_fraction, uint64_t seed)
       : path_(path), block_(block), seed_(seed) {
     if (!(val_fraction > 0 && val_fraction < 1))
       throw UserError("the validation fraction must be between 0 and 1, not " + std::to_string(val_fraction));
+    if (block == 0) throw UserError(path + ": text windows need at least 1 token, not 0");
     std::vector<uint8_t> all = read_bytes(path);
-    const size_t val = size_t(double(all.size()) * val_fraction);
+    const size_t val = validation_bytes(all.size(), val_fraction);
     const size_t train = all.size() - val;
-    if (train < size_t(block) + 2 || val < size_t(block) + 1)
-      throw UserError(path + ": " + std::to_string(all.size()) + " bytes is too short for " +
-                      std::to_string(block) + "-token windows in both the training and the "
-                      "validation split (the last " + std::to_string(val_fraction) + " of the file)");
+    if (train < size_t(block) + 2 || val < size_t(block) + 1) {
+      // The shortest file with a window in each split (a window of T tokens reads T + 1 bytes;
+      // training draws from at least two window positions).
+      const double T = block;
+      size_t need = size_t(std::max({2 * T + 3, (T + 1) / val_fraction, (T + 1) / (1 - val_fraction)}));
+      need = need > 2 ? need - 2 : 0;
+      while (need - validation_bytes(need, val_fraction) < size_t(block) + 2 ||
+             validation_bytes(need, val_fraction) < size_t(block) + 1)
+        ++need;
+      char share[32];
+      std::snprintf(share, sizeof share, "%g%%", val_fraction * 100);
+      throw UserError(path + ": " + (all.empty() ? std::string("the file is empty") :
+                      "only " + std::to_string(all.size()) + " bytes") + "; " + std::to_string(block) +
+                      "-token windows in both the training and the validation split (its last " + share +
+                      ") need at least " + std::to_string(need) + " bytes");
+    }
     train_.assign(all.begin(), all.begin() + train);
     val_.assign(all.begin() + train, all.end());
   }
@@ -131,6 +155,7 @@ class TextBytes final : public Dataset {
            " validation bytes, " + std::to_string(block_) + "-token windows";
   }
   uint64_t steps_per_epoch(uint32_t rows) const override {
+    expect_rows(rows);
     return std::max<uint64_t>(1, train_.size() / (uint64_t(rows) * block_));
   }
   pipeline::Batch train_batch(uint64_t step, uint32_t rows) override {

@@ -2,7 +2,9 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 
@@ -17,12 +19,28 @@ std::vector<uint8_t> gunzip(std::span<const uint8_t> bytes, const std::string& s
   z.next_in = const_cast<Bytef*>(bytes.data());
   z.avail_in = uInt(bytes.size());
   int r = Z_OK;
-  while (r != Z_STREAM_END) {
+  while (true) {
+    if (r == Z_STREAM_END) {
+      // Concatenated gzip members (cat a.gz b.gz) decompress to the concatenated data, as
+      // gzip -d gives; anything else after the end is refused rather than dropped.
+      if (z.avail_in == 0) break;
+      if (z.avail_in < 2 || z.next_in[0] != 0x1f || z.next_in[1] != 0x8b) {
+        const uInt left = z.avail_in;
+        inflateEnd(&z);
+        throw UserError(source + ": " + std::to_string(left) +
+                        " bytes follow the end of the compressed data (expected another gzip member or nothing)");
+      }
+      if (inflateReset(&z) != Z_OK) {
+        inflateEnd(&z);
+        throw UserError(source + ": zlib reset failed");
+      }
+    }
     if (out.size() >= limit) {
       inflateEnd(&z);
       throw UserError(source + ": decompresses to more than " + std::to_string(limit) + " bytes");
     }
-    const size_t chunk = 1 << 20, have = out.size();
+    // Room grows with the output (small files stay small, large ones take few steps).
+    const size_t have = out.size(), chunk = std::clamp<size_t>(have, size_t(16) << 10, size_t(64) << 20);
     out.resize(have + chunk);
     z.next_out = out.data() + have;
     z.avail_out = uInt(chunk);
@@ -42,10 +60,16 @@ IdxArray parse_idx(std::span<const uint8_t> b, const std::string& source) {
   auto bad = [&](const std::string& why) { return UserError(source + ": not a valid IDX file: " + why); };
   if (b.size() < 4) throw bad("shorter than its 4-byte magic number");
   if (b[0] != 0 || b[1] != 0) throw bad("the magic number does not start with two zero bytes");
-  if (b[2] != 0x08) throw bad("element type 0x" + std::to_string(b[2]) + " is not unsigned byte (0x08)");
+  if (b[2] != 0x08) {
+    char type[8];
+    std::snprintf(type, sizeof type, "0x%02x", b[2]);
+    throw bad(std::string("element type ") + type + " is not unsigned byte (0x08)");
+  }
   const uint32_t rank = b[3];
   if (rank == 0 || rank > 4) throw bad("has " + std::to_string(rank) + " dimensions; expected 1 to 4");
-  if (b.size() < 4 + 4 * rank) throw bad("ends inside its dimension sizes");
+  if (b.size() < 4 + 4 * rank)
+    throw bad("ends inside its dimension sizes (" + std::to_string(b.size()) + " bytes; " +
+              std::to_string(rank) + " dimensions need a " + std::to_string(4 + 4 * rank) + "-byte header)");
   IdxArray a;
   uint64_t n = 1;
   for (uint32_t i = 0; i < rank; ++i) {
@@ -66,6 +90,7 @@ IdxArray read_idx(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) throw UserError(path + ": cannot open (" + std::strerror(errno) + ")");
   std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (f.bad()) throw UserError(path + ": read failed (" + std::strerror(errno) + ")");
   if (bytes.size() >= 2 && bytes[0] == 0x1f && bytes[1] == 0x8b) bytes = gunzip(bytes, path);
   return parse_idx(bytes, path);
 }
@@ -78,8 +103,12 @@ ImageSet load_fashion_mnist(const std::string& dir, bool train) {
     throw UserError(images_path + ": not found; install Debian's dataset-fashion-mnist or pass --data DIR "
                     "holding the four *-idx*-ubyte.gz files");
   const IdxArray images = read_idx(images_path), labels = read_idx(labels_path);
-  if (images.dims.size() != 3) throw UserError(images_path + ": expected 3 dimensions (count, rows, cols)");
-  if (labels.dims.size() != 1) throw UserError(labels_path + ": expected 1 dimension (count)");
+  if (images.dims.size() != 3)
+    throw UserError(images_path + ": has " + std::to_string(images.dims.size()) +
+                    " dimensions; expected 3 (count, rows, cols)");
+  if (labels.dims.size() != 1)
+    throw UserError(labels_path + ": has " + std::to_string(labels.dims.size()) +
+                    " dimensions; expected 1 (count)");
   if (images.dims[0] != labels.dims[0])
     throw UserError(prefix + ": " + std::to_string(images.dims[0]) + " images but " +
                     std::to_string(labels.dims[0]) + " labels");

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <tuple>
 #include <nlohmann/json.hpp>
 
 #include "vk/check.h"
@@ -28,6 +29,14 @@ constexpr DTypeName kDTypes[] = {
     {DType::I64, "I64", 8}, {DType::I32, "I32", 4}, {DType::I16, "I16", 2}, {DType::I8, "I8", 1},
     {DType::U8, "U8", 1},   {DType::BOOL, "BOOL", 1},
 };
+
+// Quoted input in an error message, cut short when long: the message stays one readable line.
+std::string brief(std::string text) {
+  constexpr size_t kMax = 80;
+  if (text.size() > kMax) text = text.substr(0, kMax) + "...";
+  return text;
+}
+std::string brief(const nlohmann::json& value) { return brief(value.dump()); }
 
 }  // namespace
 
@@ -83,44 +92,62 @@ SafeTensors SafeTensors::parse(std::vector<uint8_t> bytes, const std::string& so
   try {
     header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + long(8 + n));
   } catch (const nlohmann::json::exception& e) {
-    throw bad(std::string("header is not JSON (") + e.what() + ")");
+    // e.what() is "[json.exception.parse_error.101] parse error at line 1, column 2: ...".
+    std::string why = e.what();
+    if (const size_t end = why.find("] "); why.starts_with("[json.exception.") && end != std::string::npos)
+      why.erase(0, end + 2);
+    throw bad("the " + std::to_string(n) + "-byte header is not JSON (" + why + ")");
   }
-  if (!header.is_object()) throw bad("header is not a JSON object");
+  if (!header.is_object()) throw bad("the header is not a JSON object");
 
-  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  struct Range {
+    uint64_t begin, end;
+    std::string name;
+    bool operator<(const Range& o) const {
+      return std::tie(begin, end, name) < std::tie(o.begin, o.end, o.name);
+    }
+  };
+  std::vector<Range> ranges;
   for (auto& [name, value] : header.items()) {
     if (name == "__metadata__") {
-      if (!value.is_object()) throw bad("__metadata__ is not an object");
+      if (!value.is_object()) throw bad("__metadata__ is not an object of strings");
       for (auto& [k, v] : value.items()) {
-        if (!v.is_string()) throw bad("metadata '" + k + "' is not a string");
+        if (!v.is_string()) throw bad("metadata '" + brief(k) + "' is " + brief(v) + ", not a string");
         st.metadata_[k] = v.get<std::string>();
       }
       continue;
     }
-    const std::string where = "tensor '" + name + "'";
-    if (!value.is_object() || !value.contains("dtype") || !value.contains("shape") ||
-        !value.contains("data_offsets"))
-      throw bad(where + " lacks dtype, shape or data_offsets");
+    const std::string where = "tensor '" + brief(name) + "'";
+    if (!value.is_object()) throw bad(where + " is not an object {\"dtype\", \"shape\", \"data_offsets\"}");
+    for (const char* key : {"dtype", "shape", "data_offsets"})
+      if (!value.contains(key)) throw bad(where + " has no \"" + key + "\"");
     TensorInfo t;
     const auto& dt = value["dtype"];
     bool known = false;
     if (dt.is_string())
       for (auto& d : kDTypes)
         if (dt.get<std::string>() == d.name) t.dtype = d.dtype, known = true;
-    if (!known) throw bad(where + " has unknown dtype " + dt.dump());
+    if (!known) {
+      std::string names;
+      for (auto& d : kDTypes) names += std::string(names.empty() ? "" : ", ") + d.name;
+      throw bad(where + " has unknown dtype " + brief(dt) + " (expected one of " + names + ")");
+    }
     const auto& shape = value["shape"];
-    if (!shape.is_array()) throw bad(where + " shape is not an array");
+    if (!shape.is_array()) throw bad(where + " shape " + brief(shape) + " is not an array of non-negative integers");
     uint64_t elements = 1;
     for (auto& d : shape) {
-      if (!d.is_number_integer() || d.get<int64_t>() < 0) throw bad(where + " has a bad dimension " + d.dump());
+      if (!d.is_number_unsigned())
+        throw bad(where + " shape " + brief(shape) + " has dimension " + brief(d) +
+                  "; expected non-negative integers");
       const uint64_t dim = d.get<uint64_t>();
-      if (dim && elements > std::numeric_limits<uint64_t>::max() / 8 / dim) throw bad(where + " shape overflows");
+      if (dim && elements > std::numeric_limits<uint64_t>::max() / 8 / dim)
+        throw bad(where + " shape " + brief(shape) + " overflows: more elements than any file can hold");
       elements *= dim;
       t.shape.push_back(int64_t(dim));
     }
     const auto& off = value["data_offsets"];
     if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
-      throw bad(where + " data_offsets is not [begin, end]");
+      throw bad(where + " data_offsets " + brief(off) + " is not [begin, end] in bytes");
     t.begin = off[0].get<uint64_t>();
     t.end = off[1].get<uint64_t>();
     if (t.begin > t.end || t.end > data_size)
@@ -130,12 +157,27 @@ SafeTensors SafeTensors::parse(std::vector<uint8_t> bytes, const std::string& so
       throw bad(where + " holds " + std::to_string(t.end - t.begin) + " bytes but " +
                 dtype_name(t.dtype) + " " + shape_string(t.shape) + " needs " +
                 std::to_string(elements * dtype_size(t.dtype)));
-    ranges.emplace_back(t.begin, t.end);
+    ranges.push_back({t.begin, t.end, name});
     st.tensors_[name] = std::move(t);
   }
+  // The format's promise: the tensors fill the data section in order, with no gap and no
+  // overlap, so no byte of the file is unaccounted for or shared.
   std::sort(ranges.begin(), ranges.end());
-  for (size_t i = 1; i < ranges.size(); ++i)
-    if (ranges[i].first < ranges[i - 1].second) throw bad("two tensors overlap in the data section");
+  uint64_t at = 0;
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    const Range& r = ranges[i];
+    if (r.begin < at)
+      throw bad("tensors '" + brief(ranges[i - 1].name) + "' [" + std::to_string(ranges[i - 1].begin) + ", " +
+                std::to_string(ranges[i - 1].end) + "] and '" + brief(r.name) + "' [" + std::to_string(r.begin) +
+                ", " + std::to_string(r.end) + "] overlap in the data section");
+    if (r.begin > at)
+      throw bad("bytes [" + std::to_string(at) + ", " + std::to_string(r.begin) + ") of the data section " +
+                "before tensor '" + brief(r.name) + "' belong to no tensor; expected contiguous tensors");
+    at = r.end;
+  }
+  if (at != data_size)
+    throw bad("the last " + std::to_string(data_size - at) + " bytes of the " + std::to_string(data_size) +
+              "-byte data section belong to no tensor; expected contiguous tensors");
   st.file_ = std::move(bytes);
   return st;
 }
@@ -148,7 +190,7 @@ std::vector<std::string> SafeTensors::names() const {
 
 const TensorInfo& SafeTensors::info(const std::string& name) const {
   auto it = tensors_.find(name);
-  if (it == tensors_.end()) throw UserError(source_ + ": no tensor named '" + name + "'");
+  if (it == tensors_.end()) throw UserError(source_ + ": no tensor named '" + brief(name) + "'");
   return it->second;
 }
 
@@ -160,7 +202,7 @@ std::span<const uint8_t> SafeTensors::bytes(const std::string& name) const {
 std::vector<float> SafeTensors::f32(const std::string& name) const {
   const TensorInfo& t = info(name);
   if (t.dtype != DType::F32)
-    throw UserError(source_ + ": tensor '" + name + "' is " + dtype_name(t.dtype) + ", expected F32");
+    throw UserError(source_ + ": tensor '" + brief(name) + "' is " + dtype_name(t.dtype) + ", expected F32");
   std::vector<float> out(t.elements());
   if (!out.empty()) std::memcpy(out.data(), bytes(name).data(), out.size() * 4);
   return out;
@@ -169,7 +211,7 @@ std::vector<float> SafeTensors::f32(const std::string& name) const {
 std::vector<float> SafeTensors::f32(const std::string& name, const std::vector<int64_t>& shape) const {
   const TensorInfo& t = info(name);
   if (t.shape != shape)
-    throw UserError(source_ + ": tensor '" + name + "' has shape " + shape_string(t.shape) +
+    throw UserError(source_ + ": tensor '" + brief(name) + "' has shape " + brief(shape_string(t.shape)) +
                     ", expected " + shape_string(shape));
   return f32(name);
 }
@@ -177,7 +219,7 @@ std::vector<float> SafeTensors::f32(const std::string& name, const std::vector<i
 std::vector<int32_t> SafeTensors::i32(const std::string& name, int64_t lo, int64_t hi) const {
   const TensorInfo& t = info(name);
   if (t.dtype != DType::I32 && t.dtype != DType::I64)
-    throw UserError(source_ + ": tensor '" + name + "' is " + dtype_name(t.dtype) + ", expected I32 or I64");
+    throw UserError(source_ + ": tensor '" + brief(name) + "' is " + dtype_name(t.dtype) + ", expected I32 or I64");
   const auto raw = bytes(name);
   std::vector<int32_t> out(t.elements());
   for (size_t i = 0; i < out.size(); ++i) {
@@ -190,7 +232,7 @@ std::vector<int32_t> SafeTensors::i32(const std::string& name, int64_t lo, int64
       std::memcpy(&v, raw.data() + i * 8, 8);
     }
     if (v < lo || v >= hi)
-      throw UserError(source_ + ": tensor '" + name + "' element " + std::to_string(i) + " is " +
+      throw UserError(source_ + ": tensor '" + brief(name) + "' element " + std::to_string(i) + " is " +
                       std::to_string(v) + ", outside [" + std::to_string(lo) + ", " + std::to_string(hi) + ")");
     out[i] = int32_t(v);
   }

@@ -29,6 +29,12 @@ const Keys kGptKeys = {"name", "type", "block_size", "vocab_size", "n_layer", "n
 const Keys kLayerTypes = {"flatten",   "linear",      "relu",     "gelu",
                           "conv2d",    "maxpool2d",   "batchnorm2d", "layernorm"};
 
+// The kernels index every tensor with 32 bits: a per-sample activation, a saved tensor or a
+// parameter of more elements is refused when the model is built.
+constexpr uint64_t kMaxElements = std::numeric_limits<uint32_t>::max();
+// Far deeper than real GPTs (GPT-3 has 96 blocks); bounds the work of building one.
+constexpr uint32_t kMaxGptBlocks = 4096;
+
 std::string join(const Keys& keys) {
   std::string out;
   for (const std::string& k : keys) out += (out.empty() ? "" : ", ") + k;
@@ -43,6 +49,45 @@ std::string show(const toml::node& node) {
   std::ostringstream os;
   node.visit([&](const auto& n) { os << n; });
   return os.str();
+}
+
+// The product of `dims`, saturating at UINT64_MAX.
+template <class Dims>
+uint64_t saturated_elements(const Dims& dims) {
+  constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
+  uint64_t n = 1;
+  for (const auto d : dims) {
+    if (d <= 0) return 0;
+    n = n > kMax / uint64_t(d) ? kMax : n * uint64_t(d);
+  }
+  return n;
+}
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
+std::string too_large(const std::string& what, uint64_t elements) {
+  const bool saturated = elements == std::numeric_limits<uint64_t>::max();
+  return what + " has " + (saturated ? "more than " : "") + std::to_string(elements) +
+         " elements; at most " + std::to_string(kMaxElements) + " fit the kernels' 32-bit indexing";
+}
+
+// Refuses a layer whose output, saved tensors or parameters the kernels cannot index.
+void check_sizes(const Layer& layer) {
+  const uint64_t out = saturated_elements(layer.output_shape());
+  if (out > kMaxElements) throw UserError(too_large("the output " + to_string(layer.output_shape()), out));
+  for (const SavedSpec& saved : layer.saved())
+    if (saved.per_sample > kMaxElements || saved.fixed > kMaxElements)
+      throw UserError(too_large("the saved tensor '" + saved.name + "'",
+                                std::max(saved.per_sample, saved.fixed)));
+  for (const ParamSpec& p : layer.params()) {
+    const uint64_t n = saturated_elements(p.shape);
+    if (n > kMaxElements)
+      throw UserError(too_large("parameter '" + p.name + "' " + shape_text(p.shape), n));
+  }
 }
 
 // Typed access to one TOML table; errors name `where` ("gpt-mini", "x.toml: layers[3]").
@@ -105,6 +150,8 @@ class Reader {
         fail("key '" + key + "' must be " + expected + ", got " + show(*node));
       s.push_back(uint32_t(*v));
     }
+    const uint64_t n = saturated_elements(s);
+    if (n > kMaxElements) fail(too_large("key '" + key + "' " + to_string(s), n));
     return s;
   }
 
@@ -175,6 +222,7 @@ Model sequential(const toml::table& table, const Reader& r, const std::string& d
     const std::string type = lr.text("type");
     try {
       m.layers.push_back(sequential_layer(Reader(*layer, where + " (" + type + ")"), type, i, shape));
+      check_sizes(*m.layers.back());
     } catch (const UserError& e) {
       const std::string what = e.what();
       if (what.starts_with(where)) throw;
@@ -195,16 +243,28 @@ Model gpt(const Reader& r, const std::string& default_name) {
   m.name = r.text_or("name", default_name);
   const uint32_t T = r.count("block_size"), V = r.count("vocab_size"), L = r.count("n_layer"),
                  NH = r.count("n_head"), C = r.count("n_embd");
+  if (L > kMaxGptBlocks)
+    r.fail("key 'n_layer' must be at most " + std::to_string(kMaxGptBlocks) + ", got " + std::to_string(L));
   if (C % NH)
     r.fail("n_embd " + std::to_string(C) + " is not divisible by n_head " + std::to_string(NH));
   m.input = {T};
   m.token_input = true;
   m.classes = V;
   m.targets_per_sample = T;
-  m.layers.push_back(std::make_unique<Embedding>(V, T, T, C));
-  for (uint32_t i = 0; i < L; ++i) m.layers.push_back(std::make_unique<GptBlock>(i, T, C, NH, L));
-  m.layers.push_back(std::make_unique<LayerNorm>(Shape{T, C}, C, "transformer.ln_f."));
-  m.layers.push_back(std::make_unique<LmHead>(T, C, V));
+  std::string part = "embedding";
+  try {
+    m.layers.push_back(std::make_unique<Embedding>(V, T, T, C));
+    check_sizes(*m.layers.back());
+    part = "gpt_block";
+    for (uint32_t i = 0; i < L; ++i) m.layers.push_back(std::make_unique<GptBlock>(i, T, C, NH, L));
+    check_sizes(*m.layers.back());  // the blocks are alike
+    part = "lm_head";
+    m.layers.push_back(std::make_unique<LayerNorm>(Shape{T, C}, C, "transformer.ln_f."));
+    m.layers.push_back(std::make_unique<LmHead>(T, C, V));
+    check_sizes(*m.layers.back());
+  } catch (const UserError& e) {
+    r.fail(part + ": " + e.what());
+  }
   return m;
 }
 

@@ -54,7 +54,12 @@ void conv2d_validate(const Conv2dShape& s) {
     throw UserError("conv2d: a dimension is zero (" + dims + ")");
   if (!s.stride_h || !s.stride_w)
     throw UserError("conv2d: stride must be at least 1 (" + dims + ")");
-  if (s.h + 2 * s.pad_h < s.kh || s.w + 2 * s.pad_w < s.kw)
+  const uint64_t padded_h = s.h + 2 * uint64_t(s.pad_h), padded_w = s.w + 2 * uint64_t(s.pad_w);
+  if (padded_h > UINT32_MAX || padded_w > UINT32_MAX)
+    throw UserError("conv2d: the padded input is larger than " + std::to_string(UINT32_MAX) +
+                    " in a dimension (" + dims + ", padding " + std::to_string(s.pad_h) + "x" +
+                    std::to_string(s.pad_w) + ")");
+  if (padded_h < s.kh || padded_w < s.kw)
     throw UserError("conv2d: the kernel is larger than the padded input (" + dims + ", padding " +
                     std::to_string(s.pad_h) + "x" + std::to_string(s.pad_w) + ")");
 }

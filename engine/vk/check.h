@@ -9,11 +9,16 @@
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace brigade {
 
+// The message is always one line: control characters that came with quoted input (a newline
+// in a tensor name, a tab in a TOML key) are written as escapes: \n, \r, \t, \xNN.
+std::string one_line(std::string_view text);
+
 struct UserError : std::runtime_error {
-  using std::runtime_error::runtime_error;
+  explicit UserError(std::string_view what) : std::runtime_error(one_line(what)) {}
 };
 
 namespace vk {

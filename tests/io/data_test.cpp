@@ -76,3 +76,37 @@ TEST_CASE("text windows: targets are the next bytes, the validation split is the
   CHECK_THROWS_AS(io::text_bytes(path.string(), 128, 0.1, 0), UserError);  // 100 bytes of validation
   std::filesystem::remove(path);
 }
+
+TEST_CASE("a batch size of 0 is refused, not divided by") {
+  const auto path = std::filesystem::temp_directory_path() / ("brigade-zero-" + std::to_string(getpid()));
+  test::write_text(path, std::string(1000, 'x'));
+  auto data = io::text_bytes(path.string(), 16, 0.1, 0);
+  CHECK_THROWS_WITH_AS(data->steps_per_epoch(0), doctest::Contains("the batch size must be at least 1"), UserError);
+  CHECK_THROWS_WITH_AS(data->eval_batches(0, 0), doctest::Contains("the batch size must be at least 1"), UserError);
+  std::filesystem::remove(path);
+  const auto dir = std::filesystem::temp_directory_path() / ("brigade-zero-fashion-" + std::to_string(getpid()));
+  test::write_tiny_fashion(dir, 20, 10);
+  auto images = io::fashion_mnist(dir.string(), 0);
+  CHECK_THROWS_WITH_AS(images->steps_per_epoch(0), doctest::Contains("the batch size must be at least 1"), UserError);
+  CHECK_THROWS_WITH_AS(images->eval_batches(0, 0), doctest::Contains("the batch size must be at least 1"), UserError);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("an empty or too short text file is refused with the size it needs") {
+  const auto path = std::filesystem::temp_directory_path() / ("brigade-short-" + std::to_string(getpid()));
+  test::write_text(path, "");
+  const std::string empty = path.string() + ": the file is empty; 128-token windows in both the training and "
+                            "the validation split (its last 10%) need at least 1290 bytes";
+  CHECK_THROWS_WITH_AS(io::text_bytes(path.string(), 128, 0.1, 0), doctest::Contains(empty.c_str()), UserError);
+  test::write_text(path, std::string(1289, 'x'));
+  CHECK_THROWS_WITH_AS(io::text_bytes(path.string(), 128, 0.1, 0),
+                       doctest::Contains(": only 1289 bytes; 128-token windows"), UserError);
+  test::write_text(path, std::string(1290, 'x'));
+  CHECK(io::text_bytes(path.string(), 128, 0.1, 0)->eval_batches(1, 0).size() == 1);
+  // Short of the training split rather than the validation one.
+  test::write_text(path, std::string(10, 'x'));
+  CHECK_THROWS_WITH_AS(io::text_bytes(path.string(), 4, 0.5, 0), doctest::Contains("need at least 11 bytes"), UserError);
+  test::write_text(path, std::string(11, 'x'));
+  CHECK(io::text_bytes(path.string(), 4, 0.5, 0)->steps_per_epoch(1) == 1);
+  std::filesystem::remove(path);
+}

@@ -56,9 +56,9 @@ TEST_CASE("an IDX array parses with its dimensions and bytes") {
 TEST_CASE("malformed IDX files are refused with what is wrong") {
   CHECK(refusal({0, 0}).find("shorter than its 4-byte magic") != std::string::npos);
   CHECK(refusal({1, 0, 8, 1, 0, 0, 0, 0}).find("two zero bytes") != std::string::npos);
-  CHECK(refusal({0, 0, 0x0D, 1, 0, 0, 0, 0}).find("is not unsigned byte") != std::string::npos);
+  CHECK(refusal({0, 0, 0x0D, 1, 0, 0, 0, 0}).find("x.idx: not a valid IDX file: element type 0x0d is not unsigned byte (0x08)") != std::string::npos);
   CHECK(refusal({0, 0, 8, 0}).find("has 0 dimensions") != std::string::npos);
-  CHECK(refusal({0, 0, 8, 2, 0, 0}).find("ends inside its dimension sizes") != std::string::npos);
+  CHECK(refusal({0, 0, 8, 2, 0, 0}).find("ends inside its dimension sizes (6 bytes; 2 dimensions need a 12-byte header)") != std::string::npos);
   CHECK(refusal(idx({2, 3}, 5)).find("promise 6 bytes of data but the file holds 5") != std::string::npos);
   CHECK(refusal(idx({2, 3}, 7)).find("promise 6 bytes") != std::string::npos);
   CHECK(refusal(idx({65536, 65536, 65536}, 0)).find("past 16 GiB") != std::string::npos);
@@ -77,6 +77,21 @@ TEST_CASE("gzip data decompresses and corrupt or truncated gzip is refused") {
   CHECK_THROWS_AS(gunzip(corrupt, "x.gz"), UserError);
   const std::vector<uint8_t> zeros(5 << 20, 0);
   CHECK_THROWS_WITH_AS(gunzip(gzip(zeros), "bomb.gz", 1 << 20), doctest::Contains("more than 1048576 bytes"), UserError);
+}
+
+TEST_CASE("concatenated gzip members decompress whole; other bytes after the end are refused") {
+  const auto first = idx({4}, 4), second = std::vector<uint8_t>{9, 8, 7};
+  auto both = gzip(first);
+  const auto more = gzip(second);
+  both.insert(both.end(), more.begin(), more.end());  // what `cat a.gz b.gz` gives
+  std::vector<uint8_t> want = first;
+  want.insert(want.end(), second.begin(), second.end());
+  CHECK(gunzip(both, "x.gz") == want);
+  auto trailing = gzip(first);
+  trailing.push_back(0);
+  trailing.push_back(1);
+  CHECK_THROWS_WITH_AS(gunzip(trailing, "x.gz"),
+                       doctest::Contains("x.gz: 2 bytes follow the end of the compressed data"), UserError);
 }
 
 TEST_CASE("a dataset folder without Fashion-MNIST is refused with the package to install") {

@@ -113,12 +113,12 @@ TEST_CASE("malformed files are refused with what is wrong") {
   CHECK(refusal(file_with_header(R"({"x":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8))
             .find("holds 8 bytes but F32 [3] needs 12") != std::string::npos);
   CHECK(refusal(file_with_header(R"({"x":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", 4))
-            .find("bad dimension") != std::string::npos);
+            .find("tensor 'x' shape [-1] has dimension -1; expected non-negative integers") != std::string::npos);
   CHECK(refusal(file_with_header(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
                                  R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", 12))
             .find("overlap") != std::string::npos);
-  CHECK(refusal(file_with_header(R"({"x":{"dtype":"F32","shape":[1]}})")).find("lacks dtype, shape or data_offsets") != std::string::npos);
-  CHECK(refusal(file_with_header(R"({"__metadata__":{"k":1}})")).find("metadata 'k' is not a string") != std::string::npos);
+  CHECK(refusal(file_with_header(R"({"x":{"dtype":"F32","shape":[1]}})")).find("tensor 'x' has no \"data_offsets\"") != std::string::npos);
+  CHECK(refusal(file_with_header(R"({"__metadata__":{"k":1}})")).find("metadata 'k' is 1, not a string") != std::string::npos);
   CHECK(refusal(file_with_header(R"({"x":{"dtype":"F32","shape":[4294967296,4294967296,4294967296],"data_offsets":[0,4]}})", 4))
             .find("overflows") != std::string::npos);
 }
@@ -137,4 +137,43 @@ TEST_CASE("a failed atomic write leaves the previous file untouched") {
   CHECK(std::filesystem::file_size(path) == 3);
   CHECK_THROWS_WITH_AS(SafeTensors::load((dir / "nope.safetensors").string()), doctest::Contains("cannot open"), UserError);
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("the tensors must fill the data section with no gap, as the format promises") {
+  const std::string two = R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                          R"("b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})";
+  CHECK(refusal(file_with_header(two, 12))
+            .find("bad.safetensors: not a valid safetensors file: bytes [4, 8) of the data section before "
+                  "tensor 'b' belong to no tensor; expected contiguous tensors") != std::string::npos);
+  CHECK(refusal(file_with_header(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 8))
+            .find("bytes [0, 4) of the data section before tensor 'a' belong to no tensor") != std::string::npos);
+  CHECK(refusal(file_with_header(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 10))
+            .find("the last 6 bytes of the 10-byte data section belong to no tensor") != std::string::npos);
+  CHECK(refusal(file_with_header("{}", 1)).find("the last 1 bytes") != std::string::npos);
+  // Empty tensors take no room wherever the writer puts them.
+  SafeTensorsWriter w;
+  const std::vector<float> x = {1.0f};
+  w.add("a", {0}, std::span<const float>{});
+  w.add("b", {1}, x);
+  w.add("c", {2, 0}, std::span<const float>{});
+  CHECK(SafeTensors::parse(w.serialize(), "ok.safetensors").names().size() == 3);
+}
+
+TEST_CASE("refusals are one line naming the file, what is wrong and what was expected") {
+  // A tensor name may hold any JSON string; the message escapes it rather than break the line.
+  const std::string message =
+      refusal(file_with_header(R"({"a\nb":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}})", 4));
+  CHECK(message.find('\n') == std::string::npos);
+  CHECK(message.find("tensor 'a\\nb' holds 4 bytes but F32 [2] needs 8") != std::string::npos);
+  CHECK(refusal(file_with_header(R"({"x":{"dtype":"Q8","shape":[1],"data_offsets":[0,1]}})", 1))
+            .find("(expected one of F64, F32, F16, BF16, I64, I32, I16, I8, U8, BOOL)") != std::string::npos);
+  const std::string json = refusal(file_with_header("{not json"));
+  CHECK(json.starts_with("bad.safetensors: not a valid safetensors file: the 9-byte header is not JSON (parse error at line 1, column 3"));
+  CHECK(json.find("[json.exception") == std::string::npos);
+  const std::string long_name(5000, 'n');
+  const std::string cut = refusal(file_with_header("{\"" + long_name + R"(":{"dtype":"F32","shape":[1]}})"));
+  CHECK(cut.find("has no \"data_offsets\"") != std::string::npos);
+  CHECK(cut.size() < 300);
+  CHECK(refusal(file_with_header(R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0]}})", 4))
+            .find("tensor 'x' data_offsets [0] is not [begin, end] in bytes") != std::string::npos);
 }

@@ -206,3 +206,45 @@ TEST_CASE("builder errors name the source and the problem") {
   CHECK(error_of([&] { model::build_from_toml(std::string(kTiny) + "dropout = 0.1\n", "t.toml"); })
             .find("unknown key 'dropout'") != std::string::npos);
 }
+
+TEST_CASE("models the kernels cannot index or that are absurdly deep are refused when built") {
+  // Each of these was accepted before: the first two with 32-bit sizes that wrapped around
+  // (a Flatten of [65537, 65537, 1] claimed 131073 values per sample), the last after
+  // minutes of building and gigabytes of memory.
+  CHECK(error_of([] { model::build_from_toml("input = [65537, 65537, 1]\nclasses = 2\n[[layers]]\ntype = \"flatten\"\n", "big.toml"); })
+            .find("big.toml: key 'input' [65537, 65537, 1] has 4295098369 elements; at most 4294967295 "
+                  "fit the kernels' 32-bit indexing") != std::string::npos);
+  CHECK(error_of([] { model::build_from_toml("input = [65536]\nclasses = 65536\n[[layers]]\ntype = \"linear\"\nout = 65536\n", "big.toml"); })
+            .find("big.toml: layers[0] (linear): parameter '0.weight' [65536, 65536] has 4294967296 elements") !=
+        std::string::npos);
+  CHECK(error_of([] { model::build("gpt-mini", {"n_embd=1073741824", "n_head=1"}); })
+            .find("gpt-mini with n_embd=1073741824, n_head=1: embedding: the output [128, 1073741824] has "
+                  "137438953472 elements") != std::string::npos);
+  CHECK(error_of([] { model::build("gpt-mini", {"n_layer=100000"}); })
+            .find("gpt-mini with n_layer=100000: key 'n_layer' must be at most 4096, got 100000") != std::string::npos);
+  CHECK(model::build("gpt-mini", {"n_layer=2", "n_embd=8", "n_head=2"}).layers.size() == 5);
+}
+
+TEST_CASE("conv2d padding that wraps 32 bits is refused, not folded into a small output") {
+  const std::string text = R"(input = [1, 28, 28]
+classes = 10
+[[layers]]
+type = "conv2d"
+out = 1
+kernel = 3
+padding = 2147483647
+)";
+  CHECK(error_of([&] { model::build_from_toml(text, "pad.toml"); })
+            .find("pad.toml: layers[0] (conv2d): conv2d: the padded input is larger than 4294967295") !=
+        std::string::npos);
+}
+
+TEST_CASE("builder errors stay on one line whatever the file holds") {
+  const std::string toml = error_of([] { model::build_from_toml("a = i\n", "x.toml"); });
+  CHECK(toml.starts_with("x.toml:1:6: malformed TOML"));
+  CHECK(toml.find('\n') == std::string::npos);
+  const std::string type = error_of([] {
+    model::build_from_toml("input = [2]\nclasses = 2\n[[layers]]\ntype = \"re\\nlu\"\n", "x.toml");
+  });
+  CHECK(type.find("x.toml: layers[0] (re\\nlu): unknown layer type 're\\nlu'") != std::string::npos);
+}

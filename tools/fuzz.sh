@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer harnesses of tests/fuzz (clang, AddressSanitizer + UBSan) into
+# build-fuzz/ and runs each for SECONDS (default 20) on a copy of its seed corpus in
+# tests/fuzz/corpus. Exits non-zero on any finding: a crash, a sanitizer report, an exception
+# other than brigade::UserError, a refusal that is not one clear line, a hang (over 10 s on
+# one input) or an allocation past the memory limit. The input that caused it is left in
+# build-fuzz/findings/TARGET/.
+#   tools/fuzz.sh [SECONDS] [TARGET...]    targets: safetensors idx config (default: all)
+# FUZZ_BUILD_DIR overrides build-fuzz/.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${FUZZ_BUILD_DIR:-$root/build-fuzz}
+seconds=${1:-20}
+[ $# -gt 0 ] && shift
+targets=("$@")
+[ ${#targets[@]} -eq 0 ] && targets=(safetensors idx config)
+case $seconds in '' | *[!0-9]*) echo "fuzz.sh: SECONDS must be a whole number, not '$seconds'" >&2; exit 2 ;; esac
+
+"$root/tools/install-deps.sh"
+# -O1 and line tables only: a quick build whose reports still name file:line.
+CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DBRIGADE_FUZZ=ON -DBRIGADE_TESTS=OFF \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" >/dev/null
+cmake --build "$build" --target fuzz --parallel "$(nproc)"
+
+status=0
+for t in "${targets[@]}"; do
+  exe=$build/tests/fuzz/${t}_fuzz
+  seeds=$root/tests/fuzz/corpus/$t
+  [ -x "$exe" ] && [ -d "$seeds" ] || { echo "fuzz.sh: unknown target '$t' (expected safetensors, idx or config)" >&2; exit 2; }
+  corpus=$build/corpus/$t findings=$build/findings/$t log=$build/logs/$t.log
+  rm -rf "$corpus"
+  mkdir -p "$corpus" "$findings" "$(dirname "$log")"
+  cp "$seeds"/* "$corpus"/
+  dict=()
+  [ -f "$root/tests/fuzz/$t.dict" ] && dict=(-dict="$root/tests/fuzz/$t.dict")
+  start=$SECONDS
+  rc=0
+  "$exe" "$corpus" "${dict[@]}" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+    -print_final_stats=1 -artifact_prefix="$findings/" >"$log" 2>&1 || rc=$?
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  echo "fuzz $t: ${execs:-?} executions in $((SECONDS - start)) s, corpus $(ls "$corpus" | wc -l) inputs"
+  if [ $rc -ne 0 ]; then
+    status=1
+    echo "fuzz $t: FINDING (exit $rc); input in $findings/, log $log:" >&2
+    grep -E 'ERROR|SUMMARY|refusal|broken promise|recorded config|terminate|Test unit written' "$log" | head -20 >&2 || true
+  fi
+done
+exit $status
