@@ -106,7 +106,7 @@ TEST_CASE_FIXTURE(test::Gpu, "memory is accounted per category, with peaks, and 
   CHECK(mem.stats().reserved - reserved <= vk::Allocator::kBlockSize);
 }
 
-TEST_CASE_FIXTURE(test::Gpu, "an allocation past --mem-limit fails naming device, category and bytes") {
+TEST_CASE_FIXTURE(test::Gpu, "an allocation past --mem-limit fails naming device, stage, category and bytes, with what to change") {
   vk::Device& dev = device(0, 1ull << 20);  // a 1 MiB device
   vk::Buffer a(dev, 768 << 10, Category::Parameters, "fc1.weight");
   try {
@@ -122,6 +122,7 @@ TEST_CASE_FIXTURE(test::Gpu, "an allocation past --mem-limit fails naming device
     CHECK(what.find("needs 512.0 KiB") != std::string::npos);
     CHECK(what.find("768.0 KiB already in use") != std::string::npos);
     CHECK(what.find("1.0 MiB cap") != std::string::npos);
+    CHECK(what.find("add stages, use more micro-batches with --remat always, or raise the cap") != std::string::npos);
   }
   // Nothing leaked by the failed allocation; what fits still fits.
   CHECK(dev.memory().stats().total_current == 768u << 10);
