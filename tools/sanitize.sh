@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds Brigade with AddressSanitizer and UndefinedBehaviorSanitizer into build-asan/ (or
 # $BUILD_DIR) and runs the whole test suite under them: the test programs and every brigade
-# program the CLI tests start. Any report aborts its process, which fails its test.
+# program the CLI tests start. Any report aborts its process, which fails its test (a brigade
+# killed by a signal fails the CLI test that ran it: tests/cli/run.h).
 #   tools/sanitize.sh [extra ctest arguments, e.g. -R 'cli:']
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
