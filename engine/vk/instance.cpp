@@ -4,6 +4,14 @@
 #include <cstdlib>
 #include <cstring>
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <dlfcn.h>
+#include <link.h>
+
+#include <string>
+#include <string_view>
+#endif
+
 #include "vk/check.h"
 
 namespace brigade::vk {
@@ -30,6 +38,26 @@ bool has_extension(const char* layer, const char* name) {
 }
 
 std::atomic<std::size_t> g_reported{0};
+
+#if defined(__SANITIZE_ADDRESS__)
+// LeakSanitizer looks for leaks at exit, after vkDestroyInstance has let the loader close the
+// drivers and layers. Memory that their globals still hold would then look leaked, allocated
+// from frames nothing can name. Keeping those libraries mapped, as newer loaders do with
+// VK_LOADER_DISABLE_DYNAMIC_LIBRARY_UNLOADING=1, leaves only real leaks, with their names.
+void keep_vulkan_libraries_mapped() {
+  std::vector<std::string> paths;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* out) {
+        const std::string_view path = info->dlpi_name ? info->dlpi_name : "";
+        const std::string_view file = path.substr(path.rfind('/') + 1);
+        if (file.starts_with("libVkLayer_") || file.starts_with("libvulkan_"))
+          static_cast<std::vector<std::string>*>(out)->emplace_back(path);
+        return 0;
+      },
+      &paths);
+  for (const auto& p : paths) dlopen(p.c_str(), RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+}
+#endif
 
 }  // namespace
 
@@ -110,6 +138,9 @@ Instance::Instance(InstanceOptions options) : options_(options) {
 }
 
 Instance::~Instance() {
+#if defined(__SANITIZE_ADDRESS__)
+  keep_vulkan_libraries_mapped();
+#endif
   if (messenger_) vkDestroyDebugUtilsMessengerEXT(instance_, messenger_, nullptr);
   if (instance_) vkDestroyInstance(instance_, nullptr);
 }

@@ -36,6 +36,11 @@ inline Result brigade_run(const std::string& args) {
   std::array<char, 4096> buf{};
   while (size_t n = fread(buf.data(), 1, buf.size(), p)) r.output.append(buf.data(), n);
   const int status = pclose(p);
+  // Killed by a signal (the shell reports 128 + the signal): a crash, or a sanitizer's report,
+  // which ends in SIGABRT. No brigade command exits that way by itself unless interrupted, and
+  // these runs never are, so it must not pass for the failure a test may expect.
+  if (WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) > 128))
+    FAIL("brigade " << args << " was killed by a signal:\n" << r.output);
   r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   CHECK_MESSAGE(r.output.find(kValidationFailure) == std::string::npos, "brigade ", args, "\n", r.output);
   return r;

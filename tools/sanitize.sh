@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Builds Brigade with AddressSanitizer and UndefinedBehaviorSanitizer into build-asan/ (or
+# $BUILD_DIR) and runs the whole test suite under them: the test programs and every brigade
+# program the CLI tests start. Any report aborts its process, which fails its test (a brigade
+# killed by a signal fails the CLI test that ran it: tests/cli/run.h).
+#   tools/sanitize.sh [extra ctest arguments, e.g. -R 'cli:']
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${BUILD_DIR:-$root/build-asan}
+"$root/tools/install-deps.sh"
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBRIGADE_SANITIZE=ON >/dev/null
+cmake --build "$build" --parallel "$(nproc)"
+
+export ASAN_OPTIONS=abort_on_error=1:detect_leaks=1:detect_stack_use_after_return=1:check_initialization_order=1:strict_init_order=1
+export UBSAN_OPTIONS=abort_on_error=1:halt_on_error=1:print_stacktrace=1
+export LSAN_OPTIONS=suppressions=$root/tests/sanitizers/lsan.supp:print_suppressions=0
+ctest --test-dir "$build" --output-on-failure -j2 "$@"
