@@ -15,9 +15,11 @@
 #include "io/tensors.h"
 #include "model/presets.h"
 #include "tiny_models.h"
+#include "../support/tiny_data.h"
 
 using namespace brigade;
 namespace fs = std::filesystem;
+using test::gzip;
 
 namespace {
 
@@ -27,20 +29,6 @@ void write(const fs::path& path, const std::vector<uint8_t>& bytes) {
 
 void write(const fs::path& path, const std::string& text) {
   std::ofstream(path, std::ios::binary) << text;
-}
-
-std::vector<uint8_t> gzip(const std::vector<uint8_t>& raw) {
-  z_stream z{};
-  deflateInit2(&z, 9, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
-  std::vector<uint8_t> out(deflateBound(&z, uLong(raw.size())) + 32);
-  z.next_in = const_cast<Bytef*>(raw.data());
-  z.avail_in = uInt(raw.size());
-  z.next_out = out.data();
-  z.avail_out = uInt(out.size());
-  deflate(&z, Z_FINISH);
-  out.resize(z.total_out);
-  deflateEnd(&z);
-  return out;
 }
 
 std::vector<uint8_t> idx(const std::vector<uint32_t>& dims, uint8_t modulus) {

@@ -8,10 +8,12 @@
 #include <vector>
 
 #include "io/idx.h"
+#include "tiny_data.h"
 #include "vk/check.h"
 
 using namespace brigade;
 using namespace brigade::io;
+using test::gzip;
 
 namespace {
 std::vector<uint8_t> idx(std::vector<uint32_t> dims, size_t data_bytes) {
@@ -20,20 +22,6 @@ std::vector<uint8_t> idx(std::vector<uint32_t> dims, size_t data_bytes) {
     for (int s = 24; s >= 0; s -= 8) b.push_back(uint8_t(d >> s));
   for (size_t i = 0; i < data_bytes; ++i) b.push_back(uint8_t(i * 7));
   return b;
-}
-
-std::vector<uint8_t> gzip(const std::vector<uint8_t>& raw) {
-  z_stream z{};
-  deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
-  std::vector<uint8_t> out(deflateBound(&z, raw.size()) + 32);
-  z.next_in = const_cast<Bytef*>(raw.data());
-  z.avail_in = uInt(raw.size());
-  z.next_out = out.data();
-  z.avail_out = uInt(out.size());
-  deflate(&z, Z_FINISH);
-  out.resize(z.total_out);
-  deflateEnd(&z);
-  return out;
 }
 
 std::string refusal(const std::vector<uint8_t>& b) {

@@ -12,6 +12,21 @@
 
 namespace brigade::test {
 
+// gzip's format (a .gz file's bytes) of `raw`, as gzip(1) writes it.
+inline std::vector<uint8_t> gzip(const std::vector<uint8_t>& raw) {
+  z_stream z{};
+  deflateInit2(&z, 9, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
+  std::vector<uint8_t> out(deflateBound(&z, uLong(raw.size())) + 32);
+  z.next_in = const_cast<Bytef*>(raw.data());
+  z.avail_in = uInt(raw.size());
+  z.next_out = out.data();
+  z.avail_out = uInt(out.size());
+  deflate(&z, Z_FINISH);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
 inline void write_gz(const std::filesystem::path& path, const std::vector<uint8_t>& bytes) {
   gzFile f = gzopen(path.c_str(), "wb");
   gzwrite(f, bytes.data(), unsigned(bytes.size()));
