@@ -39,11 +39,12 @@ struct Executor::Shared {
   std::vector<uint32_t> rows;                                 // this mini-batch's micro-batches
   uint32_t total_rows = 0;
   double grad_norm = 0;  // written by stage 0's thread
-  // Per stage: the reduction over the gradients it owns, built on the first step.
+  // Per stage: the reduction over the gradients it owns.
   struct Norm {
     std::unique_ptr<optim::GradNorm> reduce;
     std::unique_ptr<vk::Commands> commands;
     std::vector<std::string> names;  // of the reduced gradients, in order
+    bool in_backward = false;        // recorded at the end of the stage's last backward
   };
   std::vector<Norm> norms;
   std::vector<std::string> bad;        // per stage: the deepest parameter with a non-finite gradient
@@ -96,6 +97,22 @@ Executor::Executor(const model::Model& model, std::vector<vk::Device*> devices, 
     for (const model::ParamSpec& p : plan_.stages[k].params) shared_->holders[p.name].push_back(k);
   shared_->squared.assign(K, 0.0);
   shared_->norms.resize(K);
+  for (uint32_t k = 0; k < K; ++k) {
+    // The gradients this stage owns (a tied one counts once, on its first holder). A stage
+    // holding no tied parameter reduces them in its last backward submission; one that does
+    // must wait for the host to sum the copies, and reduces them in a submission of its own.
+    Shared::Norm& norm = shared_->norms[k];
+    std::vector<vk::View> grads;
+    norm.in_backward = true;
+    for (const std::string& name : stages_[k]->trainable()) {
+      const std::vector<uint32_t>& holders = shared_->holders.at(name);
+      if (holders.size() > 1) norm.in_backward = false;
+      if (holders.front() == k) grads.emplace_back(stages_[k]->gradient(name)), norm.names.push_back(name);
+    }
+    norm.reduce = std::make_unique<optim::GradNorm>(*devices_[k], std::move(grads));
+    if (!norm.in_backward)
+      norm.commands = std::make_unique<vk::Commands>(*devices_[k], "stage " + std::to_string(k) + " gradient norm");
+  }
   shared_->bad.resize(K);
   shared_->bad_param.resize(K);
   shared_->events.resize(K);
@@ -295,6 +312,9 @@ void Executor::run_stage(uint32_t k, const Schedule& schedule, const Batch& batc
       return MicroBatch{i, shared_->rows[i], shared_->total_rows, step_index, training};
     };
 
+    const Action* last_backward = nullptr;
+    for (const Action& a : schedule.actions[k])
+      if (a.op == Op::Backward) last_backward = &a;
     for (const Action& a : schedule.actions[k]) {
       if (abort_.raised()) return;
       const uint32_t i = a.micro_batch;
@@ -368,6 +388,7 @@ void Executor::run_stage(uint32_t k, const Schedule& schedule, const Batch& batc
             if (grad_out[i] >= S) wait_for(T.grad_free, grad_out[i] - S + 1);
             c.copy(*dx->buffer, grad_links_[k - 1]->send(grad_out[i] % S), dx->range, dx->offset, 0);
           }
+          if (&a == last_backward && shared_->norms[k].in_backward) shared_->norms[k].reduce->record(c);
           bwd_value[i] = submit(c);
           if (k + 1 < K)
             relays_[k * kRoles + kGradientFreed]->push(
@@ -445,17 +466,11 @@ std::optional<double> Executor::step_stage(uint32_t k, const Update& update) {
     }
   }
   Shared::Norm& norm = sh.norms[k];
-  if (!norm.reduce) {  // the gradients this stage owns (a tied one counts once, on its first holder)
-    std::vector<vk::View> grads;
-    for (const std::string& name : s.trainable())
-      if (sh.holders.at(name).front() == k) grads.emplace_back(s.gradient(name)), norm.names.push_back(name);
-    norm.reduce = std::make_unique<optim::GradNorm>(s.device(), std::move(grads));
-    norm.commands = std::make_unique<vk::Commands>(s.device(), "stage " + std::to_string(k) + " gradient norm");
-  } else {
+  if (!norm.in_backward) {
     norm.commands->reset();
+    norm.reduce->record(*norm.commands);
+    norm.commands->run();
   }
-  norm.reduce->record(*norm.commands);
-  norm.commands->run();
   std::vector<double> each;
   sh.squared[k] = norm.reduce->squared(&each);
   sh.bad[k].clear();
