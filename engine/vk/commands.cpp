@@ -40,7 +40,8 @@ Commands::~Commands() {
       // has already been thrown where it happened. A destructor must not throw.
     }
   }
-  if (recording_) vk.vkEndCommandBuffer(cmd_);
+  // A recording left open (a stage that stopped part-way) is not ended: buffers it binds may
+  // already be gone, and destroying the pool frees the command buffer in any state.
   if (queries_) vk.vkDestroyQueryPool(device_.handle(), queries_, nullptr);
   for (auto p : descriptor_pools_) vk.vkDestroyDescriptorPool(device_.handle(), p, nullptr);
   vk.vkDestroyCommandPool(device_.handle(), pool_, nullptr);
