@@ -1,9 +1,12 @@
 // The rest of the program end to end: devices, plan, bench, and --help of every subcommand.
 #include <doctest/doctest.h>
 
+#include <map>
+
 #include <nlohmann/json.hpp>
 
 #include "run.h"
+#include "xml_check.h"
 
 namespace fs = std::filesystem;
 
@@ -67,11 +70,41 @@ TEST_CASE("brigade bench kernels checks and times the kernels") {
   CHECK(j["results"][0]["gflops"].get<double>() > 0);
 }
 
+TEST_CASE("brigade bench pipeline measures steps, GPipe's bubble and memory per K and M") {
+  const auto r = test::brigade_run("bench pipeline --model fashion-mlp -b 8 --stages 1,2 -m 1,2 --reps 1 --json");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.output);
+  REQUIRE(j["results"].size() == 4);
+  std::map<std::pair<int, int>, nlohmann::json> by;
+  for (const auto& row : j["results"]) by[{row["stages"].get<int>(), row["micro_batches"].get<int>()}] = row;
+  for (const auto& [km, row] : by) {
+    const auto [K, M] = km;
+    CHECK(row["gpipe_bubble"].get<double>() == doctest::Approx(double(K - 1) / (M + K - 1)));
+    CHECK(row["bubble"].get<double>() >= 0);
+    CHECK(row["bubble"].get<double>() < 1);
+    CHECK(row["step_ms"].get<double>() > 0);
+    CHECK(row["peak_bytes"].get<uint64_t>() >= row["peak_activation_bytes"].get<uint64_t>());
+    CHECK(row["relative_to_one_stage"].get<double>() ==
+          doctest::Approx(row["samples_per_s"].get<double>() / by[{1, M}]["samples_per_s"].get<double>()));
+  }
+  // With remat always, one stage keeps one micro-batch's activations: half the rows, less.
+  CHECK(by[{1, 2}]["peak_activation_bytes"].get<uint64_t>() < by[{1, 1}]["peak_activation_bytes"].get<uint64_t>());
+
+  const fs::path dir = test::scratch_dir("bench-pipeline");
+  const auto svg = test::brigade_run("bench pipeline --model fashion-mlp -b 8 --stages 1,2 -m 1,2 --reps 1 --svg " +
+                                     dir.string());
+  REQUIRE(svg.status == 0);
+  CHECK(svg.output.find("(K-1)/(M+K-1)") != std::string::npos);
+  CHECK(test::xml_problem(test::slurp(dir / "bubble.svg")).empty());
+  fs::remove_all(dir);
+}
+
 TEST_CASE("every subcommand has --help naming its flags") {
   for (const auto& [cmd, flag] : std::vector<std::pair<std::string, std::string>>{
            {"devices", "--json"}, {"plan", "--mem-limit"}, {"init", "--seed"}, {"step", "--micro-batches"},
            {"train", "--resume"}, {"eval", "--batch-size"}, {"sample", "--temperature"}, {"plot", "--smooth"},
-           {"bench kernels", "--reps"}}) {
+           {"bench kernels", "--reps"}, {"bench pipeline", "--stages"}}) {
     const auto r = test::brigade_run(cmd + " --help");
     INFO(cmd, "\n", r.output);
     CHECK(r.status == 0);

@@ -343,7 +343,7 @@ void run_kernels(uint32_t device_index, int reps, bool json, bool compare) {
 }  // namespace
 
 void add_bench(CLI::App& app) {
-  auto* bench = app.add_subcommand("bench", "Measure kernel speed on a device");
+  auto* bench = app.add_subcommand("bench", "Measure kernel speed, pipeline overhead and GPipe's bubble");
   bench->require_subcommand(1);
   auto* kernels = bench->add_subcommand(
       "kernels", "Matmul and Linear GFLOPS: square problems and the presets' Linear shapes, each "
@@ -363,6 +363,7 @@ void add_bench(CLI::App& app) {
   kernels->add_flag("--compare", opt->compare,
                     "Time the presets' shapes under every candidate tiling, not just the default");
   kernels->callback([opt] { run_kernels(opt->device, opt->reps, opt->json, opt->compare); });
+  add_bench_pipeline(*bench);
 }
 
 }  // namespace brigade::cli
