@@ -6,6 +6,7 @@
 // timestamps against GPipe's (K-1)/(M+K-1), and the largest stage's peak activation and
 // total memory.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -103,9 +104,9 @@ void run(const Options& o) {
   for (uint32_t M : o.micro_batches)
     for (uint32_t K : o.stages) {
       Row r = measure(m, o, batch, K, M);
+      r.relative = K == 1 ? 1.0 : NAN;  // without K=1 at this M there is nothing to compare with
       for (const Row& one : rows)
         if (one.K == 1 && one.M == M) r.relative = r.samples_per_s / one.samples_per_s;
-      if (K == 1) r.relative = 1;
       rows.push_back(r);
       if (!o.json)
         std::fprintf(stderr, "K=%u M=%u: %.1f ms per step\n", K, M, r.step_ms);
@@ -114,7 +115,8 @@ void run(const Options& o) {
     nlohmann::json j{{"model", o.model}, {"batch", o.batch}, {"remat", o.remat}, {"reps", o.reps}};
     for (const Row& r : rows)
       j["results"].push_back({{"stages", r.K}, {"micro_batches", r.M}, {"step_ms", r.step_ms},
-                              {"samples_per_s", r.samples_per_s}, {"relative_to_one_stage", r.relative},
+                              {"samples_per_s", r.samples_per_s},
+                              {"relative_to_one_stage", std::isfinite(r.relative) ? nlohmann::json(r.relative) : nlohmann::json()},
                               {"bubble", r.bubble}, {"gpipe_bubble", r.predicted},
                               {"peak_activation_bytes", r.activations}, {"peak_bytes", r.total}});
     std::printf("%s\n", j.dump(2).c_str());
@@ -125,7 +127,7 @@ void run(const Options& o) {
     for (const Row& r : rows) {
       std::snprintf(buf[0], 32, "%.1f", r.step_ms);
       std::snprintf(buf[1], 32, "%.0f", r.samples_per_s);
-      std::snprintf(buf[2], 32, "%.3f", r.relative);
+      std::snprintf(buf[2], 32, std::isfinite(r.relative) ? "%.3f" : "-", r.relative);
       std::snprintf(buf[3], 32, "%.3f", r.bubble);
       std::snprintf(buf[4], 32, "%.3f", r.predicted);
       t.push_back({std::to_string(r.K), std::to_string(r.M), buf[0], buf[1], buf[2], buf[3], buf[4],
