@@ -39,6 +39,12 @@ TEST_CASE("brigade plan shows the cut and memory, and exits 1 with a suggestion 
   for (const char* part : {"stage 0 (device 0, ", "over its 64.0 MiB --mem-limit: activations ",
                            "add stages (--devices)"})
     CHECK_MESSAGE(tight.output.find(part) != std::string::npos, "missing: ", part);
+  // Without --mem-limit, the device's own memory is the cap: about 400 GB of parameters,
+  // gradients and AdamW state is over any device's heap.
+  const auto huge = test::brigade_run("plan --model gpt-mini --set n_embd=16384 --set n_layer=8 --set n_head=16");
+  INFO(huge.output);
+  CHECK(huge.status == 1);
+  CHECK(huge.output.find("of device-local memory; add devices or stages") != std::string::npos);
 }
 
 TEST_CASE("what the plan refuses, train refuses before allocating anything; what it accepts, trains") {

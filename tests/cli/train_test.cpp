@@ -171,7 +171,7 @@ TEST_CASE("train, eval and sample refuse bad requests with one line") {
            std::string("train --model fashion-mlp --seed -1") + out,
            std::string("train --model gpt-mini --data /etc") + out,               // a folder
            std::string("train --model fashion-mlp --out /proc/brigade-run"),      // cannot be created
-           std::string("train --model gpt-mini --set n_embd=1048576") + out,     // over the device's memory
+           std::string("train --model gpt-mini --set n_embd=1048576") + out,     // past 32-bit indexing
            std::string("eval /nonexistent -b 0"),
        }) {
     const auto r = test::brigade_run(args);

@@ -69,25 +69,27 @@ namespace {
 // Without --mem-limit, the stages on one physical device must fit its largest device-local
 // heap together: what a driver would refuse, refused before anything is allocated.
 std::string over_heap(const pipeline::Plan& p, const Devices& d, uint32_t optimizer_states) {
-  std::map<uint32_t, std::pair<uint64_t, std::string>> by_physical;  // bytes, stages
+  struct Use {
+    uint64_t bytes = 0, heap = 0;
+    std::string stages;  // "0, 1"
+  };
+  std::map<uint32_t, Use> by_physical;
   for (uint32_t k = 0; k < p.stages.size(); ++k) {
-    auto& [bytes, stages] = by_physical[d.devices[k]->info().index];
-    bytes += pipeline::total(p.stages[k].memory(optimizer_states));
-    stages += (stages.empty() ? "" : ", ") + std::to_string(k);
+    const vk::PhysicalInfo& info = d.devices[k]->info();
+    Use& u = by_physical[info.index];
+    u.bytes += pipeline::total(p.stages[k].memory(optimizer_states));
+    u.stages += (u.stages.empty() ? "" : ", ") + std::to_string(k);
+    for (const vk::MemoryHeap& h : info.heaps)
+      if (h.device_local) u.heap = std::max(u.heap, h.size);
   }
-  for (const auto& [index, use] : by_physical) {
-    uint64_t heap = 0;
-    for (uint32_t k = 0; k < p.stages.size(); ++k)
-      if (d.devices[k]->info().index == index)
-        for (const vk::MemoryHeap& h : d.devices[k]->info().heaps)
-          if (h.device_local) heap = std::max(heap, h.size);
-    if (heap && use.first > heap)
-      return (use.second.find(',') == std::string::npos ? "stage " + use.second + " on device " + std::to_string(index) + " needs "
-                                                          : "stages " + use.second + " on device " + std::to_string(index) + " need ") +
-             format_bytes(use.first) + ", over its " + format_bytes(heap) +
+  for (const auto& [index, u] : by_physical)
+    if (u.heap && u.bytes > u.heap) {
+      const bool one = u.stages.find(',') == std::string::npos;
+      return std::string(one ? "stage " : "stages ") + u.stages + " on device " + std::to_string(index) +
+             (one ? " needs " : " need ") + format_bytes(u.bytes) + ", over its " + format_bytes(u.heap) +
              " of device-local memory; add devices or stages, use --remat always with more micro-batches (-m), "
              "or a smaller --batch-size (or set each stage's cap yourself with --mem-limit)";
-  }
+    }
   return {};
 }
 
