@@ -6,7 +6,6 @@
 
 #include <cmath>
 #include <map>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -21,6 +20,7 @@
 using namespace brigade;
 using pipeline::LinkKind;
 using pipeline::Remat;
+using pipeline::random_batch;
 
 namespace {
 
@@ -41,22 +41,6 @@ struct Outcome {
   std::map<std::string, std::vector<float>> params;  // after the (last) step
   std::vector<double> losses;                        // one per step
 };
-
-pipeline::Batch random_batch(const model::Model& m, uint32_t rows, uint32_t seed) {
-  std::mt19937 rng(seed);
-  pipeline::Batch b;
-  b.rows = rows;
-  const uint64_t in = model::elements(m.input);
-  std::uniform_int_distribution<int32_t> cls(0, int32_t(m.classes) - 1);
-  if (m.token_input) {
-    for (uint64_t i = 0; i < rows * in; ++i) b.tokens.push_back(cls(rng));
-  } else {
-    std::uniform_real_distribution<float> u(0.0f, 1.0f);
-    for (uint64_t i = 0; i < rows * in; ++i) b.images.push_back(u(rng));
-  }
-  for (uint64_t i = 0; i < uint64_t(rows) * m.targets_per_sample; ++i) b.targets.push_back(cls(rng));
-  return b;
-}
 
 pipeline::Plan make_plan(const model::Model& m, const Config& c, uint32_t rows,
                          uint32_t optimizer_states) {

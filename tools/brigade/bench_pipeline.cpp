@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -50,20 +49,6 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-pipeline::Batch random_batch(const model::Model& m, uint32_t rows) {
-  std::mt19937 rng(1);
-  pipeline::Batch b;
-  b.rows = rows;
-  const uint64_t in = model::elements(m.input);
-  std::uniform_int_distribution<int32_t> cls(0, int32_t(m.classes) - 1);
-  std::uniform_real_distribution<float> u(0.0f, 1.0f);
-  for (uint64_t i = 0; i < rows * in; ++i)
-    if (m.token_input) b.tokens.push_back(cls(rng));
-    else b.images.push_back(u(rng));
-  for (uint64_t i = 0; i < uint64_t(rows) * m.targets_per_sample; ++i) b.targets.push_back(cls(rng));
-  return b;
-}
-
 Row measure(const model::Model& m, const Options& o, const pipeline::Batch& batch, uint32_t K, uint32_t M) {
   PipelineFlags f;
   f.devices = std::to_string(o.device);
@@ -99,7 +84,7 @@ Row measure(const model::Model& m, const Options& o, const pipeline::Batch& batc
 
 void run(const Options& o) {
   const model::Model m = model::build(o.model);
-  const pipeline::Batch batch = random_batch(m, o.batch);
+  const pipeline::Batch batch = pipeline::random_batch(m, o.batch, 1);
   std::vector<Row> rows;
   for (uint32_t M : o.micro_batches)
     for (uint32_t K : o.stages) {
