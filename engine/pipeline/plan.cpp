@@ -1,6 +1,7 @@
 #include "pipeline/plan.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "optim/clip.h"
@@ -148,6 +149,31 @@ std::string over_cap(const StageLayout& l, const StageSpec& spec, uint32_t optim
   return what + " or a smaller --batch-size";
 }
 
+// Without caps, the stages on one physical device must fit its device-local memory together:
+// what a driver would refuse, refused before anything is allocated.
+std::string over_device_memory(const Plan& p, const PlanOptions& o) {
+  struct Use {
+    uint64_t bytes = 0, heap = 0;
+    std::string stages;  // "0, 1"
+  };
+  std::map<uint32_t, Use> by_physical;
+  for (size_t k = 0; k < p.stages.size(); ++k) {
+    Use& u = by_physical[o.stages[k].physical];
+    u.bytes += total(p.stages[k].memory(o.optimizer_states));
+    u.stages += (u.stages.empty() ? "" : ", ") + std::to_string(k);
+    u.heap = std::max(u.heap, o.stages[k].device_memory);
+  }
+  for (const auto& [index, u] : by_physical)
+    if (u.heap && u.bytes > u.heap) {
+      const bool one = u.stages.find(',') == std::string::npos;
+      return std::string(one ? "stage " : "stages ") + u.stages + " on device " + std::to_string(index) +
+             (one ? " needs " : " need ") + format_bytes(u.bytes) + ", over its " + format_bytes(u.heap) +
+             " of device-local memory; add devices or stages, use --remat always with more micro-batches (-m), "
+             "or a smaller --batch-size (or set each stage's cap yourself with --mem-limit)";
+    }
+  return {};
+}
+
 }  // namespace
 
 Plan plan(const model::Model& m, const PlanOptions& o) {
@@ -195,6 +221,8 @@ Plan plan(const model::Model& m, const PlanOptions& o) {
     const double ratio = cap ? double(total(p.stages[k].memory(o.optimizer_states))) / double(cap) : 0;
     if (ratio > worst) worst = ratio, p.problem = no_cut + over_cap(p.stages[k], o.stages[k], o.optimizer_states, o.remat);
   }
+  if (p.problem.empty() && std::none_of(o.stages.begin(), o.stages.end(), [](const StageSpec& st) { return st.memory_cap; }))
+    p.problem = over_device_memory(p, o);
   p.bubble = bubble_fraction(K, o.micro_batches);
   return p;
 }

@@ -64,37 +64,6 @@ Devices open_devices(const PipelineFlags& f) {
   return d;
 }
 
-namespace {
-
-// Without --mem-limit, the stages on one physical device must fit its largest device-local
-// heap together: what a driver would refuse, refused before anything is allocated.
-std::string over_heap(const pipeline::Plan& p, const Devices& d, uint32_t optimizer_states) {
-  struct Use {
-    uint64_t bytes = 0, heap = 0;
-    std::string stages;  // "0, 1"
-  };
-  std::map<uint32_t, Use> by_physical;
-  for (uint32_t k = 0; k < p.stages.size(); ++k) {
-    const vk::PhysicalInfo& info = d.devices[k]->info();
-    Use& u = by_physical[info.index];
-    u.bytes += pipeline::total(p.stages[k].memory(optimizer_states));
-    u.stages += (u.stages.empty() ? "" : ", ") + std::to_string(k);
-    for (const vk::MemoryHeap& h : info.heaps)
-      if (h.device_local) u.heap = std::max(u.heap, h.size);
-  }
-  for (const auto& [index, u] : by_physical)
-    if (u.heap && u.bytes > u.heap) {
-      const bool one = u.stages.find(',') == std::string::npos;
-      return std::string(one ? "stage " : "stages ") + u.stages + " on device " + std::to_string(index) +
-             (one ? " needs " : " need ") + format_bytes(u.bytes) + ", over its " + format_bytes(u.heap) +
-             " of device-local memory; add devices or stages, use --remat always with more micro-batches (-m), "
-             "or a smaller --batch-size (or set each stage's cap yourself with --mem-limit)";
-    }
-  return {};
-}
-
-}  // namespace
-
 pipeline::Plan make_plan(const model::Model& m, const PipelineFlags& f, Devices& d, uint32_t rows,
                          uint32_t optimizer_states) {
   const uint32_t K = uint32_t(d.devices.size());
@@ -109,7 +78,10 @@ pipeline::Plan make_plan(const model::Model& m, const PipelineFlags& f, Devices&
   if (!f.balance.empty()) po.balance = pipeline::parse_balance(f.balance);
   for (uint32_t k = 0; k < K; ++k) {
     const vk::PhysicalInfo& info = d.devices[k]->info();
-    po.stages.push_back({1.0, d.caps[k], "device " + std::to_string(info.index) + ", " + info.name, {}});
+    uint64_t heap = 0;
+    for (const vk::MemoryHeap& h : info.heaps)
+      if (h.device_local) heap = std::max(heap, h.size);
+    po.stages.push_back({1.0, d.caps[k], "device " + std::to_string(info.index) + ", " + info.name, info.index, heap, {}});
   }
   if (f.partition == "profile") {
     const uint32_t micro_rows = pipeline::split_rows(rows, f.micro_batches).front();
@@ -128,9 +100,7 @@ pipeline::Plan make_plan(const model::Model& m, const PipelineFlags& f, Devices&
       po.stages[k].layer_times = by_physical[phys];
     }
   }
-  pipeline::Plan p = pipeline::plan(m, po);
-  if (p.problem.empty() && f.mem_limit.empty()) p.problem = over_heap(p, d, optimizer_states);
-  return p;
+  return pipeline::plan(m, po);
 }
 
 Pipeline open_pipeline(const model::Model& m, const PipelineFlags& f, uint32_t rows,
