@@ -295,15 +295,20 @@ void Executor::run_stage(uint32_t k, const Schedule& schedule, const Batch& batc
 
     auto begin = [&](const Action& a) -> vk::Commands& {
       vk::Commands& c = *shared_->ring[k].at(next_cmd++);
+      // Counts so far and the start time; submit() turns them into this action's.
+      ActionEvent e{k, to_string(a), 0, 0, 0, now_us(), c.dispatches(), c.barriers()};
       c.reset();
       c.after_earlier_submissions();
       if (dev.info().timestamps) c.timestamp();
-      recorded.push_back({&c, ActionEvent{k, to_string(a), now_us(), 0, 0}});
+      recorded.push_back({&c, e});
       return c;
     };
     auto submit = [&](vk::Commands& c) {
       if (dev.info().timestamps) c.timestamp();
-      recorded.back().second.submit_us = now_us();
+      ActionEvent& e = recorded.back().second;
+      e.submit_us = now_us();
+      e.record_us = e.submit_us - e.record_us;
+      e.dispatches = c.dispatches() - e.dispatches, e.barriers = c.barriers() - e.barriers;
       if (abort_.raised()) throw UserError("stopped: another stage failed");
       last_value = c.submit();
       return last_value;

@@ -7,9 +7,23 @@
 #include "vk/check.h"
 
 namespace brigade::pipeline {
+namespace {
 
-std::vector<double> profile_layers(vk::Device& device, const model::Model& m, uint32_t rows,
-                                   uint32_t reps) {
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+std::vector<double> LayerProfile::total() const {
+  std::vector<double> out(forward.size());
+  for (size_t l = 0; l < out.size(); ++l) out[l] = forward[l] + backward[l];
+  return out;
+}
+
+LayerProfile profile_model(vk::Device& device, const model::Model& m, uint32_t rows,
+                           uint32_t reps, bool per_kernel) {
   const uint32_t L = uint32_t(m.layers.size());
   if (!device.info().timestamps)
     throw UserError(device.label() + " has no GPU timestamps; use --partition cost");
@@ -25,15 +39,19 @@ std::vector<double> profile_layers(vk::Device& device, const model::Model& m, ui
   vk::upload(stage.input(0), zeros.data(), stage.input(0).size());
   vk::upload(stage.targets(0), zeros.data(), stage.targets(0).size());
 
-  std::vector<std::vector<double>> samples(L);
+  std::vector<std::vector<double>> fwd_s(L), bwd_s(L), kernel_s;
+  std::vector<KernelTime> kernels;
   for (uint32_t r = 0; r <= reps; ++r) {
     std::vector<uint32_t> fwd, bwd;
+    std::vector<vk::Commands::KernelMark> marks;
     stage.set_marks(&fwd, &bwd);
     vk::Commands cmd(device, "profile");
     const MicroBatch mb{0, rows, rows, 0, true};
     stage.zero_loss(cmd);
+    if (per_kernel) cmd.set_kernel_marks(&marks);
     stage.forward(cmd, mb, std::nullopt, false);
     stage.backward(cmd, mb, std::nullopt);
+    cmd.set_kernel_marks(nullptr);
     cmd.run();
     stage.set_marks(nullptr, nullptr);
     if (r == 0) continue;  // warm-up: pipelines compiled, caches filled
@@ -41,14 +59,35 @@ std::vector<double> profile_layers(vk::Device& device, const model::Model& m, ui
     BRIGADE_EXPECT(fwd.size() == L + 1 && bwd.size() == L + 1, "a mark before and after each layer");
     for (uint32_t l = 0; l < L; ++l) {
       const uint32_t b = L - 1 - l;  // backward marks run from the last layer
-      samples[l].push_back((ts[fwd[l + 1]] - ts[fwd[l]] + ts[bwd[b + 1]] - ts[bwd[b]]) * 1e-9);
+      fwd_s[l].push_back((ts[fwd[l + 1]] - ts[fwd[l]]) * 1e-9);
+      bwd_s[l].push_back((ts[bwd[b + 1]] - ts[bwd[b]]) * 1e-9);
     }
+    if (r == 1) {  // which layer and pass each dispatch belongs to: the marks around it
+      kernel_s.resize(marks.size());
+      for (const auto& k : marks) {
+        KernelTime t{L, k.timestamp > bwd.front(), k.kernel->name(), 0};
+        if (k.timestamp > fwd.back() && k.timestamp < bwd.front()) {  // the loss: layer L
+          kernels.push_back(t);
+          continue;
+        }
+        const std::vector<uint32_t>& pass = t.backward ? bwd : fwd;
+        const uint32_t i = uint32_t(std::lower_bound(pass.begin(), pass.end(), k.timestamp) - pass.begin());
+        BRIGADE_EXPECT(i >= 1 && i <= L, "every dispatch lies between two layer marks");
+        t.layer = t.backward ? L - i : i - 1;
+        kernels.push_back(t);
+      }
+    }
+    BRIGADE_EXPECT(marks.size() == kernel_s.size(), "the same dispatches on every run");
+    for (size_t i = 0; i < marks.size(); ++i)
+      kernel_s[i].push_back((ts[marks[i].timestamp] - ts[marks[i].timestamp - 1]) * 1e-9);
   }
-  std::vector<double> out;
-  for (auto& s : samples) {
-    std::sort(s.begin(), s.end());
-    out.push_back(s[s.size() / 2]);
+  LayerProfile out;
+  for (uint32_t l = 0; l < L; ++l) {
+    out.forward.push_back(median(fwd_s[l]));
+    out.backward.push_back(median(bwd_s[l]));
   }
+  for (size_t i = 0; i < kernels.size(); ++i) kernels[i].seconds = median(kernel_s[i]);
+  out.kernels = std::move(kernels);
   return out;
 }
 

@@ -1,9 +1,11 @@
-// Profiling for the partitioner: how long each layer of a model takes, forward plus
-// backward, on one particular device. A pipeline over devices of different speeds balances
-// these per-device times, so a slower device gets fewer layers.
+// Profiling: how long each layer of a model takes, forward and backward, on one particular
+// device, and (optionally) each kernel it dispatches. A pipeline over devices of different
+// speeds balances the per-layer times, so a slower device gets fewer layers; `brigade bench
+// profile` prints both, to show where a step's GPU time goes.
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "model/model.h"
@@ -11,10 +13,29 @@
 
 namespace brigade::pipeline {
 
-// Seconds per layer for a micro-batch of `rows` samples: the median over `reps` runs (after
-// one warm-up run) of GPU timestamps taken between layers. The whole model is put on the
-// device for the measurement.
-std::vector<double> profile_layers(vk::Device& device, const model::Model& m, uint32_t rows,
-                                   uint32_t reps = 3);
+struct KernelTime {
+  uint32_t layer = 0;  // the model's layer count for the loss, between forward and backward
+  bool backward = false;
+  std::string kernel;  // the shader's name
+  double seconds = 0;
+};
+
+struct LayerProfile {
+  std::vector<double> forward, backward;  // seconds per layer
+  std::vector<KernelTime> kernels;        // every dispatch in recording order (when asked)
+  std::vector<double> total() const;      // forward + backward per layer
+};
+
+// Times for a micro-batch of `rows` samples: medians over `reps` runs (after one warm-up
+// run) of GPU timestamps taken between layers and, with `per_kernel`, after every dispatch.
+// The whole model is put on the device for the measurement.
+LayerProfile profile_model(vk::Device& device, const model::Model& m, uint32_t rows,
+                           uint32_t reps = 3, bool per_kernel = false);
+
+// Forward plus backward seconds per layer (the partitioner's input).
+inline std::vector<double> profile_layers(vk::Device& device, const model::Model& m,
+                                          uint32_t rows, uint32_t reps = 3) {
+  return profile_model(device, m, rows, reps).total();
+}
 
 }  // namespace brigade::pipeline

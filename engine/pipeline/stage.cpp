@@ -167,7 +167,7 @@ std::optional<vk::View> Stage::backward(vk::Commands& cmd, const MicroBatch& mb,
     const vk::View dy_view(*dy, 0, t.y.range);
     if (wants_dx) {
       const vk::View dx_view(*dx, 0, t.x.range);
-      cmd.fill(*dx);
+      cmd.fill(dx_view);  // only what the layer accumulates into, not the whole buffer
       layer.backward(pass(cmd, mb, l, false), t, dy_view, dx_view);
       std::swap(dy, dx);
     } else {

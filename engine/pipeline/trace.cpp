@@ -23,6 +23,8 @@ TraceSummary Trace::summary() const {
   s.busy_ms.assign(stages, 0.0);
   double first = std::numeric_limits<double>::max(), last = std::numeric_limits<double>::lowest();
   for (const ActionEvent& a : actions) {
+    ++s.submissions, s.dispatches += a.dispatches, s.barriers += a.barriers;
+    s.record_ms += a.record_us / 1000.0;
     if (!counts_for_bubble(a) || a.stage >= stages) continue;
     first = std::min(first, a.begin_us), last = std::max(last, a.end_us);
     s.busy_ms[a.stage] += (a.end_us - a.begin_us) / 1000.0;
@@ -56,7 +58,8 @@ std::string Trace::chrome_json() const {
   for (const ActionEvent& a : actions)
     events.push_back({{"ph", "X"}, {"name", a.name}, {"cat", "gpu"}, {"pid", 1}, {"tid", a.stage},
                       {"ts", a.begin_us - origin}, {"dur", a.end_us - a.begin_us},
-                      {"args", {{"submitted_us", a.submit_us - origin}}}});
+                      {"args", {{"submitted_us", a.submit_us - origin}, {"record_us", a.record_us},
+                                {"dispatches", a.dispatches}, {"barriers", a.barriers}}}});
   for (const TransferEvent& t : transfers) {
     const uint32_t tid = 100 + std::min(t.from, t.to);
     events.push_back({{"ph", "X"}, {"name", t.transfer.name}, {"cat", "relay"}, {"pid", 1},

@@ -17,6 +17,8 @@ struct ActionEvent {
   std::string name;            // "F3", "R2", "B0", "S"
   double submit_us = 0;        // host, steady clock
   double begin_us = 0, end_us = 0;  // GPU timestamps mapped onto the host's steady clock
+  double record_us = 0;        // host time spent recording the action's commands
+  uint32_t dispatches = 0, barriers = 0;
 };
 
 struct TransferEvent {
@@ -33,6 +35,10 @@ struct TraceSummary {
   uint64_t transfer_bytes = 0;        // bytes carried across stage boundaries
   uint64_t copied_bytes = 0;          // of which the host copied (staging links)
   double transfer_ms = 0;             // host time of the relays' copies and signals
+  // Every action, the optimizer step's included: submissions, the dispatches and barriers
+  // they hold, and the host time spent recording them.
+  uint32_t submissions = 0, dispatches = 0, barriers = 0;
+  double record_ms = 0;
 };
 
 struct Trace {

@@ -5,7 +5,7 @@
 
 namespace brigade::vk {
 
-constexpr uint32_t kMaxQueries = 1024;
+constexpr uint32_t kMaxQueries = 4096;
 
 void expect_bytes(const View& v, uint64_t bytes, const std::string& what, const char* file, int line) {
   if (v.range < bytes)
@@ -170,6 +170,7 @@ void Commands::dispatch(const Kernel& kernel, std::initializer_list<View> bindin
     vk.vkCmdPushConstants(cmd_, kernel.layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes, push);
   vk.vkCmdDispatch(cmd_, groups.x, groups.y, groups.z);
   ++dispatches_;
+  if (kernel_marks_) kernel_marks_->push_back({&kernel, timestamp()});
 }
 
 void Commands::copy(const Buffer& src, const Buffer& dst, uint64_t bytes, uint64_t src_offset,
@@ -179,9 +180,9 @@ void Commands::copy(const Buffer& src, const Buffer& dst, uint64_t bytes, uint64
   device_.vk().vkCmdCopyBuffer(cmd_, src.handle(), dst.handle(), 1, &region);
 }
 
-void Commands::fill(const Buffer& dst, uint32_t word) {
-  touch({{dst.handle(), kWrite}});
-  device_.vk().vkCmdFillBuffer(cmd_, dst.handle(), 0, dst.size() / 4 * 4, word);
+void Commands::fill(const View& dst, uint32_t word) {
+  touch({{dst.buffer->handle(), kWrite}});
+  device_.vk().vkCmdFillBuffer(cmd_, dst.buffer->handle(), dst.offset, dst.range / 4 * 4, word);
 }
 
 uint32_t Commands::timestamp() {
@@ -197,7 +198,7 @@ uint32_t Commands::timestamp() {
     vk.vkCmdResetQueryPool(cmd_, queries_, 0, kMaxQueries);
   }
   if (query_count_ == kMaxQueries)
-    throw VulkanError(name_ + ": more than 1024 timestamps in one recording", VK_ERROR_TOO_MANY_OBJECTS);
+    throw VulkanError(name_ + ": more than 4096 timestamps in one recording", VK_ERROR_TOO_MANY_OBJECTS);
   vk.vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_, query_count_);
   return query_count_++;
 }

@@ -60,7 +60,7 @@ class Commands {
   }
   void copy(const Buffer& src, const Buffer& dst, uint64_t bytes, uint64_t src_offset = 0,
             uint64_t dst_offset = 0);
-  void fill(const Buffer& dst, uint32_t word = 0);  // every 32-bit word of dst
+  void fill(const View& dst, uint32_t word = 0);  // every 32-bit word of the view
   // Orders what follows after everything submitted earlier to this device's queue (the
   // automatic barriers only see this recording).
   void after_earlier_submissions() { barrier(); }
@@ -76,8 +76,17 @@ class Commands {
   // Starts a new recording (after wait()), reusing the command buffer.
   void reset();
 
+  // Counts since this Commands was made (reset() keeps them).
   uint32_t barriers() const { return barriers_; }
   uint32_t dispatches() const { return dispatches_; }
+  // Profiling: while set, every dispatch is followed by a timestamp, and (kernel, timestamp
+  // index) is appended to `marks`; the dispatch's GPU time is that timestamp minus the one
+  // before it in the recording.
+  struct KernelMark {
+    const Kernel* kernel;
+    uint32_t timestamp;
+  };
+  void set_kernel_marks(std::vector<KernelMark>* marks) { kernel_marks_ = marks; }
   Device& device() const { return device_; }
 
  private:
@@ -100,6 +109,7 @@ class Commands {
   bool recording_ = false, pending_ = false, any_write_ = false;
   uint64_t submitted_ = 0;
   uint32_t barriers_ = 0, dispatches_ = 0;
+  std::vector<KernelMark>* kernel_marks_ = nullptr;
   std::unordered_map<VkBuffer, uint8_t> since_barrier_;
 };
 

@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <map>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -106,11 +107,58 @@ TEST_CASE("brigade bench pipeline measures steps, GPipe's bubble and memory per 
   fs::remove_all(dir);
 }
 
+TEST_CASE("brigade bench profile times every layer and dispatch, and splits a step into GPU and host time") {
+  const auto r = test::brigade_run("bench profile --model fashion-cnn -b 4 --devices 0,0 -m 2 --reps 1 --json");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.output);
+  CHECK(j["micro_batch_rows"] == 2);
+  REQUIRE(j["layers"].size() == 10);
+  double layers_ms = 0;
+  for (const auto& l : j["layers"]) {
+    const bool view = l["kind"] == "flatten";
+    CHECK((view || l["forward_ms"].get<double>() > 0));
+    CHECK((view || l["backward_ms"].get<double>() > 0));
+    layers_ms += l["forward_ms"].get<double>() + l["backward_ms"].get<double>();
+  }
+  CHECK(j["gpu_ms"].get<double>() == doctest::Approx(layers_ms + j["loss_ms"].get<double>()));
+  // Every dispatch names a layer that computes (or the loss, layer 10) and a kernel of that layer.
+  std::map<std::pair<int, std::string>, std::set<std::string>> kernels;
+  for (const auto& d : j["dispatches"]) {
+    const int layer = d["layer"];
+    REQUIRE(layer >= 0);
+    REQUIRE(layer <= 10);
+    CHECK(layer != 6);  // Flatten dispatches nothing
+    CHECK(d["ms"].get<double>() >= 0);
+    const std::string k = d["kernel"];
+    kernels[{layer, d["pass"]}].insert(k.substr(0, k.find('|')));
+  }
+  CHECK(kernels[{0, "forward"}] == std::set<std::string>{"conv2d_forward"});
+  CHECK(kernels[{3, "backward"}].count("conv2d_backward_weight") == 1);
+  CHECK(kernels[{3, "backward"}].count("conv2d_backward_data") == 1);
+  CHECK(kernels[{0, "backward"}].count("conv2d_backward_data") == 0);  // the input needs no gradient
+  CHECK(kernels[{10, "forward"}].count("cross_entropy_forward") == 1);
+  // The step: two stages, two micro-batches; busy time within the wall time.
+  const auto& step = j["step"];
+  CHECK(step["stages"] == 2);
+  CHECK(step["micro_batches"] == 2);
+  REQUIRE(step["busy_ms"].size() == 2);
+  for (const auto& b : step["busy_ms"]) {
+    CHECK(b.get<double>() > 0);
+    CHECK(b.get<double>() <= step["wall_ms"].get<double>());
+  }
+  // Per stage: two forwards, two backwards and the optimizer step at least.
+  CHECK(step["submissions"].get<int>() >= 2 * 5);
+  CHECK(step["dispatches"].get<int>() > j["dispatches"].size());
+  CHECK(step["barriers"].get<int>() > 0);
+  CHECK(step["record_ms"].get<double>() > 0);
+}
+
 TEST_CASE("every subcommand has --help naming its flags") {
   for (const auto& [cmd, flag] : std::vector<std::pair<std::string, std::string>>{
            {"devices", "--json"}, {"plan", "--mem-limit"}, {"init", "--seed"}, {"step", "--micro-batches"},
            {"train", "--resume"}, {"eval", "--batch-size"}, {"sample", "--temperature"}, {"plot", "--smooth"},
-           {"bench kernels", "--reps"}, {"bench pipeline", "--stages"}}) {
+           {"bench kernels", "--reps"}, {"bench pipeline", "--stages"}, {"bench profile", "--micro-batches"}}) {
     const auto r = test::brigade_run(cmd + " --help");
     INFO(cmd, "\n", r.output);
     CHECK(r.status == 0);

@@ -15,8 +15,9 @@ using namespace brigade;
 
 namespace {
 
-// Sizes around the workgroup size (256), and one that leaves a ragged last workgroup.
-const uint32_t kSizes[] = {1, 7, 255, 256, 257, 4099};
+// Sizes around the workgroup size (256), and ones that leave a ragged last workgroup;
+// multiples of 4 take the four-per-invocation kernels where a kernel has them.
+const uint32_t kSizes[] = {1, 7, 255, 256, 257, 4099, 4100};
 
 // Values in [-4, 4) none of which is within 0.05 of 0, so a finite difference never
 // straddles ReLU's kink.

@@ -1,0 +1,180 @@
+#!/usr/bin/python3
+"""Training throughput of brigade against PyTorch on the same CPU: the same model, batch size,
+optimizer and data, run alternately, reported as medians and their ratio.
+
+    /usr/bin/python3 tools/torch/peer_bench.py [--models fashion-mlp,fashion-cnn,gpt-mini]
+        [--runs 5] [--threads 2] [--brigade build/brigade] [--json]
+
+Each round runs `brigade train` (a fresh process, device 0: lavapipe on a machine without a
+GPU) and then the same training in PyTorch (a fresh process, torch.set_num_threads(THREADS)),
+so both see the same machine state in turn. A run's throughput is measured between the end of
+its warm-up steps and its last step, by the trainer's own clock: process start, pipeline or
+kernel compilation and evaluations are left out on both sides. Per model the script prints the
+median samples/s (tokens/s for GPT) of each side over the rounds, the ratio of the medians and
+the range of the per-round ratios (brigade / PyTorch; above 1 brigade is faster).
+
+What both sides train (brigade's defaults for the preset, tools/brigade/train.cpp):
+  fashion-mlp, fashion-cnn  Fashion-MNIST training images (pixels / 255), batch 64, AdamW
+                            lr 1e-3, betas (0.9, 0.999), eps 1e-8, no weight decay, cosine
+                            schedule; random mini-batches.
+  gpt-mini                  jargon-text bytes, 16 windows of 128 tokens, AdamW lr 1e-3,
+                            betas (0.9, 0.99), weight decay 0.1, global-norm clipping at 1.0,
+                            warmup and cosine; nanoGPT's GPT as in gpt_reference.py.
+The initial parameters and the sample order differ between the sides; neither affects speed.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FASHION = "/usr/share/datasets/fashion-mnist"
+
+# Steps per run and the warm-up steps left out of the measurement, per model: runs of a few
+# seconds on two cores.
+# `rows` is the batch size, `per_row` the samples or tokens a row counts for.
+PLAN = {
+    "fashion-mlp": {"steps": 400, "warmup": 50, "rows": 64, "per_row": 1, "unit": "samples"},
+    "fashion-cnn": {"steps": 60, "warmup": 10, "rows": 64, "per_row": 1, "unit": "samples"},
+    "gpt-mini": {"steps": 24, "warmup": 4, "rows": 16, "per_row": 128, "unit": "tokens"},
+}
+
+
+def brigade_run(binary, model, out):
+    """samples (or tokens) per second of `brigade train` between the warm-up and the last step."""
+    p = PLAN[model]
+    steps, warmup = p["steps"], p["warmup"]
+    cmd = [binary, "train", "--model", model, "-b", str(p["rows"]), "--steps", str(steps),
+           "--eval-every", str(steps), "--eval-batches", "1", "--out", out]
+    done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if done.returncode != 0:
+        sys.exit(f"peer_bench: {' '.join(cmd)} failed with status {done.returncode}: {done.stderr.strip()}")
+    records = {}
+    with open(os.path.join(out, "metrics.jsonl")) as f:
+        for line in f:
+            r = json.loads(line)
+            if r.get("kind") == "train":
+                records[int(r["step"])] = r
+    seconds = records[steps]["elapsed_s"] - records[warmup]["elapsed_s"]
+    return (steps - warmup) * p["rows"] * p["per_row"] / seconds
+
+
+def torch_run(model, threads):
+    """The same measurement in PyTorch, in a fresh process (this script with --worker)."""
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", model, "--threads", str(threads)]
+    done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if done.returncode != 0:
+        sys.exit(f"peer_bench: the PyTorch worker for {model} failed: {done.stderr.strip()}")
+    return float(done.stdout.strip().splitlines()[-1])
+
+
+def worker(model, threads):
+    import torch
+    import torch.nn.functional as F
+    sys.path.insert(0, HERE)
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    p = PLAN[model]
+    steps, warmup, rows, per_step = p["steps"], p["warmup"], p["rows"], p["rows"] * p["per_row"]
+    if model.startswith("fashion"):
+        from load_checkpoint import idx, module
+        net = module(model)
+        x = idx(f"{FASHION}/train-images-idx3-ubyte.gz").float().div(255).unsqueeze(1)
+        y = idx(f"{FASHION}/train-labels-idx1-ubyte.gz").long()
+        opt = torch.optim.AdamW(net.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0)
+        order = torch.randperm(len(y))
+
+        def batch(step):
+            i = order[(step * rows) % (len(y) - rows):][:rows]
+            return x[i], y[i]
+
+        def loss_of(xb, yb):
+            return F.cross_entropy(net(xb), yb)
+        clip = 0.0
+    else:
+        from gpt_reference import GPT, TextBytes, loss_of as gpt_loss
+        net = GPT(128, 256, 4, 4, 128)
+        data = TextBytes("/usr/share/doc/jargon-text/jargon.txt.gz", 128, 0)
+        opt = torch.optim.AdamW(net.parameters(), lr=1e-3, betas=(0.9, 0.99), eps=1e-8, weight_decay=0.1)
+
+        def batch(step):
+            return data.train_batch(step, rows)
+
+        def loss_of(xb, yb):
+            return gpt_loss(net, xb, yb)
+        clip = 1.0
+    net.train()
+    start = None
+    for step in range(steps):
+        if step == warmup:
+            start = time.perf_counter()
+        for g in opt.param_groups:  # a schedule's cost, as brigade sets lr every step
+            g["lr"] = 1e-3 * (1 - step / (2 * steps))
+        xb, yb = batch(step)
+        opt.zero_grad(set_to_none=True)
+        loss = loss_of(xb, yb)
+        loss.backward()
+        if clip > 0:
+            torch.nn.utils.clip_grad_norm_(net.parameters(), clip)
+        opt.step()
+        float(loss)  # brigade reads every step's loss back too
+    print((steps - warmup) * per_step / (time.perf_counter() - start))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models", default="fashion-mlp,fashion-cnn,gpt-mini")
+    ap.add_argument("--runs", type=int, default=5, help="rounds of brigade then PyTorch (default 5)")
+    ap.add_argument("--threads", type=int, default=2, help="PyTorch CPU threads (default 2)")
+    ap.add_argument("--brigade", default=os.path.join(HERE, "..", "..", "build", "brigade"))
+    ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        worker(args.worker, args.threads)
+        return
+    models = [m for m in args.models.split(",") if m]
+    for m in models:
+        if m not in PLAN:
+            sys.exit(f"peer_bench: no PyTorch peer for model '{m}'; expected one of {', '.join(PLAN)}")
+    if args.runs < 1:
+        sys.exit("peer_bench: --runs must be at least 1")
+    if not os.access(args.brigade, os.X_OK):
+        sys.exit(f"peer_bench: {args.brigade} is not an executable brigade (build it, or pass --brigade)")
+    results = []
+    with tempfile.TemporaryDirectory(prefix="peer-bench-") as tmp:
+        for m in models:
+            p = PLAN[m]
+            ours, theirs = [], []
+            for r in range(args.runs):
+                ours.append(brigade_run(args.brigade, m, os.path.join(tmp, f"{m}-{r}")))
+                theirs.append(torch_run(m, args.threads))
+                print(f"{m} round {r + 1}/{args.runs}: brigade {ours[-1]:.0f}, PyTorch {theirs[-1]:.0f} "
+                      f"{p['unit']}/s", file=sys.stderr)
+            ratios = [a / b for a, b in zip(ours, theirs)]
+            results.append({"model": m, "unit": p["unit"] + "/s", "steps": p["steps"], "warmup": p["warmup"],
+                            "brigade": statistics.median(ours), "pytorch": statistics.median(theirs),
+                            "ratio": statistics.median(ours) / statistics.median(theirs),
+                            "ratio_min": min(ratios), "ratio_max": max(ratios),
+                            "brigade_runs": ours, "pytorch_runs": theirs})
+    if args.json:
+        print(json.dumps({"runs": args.runs, "threads": args.threads, "results": results}, indent=2))
+        return
+    import torch
+    print(f"median of {args.runs} alternated runs each; PyTorch {torch.__version__} on {args.threads} thread(s)")
+    rows = [["model", "unit", "brigade", "PyTorch", "ratio", "per-round ratios"]]
+    for r in results:
+        rows.append([r["model"], r["unit"], f"{r['brigade']:.0f}", f"{r['pytorch']:.0f}", f"{r['ratio']:.2f}",
+                     f"{r['ratio_min']:.2f}-{r['ratio_max']:.2f}"])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+
+
+if __name__ == "__main__":
+    main()
