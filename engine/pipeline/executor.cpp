@@ -287,7 +287,12 @@ void Executor::run_stage(uint32_t k, const Schedule& schedule, const Batch& batc
     std::vector<uint64_t> act_in(M), act_out(M), grad_in(M), grad_out(M), fwd_value(M), bwd_value(M);
     // A stage thread waits on the host for a relay's word before the submission that needs
     // it, so no device queue ever holds a submission waiting on another device.
-    auto wait_for = [&](Counter& c, uint64_t value) { c.wait(value, [&] { return abort_.raised(); }); };
+    double waited_us = 0;  // host time blocked in waits and the step's barrier, kept out of record_us
+    auto wait_for = [&](Counter& c, uint64_t value) {
+      const double t0 = now_us();
+      c.wait(value, [&] { return abort_.raised(); });
+      waited_us += now_us() - t0;
+    };
     size_t next_cmd = 0;
     bool first_forward = true, first_backward = true;
     std::vector<std::pair<vk::Commands*, ActionEvent>> recorded;
@@ -296,7 +301,7 @@ void Executor::run_stage(uint32_t k, const Schedule& schedule, const Batch& batc
     auto begin = [&](const Action& a) -> vk::Commands& {
       vk::Commands& c = *shared_->ring[k].at(next_cmd++);
       // Counts so far and the start time; submit() turns them into this action's.
-      ActionEvent e{k, to_string(a), 0, 0, 0, now_us(), c.dispatches(), c.barriers()};
+      ActionEvent e{k, to_string(a), 0, 0, 0, now_us() - waited_us, c.dispatches(), c.barriers()};
       c.reset();
       c.after_earlier_submissions();
       if (dev.info().timestamps) c.timestamp();
@@ -307,7 +312,7 @@ void Executor::run_stage(uint32_t k, const Schedule& schedule, const Batch& batc
       if (dev.info().timestamps) c.timestamp();
       ActionEvent& e = recorded.back().second;
       e.submit_us = now_us();
-      e.record_us = e.submit_us - e.record_us;
+      e.record_us = e.submit_us - waited_us - e.record_us;
       e.dispatches = c.dispatches() - e.dispatches, e.barriers = c.barriers() - e.barriers;
       if (abort_.raised()) throw UserError("stopped: another stage failed");
       last_value = c.submit();
@@ -413,7 +418,9 @@ void Executor::run_stage(uint32_t k, const Schedule& schedule, const Batch& batc
           }
           if (abort_.raised()) return;
           vk::Commands& c = begin(a);
+          const double t0 = now_us();
           const std::optional<double> grad_scale = step_stage(k, update);
+          waited_us += now_us() - t0;  // the stages' barrier and the norms' reduction on the host
           if (!grad_scale || abort_.raised()) return;
           if (update.optimizer) {
             optim::Step st = update.step;

@@ -27,6 +27,17 @@ LayerProfile profile_model(vk::Device& device, const model::Model& m, uint32_t r
   const uint32_t L = uint32_t(m.layers.size());
   if (!device.info().timestamps)
     throw UserError(device.label() + " has no GPU timestamps; use --partition cost");
+  // The whole model goes on the device for the measurement: a cap meant for one pipeline
+  // cell does not apply, and the peaks it leaves are not a stage's.
+  struct LiftCap {
+    vk::Allocator& mem;
+    uint64_t cap = mem.cap();
+    LiftCap(vk::Allocator& a) : mem(a) { mem.set_cap(0); }
+    ~LiftCap() {
+      mem.set_cap(cap);
+      mem.reset_peaks();
+    }
+  } lift{device.memory()};
   Stage stage(device, m, layout_stage(m, 0, 0, L, true, rows, 1, Remat::Never));
   for (const model::ParamSpec& p : m.params()) {
     const std::vector<float> v = p.kind == model::ParamKind::State

@@ -28,7 +28,8 @@ struct LayerProfile {
 
 // Times for a micro-batch of `rows` samples: medians over `reps` runs (after one warm-up
 // run) of GPU timestamps taken between layers and, with `per_kernel`, after every dispatch.
-// The whole model is put on the device for the measurement.
+// The whole model is put on the device for the measurement, its memory cap lifted meanwhile
+// (and its peaks reset after).
 LayerProfile profile_model(vk::Device& device, const model::Model& m, uint32_t rows,
                            uint32_t reps = 3, bool per_kernel = false);
 

@@ -17,7 +17,9 @@ struct ActionEvent {
   std::string name;            // "F3", "R2", "B0", "S"
   double submit_us = 0;        // host, steady clock
   double begin_us = 0, end_us = 0;  // GPU timestamps mapped onto the host's steady clock
-  double record_us = 0;        // host time spent recording the action's commands
+  // Host time spent recording the action's commands: from the start of the recording to its
+  // submission, less the time blocked inside it (a link's free slot, the step's barrier).
+  double record_us = 0;
   uint32_t dispatches = 0, barriers = 0;
 };
 

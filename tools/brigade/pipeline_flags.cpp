@@ -88,15 +88,7 @@ pipeline::Plan make_plan(const model::Model& m, const PipelineFlags& f, Devices&
     std::map<uint32_t, std::vector<double>> by_physical;  // logical devices of one GPU share a profile
     for (uint32_t k = 0; k < K; ++k) {
       const uint32_t phys = d.devices[k]->info().index;
-      if (!by_physical.count(phys)) {
-        // The whole model is timed on one device: a cap meant for one cell does not apply.
-        vk::Allocator& mem = d.devices[k]->memory();
-        const uint64_t cap = mem.cap();
-        mem.set_cap(0);
-        by_physical[phys] = pipeline::profile_layers(*d.devices[k], m, micro_rows);
-        mem.set_cap(cap);
-        mem.reset_peaks();
-      }
+      if (!by_physical.count(phys)) by_physical[phys] = pipeline::profile_layers(*d.devices[k], m, micro_rows);
       po.stages[k].layer_times = by_physical[phys];
     }
   }
