@@ -36,9 +36,9 @@ constexpr uint32_t kMaxDepth = 4096;
 // Without remat all 16 keep their activations, which then outweigh the parameter state (a
 // gpt-mini block at n_embd 256 keeps 32 MiB of activations beside 12 MiB of parameters,
 // gradients and AdamW state), so remat has much to free; with it a stage keeps 16 inputs and
-// one sequence's activations. 128MiB keeps K=8's step near a minute on lavapipe (256MiB: 138 s).
-// n_embd 128 is left out: K=8 reaches 248 blocks there, where each depth tried costs the
-// planner about a minute.
+// one sequence's activations. 128MiB keeps K=8's step under a minute on lavapipe (256MiB: over
+// two). n_embd 128 is left out: K=8 reaches 248 blocks there, where each depth tried costs the
+// planner some 45 s.
 struct Options {
   std::string model = "gpt-mini";
   std::string mem_limit = "128MiB";
