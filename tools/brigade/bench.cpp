@@ -365,6 +365,7 @@ void add_bench(CLI::App& app) {
   kernels->callback([opt] { run_kernels(opt->device, opt->reps, opt->json, opt->compare); });
   add_bench_pipeline(*bench);
   add_bench_profile(*bench);
+  add_bench_capacity(*bench);
 }
 
 }  // namespace brigade::cli

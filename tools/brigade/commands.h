@@ -14,6 +14,7 @@ void add_devices(CLI::App& app);
 void add_bench(CLI::App& app);
 void add_bench_pipeline(CLI::App& bench);  // under `bench`
 void add_bench_profile(CLI::App& bench);   // under `bench`
+void add_bench_capacity(CLI::App& bench);  // under `bench`
 void add_init(CLI::App& app);
 void add_step(CLI::App& app);
 void add_plot(CLI::App& app);

@@ -1,0 +1,75 @@
+// brigade bench capacity end to end: GPipe's Table 1 under a tiny cap, and its refusals.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "run.h"
+
+using namespace brigade;
+
+TEST_CASE("bench capacity: the largest GPT under one cap grows with remat and stages, and trains") {
+  const auto r = test::brigade_run(
+      "bench capacity --mem-limit 4MiB --widths 32,64 -b 4 -m 4 --configs 1:never,1:always,2:always,4:always --json");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.output);
+  const uint64_t cap = j.at("cap_bytes");
+  CHECK(cap == 4u << 20);
+  const auto& rows = j.at("results");
+  REQUIRE(rows.size() == 4);
+  const uint64_t naive = rows[0].at("parameters");
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const auto& row = rows[i];
+    INFO("row ", i, ": ", row.dump());
+    // The planner's fullest stage fits; the step's measured peak is at most that plan (each
+    // category peaks at its planned size, not all at once) and within 1% of it; one block more
+    // does not fit.
+    const uint64_t planned = row.at("planned_bytes"), peak = row.at("peak_bytes");
+    CHECK(planned <= cap);
+    CHECK(peak <= planned);
+    CHECK(peak >= planned - planned / 100);
+    CHECK(row.at("next_depth_bytes").get<uint64_t>() > cap);
+    const double loss = row.at("loss");
+    CHECK(std::isfinite(loss));
+    CHECK(std::abs(loss - std::log(256.0)) < 0.5);  // random bytes at initialization
+    CHECK(row.at("step_seconds").get<double>() > 0);
+    // The row's model is the width whose largest depth holds the most parameters.
+    uint64_t most = 0;
+    for (const auto& w : row.at("widths"))
+      if (!w.at("n_layer").is_null()) {
+        most = std::max<uint64_t>(most, w.at("parameters"));
+        if (w.at("n_embd") == row.at("n_embd")) CHECK(w.at("n_layer") == row.at("n_layer"));
+      }
+    CHECK(row.at("parameters").get<uint64_t>() == most);
+    CHECK(row.at("n_embd").get<uint32_t>() == 32 * row.at("n_head").get<uint32_t>());  // gpt-mini's head size
+    CHECK(row.at("relative_to_naive").get<double>() ==
+          doctest::Approx(double(row.at("parameters").get<uint64_t>()) / double(naive)));
+    if (i > 0) CHECK(row.at("parameters").get<uint64_t>() >= rows[i - 1].at("parameters").get<uint64_t>());
+  }
+  CHECK(rows[0]["stages"] == 1);
+  CHECK(rows[0]["remat"] == "never");
+  // Remat alone, then each doubling of the stages, fits strictly more.
+  CHECK(rows[1]["parameters"].get<uint64_t>() > naive);
+  CHECK(rows[3]["parameters"].get<uint64_t>() > rows[1]["parameters"].get<uint64_t>() * 3);
+}
+
+TEST_CASE("bench capacity refuses what it cannot grow, in one line and exit 2") {
+  for (const auto& [args, says] : std::vector<std::pair<std::string, std::string>>{
+           {"--model fashion-cnn", "fashion-cnn is not a GPT"},
+           {"--mem-limit 64KiB --widths 32", "K=1 never: no n_embd of --widths fits under --mem-limit 64KiB"},
+           {"--configs 8:always --mem-limit 256KiB --widths 32", "K=8 always: no n_embd"},
+           {"--widths 48", "48 is not a positive multiple of gpt-mini's head size 32"},
+           {"--configs 2:sometimes", "'sometimes' is not a remat mode"},
+           {"--mem-limit 1MiB,2MiB", "is a list"}}) {
+    const auto r = test::brigade_run("bench capacity --no-step -b 4 -m 4 " + args);
+    INFO(args, "\n", r.output);
+    CHECK(r.status == 2);
+    // The last line, after the progress of the rows searched before: the error.
+    const size_t last = r.output.rfind('\n', r.output.size() - 2) + 1;
+    CHECK(r.output.compare(last, 16, "brigade: error: ") == 0);
+    CHECK(r.output.find(says, last) != std::string::npos);
+  }
+}
