@@ -2,8 +2,9 @@
 # Installs Brigade's build and test dependencies from Debian 12's packages, only those that
 # are missing. Non-interactive and safe to re-run.
 #   tools/install-deps.sh              what building, testing and training need
-#   tools/install-deps.sh --reference  also Debian's CPU PyTorch, for the reference runs in
-#                                      tools/torch/ (comparison curves, benchmarks)
+#   tools/install-deps.sh --reference  also Debian's CPU PyTorch and OpenBLAS (its matrix
+#                                      products), for tools/torch/ (comparison curves,
+#                                      benchmarks)
 set -euo pipefail
 
 packages=(
@@ -14,7 +15,7 @@ packages=(
   clang libclang-rt-14-dev  # tools/fuzz.sh: libFuzzer and the sanitizers
   dataset-fashion-mnist jargon-text
 )
-[ "${1:-}" = "--reference" ] && packages+=(python3-torch)
+[ "${1:-}" = "--reference" ] && packages+=(python3-torch libopenblas0-pthread)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -158,7 +158,8 @@ TEST_CASE("every subcommand has --help naming its flags") {
   for (const auto& [cmd, flag] : std::vector<std::pair<std::string, std::string>>{
            {"devices", "--json"}, {"plan", "--mem-limit"}, {"init", "--seed"}, {"step", "--micro-batches"},
            {"train", "--resume"}, {"eval", "--batch-size"}, {"sample", "--temperature"}, {"plot", "--smooth"},
-           {"bench kernels", "--reps"}, {"bench pipeline", "--stages"}, {"bench profile", "--micro-batches"}}) {
+           {"bench kernels", "--reps"}, {"bench pipeline", "--stages"}, {"bench profile", "--micro-batches"},
+           {"bench capacity", "--mem-limit"}}) {
     const auto r = test::brigade_run(cmd + " --help");
     INFO(cmd, "\n", r.output);
     CHECK(r.status == 0);

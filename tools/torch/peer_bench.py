@@ -21,6 +21,11 @@ What both sides train (brigade's defaults for the preset, tools/brigade/train.cp
                             betas (0.9, 0.99), weight decay 0.1, global-norm clipping at 1.0,
                             warmup and cosine; nanoGPT's GPT as in gpt_reference.py.
 The initial parameters and the sample order differ between the sides; neither affects speed.
+
+Debian's python3-torch does its matrix products through the system BLAS. With only the
+reference BLAS (libblas3) installed they run several times slower than with OpenBLAS, which
+would make a weak peer: install libopenblas0-pthread (the script says which BLAS it found,
+and OPENBLAS_NUM_THREADS is set to THREADS for the PyTorch runs).
 """
 
 import argparse
@@ -64,10 +69,16 @@ def brigade_run(binary, model, out):
     return (steps - warmup) * p["rows"] * p["per_row"] / seconds
 
 
+def system_blas():
+    """The BLAS library Debian's alternatives system points libblas.so.3 at."""
+    return os.path.realpath("/usr/lib/x86_64-linux-gnu/libblas.so.3")
+
+
 def torch_run(model, threads):
     """The same measurement in PyTorch, in a fresh process (this script with --worker)."""
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", model, "--threads", str(threads)]
-    done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
+    done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     if done.returncode != 0:
         sys.exit(f"peer_bench: the PyTorch worker for {model} failed: {done.stderr.strip()}")
     return float(done.stdout.strip().splitlines()[-1])
@@ -146,6 +157,10 @@ def main():
         sys.exit("peer_bench: --runs must be at least 1")
     if not os.access(args.brigade, os.X_OK):
         sys.exit(f"peer_bench: {args.brigade} is not an executable brigade (build it, or pass --brigade)")
+    blas = system_blas()
+    if "openblas" not in blas and "blis" not in blas and "mkl" not in blas:
+        print(f"peer_bench: warning: PyTorch's BLAS is {blas}, not an optimized one; "
+              "install libopenblas0-pthread for a fair peer", file=sys.stderr)
     results = []
     with tempfile.TemporaryDirectory(prefix="peer-bench-") as tmp:
         for m in models:
@@ -163,10 +178,11 @@ def main():
                             "ratio_min": min(ratios), "ratio_max": max(ratios),
                             "brigade_runs": ours, "pytorch_runs": theirs})
     if args.json:
-        print(json.dumps({"runs": args.runs, "threads": args.threads, "results": results}, indent=2))
+        print(json.dumps({"runs": args.runs, "threads": args.threads, "blas": blas, "results": results}, indent=2))
         return
     import torch
-    print(f"median of {args.runs} alternated runs each; PyTorch {torch.__version__} on {args.threads} thread(s)")
+    print(f"median of {args.runs} alternated runs each; PyTorch {torch.__version__} on {args.threads} thread(s), "
+          f"BLAS {blas}")
     rows = [["model", "unit", "brigade", "PyTorch", "ratio", "per-round ratios"]]
     for r in results:
         rows.append([r["model"], r["unit"], f"{r['brigade']:.0f}", f"{r['pytorch']:.0f}", f"{r['ratio']:.2f}",
