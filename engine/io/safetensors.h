@@ -8,6 +8,7 @@
 #include <map>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace brigade::io {
@@ -77,5 +78,8 @@ class SafeTensorsWriter {
 
 // Replaces `path` with `bytes` atomically (see SafeTensorsWriter::write).
 void write_atomically(const std::string& path, std::span<const uint8_t> bytes);
+inline void write_atomically(const std::string& path, std::string_view text) {
+  write_atomically(path, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+}
 
 }  // namespace brigade::io

@@ -2,20 +2,30 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "run.h"
+#include "xml_check.h"
 
 using namespace brigade;
 
 TEST_CASE("bench capacity: the largest GPT under one cap grows with remat and stages, and trains") {
+  const std::filesystem::path dir = test::scratch_dir("bench-capacity");
   const auto r = test::brigade_run(
-      "bench capacity --mem-limit 4MiB --widths 32,64 -b 4 -m 4 --configs 1:never,1:always,2:always,4:always --json");
+      "bench capacity --mem-limit 4MiB --widths 32,64 -b 4 -m 4 --configs 1:never,1:always,2:always,4:always --json "
+      "--svg " + dir.string());
   INFO(r.output);
   REQUIRE(r.status == 0);
   const auto j = nlohmann::json::parse(r.output);
+  // The chart: one line per remat mode.
+  const std::string svg = test::slurp(dir / "capacity.svg");
+  CHECK(test::xml_problem(svg).empty());
+  CHECK(svg.find("remat always") != std::string::npos);
+  CHECK(svg.find("remat never") != std::string::npos);
+  std::filesystem::remove_all(dir);
   const uint64_t cap = j.at("cap_bytes");
   CHECK(cap == 4u << 20);
   const auto& rows = j.at("results");

@@ -17,6 +17,8 @@
 #include <vector>
 
 #include "commands.h"
+#include "io/safetensors.h"
+#include "io/svg.h"
 #include "optim/adamw.h"
 #include "optim/sgd.h"
 #include "pipeline/batch.h"
@@ -50,6 +52,7 @@ struct Options {
   uint32_t device = 0;
   bool json = false;
   bool no_step = false;
+  std::string svg;  // folder for capacity.svg
 };
 
 // One row of the table: K stages, one remat mode.
@@ -290,6 +293,21 @@ void print(const Options& o, const Base& base, uint64_t cap, const std::vector<R
   print_table(t);
 }
 
+// capacity.svg: parameters against K, one line per remat mode, on a log scale.
+void write_chart(const Options& o, uint64_t cap, const std::vector<Row>& rows) {
+  io::Chart c{"the largest GPT under " + format_bytes(cap) + " per stage", "stages K", "parameters", {}, true};
+  for (const Row& r : rows) {
+    auto it = std::find_if(c.series.begin(), c.series.end(),
+                           [&](const io::Series& s) { return s.label == "remat " + r.config.remat; });
+    if (it == c.series.end())
+      it = c.series.insert(c.series.end(), io::Series{"remat " + r.config.remat, {}, {}, false, true});
+    it->x.push_back(r.config.K), it->y.push_back(double(r.params));
+  }
+  const std::string path = o.svg + "/capacity.svg";
+  io::write_atomically(path, io::render_svg(c));
+  if (!o.json) std::fprintf(stderr, "wrote %s\n", path.c_str());
+}
+
 void run(const Options& o) {
   if (o.widths.empty()) throw UserError("--widths: give at least one n_embd");
   if (o.mem_limit.find(',') != std::string::npos)
@@ -314,6 +332,7 @@ void run(const Options& o) {
         break;
       }
 
+  if (!o.svg.empty()) write_chart(o, cap, rows);
   if (!o.json) return print(o, base, cap, rows);
   auto number = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); };
   nlohmann::json j{{"model", base.name},       {"block_size", base.block_size}, {"head_size", base.head_size},
@@ -361,6 +380,7 @@ void add_bench_capacity(CLI::App& bench) {
   cmd->add_option("--device", o->device, "device index from `brigade devices`")->capture_default_str();
   cmd->add_flag("--json", o->json, "print JSON instead of tables");
   cmd->add_flag("--no-step", o->no_step, "plan only: no training step");
+  cmd->add_option("--svg", o->svg, "folder to write capacity.svg into");
   cmd->callback([o] { run(*o); });
 }
 

@@ -135,9 +135,8 @@ void run(const Options& o) {
         }
       c.series.push_back(measured), c.series.push_back(theory);
     }
-    const std::string text = io::render_svg(c);
     const std::string path = o.svg + "/bubble.svg";
-    io::write_atomically(path, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+    io::write_atomically(path, io::render_svg(c));
     std::fprintf(stderr, "wrote %s\n", path.c_str());
   }
 }

@@ -69,7 +69,7 @@ std::string count(size_t n, const char* what) {
 }
 
 void write_text(const fs::path& path, const std::string& text) {
-  io::write_atomically(path.string(), std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+  io::write_atomically(path.string(), text);
 }
 
 void run_plot(PlotArgs a) {

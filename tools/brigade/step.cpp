@@ -58,8 +58,7 @@ void run_step(const StepArgs& a) {
   out.write(a.out);
   if (!a.trace.empty()) {
     const std::string json = r.trace.chrome_json();
-    io::write_atomically(a.trace, std::span<const uint8_t>(
-                                      reinterpret_cast<const uint8_t*>(json.data()), json.size()));
+    io::write_atomically(a.trace, json);
   }
   if (a.quiet) return;
   std::printf("loss %.6f over %u samples; gradients of %zu tensors written to %s\n", loss,

@@ -133,7 +133,7 @@ class Metrics {
           kept += line + "\n";
       }
     }
-    io::write_atomically(path, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(kept.data()), kept.size()));
+    io::write_atomically(path, kept);
     f_ = std::fopen(path.c_str(), "a");
     if (!f_) throw UserError(path + ": cannot open for writing");
   }

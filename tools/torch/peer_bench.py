@@ -3,7 +3,7 @@
 optimizer and data, run alternately, reported as medians and their ratio.
 
     /usr/bin/python3 tools/torch/peer_bench.py [--models fashion-mlp,fashion-cnn,gpt-mini]
-        [--runs 5] [--threads 2] [--brigade build/brigade] [--json]
+        [--runs 5] [--threads 2] [--brigade build/brigade] [--json] [--svg FILE]
 
 Each round runs `brigade train` (a fresh process, device 0: lavapipe on a machine without a
 GPU) and then the same training in PyTorch (a fresh process, torch.set_num_threads(THREADS)),
@@ -137,6 +137,42 @@ def worker(model, threads):
     print((steps - warmup) * per_step / (time.perf_counter() - start))
 
 
+def write_svg(path, results):
+    """A bar per model: brigade's throughput over PyTorch's (median), the per-round range as a
+    whisker, and the 1.0 line where the two are equally fast."""
+    w, h, left, top, bottom, bar = 560, 320, 70, 40, 50, 60
+    top_ratio = max(1.2, max(r["ratio_max"] for r in results) * 1.1)
+    y = lambda v: top + (h - top - bottom) * (1 - v / top_ratio)  # noqa: E731
+    step = (w - left - 20) / len(results)
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">',
+           f'<rect width="{w}" height="{h}" fill="white"/>',
+           f'<text x="{w / 2}" y="22" text-anchor="middle" font-size="14">brigade (lavapipe) / PyTorch (CPU), '
+           'training throughput</text>']
+    v = 0.0
+    while v <= top_ratio + 1e-9:
+        out.append(f'<line x1="{left}" x2="{w - 20}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#ddd"/>')
+        out.append(f'<text x="{left - 6}" y="{y(v) + 4:.1f}" text-anchor="end">{v:.1f}x</text>')
+        v += 0.2 if top_ratio <= 2 else 0.5
+    for i, r in enumerate(results):
+        x = left + step * i + (step - bar) / 2
+        out.append(f'<rect x="{x:.1f}" y="{y(r["ratio"]):.1f}" width="{bar}" height="{y(0) - y(r["ratio"]):.1f}" '
+                   'fill="#4878a8"/>')
+        cx = x + bar / 2
+        out.append(f'<line x1="{cx:.1f}" x2="{cx:.1f}" y1="{y(r["ratio_min"]):.1f}" y2="{y(r["ratio_max"]):.1f}" '
+                   'stroke="black"/>')
+        out.append(f'<text x="{cx:.1f}" y="{y(r["ratio_max"]) - 6:.1f}" text-anchor="middle">{r["ratio"]:.2f}x</text>')
+        out.append(f'<text x="{cx:.1f}" y="{h - bottom + 18}" text-anchor="middle">{r["model"]}</text>')
+    out.append(f'<line x1="{left}" x2="{w - 20}" y1="{y(1):.1f}" y2="{y(1):.1f}" stroke="#c44" stroke-dasharray="6 4"/>')
+    out.append(f'<text x="{w - 22}" y="{y(1) - 5:.1f}" text-anchor="end" fill="#c44">as fast as PyTorch</text>')
+    out.append(f'<text x="{w / 2}" y="{h - 12}" text-anchor="middle">median of the rounds; whiskers: per-round '
+               'ratios, lowest to highest</text>')
+    out.append("</svg>")
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write("\n".join(out) + "\n")
+    os.replace(tmp, path)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default="fashion-mlp,fashion-cnn,gpt-mini")
@@ -144,6 +180,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2, help="PyTorch CPU threads (default 2)")
     ap.add_argument("--brigade", default=os.path.join(HERE, "..", "..", "build", "brigade"))
     ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    ap.add_argument("--svg", help="also draw the ratios into this SVG file")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
@@ -177,6 +214,9 @@ def main():
                             "ratio": statistics.median(ours) / statistics.median(theirs),
                             "ratio_min": min(ratios), "ratio_max": max(ratios),
                             "brigade_runs": ours, "pytorch_runs": theirs})
+    if args.svg:
+        write_svg(args.svg, results)
+        print(f"wrote {args.svg}", file=sys.stderr)
     if args.json:
         print(json.dumps({"runs": args.runs, "threads": args.threads, "blas": blas, "results": results}, indent=2))
         return
