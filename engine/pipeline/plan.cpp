@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <unordered_map>
 
 #include "optim/clip.h"
 #include "util/units.h"
@@ -191,8 +192,13 @@ Plan plan(const model::Model& m, const PlanOptions& o) {
     s.link_bytes = link_bytes(m, uint32_t(first), uint32_t(last), p.micro_rows[0]);
     return s;
   };
+  // A cell's footprint depends on its layers only, not on which stage holds it: each
+  // (first, last) is laid out once, however often the partitioner asks.
+  std::unordered_map<uint64_t, uint64_t> footprints;
   const CellMemory exact = [&](size_t k, size_t first, size_t last) {
-    return total(layout(k, first, last).memory(o.optimizer_states));
+    const auto [it, fresh] = footprints.try_emplace(uint64_t(first) * (L + 1) + last, 0);
+    if (fresh) it->second = total(layout(k, first, last).memory(o.optimizer_states));
+    return it->second;
   };
   std::string no_cut;
   if (!o.balance.empty()) {

@@ -142,7 +142,7 @@ class DepthSearch {
 
   // With `plan` false, a depth whose parameters, gradients and optimizer state alone exceed
   // the K caps together is refused without running the planner: its exact cut lays out each
-  // of O(K·L²) candidate cells afresh, O(K·L³) layer visits, seconds at a few hundred layers.
+  // of O(L²) candidate cells, O(L³) layer visits, seconds at a few hundred layers.
   const Probe& probe(uint32_t n_layer, bool plan = false) {
     auto it = probes_.find(n_layer);
     if (it != probes_.end() && (it->second.planned || !plan)) return it->second;
