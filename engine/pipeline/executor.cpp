@@ -156,6 +156,11 @@ void Executor::calibrate() {
   }
 }
 
+void Executor::initialize_parameters(uint64_t seed) {
+  for (const model::ParamSpec& spec : model_.params())
+    if (spec.kind != model::ParamKind::State) set_parameter(spec.name, model::initial_values(spec, seed));
+}
+
 void Executor::set_parameter(const std::string& name, const std::vector<float>& values) {
   auto it = shared_->holders.find(name);
   if (it == shared_->holders.end()) throw UserError("the model has no parameter '" + name + "'");
@@ -298,10 +303,16 @@ void Executor::run_stage(uint32_t k, const Schedule& schedule, const Batch& batc
     std::vector<std::pair<vk::Commands*, ActionEvent>> recorded;
     uint64_t last_value = 0;
 
+    // The action being recorded (one at a time): its start, less the waits so far, and its
+    // Commands' counts then; submit() turns them into the action's own.
+    struct {
+      double start_us = 0;
+      uint32_t dispatches = 0, barriers = 0;
+    } open;
     auto begin = [&](const Action& a) -> vk::Commands& {
       vk::Commands& c = *shared_->ring[k].at(next_cmd++);
-      // Counts so far and the start time; submit() turns them into this action's.
-      ActionEvent e{k, to_string(a), 0, 0, 0, now_us() - waited_us, c.dispatches(), c.barriers()};
+      open = {now_us() - waited_us, c.dispatches(), c.barriers()};
+      ActionEvent e{k, to_string(a)};
       c.reset();
       c.after_earlier_submissions();
       if (dev.info().timestamps) c.timestamp();
@@ -312,8 +323,8 @@ void Executor::run_stage(uint32_t k, const Schedule& schedule, const Batch& batc
       if (dev.info().timestamps) c.timestamp();
       ActionEvent& e = recorded.back().second;
       e.submit_us = now_us();
-      e.record_us = e.submit_us - waited_us - e.record_us;
-      e.dispatches = c.dispatches() - e.dispatches, e.barriers = c.barriers() - e.barriers;
+      e.record_us = e.submit_us - waited_us - open.start_us;
+      e.dispatches = c.dispatches() - open.dispatches, e.barriers = c.barriers() - open.barriers;
       if (abort_.raised()) throw UserError("stopped: another stage failed");
       last_value = c.submit();
       return last_value;

@@ -74,6 +74,9 @@ class Executor {
 
   // Parameters by name: a tied parameter is written to (and read from) every stage holding it.
   void set_parameter(const std::string& name, const std::vector<float>& values);
+  // Every learnable parameter from the model's initializer (model::initial_values) with
+  // `seed`; buffers of running statistics keep their initial contents.
+  void initialize_parameters(uint64_t seed);
   std::vector<float> parameter(const std::string& name) const;
   std::vector<float> gradient(const std::string& name) const;
   // Every stage's copy of a parameter (tests: tied copies stay identical).

@@ -4,17 +4,10 @@
 
 #include "pipeline/plan.h"
 #include "pipeline/stage.h"
+#include "util/stats.h"
 #include "vk/check.h"
 
 namespace brigade::pipeline {
-namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-}  // namespace
 
 std::vector<double> LayerProfile::total() const {
   std::vector<double> out(forward.size());

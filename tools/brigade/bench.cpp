@@ -22,6 +22,7 @@
 #include "ops/matmul.h"
 #include "ref/linear.h"
 #include "ref/matmul.h"
+#include "util/stats.h"
 #include "vk/buffer.h"
 #include "vk/commands.h"
 #include "vk/device.h"
@@ -198,8 +199,7 @@ Result run_case(vk::Device& dev, const Case& c, const Problem& problem, int reps
   const auto ts = cmd.timestamps_ns();
   std::vector<double> ms;
   for (int i = 0; i < reps; ++i) ms.push_back((ts[marks[2 * i + 1]] - ts[marks[2 * i]]) * 1e-6);
-  std::sort(ms.begin(), ms.end());
-  r.median_ms = reps % 2 ? ms[reps / 2] : (ms[reps / 2 - 1] + ms[reps / 2]) / 2;
+  r.median_ms = median(ms);
   const auto [m, n, k] = c.mnk();
   r.gflops = 2.0 * double(m) * double(n) * double(k) / (r.median_ms * 1e6);
   return r;

@@ -65,8 +65,7 @@ struct Config {
 // K logical devices of --device, each under --mem-limit, for one row.
 PipelineFlags row_flags(const Options& o, const Config& c) {
   PipelineFlags f;
-  f.devices = std::to_string(o.device);
-  for (uint32_t k = 1; k < c.K; ++k) f.devices += "," + std::to_string(o.device);
+  f.devices = logical_devices(o.device, c.K);
   f.micro_batches = o.micro_batches;
   f.remat = c.remat;
   f.mem_limit = o.mem_limit;
@@ -207,8 +206,7 @@ void prove(const Options& o, const DepthSearch& s, Row& r) {
   const model::Model m = s.build(r.n_layer);
   Pipeline p = open_pipeline(m, s.flags(), o.batch, optimizer_states(o.optimizer));
   pipeline::Executor& ex = *p.executor;
-  for (const model::ParamSpec& spec : m.params())
-    if (spec.kind != model::ParamKind::State) ex.set_parameter(spec.name, model::initial_values(spec, 0));
+  ex.initialize_parameters(0);
   std::unique_ptr<optim::Optimizer> opt;
   if (o.optimizer == "adamw") opt = std::make_unique<optim::AdamW>(optim::AdamWOptions{});
   else opt = std::make_unique<optim::Sgd>(optim::SgdOptions{.momentum = 0.9});

@@ -20,6 +20,7 @@
 #include "pipeline/executor.h"
 #include "pipeline_flags.h"
 #include "table.h"
+#include "util/stats.h"
 #include "util/units.h"
 
 namespace brigade::cli {
@@ -43,22 +44,14 @@ struct Row {
   uint64_t activations = 0, total = 0;  // the largest stage's peaks
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 Row measure(const model::Model& m, const Options& o, const pipeline::Batch& batch, uint32_t K, uint32_t M) {
   PipelineFlags f;
-  f.devices = std::to_string(o.device);
-  for (uint32_t k = 1; k < K; ++k) f.devices += "," + std::to_string(o.device);
+  f.devices = logical_devices(o.device, K);
   f.micro_batches = M;
   f.remat = o.remat;
   Pipeline p = open_pipeline(m, f, o.batch, 1);
   pipeline::Executor& ex = *p.executor;
-  for (const model::ParamSpec& s : m.params())
-    if (s.kind != model::ParamKind::State) ex.set_parameter(s.name, model::initial_values(s, 0));
+  ex.initialize_parameters(0);
   optim::Sgd sgd(optim::SgdOptions{.momentum = 0.9});
   ex.attach(sgd);
   ex.train(batch, {&sgd, optim::Step{1, 0.01, 1}, 0});  // warm-up: pipelines compiled, memory touched

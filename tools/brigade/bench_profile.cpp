@@ -50,8 +50,7 @@ struct StepProfile {
 
 StepProfile profile_steps(const model::Model& m, const Options& o, Pipeline& p) {
   pipeline::Executor& ex = *p.executor;
-  for (const model::ParamSpec& s : m.params())
-    if (s.kind != model::ParamKind::State) ex.set_parameter(s.name, model::initial_values(s, 0));
+  ex.initialize_parameters(0);
   optim::AdamW adamw(optim::AdamWOptions{});
   ex.attach(adamw);
   const pipeline::Batch batch = pipeline::random_batch(m, o.batch, 1);

@@ -39,6 +39,12 @@ std::vector<uint32_t> parse_devices(const std::string& text, uint32_t available)
   return *indices;
 }
 
+std::string logical_devices(uint32_t index, uint32_t K) {
+  std::string s = std::to_string(index);
+  for (uint32_t k = 1; k < K; ++k) s += "," + std::to_string(index);
+  return s;
+}
+
 Devices open_devices(const PipelineFlags& f) {
   Devices d;
   vk::InstanceOptions io;

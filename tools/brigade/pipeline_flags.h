@@ -29,6 +29,8 @@ struct PipelineFlags {
 };
 
 void add_pipeline_flags(CLI::App& cmd, PipelineFlags& f);
+// --devices for K logical devices of device `index`: "index,index,...".
+std::string logical_devices(uint32_t index, uint32_t K);
 
 // "0,0,1" -> {0, 0, 1}; refuses indices the machine does not have.
 std::vector<uint32_t> parse_devices(const std::string& text, uint32_t available);

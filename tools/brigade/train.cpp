@@ -232,8 +232,7 @@ void run_train(TrainArgs& a) {
                                          std::to_string(s.steps) + " steps)");
   } else {
     fs::create_directories(a.out);
-    for (const model::ParamSpec& spec : m.params())
-      if (spec.kind != model::ParamKind::State) ex.set_parameter(spec.name, model::initial_values(spec, s.seed));
+    ex.initialize_parameters(s.seed);
   }
 
   const uint32_t tps = m.targets_per_sample;
