@@ -445,6 +445,11 @@ void Executor::run_stage(uint32_t k, const Schedule& schedule, const Batch& batc
         }
       }
     }
+    // Every submission complete before its timestamps are read: a reused recording's query
+    // reset runs on the device, so until then its queries still hold the last run's values
+    // (SwiftShader starts a submission later than lavapipe does, and showed it), and the
+    // caller reads results (the loss, the outputs) as soon as the stage threads return.
+    if (last_value) dev.wait(last_value);
     // GPU times of every action, on the host's clock.
     const double offset = clock_offset_us_[k];
     for (auto& [c, e] : recorded) {

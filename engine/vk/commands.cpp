@@ -1,5 +1,7 @@
 #include "vk/commands.h"
 
+#include <algorithm>
+
 #include "util/units.h"
 #include "vk/check.h"
 
@@ -144,6 +146,12 @@ void Commands::dispatch(const Kernel& kernel, std::initializer_list<View> bindin
                       format_bytes(v.range) + ", over this device's maxStorageBufferRange of " +
                       format_bytes(max_range) + "; a kernel cannot bind it whole (use more "
                       "micro-batches or stages so tensors are smaller)");
+    if (v.offset % std::max<uint64_t>(device_.info().min_storage_offset_alignment, 1))
+      throw VulkanError(device_.label() + ": " + kernel.name() + " binding " + std::to_string(b) +
+                            ": view of '" + v.buffer->name() + "' at offset " + std::to_string(v.offset) +
+                            ", not a multiple of this device's minStorageBufferOffsetAlignment " +
+                            std::to_string(device_.info().min_storage_offset_alignment),
+                        VK_ERROR_UNKNOWN);
     accesses.emplace_back(v.buffer->handle(), kernel.writes(b) ? kWrite | kRead : kRead);
     infos.push_back({v.buffer->handle(), v.offset, v.range});
     ++b;

@@ -1,5 +1,6 @@
 #include "vk/device.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "vk/check.h"
@@ -67,12 +68,30 @@ Device::Device(Instance& instance, uint32_t index, DeviceOptions options) : inst
     queues.push_back(q);
   }
 
+  if (options.subgroup_size) {
+    const auto sizes = subgroup_sizes(info_);
+    if (std::find(sizes.begin(), sizes.end(), options.subgroup_size) == sizes.end())
+      throw UserError(label_ + " cannot run compute kernels with subgroups of " +
+                      std::to_string(options.subgroup_size) + " (it offers " +
+                      std::to_string(info_.min_subgroup_size) + " to " +
+                      std::to_string(info_.max_subgroup_size) + ")");
+    info_.subgroup_size = options.subgroup_size;  // what the launchers size workgroups by
+    required_subgroup_size_ = options.subgroup_size;
+  }
+
   std::vector<const char*> extensions;
   if (info_.external_memory_fd) extensions.push_back(VK_KHR_EXTERNAL_MEMORY_FD_EXTENSION_NAME);
   if (info_.external_memory_host) extensions.push_back(VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);
 
   VkPhysicalDeviceVulkan12Features v12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
   v12.timelineSemaphore = VK_TRUE;
+  VkPhysicalDeviceSubgroupSizeControlFeatures size_control{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES};
+  size_control.subgroupSizeControl = VK_TRUE;
+  if (required_subgroup_size_) {
+    v12.pNext = &size_control;
+    extensions.push_back(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
+  }
   VkPhysicalDeviceFeatures2 features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
   features.pNext = &v12;
 

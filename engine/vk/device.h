@@ -25,6 +25,9 @@ struct Specialization;
 struct DeviceOptions {
   std::string label;      // e.g. "stage 1"; used in debug names and error messages
   uint64_t mem_limit = 0; // bytes; 0 = no cap
+  // Every kernel of this device runs with this subgroup size (one of subgroup_sizes() of
+  // the device); 0 = the driver's choice. Tests use it to run each kernel under every size.
+  uint32_t subgroup_size = 0;
 };
 
 struct SemaphoreValue {
@@ -70,6 +73,8 @@ class Device {
   // The same with a timeout; false when it expires first.
   bool wait_for(uint64_t value, uint64_t timeout_ns);
   VkSemaphore queue_timeline() const { return queue_timeline_; }
+  // The subgroup size every kernel must run with (DeviceOptions), or 0.
+  uint32_t required_subgroup_size() const { return required_subgroup_size_; }
 
   // The compute pipeline of a shader from shaders/, built once per specialization.
   const Kernel& kernel(const std::string& shader, const Specialization& spec);
@@ -86,6 +91,7 @@ class Device {
   std::mutex queue_mutex_;
   VkSemaphore queue_timeline_ = VK_NULL_HANDLE;
   uint64_t submitted_ = 0;
+  uint32_t required_subgroup_size_ = 0;
   // Fault injection (BRIGADE_FAULT=device-lost:LABEL:N): the Nth submission of the device
   // labelled LABEL fails with VK_ERROR_DEVICE_LOST, and every later submit or wait as well,
   // as after a real loss. Tests use it; nothing else sets it.

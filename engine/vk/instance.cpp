@@ -168,4 +168,14 @@ VkBool32 Instance::on_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
   return VK_FALSE;
 }
 
+std::vector<PhysicalInfo> Instance::describe_devices() const {
+  std::vector<PhysicalInfo> out;
+  for (uint32_t i = 0; i < physical_.size(); ++i) out.push_back(describe(physical_[i], i));
+  return out;
+}
+
+uint32_t Instance::find_device(const std::string& spec, const std::string& what) const {
+  return vk::find_device(describe_devices(), spec, what);
+}
+
 }  // namespace brigade::vk

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "vk/physical.h"
+
 namespace brigade::vk {
 
 struct InstanceOptions {
@@ -36,6 +38,10 @@ class Instance {
   bool validation() const { return options_.validation; }
   bool debug_utils() const { return debug_utils_; }
   const std::vector<VkPhysicalDevice>& physical_devices() const { return physical_; }
+  // Every physical device described, in the loader's order (the indices of `brigade devices`).
+  std::vector<PhysicalInfo> describe_devices() const;
+  // The device `spec` names (see find_device): an index, part of a name or a UUID prefix.
+  uint32_t find_device(const std::string& spec, const std::string& what) const;
 
   // Warnings and errors reported by the validation layer since creation.
   std::size_t message_count() const { return count_.load(); }

@@ -57,6 +57,10 @@ Kernel::Kernel(Device& device, const std::string& shader, const Specialization& 
   info.stage.module = module;
   info.stage.pName = "main";
   info.stage.pSpecializationInfo = entries.empty() ? nullptr : &spec_info;
+  VkPipelineShaderStageRequiredSubgroupSizeCreateInfo required{
+      VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO};
+  required.requiredSubgroupSize = device.required_subgroup_size();
+  if (required.requiredSubgroupSize) info.stage.pNext = &required;
   info.layout = layout_;
   const VkResult r = vk.vkCreateComputePipelines(dev, VK_NULL_HANDLE, 1, &info, nullptr, &pipeline_);
   vk.vkDestroyShaderModule(dev, module, nullptr);

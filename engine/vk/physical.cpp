@@ -1,26 +1,49 @@
 #include "vk/physical.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
+
+#include "vk/check.h"
 
 namespace brigade::vk {
 namespace {
 
 std::string vendor_name(uint32_t id) {
   switch (id) {
+    // PCI vendor IDs
     case 0x10DE: return "NVIDIA";
     case 0x1002: return "AMD";
+    case 0x1022: return "AMD";
     case 0x8086: return "Intel";
     case 0x13B5: return "ARM";
     case 0x5143: return "Qualcomm";
     case 0x106B: return "Apple";
+    case 0x1AE0: return "Google";
+    case 0x1010: return "Imagination";
+    case 0x144D: return "Samsung";
+    case 0x1414: return "Microsoft";
+    case 0x14E4: return "Broadcom";
+    case 0x1D17: return "Zhaoxin";
+    // Khronos vendor IDs (VkVendorId) of vendors without a PCI ID
+    case 0x10001: return "Vivante";
+    case 0x10002: return "VeriSilicon";
+    case 0x10003: return "Kazan";
+    case 0x10004: return "Codeplay";
     case 0x10005: return "Mesa";
+    case 0x10006: return "PoCL";
+    case 0x10007: return "MoltenVK";
     default: {
       char buf[16];
       std::snprintf(buf, sizeof buf, "0x%04X", id);
       return buf;
     }
   }
+}
+
+std::string lower(std::string s) {
+  for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return s;
 }
 
 }  // namespace
@@ -75,25 +98,41 @@ PhysicalInfo describe(VkPhysicalDevice device, uint32_t index) {
   vkEnumerateDeviceExtensionProperties(device, nullptr, &n, exts.data());
   for (auto& e : exts) info.extensions.emplace_back(e.extensionName);
 
+  // Chain only the structures this device knows, by its API version and extensions: a
+  // driver may complain (SwiftShader prints a line to stderr) about any other.
+  VkPhysicalDeviceProperties plain;
+  vkGetPhysicalDeviceProperties(device, &plain);
+  const uint32_t api = plain.apiVersion;
+  const bool v11 = api >= VK_API_VERSION_1_1, v12 = api >= VK_API_VERSION_1_2;
+  // Brigade's instance asks for Vulkan 1.2, so features of 1.3 come through their extensions.
+  const bool size_control = info.has_extension(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
+  info.external_memory_host = info.has_extension(VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);
+
+  VkPhysicalDeviceProperties2 props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
   VkPhysicalDeviceExternalMemoryHostPropertiesEXT host{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_MEMORY_HOST_PROPERTIES_EXT};
   VkPhysicalDeviceSubgroupProperties subgroup{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
   VkPhysicalDeviceDriverProperties driver{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
   VkPhysicalDeviceIDProperties ids{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES};
   VkPhysicalDeviceMaintenance3Properties m3{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
-  VkPhysicalDeviceProperties2 props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
-  props.pNext = &subgroup;
-  subgroup.pNext = &driver;
-  driver.pNext = &ids;
-  ids.pNext = &m3;
-  info.external_memory_host = info.has_extension(VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);
-  if (info.external_memory_host) m3.pNext = &host;
+  VkPhysicalDeviceSubgroupSizeControlProperties sizes{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES};
+  void** tail = &props.pNext;
+  auto chain = [&tail](auto& s) {
+    *tail = &s;
+    tail = &s.pNext;
+  };
+  if (v11) chain(subgroup), chain(ids), chain(m3);
+  if (v12 || info.has_extension(VK_KHR_DRIVER_PROPERTIES_EXTENSION_NAME)) chain(driver);
+  if (info.external_memory_host) chain(host);
+  if (size_control) chain(sizes);
   vkGetPhysicalDeviceProperties2(device, &props);
 
   const auto& p = props.properties;
   info.name = p.deviceName;
   info.vendor_id = p.vendorID;
   info.vendor = vendor_name(p.vendorID);
+  info.driver_id = driver.driverID;
   info.type = p.deviceType;
   info.driver_name = driver.driverName;
   info.driver_info = driver.driverInfo;
@@ -105,6 +144,7 @@ PhysicalInfo describe(VkPhysicalDevice device, uint32_t index) {
   info.subgroup_arithmetic = (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) &&
                              (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT);
   info.max_storage_buffer_range = p.limits.maxStorageBufferRange;
+  info.min_storage_offset_alignment = p.limits.minStorageBufferOffsetAlignment;
   info.max_allocation_size = m3.maxMemoryAllocationSize;
   info.max_shared_memory = p.limits.maxComputeSharedMemorySize;
   info.max_workgroup_invocations = p.limits.maxComputeWorkGroupInvocations;
@@ -131,15 +171,68 @@ PhysicalInfo describe(VkPhysicalDevice device, uint32_t index) {
 
   VkPhysicalDeviceTimelineSemaphoreFeatures timeline{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_TIMELINE_SEMAPHORE_FEATURES};
+  VkPhysicalDeviceSubgroupSizeControlFeatures size_features{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES};
   VkPhysicalDeviceFeatures2 features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
-  features.pNext = &timeline;
+  tail = &features.pNext;
+  if (v12 || info.has_extension(VK_KHR_TIMELINE_SEMAPHORE_EXTENSION_NAME)) chain(timeline);
+  if (size_control) chain(size_features);
   vkGetPhysicalDeviceFeatures2(device, &features);
   info.timeline_semaphore = timeline.timelineSemaphore == VK_TRUE;
+  info.subgroup_size_control = size_features.subgroupSizeControl == VK_TRUE &&
+                               (sizes.requiredSubgroupSizeStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+                               sizes.minSubgroupSize > 0;
+  info.min_subgroup_size = info.subgroup_size_control ? sizes.minSubgroupSize : info.subgroup_size;
+  info.max_subgroup_size = info.subgroup_size_control ? sizes.maxSubgroupSize : info.subgroup_size;
 
   info.external_memory_fd = info.has_extension(VK_KHR_EXTERNAL_MEMORY_FD_EXTENSION_NAME);
   info.cooperative_matrix = info.has_extension("VK_KHR_cooperative_matrix") ||
                             info.has_extension("VK_NV_cooperative_matrix");
   return info;
+}
+
+std::vector<uint32_t> subgroup_sizes(const PhysicalInfo& device) {
+  if (!device.subgroup_size_control) return {device.subgroup_size};
+  std::vector<uint32_t> out;
+  for (uint32_t s = 1; s <= device.max_subgroup_size && s != 0; s *= 2)
+    if (s >= device.min_subgroup_size) out.push_back(s);
+  return out;
+}
+
+uint32_t find_device(const std::vector<PhysicalInfo>& devices, const std::string& spec,
+                     const std::string& what) {
+  auto listing = [&] {
+    std::string s;
+    for (const PhysicalInfo& d : devices)
+      s += (s.empty() ? "" : "; ") + std::to_string(d.index) + " " + d.name + " (" + d.device_uuid_string() + ")";
+    return s.empty() ? std::string("none") : s;
+  };
+  if (spec.empty()) throw UserError(what + ": an empty device name; devices: " + listing());
+  if (std::all_of(spec.begin(), spec.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    const unsigned long index = spec.size() > 9 ? ~0ul : std::stoul(spec);
+    if (index < devices.size()) return uint32_t(index);
+    throw UserError(what + ": device " + spec + " does not exist; this machine has " +
+                    std::to_string(devices.size()) + ": " + listing());
+  }
+  const std::string needle = lower(spec);
+  std::string hex;  // the spec as a UUID prefix, without dashes
+  for (char c : needle)
+    if (c != '-') hex += c;
+  const bool is_hex = std::all_of(hex.begin(), hex.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); });
+  std::vector<uint32_t> by_name, by_uuid;
+  for (const PhysicalInfo& d : devices) {
+    if (lower(d.name).find(needle) != std::string::npos) by_name.push_back(d.index);
+    std::string uuid;
+    for (char c : d.device_uuid_string())
+      if (c != '-') uuid += c;
+    if (is_hex && uuid.rfind(hex, 0) == 0) by_uuid.push_back(d.index);
+  }
+  const std::vector<uint32_t>& found = by_name.empty() ? by_uuid : by_name;
+  if (found.size() == 1) return found[0];
+  if (found.empty())
+    throw UserError(what + ": no device's name contains '" + spec + "' and no deviceUUID starts with it; devices: " + listing());
+  throw UserError(what + ": '" + spec + "' names " + std::to_string(found.size()) +
+                  " devices; give more of a name, a UUID prefix or an index; devices: " + listing());
 }
 
 }  // namespace brigade::vk

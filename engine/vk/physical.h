@@ -21,7 +21,8 @@ struct PhysicalInfo {
   VkPhysicalDevice handle = VK_NULL_HANDLE;
   std::string name;
   uint32_t vendor_id = 0;
-  std::string vendor;           // "NVIDIA", "AMD", "Intel", "Mesa", ...
+  std::string vendor;           // "NVIDIA", "AMD", "Intel", "Mesa", "Google", ...
+  VkDriverId driver_id{};       // 0 when the device reports none
   VkPhysicalDeviceType type{};
   std::string driver_name;      // VkPhysicalDeviceDriverProperties::driverName
   std::string driver_info;      // e.g. "Mesa 22.3.6 (LLVM 15.0.6)"
@@ -30,9 +31,14 @@ struct PhysicalInfo {
   std::array<uint8_t, VK_UUID_SIZE> device_uuid{};
   std::array<uint8_t, VK_UUID_SIZE> driver_uuid{};
   std::vector<MemoryHeap> heaps;
-  uint32_t subgroup_size = 0;
+  uint32_t subgroup_size = 0;        // the driver's default for compute
+  // Subgroup size control (VK_EXT_subgroup_size_control) for compute: a
+  // pipeline may require any power of two in [min_subgroup_size, max_subgroup_size].
+  bool subgroup_size_control = false;
+  uint32_t min_subgroup_size = 0, max_subgroup_size = 0;
   bool subgroup_arithmetic = false;  // subgroupAdd & co. in compute shaders (reductions need it)
   uint64_t max_storage_buffer_range = 0;
+  uint64_t min_storage_offset_alignment = 0;  // a bound view's offset must be a multiple
   uint64_t max_allocation_size = 0;
   uint32_t max_shared_memory = 0;
   uint32_t max_workgroup_invocations = 0;
@@ -57,6 +63,17 @@ struct PhysicalInfo {
 };
 
 PhysicalInfo describe(VkPhysicalDevice device, uint32_t index);
+
+// The subgroup sizes a compute pipeline may require on this device, smallest first: every
+// power of two in [min, max] with subgroup size control, else only the default.
+std::vector<uint32_t> subgroup_sizes(const PhysicalInfo& device);
+
+// A device as the command line names it: its index from `brigade devices`, a unique
+// case-insensitive part of its name, or a prefix of its deviceUUID (dashes optional).
+// Anything else (unknown, or matching several devices) is a UserError that starts with
+// `what` and lists the devices.
+uint32_t find_device(const std::vector<PhysicalInfo>& devices, const std::string& spec,
+                     const std::string& what);
 
 std::string uuid_string(const std::array<uint8_t, VK_UUID_SIZE>& uuid);
 

@@ -92,7 +92,8 @@ double max_score(const std::vector<float>& qkv, const Shape& s) {
 
 // Tensors placed inside larger buffers, between guard regions of a sentinel value, as the
 // pipeline places activations: checks view offsets and that nothing outside a view changes.
-constexpr size_t kGuard = 16;  // floats: 64 bytes, a multiple of every storage-offset alignment
+// 64 floats: 256 bytes, the largest storage-offset alignment Vulkan allows (SwiftShader's).
+constexpr size_t kGuard = 64;
 constexpr float kSentinel = 1234.5f;
 
 struct Guarded {

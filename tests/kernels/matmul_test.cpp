@@ -200,17 +200,19 @@ TEST_CASE_FIXTURE(test::Gpu, "matmul reads and writes only inside the views it i
   // A, B and C are views into the middle of larger buffers whose other contents must survive.
   vk::Device& dev = device();
   const MatmulParams p{.M = 5, .N = 6, .K = 7};
-  const auto a = test::random_vector(64 + 35, 1), b = test::random_vector(16 + 42, 2);
-  const auto c = test::random_vector(32 + 30 + 32, 3);
+  // Offsets of 64, 128 and 192 floats: multiples of 256 bytes, the largest storage-offset
+  // alignment Vulkan allows (SwiftShader's).
+  const auto a = test::random_vector(64 + 35, 1), b = test::random_vector(128 + 42, 2);
+  const auto c = test::random_vector(192 + 30 + 32, 3);
   auto ba = test::to_device(dev, a, "A"), bb = test::to_device(dev, b, "B");
   auto bc = test::to_device(dev, c, "C");
   vk::Commands cmd(dev, "views");
-  ops::matmul(cmd, {ba, 64 * 4, 35 * 4}, {bb, 16 * 4, 42 * 4}, {bc, 32 * 4, 30 * 4}, p);
+  ops::matmul(cmd, {ba, 64 * 4, 35 * 4}, {bb, 128 * 4, 42 * 4}, {bc, 192 * 4, 30 * 4}, p);
   cmd.run();
   const auto ad = test::to_double(a), bd = test::to_double(b);
   auto want = test::to_double(c);
-  ref::matmul<double>(std::span(ad).subspan(64), std::span(bd).subspan(16),
-                      std::span(want).subspan(32, 30), p);
+  ref::matmul<double>(std::span(ad).subspan(64), std::span(bd).subspan(128),
+                      std::span(want).subspan(192, 30), p);
   test::check_close(test::to_host(bc), test::to_float(want), kAtol, kRtol, "C with its surroundings");
 }
 

@@ -1,6 +1,12 @@
 #include "gpu.h"
 
 #include <doctest/doctest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "vk/check.h"
 
 namespace brigade::test {
 
@@ -10,8 +16,53 @@ vk::Instance& instance() {
 }
 
 uint32_t test_device_index() {
-  const char* env = std::getenv("BRIGADE_TEST_DEVICE");
+  static const uint32_t index = [] {
+    const char* env = std::getenv("BRIGADE_TEST_DEVICE");
+    if (!env) return 0u;
+    try {
+      return instance().find_device(env, "BRIGADE_TEST_DEVICE");
+    } catch (const UserError& e) {
+      // Each run names the driver files it added (tests/CMakeLists.txt), so say how to get them.
+      const char* added = std::getenv("VK_ADD_DRIVER_FILES");
+      FAIL(e.what() << (added ? std::string("; VK_ADD_DRIVER_FILES=") + added : std::string())
+                    << " (tools/install-swiftshader.sh installs SwiftShader)");
+      return 0u;
+    }
+  }();
+  return index;
+}
+
+uint32_t test_subgroup_size() {
+  const char* env = std::getenv("BRIGADE_TEST_SUBGROUP_SIZE");
   return env ? uint32_t(std::strtoul(env, nullptr, 10)) : 0;
+}
+
+int run_each_subgroup_size(char** argv) {
+  std::vector<uint32_t> sizes;
+  {
+    vk::Instance probe;  // without validation: this process runs no test itself
+    const auto devices = probe.describe_devices();
+    const char* env = std::getenv("BRIGADE_TEST_DEVICE");
+    sizes = vk::subgroup_sizes(devices.at(env ? probe.find_device(env, "BRIGADE_TEST_DEVICE") : 0));
+  }
+  int failed = 0;
+  for (uint32_t size : sizes) {
+    std::printf("== subgroup size %u\n", size);
+    std::fflush(stdout);
+    const pid_t pid = fork();
+    if (pid == 0) {
+      setenv("BRIGADE_TEST_SUBGROUP_SIZE", std::to_string(size).c_str(), 1);
+      execv("/proc/self/exe", argv);
+      _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      std::printf("== subgroup size %u: FAILED\n", size);
+      failed = 1;
+    }
+  }
+  return failed;
 }
 
 Gpu::Gpu() : baseline_(instance().message_count()) {}
@@ -29,7 +80,8 @@ vk::Device& Gpu::device(size_t i, uint64_t mem_limit) {
   if (!devices_[i])
     devices_[i] = std::make_unique<vk::Device>(
         instance(), test_device_index(),
-        vk::DeviceOptions{.label = "test stage " + std::to_string(i), .mem_limit = mem_limit});
+        vk::DeviceOptions{.label = "test stage " + std::to_string(i), .mem_limit = mem_limit,
+                          .subgroup_size = test_subgroup_size()});
   return *devices_[i];
 }
 

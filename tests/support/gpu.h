@@ -18,8 +18,16 @@ namespace brigade::test {
 
 vk::Instance& instance();
 
-// The physical device tests run on: BRIGADE_TEST_DEVICE, else 0.
+// The physical device tests run on: BRIGADE_TEST_DEVICE (an index, part of a device's name
+// or a UUID prefix, as --devices takes), else 0.
 uint32_t test_device_index();
+// The subgroup size every kernel of the tests' devices runs with: BRIGADE_TEST_SUBGROUP_SIZE,
+// else 0 (the driver's choice).
+uint32_t test_subgroup_size();
+// Runs this test program (with `argv`, null-terminated) once per subgroup size the test
+// device offers (vk::subgroup_sizes), each with BRIGADE_TEST_SUBGROUP_SIZE set to it;
+// fails if any run fails.
+int run_each_subgroup_size(char** argv);
 
 class Gpu {
  public:

@@ -254,13 +254,10 @@ std::string fixed(double v, int digits) {
   return buf;
 }
 
-void run_kernels(uint32_t device_index, int reps, bool json, bool compare) {
+void run_kernels(const std::string& device_spec, int reps, bool json, bool compare) {
   if (reps < 1 || reps > 500) throw UserError("--reps must be between 1 and 500, got " + std::to_string(reps));
   vk::Instance instance;
-  if (device_index >= instance.physical_devices().size())
-    throw UserError("--device " + std::to_string(device_index) + ": there are only " +
-                    std::to_string(instance.physical_devices().size()) +
-                    " Vulkan devices (see `brigade devices`)");
+  const uint32_t device_index = instance.find_device(device_spec, "--device");
   vk::Device dev(instance, device_index, {.label = "bench"});
   const vk::PhysicalInfo& info = dev.info();
   if (!info.timestamps) throw UserError(dev.label() + ": its compute queue has no timestamps to time kernels with");
@@ -349,13 +346,13 @@ void add_bench(CLI::App& app) {
       "kernels", "Matmul and Linear GFLOPS: square problems and the presets' Linear shapes, each "
                  "checked against the CPU reference first");
   struct Options {
-    uint32_t device = 0;
+    std::string device = "0";
     int reps = 9;
     bool json = false;
     bool compare = false;
   };
   auto opt = std::make_shared<Options>();
-  kernels->add_option("--device", opt->device, "Device index from `brigade devices`")->capture_default_str();
+  kernels->add_option("--device", opt->device, "device from `brigade devices`: index, part of its name or a UUID prefix")->capture_default_str();
   kernels->add_option("--reps", opt->reps, "Timed repetitions per case (the median is reported)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

@@ -49,7 +49,7 @@ struct Options {
   uint32_t micro_batches = 16;
   std::string optimizer = "adamw";
   std::vector<std::string> configs{"1:never", "1:always", "2:always", "4:always", "8:always"};
-  uint32_t device = 0;
+  std::string device = "0";
   bool json = false;
   bool no_step = false;
   std::string svg;  // folder for capacity.svg
@@ -375,7 +375,7 @@ void add_bench_capacity(CLI::App& bench) {
   cmd->add_option("--configs", o->configs, "rows as K:remat (stages and re-materialization)")
       ->delimiter(',')
       ->capture_default_str();
-  cmd->add_option("--device", o->device, "device index from `brigade devices`")->capture_default_str();
+  cmd->add_option("--device", o->device, "device from `brigade devices`: index, part of its name or a UUID prefix")->capture_default_str();
   cmd->add_flag("--json", o->json, "print JSON instead of tables");
   cmd->add_flag("--no-step", o->no_step, "plan only: no training step");
   cmd->add_option("--svg", o->svg, "folder to write capacity.svg into");

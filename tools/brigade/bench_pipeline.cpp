@@ -32,7 +32,7 @@ struct Options {
   std::vector<uint32_t> stages{1, 2, 4};
   std::vector<uint32_t> micro_batches{1, 4};
   std::string remat = "always";
-  uint32_t device = 0;
+  std::string device = "0";
   int reps = 5;
   bool json = false;
   std::string svg;  // folder for bubble.svg
@@ -147,7 +147,7 @@ void add_bench_pipeline(CLI::App& bench) {
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--remat", o->remat, "re-materialization: never, always or except-last")->capture_default_str();
-  cmd->add_option("--device", o->device, "device index from `brigade devices`")->capture_default_str();
+  cmd->add_option("--device", o->device, "device from `brigade devices`: index, part of its name or a UUID prefix")->capture_default_str();
   cmd->add_option("--reps", o->reps, "timed steps per case (the median is reported)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

@@ -10,8 +10,9 @@ namespace brigade::cli {
 
 void add_pipeline_flags(CLI::App& cmd, PipelineFlags& f) {
   cmd.add_option("--devices", f.devices,
-                 "device index per pipeline stage, from `brigade devices`; an index may repeat "
-                 "(0,0 = two stages on device 0)")
+                 "device per pipeline stage, from `brigade devices`: an index, a unique part of "
+                 "its name or a UUID prefix; a device may repeat (0,0 = two stages on device 0; "
+                 "llvmpipe,swiftshader = one stage on each driver)")
       ->capture_default_str();
   cmd.add_option("--micro-batches,-m", f.micro_batches, "micro-batches M per mini-batch")
       ->capture_default_str();
@@ -29,19 +30,21 @@ void add_pipeline_flags(CLI::App& cmd, PipelineFlags& f) {
   cmd.add_flag("--validation", f.validation, "run under the Khronos validation layer");
 }
 
-std::vector<uint32_t> parse_devices(const std::string& text, uint32_t available) {
-  const auto indices = parse_uint_list(text);
-  if (!indices) throw UserError("--devices: '" + text + "' is not a list of device indices such as 0,0,1");
-  for (uint32_t v : *indices)
-    if (v >= available)
-      throw UserError("--devices: device " + std::to_string(v) + " does not exist; this machine has " +
-                      std::to_string(available) + " (see `brigade devices`)");
-  return *indices;
+std::vector<uint32_t> parse_devices(const std::string& text, const vk::Instance& instance) {
+  const std::vector<vk::PhysicalInfo> all = instance.describe_devices();
+  std::vector<uint32_t> out;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    out.push_back(vk::find_device(all, text.substr(start, comma - start), "--devices"));
+    if (comma == std::string::npos) return out;
+    start = comma + 1;
+  }
 }
 
-std::string logical_devices(uint32_t index, uint32_t K) {
-  std::string s = std::to_string(index);
-  for (uint32_t k = 1; k < K; ++k) s += "," + std::to_string(index);
+std::string logical_devices(const std::string& device, uint32_t K) {
+  std::string s = device;
+  for (uint32_t k = 1; k < K; ++k) s += "," + device;
   return s;
 }
 
@@ -51,7 +54,7 @@ Devices open_devices(const PipelineFlags& f) {
   io.validation = f.validation;
   d.instance = std::make_unique<vk::Instance>(io);
   const std::vector<uint32_t> indices =
-      parse_devices(f.devices, uint32_t(d.instance->physical_devices().size()));
+      parse_devices(f.devices, *d.instance);
   const uint32_t K = uint32_t(indices.size());
   d.caps.assign(K, 0);
   if (!f.mem_limit.empty()) {

@@ -29,11 +29,12 @@ struct PipelineFlags {
 };
 
 void add_pipeline_flags(CLI::App& cmd, PipelineFlags& f);
-// --devices for K logical devices of device `index`: "index,index,...".
-std::string logical_devices(uint32_t index, uint32_t K);
+// --devices for K logical devices of one device: "device,device,...".
+std::string logical_devices(const std::string& device, uint32_t K);
 
-// "0,0,1" -> {0, 0, 1}; refuses indices the machine does not have.
-std::vector<uint32_t> parse_devices(const std::string& text, uint32_t available);
+// "0,0,1" -> {0, 0, 1}; each item an index, a unique part of a device's name or a UUID
+// prefix ("llvmpipe,swiftshader"); refuses what names no device, or several.
+std::vector<uint32_t> parse_devices(const std::string& text, const vk::Instance& instance);
 
 // The devices of --devices with their --mem-limit caps, opened. With --partition profile
 // each distinct physical device times every layer first.
