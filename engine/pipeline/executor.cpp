@@ -72,6 +72,11 @@ Executor::Executor(const model::Model& model, std::vector<vk::Device*> devices, 
     BRIGADE_EXPECT(problem.empty(), "the schedule deadlocks: " + problem);
   }
 
+  // Each boundary's path first: a forced path the pair cannot take is refused before any
+  // stage allocates.
+  if (options_.links.empty())
+    for (uint32_t k = 0; k + 1 < K; ++k) options_.links.push_back(choose_link(*devices_[k], *devices_[k + 1], options_.link));
+  BRIGADE_EXPECT(options_.links.size() + 1 == K, "one link choice per boundary");
   for (uint32_t k = 0; k < K; ++k) {
     stages_.push_back(std::make_unique<Stage>(*devices_[k], model_, plan_.stages[k]));
     signals_.push_back(std::make_unique<Signals>());
@@ -81,10 +86,11 @@ Executor::Executor(const model::Model& model, std::vector<vk::Device*> devices, 
     const uint64_t bytes =
         model::elements(model_.layers[l.last - 1]->output_shape()) * l.max_rows * kFloat;
     const std::string name = "link " + std::to_string(k) + "->" + std::to_string(k + 1);
+    const LinkKind kind = options_.links[k].kind;
     act_links_.push_back(std::make_unique<Link>(*devices_[k], *devices_[k + 1], bytes,
-                                                options_.slots, options_.link, name + " activations"));
+                                                options_.slots, kind, name + " activations"));
     grad_links_.push_back(std::make_unique<Link>(*devices_[k + 1], *devices_[k], bytes,
-                                                 options_.slots, options_.link, name + " gradients"));
+                                                 options_.slots, kind, name + " gradients"));
     for (int r = 0; r < kRoles; ++r)
       relays_.push_back(std::make_unique<Relay>(name + " relay " + std::to_string(r), abort_));
   }

@@ -30,6 +30,9 @@ struct ExecutorOptions {
   Remat remat = Remat::Never;
   LinkKind link = LinkKind::Auto;
   uint32_t slots = kLinkSlots;  // buffers per link and direction
+  // The path of each boundary, chosen beforehand (choose_link, as `brigade plan` shows);
+  // empty: the executor chooses them from `link` itself.
+  std::vector<LinkChoice> links;
 };
 
 // What a training step does after the backward passes. Without an optimizer the step only
@@ -71,6 +74,7 @@ class Executor {
   const Plan& plan() const { return plan_; }
   const Schedule& schedule() const { return schedule_; }
   LinkKind link_kind(uint32_t boundary) const { return act_links_.at(boundary)->kind(); }
+  const LinkChoice& link_choice(uint32_t boundary) const { return options_.links.at(boundary); }
 
   // Parameters by name: a tied parameter is written to (and read from) every stage holding it.
   void set_parameter(const std::string& name, const std::vector<float>& values);

@@ -1,8 +1,10 @@
 #include "pipeline/link.h"
 
 #include <cstring>
+#include <vector>
 
 #include "vk/check.h"
+#include "vk/commands.h"
 
 namespace brigade::pipeline {
 
@@ -24,29 +26,85 @@ const char* link_name(LinkKind kind) {
   return "?";
 }
 
-LinkKind resolve_link(const vk::Device& producer, const vk::Device& consumer, LinkKind requested) {
-  const bool fd = vk::can_share_fd(producer, consumer), host = vk::can_share_host(producer, consumer);
-  switch (requested) {
-    case LinkKind::Auto: return fd ? LinkKind::Fd : host ? LinkKind::Host : LinkKind::Staging;
-    case LinkKind::Fd:
-      if (!fd)
-        throw UserError("--link fd: " + producer.label() + " and " + consumer.label() +
-                        " are not one device of one driver (deviceUUID/driverUUID differ or "
-                        "VK_KHR_external_memory_fd is missing); use --link host or auto");
-      return requested;
-    case LinkKind::Host:
-      if (!host)
-        throw UserError("--link host: " + producer.label() + " or " + consumer.label() +
-                        " lacks VK_EXT_external_memory_host; use --link staging or auto");
-      return requested;
-    case LinkKind::Staging: return requested;
+namespace {
+
+std::string driver_of(const vk::Device& d) {
+  return d.info().driver_name.empty() ? d.info().name : d.info().driver_name;
+}
+
+// Shares a small buffer between `a` and `b` by `kind`; each device in turn fills its side with
+// a pattern on its own queue and the other reads it back. "" when both patterns arrive.
+std::string probe(vk::Device& a, vk::Device& b, LinkKind kind) {
+  constexpr uint64_t kBytes = 256;
+  try {
+    vk::SharedBuffer shared = kind == LinkKind::Fd
+                                  ? vk::share_fd(a, b, kBytes, vk::Category::Transfer, "link probe")
+                                  : vk::share_host(a, b, kBytes, vk::Category::Transfer, "link probe");
+    const struct {
+      vk::Device* writer;
+      vk::Buffer* written;
+      vk::Buffer* read;
+      uint32_t word;
+    } passes[] = {{&a, &shared.first, &shared.second, 0x5EC0DE01u},
+                  {&b, &shared.second, &shared.first, 0x5EC0DE02u}};
+    for (const auto& p : passes) {
+      vk::Commands write(*p.writer, "link probe");
+      write.fill(vk::View(*p.written), p.word);
+      write.run();
+      std::vector<uint32_t> got(kBytes / 4);
+      vk::download(*p.read, got.data(), kBytes);
+      for (uint32_t w : got)
+        if (w != p.word)
+          return "a test pattern written by " + p.writer->label() + " did not arrive on the other side";
+    }
+    return "";
+  } catch (const std::exception& e) {
+    return e.what();
   }
-  return requested;
+}
+
+}  // namespace
+
+std::string link_problem(vk::Device& a, vk::Device& b, LinkKind kind) {
+  switch (kind) {
+    case LinkKind::Fd:
+      if (!a.info().external_memory_fd || !b.info().external_memory_fd)
+        return "VK_KHR_external_memory_fd is missing";
+      if (a.info().device_uuid != b.info().device_uuid || a.info().driver_uuid != b.info().driver_uuid)
+        return "opaque-fd memory needs one driver on one device (deviceUUID and driverUUID differ)";
+      return probe(a, b, kind);
+    case LinkKind::Host:
+      if (!vk::can_share_host(a, b)) return "VK_EXT_external_memory_host is missing";
+      return probe(a, b, kind);
+    default: return "";
+  }
+}
+
+LinkChoice choose_link(vk::Device& a, vk::Device& b, LinkKind requested) {
+  if (requested != LinkKind::Auto) {
+    const std::string problem = link_problem(a, b, requested);
+    if (!problem.empty())
+      throw UserError("--link " + std::string(link_name(requested)) + ": " + a.label() + " (" +
+                      driver_of(a) + ") and " + b.label() + " (" + driver_of(b) +
+                      ") cannot take this path: " + problem + "; use --link auto");
+    return {requested, "forced by --link"};
+  }
+  std::string refused;
+  for (LinkKind kind : {LinkKind::Fd, LinkKind::Host}) {
+    const std::string problem = link_problem(a, b, kind);
+    if (problem.empty())
+      return {kind, (kind == LinkKind::Fd ? "one device of one driver: opaque-fd memory"
+                                          : "one host allocation imported into both devices") +
+                        " carried a test pattern both ways" + refused};
+    refused += std::string("; not ") + link_name(kind) + ": " + problem;
+  }
+  return {LinkKind::Staging, "a copy through mapped memory" + refused};
 }
 
 Link::Link(vk::Device& producer, vk::Device& consumer, uint64_t bytes, uint32_t slots,
-           LinkKind requested, const std::string& name)
-    : kind_(resolve_link(producer, consumer, requested)), bytes_(bytes) {
+           LinkKind kind, const std::string& name)
+    : kind_(kind), bytes_(bytes) {
+  BRIGADE_EXPECT(kind != LinkKind::Auto, "a link's path is chosen (choose_link) before it is built");
   for (uint32_t s = 0; s < slots; ++s) {
     const std::string slot_name = name + " slot " + std::to_string(s);
     const auto cat = vk::Category::Transfer;

@@ -21,14 +21,28 @@ enum class LinkKind { Auto, Fd, Host, Staging };
 
 LinkKind parse_link(const std::string& text);  // "auto" | "fd" | "host" | "staging"
 const char* link_name(LinkKind kind);
-// The path `requested` resolves to between these devices; a forced path the devices cannot
-// take is refused with a UserError saying why.
-LinkKind resolve_link(const vk::Device& producer, const vk::Device& consumer, LinkKind requested);
+
+// The path between two neighbouring stages' devices, and why it was taken.
+struct LinkChoice {
+  LinkKind kind = LinkKind::Staging;
+  std::string why;
+};
+
+// Why `kind` cannot join `a` and `b`, or "" when it can: the capability checks, then a probe
+// that shares a small buffer by that path and moves a test pattern each way through the two
+// devices' queues. Staging always can.
+std::string link_problem(vk::Device& a, vk::Device& b, LinkKind kind);
+// The path for the boundary between `a` and `b` (both directions use it): under Auto the first
+// of fd, host and staging that the pair proves it can take; a forced path the pair cannot
+// take is refused with a UserError naming both devices and drivers, before anything else is
+// allocated.
+LinkChoice choose_link(vk::Device& a, vk::Device& b, LinkKind requested);
 
 class Link {
  public:
+  // `kind` is a path choose_link chose for these devices (not Auto).
   Link(vk::Device& producer, vk::Device& consumer, uint64_t bytes, uint32_t slots,
-       LinkKind requested, const std::string& name);
+       LinkKind kind, const std::string& name);
 
   LinkKind kind() const { return kind_; }
   uint64_t bytes() const { return bytes_; }

@@ -65,6 +65,22 @@ Buffer finish(Device& dev, VkBuffer buffer, const void* chain, uint64_t size, ui
   return Buffer(dev, DedicatedMemory{buffer, memory, mapped}, bytes, category, name);
 }
 
+// The memory types a host pointer can be imported as, from what
+// vkGetMemoryHostPointerPropertiesEXT reported. SwiftShader (its libVulkan.cpp, at least
+// through 2023) reports VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT, a property flag, where a mask of
+// memory types is due: bit 1, a type it does not have (it has one, type 0, host-visible). Its
+// import (ExternalMemoryHost) accepts any memory type, so its bits are read as "the
+// host-visible types", as that source means them. Other drivers' bits are taken as they are.
+uint32_t host_pointer_types(const Device& dev, uint32_t reported) {
+  const auto& props = dev.memory().properties();
+  const uint32_t existing = props.memoryTypeCount >= 32 ? ~0u : (1u << props.memoryTypeCount) - 1;
+  if ((reported & existing) != 0 || dev.info().driver_id != VK_DRIVER_ID_GOOGLE_SWIFTSHADER) return reported;
+  uint32_t visible = 0;
+  for (uint32_t i = 0; i < props.memoryTypeCount; ++i)
+    if (host_visible(dev, i)) visible |= 1u << i;
+  return visible;
+}
+
 }  // namespace
 
 bool can_share_fd(const Device& a, const Device& b) {
@@ -137,7 +153,7 @@ SharedBuffer share_host(Device& a, Device& b, uint64_t bytes, Category category,
     VkBuffer buffer = create_external_buffer(dev, size, kHost);
     VkMemoryRequirements req;
     dev.vk().vkGetBufferMemoryRequirements(dev.handle(), buffer, &req);
-    const int type = first_type(dev, req.memoryTypeBits & props.memoryTypeBits, 0);
+    const int type = first_type(dev, req.memoryTypeBits & host_pointer_types(dev, props.memoryTypeBits), 0);
     if (type < 0) {
       dev.vk().vkDestroyBuffer(dev.handle(), buffer, nullptr);
       throw VulkanError(dev.label() + ": no memory type can import host memory for " + name,

@@ -13,7 +13,7 @@ using namespace brigade::pipeline;
 TEST_CASE_FIXTURE(test::Gpu, "every link path carries each slot's micro-batch to the next device") {
   vk::Device& a = device(0);
   vk::Device& b = device(1);
-  CHECK(resolve_link(a, b, LinkKind::Auto) == LinkKind::Fd);  // one driver, one device
+  CHECK(choose_link(a, b, LinkKind::Auto).kind == LinkKind::Fd);  // one driver, one device
   const uint32_t n = 5000, slots = 2;
   for (LinkKind kind : {LinkKind::Fd, LinkKind::Host, LinkKind::Staging}) {
     INFO("link ", link_name(kind));

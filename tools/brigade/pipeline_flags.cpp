@@ -73,6 +73,24 @@ Devices open_devices(const PipelineFlags& f) {
   return d;
 }
 
+std::vector<pipeline::LinkChoice> choose_links(const PipelineFlags& f, Devices& d) {
+  const pipeline::LinkKind requested = pipeline::parse_link(f.link);
+  std::vector<pipeline::LinkChoice> out;
+  for (size_t k = 0; k + 1 < d.devices.size(); ++k)
+    out.push_back(pipeline::choose_link(*d.devices[k], *d.devices[k + 1], requested));
+  return out;
+}
+
+std::string link_lines(const std::vector<pipeline::LinkChoice>& links, const Devices& d) {
+  std::string s;
+  for (size_t k = 0; k < links.size(); ++k) {
+    const vk::PhysicalInfo &a = d.devices[k]->info(), &b = d.devices[k + 1]->info();
+    s += "link " + std::to_string(k) + "->" + std::to_string(k + 1) + " (" + a.driver_name + " -> " +
+         b.driver_name + "): " + pipeline::link_name(links[k].kind) + ", " + links[k].why + "\n";
+  }
+  return s;
+}
+
 pipeline::Plan make_plan(const model::Model& m, const PipelineFlags& f, Devices& d, uint32_t rows,
                          uint32_t optimizer_states) {
   const uint32_t K = uint32_t(d.devices.size());
@@ -108,13 +126,15 @@ Pipeline open_pipeline(const model::Model& m, const PipelineFlags& f, uint32_t r
                        uint32_t optimizer_states) {
   Pipeline p;
   Devices d = open_devices(f);
+  pipeline::ExecutorOptions eo;
+  eo.links = choose_links(f, d);
+  p.link_lines = link_lines(eo.links, d);
   p.plan = make_plan(m, f, d, rows, optimizer_states);
   if (!p.plan.problem.empty()) throw UserError(p.plan.problem);  // before anything is allocated
   p.instance = std::move(d.instance);
   p.devices = std::move(d.devices);
   std::vector<vk::Device*> devs;
   for (auto& dev : p.devices) devs.push_back(dev.get());
-  pipeline::ExecutorOptions eo;
   eo.remat = pipeline::parse_remat(f.remat);
   eo.link = pipeline::parse_link(f.link);
   p.executor = std::make_unique<pipeline::Executor>(m, devs, p.plan, eo);

@@ -44,6 +44,11 @@ struct Devices {
   std::vector<uint64_t> caps;
 };
 Devices open_devices(const PipelineFlags& f);
+// Each boundary's path under --link (pipeline::choose_link): every neighbouring pair is
+// probed; a forced path a pair cannot take is refused here, before anything is allocated.
+std::vector<pipeline::LinkChoice> choose_links(const PipelineFlags& f, Devices& d);
+// One line per boundary, "link 0->1 (llvmpipe -> SwiftShader driver): host, because ...".
+std::string link_lines(const std::vector<pipeline::LinkChoice>& links, const Devices& d);
 // The plan for `rows`-sample mini-batches on those devices.
 pipeline::Plan make_plan(const model::Model& m, const PipelineFlags& f, Devices& d, uint32_t rows,
                          uint32_t optimizer_states);
@@ -52,6 +57,7 @@ pipeline::Plan make_plan(const model::Model& m, const PipelineFlags& f, Devices&
 struct Pipeline {
   std::unique_ptr<vk::Instance> instance;
   std::vector<std::unique_ptr<vk::Device>> devices;
+  std::string link_lines;  // link_lines() of the executor's boundaries ("" with one stage)
   pipeline::Plan plan;
   std::unique_ptr<pipeline::Executor> executor;
 };

@@ -36,6 +36,7 @@ std::string layer_range(const model::Model& m, uint32_t first, uint32_t last) {
 int run_plan(const PlanArgs& a) {
   const model::Model m = model::build(a.model, a.set);
   Devices d = open_devices(a.pipeline);
+  const std::string links = link_lines(choose_links(a.pipeline, d), d);
   const pipeline::Plan p = make_plan(m, a.pipeline, d, a.batch_size, optimizer_states(a.optimizer));
   const uint32_t K = uint32_t(p.stages.size());
   std::printf("%s: %zu layers, %llu parameters; mini-batch %u as %zu micro-batches of up to %u, "
@@ -65,7 +66,7 @@ int run_plan(const PlanArgs& a) {
                     fits ? "yes" : "NO"});
   }
   print_table(rows);
-  std::printf("bubble (K-1)/(M+K-1): %.3f\n", p.bubble);
+  std::printf("%sbubble (K-1)/(M+K-1): %.3f\n", links.c_str(), p.bubble);
   if (!p.problem.empty()) {
     std::fprintf(stderr, "brigade: %s\n", p.problem.c_str());
     return 1;

@@ -63,7 +63,7 @@ void run_step(const StepArgs& a) {
   if (a.quiet) return;
   std::printf("loss %.6f over %u samples; gradients of %zu tensors written to %s\n", loss,
               batch.rows, params.size(), a.out.c_str());
-  std::printf("%s", pipeline::to_string(r.trace.summary()).c_str());
+  std::printf("%s%s", p.link_lines.c_str(), pipeline::to_string(r.trace.summary()).c_str());
 }
 
 }  // namespace

@@ -245,7 +245,7 @@ void run_train(TrainArgs& a) {
   std::printf("%s: %s parameters on %u stage(s), %u micro-batches, remat %s\n", m.name.c_str(),
               std::to_string(m.parameter_count()).c_str(), ex.stages(), a.pipeline.micro_batches,
               a.pipeline.remat.c_str());
-  std::printf("data: %s\n", data->describe().c_str());
+  std::printf("%sdata: %s\n", p.link_lines.c_str(), data->describe().c_str());
   if (s.schedule == "constant")
     std::printf("%s, lr %g", s.optimizer.c_str(), s.lr);
   else
