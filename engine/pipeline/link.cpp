@@ -93,7 +93,7 @@ LinkChoice choose_link(vk::Device& a, vk::Device& b, LinkKind requested) {
   for (LinkKind kind : {LinkKind::Fd, LinkKind::Host}) {
     const std::string problem = link_problem(a, b, kind);
     if (problem.empty())
-      return {kind, (kind == LinkKind::Fd ? "one device of one driver: opaque-fd memory"
+      return {kind, std::string(kind == LinkKind::Fd ? "one device of one driver: opaque-fd memory"
                                           : "one host allocation imported into both devices") +
                         " carried a test pattern both ways" + refused};
     refused += std::string("; not ") + link_name(kind) + ": " + problem;
