@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "check.h"
+#include "equivalence.h"
 #include "gpu.h"
 #include "model/model.h"
-#include "optim/sgd.h"
 #include "pipeline/executor.h"
 #include "pipeline/plan.h"
 #include "pipeline/profile.h"
@@ -21,6 +21,7 @@ using namespace brigade;
 using pipeline::LinkKind;
 using pipeline::Remat;
 using pipeline::random_batch;
+using test::check_equal, test::Evaluation, test::max_abs, test::Outcome;
 
 namespace {
 
@@ -30,77 +31,25 @@ struct Config {
   LinkKind link = LinkKind::Auto;
 };
 
-std::string describe(const Config& c) {
-  return "K=" + std::to_string(c.K) + " M=" + std::to_string(c.M) + " remat " +
-         pipeline::remat_name(c.remat) + " link " + pipeline::link_name(c.link);
+test::PipelineConfig pipeline_config(const Config& c) { return {c.M, c.remat, c.link}; }
+
+std::string describe(const Config& c) { return "K=" + std::to_string(c.K) + " " + test::describe(pipeline_config(c)); }
+
+std::vector<vk::Device*> devices(test::Gpu& gpu, uint32_t K) {
+  std::vector<vk::Device*> out;
+  for (uint32_t k = 0; k < K; ++k) out.push_back(&gpu.device(k));
+  return out;
 }
 
-struct Outcome {
-  double loss = 0;
-  std::map<std::string, std::vector<float>> grads;   // after the (last) backward
-  std::map<std::string, std::vector<float>> params;  // after the (last) step
-  std::vector<double> losses;                        // one per step
-};
-
-pipeline::Plan make_plan(const model::Model& m, const Config& c, uint32_t rows,
-                         uint32_t optimizer_states) {
-  pipeline::PlanOptions o;
-  o.rows = rows, o.micro_batches = c.M, o.remat = c.remat, o.optimizer_states = optimizer_states;
-  o.stages.assign(c.K, pipeline::StageSpec{});
-  return pipeline::plan(m, o);
+pipeline::Plan make_plan(const model::Model& m, const Config& c, uint32_t rows, uint32_t optimizer_states) {
+  return test::make_plan(m, c.K, pipeline_config(c), rows, optimizer_states);
 }
 
 // Runs `steps` mini-batches (0: one forward and backward without an update) on c.K
 // logical devices of the fixture.
 Outcome run(test::Gpu& gpu, const model::Model& m, const Config& c,
             const std::vector<pipeline::Batch>& batches, uint32_t steps) {
-  const bool train = steps > 0;
-  std::vector<vk::Device*> devices;
-  for (uint32_t k = 0; k < c.K; ++k) devices.push_back(&gpu.device(k));
-  const pipeline::Plan plan = make_plan(m, c, batches[0].rows, train ? 1 : 0);
-  pipeline::Executor ex(m, devices, plan, {c.remat, c.link, 2});
-  for (const model::ParamSpec& p : m.params())
-    if (p.kind != model::ParamKind::State) ex.set_parameter(p.name, model::initial_values(p, 7));
-  optim::Sgd sgd(optim::SgdOptions{.momentum = 0.9, .weight_decay = 1e-4});
-  if (train) ex.attach(sgd);
-  Outcome out;
-  for (uint32_t s = 0; s < std::max(steps, 1u); ++s) {
-    pipeline::Update u;
-    if (train) u = {&sgd, optim::Step{s + 1, 0.05, 1}, 0.5};  // clipping at a norm it exceeds
-    const pipeline::StepResult r = ex.train(batches[s % batches.size()], u);
-    out.losses.push_back(r.loss);
-    out.loss = r.loss;
-  }
-  for (const model::ParamSpec& p : m.params()) {
-    if (p.kind == model::ParamKind::Trainable) out.grads[p.name] = ex.gradient(p.name);
-    if (p.kind != model::ParamKind::State) out.params[p.name] = ex.parameter(p.name);
-    if (p.kind == model::ParamKind::Trainable) {
-      // A parameter tied across stages has the same bits on every stage holding it.
-      const auto copies = ex.parameter_copies(p.name);
-      for (size_t j = 1; j < copies.size(); ++j) CHECK_MESSAGE(copies[j] == copies[0], p.name, " copies differ");
-    }
-  }
-  return out;
-}
-
-double max_abs(const std::vector<float>& v) {
-  double m = 0;
-  for (float x : v) m = std::max(m, double(std::fabs(x)));
-  return m;
-}
-
-void check_equal(const Outcome& got, const Outcome& want, const std::string& what, bool params) {
-  REQUIRE(got.losses.size() == want.losses.size());
-  for (size_t s = 0; s < got.losses.size(); ++s)
-    CHECK_MESSAGE(std::fabs(got.losses[s] - want.losses[s]) <= 1e-5 * std::max(1.0, std::fabs(want.losses[s])),
-                  what, ": loss of step ", s, " ", got.losses[s], " vs ", want.losses[s]);
-  for (const auto& [name, g] : want.grads)
-    test::check_close(got.grads.at(name), g, 2e-5 * std::max(max_abs(g), 1e-3), 1e-4,
-                      what + ": gradient of " + name);
-  if (params)
-    for (const auto& [name, p] : want.params)
-      test::check_close(got.params.at(name), p, 2e-5 * std::max(max_abs(p), 1e-3), 1e-4,
-                        what + ": parameter " + name);
+  return test::run(m, devices(gpu, c.K), pipeline_config(c), batches, steps);
 }
 
 // Every K in {1,2,4} with every M in {1,2,4,8}; every remat mode and link path at K=2 and
@@ -278,27 +227,8 @@ TEST_CASE_FIXTURE(test::Gpu, "profiling times every layer on the device, convolu
 
 namespace {
 
-struct Evaluation {
-  pipeline::EvalResult result;
-  std::vector<float> logits;
-};
-
 Evaluation evaluate(test::Gpu& gpu, const model::Model& m, const Config& c, const pipeline::Batch& b) {
-  std::vector<vk::Device*> devices;
-  for (uint32_t k = 0; k < c.K; ++k) devices.push_back(&gpu.device(k));
-  pipeline::Executor ex(m, devices, make_plan(m, c, b.rows, 1), {c.remat, c.link, 2});
-  for (const model::ParamSpec& p : m.params())
-    if (p.kind != model::ParamKind::State) ex.set_parameter(p.name, model::initial_values(p, 7));
-  Evaluation e;
-  e.result = ex.evaluate(b, &e.logits);
-  // Evaluation changes nothing, and leaves the pipeline able to train and evaluate again.
-  const double again = ex.evaluate(b).loss;
-  CHECK(again == e.result.loss);
-  ex.train(b);  // without an update; BatchNorm's running statistics do move
-  bool buffers = false;
-  for (const model::ParamSpec& p : m.params()) buffers |= p.kind == model::ParamKind::Buffer;
-  if (!buffers) CHECK(ex.evaluate(b).loss == e.result.loss);
-  return e;
+  return test::evaluate(m, devices(gpu, c.K), pipeline_config(c), b);
 }
 
 // Mean cross-entropy and argmax hits of logits, on the CPU.
@@ -337,10 +267,7 @@ TEST_CASE_FIXTURE(test::Gpu, "evaluation pipelined equals one device: loss, corr
     for (Config c : {Config{2, 4, Remat::Always}, Config{4, 3, Remat::ExceptLast, LinkKind::Staging}}) {
       const Evaluation got = evaluate(*this, m, c, b);
       const std::string what = std::string(preset) + " " + describe(c);
-      CHECK_MESSAGE(got.result.loss == doctest::Approx(want.result.loss).epsilon(1e-5), what);
-      CHECK_MESSAGE(got.result.correct == want.result.correct, what);
-      test::check_close(got.logits, want.logits, 2e-5 * std::max(max_abs(want.logits), 1e-3), 1e-4,
-                        what + ": outputs");
+      check_equal(got, want, what);
     }
   }
 }

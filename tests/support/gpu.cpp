@@ -15,19 +15,27 @@ vk::Instance& instance() {
   return inst;
 }
 
+namespace {
+
+// The physical device `spec` names; a test fails saying which drivers it was given when none
+// matches (tests/CMakeLists.txt adds SwiftShader to the suites that use it).
+uint32_t find_physical(const std::string& spec, const std::string& what) {
+  try {
+    return instance().find_device(spec, what);
+  } catch (const UserError& e) {
+    const char* added = std::getenv("VK_ADD_DRIVER_FILES");
+    FAIL(e.what() << (added ? std::string("; VK_ADD_DRIVER_FILES=") + added : std::string())
+                  << " (tools/install-swiftshader.sh installs SwiftShader)");
+  }
+  return 0;
+}
+
+}  // namespace
+
 uint32_t test_device_index() {
   static const uint32_t index = [] {
     const char* env = std::getenv("BRIGADE_TEST_DEVICE");
-    if (!env) return 0u;
-    try {
-      return instance().find_device(env, "BRIGADE_TEST_DEVICE");
-    } catch (const UserError& e) {
-      // Each run names the driver files it added (tests/CMakeLists.txt), so say how to get them.
-      const char* added = std::getenv("VK_ADD_DRIVER_FILES");
-      FAIL(e.what() << (added ? std::string("; VK_ADD_DRIVER_FILES=") + added : std::string())
-                    << " (tools/install-swiftshader.sh installs SwiftShader)");
-      return 0u;
-    }
+    return env ? find_physical(env, "BRIGADE_TEST_DEVICE") : 0u;
   }();
   return index;
 }
@@ -69,6 +77,7 @@ Gpu::Gpu() : baseline_(instance().message_count()) {}
 
 Gpu::~Gpu() {
   devices_.clear();
+  named_.clear();
   const auto messages = new_messages();
   for (auto& m : messages) MESSAGE(m);
   CHECK_MESSAGE(messages.empty(), "the validation layer reported ", messages.size(),
@@ -83,6 +92,16 @@ vk::Device& Gpu::device(size_t i, uint64_t mem_limit) {
         vk::DeviceOptions{.label = "test stage " + std::to_string(i), .mem_limit = mem_limit,
                           .subgroup_size = test_subgroup_size()});
   return *devices_[i];
+}
+
+vk::Device& Gpu::device_on(const std::string& spec, size_t i) {
+  std::unique_ptr<vk::Device>& d = named_[{spec, i}];
+  if (!d) {
+    d = std::make_unique<vk::Device>(instance(), find_physical(spec, "test device"),
+                                     vk::DeviceOptions{.label = "test stage " + std::to_string(i) + " on " + spec,
+                                                       .subgroup_size = test_subgroup_size()});
+  }
+  return *d;
 }
 
 std::vector<std::string> Gpu::new_messages() const {

@@ -7,6 +7,8 @@
 #pragma once
 
 #include <cstdlib>
+#include <map>
+#include <utility>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,6 +39,9 @@ class Gpu {
   // The i-th logical device of this test (created on first use) on the test's physical
   // device, so device(0..3) are four logical devices on one physical device.
   vk::Device& device(size_t i = 0, uint64_t mem_limit = 0);
+  // The i-th logical device of this test on the physical device `spec` names (an index, part
+  // of a name or a UUID prefix): device_on("swiftshader", 1).
+  vk::Device& device_on(const std::string& spec, size_t i);
   // Validation messages reported since the fixture began.
   std::vector<std::string> new_messages() const;
   // For negative tests: accept the messages so far (after checking them).
@@ -45,6 +50,7 @@ class Gpu {
  private:
   size_t baseline_ = 0;
   std::vector<std::unique_ptr<vk::Device>> devices_;
+  std::map<std::pair<std::string, size_t>, std::unique_ptr<vk::Device>> named_;
 };
 
 }  // namespace brigade::test
