@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs Brigade's build and test dependencies from Debian 12's packages, only those that
-# are missing. Non-interactive and safe to re-run.
+# are missing, and a second Vulkan vendor for the tests (tools/install-swiftshader.sh: Google's
+# SwiftShader into .drivers/, at a pinned version). Non-interactive and safe to re-run.
 #   tools/install-deps.sh              what building, testing and training need
 #   tools/install-deps.sh --reference  also Debian's CPU PyTorch and OpenBLAS (its matrix
 #                                      products), for tools/torch/ (comparison curves,
@@ -16,6 +17,7 @@ packages=(
   dataset-fashion-mnist jargon-text
 )
 [ "${1:-}" = "--reference" ] && packages+=(python3-torch libopenblas0-pthread)
+command -v npm >/dev/null || packages+=(npm)  # fetches SwiftShader (install-swiftshader.sh)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -25,7 +27,7 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present"
-  exit 0
+  exec "$(dirname "${BASH_SOURCE[0]}")/install-swiftshader.sh"
 fi
 
 sudo=()
@@ -37,3 +39,4 @@ echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 "${sudo[@]}" apt-get update -qq
 "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+"$(dirname "${BASH_SOURCE[0]}")/install-swiftshader.sh"

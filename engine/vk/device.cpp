@@ -1,7 +1,9 @@
 #include "vk/device.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 
 #include "vk/check.h"
 #include "vk/instance.h"
@@ -120,6 +122,7 @@ Device::Device(Instance& instance, uint32_t index, DeviceOptions options) : inst
   memory_ = std::make_unique<Allocator>(table_, device_, info_.handle, label_,
                                         info_.max_allocation_size, options.mem_limit);
   lose_at_submission_ = injected_loss(options.label);
+  poll_timeline_ = info_.driver_id == VK_DRIVER_ID_GOOGLE_SWIFTSHADER;
 }
 
 void Device::fail(VkResult r, const char* call, int line) const {
@@ -199,11 +202,27 @@ uint64_t Device::submit(VkCommandBuffer cmd, const std::vector<SemaphoreValue>& 
 void Device::wait(uint64_t value) { wait_for(value, UINT64_MAX); }
 
 bool Device::wait_for(uint64_t value, uint64_t timeout_ns) {
+  if (lost_) fail(VK_ERROR_DEVICE_LOST, "vkWaitSemaphores", __LINE__);
+  if (poll_timeline_) {
+    // SwiftShader's vkWaitSemaphores on a timeline could sleep through the signal of a
+    // submission that completed (seen once in a few mixed-vendor runs: the queue idle, the
+    // waiter asleep for good), so on it the host polls the counter instead.
+    const auto start = std::chrono::steady_clock::now();
+    for (uint32_t spins = 0;; ++spins) {
+      uint64_t reached = 0;
+      const VkResult r = table_.vkGetSemaphoreCounterValue(device_, queue_timeline_, &reached);
+      if (r != VK_SUCCESS) fail(r, "vkGetSemaphoreCounterValue", __LINE__);
+      if (reached >= value) return true;
+      if (timeout_ns != UINT64_MAX &&
+          uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count()) >= timeout_ns)
+        return false;
+      std::this_thread::sleep_for(std::chrono::microseconds(spins < 100 ? 20 : 200));
+    }
+  }
   VkSemaphoreWaitInfo info{VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO};
   info.semaphoreCount = 1;
   info.pSemaphores = &queue_timeline_;
   info.pValues = &value;
-  if (lost_) fail(VK_ERROR_DEVICE_LOST, "vkWaitSemaphores", __LINE__);
   const VkResult r = table_.vkWaitSemaphores(device_, &info, timeout_ns);
   if (r == VK_TIMEOUT) return false;
   if (r != VK_SUCCESS) fail(r, "vkWaitSemaphores", __LINE__);

@@ -92,6 +92,7 @@ class Device {
   VkSemaphore queue_timeline_ = VK_NULL_HANDLE;
   uint64_t submitted_ = 0;
   uint32_t required_subgroup_size_ = 0;
+  bool poll_timeline_ = false;  // wait_for polls the queue timeline (SwiftShader, see there)
   // Fault injection (BRIGADE_FAULT=device-lost:LABEL:N): the Nth submission of the device
   // labelled LABEL fails with VK_ERROR_DEVICE_LOST, and every later submit or wait as well,
   // as after a real loss. Tests use it; nothing else sets it.
