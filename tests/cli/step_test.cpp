@@ -84,7 +84,7 @@ TEST_CASE("brigade step refuses bad input with one line naming the problem") {
   };
   const Case cases[] = {
       {base + " --devices 0,7", "--devices: device 7 does not exist"},
-      {base + " --devices 0,x", "is not a list of device indices"},
+      {base + " --devices 0,x", "--devices: no device's name contains 'x'"},
       {base + " -m 5", "--micro-batches 5 is more than the 4 samples"},
       {base + " --remat sometimes", "--remat"},
       {base + " --link pigeon", "--link: 'pigeon' is not a path"},

@@ -77,7 +77,7 @@ void run(bool json) {
                                                  "host-ptr", "timeline", "coop-matrix"}};
   for (auto& d : devices)
     rows.push_back({std::to_string(d.index), d.name, d.vendor, d.type_name(),
-                    d.driver_name + " " + d.driver_version_string() + " (" + d.driver_info + ")",
+                    d.driver_name + " " + d.driver_version_string() + (d.driver_info.empty() ? "" : " (" + d.driver_info + ")"),
                     api_string(d.api_version), memory_summary(d), std::to_string(d.subgroup_size),
                     yes(d.external_memory_fd), yes(d.external_memory_host),
                     yes(d.timeline_semaphore), yes(d.cooperative_matrix)});
