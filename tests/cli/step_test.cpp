@@ -4,34 +4,17 @@
 #include <doctest/doctest.h>
 
 #include <filesystem>
-#include <random>
 #include <string>
 
 #include "check.h"
 #include "io/safetensors.h"
 #include "model/model.h"
 #include "run.h"
+#include "tiny_data.h"
 
 using namespace brigade;
 using test::brigade_run, test::Result, test::scratch_dir;
 namespace fs = std::filesystem;
-
-namespace {
-
-void write_image_batch(const fs::path& path, uint32_t rows) {
-  std::mt19937 rng(3);
-  std::uniform_real_distribution<float> u(0, 1);
-  std::vector<float> images(rows * 784);
-  for (float& v : images) v = u(rng);
-  std::vector<int32_t> targets(rows);
-  for (uint32_t i = 0; i < rows; ++i) targets[i] = int32_t(i % 10);
-  io::SafeTensorsWriter w;
-  w.add("input", {rows, 1, 28, 28}, images);
-  w.add("target", {rows}, targets);
-  w.write(path.string());
-}
-
-}  // namespace
 
 TEST_CASE("brigade init and step: pipelined gradients equal one stage's, under PyTorch's names") {
   const fs::path d = scratch_dir("step");
@@ -42,7 +25,7 @@ TEST_CASE("brigade init and step: pipelined gradients equal one stage's, under P
   CHECK(params.names() == std::vector<std::string>{"0.bias", "0.weight", "3.bias", "3.weight",
                                                     "7.bias", "7.weight", "9.bias", "9.weight"});
   CHECK(params.info("7.weight").shape == std::vector<int64_t>{128, 3136});
-  write_image_batch(b, 12);
+  test::write_image_batch(b, 12);
 
   r = brigade_run("step --model fashion-cnn --params " + p + " --batch " + b + " --out " +
                   (d / "g1.safetensors").string());
@@ -76,7 +59,7 @@ TEST_CASE("brigade step refuses bad input with one line naming the problem") {
   const fs::path d = scratch_dir("bad");
   const std::string p = (d / "p.safetensors").string(), b = (d / "b.safetensors").string();
   REQUIRE(brigade_run("init --model fashion-mlp --out " + p).status == 0);
-  write_image_batch(b, 4);
+  test::write_image_batch(b, 4);
   const std::string base = "step --model fashion-mlp --params " + p + " --batch " + b + " --out " +
                            (d / "g.safetensors").string();
   struct Case {

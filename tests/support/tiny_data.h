@@ -1,5 +1,5 @@
 // Small datasets written for tests: Fashion-MNIST-shaped IDX .gz files whose labels can be
-// learnt from the pixels, and a text file.
+// learnt from the pixels, a text file, and a batch file for `brigade step`.
 #pragma once
 
 #include <zlib.h>
@@ -9,6 +9,8 @@
 #include <random>
 #include <string>
 #include <vector>
+
+#include "io/safetensors.h"
 
 namespace brigade::test {
 
@@ -62,6 +64,21 @@ inline void write_text(const std::filesystem::path& path, const std::string& tex
   FILE* f = std::fopen(path.c_str(), "wb");
   std::fwrite(text.data(), 1, text.size(), f);
   std::fclose(f);
+}
+
+// A batch for `brigade step`: `rows` random images in [0, 1) as `input` F32 [rows,1,28,28]
+// and targets 0, 1, ... 9, 0, ... as `target` I32 [rows].
+inline void write_image_batch(const std::filesystem::path& path, uint32_t rows) {
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(0, 1);
+  std::vector<float> images(rows * 784);
+  for (float& v : images) v = u(rng);
+  std::vector<int32_t> targets(rows);
+  for (uint32_t i = 0; i < rows; ++i) targets[i] = int32_t(i % 10);
+  io::SafeTensorsWriter w;
+  w.add("input", {rows, 1, 28, 28}, images);
+  w.add("target", {rows}, targets);
+  w.write(path.string());
 }
 
 }  // namespace brigade::test

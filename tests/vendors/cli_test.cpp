@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
-#include <random>
 #include <sstream>
 #include <string>
 
@@ -29,19 +28,6 @@ namespace {
 void check_no_driver_noise(const test::Result& r, const std::string& what) {
   CHECK_MESSAGE(r.output.find("WARNING") == std::string::npos, what, " printed driver noise:\n", r.output);
   CHECK_MESSAGE(r.output.find("UNSUPPORTED") == std::string::npos, what, " printed driver noise:\n", r.output);
-}
-
-void write_image_batch(const fs::path& path, uint32_t rows) {
-  std::mt19937 rng(3);
-  std::uniform_real_distribution<float> u(0, 1);
-  std::vector<float> images(rows * 784);
-  for (float& v : images) v = u(rng);
-  std::vector<int32_t> targets(rows);
-  for (uint32_t i = 0; i < rows; ++i) targets[i] = int32_t(i % 10);
-  io::SafeTensorsWriter w;
-  w.add("input", {rows, 1, 28, 28}, images);
-  w.add("target", {rows}, targets);
-  w.write(path.string());
 }
 
 // The layer count of each stage in `brigade plan`'s table ("0  1 llvmpipe (LLVM ...)  0-3
@@ -98,7 +84,7 @@ TEST_CASE("brigade step across lavapipe and SwiftShader equals one device, with 
   const fs::path d = test::scratch_dir("vendors-step");
   const std::string p = (d / "p.safetensors").string(), b = (d / "b.safetensors").string();
   REQUIRE(brigade_run("init --model fashion-cnn --seed 4 --out " + p).status == 0);
-  write_image_batch(b, 12);
+  test::write_image_batch(b, 12);
   const std::string base = "step --model fashion-cnn --params " + p + " --batch " + b + " --out ";
   auto one = brigade_run(base + (d / "g1.safetensors").string() + " --devices llvmpipe");
   REQUIRE_MESSAGE(one.status == 0, one.output);
