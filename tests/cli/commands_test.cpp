@@ -48,7 +48,7 @@ TEST_CASE("brigade plan shows the cut and memory, and exits 1 with a suggestion 
   CHECK(huge.output.find("of device-local memory; add devices or stages") != std::string::npos);
 }
 
-TEST_CASE("what the plan refuses, train refuses before allocating anything; what it accepts, trains") {
+TEST_CASE("what the plan refuses, train refuses before allocating anything, and what it accepts trains") {
   const fs::path dir = test::scratch_dir("plan-train");
   // One cap and one partition the plan rejects, then one it accepts: stage by stage, the
   // same verdict from train (which would otherwise fail mid-allocation or not at all).

@@ -21,7 +21,7 @@
 using namespace brigade;
 namespace fs = std::filesystem;
 
-TEST_CASE("a step gone non-finite stops training naming step, stage and layer; the checkpoint is untouched") {
+TEST_CASE("a step gone non-finite stops training naming step, stage and layer, and leaves the checkpoint untouched") {
   const fs::path dir = test::scratch_dir("non-finite");
   test::write_tiny_fashion(dir / "data", 320, 64);
   const std::string run = (dir / "run").string();

@@ -67,7 +67,7 @@ TEST_CASE("gzip data decompresses and corrupt or truncated gzip is refused") {
   CHECK_THROWS_WITH_AS(gunzip(gzip(zeros), "bomb.gz", 1 << 20), doctest::Contains("more than 1048576 bytes"), UserError);
 }
 
-TEST_CASE("concatenated gzip members decompress whole; other bytes after the end are refused") {
+TEST_CASE("concatenated gzip members decompress whole, and other bytes after the end are refused") {
   const auto first = idx({4}, 4), second = std::vector<uint8_t>{9, 8, 7};
   auto both = gzip(first);
   const auto more = gzip(second);
