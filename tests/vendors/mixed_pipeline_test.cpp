@@ -93,17 +93,17 @@ TEST_CASE_FIXTURE(test::Gpu, "fashion-mlp across lavapipe and SwiftShader equals
 }
 
 TEST_CASE_FIXTURE(test::Gpu, "fashion-cnn across lavapipe and SwiftShader equals one device") {
-  check_model(*this, "fashion-cnn", 10);
+  check_model(*this, "fashion-cnn", 8);  // uneven splits: fashion-mlp here, every preset in the pipeline suite
 }
 
 TEST_CASE_FIXTURE(test::Gpu, "fashion-cnn-bn across lavapipe and SwiftShader equals one device") {
-  check_model(*this, "fashion-cnn-bn", 10);
+  check_model(*this, "fashion-cnn-bn", 8);
 }
 
 TEST_CASE_FIXTURE(test::Gpu, "gpt-mini across lavapipe and SwiftShader equals one device, tied embedding included") {
-  // gpt-mini's layers, heads and width on windows of 32 tokens (its block is 128), so that
+  // gpt-mini's layers, heads and width on windows of 16 tokens (its block is 128), so that
   // SwiftShader, several times slower than lavapipe, keeps the suite short.
-  check_model(*this, "gpt-mini", 8, {"block_size=32"});
+  check_model(*this, "gpt-mini", 8, {"block_size=16"});
 }
 
 TEST_CASE_FIXTURE(test::Gpu, "a path the pair cannot take is refused naming both drivers, before anything is allocated") {
