@@ -248,12 +248,6 @@ std::vector<ops::MatmulTiling> candidate_tilings(const vk::PhysicalInfo& info) {
   return out;
 }
 
-std::string fixed(double v, int digits) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
-}
-
 void run_kernels(const std::string& device_spec, int reps, bool json, bool compare) {
   if (reps < 1 || reps > 500) throw UserError("--reps must be between 1 and 500, got " + std::to_string(reps));
   vk::Instance instance;

@@ -43,12 +43,6 @@ struct Side {
   uint64_t t = 1;
 };
 
-std::string fixed(double v, int digits) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
-}
-
 void run(const Options& o) {
   if (o.rounds < 1 || o.steps < 1) throw UserError("--rounds and --steps must be at least 1");
   const model::Model m = model::build(o.model, o.set);

@@ -20,4 +20,10 @@ void print_table(const std::vector<std::vector<std::string>>& rows) {
   }
 }
 
+std::string fixed(double v, int digits) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
 }  // namespace brigade::cli

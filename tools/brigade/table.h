@@ -7,5 +7,7 @@
 namespace brigade::cli {
 
 void print_table(const std::vector<std::vector<std::string>>& rows);
+// `v` with `digits` decimals: a table cell.
+std::string fixed(double v, int digits);
 
 }  // namespace brigade::cli
