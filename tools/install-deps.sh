@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs Brigade's build and test dependencies from Debian 12's packages, only those that
-# are missing, and a second Vulkan vendor for the tests (tools/install-swiftshader.sh: Google's
-# SwiftShader into .drivers/, at a pinned version). Non-interactive and safe to re-run.
+# are missing, a second Vulkan vendor for the tests (tools/install-swiftshader.sh: Google's
+# SwiftShader into .drivers/, at a pinned version) and Mesa 25's faster lavapipe from Debian's
+# bookworm-backports (tools/install-lavapipe.sh: into .drivers/, with no change to the
+# system's packages or apt sources). Non-interactive and safe to re-run.
 #   tools/install-deps.sh              what building, testing and training need
 #   tools/install-deps.sh --reference  also Debian's CPU PyTorch and OpenBLAS (its matrix
 #                                      products), for tools/torch/ (comparison curves,
@@ -27,7 +29,8 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present"
-  exec "$(dirname "${BASH_SOURCE[0]}")/install-swiftshader.sh"
+  "$(dirname "${BASH_SOURCE[0]}")/install-swiftshader.sh"
+  exec "$(dirname "${BASH_SOURCE[0]}")/install-lavapipe.sh"
 fi
 
 sudo=()
@@ -40,3 +43,4 @@ export DEBIAN_FRONTEND=noninteractive
 "${sudo[@]}" apt-get update -qq
 "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 "$(dirname "${BASH_SOURCE[0]}")/install-swiftshader.sh"
+"$(dirname "${BASH_SOURCE[0]}")/install-lavapipe.sh"

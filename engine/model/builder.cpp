@@ -237,12 +237,16 @@ Model sequential(const toml::table& table, const Reader& r, const std::string& d
 }
 
 // nanoGPT's GPT: Embedding, n_layer blocks, ln_f, the tied lm_head.
-Model gpt(const Reader& r, const std::string& default_name) {
+Model gpt(const Reader& r, const std::string& default_name, uint32_t window) {
   r.only(kGptKeys);
   Model m;
   m.name = r.text_or("name", default_name);
-  const uint32_t T = r.count("block_size"), V = r.count("vocab_size"), L = r.count("n_layer"),
+  const uint32_t block = r.count("block_size"), V = r.count("vocab_size"), L = r.count("n_layer"),
                  NH = r.count("n_head"), C = r.count("n_embd");
+  const uint32_t T = window ? window : block;
+  if (T > block)
+    throw UserError(r.where() + ": windows of " + std::to_string(T) + " tokens exceed its block_size " +
+                    std::to_string(block));
   if (L > kMaxGptBlocks)
     r.fail("key 'n_layer' must be at most " + std::to_string(kMaxGptBlocks) + ", got " + std::to_string(L));
   if (C % NH)
@@ -251,9 +255,10 @@ Model gpt(const Reader& r, const std::string& default_name) {
   m.token_input = true;
   m.classes = V;
   m.targets_per_sample = T;
+  m.block_size = block;
   std::string part = "embedding";
   try {
-    m.layers.push_back(std::make_unique<Embedding>(V, T, T, C));
+    m.layers.push_back(std::make_unique<Embedding>(V, block, T, C));
     check_sizes(*m.layers.back());
     part = "gpt_block";
     for (uint32_t i = 0; i < L; ++i) m.layers.push_back(std::make_unique<GptBlock>(i, T, C, NH, L));
@@ -303,8 +308,10 @@ std::vector<std::string> preset_names() {
   return names;
 }
 
-Model build_from_toml(const std::string& text, const std::string& source,
-                      const std::vector<std::string>& overrides) {
+namespace {
+
+Model build_toml(const std::string& text, const std::string& source,
+                 const std::vector<std::string>& overrides, uint32_t window) {
   toml::table table;
   try {
     table = toml::parse(std::string_view(text), std::string_view(source));
@@ -323,7 +330,7 @@ Model build_from_toml(const std::string& text, const std::string& source,
   for (size_t i = 0; i < overrides.size(); ++i) where += (i ? ", " : " with ") + overrides[i];
   const Reader r(table, where);
   const std::string default_name = std::filesystem::path(source).stem().string();
-  Model m = type == "gpt" ? gpt(r, default_name) : sequential(table, r, default_name);
+  Model m = type == "gpt" ? gpt(r, default_name, window) : sequential(table, r, default_name);
   // The text as given (comments kept) when nothing was overridden, else the table re-written.
   if (overrides.empty()) {
     m.config = text;
@@ -333,6 +340,24 @@ Model build_from_toml(const std::string& text, const std::string& source,
     m.config = os.str();
   }
   return m;
+}
+
+}  // namespace
+
+Model build_from_toml(const std::string& text, const std::string& source,
+                      const std::vector<std::string>& overrides) {
+  return build_toml(text, source, overrides, 0);
+}
+
+Model with_window(const Model& m, uint32_t window) {
+  if (!m.block_size)
+    throw UserError(m.name + " is not a GPT: only a GPT's token windows can be shorter than its block");
+  if (window == 0 || window > m.block_size)
+    throw UserError(m.name + " takes windows of 1 to " + std::to_string(m.block_size) +
+                    " tokens (its block_size), not " + std::to_string(window));
+  Model w = build_toml(m.config, m.name, {}, window);
+  w.name = m.name;
+  return w;
 }
 
 Model build(const std::string& name_or_path, const std::vector<std::string>& overrides) {

@@ -20,6 +20,9 @@ struct Model {
   // the last layer's output per sample is targets_per_sample * classes floats.
   uint32_t classes = 0;
   uint32_t targets_per_sample = 1;  // 1 (a label per image) or T (a next token per position)
+  // A GPT: the positions its wpe holds (block_size); input {T} may be fewer (with_window).
+  // 0 for other models.
+  uint32_t block_size = 0;
   std::vector<std::unique_ptr<Layer>> layers;
 
   // Every distinct parameter in model order (a tied parameter appears once).
@@ -38,6 +41,12 @@ Model build(const std::string& name_or_path, const std::vector<std::string>& ove
 // Builds from TOML text; `source` names it in errors.
 Model build_from_toml(const std::string& text, const std::string& source,
                       const std::vector<std::string>& overrides = {});
+
+// A GPT that runs `window` tokens per row (1 <= window <= block_size) instead of block_size,
+// as nanoGPT's forward takes t <= block_size. Its parameters are the same (wpe keeps
+// block_size rows), so parameters and checkpoints move between windows. Other models, or a
+// window outside that range, are refused with a UserError.
+Model with_window(const Model& m, uint32_t window);
 
 // The initial values of one parameter, a pure function of (seed, spec.name, spec): the same
 // seed gives the same model on every machine.

@@ -13,6 +13,7 @@
 #endif
 
 #include "vk/check.h"
+#include "vk/drivers.h"
 
 namespace brigade::vk {
 namespace {
@@ -70,6 +71,7 @@ std::size_t validation_messages_reported() { return g_reported.load(); }
 
 Instance::Instance(InstanceOptions options) : options_(options) {
   options_.validation = options_.validation || validation_from_environment();
+  choose_lavapipe();  // before the loader first looks for drivers
   static const VkResult loaded = volkInitialize();
   if (loaded != VK_SUCCESS)
     throw UserError("no Vulkan loader found (libvulkan.so.1); install libvulkan1 and a driver "
@@ -154,6 +156,12 @@ VkBool32 Instance::on_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
                               VkDebugUtilsMessageTypeFlagsEXT,
                               const VkDebugUtilsMessengerCallbackDataEXT* data, void* user) {
   auto* self = static_cast<Instance*>(user);
+  // The loader reports, as a warning, that it skipped the system's lavapipe: what
+  // choose_lavapipe asked of it through VK_LOADER_DRIVERS_DISABLE, not a problem.
+  if (data->pMessage && choose_lavapipe().project &&
+      std::strstr(data->pMessage, "disabled by env var 'VK_LOADER_DRIVERS_DISABLE'") &&
+      std::strstr(data->pMessage, "\"lvp_icd."))
+    return VK_FALSE;
   const char* level = (severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT) ? "error" : "warning";
   std::string text = std::string("validation ") + level + ": " +
                      (data->pMessageIdName ? data->pMessageIdName : "") + ": " +

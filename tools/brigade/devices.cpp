@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "table.h"
 #include "util/units.h"
+#include "vk/drivers.h"
 #include "vk/instance.h"
 #include "vk/physical.h"
 
@@ -88,6 +89,7 @@ void run(bool json) {
     rows.push_back({std::to_string(d.index), d.device_uuid_string(), d.driver_uuid_string(),
                     format_bytes(d.max_storage_buffer_range), format_bytes(d.max_allocation_size)});
   print_table(rows);
+  std::printf("\nlavapipe: %s\n", vk::choose_lavapipe().why.c_str());
 }
 
 }  // namespace

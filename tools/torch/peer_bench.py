@@ -3,7 +3,8 @@
 optimizer and data, run alternately, reported as medians and their ratio.
 
     /usr/bin/python3 tools/torch/peer_bench.py [--models fashion-mlp,fashion-cnn,gpt-mini]
-        [--runs 5] [--threads 2] [--brigade build/brigade] [--json] [--svg FILE]
+        [--runs 5] [--threads 2] [--brigade build/brigade] [--lavapipe project,system]
+        [--json] [--svg FILE]
 
 Each round runs `brigade train` (a fresh process, device 0: lavapipe on a machine without a
 GPU) and then the same training in PyTorch (a fresh process, torch.set_num_threads(THREADS)),
@@ -12,6 +13,10 @@ its warm-up steps and its last step, by the trainer's own clock: process start, 
 kernel compilation and evaluations are left out on both sides. Per model the script prints the
 median samples/s (tokens/s for GPT) of each side over the rounds, the ratio of the medians and
 the range of the per-round ratios (brigade / PyTorch; above 1 brigade is faster).
+With --lavapipe project,system each round runs brigade once on each lavapipe
+(BRIGADE_LAVAPIPE, engine/vk/drivers.h: the newer Mesa tools/install-lavapipe.sh fetched, and
+the system's), so both drivers are compared with the same PyTorch rounds; the first listed is
+the one the ratios of the SVG use.
 
 What both sides train (brigade's defaults for the preset, tools/brigade/train.cpp):
   fashion-mlp, fashion-cnn  Fashion-MNIST training images (pixels / 255), batch 64, AdamW
@@ -50,13 +55,14 @@ PLAN = {
 }
 
 
-def brigade_run(binary, model, out):
+def brigade_run(binary, model, out, lavapipe):
     """samples (or tokens) per second of `brigade train` between the warm-up and the last step."""
     p = PLAN[model]
     steps, warmup = p["steps"], p["warmup"]
     cmd = [binary, "train", "--model", model, "-b", str(p["rows"]), "--steps", str(steps),
            "--eval-every", str(steps), "--eval-batches", "1", "--out", out]
-    done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    env = dict(os.environ, BRIGADE_LAVAPIPE=lavapipe)
+    done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     if done.returncode != 0:
         sys.exit(f"peer_bench: {' '.join(cmd)} failed with status {done.returncode}: {done.stderr.strip()}")
     records = {}
@@ -67,6 +73,19 @@ def brigade_run(binary, model, out):
                 records[int(r["step"])] = r
     seconds = records[steps]["elapsed_s"] - records[warmup]["elapsed_s"]
     return (steps - warmup) * p["rows"] * p["per_row"] / seconds
+
+
+def lavapipe_name(binary, lavapipe):
+    """The Mesa release of the lavapipe `brigade devices` lists under BRIGADE_LAVAPIPE."""
+    env = dict(os.environ, BRIGADE_LAVAPIPE=lavapipe)
+    done = subprocess.run([binary, "devices", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, env=env)
+    if done.returncode != 0:
+        sys.exit(f"peer_bench: brigade devices under BRIGADE_LAVAPIPE={lavapipe} failed: {done.stderr.strip()}")
+    for d in json.loads(done.stdout):
+        if d["name"].startswith("llvmpipe"):
+            return d["driver_info"].split(" (")[0]
+    return lavapipe
 
 
 def system_blas():
@@ -179,6 +198,9 @@ def main():
     ap.add_argument("--runs", type=int, default=5, help="rounds of brigade then PyTorch (default 5)")
     ap.add_argument("--threads", type=int, default=2, help="PyTorch CPU threads (default 2)")
     ap.add_argument("--brigade", default=os.path.join(HERE, "..", "..", "build", "brigade"))
+    ap.add_argument("--lavapipe", default="project",
+                    help="comma-separated BRIGADE_LAVAPIPE values brigade runs under in each round "
+                         "(project, system; default project)")
     ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
     ap.add_argument("--svg", help="also draw the ratios into this SVG file")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
@@ -194,6 +216,10 @@ def main():
         sys.exit("peer_bench: --runs must be at least 1")
     if not os.access(args.brigade, os.X_OK):
         sys.exit(f"peer_bench: {args.brigade} is not an executable brigade (build it, or pass --brigade)")
+    drivers = [d for d in args.lavapipe.split(",") if d]
+    if not drivers or any(d not in ("project", "system") for d in drivers):
+        sys.exit("peer_bench: --lavapipe takes project, system or both, comma-separated")
+    names = {d: lavapipe_name(args.brigade, d) for d in drivers}
     blas = system_blas()
     if "openblas" not in blas and "blis" not in blas and "mkl" not in blas:
         print(f"peer_bench: warning: PyTorch's BLAS is {blas}, not an optimized one; "
@@ -202,18 +228,23 @@ def main():
     with tempfile.TemporaryDirectory(prefix="peer-bench-") as tmp:
         for m in models:
             p = PLAN[m]
-            ours, theirs = [], []
+            ours, theirs = {d: [] for d in drivers}, []
             for r in range(args.runs):
-                ours.append(brigade_run(args.brigade, m, os.path.join(tmp, f"{m}-{r}")))
+                for d in drivers:
+                    ours[d].append(brigade_run(args.brigade, m, os.path.join(tmp, f"{m}-{r}-{d}"), d))
                 theirs.append(torch_run(m, args.threads))
-                print(f"{m} round {r + 1}/{args.runs}: brigade {ours[-1]:.0f}, PyTorch {theirs[-1]:.0f} "
-                      f"{p['unit']}/s", file=sys.stderr)
-            ratios = [a / b for a, b in zip(ours, theirs)]
+                mine = ", ".join(f"brigade on {names[d]} {ours[d][-1]:.0f}" for d in drivers)
+                print(f"{m} round {r + 1}/{args.runs}: {mine}, PyTorch {theirs[-1]:.0f} {p['unit']}/s",
+                      file=sys.stderr)
+            per_driver = []
+            for d in drivers:
+                ratios = [a / b for a, b in zip(ours[d], theirs)]
+                per_driver.append({"lavapipe": d, "mesa": names[d], "brigade": statistics.median(ours[d]),
+                                   "ratio": statistics.median(ours[d]) / statistics.median(theirs),
+                                   "ratio_min": min(ratios), "ratio_max": max(ratios), "brigade_runs": ours[d]})
             results.append({"model": m, "unit": p["unit"] + "/s", "steps": p["steps"], "warmup": p["warmup"],
-                            "brigade": statistics.median(ours), "pytorch": statistics.median(theirs),
-                            "ratio": statistics.median(ours) / statistics.median(theirs),
-                            "ratio_min": min(ratios), "ratio_max": max(ratios),
-                            "brigade_runs": ours, "pytorch_runs": theirs})
+                            **per_driver[0], "pytorch": statistics.median(theirs), "pytorch_runs": theirs,
+                            "drivers": per_driver})
     if args.svg:
         write_svg(args.svg, results)
         print(f"wrote {args.svg}", file=sys.stderr)
@@ -223,10 +254,13 @@ def main():
     import torch
     print(f"median of {args.runs} alternated runs each; PyTorch {torch.__version__} on {args.threads} thread(s), "
           f"BLAS {blas}")
-    rows = [["model", "unit", "brigade", "PyTorch", "ratio", "per-round ratios"]]
+    rows = [["model", "unit", "PyTorch"]]
+    for d in drivers:
+        rows[0] += [f"brigade ({names[d]})", "ratio", "per-round ratios"]
     for r in results:
-        rows.append([r["model"], r["unit"], f"{r['brigade']:.0f}", f"{r['pytorch']:.0f}", f"{r['ratio']:.2f}",
-                     f"{r['ratio_min']:.2f}-{r['ratio_max']:.2f}"])
+        rows.append([r["model"], r["unit"], f"{r['pytorch']:.0f}"])
+        for x in r["drivers"]:
+            rows[-1] += [f"{x['brigade']:.0f}", f"{x['ratio']:.2f}", f"{x['ratio_min']:.2f}-{x['ratio_max']:.2f}"]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Fetches a newer Mesa lavapipe (Vulkan on the CPU) from Debian's bookworm-backports into
+# .drivers/lavapipe/ of this checkout. Nothing outside the checkout changes: apt runs with a
+# private source list, state and cache under a temporary folder, downloads one package and
+# installs nothing; the machine's apt sources and packages stay as they are.
+# Brigade's programs and tests load this lavapipe in place of the system's when it is present
+# (engine/vk/drivers.cpp); BRIGADE_LAVAPIPE=system turns that off.
+# The archive is the one the machine's apt already uses for bookworm; apt checks the
+# package against the archive's signed index.
+#   tools/install-lavapipe.sh           installs, or checks what is installed
+#   tools/install-lavapipe.sh --force   fetches again
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+dest=$root/.drivers/lavapipe
+suite=bookworm-backports
+package=mesa-vulkan-drivers
+min_major=25
+multiarch=$(gcc -print-multiarch)
+
+installed() {
+  [ -f "$dest/libvulkan_lvp.so" ] && [ -f "$dest/lavapipe_icd.json" ] && [ -f "$dest/SHA256SUMS" ] &&
+    (cd "$dest" && sha256sum --check --status SHA256SUMS)
+}
+
+if [ "${1:-}" != "--force" ] && installed; then
+  echo "install-lavapipe: $(cat "$dest/VERSION") present in $dest"
+  exit 0
+fi
+
+# The archive behind the machine's own bookworm source (whatever mirror it names).
+archive=$(apt-get indextargets --format '$(REPO_URI) $(RELEASE) $(TARGET_OF)' 2>/dev/null |
+            awk '$2 == "bookworm" && $3 == "deb" { print $1; exit }')
+if [ -z "$archive" ]; then
+  echo "install-lavapipe: apt has no Debian bookworm source to take $suite from;" \
+       "Brigade will use the system's lavapipe" >&2
+  exit 0
+fi
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/lists/partial" "$work/cache/archives/partial" "$work/deb"
+echo "deb $archive $suite main" >"$work/sources.list"
+apt_opts=(-o "Dir::Etc::SourceList=$work/sources.list" -o "Dir::Etc::SourceParts=$work/none"
+          -o "Dir::State::Lists=$work/lists" -o "Dir::Cache=$work/cache"
+          -o "Debug::NoLocking=1" -o "APT::Sandbox::User=$(id -un)" -qq)
+
+echo "install-lavapipe: fetching $package from $suite"
+if ! apt-get "${apt_opts[@]}" update >"$work/apt.log" 2>&1 ||
+   ! (cd "$work/deb" && apt-get "${apt_opts[@]}" download "$package/$suite" >>"$work/apt.log" 2>&1); then
+  cat "$work/apt.log" >&2
+  echo "install-lavapipe: could not fetch $package from $suite; Brigade will use the system's lavapipe" >&2
+  exit 0
+fi
+deb=$(ls "$work"/deb/*.deb)
+version=$(dpkg-deb -f "$deb" Version)
+if [ "${version%%.*}" -lt "$min_major" ] 2>/dev/null; then
+  echo "install-lavapipe: $suite has $package $version, older than Mesa $min_major; not installed" >&2
+  exit 0
+fi
+
+dpkg-deb -x "$deb" "$work/x"
+library=$work/x/usr/lib/$multiarch/libvulkan_lvp.so
+[ -f "$library" ] || { echo "install-lavapipe: $deb holds no libvulkan_lvp.so" >&2; exit 1; }
+missing=$(ldd "$library" | awk '/not found/ { print $1 }' | tr '\n' ' ')
+if [ -n "$missing" ]; then
+  echo "install-lavapipe: Mesa $version's lavapipe needs libraries this machine lacks ($missing);" \
+       "Brigade will use the system's lavapipe" >&2
+  exit 0
+fi
+
+rm -rf "$dest"
+mkdir -p "$dest"
+cp "$library" "$dest/libvulkan_lvp.so"
+# The package's manifest names the library by its system path; this one names the copy beside
+# it (the loader reads a relative path against the manifest's folder). Its file name differs
+# from the system's lvp_icd.*.json, so the loader can be told to skip that one alone.
+sed -E 's#"library_path": *"[^"]*"#"library_path": "./libvulkan_lvp.so"#' \
+  "$work"/x/usr/share/vulkan/icd.d/lvp_icd*.json >"$dest/lavapipe_icd.json"
+echo "Mesa $version" >"$dest/VERSION"
+(cd "$dest" && sha256sum libvulkan_lvp.so lavapipe_icd.json VERSION >SHA256SUMS)
+installed || { echo "install-lavapipe: the files in $dest fail their checksums" >&2; exit 1; }
+echo "install-lavapipe: Mesa $version's lavapipe installed in $dest"
