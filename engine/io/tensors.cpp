@@ -48,6 +48,17 @@ SafeTensorsWriter initial_parameters(const model::Model& m, uint64_t seed) {
   return w;
 }
 
+model::Model model_for_batch(model::Model m, const SafeTensors& file) {
+  if (!m.block_size || !file.has("input")) return m;
+  const TensorInfo& in = file.info("input");
+  if (in.shape.size() != 2 || in.shape[1] == int64_t(m.input.at(0))) return m;
+  if (in.shape[1] < 1 || in.shape[1] > int64_t(m.block_size))
+    throw UserError(file.source() + ": 'input' has shape " + shape_string(in.shape) + "; " + m.name +
+                    " takes token windows [N, T] with T from 1 to its block_size " +
+                    std::to_string(m.block_size));
+  return model::with_window(m, uint32_t(in.shape[1]));
+}
+
 pipeline::Batch read_batch(const SafeTensors& file, const model::Model& m) {
   for (const char* name : {"input", "target"})
     if (!file.has(name))

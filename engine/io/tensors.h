@@ -23,5 +23,8 @@ SafeTensorsWriter initial_parameters(const model::Model& m, uint64_t seed);
 // `input`: F32 images [N, ...model.input] or I32/I64 tokens [N, T]; `target`: I32/I64 [N]
 // or [N, T], each in [0, classes).
 pipeline::Batch read_batch(const SafeTensors& file, const model::Model& m);
+// The model that runs the batch in `file`: a GPT given token windows [N, T] shorter than its
+// block_size runs T positions (model::with_window); any other model is returned as it is.
+model::Model model_for_batch(model::Model m, const SafeTensors& file);
 
 }  // namespace brigade::io

@@ -87,3 +87,43 @@ TEST_CASE("brigade step refuses bad input with one line naming the problem") {
   CHECK_FALSE(fs::exists(d / "g.safetensors"));  // nothing half-written
   fs::remove_all(d);
 }
+
+TEST_CASE("brigade step takes a GPT's token windows shorter than its block, and refuses longer ones") {
+  const fs::path d = scratch_dir("window");
+  const std::string p = (d / "p.safetensors").string(), model =
+      "--model gpt-mini --set n_layer=1 --set n_head=2 --set n_embd=32 --set block_size=16";
+  REQUIRE(brigade_run("init " + model + " --out " + p).status == 0);
+  auto write_batch = [&](const std::string& path, uint32_t rows, uint32_t T) {
+    std::vector<int32_t> tokens(rows * T), targets(rows * T);
+    for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = int32_t(i * 37 % 256), targets[i] = int32_t(i * 11 % 256);
+    io::SafeTensorsWriter w;
+    w.add("input", {rows, T}, std::span<const int32_t>(tokens));
+    w.add("target", {rows, T}, std::span<const int32_t>(targets));
+    w.write(path);
+  };
+  const std::string b8 = (d / "b8.safetensors").string(), g = (d / "g.safetensors").string();
+  write_batch(b8, 3, 8);
+  Result r = brigade_run("step " + model + " --params " + p + " --batch " + b8 + " --out " + g);
+  REQUIRE_MESSAGE(r.status == 0, r.output);
+  const io::SafeTensors grads = io::SafeTensors::load(g);
+  CHECK(std::isfinite(grads.f32("loss")[0]));
+  // Positions 8 to 15 of wpe are never used by 8-token windows: their gradient is zero.
+  const std::vector<float> dwpe = grads.f32("transformer.wpe.weight", {16, 32});
+  double used = 0, unused = 0;
+  for (size_t i = 0; i < dwpe.size(); ++i) (i < 8 * 32 ? used : unused) += std::fabs(dwpe[i]);
+  CHECK(used > 0);
+  CHECK(unused == 0);
+  // Pipelined over two stages, the same loss.
+  r = brigade_run("step " + model + " --params " + p + " --batch " + b8 + " --out " +
+                  (d / "g2.safetensors").string() + " --devices 0,0 -m 3");
+  REQUIRE_MESSAGE(r.status == 0, r.output);
+  CHECK(io::SafeTensors::load((d / "g2.safetensors").string()).f32("loss")[0] ==
+        doctest::Approx(grads.f32("loss")[0]).epsilon(1e-5));
+
+  const std::string b17 = (d / "b17.safetensors").string();
+  write_batch(b17, 2, 17);
+  r = brigade_run("step " + model + " --params " + p + " --batch " + b17 + " --out " + g);
+  CHECK(r.status != 0);
+  CHECK(r.output.find("T from 1 to its block_size 16") != std::string::npos);
+  fs::remove_all(d);
+}

@@ -123,6 +123,14 @@ TEST_CASE("brigade sample and eval on a small GPT: deterministic by seed, greedy
   INFO(e.output);
   CHECK(e.status == 0);
   CHECK(e.output.find("val loss") != std::string::npos);
+  CHECK(e.output.find("windows of 16 tokens") != std::string::npos);
+  const auto e8 = test::brigade_run("eval " + run + " --window 8 --data " + (dir / "text.txt").string());
+  INFO(e8.output);
+  CHECK(e8.status == 0);
+  CHECK(e8.output.find("windows of 8 tokens") != std::string::npos);
+  CHECK(e8.output != e.output);
+  CHECK(test::brigade_run("eval " + run + " --window 17").output.find("windows of 1 to 16 tokens") !=
+        std::string::npos);
   fs::remove_all(dir);
 }
 

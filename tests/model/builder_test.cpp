@@ -150,6 +150,24 @@ TEST_CASE("gpt-mini matches nanoGPT with the lm_head tied") {
   CHECK(m.parameter_count() == 842496);
 }
 
+TEST_CASE("a GPT on shorter windows keeps its parameters, and other windows and models are refused") {
+  const model::Model full = model::build("gpt-mini");
+  CHECK(full.block_size == 128);
+  const model::Model m = model::with_window(full, 24);
+  CHECK(m.name == full.name);
+  CHECK(m.block_size == 128);
+  CHECK(m.input == model::Shape{24});
+  CHECK(m.targets_per_sample == 24);
+  CHECK(m.layers.back()->output_shape() == model::Shape{24, 256});
+  check_params(m, gpt_params(256, 128, 128, 4));  // wpe keeps block_size rows
+  CHECK(model::with_window(full, 128).input == full.input);
+  CHECK_THROWS_WITH_AS(model::with_window(full, 129), doctest::Contains("windows of 1 to 128 tokens"), UserError);
+  CHECK_THROWS_WITH_AS(model::with_window(full, 0), doctest::Contains("not 0"), UserError);
+  CHECK_THROWS_WITH_AS(model::with_window(model::build("fashion-mlp"), 8), doctest::Contains("is not a GPT"),
+                       UserError);
+  CHECK(model::build("fashion-mlp").block_size == 0);
+}
+
 TEST_CASE("overrides change the model and its config") {
   const model::Model m = model::build("gpt-mini", {"n_layer=2", "block_size=16"});
   CHECK(m.layers.size() == 5);

@@ -249,6 +249,26 @@ std::pair<double, uint64_t> score(const std::vector<float>& logits, const std::v
 
 }  // namespace
 
+TEST_CASE_FIXTURE(test::Gpu, "a GPT on windows shorter than its block: the block's first positions, and pipelined equals one device") {
+  const model::Model full = model::build("gpt-mini", {"n_layer=2"});
+  const uint32_t T = 24, rows = 4, V = full.classes, block = full.input.at(0);
+  const model::Model m = model::with_window(full, T);
+  const pipeline::Batch b = random_batch(m, rows, 5);
+  pipeline::Batch fb = random_batch(full, rows, 6);  // each row: b's T tokens, then others
+  for (uint32_t r = 0; r < rows; ++r)
+    std::copy_n(b.tokens.begin() + r * T, T, fb.tokens.begin() + r * block);
+  const Evaluation w = evaluate(*this, m, {1, 1}, b), f = evaluate(*this, full, {1, 1}, fb);
+  REQUIRE(w.logits.size() == size_t(rows) * T * V);
+  std::vector<float> first(w.logits.size());  // the full block's logits at positions < T
+  for (uint32_t r = 0; r < rows; ++r)
+    std::copy_n(f.logits.begin() + size_t(r) * block * V, size_t(T) * V, first.begin() + size_t(r) * T * V);
+  test::check_close(w.logits, first, 1e-5, 1e-4, "window logits against the block's first positions");
+  const Outcome one = run(*this, m, {1, 1}, {b}, 0);
+  CHECK(std::isfinite(one.loss));
+  for (const Config& c : {Config{2, 3, Remat::Always}, Config{3, 4, Remat::Never, LinkKind::Host}})
+    check_equal(run(*this, m, c, {b}, 0), one, "window 24 " + describe(c), false);
+}
+
 TEST_CASE_FIXTURE(test::Gpu, "evaluation pipelined equals one device: loss, correct count and outputs") {
   for (const char* preset : {"fashion-cnn", "gpt-mini", "fashion-cnn-bn"}) {
     const model::Model m = model::build(preset);

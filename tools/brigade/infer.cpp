@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <memory>
 
 #include "commands.h"
@@ -63,13 +64,14 @@ Loaded load(const Source& s) {
 struct EvalArgs {
   Source source;
   std::string data;
-  uint32_t batch_size = 64, limit = 0;
+  uint32_t batch_size = 64, limit = 0, window = 0;
   PipelineFlags pipeline;
 };
 
 void run_eval(const EvalArgs& a) {
   const Loaded l = load(a.source);
-  const model::Model& m = l.model;
+  const model::Model windowed = a.window ? model::with_window(l.model, a.window) : model::Model{};
+  const model::Model& m = a.window ? windowed : l.model;
   const auto data = io::open_dataset(m, a.data.empty() ? l.data : a.data, l.seed);
   const std::vector<pipeline::Batch> batches = data->eval_batches(a.batch_size, a.limit);
   Pipeline p = open_pipeline(m, a.pipeline, a.batch_size, 0);
@@ -119,14 +121,30 @@ int pick(const float* logits, uint32_t V, double temperature, uint32_t top_k, do
   return int(order[k - 1]);
 }
 
+// The window a context of n bytes runs in: the smallest power of two from 8 that holds it,
+// at most the block. A short context does not pay for a whole block per new byte, and at
+// most log2(block / 8) + 2 pipelines are opened.
+uint32_t window_for(size_t n, uint32_t block) {
+  uint32_t w = 8;
+  while (w < n && w < block) w *= 2;
+  return std::min(w, block);
+}
+
 void run_sample(const SampleArgs& a) {
   const Loaded l = load(a.source);
-  const model::Model& m = l.model;
-  if (!m.token_input) throw UserError(m.name + " is not a text model; sample needs a GPT checkpoint");
+  if (!l.model.token_input) throw UserError(l.model.name + " is not a text model; sample needs a GPT checkpoint");
   if (a.temperature < 0) throw UserError("--temperature must be 0 (greedy) or more");
-  const uint32_t T = m.input.at(0), V = m.classes;
-  Pipeline p = open_pipeline(m, a.pipeline, 1, 0);
-  for (const auto& [name, values] : l.params) p.executor->set_parameter(name, values);
+  const uint32_t block = l.model.block_size ? l.model.block_size : l.model.input.at(0), V = l.model.classes;
+  std::map<uint32_t, model::Model> models;  // by window; each outlives the pipeline that runs it
+  std::map<uint32_t, Pipeline> pipelines;
+  auto pipeline_for = [&](uint32_t w) -> Pipeline& {
+    if (auto it = pipelines.find(w); it != pipelines.end()) return it->second;
+    const model::Model& m =
+        w == l.model.input.at(0) ? l.model : models.emplace(w, model::with_window(l.model, w)).first->second;
+    Pipeline& p = pipelines.emplace(w, open_pipeline(m, a.pipeline, 1, 0)).first->second;
+    for (const auto& [name, values] : l.params) p.executor->set_parameter(name, values);
+    return p;
+  };
 
   std::vector<int32_t> text;
   for (unsigned char c : a.prompt) text.push_back(c);
@@ -134,14 +152,16 @@ void run_sample(const SampleArgs& a) {
   std::fwrite(a.prompt.data(), 1, a.prompt.size(), stdout);
   pipeline::Batch b;
   b.rows = 1;
-  b.targets.assign(T, 0);
   std::vector<float> logits;
   for (uint32_t i = 0; i < a.length; ++i) {
-    // The last T bytes, from position 0: causal attention makes the padding after them moot.
-    const size_t n = std::min<size_t>(text.size(), T);
+    // The last bytes that fit a block, from position 0: causal attention makes the padding
+    // after them moot.
+    const size_t n = std::min<size_t>(text.size(), block);
+    const uint32_t w = window_for(n, block);
     b.tokens.assign(text.end() - long(n), text.end());
-    b.tokens.resize(T, 0);
-    p.executor->evaluate(b, &logits);
+    b.tokens.resize(w, 0);
+    b.targets.assign(w, 0);
+    pipeline_for(w).executor->evaluate(b, &logits);
     const double u = double(io::order_key(a.seed, i, 0) >> 11) * 0x1.0p-53;
     const int next = pick(logits.data() + (n - 1) * V, V, a.temperature, a.top_k, u);
     text.push_back(next);
@@ -160,6 +180,8 @@ void add_eval(CLI::App& app) {
   cmd->add_option("--data", a->data, "dataset (default: the run's, else the model's default)");
   cmd->add_option("--batch-size,-b", a->batch_size, "samples per evaluation batch")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--limit", a->limit, "evaluate only the first N batches; 0 = all")->capture_default_str();
+  cmd->add_option("--window", a->window, "a GPT: tokens per text window, 1 to its block_size (default: the block)")
+      ->check(CLI::PositiveNumber);
   add_pipeline_flags(*cmd, a->pipeline);
   cmd->callback([a] { run_eval(*a); });
 }

@@ -37,9 +37,10 @@ void run_init(const InitArgs& a) {
 }
 
 void run_step(const StepArgs& a) {
-  const model::Model m = model::build(a.model, a.set);
+  const io::SafeTensors batch_file = io::SafeTensors::load(a.batch);
+  const model::Model m = io::model_for_batch(model::build(a.model, a.set), batch_file);
   const auto params = io::read_parameters(io::SafeTensors::load(a.params), m);
-  const pipeline::Batch batch = io::read_batch(io::SafeTensors::load(a.batch), m);
+  const pipeline::Batch batch = io::read_batch(batch_file, m);
   Pipeline p = open_pipeline(m, a.pipeline, batch.rows, 0);
   for (const auto& [name, values] : params) p.executor->set_parameter(name, values);
   // Without an update every run computes the same gradients; later runs find the kernels
@@ -85,7 +86,7 @@ void add_step(CLI::App& app) {
   cmd->add_option("--model", a->model, "preset name or a model .toml file")->required();
   cmd->add_option("--set", a->set, "override a model setting (repeatable)");
   cmd->add_option("--params", a->params, "parameters (safetensors, PyTorch names)")->required();
-  cmd->add_option("--batch", a->batch, "batch: 'input' and 'target' (safetensors)")->required();
+  cmd->add_option("--batch", a->batch, "batch: 'input' and 'target' (safetensors); a GPT's token windows [N, T] may be shorter than its block")->required();
   cmd->add_option("--out", a->out, "where to write 'loss' and the gradients")->required();
   cmd->add_option("--trace", a->trace, "write a Chrome trace-event JSON of the step");
   cmd->add_option("--repeat", a->repeat, "run the step this many times; the trace and summary are the last run's")
