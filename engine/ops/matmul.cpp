@@ -58,7 +58,7 @@ uint32_t MatmulTiling::shared_bytes() const {
   return 4 * bk * (wg_y * tm + 1 + wg_x * tn + 1);
 }
 
-MatmulTiling matmul_tiling(const vk::PhysicalInfo& device) {
+MatmulTiling matmul_tiling(const vk::PhysicalInfo& device, uint32_t rows) {
   if (device.type == VK_PHYSICAL_DEVICE_TYPE_CPU) {
     // Measured on lavapipe (docs/BENCHMARKS.md): 16x8 outputs per invocation with A shared
     // through subgroup broadcasts beat 8x8 without. One row of lanes fills a subgroup.
@@ -69,6 +69,7 @@ MatmulTiling matmul_tiling(const vk::PhysicalInfo& device) {
       t.wg_y = std::max(1u, 64 / t.wg_x);
       t.subgroup = sg;
     }
+    while (rows && t.wg_y > 1 && (t.wg_y / 2) * t.tm >= rows) t.wg_y /= 2;
     return t;
   }
   // 16x16 invocations of 4x4 outputs: 64x64 tiles, 8.3 KiB of shared memory, within every
@@ -84,7 +85,7 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
             std::optional<vk::View> bias) {
   if (p.M == 0 || p.N == 0 || p.batch == 0 || (p.K == 0 && p.accumulate)) return;
   vk::Device& dev = cmd.device();
-  const MatmulTiling t = p.tiling ? *p.tiling : matmul_tiling(dev.info());
+  const MatmulTiling t = p.tiling ? *p.tiling : matmul_tiling(dev.info(), p.M);
   BRIGADE_EXPECT(t.tm && t.tn && t.wg_x && t.wg_y && t.bk, "tiling " + t.name() + " has a zero size");
   BRIGADE_EXPECT(t.wg_x * t.wg_y <= dev.info().max_workgroup_invocations,
          "tiling " + t.name() + " has more invocations than the device allows");

@@ -67,7 +67,7 @@ struct Case {
 
 struct Result {
   Case c;
-  std::string tiling;
+  std::string tiling;  // its name; "default: ..." where the device's default picked it
   bool valid = false;
   double max_err = 0, median_ms = 0, gflops = 0;
 };
@@ -165,7 +165,8 @@ bool close(float got, float want, uint64_t k) {
 }
 
 Result run_case(vk::Device& dev, const Case& c, const Problem& problem, int reps) {
-  Result r{c, c.tiling ? c.tiling->name() : ops::matmul_tiling(dev.info()).name()};
+  Result r{c, c.tiling ? c.tiling->name()
+                       : "default: " + ops::matmul_tiling(dev.info(), uint32_t(c.mnk()[0])).name()};
   std::vector<vk::Buffer> in, out;
   for (size_t i = 0; i < problem.inputs.size(); ++i) {
     in.emplace_back(dev, problem.inputs[i].size() * 4, vk::Category::Activations, "input " + std::to_string(i));
@@ -212,8 +213,8 @@ std::vector<Case> preset_cases() {
     uint32_t n, in, out;
   };
   const Layer layers[] = {
-      {"fashion-mlp fc1", 128, 784, 256},      {"fashion-mlp fc2", 128, 256, 128},
-      {"fashion-mlp fc3", 128, 128, 10},       {"gpt-mini c_attn", 8 * 128, 128, 384},
+      {"fashion-mlp fc1", 64, 784, 256},      {"fashion-mlp fc2", 64, 256, 128},
+      {"fashion-mlp fc3", 64, 128, 10},       {"gpt-mini c_attn", 8 * 128, 128, 384},
       {"gpt-mini attn c_proj", 8 * 128, 128, 128}, {"gpt-mini mlp c_fc", 8 * 128, 128, 512},
       {"gpt-mini mlp c_proj", 8 * 128, 512, 128},
   };
@@ -225,12 +226,14 @@ std::vector<Case> preset_cases() {
   return cases;
 }
 
-// Tilings worth comparing on this device: the default first, then the alternatives it was
-// chosen over (docs/BENCHMARKS.md).
-std::vector<ops::MatmulTiling> candidate_tilings(const vk::PhysicalInfo& info) {
+// Tilings worth comparing on this device: the default (unset: the device's choice for each
+// problem, matmul_tiling), then the fixed alternatives it was chosen over (docs/BENCHMARKS.md),
+// the default's own full-size workgroup among them.
+std::vector<std::optional<ops::MatmulTiling>> candidate_tilings(const vk::PhysicalInfo& info) {
   using V = ops::MatmulTiling::Variant;
   const ops::MatmulTiling chosen = ops::matmul_tiling(info);
   std::vector<ops::MatmulTiling> all = {
+      chosen,
       {V::Registers, 8, 8, 8, 8, 16, 0},
       {V::Registers, 8, 8, 16, 8, 16, 0},
       {V::Shared, 16, 16, 4, 4, 16, 0},
@@ -240,10 +243,10 @@ std::vector<ops::MatmulTiling> candidate_tilings(const vk::PhysicalInfo& info) {
     square.tm = square.tn = 12;
     all.push_back(square);
   }
-  std::vector<ops::MatmulTiling> out = {chosen};
+  std::vector<std::optional<ops::MatmulTiling>> out = {std::nullopt};
   for (const auto& t : all)
-    if (t.name() != chosen.name() && t.shared_bytes() <= info.max_shared_memory &&
-        t.wg_x * t.wg_y <= info.max_workgroup_invocations)
+    if (std::none_of(out.begin() + 1, out.end(), [&](auto& o) { return o->name() == t.name(); }) &&
+        t.shared_bytes() <= info.max_shared_memory && t.wg_x * t.wg_y <= info.max_workgroup_invocations)
       out.push_back(t);
   return out;
 }
@@ -290,8 +293,9 @@ void run_kernels(const std::string& device_spec, int reps, bool json, bool compa
   std::vector<std::pair<std::string, double>> totals;
   for (const Result& r : results) {
     if (r.c.op == Op::Matmul || !compare) continue;
-    auto it = std::find_if(totals.begin(), totals.end(), [&](auto& t) { return t.first == r.tiling; });
-    if (it == totals.end()) it = totals.insert(totals.end(), {r.tiling, 0.0});
+    const std::string label = r.c.tiling ? r.tiling : "default";
+    auto it = std::find_if(totals.begin(), totals.end(), [&](auto& t) { return t.first == label; });
+    if (it == totals.end()) it = totals.insert(totals.end(), {label, 0.0});
     it->second += r.valid ? r.median_ms : NAN;
   }
   const std::string device = info.name + " (" + info.type_name() + "), " + info.driver_name + " " +
