@@ -1,6 +1,8 @@
 // The rest of the program end to end: devices, plan, bench, and --help of every subcommand.
 #include <doctest/doctest.h>
 
+#include <fstream>
+
 #include <map>
 #include <set>
 
@@ -25,6 +27,46 @@ TEST_CASE("brigade devices lists the devices, as a table and as JSON") {
   REQUIRE(!devices.empty());
   CHECK(devices[0]["index"] == 0);
   CHECK(devices[0]["timeline_semaphore"] == true);
+}
+
+// The lavapipe of tools/install-lavapipe.sh replaces the system's (engine/vk/drivers.h).
+TEST_CASE("brigade lists one lavapipe: the checkout's newer Mesa where installed, the system's with BRIGADE_LAVAPIPE=system") {
+  std::ifstream version_file(std::string(BRIGADE_DRIVERS_DIR) + "/lavapipe/VERSION");
+  std::string version;
+  std::getline(version_file, version);
+  auto lavapipes = [](const test::Result& r) {
+    std::vector<std::string> infos;
+    for (const auto& d : nlohmann::json::parse(r.output.substr(r.output.find('['))))
+      if (d["name"].get<std::string>().starts_with("llvmpipe")) infos.push_back(d["driver_info"]);
+    return infos;
+  };
+  const auto ours = test::brigade_run("devices --json");
+  INFO(ours.output);
+  REQUIRE(ours.status == 0);
+  const std::vector<std::string> chosen = lavapipes(ours);
+  REQUIRE(chosen.size() == 1);
+  const auto table = test::brigade_run("devices");
+  if (version.empty()) {
+    MESSAGE("no lavapipe in " BRIGADE_DRIVERS_DIR "/lavapipe: the system's must be the one listed");
+    CHECK(table.output.find("lavapipe: the system's lavapipe") != std::string::npos);
+  } else {
+    CHECK(chosen[0].starts_with(version));
+    CHECK(table.output.find("lavapipe: " + version + "'s lavapipe from ") != std::string::npos);
+  }
+
+  setenv("BRIGADE_LAVAPIPE", "system", 1);
+  const auto system = test::brigade_run("devices --json");
+  const auto system_table = test::brigade_run("devices");
+  setenv("BRIGADE_LAVAPIPE", "sometimes", 1);
+  const auto bad = test::brigade_run("devices");
+  unsetenv("BRIGADE_LAVAPIPE");
+  REQUIRE(system.status == 0);
+  const std::vector<std::string> theirs = lavapipes(system);
+  REQUIRE(theirs.size() == 1);
+  if (!version.empty()) CHECK(!theirs[0].starts_with(version));
+  CHECK(system_table.output.find("lavapipe: the system's lavapipe (BRIGADE_LAVAPIPE=system)") != std::string::npos);
+  CHECK(bad.status == 2);
+  CHECK(bad.output.find("BRIGADE_LAVAPIPE is 'sometimes'; it takes 'system'") != std::string::npos);
 }
 
 TEST_CASE("brigade plan shows the cut and memory, and exits 1 with a suggestion when it does not fit") {
