@@ -65,17 +65,14 @@ void main() {
     dk[c] = vec4(0.0), dv[c] = vec4(0.0);
   }
 
-  // Every key row of the workgroup walks the queries from the workgroup's first row, so the
-  // query index is the same in every lane: each query and gradient row is one load shared by
-  // the lanes. Queries before a row's own j add nothing to it.
-  for (uint i = gl_WorkGroupID.x * gl_WorkGroupSize.x; i < p.T; ++i) {
+  for (uint i = j; i < p.T; ++i) {
     const uint q = head + i * row, g = (b * p.T + i) * p.C + h * HS;
     float s = 0.0, dp = 0.0;
     for (uint c = 0; c < HS4; ++c) {
       qi[c] = load_qkv(q, c), gi[c] = load_dy(g, c);  // kept: loads are what costs here
       s += dot(k[c], qi[c]), dp += dot(v[c], gi[c]);
     }
-    const float pij = i >= j ? exp(s - lse[stats + i]) : 0.0;
+    const float pij = exp(s - lse[stats + i]);
     const float ds = pij * (dp - delta[stats + i]);
     for (uint c = 0; c < HS4; ++c) dv[c] += pij * gi[c], dk[c] += ds * qi[c];
   }

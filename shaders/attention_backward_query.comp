@@ -77,17 +77,14 @@ void main() {
   delta[stat] = dsum;
   const float lse_i = lse[stat];
 
-  // As in the forward: every row walks the keys up to the workgroup's last row, so each key
-  // and value row is one load shared by the lanes; keys past a row's own i add nothing to it.
-  const uint last = min(p.T - 1, gl_WorkGroupID.x * gl_WorkGroupSize.x + gl_WorkGroupSize.x - 1);
-  for (uint j = 0; j <= last; ++j) {
+  for (uint j = 0; j <= i; ++j) {
     const uint k = head + j * row + p.C, v = k + p.C;
     float s = 0.0, dp = 0.0;
     for (uint c = 0; c < HS4; ++c) {
       kj[c] = load_qkv(k, c);  // kept: loads, not arithmetic, are what costs here
       s += dot(q[c], kj[c]), dp += dot(g[c], load_qkv(v, c));
     }
-    const float ds = j <= i ? exp(s - lse_i) * (dp - dsum) : 0.0;
+    const float ds = exp(s - lse_i) * (dp - dsum);
     for (uint c = 0; c < HS4; ++c) dq[c] += ds * kj[c];
   }
   for (uint c = 0; c < HS4; ++c) add_dqkv(head + i * row, c, p.scale * dq[c]);

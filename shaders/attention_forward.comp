@@ -53,12 +53,7 @@ void main() {
     m += dot(q[c], load_qkv(head + p.C, c));
     acc[c] = load_qkv(head + 2 * p.C, c);
   }
-  // Every row of the workgroup walks the keys up to the workgroup's last row, so the key index
-  // is the same in every lane: each key and value row is then one load shared by the lanes
-  // (CPU drivers turn a lane-varying address into a loop over the lanes). Keys past a row's
-  // own t change nothing in it.
-  const uint last = min(p.T - 1, gl_WorkGroupID.x * gl_WorkGroupSize.x + gl_WorkGroupSize.x - 1);
-  for (uint j = 1; j <= last; ++j) {
+  for (uint j = 1; j <= t; ++j) {
     const uint k = head + j * row + p.C, v = k + p.C;
     float s = 0.0;
     for (uint c = 0; c < HS4; ++c) s += dot(q[c], load_qkv(k, c));
@@ -66,13 +61,9 @@ void main() {
     // otherwise the past keeps its scale and this key weighs exp(s - m).
     const float ex = exp(-abs(s - m));
     const float rescale = s > m ? ex : 1.0, e = s > m ? 1.0 : ex;
-    const bool live = j <= t;
-    m = live ? max(m, s) : m;
-    l = live ? l * rescale + e : l;
-    for (uint c = 0; c < HS4; ++c) {
-      const vec4 next = acc[c] * rescale + e * load_qkv(v, c);
-      acc[c] = live ? next : acc[c];
-    }
+    m = max(m, s);
+    l = l * rescale + e;
+    for (uint c = 0; c < HS4; ++c) acc[c] = acc[c] * rescale + e * load_qkv(v, c);
   }
 
   const float inv = 1.0 / l;  // l >= 1: the maximum's own term is exp(0)
