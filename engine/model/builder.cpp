@@ -243,10 +243,7 @@ Model gpt(const Reader& r, const std::string& default_name, uint32_t window) {
   m.name = r.text_or("name", default_name);
   const uint32_t block = r.count("block_size"), V = r.count("vocab_size"), L = r.count("n_layer"),
                  NH = r.count("n_head"), C = r.count("n_embd");
-  const uint32_t T = window ? window : block;
-  if (T > block)
-    throw UserError(r.where() + ": windows of " + std::to_string(T) + " tokens exceed its block_size " +
-                    std::to_string(block));
+  const uint32_t T = window ? window : block;  // with_window has checked window <= block
   if (L > kMaxGptBlocks)
     r.fail("key 'n_layer' must be at most " + std::to_string(kMaxGptBlocks) + ", got " + std::to_string(L));
   if (C % NH)

@@ -134,7 +134,7 @@ void run_sample(const SampleArgs& a) {
   const Loaded l = load(a.source);
   if (!l.model.token_input) throw UserError(l.model.name + " is not a text model; sample needs a GPT checkpoint");
   if (a.temperature < 0) throw UserError("--temperature must be 0 (greedy) or more");
-  const uint32_t block = l.model.block_size ? l.model.block_size : l.model.input.at(0), V = l.model.classes;
+  const uint32_t block = l.model.block_size, V = l.model.classes;  // token input: a GPT
   std::map<uint32_t, model::Model> models;  // by window; each outlives the pipeline that runs it
   std::map<uint32_t, Pipeline> pipelines;
   auto pipeline_for = [&](uint32_t w) -> Pipeline& {
