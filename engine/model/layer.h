@@ -68,6 +68,10 @@ struct Pass {
   uint32_t layer = 0;         // the layer's index in the model (random keys)
   bool training = true;       // false: evaluation (BatchNorm uses running stats)
   bool recompute = false;     // re-materialization: this forward was already counted once
+  // Backward only: record the input gradient now and the parameter gradients later, in
+  // backward_params. Zero-bubble schedules split a backward so: the input gradient ("B") is
+  // what the previous stage waits for; the parameter gradients ("W") fill the bubbles.
+  bool split = false;
 };
 
 // The buffers of one layer for one micro-batch. Views are sized for `rows` samples.
@@ -78,6 +82,7 @@ struct Tensors {
   std::span<const vk::View> params;   // params(), in order (every kind)
   std::span<const vk::View> grads;    // one per params() entry; meaningful for Trainable only
   std::optional<vk::View> scratch;    // scratch_per_sample() * rows floats, when nonzero
+  std::span<const vk::View> deferred; // deferred(), in order; only for a split backward
 };
 
 class Layer {
@@ -89,6 +94,10 @@ class Layer {
   virtual const Shape& output_shape() const = 0;
   virtual std::vector<ParamSpec> params() const { return {}; }
   virtual std::vector<SavedSpec> saved() const { return {}; }
+  // What a split backward keeps from backward to backward_params (the output gradient, or a
+  // block's internal gradients), per micro-batch. Empty: the layer does not split, and its
+  // backward records the parameter gradients whether split or not.
+  virtual std::vector<SavedSpec> deferred() const { return {}; }
   // Floats per sample of transient memory either pass may overwrite freely.
   virtual uint64_t scratch_per_sample() const { return 0; }
   virtual Cost cost() const = 0;
@@ -103,8 +112,14 @@ class Layer {
   // Records the backward pass given dy (rows x output): gradients of Trainable params are
   // ACCUMULATED (+=) into t.grads, and, when dx is given, the input gradient into *dx (+=).
   // dx is absent for the model's first layer.
+  // With p.split (and a non-empty deferred()) it records dx and writes t.deferred instead,
+  // leaving t.grads alone.
   virtual void backward(const Pass& p, const Tensors& t, vk::View dy,
                         std::optional<vk::View> dx) const = 0;
+  // The second half of a split backward: accumulates the parameter gradients into t.grads
+  // from t.deferred (and t.x, t.saved, t.params, unchanged since backward). Called only for
+  // layers with a non-empty deferred(), after their split backward of the same micro-batch.
+  virtual void backward_params(const Pass&, const Tensors&) const {}
   // Once per training mini-batch, after its last micro-batch's forward (BatchNorm's
   // running statistics).
   virtual void end_minibatch(vk::Commands&, std::span<const vk::View> /*params*/) const {}
