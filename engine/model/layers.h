@@ -19,6 +19,10 @@ namespace brigade::model {
 // tensor's per-sample part.
 Cost standard_cost(const Layer& layer, double flops);
 
+// cmd.copy of `floats` floats from src to dst, views of any buffers: how a split backward
+// keeps a gradient for backward_params.
+void copy_floats(vk::Commands& cmd, vk::View src, vk::View dst, uint64_t floats);
+
 // A layer whose shapes are fixed at construction.
 class ShapedLayer : public Layer {
  public:
@@ -51,10 +55,15 @@ class Linear final : public ShapedLayer {
   std::vector<ParamSpec> params() const override;
   Cost cost() const override;
   void forward(const Pass& p, const Tensors& t) const override;
+  // A split backward keeps the output gradient ("dy") for backward_params.
+  std::vector<SavedSpec> deferred() const override;
   void backward(const Pass& p, const Tensors& t, vk::View dy,
                 std::optional<vk::View> dx) const override;
+  void backward_params(const Pass& p, const Tensors& t) const override;
 
  private:
+  // dweight (and dbias) += the gradient from dy.
+  void backward_weight(const Pass& p, const Tensors& t, vk::View dy) const;
   uint32_t in_, out_, rows_per_sample_;
   bool bias_;
   std::string prefix_;
@@ -92,10 +101,15 @@ class Conv2d final : public ShapedLayer {
   std::vector<ParamSpec> params() const override;
   Cost cost() const override;
   void forward(const Pass& p, const Tensors& t) const override;
+  // A split backward keeps the output gradient ("dy") for backward_params.
+  std::vector<SavedSpec> deferred() const override;
   void backward(const Pass& p, const Tensors& t, vk::View dy,
                 std::optional<vk::View> dx) const override;
+  void backward_params(const Pass& p, const Tensors& t) const override;
 
  private:
+  // dweight (and dbias) += the gradient from dy.
+  void backward_weight(const Pass& p, const Tensors& t, vk::View dy) const;
   uint32_t in_, out_, kernel_, stride_, padding_;
   bool bias_;
   std::string prefix_;
@@ -120,6 +134,7 @@ class MaxPool2d final : public ShapedLayer {
 // accumulator; end_minibatch moves the running statistics once per mini-batch.
 // Params: weight, bias (Trainable), running_mean, running_var (Buffer), stats (State).
 // Saved: the micro-batch's per-channel mean and rstd.
+// No split backward: its fused kernel needs the parameter-gradient sums to form dx.
 class BatchNorm2d final : public ShapedLayer {
  public:
   BatchNorm2d(const Shape& input, uint32_t features, std::string prefix);
@@ -146,8 +161,11 @@ class LayerNorm final : public ShapedLayer {
   std::vector<SavedSpec> saved() const override;
   Cost cost() const override;
   void forward(const Pass& p, const Tensors& t) const override;
+  // A split backward keeps the output gradient ("dy") for backward_params.
+  std::vector<SavedSpec> deferred() const override;
   void backward(const Pass& p, const Tensors& t, vk::View dy,
                 std::optional<vk::View> dx) const override;
+  void backward_params(const Pass& p, const Tensors& t) const override;
 
  private:
   uint32_t channels_, rows_per_sample_;
@@ -156,6 +174,7 @@ class LayerNorm final : public ShapedLayer {
 
 // nanoGPT's token and position embeddings, transformer.wte and transformer.wpe: [T] int32
 // token ids -> [T, C]. Both tables start Normal(0, 0.02).
+// No split backward: it is only ever a model's first layer, whose backward nobody waits for.
 class Embedding final : public ShapedLayer {
  public:
   Embedding(uint32_t vocab_size, uint32_t block_size, uint32_t T, uint32_t C);
@@ -182,8 +201,11 @@ class LmHead final : public ShapedLayer {
   std::vector<ParamSpec> params() const override;
   Cost cost() const override;
   void forward(const Pass& p, const Tensors& t) const override;
+  // A split backward keeps the output gradient ("dy") for backward_params.
+  std::vector<SavedSpec> deferred() const override;
   void backward(const Pass& p, const Tensors& t, vk::View dy,
                 std::optional<vk::View> dx) const override;
+  void backward_params(const Pass& p, const Tensors& t) const override;
 
  private:
   uint32_t T_, C_, vocab_;
@@ -203,10 +225,16 @@ class GptBlock final : public ShapedLayer {
   uint64_t scratch_per_sample() const override;
   Cost cost() const override;
   void forward(const Pass& p, const Tensors& t) const override;
+  // A split backward keeps the gradients its six parameter groups need: dy (mlp.c_proj),
+  // dfc (mlp.c_fc), dln_2, dx1 (attn.c_proj), dqkv (attn.c_attn) and dln_1.
+  std::vector<SavedSpec> deferred() const override;
   void backward(const Pass& p, const Tensors& t, vk::View dy,
                 std::optional<vk::View> dx) const override;
+  void backward_params(const Pass& p, const Tensors& t) const override;
 
  private:
+  void backward_split(const Pass& p, const Tensors& t, vk::View dy,
+                      std::optional<vk::View> dx) const;
   uint32_t index_, T_, C_, NH_, n_layer_;
 };
 

@@ -74,12 +74,25 @@ void Conv2d::forward(const Pass& p, const Tensors& t) const {
                       conv_shape(input_, out_, kernel_, stride_, padding_, p.rows));
 }
 
+std::vector<SavedSpec> Conv2d::deferred() const { return {{"dy", elements(output_)}}; }
+
 void Conv2d::backward(const Pass& p, const Tensors& t, vk::View dy,
                       std::optional<vk::View> dx) const {
-  const ops::Conv2dShape s = conv_shape(input_, out_, kernel_, stride_, padding_, p.rows);
+  if (p.split) copy_floats(p.cmd, dy, t.deferred[0], p.rows * elements(output_));
+  else backward_weight(p, t, dy);
+  if (dx)
+    ops::conv2d_backward_data(p.cmd, dy, t.params[0], *dx,
+                              conv_shape(input_, out_, kernel_, stride_, padding_, p.rows));
+}
+
+void Conv2d::backward_params(const Pass& p, const Tensors& t) const {
+  backward_weight(p, t, t.deferred[0]);
+}
+
+void Conv2d::backward_weight(const Pass& p, const Tensors& t, vk::View dy) const {
   const std::optional<vk::View> dbias = bias_ ? std::optional(t.grads[1]) : std::nullopt;
-  ops::conv2d_backward_weight(p.cmd, dy, t.x, t.grads[0], dbias, s);
-  if (dx) ops::conv2d_backward_data(p.cmd, dy, t.params[0], *dx, s);
+  ops::conv2d_backward_weight(p.cmd, dy, t.x, t.grads[0], dbias,
+                              conv_shape(input_, out_, kernel_, stride_, padding_, p.rows));
 }
 
 MaxPool2d::MaxPool2d(const Shape& input, uint32_t kernel, uint32_t stride)

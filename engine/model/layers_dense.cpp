@@ -18,6 +18,12 @@ Cost standard_cost(const Layer& layer, double flops) {
   return c;
 }
 
+void copy_floats(vk::Commands& cmd, vk::View src, vk::View dst, uint64_t floats) {
+  BRIGADE_EXPECT_FLOATS(src, floats, "copy source");
+  BRIGADE_EXPECT_FLOATS(dst, floats, "copy destination");
+  cmd.copy(*src.buffer, *dst.buffer, floats * 4, src.offset, dst.offset);
+}
+
 Flatten::Flatten(const Shape& input) : ShapedLayer(input, {uint32_t(elements(input))}) {}
 
 namespace {
@@ -59,12 +65,26 @@ void Linear::forward(const Pass& p, const Tensors& t) const {
   ops::linear_forward(p.cmd, t.x, t.params[0], bias, t.y, p.rows * rows_per_sample_, in_, out_);
 }
 
+std::vector<SavedSpec> Linear::deferred() const {
+  return {{"dy", uint64_t(rows_per_sample_) * out_}};
+}
+
 void Linear::backward(const Pass& p, const Tensors& t, vk::View dy,
                       std::optional<vk::View> dx) const {
   const uint32_t n = p.rows * rows_per_sample_;
-  const std::optional<vk::View> dbias = bias_ ? std::optional(t.grads[1]) : std::nullopt;
-  ops::linear_backward_weight(p.cmd, dy, t.x, t.grads[0], dbias, n, in_, out_);
+  if (p.split) copy_floats(p.cmd, dy, t.deferred[0], uint64_t(n) * out_);
+  else backward_weight(p, t, dy);
   if (dx) ops::linear_backward_data(p.cmd, dy, t.params[0], *dx, n, in_, out_);
+}
+
+void Linear::backward_params(const Pass& p, const Tensors& t) const {
+  backward_weight(p, t, t.deferred[0]);
+}
+
+void Linear::backward_weight(const Pass& p, const Tensors& t, vk::View dy) const {
+  const std::optional<vk::View> dbias = bias_ ? std::optional(t.grads[1]) : std::nullopt;
+  ops::linear_backward_weight(p.cmd, dy, t.x, t.grads[0], dbias, p.rows * rows_per_sample_, in_,
+                              out_);
 }
 
 Cost ReLU::cost() const { return standard_cost(*this, double(elements(output_))); }

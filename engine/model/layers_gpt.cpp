@@ -52,11 +52,19 @@ void LmHead::forward(const Pass& p, const Tensors& t) const {
   ops::linear_forward(p.cmd, t.x, t.params[0], std::nullopt, t.y, p.rows * T_, C_, vocab_);
 }
 
+std::vector<SavedSpec> LmHead::deferred() const { return {{"dy", uint64_t(T_) * vocab_}}; }
+
 void LmHead::backward(const Pass& p, const Tensors& t, vk::View dy,
                       std::optional<vk::View> dx) const {
   const uint32_t n = p.rows * T_;
-  ops::linear_backward_weight(p.cmd, dy, t.x, t.grads[0], std::nullopt, n, C_, vocab_);
+  if (p.split) copy_floats(p.cmd, dy, t.deferred[0], uint64_t(n) * vocab_);
+  else ops::linear_backward_weight(p.cmd, dy, t.x, t.grads[0], std::nullopt, n, C_, vocab_);
   if (dx) ops::linear_backward_data(p.cmd, dy, t.params[0], *dx, n, C_, vocab_);
+}
+
+void LmHead::backward_params(const Pass& p, const Tensors& t) const {
+  ops::linear_backward_weight(p.cmd, t.deferred[0], t.x, t.grads[0], std::nullopt, p.rows * T_, C_,
+                              vocab_);
 }
 
 }  // namespace brigade::model

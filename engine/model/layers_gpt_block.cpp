@@ -1,6 +1,8 @@
 // GptBlock (engine/model/layers.h): nanoGPT's transformer Block composed from the ops of
 // engine/ops. What the backward pass needs is saved per token; forward temporaries and the
-// backward pass's internal gradients live in the scratch view.
+// backward pass's internal gradients live in the scratch view, except that a split backward
+// keeps the ones its parameter gradients need in t.deferred (other passes reuse the scratch
+// before backward_params runs).
 #include <cmath>
 
 #include "model/layers.h"
@@ -24,6 +26,8 @@ enum Param : size_t {
 enum Saved : size_t {
   kLn1, kLn1Mean, kLn1Rstd, kQkv, kAttn, kLse, kX1, kLn2, kLn2Mean, kLn2Rstd, kFc, kGelu
 };
+// Deferred tensor indices (a split backward); per-token sizes in deferred().
+enum Deferred : size_t { kDy, kDfc, kDln2, kDx1, kDqkv, kDln1, kDeferredCount };
 
 // Sub-views of the scratch view start 256 bytes apart at least (Vulkan's largest
 // minStorageBufferOffsetAlignment); scratch_per_sample() adds room for the padding.
@@ -48,7 +52,8 @@ class Carver {
 
 // The scratch of one pass over N tokens. Lifetimes in backward (see GptBlock::backward):
 // wide_a holds dgelu then dqkv; wide_b dfc; narrow_a the forward's branch output, then dx1;
-// narrow_b dln_2, then dattn, then dln_1.
+// narrow_b dln_2, then dattn, then dln_1. A split backward uses only wide_a (dgelu), narrow_b
+// (dattn) and delta.
 struct Scratch {
   vk::View wide_a, wide_b, narrow_a, narrow_b, delta;
 };
@@ -107,6 +112,12 @@ std::vector<SavedSpec> GptBlock::saved() const {
           {"ln_2.mean", T},   {"ln_2.rstd", T}, {"fc", T * 4 * C}, {"gelu", T * 4 * C}};
 }
 
+std::vector<SavedSpec> GptBlock::deferred() const {
+  const uint64_t T = T_, C = C_;
+  return {{"dy", T * C},  {"dfc", T * 4 * C},  {"dln_2", T * C},
+          {"dx1", T * C}, {"dqkv", T * 3 * C}, {"dln_1", T * C}};
+}
+
 uint64_t GptBlock::scratch_per_sample() const {
   return uint64_t(T_) * (10 * uint64_t(C_) + NH_) + kScratchRegions * kAlignFloats;
 }
@@ -139,6 +150,7 @@ void GptBlock::forward(const Pass& p, const Tensors& t) const {
 
 void GptBlock::backward(const Pass& p, const Tensors& t, vk::View dy,
                         std::optional<vk::View> dx) const {
+  if (p.split) return backward_split(p, t, dy, dx);
   const uint32_t N = p.rows * T_, C = C_;
   const auto& w = t.params;
   const auto& g = t.grads;
@@ -180,6 +192,60 @@ void GptBlock::backward(const Pass& p, const Tensors& t, vk::View dy,
   ops::layernorm_backward_weight(cmd, dln1, t.x, s[kLn1Mean], s[kLn1Rstd], g[kLn1W], g[kLn1B], N, C);
   if (dx)
     ops::layernorm_backward_data(cmd, dln1, t.x, w[kLn1W], s[kLn1Mean], s[kLn1Rstd], *dx, N, C);
+}
+
+// The first half of a split backward: backward's data kernels in its order on the same values,
+// with the six gradients the weight kernels need kept in t.deferred rather than the scratch.
+void GptBlock::backward_split(const Pass& p, const Tensors& t, vk::View dy,
+                              std::optional<vk::View> dx) const {
+  BRIGADE_EXPECT(t.deferred.size() == kDeferredCount,
+                 "gpt_block split backward without its deferred tensors");
+  const uint32_t N = p.rows * T_, C = C_;
+  const auto& w = t.params;
+  const auto& s = t.saved;
+  const auto& d = t.deferred;
+  const Scratch scratch = carve(*t.scratch, N, C, NH_);
+  vk::Commands& cmd = p.cmd;
+
+  const vk::View dgelu = scratch.wide_a;
+  copy_floats(cmd, dy, d[kDy], uint64_t(N) * C);
+  write_backward_data(cmd, dy, w[kMlpProjW], dgelu, N, 4 * C, C);
+  zero(cmd, d[kDfc], N, 4 * C);
+  ops::gelu_backward(cmd, s[kFc], dgelu, d[kDfc], N * 4 * C);
+  write_backward_data(cmd, d[kDfc], w[kFcW], d[kDln2], N, C, 4 * C);
+
+  copy_floats(cmd, dy, d[kDx1], uint64_t(N) * C);
+  ops::layernorm_backward_data(cmd, d[kDln2], s[kX1], w[kLn2W], s[kLn2Mean], s[kLn2Rstd], d[kDx1],
+                               N, C);
+
+  const vk::View dattn = scratch.narrow_b;
+  if (dx) ops::residual_backward(cmd, d[kDx1], *dx, dattn, N * C);
+  write_backward_data(cmd, d[kDx1], w[kProjW], dattn, N, C, C);
+  zero(cmd, d[kDqkv], N, 3 * C);
+  ops::attention_backward(cmd, s[kQkv], s[kAttn], s[kLse], dattn, d[kDqkv], scratch.delta, p.rows,
+                          T_, C, NH_);
+  write_backward_data(cmd, d[kDqkv], w[kAttnW], d[kDln1], N, C, 3 * C);
+  if (dx)
+    ops::layernorm_backward_data(cmd, d[kDln1], t.x, w[kLn1W], s[kLn1Mean], s[kLn1Rstd], *dx, N, C);
+}
+
+// backward's weight kernels, in its order, on what backward_split kept.
+void GptBlock::backward_params(const Pass& p, const Tensors& t) const {
+  BRIGADE_EXPECT(t.deferred.size() == kDeferredCount,
+                 "gpt_block backward_params without its deferred tensors");
+  const uint32_t N = p.rows * T_, C = C_;
+  const auto& g = t.grads;
+  const auto& s = t.saved;
+  const auto& d = t.deferred;
+  vk::Commands& cmd = p.cmd;
+  ops::linear_backward_weight(cmd, d[kDy], s[kGelu], g[kMlpProjW], g[kMlpProjB], N, 4 * C, C);
+  ops::linear_backward_weight(cmd, d[kDfc], s[kLn2], g[kFcW], g[kFcB], N, C, 4 * C);
+  ops::layernorm_backward_weight(cmd, d[kDln2], s[kX1], s[kLn2Mean], s[kLn2Rstd], g[kLn2W],
+                                 g[kLn2B], N, C);
+  ops::linear_backward_weight(cmd, d[kDx1], s[kAttn], g[kProjW], g[kProjB], N, C, C);
+  ops::linear_backward_weight(cmd, d[kDqkv], s[kLn1], g[kAttnW], g[kAttnB], N, C, 3 * C);
+  ops::layernorm_backward_weight(cmd, d[kDln1], t.x, s[kLn1Mean], s[kLn1Rstd], g[kLn1W], g[kLn1B],
+                                 N, C);
 }
 
 }  // namespace brigade::model

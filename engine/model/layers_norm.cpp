@@ -89,14 +89,26 @@ void LayerNorm::forward(const Pass& p, const Tensors& t) const {
                          p.rows * rows_per_sample_, channels_);
 }
 
+std::vector<SavedSpec> LayerNorm::deferred() const {
+  return {{"dy", uint64_t(rows_per_sample_) * channels_}};
+}
+
 void LayerNorm::backward(const Pass& p, const Tensors& t, vk::View dy,
                          std::optional<vk::View> dx) const {
   const uint32_t n = p.rows * rows_per_sample_;
-  ops::layernorm_backward_weight(p.cmd, dy, t.x, t.saved[0], t.saved[1], t.grads[0], t.grads[1],
-                                 n, channels_);
+  if (p.split)
+    copy_floats(p.cmd, dy, t.deferred[0], uint64_t(n) * channels_);
+  else
+    ops::layernorm_backward_weight(p.cmd, dy, t.x, t.saved[0], t.saved[1], t.grads[0],
+                                   t.grads[1], n, channels_);
   if (dx)
     ops::layernorm_backward_data(p.cmd, dy, t.x, t.params[0], t.saved[0], t.saved[1], *dx, n,
                                  channels_);
+}
+
+void LayerNorm::backward_params(const Pass& p, const Tensors& t) const {
+  ops::layernorm_backward_weight(p.cmd, t.deferred[0], t.x, t.saved[0], t.saved[1], t.grads[0],
+                                 t.grads[1], p.rows * rows_per_sample_, channels_);
 }
 
 }  // namespace brigade::model

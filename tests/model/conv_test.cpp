@@ -91,3 +91,15 @@ TEST_CASE_FIXTURE(test::Gpu, "maxpool2d forward and backward match the reference
   check_pool(device(), 2, 2);
   check_pool(device(), 3, 2);  // overlapping windows
 }
+
+TEST_CASE_FIXTURE(test::Gpu, "conv2d's split backward (input gradient, then parameter gradients) equals its whole backward") {
+  const uint32_t rows = 3;
+  for (bool bias : {true, false}) {
+    CAPTURE(bias);
+    const model::Conv2d layer({3, 7, 9}, 3, 4, 3, 2, 1, bias, "0.");
+    const auto deferred = layer.deferred();
+    REQUIRE(deferred.size() == 1);
+    CHECK(deferred[0].floats(rows) == rows * model::elements(layer.output_shape()));
+    test::check_split_backward(device(), layer, rows, test::random_data(layer, rows, 22));
+  }
+}

@@ -121,3 +121,27 @@ TEST_CASE_FIXTURE(test::Gpu, "gelu forward and backward match the reference") {
   check(run.dx(), dx, "gelu dx");
   run.check_guards();
 }
+
+TEST_CASE_FIXTURE(test::Gpu, "linear's split backward (input gradient, then parameter gradients) equals its whole backward") {
+  const uint32_t rows = 3, in = 5, out = 7;
+  for (bool bias : {true, false}) {
+    CAPTURE(bias);
+    const model::Linear layer({2, in}, in, out, bias, "4.");
+    const auto deferred = layer.deferred();
+    REQUIRE(deferred.size() == 1);
+    CHECK(deferred[0].floats(rows) == rows * 2 * out);
+    test::LayerData d = test::random_data(layer, rows, 21);
+    test::check_split_backward(device(), layer, rows, d);
+    d.dx.clear();  // the model's first layer
+    test::check_split_backward(device(), layer, rows, d);
+  }
+}
+
+TEST_CASE("layers without a split backward declare nothing to defer") {
+  CHECK(model::Flatten({3, 5, 7}).deferred().empty());
+  CHECK(model::ReLU({5}).deferred().empty());
+  CHECK(model::GELU({5}).deferred().empty());
+  CHECK(model::MaxPool2d({3, 8, 8}, 2, 2).deferred().empty());
+  CHECK(model::BatchNorm2d({3, 8, 8}, 3, "1.").deferred().empty());
+  CHECK(model::Embedding(11, 9, 7, 6).deferred().empty());
+}

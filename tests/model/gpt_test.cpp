@@ -167,3 +167,25 @@ TEST_CASE_FIXTURE(test::Gpu, "gpt_block forward and backward match the composed 
   for (size_t i = 0; i < specs.size(); ++i) check(run.grad(i), grads[i], "gpt_block d" + specs[i].name);
   run.check_guards();
 }
+
+TEST_CASE_FIXTURE(test::Gpu, "lm_head's split backward (input gradient, then parameter gradients) equals its whole backward") {
+  const uint32_t rows = 3, T = 5, C = 6, V = 11;
+  const model::LmHead layer(T, C, V);
+  const auto deferred = layer.deferred();
+  REQUIRE(deferred.size() == 1);
+  CHECK(deferred[0].floats(rows) == rows * T * V);
+  test::check_split_backward(device(), layer, rows, test::random_data(layer, rows, 24));
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "gpt_block's split backward (input gradient, then parameter gradients) equals its whole backward") {
+  const test::BlockShape& s = kBlock;
+  const model::GptBlock layer(1, s.T, s.C, s.NH, 2);
+  uint64_t deferred_floats = 0;
+  for (const auto& spec : layer.deferred()) deferred_floats += spec.floats(s.B);
+  CHECK(layer.deferred().size() == 6);
+  CHECK(deferred_floats == uint64_t(s.B) * s.T * 11 * s.C);  // dy, dfc, dln_2, dx1, dqkv, dln_1
+  test::LayerData d = test::random_data(layer, s.B, 25);
+  test::check_split_backward(device(), layer, s.B, d);
+  d.dx.clear();  // the model's first layer
+  test::check_split_backward(device(), layer, s.B, d);
+}

@@ -103,16 +103,20 @@ LayerRun::LayerRun(vk::Device& dev, const model::Layer& layer, uint32_t rows, co
     grads_.emplace_back(dev, params[i].elements(), "grad " + params[i].name);
     grads_.back().write(data.grads[i]);
   }
+  for (const model::SavedSpec& s : layer.deferred())
+    deferred_.emplace_back(dev, s.floats(rows), "deferred " + s.name);
   if (layer.scratch_per_sample()) scratch_.emplace(dev, layer.scratch_per_sample() * rows, "scratch");
   for (const Guarded& g : saved_) saved_views_.push_back(g.view());
   for (const Guarded& g : params_) param_views_.push_back(g.view());
   for (const Guarded& g : grads_) grad_views_.push_back(g.view());
+  for (const Guarded& g : deferred_) deferred_views_.push_back(g.view());
 }
 
 void LayerRun::set_input(std::span<const float> x) { x_.write(x); }
 
 model::Tensors LayerRun::tensors() const {
-  model::Tensors t{x_.view(), y_.view(), saved_views_, param_views_, grad_views_, std::nullopt};
+  model::Tensors t{x_.view(), y_.view(), saved_views_, param_views_, grad_views_, std::nullopt,
+                   deferred_views_};
   if (scratch_) t.scratch = scratch_->view();
   return t;
 }
@@ -132,11 +136,22 @@ void LayerRun::forward(bool training, bool recompute) {
   cmd.run();
 }
 
-void LayerRun::backward() {
+void LayerRun::backward(bool split) {
   if (scratch_) scratch_->fill_sentinel();
   vk::Commands cmd(dev_, "backward");
-  layer_.backward(pass(cmd), tensors(), dy_.view(),
+  model::Pass p = pass(cmd);
+  p.split = split;
+  layer_.backward(p, tensors(), dy_.view(),
                   dx_ ? std::optional<vk::View>(dx_->view()) : std::nullopt);
+  dispatches_ = cmd.dispatches();
+  cmd.run();
+}
+
+// The scratch is refilled: backward_params must not rely on what backward left there.
+void LayerRun::backward_params() {
+  if (scratch_) scratch_->fill_sentinel();
+  vk::Commands cmd(dev_, "backward_params");
+  layer_.backward_params(pass(cmd), tensors());
   dispatches_ = cmd.dispatches();
   cmd.run();
 }
@@ -152,8 +167,30 @@ void LayerRun::check_guards() const {
   for (const Guarded* g : {&x_, &y_, &dy_}) check(*g);
   if (dx_) check(*dx_);
   if (scratch_) check(*scratch_);
-  for (const auto* list : {&saved_, &params_, &grads_})
+  for (const auto* list : {&saved_, &params_, &grads_, &deferred_})
     for (const Guarded& g : *list) check(g);
+}
+
+void check_split_backward(vk::Device& dev, const model::Layer& layer, uint32_t rows,
+                          const LayerData& data) {
+  REQUIRE_FALSE(layer.deferred().empty());
+  LayerRun whole(dev, layer, rows, data), split(dev, layer, rows, data);
+  whole.forward();
+  whole.backward();
+  split.forward();
+  split.backward(true);
+
+  const auto params = layer.params();
+  for (size_t i = 0; i < params.size(); ++i)
+    CHECK_MESSAGE(split.grad(i) == data.grads[i], params[i].name,
+                  ": the split backward changed its gradient");
+  if (!data.dx.empty()) check_close(split.dx(), whole.dx(), 0, 0, "dx of the split backward");
+  split.backward_params();
+  if (!data.dx.empty()) check_close(split.dx(), whole.dx(), 0, 0, "dx after backward_params");
+  for (size_t i = 0; i < params.size(); ++i)
+    check_close(split.grad(i), whole.grad(i), 0, 0, "split d" + params[i].name);
+  whole.check_guards();
+  split.check_guards();
 }
 
 }  // namespace brigade::test

@@ -1,8 +1,8 @@
 // Runs one model::Layer on the GPU with every tensor allocated from the layer's own
 // declarations (params(), saved(), scratch_per_sample(), the shapes), which proves those
 // declarations are sufficient. Each tensor sits in its own buffer between guard bands of a
-// NaN sentinel that must come through untouched; outputs, saved tensors and the scratch also
-// start as that sentinel, so a pass that reads what it never wrote shows up as NaN.
+// NaN sentinel that must come through untouched; outputs, saved and deferred tensors and the
+// scratch also start as that sentinel, so a pass that reads what it never wrote shows up as NaN.
 #pragma once
 
 #include <cstdint>
@@ -57,7 +57,9 @@ class LayerRun {
 
   void set_input(std::span<const float> x);
   void forward(bool training = true, bool recompute = false);
-  void backward();
+  // split: the first half of a split backward (dx and the deferred() tensors).
+  void backward(bool split = false);
+  void backward_params();
   void end_minibatch();
 
   std::vector<float> y() const { return y_.read(); }
@@ -65,6 +67,7 @@ class LayerRun {
   std::vector<float> saved(size_t i) const { return saved_[i].read(); }
   std::vector<float> param(size_t i) const { return params_[i].read(); }
   std::vector<float> grad(size_t i) const { return grads_[i].read(); }
+  std::vector<float> deferred(size_t i) const { return deferred_[i].read(); }
   uint32_t dispatches() const { return dispatches_; }
   // CHECKs every guard band of every tensor.
   void check_guards() const;
@@ -78,9 +81,17 @@ class LayerRun {
   uint32_t rows_;
   Guarded x_, y_, dy_;
   std::optional<Guarded> dx_, scratch_;
-  std::vector<Guarded> saved_, params_, grads_;
-  std::vector<vk::View> saved_views_, param_views_, grad_views_;
+  std::vector<Guarded> saved_, params_, grads_, deferred_;
+  std::vector<vk::View> saved_views_, param_views_, grad_views_, deferred_views_;
   uint32_t dispatches_ = 0;
 };
+
+// Runs `layer`'s forward and whole backward on one LayerRun, and its forward, split backward
+// and backward_params on another, from the same data. CHECKs that the split backward leaves
+// every gradient at its initial contents, that dx and then every gradient come out
+// bit-identical to the whole backward's (the same deterministic kernels on the same values),
+// and the guard bands of both runs.
+void check_split_backward(vk::Device& dev, const model::Layer& layer, uint32_t rows,
+                          const LayerData& data);
 
 }  // namespace brigade::test

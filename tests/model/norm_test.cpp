@@ -145,3 +145,12 @@ TEST_CASE_FIXTURE(test::Gpu, "layernorm forward and backward match the reference
   check(run.grad(1), db, "layernorm dbias");
   run.check_guards();
 }
+
+TEST_CASE_FIXTURE(test::Gpu, "layernorm's split backward (input gradient, then parameter gradients) equals its whole backward") {
+  const uint32_t rows = 3, T = 5, C = 6;
+  const model::LayerNorm layer({T, C}, C, "transformer.ln_f.");
+  const auto deferred = layer.deferred();
+  REQUIRE(deferred.size() == 1);
+  CHECK(deferred[0].floats(rows) == rows * T * C);
+  test::check_split_backward(device(), layer, rows, test::random_data(layer, rows, 23));
+}
