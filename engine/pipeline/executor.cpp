@@ -1,4 +1,5 @@
 #include "pipeline/executor.h"
+#include "pipeline/executor_shared.h"
 
 #include <algorithm>
 #include <barrier>
@@ -12,52 +13,28 @@
 
 namespace brigade::pipeline {
 
-namespace {
-
-constexpr uint64_t kFloat = 4;
-enum RelayRole { kActivation, kActivationFreed, kGradient, kGradientFreed, kRoles };
-
-}  // namespace
-
-// What a stage's thread waits for, advanced by relays: a boundary tensor arrived, or a link
-// slot this stage writes was consumed on the other side. Values are transfer sequence
-// numbers + 1.
-struct Executor::Signals {
-  Counter act_ready, act_free, grad_ready, grad_free;
-  void jump() {
-    for (Counter* c : {&act_ready, &act_free, &grad_ready, &grad_free}) c->advance(UINT64_MAX);
+std::vector<LinkChoice> choose_links(const std::vector<vk::Device*>& devices, uint32_t cells,
+                                     LinkKind requested) {
+  const uint32_t K = uint32_t(devices.size());
+  std::map<std::pair<uint32_t, uint32_t>, LinkChoice> by_pair;  // each pair of devices probed once
+  std::vector<LinkChoice> out;
+  for (uint32_t b = 0; b + 1 < cells; ++b) {
+    const std::pair<uint32_t, uint32_t> pair{b % K, (b + 1) % K};
+    auto it = by_pair.find(pair);
+    if (it == by_pair.end())
+      it = by_pair.emplace(pair, choose_link(*devices[pair.first], *devices[pair.second], requested)).first;
+    out.push_back(it->second);
   }
-};
-
-struct Executor::Shared {
-  std::unique_ptr<std::barrier<>> barrier;
-  std::map<std::string, std::vector<uint32_t>> holders;      // parameter -> stages, in order
-  std::map<std::string, std::vector<std::vector<float>>> tied;  // parameter -> per-stage gradient
-  std::vector<double> squared;                                // per stage
-  std::vector<std::vector<ActionEvent>> events;               // per stage
-  std::vector<std::vector<std::unique_ptr<vk::Commands>>> ring;  // per stage, one per GPU action
-  std::vector<uint32_t> rows;                                 // this mini-batch's micro-batches
-  uint32_t total_rows = 0;
-  double grad_norm = 0;  // written by stage 0's thread
-  // Per stage: the reduction over the gradients it owns.
-  struct Norm {
-    std::unique_ptr<optim::GradNorm> reduce;
-    std::unique_ptr<vk::Commands> commands;
-    std::vector<std::string> names;  // of the reduced gradients, in order
-    bool in_backward = false;        // recorded at the end of the stage's last backward
-  };
-  std::vector<Norm> norms;
-  std::vector<std::string> bad;        // per stage: the deepest parameter with a non-finite gradient
-  std::vector<std::string> bad_param;  // per stage, after a non-finite loss: the first non-finite parameter
-  double loss = 0;               // this step's, written by the last stage's thread
-};
+  return out;
+}
 
 Executor::Executor(const model::Model& model, std::vector<vk::Device*> devices, const Plan& plan,
                    ExecutorOptions options)
     : model_(model), devices_(std::move(devices)), plan_(plan), options_(options),
       shared_(std::make_unique<Shared>()) {
-  const uint32_t K = uint32_t(plan_.stages.size());
-  const uint32_t M = plan_.stages.at(0).micro_batches;
+  schedule_ = plan_.schedule;
+  const uint32_t K = schedule_.stages, C = schedule_.cells();
+  BRIGADE_EXPECT(plan_.stages.size() == C, "the plan lays out one cell per stage and virtual stage");
   if (devices_.size() != K)
     throw UserError("the plan has " + std::to_string(K) + " stages but " +
                     std::to_string(devices_.size()) + " devices were given");
@@ -65,32 +42,35 @@ Executor::Executor(const model::Model& model, std::vector<vk::Device*> devices, 
     for (size_t b = a + 1; b < K; ++b)
       BRIGADE_EXPECT(devices_[a] != devices_[b], "one logical device per stage");
   if (options_.slots == 0) throw UserError("a link needs at least one slot");
-  schedule_ = gpipe(K, M, options_.remat);
-  eval_schedule_ = forward_only(K, M);
+  eval_schedule_ = forward_only(schedule_);
   for (const Schedule* s : {&schedule_, &eval_schedule_}) {
-    const std::string problem = check(*s);
+    const std::string problem = check(*s, options_.slots);
     BRIGADE_EXPECT(problem.empty(), "the schedule deadlocks: " + problem);
   }
+  slots_ = assign_slots(schedule_);
+  eval_slots_ = assign_slots(eval_schedule_);
+  for (uint32_t c = 0; c < C; ++c)
+    BRIGADE_EXPECT(slots_.inputs[c] <= plan_.stages[c].inputs && slots_.sets[c] <= plan_.stages[c].sets &&
+                       eval_slots_.inputs[c] <= plan_.stages[c].inputs && eval_slots_.sets[c] <= plan_.stages[c].sets,
+                   "the plan keeps the buffers its schedule uses");
 
   // Each boundary's path first: a forced path the pair cannot take is refused before any
-  // stage allocates.
-  if (options_.links.empty())
-    for (uint32_t k = 0; k + 1 < K; ++k) options_.links.push_back(choose_link(*devices_[k], *devices_[k + 1], options_.link));
-  BRIGADE_EXPECT(options_.links.size() + 1 == K, "one link choice per boundary");
-  for (uint32_t k = 0; k < K; ++k) {
-    stages_.push_back(std::make_unique<Stage>(*devices_[k], model_, plan_.stages[k]));
+  // cell allocates.
+  if (options_.links.empty()) options_.links = choose_links(devices_, C, options_.link);
+  BRIGADE_EXPECT(options_.links.size() + 1 == C, "one link choice per boundary");
+  for (uint32_t c = 0; c < C; ++c) {
+    cells_.push_back(std::make_unique<Stage>(*devices_[c % K], model_, plan_.stages[c]));
     signals_.push_back(std::make_unique<Signals>());
   }
-  for (uint32_t k = 0; k + 1 < K; ++k) {
-    const StageLayout& l = plan_.stages[k];
+  for (uint32_t b = 0; b + 1 < C; ++b) {
+    const StageLayout& l = plan_.stages[b];
     const uint64_t bytes =
         model::elements(model_.layers[l.last - 1]->output_shape()) * l.max_rows * kFloat;
-    const std::string name = "link " + std::to_string(k) + "->" + std::to_string(k + 1);
-    const LinkKind kind = options_.links[k].kind;
-    act_links_.push_back(std::make_unique<Link>(*devices_[k], *devices_[k + 1], bytes,
-                                                options_.slots, kind, name + " activations"));
-    grad_links_.push_back(std::make_unique<Link>(*devices_[k + 1], *devices_[k], bytes,
-                                                 options_.slots, kind, name + " gradients"));
+    const std::string name = "link " + std::to_string(b) + "->" + std::to_string(b + 1);
+    const LinkKind kind = options_.links[b].kind;
+    vk::Device &from = *devices_[b % K], &to = *devices_[(b + 1) % K];
+    act_links_.push_back(std::make_unique<Link>(from, to, bytes, options_.slots, kind, name + " activations"));
+    grad_links_.push_back(std::make_unique<Link>(to, from, bytes, options_.slots, kind, name + " gradients"));
     for (int r = 0; r < kRoles; ++r)
       relays_.push_back(std::make_unique<Relay>(name + " relay " + std::to_string(r), abort_));
   }
@@ -98,45 +78,46 @@ Executor::Executor(const model::Model& model, std::vector<vk::Device*> devices, 
     for (auto& t : signals_) t->jump();
   });
 
-  // Which stages hold each parameter: more than one means tied across stages.
-  for (uint32_t k = 0; k < K; ++k)
-    for (const model::ParamSpec& p : plan_.stages[k].params) shared_->holders[p.name].push_back(k);
-  shared_->squared.assign(K, 0.0);
-  shared_->norms.resize(K);
-  for (uint32_t k = 0; k < K; ++k) {
-    // The gradients this stage owns (a tied one counts once, on its first holder). A stage
-    // holding no tied parameter reduces them in its last backward submission; one that does
+  // Which cells hold each parameter: more than one means tied across cells.
+  for (uint32_t c = 0; c < C; ++c)
+    for (const model::ParamSpec& p : plan_.stages[c].params) shared_->holders[p.name].push_back(c);
+  shared_->squared.assign(C, 0.0);
+  shared_->norms.resize(C);
+  for (uint32_t c = 0; c < C; ++c) {
+    // The gradients this cell owns (a tied one counts once, on its first holder). A cell
+    // holding no tied parameter reduces them in its last gradient submission; one that does
     // must wait for the host to sum the copies, and reduces them in a submission of its own.
-    Shared::Norm& norm = shared_->norms[k];
+    Shared::Norm& norm = shared_->norms[c];
     std::vector<vk::View> grads;
     norm.in_backward = true;
-    for (const std::string& name : stages_[k]->trainable()) {
+    for (const std::string& name : cells_[c]->trainable()) {
       const std::vector<uint32_t>& holders = shared_->holders.at(name);
       if (holders.size() > 1) norm.in_backward = false;
-      if (holders.front() == k) grads.emplace_back(stages_[k]->gradient(name)), norm.names.push_back(name);
+      if (holders.front() == c) grads.emplace_back(cells_[c]->gradient(name)), norm.names.push_back(name);
     }
-    norm.reduce = std::make_unique<optim::GradNorm>(*devices_[k], std::move(grads));
+    norm.reduce = std::make_unique<optim::GradNorm>(*devices_[c % K], std::move(grads));
     if (!norm.in_backward)
-      norm.commands = std::make_unique<vk::Commands>(*devices_[k], "stage " + std::to_string(k) + " gradient norm");
+      norm.commands = std::make_unique<vk::Commands>(*devices_[c % K], "cell " + std::to_string(c) + " gradient norm");
   }
-  shared_->bad.resize(K);
-  shared_->bad_param.resize(K);
+  shared_->bad.resize(C);
+  shared_->bad_param.resize(C);
   shared_->events.resize(K);
   shared_->ring.resize(K);
   for (uint32_t k = 0; k < K; ++k) {
     size_t gpu_actions = 0;
     for (const Action& a : schedule_.actions[k])
-      gpu_actions += a.op == Op::Forward || a.op == Op::Recompute || a.op == Op::Backward || a.op == Op::Step;
+      gpu_actions += a.op == Op::Forward || a.op == Op::Recompute || a.op == Op::Backward ||
+                     a.op == Op::WeightGradient || a.op == Op::Step;
     for (size_t i = 0; i < gpu_actions; ++i)
       shared_->ring[k].push_back(std::make_unique<vk::Commands>(
           *devices_[k], "stage " + std::to_string(k) + " action " + std::to_string(i)));
   }
   // Every parameter, gradient and statistics accumulator starts at zero.
-  for (uint32_t k = 0; k < K; ++k) {
-    vk::Commands c(*devices_[k], "stage " + std::to_string(k) + " zero");
-    for (const model::ParamSpec& p : plan_.stages[k].params) c.fill(stages_[k]->param(p.name));
-    stages_[k]->zero_gradients(c);
-    c.run();
+  for (uint32_t c = 0; c < C; ++c) {
+    vk::Commands cmd(*devices_[c % K], "cell " + std::to_string(c) + " zero");
+    for (const model::ParamSpec& p : plan_.stages[c].params) cmd.fill(cells_[c]->param(p.name));
+    cells_[c]->zero_gradients(cmd);
+    cmd.run();
   }
   calibrate();
 }
@@ -171,7 +152,7 @@ void Executor::set_parameter(const std::string& name, const std::vector<float>& 
   auto it = shared_->holders.find(name);
   if (it == shared_->holders.end()) throw UserError("the model has no parameter '" + name + "'");
   for (uint32_t k : it->second) {
-    vk::Buffer& b = stages_[k]->param(name);
+    vk::Buffer& b = cells_[k]->param(name);
     if (values.size() * kFloat != b.size())
       throw UserError("parameter '" + name + "' has " + std::to_string(b.size() / kFloat) +
                       " elements, " + std::to_string(values.size()) + " were given");
@@ -184,7 +165,7 @@ std::vector<std::vector<float>> Executor::parameter_copies(const std::string& na
   if (it == shared_->holders.end()) throw UserError("the model has no parameter '" + name + "'");
   std::vector<std::vector<float>> out;
   for (uint32_t k : it->second) {
-    const vk::Buffer& b = stages_[k]->param(name);
+    const vk::Buffer& b = cells_[k]->param(name);
     std::vector<float> v(b.size() / kFloat);
     vk::download(b, v.data(), b.size());
     out.push_back(std::move(v));
@@ -198,9 +179,9 @@ std::vector<float> Executor::parameter(const std::string& name) const {
 
 std::vector<float> Executor::gradient(const std::string& name) const {
   auto it = shared_->holders.find(name);
-  if (it == shared_->holders.end() || !stages_[it->second.front()]->holds(name))
+  if (it == shared_->holders.end() || !cells_[it->second.front()]->holds(name))
     throw UserError("the model has no parameter '" + name + "'");
-  Stage& s = *stages_[it->second.front()];
+  Stage& s = *cells_[it->second.front()];
   const vk::Buffer& b = s.gradient(name);
   std::vector<float> v(b.size() / kFloat);
   vk::download(b, v.data(), b.size());
@@ -208,7 +189,7 @@ std::vector<float> Executor::gradient(const std::string& name) const {
 }
 
 void Executor::attach(optim::Optimizer& optimizer) {
-  for (auto& s : stages_)
+  for (auto& s : cells_)
     for (const std::string& name : s->trainable()) optimizer.add(name, s->param(name), s->gradient(name));
 }
 
@@ -216,19 +197,22 @@ StepResult Executor::train(const Batch& batch, const Update& update) {
   run(schedule_, batch, update, nullptr);
   StepResult result;
   float loss = 0;
-  vk::download(stages_.back()->loss(), &loss, kFloat);
+  vk::download(cells_.back()->loss(), &loss, kFloat);
   result.loss = loss;
   result.grad_norm = shared_->grad_norm;
-  const uint32_t K = stages();
+  const uint32_t K = stages(), C = cells();
   result.trace.stages = K, result.trace.micro_batches = schedule_.micro_batches;
+  result.trace.schedule = kind_name(schedule_.kind);
+  result.trace.predicted_bubble = simulated_bubble(schedule_);
   for (auto& e : shared_->events) result.trace.actions.insert(result.trace.actions.end(), e.begin(), e.end());
-  for (uint32_t b = 0; b + 1 < K; ++b)
+  for (uint32_t b = 0; b + 1 < C; ++b)
     for (int r : {kActivation, kGradient}) {
+      const uint32_t from = b % K, to = (b + 1) % K;
       const bool forward = r == kActivation;
       for (Transfer& t : relays_[b * kRoles + r]->take_transfers())
-        result.trace.transfers.push_back({forward ? b : b + 1, forward ? b + 1 : b, std::move(t)});
+        result.trace.transfers.push_back({forward ? from : to, forward ? to : from, std::move(t)});
     }
-  for (uint32_t b = 0; b + 1 < K; ++b)
+  for (uint32_t b = 0; b + 1 < C; ++b)
     for (int r : {kActivationFreed, kGradientFreed}) relays_[b * kRoles + r]->take_transfers();
   return result;
 }
@@ -240,8 +224,8 @@ EvalResult Executor::evaluate(const Batch& batch, std::vector<float>* outputs) {
   for (auto& r : relays_) r->take_transfers();
   float loss = 0;
   uint32_t correct = 0;
-  vk::download(stages_.back()->loss(), &loss, sizeof loss);
-  vk::download(stages_.back()->correct(), &correct, sizeof correct);
+  vk::download(cells_.back()->loss(), &loss, sizeof loss);
+  vk::download(cells_.back()->correct(), &correct, sizeof correct);
   return EvalResult{loss, correct};
 }
 
@@ -266,7 +250,7 @@ void Executor::run(const Schedule& schedule, const Batch& batch, const Update& u
   shared_->grad_norm = 0;
   shared_->tied.clear();
   for (auto& [name, holders] : shared_->holders)
-    if (holders.size() > 1) shared_->tied[name].resize(K);
+    if (holders.size() > 1) shared_->tied[name].resize(cells());
   shared_->barrier = std::make_unique<std::barrier<>>(K);
   for (auto& e : shared_->events) e.clear();
 
@@ -286,16 +270,30 @@ void Executor::run(const Schedule& schedule, const Batch& batch, const Update& u
 void Executor::run_stage(uint32_t k, const Schedule& schedule, const Batch& batch,
                          const Update& update, std::vector<float>* outputs) {
   try {
-    const uint32_t K = stages(), M = schedule.micro_batches, S = options_.slots;
+    const uint32_t K = stages(), C = cells(), V = schedule.virtual_stages;
+    const uint32_t M = schedule.micro_batches, S = options_.slots;
     const bool training = schedule.training;
+    const Slots& slots = training ? slots_ : eval_slots_;
     const uint32_t step_index = uint32_t(update.step.t);
-    Stage& s = *stages_[k];
     vk::Device& dev = *devices_[k];
-    Signals& T = *signals_[k];
-    // Transfer sequence numbers of this mini-batch start here.
-    uint64_t recv_act = forward_runs_ * M, send_act = recv_act;
-    uint64_t recv_grad = backward_runs_ * M, send_grad = recv_grad;
-    std::vector<uint64_t> act_in(M), act_out(M), grad_in(M), grad_out(M), fwd_value(M), bwd_value(M);
+    // Per cell of this stage (v = 0..V-1): transfer sequence numbers, which start here for
+    // this mini-batch, and per micro-batch the numbers it took and its submissions' values.
+    struct Cell {
+      uint64_t recv_act = 0, send_act = 0, recv_grad = 0, send_grad = 0;
+      std::vector<uint64_t> act_in, act_out, grad_in, grad_out, fwd_value, bwd_value;
+      std::vector<uint64_t> input_used;  // per input slot: the last submission reading it
+      bool first_forward = true, first_backward = true;
+      size_t last_gradient = SIZE_MAX;  // the action after which the gradients are complete
+    };
+    std::vector<Cell> mine(V);
+    for (Cell& m : mine) {
+      m.recv_act = m.send_act = forward_runs_ * M;
+      m.recv_grad = m.send_grad = backward_runs_ * M;
+      for (auto* v : {&m.act_in, &m.act_out, &m.grad_in, &m.grad_out, &m.fwd_value, &m.bwd_value}) v->assign(M, 0);
+    }
+    const std::vector<Action>& actions = schedule.actions[k];
+    for (size_t x = 0; x < actions.size(); ++x)
+      if (actions[x].op == Op::Backward || actions[x].op == Op::WeightGradient) mine[actions[x].cell].last_gradient = x;
     // A stage thread waits on the host for a relay's word before the submission that needs
     // it, so no device queue ever holds a submission waiting on another device.
     double waited_us = 0;  // host time blocked in waits and the step's barrier, kept out of record_us
@@ -305,7 +303,6 @@ void Executor::run_stage(uint32_t k, const Schedule& schedule, const Batch& batc
       waited_us += now_us() - t0;
     };
     size_t next_cmd = 0;
-    bool first_forward = true, first_backward = true;
     std::vector<std::pair<vk::Commands*, ActionEvent>> recorded;
     uint64_t last_value = 0;
 
@@ -318,7 +315,7 @@ void Executor::run_stage(uint32_t k, const Schedule& schedule, const Batch& batc
     auto begin = [&](const Action& a) -> vk::Commands& {
       vk::Commands& c = *shared_->ring[k].at(next_cmd++);
       open = {now_us() - waited_us, c.dispatches(), c.barriers()};
-      ActionEvent e{k, to_string(a)};
+      ActionEvent e{k, to_string(a, V > 1)};
       c.reset();
       c.after_earlier_submissions();
       if (dev.info().timestamps) c.timestamp();
@@ -335,106 +332,119 @@ void Executor::run_stage(uint32_t k, const Schedule& schedule, const Batch& batc
       last_value = c.submit();
       return last_value;
     };
-    auto micro = [&](uint32_t i) {
-      return MicroBatch{i, shared_->rows[i], shared_->total_rows, step_index, training};
-    };
 
-    const Action* last_backward = nullptr;
-    for (const Action& a : schedule.actions[k])
-      if (a.op == Op::Backward) last_backward = &a;
-    for (const Action& a : schedule.actions[k]) {
+    for (size_t x = 0; x < actions.size(); ++x) {
       if (abort_.raised()) return;
-      const uint32_t i = a.micro_batch;
+      const Action& a = actions[x];
+      const uint32_t i = a.micro_batch, c = schedule.cell_of(k, a);
+      Cell& m = mine[a.cell];
+      Stage& s = *cells_[c];
+      Signals& T = *signals_[c];
+      const MicroBatch mb{i, slots.input[k][x], slots.set[k][x], i < M ? shared_->rows[i] : 0,
+                          shared_->total_rows, step_index, training};
+      auto used = [&](uint64_t value) {
+        if (mb.input != Slots::kNone) m.input_used.resize(std::max<size_t>(m.input_used.size(), mb.input + 1)), m.input_used[mb.input] = value;
+        return value;
+      };
       switch (a.op) {
         case Op::RecvActivation:
-          act_in[i] = recv_act++;
-          wait_for(T.act_ready, act_in[i] + 1);
+          m.act_in[i] = m.recv_act++;
+          wait_for(T.act_ready, m.act_in[i] + 1);
           break;
         case Op::Forward: {
-          const MicroBatch mb = micro(i);
           uint64_t first_row = 0;
           for (uint32_t j = 0; j < i; ++j) first_row += shared_->rows[j];
+          // The host writes the kept input: whatever read that slot before must be done.
+          if ((s.layout().first_stage || s.layout().last_stage) && mb.input < m.input_used.size() && m.input_used[mb.input])
+            dev.wait(m.input_used[mb.input]);
           if (s.layout().first_stage) {
             const uint64_t n = model::elements(model_.input) * mb.rows;
             const void* src = model_.token_input ? static_cast<const void*>(batch.tokens.data() + first_row * model::elements(model_.input))
                                                  : static_cast<const void*>(batch.images.data() + first_row * model::elements(model_.input));
-            vk::upload(s.input(i), src, n * kFloat);
+            vk::upload(s.input(mb.input), src, n * kFloat);
           }
           if (s.layout().last_stage) {
             const uint64_t tps = model_.targets_per_sample;
-            vk::upload(s.targets(i), batch.targets.data() + first_row * tps, mb.rows * tps * kFloat);
+            vk::upload(s.targets(mb.input), batch.targets.data() + first_row * tps, mb.rows * tps * kFloat);
           }
-          vk::Commands& c = begin(a);
-          if (first_forward) s.zero_loss(c), first_forward = false;
+          vk::Commands& cmd = begin(a);
+          if (m.first_forward) s.zero_loss(cmd), m.first_forward = false;
           std::optional<vk::View> received;
-          if (k > 0) received = vk::View(act_links_[k - 1]->receive(act_in[i] % S));
-          const vk::View out = s.forward(c, mb, received, false);
-          if (k + 1 < K) {
-            act_out[i] = send_act++;
-            if (act_out[i] >= S) wait_for(T.act_free, act_out[i] - S + 1);
-            c.copy(*out.buffer, act_links_[k]->send(act_out[i] % S), out.range, out.offset, 0);
+          if (c > 0) received = vk::View(act_links_[c - 1]->receive(m.act_in[i] % S));
+          const vk::View out = s.forward(cmd, mb, received, false);
+          if (c + 1 < C) {
+            m.act_out[i] = m.send_act++;
+            if (m.act_out[i] >= S) wait_for(T.act_free, m.act_out[i] - S + 1);
+            cmd.copy(*out.buffer, act_links_[c]->send(m.act_out[i] % S), out.range, out.offset, 0);
           }
-          if (!training && s.layout().last_stage) s.count_correct(c, mb);
-          fwd_value[i] = submit(c);
+          if (!training && s.layout().last_stage) s.count_correct(cmd, mb);
+          m.fwd_value[i] = used(submit(cmd));
           if (outputs && s.layout().last_stage) {
-            dev.wait(fwd_value[i]);
+            dev.wait(m.fwd_value[i]);
             const uint64_t per_row = model::elements(model_.layers.back()->output_shape());
             vk::download(*out.buffer, outputs->data() + first_row * per_row, out.range, out.offset);
           }
-          if (k > 0)
-            relays_[(k - 1) * kRoles + kActivationFreed]->push(
-                {"free", &dev, fwd_value[i], {}, 0, &signals_[k - 1]->act_free, act_in[i] + 1});
+          if (c > 0)
+            relays_[(c - 1) * kRoles + kActivationFreed]->push(
+                {"free", &dev, m.fwd_value[i], {}, 0, &signals_[c - 1]->act_free, m.act_in[i] + 1});
           break;
         }
         case Op::SendActivation: {
-          Link* link = act_links_[k].get();
-          const uint32_t slot = uint32_t(act_out[i] % S);
-          relays_[k * kRoles + kActivation]->push(
-              {to_string(a), &dev, fwd_value[i], [link, slot] { return link->relay(slot); },
-               act_links_[k]->bytes(), &signals_[k + 1]->act_ready, act_out[i] + 1});
+          Link* link = act_links_[c].get();
+          const uint32_t slot = uint32_t(m.act_out[i] % S);
+          relays_[c * kRoles + kActivation]->push(
+              {to_string(a, V > 1), &dev, m.fwd_value[i], [link, slot] { return link->relay(slot); },
+               link->bytes(), &signals_[c + 1]->act_ready, m.act_out[i] + 1});
           break;
         }
         case Op::RecvGradient:
-          grad_in[i] = recv_grad++;
-          wait_for(T.grad_ready, grad_in[i] + 1);
+          m.grad_in[i] = m.recv_grad++;
+          wait_for(T.grad_ready, m.grad_in[i] + 1);
           break;
         case Op::Recompute: {
-          vk::Commands& c = begin(a);
-          s.forward(c, micro(i), std::nullopt, true);
-          submit(c);
+          vk::Commands& cmd = begin(a);
+          s.forward(cmd, mb, std::nullopt, true);
+          used(submit(cmd));
           break;
         }
         case Op::Backward: {
-          vk::Commands& c = begin(a);
-          if (first_backward) s.zero_gradients(c), first_backward = false;
+          vk::Commands& cmd = begin(a);
+          if (m.first_backward) s.zero_gradients(cmd), m.first_backward = false;
           std::optional<vk::View> received;
-          if (k + 1 < K) received = vk::View(grad_links_[k]->receive(grad_in[i] % S));
-          const std::optional<vk::View> dx = s.backward(c, micro(i), received);
-          if (k > 0) {
-            grad_out[i] = send_grad++;
-            if (grad_out[i] >= S) wait_for(T.grad_free, grad_out[i] - S + 1);
-            c.copy(*dx->buffer, grad_links_[k - 1]->send(grad_out[i] % S), dx->range, dx->offset, 0);
+          if (c + 1 < C) received = vk::View(grad_links_[c]->receive(m.grad_in[i] % S));
+          const std::optional<vk::View> dx = s.backward(cmd, mb, received, schedule.split);
+          if (c > 0) {
+            m.grad_out[i] = m.send_grad++;
+            if (m.grad_out[i] >= S) wait_for(T.grad_free, m.grad_out[i] - S + 1);
+            cmd.copy(*dx->buffer, grad_links_[c - 1]->send(m.grad_out[i] % S), dx->range, dx->offset, 0);
           }
-          if (&a == last_backward && shared_->norms[k].in_backward) shared_->norms[k].reduce->record(c);
-          bwd_value[i] = submit(c);
-          if (k + 1 < K)
-            relays_[k * kRoles + kGradientFreed]->push(
-                {"free", &dev, bwd_value[i], {}, 0, &signals_[k + 1]->grad_free, grad_in[i] + 1});
+          if (x == m.last_gradient && shared_->norms[c].in_backward) shared_->norms[c].reduce->record(cmd);
+          m.bwd_value[i] = used(submit(cmd));
+          if (c + 1 < C)
+            relays_[c * kRoles + kGradientFreed]->push(
+                {"free", &dev, m.bwd_value[i], {}, 0, &signals_[c + 1]->grad_free, m.grad_in[i] + 1});
           break;
         }
         case Op::SendGradient: {
-          Link* link = grad_links_[k - 1].get();
-          const uint32_t slot = uint32_t(grad_out[i] % S);
-          relays_[(k - 1) * kRoles + kGradient]->push(
-              {to_string(a), &dev, bwd_value[i], [link, slot] { return link->relay(slot); },
-               link->bytes(), &signals_[k - 1]->grad_ready, grad_out[i] + 1});
+          Link* link = grad_links_[c - 1].get();
+          const uint32_t slot = uint32_t(m.grad_out[i] % S);
+          relays_[(c - 1) * kRoles + kGradient]->push(
+              {to_string(a, V > 1), &dev, m.bwd_value[i], [link, slot] { return link->relay(slot); },
+               link->bytes(), &signals_[c - 1]->grad_ready, m.grad_out[i] + 1});
+          break;
+        }
+        case Op::WeightGradient: {
+          vk::Commands& cmd = begin(a);
+          s.backward_params(cmd, mb);
+          if (x == m.last_gradient && shared_->norms[c].in_backward) shared_->norms[c].reduce->record(cmd);
+          used(submit(cmd));
           break;
         }
         case Op::Step: {
           while (!abort_.raised() && !dev.wait_for(last_value, 20'000'000)) {
           }
           if (abort_.raised()) return;
-          vk::Commands& c = begin(a);
+          vk::Commands& cmd = begin(a);
           const double t0 = now_us();
           const std::optional<double> grad_scale = step_stage(k, update);
           waited_us += now_us() - t0;  // the stages' barrier and the norms' reduction on the host
@@ -442,10 +452,10 @@ void Executor::run_stage(uint32_t k, const Schedule& schedule, const Batch& batc
           if (update.optimizer) {
             optim::Step st = update.step;
             st.grad_scale = *grad_scale;
-            update.optimizer->record(c, st);
+            update.optimizer->record(cmd, st);  // every parameter on this stage's device
           }
-          s.end_minibatch(c);
-          submit(c);
+          for (uint32_t v = 0; v < V; ++v) cells_[v * K + k]->end_minibatch(cmd);
+          submit(cmd);
           dev.wait(last_value);
           break;
         }
@@ -472,121 +482,6 @@ void Executor::run_stage(uint32_t k, const Schedule& schedule, const Batch& batc
     abort_.raise(std::current_exception());
     if (shared_->barrier) shared_->barrier->arrive_and_drop();
   }
-}
-
-// The host part of the Step action: gradients of parameters tied across stages are summed
-// (in stage order, so every copy gets the same bits); every stage reduces its gradients to
-// squared norms, which both clip (summed in stage order into the global coefficient) and
-// check that the loss and every gradient are finite. A step with anything non-finite
-// updates nothing: the deepest stage with a problem throws NonFinite, the others skip.
-std::optional<double> Executor::step_stage(uint32_t k, const Update& update) {
-  Stage& s = *stages_[k];
-  Shared& sh = *shared_;
-  if (!sh.tied.empty()) {  // parameters held by more than one stage
-    const auto& mine = s.trainable();
-    for (auto& [name, copies] : sh.tied) {
-      if (std::find(mine.begin(), mine.end(), name) == mine.end()) continue;
-      copies[k].resize(s.gradient(name).size() / kFloat);
-      vk::download(s.gradient(name), copies[k].data(), s.gradient(name).size());
-    }
-    sh.barrier->arrive_and_wait();
-    if (abort_.raised()) return std::nullopt;
-    for (auto& [name, copies] : sh.tied) {
-      if (copies[k].empty()) continue;
-      std::vector<float> sum(copies[k].size(), 0.0f);
-      for (uint32_t j : sh.holders.at(name))
-        for (size_t e = 0; e < sum.size(); ++e) sum[e] += copies[j][e];
-      vk::upload(s.gradient(name), sum.data(), sum.size() * kFloat);
-    }
-  }
-  Shared::Norm& norm = sh.norms[k];
-  if (!norm.in_backward) {
-    norm.commands->reset();
-    norm.reduce->record(*norm.commands);
-    norm.commands->run();
-  }
-  std::vector<double> each;
-  sh.squared[k] = norm.reduce->squared(&each);
-  sh.bad[k].clear();
-  sh.bad_param[k].clear();
-  for (size_t i = each.size(); i-- > 0;)  // the deepest first: backward reaches it first
-    if (!std::isfinite(each[i])) {
-      sh.bad[k] = norm.names[i];
-      break;
-    }
-  if (s.layout().last_stage) {
-    float loss = 0;
-    vk::download(s.loss(), &loss, kFloat);
-    sh.loss = loss;
-  }
-  sh.barrier->arrive_and_wait();
-  if (abort_.raised()) return std::nullopt;
-  const uint32_t K = stages();
-  if (!std::isfinite(sh.loss)) {  // every stage sees it: look for a parameter that already was
-    sh.bad_param[k] = first_non_finite_parameter(k);
-    sh.barrier->arrive_and_wait();
-    if (abort_.raised()) return std::nullopt;
-  }
-  // Who reports: the shallowest stage with a non-finite parameter, else the deepest with a
-  // non-finite gradient, else the last (the loss alone).
-  int culprit = -1;
-  for (uint32_t j = K; j-- > 0;)
-    if (!sh.bad_param[j].empty()) culprit = int(j);
-  for (uint32_t j = 0; j < K && culprit < 0; ++j)
-    if (!sh.bad[K - 1 - j].empty()) culprit = int(K - 1 - j);
-  if (culprit < 0 && !std::isfinite(sh.loss)) culprit = int(K - 1);
-  if (culprit >= 0) {
-    if (uint32_t(culprit) == k) throw NonFinite(non_finite_message(k, update.step.t));
-    return std::nullopt;
-  }
-  double total = 0;
-  for (double v : sh.squared) total += v;  // in stage order: every stage gets the same bits
-  if (k == 0) sh.grad_norm = std::sqrt(total);
-  if (update.max_norm > 0) return optim::clip(total, update.max_norm).grad_scale;
-  return 1.0;
-}
-
-std::string Executor::first_non_finite_parameter(uint32_t k) {
-  Stage& s = *stages_[k];
-  std::vector<vk::View> params;
-  std::vector<std::string> names;
-  for (uint32_t l = s.layout().first; l < s.layout().last; ++l)
-    for (const model::ParamSpec& p : model_.layers[l]->params())
-      if (p.kind != model::ParamKind::State) params.emplace_back(s.param(p.name)), names.push_back(p.name);
-  optim::GradNorm norm(s.device(), params);
-  vk::Commands c(s.device(), "stage " + std::to_string(k) + " parameter check");
-  norm.record(c);
-  c.run();
-  std::vector<double> each;
-  norm.squared(&each);
-  for (size_t i = 0; i < each.size(); ++i)
-    if (!std::isfinite(each[i])) return names[i];
-  return {};
-}
-
-std::string Executor::non_finite_message(uint32_t k, uint64_t step) const {
-  const Shared& sh = *shared_;
-  const StageLayout& l = plan_.stages[k];
-  const std::string where = "stage " + std::to_string(k) + " (device " + std::to_string(devices_[k]->info().index) +
-                            ", " + devices_[k]->info().name + ")";
-  auto layer_of = [&](const std::string& name) {
-    for (uint32_t i = l.first; i < l.last; ++i)
-      for (const model::ParamSpec& p : model_.layers[i]->params())
-        if (p.name == name) return "layer " + std::to_string(i) + ", " + model_.layers[i]->kind();
-    return std::string("layer ?");
-  };
-  std::string what = "step " + std::to_string(step) + ": ";
-  if (!std::isfinite(sh.loss)) what += "the loss is " + std::string(std::isnan(sh.loss) ? "NaN" : "infinite") + "; ";
-  if (!sh.bad_param[k].empty())
-    what += "parameter '" + sh.bad_param[k] + "' (" + layer_of(sh.bad_param[k]) + ", on " + where +
-            ") was already not finite";
-  else if (!sh.bad[k].empty())
-    what += "the gradient of '" + sh.bad[k] + "' (" + layer_of(sh.bad[k]) + ", on " + where +
-            ") has a non-finite norm, the deepest such layer";
-  else
-    what += "every parameter and gradient is finite, so the forward pass overflowed (the last layer, " +
-            std::to_string(l.last - 1) + ", " + model_.layers[l.last - 1]->kind() + ", is on " + where + ")";
-  return what + "; no parameter was updated";
 }
 
 }  // namespace brigade::pipeline

@@ -1,9 +1,10 @@
-// The Executor runs a schedule over the stages of a plan: one host thread per stage walks
-// its action list, recording and submitting that stage's work on its own device's queue;
-// timeline semaphores order everything between devices. Links carry activations forward
-// and gradients backward (fd, host or staging path per neighbouring pair), relay threads
+// The Executor runs the plan's schedule over its stages: one host thread per stage walks
+// its action list, recording and submitting the work of that stage's cells (one, or V
+// under an interleaved schedule) on its own device's queue; timeline semaphores order
+// everything between devices. Links carry activations forward and gradients backward
+// between neighbouring cells (fd, host or staging path per pair of devices), relay threads
 // pass each transfer's completion from the producer's device to the consumer's. After the
-// backward of every micro-batch, the Step action sums tied gradients across stages, takes
+// backward of every micro-batch, the Step action sums tied gradients across cells, takes
 // the global gradient norm, and applies one synchronous optimizer update per stage.
 #pragma once
 
@@ -27,13 +28,17 @@
 namespace brigade::pipeline {
 
 struct ExecutorOptions {
-  Remat remat = Remat::Never;
   LinkKind link = LinkKind::Auto;
   uint32_t slots = kLinkSlots;  // buffers per link and direction
-  // The path of each boundary, chosen beforehand (choose_link, as `brigade plan` shows);
-  // empty: the executor chooses them from `link` itself.
+  // The path of each boundary between cells c and c+1, chosen beforehand (choose_links, as
+  // `brigade plan` shows); empty: the executor chooses them from `link` itself.
   std::vector<LinkChoice> links;
 };
+
+// The path of each boundary between neighbouring cells of a K-stage pipeline with `cells`
+// cells (cell c on devices[c % K]): each pair of devices is probed once.
+std::vector<LinkChoice> choose_links(const std::vector<vk::Device*>& devices, uint32_t cells,
+                                     LinkKind requested);
 
 // What a training step does after the backward passes. Without an optimizer the step only
 // completes the gradients (brigade step).
@@ -62,15 +67,17 @@ struct EvalResult {
 
 class Executor {
  public:
-  // One device per stage of the plan (a device may back only one stage).
+  // One device per stage of the plan (a device may back only one stage); the plan holds the
+  // schedule.
   Executor(const model::Model& model, std::vector<vk::Device*> devices, const Plan& plan,
            ExecutorOptions options);
   ~Executor();
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
 
-  uint32_t stages() const { return uint32_t(stages_.size()); }
-  Stage& stage(uint32_t k) { return *stages_.at(k); }
+  uint32_t stages() const { return uint32_t(devices_.size()); }
+  uint32_t cells() const { return uint32_t(cells_.size()); }
+  Stage& cell(uint32_t c) { return *cells_.at(c); }
   const Plan& plan() const { return plan_; }
   const Schedule& schedule() const { return schedule_; }
   LinkKind link_kind(uint32_t boundary) const { return act_links_.at(boundary)->kind(); }
@@ -83,7 +90,7 @@ class Executor {
   void initialize_parameters(uint64_t seed);
   std::vector<float> parameter(const std::string& name) const;
   std::vector<float> gradient(const std::string& name) const;
-  // Every stage's copy of a parameter (tests: tied copies stay identical).
+  // Every cell's copy of a parameter (tests: tied copies stay identical).
   std::vector<std::vector<float>> parameter_copies(const std::string& name) const;
 
   // Registers every trainable parameter (each stage's copy) with the optimizer.
@@ -107,8 +114,8 @@ class Executor {
   // Returns the clip coefficient for this step's update, or nothing when the step must not
   // update (a non-finite loss or gradient, thrown as NonFinite by one stage).
   std::optional<double> step_stage(uint32_t k, const Update& update);
-  std::string first_non_finite_parameter(uint32_t k);
-  std::string non_finite_message(uint32_t k, uint64_t step) const;
+  std::string first_non_finite_parameter(uint32_t c);
+  std::string non_finite_message(uint32_t c, uint64_t step) const;
   void calibrate();
 
   const model::Model& model_;
@@ -116,9 +123,10 @@ class Executor {
   Plan plan_;
   ExecutorOptions options_;
   Schedule schedule_, eval_schedule_;
-  std::vector<std::unique_ptr<Stage>> stages_;
-  std::vector<std::unique_ptr<Link>> act_links_, grad_links_;  // [boundary k] : k <-> k+1
-  std::vector<std::unique_ptr<Signals>> signals_;              // [stage]
+  Slots slots_, eval_slots_;  // the buffers each action of either schedule uses
+  std::vector<std::unique_ptr<Stage>> cells_;                  // [cell c], on devices_[c % K]
+  std::vector<std::unique_ptr<Link>> act_links_, grad_links_;  // [boundary b] : cell b <-> b+1
+  std::vector<std::unique_ptr<Signals>> signals_;              // [cell]
   Abort abort_;
   std::vector<std::unique_ptr<Relay>> relays_;  // [boundary][4]: activation, freed, gradient, freed
   std::vector<double> clock_offset_us_;         // per stage: GPU timestamp -> host steady clock

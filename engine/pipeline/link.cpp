@@ -22,6 +22,7 @@ const char* link_name(LinkKind kind) {
     case LinkKind::Fd: return "fd";
     case LinkKind::Host: return "host";
     case LinkKind::Staging: return "staging";
+    case LinkKind::Local: return "local";
   }
   return "?";
 }
@@ -81,6 +82,7 @@ std::string link_problem(vk::Device& a, vk::Device& b, LinkKind kind) {
 }
 
 LinkChoice choose_link(vk::Device& a, vk::Device& b, LinkKind requested) {
+  if (&a == &b) return {LinkKind::Local, "one device: the next cell reads the buffer in place"};
   if (requested != LinkKind::Auto) {
     const std::string problem = link_problem(a, b, requested);
     if (!problem.empty())
@@ -111,6 +113,12 @@ Link::Link(vk::Device& producer, vk::Device& consumer, uint64_t bytes, uint32_t 
     switch (kind_) {
       case LinkKind::Fd: slots_.push_back(vk::share_fd(producer, consumer, bytes, cat, slot_name)); break;
       case LinkKind::Host: slots_.push_back(vk::share_host(producer, consumer, bytes, cat, slot_name)); break;
+      case LinkKind::Local: {
+        vk::SharedBuffer sb;
+        sb.first = vk::Buffer(producer, bytes, cat, slot_name);
+        slots_.push_back(std::move(sb));
+        break;
+      }
       default: {
         // Host-visible on both sides so relay() is one memcpy between the two mappings.
         vk::SharedBuffer sb;

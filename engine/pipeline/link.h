@@ -17,7 +17,8 @@
 
 namespace brigade::pipeline {
 
-enum class LinkKind { Auto, Fd, Host, Staging };
+// Local: both cells on one device (an interleaved schedule on one stage); nothing moves.
+enum class LinkKind { Auto, Fd, Host, Staging, Local };
 
 LinkKind parse_link(const std::string& text);  // "auto" | "fd" | "host" | "staging"
 const char* link_name(LinkKind kind);
@@ -50,7 +51,7 @@ class Link {
   // Where the producer's kernels write micro-batch data for `slot`.
   vk::Buffer& send(uint32_t slot) { return slots_.at(slot).first; }
   // Where the consumer's kernels read it.
-  vk::Buffer& receive(uint32_t slot) { return slots_.at(slot).second; }
+  vk::Buffer& receive(uint32_t slot) { return kind_ == LinkKind::Local ? slots_.at(slot).first : slots_.at(slot).second; }
   // Host-side step between the producer finishing and the consumer starting: the copy for
   // staging links, nothing for shared memory. Returns the bytes copied.
   uint64_t relay(uint32_t slot);

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
-#include <unordered_map>
+#include <tuple>
 
 #include "optim/clip.h"
 #include "util/units.h"
@@ -56,21 +56,22 @@ Bytes StageLayout::memory(uint32_t optimizer_states) const {
     set += output_bytes[l];
     for (uint64_t s : saved_bytes[l]) set += s;
   }
-  b[cat(vk::Category::Activations)] =
-      micro_batches * (input_bytes + target_bytes) + sets * set + 2 * gradient_bytes;
+  for (const auto& layer : deferred_bytes)
+    for (uint64_t d : layer) set += d;
+  b[cat(vk::Category::Activations)] = inputs * (input_bytes + target_bytes) + sets * set + 2 * gradient_bytes;
   b[cat(vk::Category::Transfer)] = link_bytes;
   b[cat(vk::Category::Scratch)] += scratch_bytes + norm_bytes + (last_stage ? 3 * kFloat : 0);  // loss, discard, correct
   return b;
 }
 
-StageLayout layout_stage(const model::Model& m, uint32_t stage, uint32_t first, uint32_t last,
-                         bool last_stage, uint32_t max_rows, uint32_t micro_batches, Remat remat) {
+StageLayout layout_stage(const model::Model& m, uint32_t cell, uint32_t first, uint32_t last,
+                         bool last_cell, uint32_t max_rows, const CellBuffers& buffers) {
   BRIGADE_EXPECT(first < last && last <= m.layers.size(), "a cell holds layers [first, last)");
   StageLayout s;
-  s.stage = stage, s.first = first, s.last = last;
-  s.first_stage = first == 0, s.last_stage = last_stage;
-  s.max_rows = max_rows, s.micro_batches = micro_batches;
-  s.sets = remat == Remat::Never ? micro_batches : 1;
+  s.stage = cell, s.first = first, s.last = last;
+  s.first_stage = first == 0, s.last_stage = last_cell;
+  s.max_rows = max_rows, s.inputs = buffers.inputs, s.sets = buffers.sets;
+  const bool last_stage = last_cell;
   s.input_bytes = model::elements(m.layers[first]->input_shape()) * max_rows * kFloat;
   uint64_t widest = 0, scratch = 0;
   std::set<std::string> seen;
@@ -81,6 +82,10 @@ StageLayout layout_stage(const model::Model& m, uint32_t stage, uint32_t first, 
     std::vector<uint64_t> saved;
     for (const model::SavedSpec& sv : layer.saved()) saved.push_back(sv.floats(max_rows) * kFloat);
     s.saved_bytes.push_back(std::move(saved));
+    std::vector<uint64_t> deferred;
+    if (buffers.split)
+      for (const model::SavedSpec& d : layer.deferred()) deferred.push_back(d.floats(max_rows) * kFloat);
+    s.deferred_bytes.push_back(std::move(deferred));
     widest = std::max(widest, out);
     if (!layer.integer_input()) widest = std::max(widest, model::elements(layer.input_shape()));
     scratch = std::max(scratch, layer.scratch_per_sample());
@@ -121,32 +126,32 @@ std::vector<LayerCost> layer_costs(const model::Model& m, uint32_t rows, uint32_
 namespace {
 
 // The link slots a cell's device holds: activations forward and gradients backward, each in
-// kLinkSlots slots, at both of its boundaries.
-uint64_t link_bytes(const model::Model& m, uint32_t first, uint32_t last, uint32_t max_rows) {
+// kLinkSlots slots, at both of its boundaries; a local link (both cells on one device) holds
+// one copy, counted with the cell before it.
+uint64_t link_bytes(const model::Model& m, uint32_t first, uint32_t last, uint32_t max_rows, bool local) {
   auto boundary = [&](uint32_t after_layer) {
     return 2 * kLinkSlots * model::elements(m.layers[after_layer]->output_shape()) * max_rows * kFloat;
   };
-  return (first > 0 ? boundary(first - 1) : 0) + (last < m.layers.size() ? boundary(last - 1) : 0);
+  return (first > 0 && !local ? boundary(first - 1) : 0) + (last < m.layers.size() ? boundary(last - 1) : 0);
 }
 
 // One line for a stage over its cap: how much over, the largest categories, what to change.
-std::string over_cap(const StageLayout& l, const StageSpec& spec, uint32_t optimizer_states, Remat remat) {
-  const Bytes b = l.memory(optimizer_states);
+std::string over_cap(uint32_t k, const Bytes& b, const StageSpec& spec, uint32_t micro_batches, Remat remat) {
   std::vector<int> order;
   for (int c = 0; c < vk::kCategories; ++c)
     if (b[c]) order.push_back(c);
   std::sort(order.begin(), order.end(), [&](int x, int y) { return b[x] > b[y]; });
-  std::string what = "stage " + std::to_string(l.stage) + (spec.device.empty() ? "" : " (" + spec.device + ")") +
+  std::string what = "stage " + std::to_string(k) + (spec.device.empty() ? "" : " (" + spec.device + ")") +
                      " needs " + format_bytes(total(b)) + ", over its " + format_bytes(spec.memory_cap) +
                      " --mem-limit: ";
   for (size_t i = 0; i < order.size() && i < 3; ++i)
     what += std::string(i ? ", " : "") + vk::category_name(vk::Category(order[i])) + " " + format_bytes(b[order[i]]);
-  // Without remat every micro-batch keeps its activations, so more micro-batches alone do
-  // not help; with it, they shrink the one set kept.
+  // Without remat every micro-batch in flight keeps its activations, so more micro-batches
+  // alone do not help; with it, they shrink the one set kept.
   what += "; add stages (--devices), ";
   if (remat != Remat::Never) what += "use more micro-batches (-m),";
-  else if (l.micro_batches == 1) what += "use --remat always with more micro-batches (-m),";
-  else what += "use --remat always,";
+  else if (micro_batches == 1) what += "use --remat always with more micro-batches (-m),";
+  else what += "use --remat always or --schedule 1f1b,";
   return what + " or a smaller --batch-size";
 }
 
@@ -158,9 +163,9 @@ std::string over_device_memory(const Plan& p, const PlanOptions& o) {
     std::string stages;  // "0, 1"
   };
   std::map<uint32_t, Use> by_physical;
-  for (size_t k = 0; k < p.stages.size(); ++k) {
+  for (uint32_t k = 0; k < o.stages.size(); ++k) {
     Use& u = by_physical[o.stages[k].physical];
-    u.bytes += total(p.stages[k].memory(o.optimizer_states));
+    u.bytes += total(p.stage_memory(k, o.optimizer_states));
     u.stages += (u.stages.empty() ? "" : ", ") + std::to_string(k);
     u.heap = std::max(u.heap, o.stages[k].device_memory);
   }
@@ -177,59 +182,80 @@ std::string over_device_memory(const Plan& p, const PlanOptions& o) {
 
 }  // namespace
 
+Bytes Plan::stage_memory(uint32_t k, uint32_t optimizer_states) const {
+  Bytes b{};
+  const uint32_t K = schedule.stages;
+  for (size_t c = k; c < stages.size(); c += K) {
+    const Bytes cell = stages[c].memory(optimizer_states);
+    for (int i = 0; i < vk::kCategories; ++i) b[i] += cell[i];
+  }
+  return b;
+}
+
 Plan plan(const model::Model& m, const PlanOptions& o) {
   Plan p;
   p.micro_rows = split_rows(o.rows, o.micro_batches);
-  const uint32_t K = uint32_t(o.stages.size());
+  const uint32_t K = uint32_t(o.stages.size()), V = o.virtual_stages, C = K * V;
   const uint32_t L = uint32_t(m.layers.size());
+  p.schedule = build({o.schedule, K, o.micro_batches, V, o.remat});
+  const Slots slots = assign_slots(p.schedule);
   std::vector<LayerCost> costs =
       layer_costs(m, o.rows, o.micro_batches, o.remat, o.optimizer_states);
   if (o.objective == Objective::Memory)
     for (LayerCost& c : costs) c.time = double(c.memory);
-  auto layout = [&](size_t k, size_t first, size_t last) {
-    StageLayout s = layout_stage(m, uint32_t(k), uint32_t(first), uint32_t(last), last == L, p.micro_rows[0],
-                                 o.micro_batches, o.remat);
-    s.link_bytes = link_bytes(m, uint32_t(first), uint32_t(last), p.micro_rows[0]);
+  // Cell c runs on stage c % K; with V cells a stage's cap is shared among them.
+  std::vector<StageSpec> cells;
+  for (uint32_t c = 0; c < C; ++c) {
+    cells.push_back(o.stages[c % K]);
+    cells.back().memory_cap /= V;
+  }
+  auto layout = [&](size_t c, size_t first, size_t last) {
+    StageLayout s = layout_stage(m, uint32_t(c), uint32_t(first), uint32_t(last), last == L, p.micro_rows[0],
+                                 {slots.inputs[c], slots.sets[c], p.schedule.split});
+    s.link_bytes = link_bytes(m, uint32_t(first), uint32_t(last), p.micro_rows[0], K == 1);
     return s;
   };
-  // A cell's footprint depends on its layers only, not on which stage holds it: each
-  // (first, last) is laid out once, however often the partitioner asks.
-  std::unordered_map<uint64_t, uint64_t> footprints;
-  const CellMemory exact = [&](size_t k, size_t first, size_t last) {
-    const auto [it, fresh] = footprints.try_emplace(uint64_t(first) * (L + 1) + last, 0);
-    if (fresh) it->second = total(layout(k, first, last).memory(o.optimizer_states));
+  // A cell's footprint depends on its layers and how many inputs and sets it keeps, not on
+  // which cell it is: each is laid out once, however often the partitioner asks.
+  std::map<std::tuple<size_t, size_t, uint32_t, uint32_t>, uint64_t> footprints;
+  const CellMemory exact = [&](size_t c, size_t first, size_t last) {
+    const auto [it, fresh] = footprints.try_emplace({first, last, slots.inputs[c], slots.sets[c]}, 0);
+    if (fresh) it->second = total(layout(c, first, last).memory(o.optimizer_states));
     return it->second;
   };
   std::string no_cut;
   if (!o.balance.empty()) {
-    p.partition = balance_manual(costs, o.stages, o.balance);
+    p.partition = balance_manual(costs, cells, o.balance);
   } else {
     try {
-      p.partition = balance_min_max(costs, o.stages, exact);
+      p.partition = balance_min_max(costs, cells, exact);
     } catch (const NoFit&) {
-      // Show the cut that needs the least memory on its fullest stage, and where it overflows.
-      std::vector<StageSpec> uncapped = o.stages;
+      // Show the cut that needs the least memory on its fullest cell, and where it overflows.
+      std::vector<StageSpec> uncapped = cells;
       for (StageSpec& st : uncapped) st.memory_cap = 0;
       std::vector<LayerCost> by_memory = costs;
       for (LayerCost& c : by_memory) c.time = double(c.memory);
-      p.partition = balance_manual(costs, o.stages, balance_min_max(by_memory, uncapped, exact).sizes);
-      if (K > 1) no_cut = "no cut of " + m.name + " into " + std::to_string(K) + " stages fits under --mem-limit; the closest: ";
+      p.partition = balance_manual(costs, cells, balance_min_max(by_memory, uncapped, exact).sizes);
+      if (C > 1) no_cut = "no cut of " + m.name + " into " + std::to_string(C) + (V > 1 ? " cells" : " stages") + " fits under --mem-limit; the closest: ";
     }
   }
-  for (uint32_t k = 0; k < K; ++k) {
-    const uint32_t first = p.partition.first_layer(k);
-    p.stages.push_back(layout(k, first, first + p.partition.sizes[k]));
+  for (uint32_t c = 0; c < C; ++c) {
+    const uint32_t first = p.partition.first_layer(c);
+    p.stages.push_back(layout(c, first, first + p.partition.sizes[c]));
   }
   // The stage furthest over its cap, if any.
   double worst = 1;
   for (uint32_t k = 0; k < K; ++k) {
     const uint64_t cap = o.stages[k].memory_cap;
-    const double ratio = cap ? double(total(p.stages[k].memory(o.optimizer_states))) / double(cap) : 0;
-    if (ratio > worst) worst = ratio, p.problem = no_cut + over_cap(p.stages[k], o.stages[k], o.optimizer_states, o.remat);
+    const Bytes b = p.stage_memory(k, o.optimizer_states);
+    const double ratio = cap ? double(total(b)) / double(cap) : 0;
+    if (ratio > worst) worst = ratio, p.problem = no_cut + over_cap(k, b, o.stages[k], o.micro_batches, o.remat);
   }
   if (p.problem.empty() && std::none_of(o.stages.begin(), o.stages.end(), [](const StageSpec& st) { return st.memory_cap; }))
     p.problem = over_device_memory(p, o);
-  p.bubble = bubble_fraction(K, o.micro_batches);
+  std::vector<double> forward;
+  for (double t : p.partition.stage_time) forward.push_back(t / 3);
+  p.bubble = simulated_bubble(p.schedule, forward);
   return p;
 }
 

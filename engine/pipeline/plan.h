@@ -24,31 +24,41 @@ std::vector<uint32_t> split_rows(uint32_t rows, uint32_t micro_batches);
 using Bytes = std::array<uint64_t, vk::kCategories>;  // indexed by vk::Category
 uint64_t total(const Bytes& b);
 
-// One stage's cell and the sizes of everything it allocates.
+// One cell (a stage's share of the model; interleaved schedules give a stage several) and
+// the sizes of everything it allocates.
 struct StageLayout {
-  uint32_t stage = 0, first = 0, last = 0;  // layers [first, last)
-  bool first_stage = false, last_stage = false;
+  uint32_t stage = 0;          // the cell's index in the model's order (its stage is stage % K)
+  uint32_t first = 0, last = 0;  // layers [first, last)
+  bool first_stage = false, last_stage = false;  // the model's first / last cell
   uint32_t max_rows = 0;       // samples in the largest micro-batch
-  uint32_t micro_batches = 0;
-  uint32_t sets = 0;           // full sets of layer activations kept (M without remat, else 1)
-  uint64_t input_bytes = 0;    // the stage's input for one micro-batch (kept for each of M)
+  uint32_t inputs = 0;         // micro-batch inputs kept at once (the schedule's Slots)
+  uint32_t sets = 0;           // full sets of layer activations kept at once
+  uint64_t input_bytes = 0;    // the cell's input for one micro-batch (kept for each of `inputs`)
   std::vector<uint64_t> output_bytes;             // per layer of the cell; 0 for views
   std::vector<std::vector<uint64_t>> saved_bytes; // per layer, per SavedSpec
+  // Split backward (zero-bubble): per layer, per deferred() spec, kept from B to W in each set.
+  std::vector<std::vector<uint64_t>> deferred_bytes;
   uint64_t gradient_bytes = 0; // each of the two ping-pong activation-gradient buffers
   uint64_t scratch_bytes = 0;  // shared transient memory of the layers
   uint64_t norm_bytes = 0;     // partial sums of the gradient-norm reduction (optim::GradNorm)
-  uint64_t target_bytes = 0;   // last stage: one micro-batch's targets (kept for each of M)
-  uint64_t loss_rows_bytes = 0;  // last stage: cross-entropy's per-row scratch, per set
+  uint64_t target_bytes = 0;   // last cell: one micro-batch's targets (kept with each input)
+  uint64_t loss_rows_bytes = 0;  // last cell: cross-entropy's per-row scratch, per set
   std::vector<model::ParamSpec> params;  // distinct parameters of the cell
-  uint64_t link_bytes = 0;     // link slots this stage's device holds (set by plan())
+  uint64_t link_bytes = 0;     // link slots this cell's device holds for it (set by plan())
 
   // Predicted bytes per category. Optimizer state is `optimizer_states` copies of the
   // trainable parameters (AdamW 2, SGD with momentum 1).
   Bytes memory(uint32_t optimizer_states) const;
 };
 
-StageLayout layout_stage(const model::Model& m, uint32_t stage, uint32_t first, uint32_t last,
-                         bool last_stage, uint32_t max_rows, uint32_t micro_batches, Remat remat);
+// How many inputs and activation sets a cell keeps at once, and whether its backward splits.
+struct CellBuffers {
+  uint32_t inputs = 1, sets = 1;
+  bool split = false;
+};
+
+StageLayout layout_stage(const model::Model& m, uint32_t cell, uint32_t first, uint32_t last,
+                         bool last_cell, uint32_t max_rows, const CellBuffers& buffers);
 
 // Cost of each layer for the partitioner: time = forward FLOPs x 3 (forward, and backward at
 // twice the forward) per sample; memory = parameters, gradients, optimizer state and
@@ -60,10 +70,13 @@ std::vector<LayerCost> layer_costs(const model::Model& m, uint32_t rows, uint32_
 inline constexpr uint32_t kLinkSlots = 2;
 
 struct Plan {
-  Partition partition;
-  std::vector<StageLayout> stages;
+  Partition partition;             // of the K x V cells
+  Schedule schedule;               // the training schedule the buffers are laid out for
+  std::vector<StageLayout> stages; // one per cell, in model order; cell c runs on stage c % K
   std::vector<uint32_t> micro_rows;  // split_rows(N, M)
-  double bubble = 0;                 // GPipe's (K-1)/(M+K-1)
+  double bubble = 0;                 // the schedule's, simulated on the planned cell times
+  // Predicted bytes of stage k: its cells together.
+  Bytes stage_memory(uint32_t k, uint32_t optimizer_states) const;
   // Empty when every stage fits its cap; else one line naming the stage furthest over it, its
   // device and largest categories, and what to change. Nothing is allocated to find out.
   std::string problem;
@@ -76,9 +89,11 @@ struct PlanOptions {
   uint32_t rows = 1;            // mini-batch size N
   uint32_t micro_batches = 1;   // M
   Remat remat = Remat::Never;
+  Kind schedule = Kind::GPipe;
+  uint32_t virtual_stages = 1;  // cells per stage (interleaved)
   uint32_t optimizer_states = 0;
   Objective objective = Objective::Cost;
-  std::vector<uint32_t> balance;   // --balance: layers per stage
+  std::vector<uint32_t> balance;   // --balance: layers per cell
   std::vector<StageSpec> stages;   // one per stage: relative speed and memory cap
 };
 

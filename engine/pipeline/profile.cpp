@@ -31,7 +31,7 @@ LayerProfile profile_model(vk::Device& device, const model::Model& m, uint32_t r
       mem.reset_peaks();
     }
   } lift{device.memory()};
-  Stage stage(device, m, layout_stage(m, 0, 0, L, true, rows, 1, Remat::Never));
+  Stage stage(device, m, layout_stage(m, 0, 0, L, true, rows, {}));
   for (const model::ParamSpec& p : m.params()) {
     const std::vector<float> v = p.kind == model::ParamKind::State
                                      ? std::vector<float>(p.elements(), 0.0f)
@@ -50,7 +50,7 @@ LayerProfile profile_model(vk::Device& device, const model::Model& m, uint32_t r
     std::vector<vk::Commands::KernelMark> marks;
     stage.set_marks(&fwd, &bwd);
     vk::Commands cmd(device, "profile");
-    const MicroBatch mb{0, rows, rows, 0, true};
+    const MicroBatch mb{.rows = rows, .total_rows = rows};
     stage.zero_loss(cmd);
     if (per_kernel) cmd.set_kernel_marks(&marks);
     stage.forward(cmd, mb, std::nullopt, false);

@@ -36,7 +36,7 @@ Stage::Stage(vk::Device& device, const model::Model& model, StageLayout layout)
     grad_views_.push_back(std::move(gs));
   }
   const auto act = vk::Category::Activations;
-  for (uint32_t i = 0; i < layout_.micro_batches; ++i) {
+  for (uint32_t i = 0; i < layout_.inputs; ++i) {
     inputs_.emplace_back(device, layout_.input_bytes, act, tag + "input " + std::to_string(i));
     if (layout_.last_stage)
       targets_.emplace_back(device, layout_.target_bytes, act, tag + "targets " + std::to_string(i));
@@ -51,6 +51,9 @@ Stage::Stage(vk::Device& device, const model::Model& model, StageLayout layout)
       std::vector<vk::Buffer> saved;
       for (uint64_t bytes : layout_.saved_bytes[l]) saved.emplace_back(device, bytes, act, layer + " saved");
       set.saved.push_back(std::move(saved));
+      std::vector<vk::Buffer> deferred;
+      for (uint64_t bytes : layout_.deferred_bytes[l]) deferred.emplace_back(device, bytes, act, layer + " deferred");
+      set.deferred.push_back(std::move(deferred));
     }
     if (layout_.last_stage) set.loss_rows = vk::Buffer(device, layout_.loss_rows_bytes, act, tag + "loss rows");
     sets_.push_back(std::move(set));
@@ -66,12 +69,10 @@ Stage::Stage(vk::Device& device, const model::Model& model, StageLayout layout)
   }
 }
 
-uint32_t Stage::set_of(uint32_t mb) const { return layout_.sets == 1 ? 0 : mb; }
-
 vk::View Stage::x_view(uint32_t l, const MicroBatch& mb) {
   if (l == 0) {
     const uint64_t bytes = model::elements(model_.layers[layout_.first]->input_shape()) * mb.rows * kFloat;
-    return vk::View(inputs_.at(mb.index), 0, bytes);
+    return vk::View(inputs_.at(mb.input), 0, bytes);
   }
   return y_view(l - 1, mb);
 }
@@ -80,20 +81,26 @@ vk::View Stage::y_view(uint32_t l, const MicroBatch& mb) {
   const model::Layer& layer = *model_.layers[layout_.first + l];
   if (layer.is_view()) return x_view(l, mb);
   const uint64_t bytes = model::elements(layer.output_shape()) * mb.rows * kFloat;
-  return vk::View(sets_[set_of(mb.index)].outputs[l], 0, bytes);
+  return vk::View(sets_[mb.set].outputs[l], 0, bytes);
 }
 
 vk::View Stage::targets_view(const MicroBatch& mb) {
-  return vk::View(targets_.at(mb.index), 0, uint64_t(mb.rows) * model_.targets_per_sample * kFloat);
+  return vk::View(targets_.at(mb.input), 0, uint64_t(mb.rows) * model_.targets_per_sample * kFloat);
 }
 
-model::Tensors Stage::tensors(uint32_t l, const MicroBatch& mb, std::vector<vk::View>& saved) {
+model::Tensors Stage::tensors(uint32_t l, const MicroBatch& mb, std::vector<vk::View>& saved,
+                              std::vector<vk::View>& deferred) {
   const model::Layer& layer = *model_.layers[layout_.first + l];
-  const Set& set = sets_[set_of(mb.index)];
+  const Set& set = sets_[mb.set];
   const std::vector<model::SavedSpec> specs = layer.saved();
   for (size_t s = 0; s < specs.size(); ++s)
     saved.emplace_back(set.saved[l][s], 0, specs[s].floats(mb.rows) * kFloat);
-  model::Tensors t{x_view(l, mb), y_view(l, mb), saved, param_views_[l], grad_views_[l], std::nullopt};
+  if (splits(l)) {
+    const std::vector<model::SavedSpec> kept = layer.deferred();
+    for (size_t s = 0; s < kept.size(); ++s)
+      deferred.emplace_back(set.deferred[l][s], 0, kept[s].floats(mb.rows) * kFloat);
+  }
+  model::Tensors t{x_view(l, mb), y_view(l, mb), saved, param_views_[l], grad_views_[l], std::nullopt, deferred};
   if (scratch_) t.scratch = vk::View(scratch_, 0, layer.scratch_per_sample() * mb.rows * kFloat);
   return t;
 }
@@ -107,7 +114,7 @@ model::Pass Stage::pass(vk::Commands& cmd, const MicroBatch& mb, uint32_t l, boo
 
 vk::View Stage::forward(vk::Commands& cmd, const MicroBatch& mb, std::optional<vk::View> received,
                         bool recompute) {
-  BRIGADE_EXPECT(mb.rows <= layout_.max_rows && mb.index < layout_.micro_batches,
+  BRIGADE_EXPECT(mb.rows <= layout_.max_rows && mb.input < inputs_.size() && mb.set < sets_.size(),
                  "micro-batch " + std::to_string(mb.index) + " of " + std::to_string(mb.rows) +
                      " rows does not fit the stage's layout");
   if (received) {
@@ -120,15 +127,15 @@ vk::View Stage::forward(vk::Commands& cmd, const MicroBatch& mb, std::optional<v
     const model::Layer& layer = *model_.layers[layout_.first + l];
     if (forward_marks_ && l) forward_marks_->push_back(cmd.timestamp());
     if (layer.is_view()) continue;
-    std::vector<vk::View> saved;
-    const model::Tensors t = tensors(l, mb, saved);
+    std::vector<vk::View> saved, deferred;
+    const model::Tensors t = tensors(l, mb, saved, deferred);
     layer.forward(pass(cmd, mb, l, recompute), t);
   }
   if (forward_marks_) forward_marks_->push_back(cmd.timestamp());
   const vk::View out = y_view(n - 1, mb);
   if (layout_.last_stage && mb.training) {
     const uint32_t tps = model_.targets_per_sample;
-    ops::cross_entropy_forward(cmd, out, targets_view(mb), sets_[set_of(mb.index)].loss_rows, recompute ? discard_ : loss_,
+    ops::cross_entropy_forward(cmd, out, targets_view(mb), sets_[mb.set].loss_rows, recompute ? discard_ : loss_,
                                mb.rows * tps, model_.classes, mb.total_rows * tps);
   }
   return out;
@@ -137,19 +144,19 @@ vk::View Stage::forward(vk::Commands& cmd, const MicroBatch& mb, std::optional<v
 void Stage::count_correct(vk::Commands& cmd, const MicroBatch& mb) {
   const uint32_t tps = model_.targets_per_sample;
   ops::cross_entropy_evaluate(cmd, y_view(uint32_t(layout_.output_bytes.size()) - 1, mb), targets_view(mb),
-                              sets_[set_of(mb.index)].loss_rows, loss_, correct_, mb.rows * tps,
+                              sets_[mb.set].loss_rows, loss_, correct_, mb.rows * tps,
                               model_.classes, mb.total_rows * tps);
 }
 
 std::optional<vk::View> Stage::backward(vk::Commands& cmd, const MicroBatch& mb,
-                                        std::optional<vk::View> received) {
+                                        std::optional<vk::View> received, bool split) {
   const uint32_t n = uint32_t(layout_.output_bytes.size());
   vk::Buffer* dy = &grad_a_;
   vk::Buffer* dx = &grad_b_;
   const vk::View out = y_view(n - 1, mb);
   if (layout_.last_stage) {
     const uint32_t tps = model_.targets_per_sample;
-    ops::cross_entropy_backward(cmd, out, targets_view(mb), sets_[set_of(mb.index)].loss_rows,
+    ops::cross_entropy_backward(cmd, out, targets_view(mb), sets_[mb.set].loss_rows,
                                 vk::View(*dy, 0, out.range), mb.rows * tps, model_.classes,
                                 mb.total_rows * tps);
   } else {
@@ -162,21 +169,34 @@ std::optional<vk::View> Stage::backward(vk::Commands& cmd, const MicroBatch& mb,
     if (backward_marks_ && l + 1 < n) backward_marks_->push_back(cmd.timestamp());
     if (layer.is_view()) continue;  // the gradient of a view is the view of the gradient
     const bool wants_dx = wants_input_gradient(l);
-    std::vector<vk::View> saved;
-    const model::Tensors t = tensors(l, mb, saved);
+    std::vector<vk::View> saved, deferred;
+    const model::Tensors t = tensors(l, mb, saved, deferred);
     const vk::View dy_view(*dy, 0, t.y.range);
+    model::Pass p = pass(cmd, mb, l, false);
+    p.split = split && splits(l);
     if (wants_dx) {
       const vk::View dx_view(*dx, 0, t.x.range);
       cmd.fill(dx_view);  // only what the layer accumulates into, not the whole buffer
-      layer.backward(pass(cmd, mb, l, false), t, dy_view, dx_view);
+      layer.backward(p, t, dy_view, dx_view);
       std::swap(dy, dx);
     } else {
-      layer.backward(pass(cmd, mb, l, false), t, dy_view, std::nullopt);
+      layer.backward(p, t, dy_view, std::nullopt);
     }
   }
   if (backward_marks_) backward_marks_->push_back(cmd.timestamp());
   if (layout_.first_stage) return std::nullopt;
   return vk::View(*dy, 0, x_view(0, mb).range);
+}
+
+void Stage::backward_params(vk::Commands& cmd, const MicroBatch& mb) {
+  for (uint32_t l = uint32_t(layout_.output_bytes.size()); l-- > 0;) {
+    if (!splits(l)) continue;
+    std::vector<vk::View> saved, deferred;
+    const model::Tensors t = tensors(l, mb, saved, deferred);
+    model::Pass p = pass(cmd, mb, l, false);
+    p.split = true;
+    model_.layers[layout_.first + l]->backward_params(p, t);
+  }
 }
 
 bool Stage::wants_input_gradient(uint32_t l) const {

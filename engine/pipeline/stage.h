@@ -19,6 +19,8 @@ namespace brigade::pipeline {
 // What a pass of one micro-batch needs to know about the mini-batch.
 struct MicroBatch {
   uint32_t index = 0;
+  uint32_t input = 0;       // the slot of the cell's kept inputs (and targets) it uses
+  uint32_t set = 0;         // the set of layer activations it uses
   uint32_t rows = 0;        // samples in this micro-batch
   uint32_t total_rows = 0;  // samples in the mini-batch
   uint32_t step = 0;        // optimizer step, for random keys
@@ -32,10 +34,10 @@ class Stage {
   vk::Device& device() const { return device_; }
   const StageLayout& layout() const { return layout_; }
 
-  // Host-side inputs of micro-batch `mb`: the first stage's input (images or tokens), the
-  // last stage's targets.
-  vk::Buffer& input(uint32_t mb) { return inputs_.at(mb); }
-  vk::Buffer& targets(uint32_t mb) { return targets_.at(mb); }
+  // Host-side inputs of a micro-batch, by its input slot: the first cell's input (images or
+  // tokens), the last cell's targets.
+  vk::Buffer& input(uint32_t slot) { return inputs_.at(slot); }
+  vk::Buffer& targets(uint32_t slot) { return targets_.at(slot); }
 
   // Records micro-batch mb's forward. `received`, when given, is the previous stage's output
   // and is copied into the kept input first. On the last stage the loss of the micro-batch
@@ -45,8 +47,11 @@ class Stage {
   // Records micro-batch mb's backward. `received` is the gradient of the stage's output from
   // the next stage (absent on the last stage, where the loss starts it). Parameter gradients
   // accumulate. Returns the gradient of the stage's input (absent on the first stage).
+  // `split`: the parameter gradients of layers that can defer them are left for
+  // backward_params (zero-bubble's W), which must follow with the same micro-batch and set.
   std::optional<vk::View> backward(vk::Commands& cmd, const MicroBatch& mb,
-                                   std::optional<vk::View> received);
+                                   std::optional<vk::View> received, bool split = false);
+  void backward_params(vk::Commands& cmd, const MicroBatch& mb);
   // Evaluation only: records cross-entropy's accuracy count of micro-batch mb into correct().
   void count_correct(vk::Commands& cmd, const MicroBatch& mb);
 
@@ -74,16 +79,18 @@ class Stage {
   struct Set {
     std::vector<vk::Buffer> outputs;             // per layer; empty for views
     std::vector<std::vector<vk::Buffer>> saved;  // per layer
+    std::vector<std::vector<vk::Buffer>> deferred;  // per layer: a split backward's, B to W
     vk::Buffer loss_rows;
   };
-  uint32_t set_of(uint32_t mb) const;
   // The views the cell's layer l works on for micro-batch mb.
   vk::View x_view(uint32_t l, const MicroBatch& mb);
   vk::View y_view(uint32_t l, const MicroBatch& mb);
   vk::View targets_view(const MicroBatch& mb);
   // Layer l's tensors for micro-batch mb; `saved` holds the views t.saved points into.
-  model::Tensors tensors(uint32_t l, const MicroBatch& mb, std::vector<vk::View>& saved);
+  model::Tensors tensors(uint32_t l, const MicroBatch& mb, std::vector<vk::View>& saved,
+                         std::vector<vk::View>& deferred);
   model::Pass pass(vk::Commands& cmd, const MicroBatch& mb, uint32_t l, bool recompute) const;
+  bool splits(uint32_t l) const { return !layout_.deferred_bytes[l].empty(); }
   // Whether layer l must compute its input gradient: not when nothing before it in the
   // model has a gradient to receive.
   bool wants_input_gradient(uint32_t l) const;

@@ -33,7 +33,8 @@ TraceSummary Trace::summary() const {
   double busy = 0;
   for (double b : s.busy_ms) busy += b;
   if (s.span_ms > 0 && stages > 0) s.bubble = std::max(0.0, 1.0 - busy / stages / s.span_ms);
-  s.predicted_bubble = stages && micro_batches ? bubble_fraction(stages, micro_batches) : 0.0;
+  s.predicted_bubble = predicted_bubble;
+  s.schedule = schedule;
   for (const TransferEvent& t : transfers) {
     s.transfer_bytes += t.transfer.shared_bytes;
     s.copied_bytes += t.transfer.bytes;
@@ -80,8 +81,8 @@ std::string to_string(const TraceSummary& s) {
                   s.span_ms, s.span_ms > 0 ? 100.0 * s.busy_ms[k] / s.span_ms : 0.0);
     out += line;
   }
-  std::snprintf(line, sizeof line, "bubble: measured %.3f, GPipe (K-1)/(M+K-1) = %.3f (K=%u, M=%u)\n",
-                s.bubble, s.predicted_bubble, s.stages, s.micro_batches);
+  std::snprintf(line, sizeof line, "bubble: measured %.3f, %s schedule %.3f (K=%u, M=%u)\n", s.bubble,
+                s.schedule.c_str(), s.predicted_bubble, s.stages, s.micro_batches);
   out += line;
   std::snprintf(line, sizeof line, "transfers: %s across boundaries (%s copied by the host), relays %.2f ms\n",
                 format_bytes(s.transfer_bytes).c_str(), format_bytes(s.copied_bytes).c_str(),

@@ -1,7 +1,7 @@
 // What one mini-batch of a pipeline did and when: every action's GPU time on its stage's
 // device and host submit time, and every boundary transfer's host relay. Written as Chrome
 // trace-event JSON (opens in Perfetto or chrome://tracing) and summarized as per-stage busy
-// time and the measured bubble next to GPipe's (K-1)/(M+K-1).
+// time and the measured bubble next to the schedule's (GPipe's: (K-1)/(M+K-1)).
 #pragma once
 
 #include <cstdint>
@@ -33,7 +33,8 @@ struct TraceSummary {
   double span_ms = 0;                 // first action's start to last action's end, all stages
   std::vector<double> busy_ms;        // per stage: sum of its actions' GPU time
   double bubble = 0;                  // 1 - mean busy / span
-  double predicted_bubble = 0;        // (K-1)/(M+K-1)
+  double predicted_bubble = 0;        // the schedule's with equal cells (GPipe: (K-1)/(M+K-1))
+  std::string schedule;               // its name
   uint64_t transfer_bytes = 0;        // bytes carried across stage boundaries
   uint64_t copied_bytes = 0;          // of which the host copied (staging links)
   double transfer_ms = 0;             // host time of the relays' copies and signals
@@ -45,6 +46,8 @@ struct TraceSummary {
 
 struct Trace {
   uint32_t stages = 0, micro_batches = 0;
+  std::string schedule = "gpipe";
+  double predicted_bubble = 0;  // simulated_bubble of the schedule
   std::vector<ActionEvent> actions;
   std::vector<TransferEvent> transfers;
 

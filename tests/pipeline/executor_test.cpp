@@ -175,7 +175,7 @@ TEST_CASE_FIXTURE(test::Gpu, "each stage's activation memory is what the planner
         device(k).memory().reset_peaks();
       }
       {
-        pipeline::Executor ex(m, devices, plan, {r, LinkKind::Auto, 2});
+        pipeline::Executor ex(m, devices, plan, {LinkKind::Auto, 2});
         ex.train(batch);
       }
       for (uint32_t k = 0; k < K; ++k) {

@@ -12,7 +12,8 @@
 namespace brigade::test {
 
 std::string describe(const PipelineConfig& c) {
-  return "M=" + std::to_string(c.M) + " remat " + pipeline::remat_name(c.remat) + " link " +
+  return std::string(pipeline::kind_name(c.schedule)) + (c.V > 1 ? " V=" + std::to_string(c.V) : "") +
+         " M=" + std::to_string(c.M) + " remat " + pipeline::remat_name(c.remat) + " link " +
          pipeline::link_name(c.link);
 }
 
@@ -20,6 +21,7 @@ pipeline::Plan make_plan(const model::Model& m, uint32_t K, const PipelineConfig
                          uint32_t optimizer_states) {
   pipeline::PlanOptions o;
   o.rows = rows, o.micro_batches = c.M, o.remat = c.remat, o.optimizer_states = optimizer_states;
+  o.schedule = c.schedule, o.virtual_stages = c.V;
   o.stages.assign(K, pipeline::StageSpec{});
   return pipeline::plan(m, o);
 }
@@ -29,7 +31,7 @@ Outcome run(const model::Model& m, const std::vector<vk::Device*>& devices, cons
   const bool train = steps > 0;
   const uint32_t states = !train ? 0 : update == Update::AdamW ? 2 : 1;
   const pipeline::Plan plan = make_plan(m, uint32_t(devices.size()), c, batches[0].rows, states);
-  pipeline::Executor ex(m, devices, plan, {c.remat, c.link, 2});
+  pipeline::Executor ex(m, devices, plan, {c.link, 2});
   ex.initialize_parameters(7);
   optim::Sgd sgd(optim::SgdOptions{.momentum = 0.9, .weight_decay = 1e-4});
   // eps 1e-6 rather than 1e-8: a gradient at fp32 noise level (the key bias's, which softmax
@@ -81,7 +83,7 @@ void check_equal(const Outcome& got, const Outcome& want, const std::string& wha
 
 Evaluation evaluate(const model::Model& m, const std::vector<vk::Device*>& devices,
                     const PipelineConfig& c, const pipeline::Batch& b) {
-  pipeline::Executor ex(m, devices, make_plan(m, uint32_t(devices.size()), c, b.rows, 1), {c.remat, c.link, 2});
+  pipeline::Executor ex(m, devices, make_plan(m, uint32_t(devices.size()), c, b.rows, 1), {c.link, 2});
   ex.initialize_parameters(7);
   Evaluation e;
   e.result = ex.evaluate(b, &e.logits);

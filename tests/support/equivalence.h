@@ -21,9 +21,11 @@ struct PipelineConfig {
   uint32_t M = 1;
   pipeline::Remat remat = pipeline::Remat::Never;
   pipeline::LinkKind link = pipeline::LinkKind::Auto;
+  pipeline::Kind schedule = pipeline::Kind::GPipe;
+  uint32_t V = 1;  // cells per stage (interleaved)
 };
 
-// "M=4 remat always link host" (K comes from the devices).
+// "1f1b M=4 remat always link host" (K comes from the devices).
 std::string describe(const PipelineConfig& c);
 
 // The update of the training runs: SGD (momentum 0.9, weight decay 1e-4) or AdamW (eps 1e-6,

@@ -16,6 +16,15 @@ void add_pipeline_flags(CLI::App& cmd, PipelineFlags& f) {
       ->capture_default_str();
   cmd.add_option("--micro-batches,-m", f.micro_batches, "micro-batches M per mini-batch")
       ->capture_default_str();
+  cmd.add_option("--schedule", f.schedule,
+                 "pipeline schedule: gpipe (fill-drain), 1f1b (one forward one backward: "
+                 "activations of at most K micro-batches), interleaved (1f1b over --virtual-stages "
+                 "cells per device: a smaller bubble) or zb (zero-bubble ZB-H1: weight gradients "
+                 "deferred into the bubble)")
+      ->capture_default_str();
+  cmd.add_option("--virtual-stages", f.virtual_stages, "cells per device for --schedule interleaved")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 64u));
   cmd.add_option("--remat", f.remat, "re-materialization: never, always or except-last")
       ->capture_default_str();
   cmd.add_option("--link", f.link, "boundary transfers: auto, fd, host or staging")
@@ -74,19 +83,20 @@ Devices open_devices(const PipelineFlags& f) {
 }
 
 std::vector<pipeline::LinkChoice> choose_links(const PipelineFlags& f, Devices& d) {
-  const pipeline::LinkKind requested = pipeline::parse_link(f.link);
-  std::vector<pipeline::LinkChoice> out;
-  for (size_t k = 0; k + 1 < d.devices.size(); ++k)
-    out.push_back(pipeline::choose_link(*d.devices[k], *d.devices[k + 1], requested));
-  return out;
+  std::vector<vk::Device*> devices;
+  for (auto& dev : d.devices) devices.push_back(dev.get());
+  return pipeline::choose_links(devices, uint32_t(devices.size()) * f.virtual_stages, pipeline::parse_link(f.link));
 }
 
 std::string link_lines(const std::vector<pipeline::LinkChoice>& links, const Devices& d) {
+  const size_t K = d.devices.size();
+  const bool cells = links.size() + 1 > K;
   std::string s;
-  for (size_t k = 0; k < links.size(); ++k) {
-    const vk::PhysicalInfo &a = d.devices[k]->info(), &b = d.devices[k + 1]->info();
-    s += "link " + std::to_string(k) + "->" + std::to_string(k + 1) + " (" + a.driver_name + " -> " +
-         b.driver_name + "): " + pipeline::link_name(links[k].kind) + ", " + links[k].why + "\n";
+  for (size_t b = 0; b < links.size(); ++b) {
+    const vk::PhysicalInfo &x = d.devices[b % K]->info(), &y = d.devices[(b + 1) % K]->info();
+    s += "link " + std::to_string(b) + "->" + std::to_string(b + 1) + " (" +
+         (cells ? "stage " + std::to_string(b % K) + " -> stage " + std::to_string((b + 1) % K) + ", " : "") +
+         x.driver_name + " -> " + y.driver_name + "): " + pipeline::link_name(links[b].kind) + ", " + links[b].why + "\n";
   }
   return s;
 }
@@ -98,6 +108,8 @@ pipeline::Plan make_plan(const model::Model& m, const PipelineFlags& f, Devices&
   po.rows = rows;
   po.micro_batches = f.micro_batches;
   po.remat = pipeline::parse_remat(f.remat);
+  po.schedule = pipeline::parse_kind(f.schedule);
+  po.virtual_stages = f.virtual_stages;
   po.optimizer_states = optimizer_states;
   if (f.partition != "cost" && f.partition != "memory" && f.partition != "profile")
     throw UserError("--partition: '" + f.partition + "' is not an objective; expected cost, memory or profile");
@@ -135,7 +147,6 @@ Pipeline open_pipeline(const model::Model& m, const PipelineFlags& f, uint32_t r
   p.devices = std::move(d.devices);
   std::vector<vk::Device*> devs;
   for (auto& dev : p.devices) devs.push_back(dev.get());
-  eo.remat = pipeline::parse_remat(f.remat);
   eo.link = pipeline::parse_link(f.link);
   p.executor = std::make_unique<pipeline::Executor>(m, devs, p.plan, eo);
   return p;

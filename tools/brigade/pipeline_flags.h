@@ -1,6 +1,6 @@
-// The flags every command that runs a pipeline takes (--devices, --micro-batches, --remat,
-// --link, --balance, --mem-limit, --partition), and what they open: one logical device per
-// stage, the plan, and the executor.
+// The flags every command that runs a pipeline takes (--devices, --micro-batches, --schedule,
+// --virtual-stages, --remat, --link, --balance, --mem-limit, --partition), and what they
+// open: one logical device per stage, the plan, and the executor.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -20,6 +20,8 @@ namespace brigade::cli {
 struct PipelineFlags {
   std::string devices = "0";
   uint32_t micro_batches = 1;
+  std::string schedule = "gpipe";
+  uint32_t virtual_stages = 1;
   std::string remat = "never";
   std::string link = "auto";
   std::string balance;
@@ -44,10 +46,12 @@ struct Devices {
   std::vector<uint64_t> caps;
 };
 Devices open_devices(const PipelineFlags& f);
-// Each boundary's path under --link (pipeline::choose_link): every neighbouring pair is
-// probed; a forced path a pair cannot take is refused here, before anything is allocated.
+// Each boundary's path under --link (pipeline::choose_links): every pair of neighbouring
+// devices is probed; a forced path a pair cannot take is refused here, before anything is
+// allocated.
 std::vector<pipeline::LinkChoice> choose_links(const PipelineFlags& f, Devices& d);
-// One line per boundary, "link 0->1 (llvmpipe -> SwiftShader driver): host, because ...".
+// One line per boundary, "link 0->1 (llvmpipe -> SwiftShader driver): host, because ..."
+// (with virtual stages, boundaries are between cells: "link 3->4 (stage 1 -> stage 0, ...").
 std::string link_lines(const std::vector<pipeline::LinkChoice>& links, const Devices& d);
 // The plan for `rows`-sample mini-batches on those devices.
 pipeline::Plan make_plan(const model::Model& m, const PipelineFlags& f, Devices& d, uint32_t rows,

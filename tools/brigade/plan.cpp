@@ -1,5 +1,5 @@
 // `brigade plan`: the partition, each stage's predicted memory by category against its cap,
-// and GPipe's bubble, without training anything.
+// the schedule's action lists and its bubble, without training anything.
 #include <cstdio>
 #include <string>
 
@@ -38,35 +38,43 @@ int run_plan(const PlanArgs& a) {
   Devices d = open_devices(a.pipeline);
   const std::string links = link_lines(choose_links(a.pipeline, d), d);
   const pipeline::Plan p = make_plan(m, a.pipeline, d, a.batch_size, optimizer_states(a.optimizer));
-  const uint32_t K = uint32_t(p.stages.size());
+  const uint32_t K = p.schedule.stages, C = p.schedule.cells();
+  const uint32_t states = optimizer_states(a.optimizer);
   std::printf("%s: %zu layers, %llu parameters; mini-batch %u as %zu micro-batches of up to %u, "
-              "remat %s, partition by %s\n",
+              "schedule %s, remat %s, partition by %s\n",
               m.name.c_str(), m.layers.size(), (unsigned long long)m.parameter_count(), a.batch_size,
-              p.micro_rows.size(), p.micro_rows.front(), a.pipeline.remat.c_str(),
+              p.micro_rows.size(), p.micro_rows.front(), a.pipeline.schedule.c_str(), a.pipeline.remat.c_str(),
               a.pipeline.balance.empty() ? a.pipeline.partition.c_str() : "hand (--balance)");
   const bool profiled = a.pipeline.partition == "profile" && a.pipeline.balance.empty();
-  std::vector<std::vector<std::string>> rows{{"stage", "device", "layers", profiled ? "ms/micro-batch" : "GFLOP",
-                                              "params", "grads", "optimizer", "activations",
-                                              "links", "scratch", "total", "cap", "fits"}};
-  for (uint32_t k = 0; k < K; ++k) {
-    const pipeline::StageLayout& l = p.stages[k];
-    const pipeline::Bytes b = l.memory(optimizer_states(a.optimizer));
-    const uint64_t total = pipeline::total(b), cap = d.caps[k];
-    const bool fits = !cap || total <= cap;
+  // With virtual stages a row per cell, then a row per stage with its cells' sum.
+  std::vector<std::vector<std::string>> rows{{C > K ? "cell" : "stage", "device", "layers",
+                                              profiled ? "ms/micro-batch" : "GFLOP", "params", "grads",
+                                              "optimizer", "activations", "links", "scratch", "total", "cap", "fits"}};
+  auto row = [&](const std::string& name, uint32_t k, const std::string& layers, const std::string& work,
+                 const pipeline::Bytes& b, bool with_cap) {
+    const uint64_t total = pipeline::total(b), cap = with_cap ? d.caps[k] : 0;
+    auto bytes = [&](vk::Category c) { return format_bytes(b[int(c)]); };
+    rows.push_back({name, std::to_string(d.devices[k]->info().index) + " " + d.devices[k]->info().name, layers, work,
+                    bytes(vk::Category::Parameters), bytes(vk::Category::Gradients), bytes(vk::Category::Optimizer),
+                    bytes(vk::Category::Activations), bytes(vk::Category::Transfer), bytes(vk::Category::Scratch),
+                    format_bytes(total), cap ? format_bytes(cap) : "-",
+                    !with_cap ? "" : (!cap || total <= cap) ? "yes" : "NO"});
+  };
+  for (uint32_t c = 0; c < C; ++c) {
+    const pipeline::StageLayout& l = p.stages[c];
     char work[32];
     // Cost: forward + backward FLOPs of the mini-batch; profile: measured time per micro-batch.
     std::snprintf(work, sizeof work, "%.2f",
-                  profiled ? p.partition.stage_time[k] * 1e3 : p.partition.stage_time[k] * a.batch_size * 1e-9);
-    auto cell = [&](vk::Category c) { return format_bytes(b[int(c)]); };
-    rows.push_back({std::to_string(k), std::to_string(d.devices[k]->info().index) + " " + d.devices[k]->info().name,
-                    layer_range(m, l.first, l.last), work, cell(vk::Category::Parameters),
-                    cell(vk::Category::Gradients), cell(vk::Category::Optimizer),
-                    cell(vk::Category::Activations), cell(vk::Category::Transfer),
-                    cell(vk::Category::Scratch), format_bytes(total), cap ? format_bytes(cap) : "-",
-                    fits ? "yes" : "NO"});
+                  profiled ? p.partition.stage_time[c] * 1e3 : p.partition.stage_time[c] * a.batch_size * 1e-9);
+    const std::string name = C > K ? std::to_string(c) + " (stage " + std::to_string(c % K) + ")" : std::to_string(c);
+    row(name, c % K, layer_range(m, l.first, l.last), work, l.memory(states), C == K);
   }
+  if (C > K)
+    for (uint32_t k = 0; k < K; ++k) row("stage " + std::to_string(k), k, "", "", p.stage_memory(k, states), true);
   print_table(rows);
-  std::printf("%sbubble (K-1)/(M+K-1): %.3f\n", links.c_str(), p.bubble);
+  std::printf("%s%s", links.c_str(), pipeline::compute_string(p.schedule).c_str());
+  std::printf("bubble: %.3f (the %s schedule on the planned cell times; GPipe's (K-1)/(M+K-1) = %.3f)\n", p.bubble,
+              a.pipeline.schedule.c_str(), pipeline::bubble_fraction(K, uint32_t(p.micro_rows.size())));
   if (!p.problem.empty()) {
     std::fprintf(stderr, "brigade: %s\n", p.problem.c_str());
     return 1;
