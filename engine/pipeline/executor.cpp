@@ -51,6 +51,7 @@ Executor::Executor(const model::Model& model, std::vector<vk::Device*> devices, 
   eval_slots_ = assign_slots(eval_schedule_);
   for (uint32_t c = 0; c < C; ++c)
     BRIGADE_EXPECT(slots_.inputs[c] <= plan_.stages[c].inputs && slots_.sets[c] <= plan_.stages[c].sets &&
+                       slots_.deferreds[c] <= plan_.stages[c].deferreds &&
                        eval_slots_.inputs[c] <= plan_.stages[c].inputs && eval_slots_.sets[c] <= plan_.stages[c].sets,
                    "the plan keeps the buffers its schedule uses");
 
@@ -340,8 +341,8 @@ void Executor::run_stage(uint32_t k, const Schedule& schedule, const Batch& batc
       Cell& m = mine[a.cell];
       Stage& s = *cells_[c];
       Signals& T = *signals_[c];
-      const MicroBatch mb{i, slots.input[k][x], slots.set[k][x], i < M ? shared_->rows[i] : 0,
-                          shared_->total_rows, step_index, training};
+      const MicroBatch mb{i, slots.input[k][x], slots.set[k][x], slots.deferred[k][x],
+                          i < M ? shared_->rows[i] : 0, shared_->total_rows, step_index, training};
       auto used = [&](uint64_t value) {
         if (mb.input != Slots::kNone) m.input_used.resize(std::max<size_t>(m.input_used.size(), mb.input + 1)), m.input_used[mb.input] = value;
         return value;

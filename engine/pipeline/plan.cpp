@@ -56,9 +56,11 @@ Bytes StageLayout::memory(uint32_t optimizer_states) const {
     set += output_bytes[l];
     for (uint64_t s : saved_bytes[l]) set += s;
   }
+  uint64_t deferred = 0;
   for (const auto& layer : deferred_bytes)
-    for (uint64_t d : layer) set += d;
-  b[cat(vk::Category::Activations)] = inputs * (input_bytes + target_bytes) + sets * set + 2 * gradient_bytes;
+    for (uint64_t d : layer) deferred += d;
+  b[cat(vk::Category::Activations)] =
+      inputs * (input_bytes + target_bytes) + sets * set + deferreds * deferred + 2 * gradient_bytes;
   b[cat(vk::Category::Transfer)] = link_bytes;
   b[cat(vk::Category::Scratch)] += scratch_bytes + norm_bytes + (last_stage ? 3 * kFloat : 0);  // loss, discard, correct
   return b;
@@ -70,7 +72,7 @@ StageLayout layout_stage(const model::Model& m, uint32_t cell, uint32_t first, u
   StageLayout s;
   s.stage = cell, s.first = first, s.last = last;
   s.first_stage = first == 0, s.last_stage = last_cell;
-  s.max_rows = max_rows, s.inputs = buffers.inputs, s.sets = buffers.sets;
+  s.max_rows = max_rows, s.inputs = buffers.inputs, s.sets = buffers.sets, s.deferreds = buffers.deferreds;
   const bool last_stage = last_cell;
   s.input_bytes = model::elements(m.layers[first]->input_shape()) * max_rows * kFloat;
   uint64_t widest = 0, scratch = 0;
@@ -83,7 +85,7 @@ StageLayout layout_stage(const model::Model& m, uint32_t cell, uint32_t first, u
     for (const model::SavedSpec& sv : layer.saved()) saved.push_back(sv.floats(max_rows) * kFloat);
     s.saved_bytes.push_back(std::move(saved));
     std::vector<uint64_t> deferred;
-    if (buffers.split)
+    if (buffers.deferreds)
       for (const model::SavedSpec& d : layer.deferred()) deferred.push_back(d.floats(max_rows) * kFloat);
     s.deferred_bytes.push_back(std::move(deferred));
     widest = std::max(widest, out);
@@ -211,15 +213,15 @@ Plan plan(const model::Model& m, const PlanOptions& o) {
   }
   auto layout = [&](size_t c, size_t first, size_t last) {
     StageLayout s = layout_stage(m, uint32_t(c), uint32_t(first), uint32_t(last), last == L, p.micro_rows[0],
-                                 {slots.inputs[c], slots.sets[c], p.schedule.split});
+                                 {slots.inputs[c], slots.sets[c], slots.deferreds[c]});
     s.link_bytes = link_bytes(m, uint32_t(first), uint32_t(last), p.micro_rows[0], K == 1);
     return s;
   };
   // A cell's footprint depends on its layers and how many inputs and sets it keeps, not on
   // which cell it is: each is laid out once, however often the partitioner asks.
-  std::map<std::tuple<size_t, size_t, uint32_t, uint32_t>, uint64_t> footprints;
+  std::map<std::tuple<size_t, size_t, uint32_t, uint32_t, uint32_t>, uint64_t> footprints;
   const CellMemory exact = [&](size_t c, size_t first, size_t last) {
-    const auto [it, fresh] = footprints.try_emplace({first, last, slots.inputs[c], slots.sets[c]}, 0);
+    const auto [it, fresh] = footprints.try_emplace({first, last, slots.inputs[c], slots.sets[c], slots.deferreds[c]}, 0);
     if (fresh) it->second = total(layout(c, first, last).memory(o.optimizer_states));
     return it->second;
   };

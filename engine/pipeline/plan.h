@@ -33,10 +33,11 @@ struct StageLayout {
   uint32_t max_rows = 0;       // samples in the largest micro-batch
   uint32_t inputs = 0;         // micro-batch inputs kept at once (the schedule's Slots)
   uint32_t sets = 0;           // full sets of layer activations kept at once
+  uint32_t deferreds = 0;      // split backward: sets of deferred gradients kept at once
   uint64_t input_bytes = 0;    // the cell's input for one micro-batch (kept for each of `inputs`)
   std::vector<uint64_t> output_bytes;             // per layer of the cell; 0 for views
   std::vector<std::vector<uint64_t>> saved_bytes; // per layer, per SavedSpec
-  // Split backward (zero-bubble): per layer, per deferred() spec, kept from B to W in each set.
+  // Split backward (zero-bubble): per layer, per deferred() spec, kept from B to W.
   std::vector<std::vector<uint64_t>> deferred_bytes;
   uint64_t gradient_bytes = 0; // each of the two ping-pong activation-gradient buffers
   uint64_t scratch_bytes = 0;  // shared transient memory of the layers
@@ -54,7 +55,7 @@ struct StageLayout {
 // How many inputs and activation sets a cell keeps at once, and whether its backward splits.
 struct CellBuffers {
   uint32_t inputs = 1, sets = 1;
-  bool split = false;
+  uint32_t deferreds = 0;  // > 0: the backward splits
 };
 
 StageLayout layout_stage(const model::Model& m, uint32_t cell, uint32_t first, uint32_t last,

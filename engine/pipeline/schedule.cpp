@@ -221,22 +221,22 @@ std::string check(const Schedule& s, uint32_t slots) {
   std::vector<size_t> pc(K, 0);
   // Per cell: micro-batches forwarded, backwarded (B), and with parameter gradients (W).
   std::vector<std::set<uint32_t>> forwarded(C), backwarded(C), weighted(C);
-  auto name = [&](uint32_t k, const Action& a) { return to_string(a, s.virtual_stages > 1); };
+  auto name = [&](const Action& a) { return to_string(a, s.virtual_stages > 1); };
   auto where = [&](uint32_t k) { return "stage " + std::to_string(k) + " "; };
   while (true) {
     bool progress = false, done = true;
     for (uint32_t k = 0; k < K; ++k) {
       while (pc[k] < s.actions[k].size()) {
         const Action& a = s.actions[k][pc[k]];
-        if (a.cell >= s.virtual_stages) return where(k) + "runs " + name(k, a) + " on a cell it does not hold";
+        if (a.cell >= s.virtual_stages) return where(k) + "runs " + name(a) + " on a cell it does not hold";
         const uint32_t c = s.cell_of(k, a), i = a.micro_batch;
-        if (a.op != Op::Step && i >= s.micro_batches) return where(k) + "runs " + name(k, a) + " past the last micro-batch";
+        if (a.op != Op::Step && i >= s.micro_batches) return where(k) + "runs " + name(a) + " past the last micro-batch";
         // A receive takes the next message of its link, which must be this micro-batch's.
         auto receive = [&](uint32_t boundary, int kind) -> std::optional<std::string> {
           auto& q = queue[boundary][kind];
           if (q.empty()) return std::nullopt;
           if (q.front() != i)
-            return where(k) + "waits for " + name(k, a) + " but its link's next is micro-batch " + std::to_string(q.front());
+            return where(k) + "waits for " + name(a) + " but its link's next is micro-batch " + std::to_string(q.front());
           q.pop_front();
           return std::string();
         };
@@ -268,23 +268,23 @@ std::string check(const Schedule& s, uint32_t slots) {
           case Op::Forward:
             // Writes its output into a link slot: waits while every slot is taken.
             if (c + 1 < C && taken[c][0] == slots) { ran = false; break; }
-            if (forwarded[c].count(i)) return where(k) + "runs " + name(k, a) + " twice";
+            if (forwarded[c].count(i)) return where(k) + "runs " + name(a) + " twice";
             if (c + 1 < C) ++taken[c][0];
             if (c > 0) --taken[c - 1][0];  // the received activation is copied out of its slot
             forwarded[c].insert(i);
             break;
           case Op::Backward:
             if (c > 0 && taken[c - 1][1] == slots) { ran = false; break; }
-            if (!forwarded[c].count(i)) return where(k) + "runs " + name(k, a) + " before its forward";
-            if (backwarded[c].count(i)) return where(k) + "runs " + name(k, a) + " twice";
+            if (!forwarded[c].count(i)) return where(k) + "runs " + name(a) + " before its forward";
+            if (backwarded[c].count(i)) return where(k) + "runs " + name(a) + " twice";
             if (c > 0) ++taken[c - 1][1];
             if (c + 1 < C) --taken[c][1];
             backwarded[c].insert(i);
             break;
           case Op::WeightGradient:
-            if (!s.split) return where(k) + "runs " + name(k, a) + " in a schedule whose backward is not split";
-            if (!backwarded[c].count(i)) return where(k) + "runs " + name(k, a) + " before its backward";
-            if (!weighted[c].insert(i).second) return where(k) + "runs " + name(k, a) + " twice";
+            if (!s.split) return where(k) + "runs " + name(a) + " in a schedule whose backward is not split";
+            if (!backwarded[c].count(i)) return where(k) + "runs " + name(a) + " before its backward";
+            if (!weighted[c].insert(i).second) return where(k) + "runs " + name(a) + " twice";
             break;
           case Op::Recompute:
             if (!forwarded[c].count(i)) return where(k) + "recomputes micro-batch " + std::to_string(i) + " before its forward";
@@ -303,7 +303,7 @@ std::string check(const Schedule& s, uint32_t slots) {
     if (!progress) {
       std::string at;
       for (uint32_t k = 0; k < K; ++k)
-        if (pc[k] < s.actions[k].size()) at += " " + where(k) + "waits at " + name(k, s.actions[k][pc[k]]) + ";";
+        if (pc[k] < s.actions[k].size()) at += " " + where(k) + "waits at " + name(s.actions[k][pc[k]]) + ";";
       return "deadlock:" + at;
     }
   }
@@ -372,12 +372,12 @@ double simulated_bubble(const Schedule& s) {
 Slots assign_slots(const Schedule& s) {
   const uint32_t K = s.stages, V = s.virtual_stages;
   Slots out;
-  out.input.resize(K), out.set.resize(K);
-  out.inputs.assign(s.cells(), 0), out.sets.assign(s.cells(), 0);
+  out.input.resize(K), out.set.resize(K), out.deferred.resize(K);
+  out.inputs.assign(s.cells(), 0), out.sets.assign(s.cells(), 0), out.deferreds.assign(s.cells(), 0);
   for (uint32_t k = 0; k < K; ++k) {
     const auto& acts = s.actions[k];
     const size_t n = acts.size();
-    out.input[k].assign(n, Slots::kNone), out.set[k].assign(n, Slots::kNone);
+    out.input[k].assign(n, Slots::kNone), out.set[k].assign(n, Slots::kNone), out.deferred[k].assign(n, Slots::kNone);
     // Last action using each (cell, micro-batch)'s input, and its activations.
     std::map<std::pair<uint32_t, uint32_t>, size_t> last_use, last_recompute;
     for (size_t x = 0; x < n; ++x)
@@ -385,8 +385,8 @@ Slots assign_slots(const Schedule& s) {
         last_use[{acts[x].cell, acts[x].micro_batch}] = x;
         if (acts[x].op == Op::Recompute) last_recompute[{acts[x].cell, acts[x].micro_batch}] = x;
       }
-    std::vector<std::set<uint32_t>> free_inputs(V), free_sets(V);
-    std::map<std::pair<uint32_t, uint32_t>, uint32_t> input_of, set_of;
+    std::vector<std::set<uint32_t>> free_inputs(V), free_sets(V), free_deferred(V);
+    std::map<std::pair<uint32_t, uint32_t>, uint32_t> input_of, set_of, deferred_of;
     auto take = [](std::set<uint32_t>& free, uint32_t& count) {
       if (free.empty()) return count++;
       const uint32_t slot = *free.begin();
@@ -402,6 +402,9 @@ Slots assign_slots(const Schedule& s) {
       if (a.op == Op::Forward || a.op == Op::Recompute) set_of[key] = take(free_sets[a.cell], out.sets[c]);
       out.input[k][x] = input_of.at(key);
       out.set[k][x] = set_of.at(key);
+      if (s.split && a.op == Op::Backward) deferred_of[key] = take(free_deferred[a.cell], out.deferreds[c]);
+      if (s.split && (a.op == Op::Backward || a.op == Op::WeightGradient)) out.deferred[k][x] = deferred_of.at(key);
+      if (a.op == Op::WeightGradient) free_deferred[a.cell].insert(deferred_of.at(key));
       // A Forward whose activations a later Recompute rebuilds keeps them no longer.
       const auto r = last_recompute.find(key);
       if (a.op == Op::Forward && r != last_recompute.end() && r->second > x) free_sets[a.cell].insert(set_of.at(key));

@@ -91,10 +91,11 @@ double simulated_bubble(const Schedule& s);
 // Which buffers each action uses. A micro-batch's kept input (and targets, on the last cell)
 // lives from its Forward to its last backward action; a set of layer activations from the
 // Forward or Recompute that writes it to the last backward action that reads it (a Forward
-// that a Recompute will redo gives its set back at once). Slots are reused lowest first.
+// that a Recompute will redo gives its set back at once); in a split schedule, what B keeps
+// for W (the deferred gradients) from B to W. Slots are reused lowest first.
 struct Slots {
-  std::vector<std::vector<uint32_t>> input, set;  // [stage][action]: slot used, or kNone
-  std::vector<uint32_t> inputs, sets;             // [cell]: how many of each it needs
+  std::vector<std::vector<uint32_t>> input, set, deferred;  // [stage][action]: slot used, or kNone
+  std::vector<uint32_t> inputs, sets, deferreds;            // [cell]: how many of each it needs
   static constexpr uint32_t kNone = UINT32_MAX;
 };
 Slots assign_slots(const Schedule& s);

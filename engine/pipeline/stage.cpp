@@ -51,12 +51,19 @@ Stage::Stage(vk::Device& device, const model::Model& model, StageLayout layout)
       std::vector<vk::Buffer> saved;
       for (uint64_t bytes : layout_.saved_bytes[l]) saved.emplace_back(device, bytes, act, layer + " saved");
       set.saved.push_back(std::move(saved));
-      std::vector<vk::Buffer> deferred;
-      for (uint64_t bytes : layout_.deferred_bytes[l]) deferred.emplace_back(device, bytes, act, layer + " deferred");
-      set.deferred.push_back(std::move(deferred));
     }
     if (layout_.last_stage) set.loss_rows = vk::Buffer(device, layout_.loss_rows_bytes, act, tag + "loss rows");
     sets_.push_back(std::move(set));
+  }
+  for (uint32_t d = 0; d < layout_.deferreds; ++d) {
+    std::vector<std::vector<vk::Buffer>> slot;
+    for (uint32_t l = 0; l < layout_.deferred_bytes.size(); ++l) {
+      std::vector<vk::Buffer> kept;
+      for (uint64_t bytes : layout_.deferred_bytes[l])
+        kept.emplace_back(device, bytes, act, tag + "layer " + std::to_string(layout_.first + l) + " deferred");
+      slot.push_back(std::move(kept));
+    }
+    deferred_.push_back(std::move(slot));
   }
   grad_a_ = vk::Buffer(device, layout_.gradient_bytes, act, tag + "activation gradient A");
   grad_b_ = vk::Buffer(device, layout_.gradient_bytes, act, tag + "activation gradient B");
@@ -95,10 +102,10 @@ model::Tensors Stage::tensors(uint32_t l, const MicroBatch& mb, std::vector<vk::
   const std::vector<model::SavedSpec> specs = layer.saved();
   for (size_t s = 0; s < specs.size(); ++s)
     saved.emplace_back(set.saved[l][s], 0, specs[s].floats(mb.rows) * kFloat);
-  if (splits(l)) {
+  if (splits(l) && mb.deferred < deferred_.size()) {
     const std::vector<model::SavedSpec> kept = layer.deferred();
     for (size_t s = 0; s < kept.size(); ++s)
-      deferred.emplace_back(set.deferred[l][s], 0, kept[s].floats(mb.rows) * kFloat);
+      deferred.emplace_back(deferred_.at(mb.deferred)[l][s], 0, kept[s].floats(mb.rows) * kFloat);
   }
   model::Tensors t{x_view(l, mb), y_view(l, mb), saved, param_views_[l], grad_views_[l], std::nullopt, deferred};
   if (scratch_) t.scratch = vk::View(scratch_, 0, layer.scratch_per_sample() * mb.rows * kFloat);
@@ -150,6 +157,8 @@ void Stage::count_correct(vk::Commands& cmd, const MicroBatch& mb) {
 
 std::optional<vk::View> Stage::backward(vk::Commands& cmd, const MicroBatch& mb,
                                         std::optional<vk::View> received, bool split) {
+  BRIGADE_EXPECT(!split || layout_.deferreds == 0 || mb.deferred < deferred_.size(),
+                 "a split backward keeps its deferred gradients in a slot of the layout");
   const uint32_t n = uint32_t(layout_.output_bytes.size());
   vk::Buffer* dy = &grad_a_;
   vk::Buffer* dx = &grad_b_;

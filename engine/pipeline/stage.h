@@ -21,6 +21,7 @@ struct MicroBatch {
   uint32_t index = 0;
   uint32_t input = 0;       // the slot of the cell's kept inputs (and targets) it uses
   uint32_t set = 0;         // the set of layer activations it uses
+  uint32_t deferred = 0;    // split backward: the set of deferred gradients, from B to W
   uint32_t rows = 0;        // samples in this micro-batch
   uint32_t total_rows = 0;  // samples in the mini-batch
   uint32_t step = 0;        // optimizer step, for random keys
@@ -79,7 +80,6 @@ class Stage {
   struct Set {
     std::vector<vk::Buffer> outputs;             // per layer; empty for views
     std::vector<std::vector<vk::Buffer>> saved;  // per layer
-    std::vector<std::vector<vk::Buffer>> deferred;  // per layer: a split backward's, B to W
     vk::Buffer loss_rows;
   };
   // The views the cell's layer l works on for micro-batch mb.
@@ -104,6 +104,7 @@ class Stage {
   std::vector<std::vector<vk::View>> param_views_, grad_views_;
   std::vector<vk::Buffer> inputs_, targets_;
   std::vector<Set> sets_;
+  std::vector<std::vector<std::vector<vk::Buffer>>> deferred_;  // [slot][layer][spec]: B to W
   vk::Buffer grad_a_, grad_b_, scratch_;
   vk::Buffer loss_, discard_, correct_;
   std::vector<uint32_t>* forward_marks_ = nullptr;

@@ -29,9 +29,11 @@ struct Config {
   uint32_t K = 1, M = 1;
   Remat remat = Remat::Never;
   LinkKind link = LinkKind::Auto;
+  pipeline::Kind schedule = pipeline::Kind::GPipe;
+  uint32_t V = 1;
 };
 
-test::PipelineConfig pipeline_config(const Config& c) { return {c.M, c.remat, c.link}; }
+test::PipelineConfig pipeline_config(const Config& c) { return {c.M, c.remat, c.link, c.schedule, c.V}; }
 
 std::string describe(const Config& c) { return "K=" + std::to_string(c.K) + " " + test::describe(pipeline_config(c)); }
 
@@ -102,8 +104,12 @@ TEST_CASE_FIXTURE(test::Gpu, "fashion-cnn-bn pipelined equals BatchNorm applied 
   const model::Model m = model::build("fashion-cnn-bn");
   const uint32_t N = 10;
   const pipeline::Batch batch = random_batch(m, N, 5);
+  // The other schedules run the same per-micro-batch passes in other orders.
   for (const Config& c : {Config{2, 4, Remat::Always, LinkKind::Auto}, Config{4, 3, Remat::ExceptLast, LinkKind::Staging},
-                          Config{1, 2, Remat::Never, LinkKind::Auto}}) {
+                          Config{1, 2, Remat::Never, LinkKind::Auto},
+                          Config{3, 4, Remat::Never, LinkKind::Host, pipeline::Kind::OneFOneB},
+                          Config{4, 3, Remat::Always, LinkKind::Auto, pipeline::Kind::ZeroBubble},
+                          Config{2, 4, Remat::ExceptLast, LinkKind::Staging, pipeline::Kind::Interleaved, 2}}) {
     const std::vector<uint32_t> rows = pipeline::split_rows(N, c.M);
     Outcome want;
     std::map<std::string, std::vector<double>> grads;

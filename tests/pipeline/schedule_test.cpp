@@ -215,6 +215,9 @@ TEST_CASE("each schedule's activation memory: M sets for gpipe, K - k for 1f1b, 
     CHECK(one.sets[k] == K - k);
     CHECK(one.inputs[k] == K - k);
     CHECK(zb.sets[k] == K);
+    // What B keeps for W lives only until W: stage k holds its W back k micro-batches.
+    CHECK(zb.deferreds[k] == k + 1);
+    CHECK(one.deferreds[k] == 0);
   }
   // Re-materialization keeps one set, and every input in flight.
   const Slots gp_remat = assign_slots(build({Kind::GPipe, K, M, 1, Remat::Always}));
@@ -237,7 +240,7 @@ TEST_CASE("slots are never shared by two micro-batches alive at once") {
       const Slots slots = assign_slots(s);
       for (uint32_t k = 0; k < s.stages; ++k) {
         // Replay: a slot written by one micro-batch must not be read by another's later action.
-        std::map<std::pair<uint32_t, uint32_t>, uint32_t> input_owner, set_owner;  // (cell, slot) -> micro-batch
+        std::map<std::pair<uint32_t, uint32_t>, uint32_t> input_owner, set_owner, deferred_owner;  // (cell, slot) -> micro-batch
         const auto& acts = s.actions[k];
         for (size_t x = 0; x < acts.size(); ++x) {
           const Action& a = acts[x];
@@ -247,6 +250,8 @@ TEST_CASE("slots are never shared by two micro-batches alive at once") {
             REQUIRE(input_owner.at({a.cell, slots.input[k][x]}) == a.micro_batch);
             REQUIRE(set_owner.at({a.cell, slots.set[k][x]}) == a.micro_batch);
           }
+          if (a.op == Op::Backward && s.split) deferred_owner[{a.cell, slots.deferred[k][x]}] = a.micro_batch;
+          if (a.op == Op::WeightGradient) REQUIRE(deferred_owner.at({a.cell, slots.deferred[k][x]}) == a.micro_batch);
         }
       }
     }
