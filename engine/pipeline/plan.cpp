@@ -200,6 +200,10 @@ Plan plan(const model::Model& m, const PlanOptions& o) {
   const uint32_t K = uint32_t(o.stages.size()), V = o.virtual_stages, C = K * V;
   const uint32_t L = uint32_t(m.layers.size());
   p.schedule = build({o.schedule, K, o.micro_batches, V, o.remat});
+  if (V > 1 && C > L)
+    throw UserError(std::to_string(C) + " cells (" + std::to_string(K) + " stages x " + std::to_string(V) +
+                    " virtual stages) for a model of " + std::to_string(L) + " layers; use at most " +
+                    std::to_string(L) + " cells");
   const Slots slots = assign_slots(p.schedule);
   std::vector<LayerCost> costs =
       layer_costs(m, o.rows, o.micro_batches, o.remat, o.optimizer_states);

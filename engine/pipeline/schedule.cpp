@@ -438,6 +438,8 @@ Kind parse_kind(const std::string& text) {
   if (text == "1f1b") return Kind::OneFOneB;
   if (text == "interleaved") return Kind::Interleaved;
   if (text == "zb") return Kind::ZeroBubble;
+  if (text == "constant" || text == "cosine")
+    throw UserError("--schedule names the pipeline schedule (gpipe, 1f1b, interleaved or zb); the learning rate's is --lr-schedule " + text);
   throw UserError("--schedule: '" + text + "' is not a schedule; expected gpipe, 1f1b, interleaved or zb");
 }
 

@@ -55,6 +55,59 @@ TEST_CASE("brigade init and step: pipelined gradients equal one stage's, under P
   fs::remove_all(d);
 }
 
+TEST_CASE("brigade step under each schedule gives one stage's gradients, and plan prints its action lists") {
+  const fs::path d = scratch_dir("schedules");
+  const std::string p = (d / "p.safetensors").string(), b = (d / "b.safetensors").string();
+  Result r = brigade_run("init --model fashion-mlp --seed 3 --out " + p);
+  REQUIRE_MESSAGE(r.status == 0, r.output);
+  test::write_image_batch(b, 12);
+  const std::string base = "step --model fashion-mlp --params " + p + " --batch " + b + " --out ";
+  r = brigade_run(base + (d / "g1.safetensors").string());
+  REQUIRE_MESSAGE(r.status == 0, r.output);
+  const io::SafeTensors g1 = io::SafeTensors::load((d / "g1.safetensors").string());
+  for (const std::string flags : {"--devices 0,0,0 -m 4 --schedule 1f1b --remat except-last",
+                                  "--devices 0,0,0 -m 5 --schedule zb --link host",
+                                  "--devices 0,0 -m 4 --schedule interleaved --virtual-stages 3 --remat always"}) {
+    CAPTURE(flags);
+    const std::string out = (d / "g.safetensors").string();
+    r = brigade_run(base + out + " " + flags);
+    REQUIRE_MESSAGE(r.status == 0, r.output);
+    const io::SafeTensors g = io::SafeTensors::load(out);
+    for (const std::string& name : g1.names()) {
+      const std::vector<float> want = g1.f32(name);
+      double scale = 1e-3;
+      for (float v : want) scale = std::max(scale, double(std::fabs(v)));
+      test::check_close(g.f32(name), want, 2e-5 * scale, 1e-4, name);
+    }
+  }
+
+  r = brigade_run("plan --model fashion-mlp --devices 0,0 -m 3 -b 12 --schedule zb");
+  REQUIRE_MESSAGE(r.status == 0, r.output);
+  CHECK(r.output.find("schedule zb, remat never") != std::string::npos);
+  CHECK(r.output.find("stage 0: F0 F1 B0 W0 F2 B1 W1 B2 W2 S\n") != std::string::npos);
+  CHECK(r.output.find("stage 1: F0 B0 F1 B1 W0 F2 B2 W1 W2 S\n") != std::string::npos);
+  r = brigade_run("plan --model fashion-mlp --devices 0,0 -m 4 -b 12 --schedule interleaved --virtual-stages 2");
+  REQUIRE_MESSAGE(r.status == 0, r.output);
+  CHECK(r.output.find("0 (stage 0)") != std::string::npos);  // a row per cell, then per stage
+  CHECK(r.output.find("link 1->2 (stage 1 -> stage 0,") != std::string::npos);
+  CHECK(r.output.find("stage 1: F0.0 F1.0 F0.1 B0.1 F1.1 B1.1 F2.0 B0.0 F3.0 B1.0 F2.1 B2.1 F3.1 B3.1 B2.0 B3.0 S\n") !=
+        std::string::npos);
+
+  // What a schedule cannot run is one line saying what would.
+  r = brigade_run("plan --model fashion-mlp --devices 0,0,0 -m 4 -b 12 --schedule interleaved --virtual-stages 2");
+  CHECK(r.status == 2);
+  CHECK(r.output == "brigade: error: --schedule interleaved runs micro-batches in groups of the 3 stages, and 4 is "
+                    "not a multiple of 3: use -m 3 or -m 6\n");
+  r = brigade_run("plan --model fashion-mlp --devices 0,0 -m 4 -b 12 --schedule interleaved --virtual-stages 4");
+  CHECK(r.status == 2);
+  CHECK(r.output == "brigade: error: 8 cells (2 stages x 4 virtual stages) for a model of 6 layers; use at most 6 cells\n");
+  r = brigade_run("train --model fashion-mlp --schedule cosine --steps 1 --out " + (d / "run").string());
+  CHECK(r.status == 2);
+  CHECK(r.output.find("the learning rate's is --lr-schedule cosine") != std::string::npos);
+  CHECK_FALSE(fs::exists(d / "run"));
+  fs::remove_all(d);
+}
+
 TEST_CASE("brigade step refuses bad input with one line naming the problem") {
   const fs::path d = scratch_dir("bad");
   const std::string p = (d / "p.safetensors").string(), b = (d / "b.safetensors").string();

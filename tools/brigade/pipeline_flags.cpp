@@ -29,7 +29,7 @@ void add_pipeline_flags(CLI::App& cmd, PipelineFlags& f) {
       ->capture_default_str();
   cmd.add_option("--link", f.link, "boundary transfers: auto, fd, host or staging")
       ->capture_default_str();
-  cmd.add_option("--balance", f.balance, "layers per stage by hand, e.g. 3,5,4 (default: planned)");
+  cmd.add_option("--balance", f.balance, "layers per stage (per cell with --virtual-stages) by hand, e.g. 3,5,4 (default: planned)");
   cmd.add_option("--partition", f.partition,
                  "what the planner balances: cost (estimated FLOPs), memory, or profile (each "
                  "layer timed on each stage's own device)")

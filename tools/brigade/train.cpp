@@ -72,7 +72,7 @@ struct TrainArgs {
 // The settings flags a resumed run may not change: the checkpoint holds their values.
 const char* const kSettingFlags[] = {"--model", "--set", "--data", "--seed", "--batch-size", "--steps",
                                      "--epochs", "--optimizer", "--lr", "--min-lr", "--weight-decay",
-                                     "--momentum", "--beta1", "--beta2", "--eps", "--schedule",
+                                     "--momentum", "--beta1", "--beta2", "--eps", "--lr-schedule",
                                      "--warmup", "--clip", "--eval-every", "--eval-batches"};
 
 bool given(const TrainArgs& a, const char* flag) { return a.cmd->count(flag) > 0; }
@@ -100,7 +100,7 @@ void fill_defaults(TrainArgs& a, const model::Model& m, io::Dataset& data) {
 optim::Schedule lr_schedule(const Settings& s) {
   if (s.schedule == "constant") return optim::constant(s.lr);
   if (s.schedule == "cosine") return optim::warmup_cosine(s.lr, s.min_lr, s.warmup, s.steps);
-  throw UserError("--schedule: '" + s.schedule + "' is not constant or cosine");
+  throw UserError("--lr-schedule: '" + s.schedule + "' is not constant or cosine");
 }
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const Settings& s) {
@@ -242,8 +242,10 @@ void run_train(TrainArgs& a) {
   Metrics metrics(a.out + "/metrics.jsonl", a.resume, step);
   const uint64_t end = a.stop_after ? std::min(s.steps, step + a.stop_after) : s.steps;
 
-  std::printf("%s: %s parameters on %u stage(s), %u micro-batches, remat %s\n", m.name.c_str(),
+  std::printf("%s: %s parameters on %u stage(s), %u micro-batches, schedule %s%s, remat %s\n", m.name.c_str(),
               std::to_string(m.parameter_count()).c_str(), ex.stages(), a.pipeline.micro_batches,
+              a.pipeline.schedule.c_str(),
+              ex.cells() > ex.stages() ? (" (" + std::to_string(ex.cells()) + " cells)").c_str() : "",
               a.pipeline.remat.c_str());
   std::printf("%sdata: %s\n", p.link_lines.c_str(), data->describe().c_str());
   if (s.schedule == "constant")
@@ -255,7 +257,8 @@ void run_train(TrainArgs& a) {
               double(s.steps) / double(per_epoch), a.resume ? (", resuming at step " + std::to_string(step)).c_str() : "");
   std::fflush(stdout);
   metrics.write({{"kind", "start"}, {"step", step}, {"stages", ex.stages()},
-                 {"micro_batches", a.pipeline.micro_batches}, {"remat", a.pipeline.remat},
+                 {"micro_batches", a.pipeline.micro_batches}, {"pipeline_schedule", a.pipeline.schedule},
+                 {"virtual_stages", a.pipeline.virtual_stages}, {"remat", a.pipeline.remat},
                  {"devices", a.pipeline.devices}, {"settings", to_json(s)}});
 
   const char* split = data->eval_split();
@@ -373,7 +376,7 @@ void add_train(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--optimizer", s.optimizer, "adamw or sgd")->capture_default_str();
   cmd->add_option("--lr", s.lr, "peak learning rate")->capture_default_str();
-  cmd->add_option("--schedule", s.schedule, "learning rate: constant, or cosine (linear warmup, cosine decay)")->capture_default_str();
+  cmd->add_option("--lr-schedule", s.schedule, "learning rate: constant, or cosine (linear warmup, cosine decay)")->capture_default_str();
   cmd->add_option("--warmup", s.warmup, "warmup steps of the cosine schedule (default for text: 100)");
   cmd->add_option("--min-lr", s.min_lr, "final learning rate of the cosine schedule (default: lr / 10)");
   cmd->add_option("--weight-decay", s.weight_decay, "decoupled weight decay (AdamW) or L2 (SGD); default 0, text 0.1");
