@@ -75,7 +75,8 @@ TEST_CASE("brigade plan shows the cut and memory, and exits 1 with a suggestion 
   REQUIRE(ok.status == 0);
   CHECK(ok.output.find("\n0 ") != std::string::npos);
   CHECK(ok.output.find("\n1 ") != std::string::npos);
-  CHECK(ok.output.find("bubble (K-1)/(M+K-1): 0.200") != std::string::npos);
+  CHECK(ok.output.find("stage 1: F0 F1 F2 F3 R3 B3 R2 B2 R1 B1 R0 B0 S\n") != std::string::npos);
+  CHECK(ok.output.find("bubble of gpipe: 0.200 with equal cells") != std::string::npos);  // (K-1)/(M+K-1)
   const auto tight = test::brigade_run("plan --model gpt-small -b 16 --mem-limit 64MiB");
   INFO(tight.output);
   CHECK(tight.status == 1);

@@ -359,6 +359,7 @@ void add_bench(CLI::App& app) {
                     "Time the presets' shapes under every candidate tiling, not just the default");
   kernels->callback([opt] { run_kernels(opt->device, opt->reps, opt->json, opt->compare); });
   add_bench_pipeline(*bench);
+  add_bench_schedules(*bench);
   add_bench_partition(*bench);
   add_bench_profile(*bench);
   add_bench_capacity(*bench);

@@ -1,5 +1,6 @@
 // `brigade bench capacity`: GPipe's Table 1 for Brigade's GPT. Under one --mem-limit on every
-// stage, the largest GPT that trains, for each row of --configs (K stages and a remat mode):
+// stage, the largest GPT that trains, for each row of --configs (K stages, a remat mode and
+// a schedule):
 // for each width of --widths the planner finds the largest n_layer whose plan fits (its
 // per-stage memory is exact), the row keeps the width with the most parameters, and then
 // proves it: one real training step with the cap enforced by every stage's allocator, and the
@@ -55,11 +56,12 @@ struct Options {
   std::string svg;  // folder for capacity.svg
 };
 
-// One row of the table: K stages, one remat mode.
+// One row of the table: K stages, one remat mode, one schedule.
 struct Config {
   uint32_t K = 1;
-  std::string remat;
-  std::string name() const { return "K=" + std::to_string(K) + " " + remat; }
+  std::string remat, schedule = "gpipe";
+  std::string name() const { return "K=" + std::to_string(K) + " " + remat + (schedule == "gpipe" ? "" : " " + schedule); }
+  std::string series() const { return "remat " + remat + (schedule == "gpipe" ? "" : ", " + schedule); }
 };
 
 // K logical devices of --device, each under --mem-limit, for one row.
@@ -68,18 +70,22 @@ PipelineFlags row_flags(const Options& o, const Config& c) {
   f.devices = logical_devices(o.device, c.K);
   f.micro_batches = o.micro_batches;
   f.remat = c.remat;
+  f.schedule = c.schedule;
   f.mem_limit = o.mem_limit;
   return f;
 }
 
 Config parse_config(const std::string& text) {
-  const size_t colon = text.find(':');
+  const size_t colon = text.find(':'), second = text.find(':', colon == std::string::npos ? colon : colon + 1);
   const auto K = parse_uint_list(text.substr(0, colon));
   if (colon == std::string::npos || !K || K->size() != 1 || K->front() == 0 || K->front() > 64)
-    throw UserError("--configs: '" + text + "' is not K:remat with 1 <= K <= 64, such as 4:always");
-  Config c{K->front(), text.substr(colon + 1)};
+    throw UserError("--configs: '" + text + "' is not K:remat[:schedule] with 1 <= K <= 64, such as 4:always or 4:never:1f1b");
+  Config c{K->front(), text.substr(colon + 1, second == std::string::npos ? std::string::npos : second - colon - 1)};
+  if (second != std::string::npos) c.schedule = text.substr(second + 1);
   if (c.remat != "never" && c.remat != "always" && c.remat != "except-last")
     throw UserError("--configs: '" + text + "': '" + c.remat + "' is not a remat mode; expected never, always or except-last");
+  if (c.schedule != "gpipe" && c.schedule != "1f1b" && c.schedule != "zb")
+    throw UserError("--configs: '" + text + "': '" + c.schedule + "' is not a schedule a row can take; expected gpipe, 1f1b or zb");
   return c;
 }
 
@@ -280,10 +286,10 @@ void print(const Options& o, const Base& base, uint64_t cap, const std::vector<R
   }
   print_table(t);
   std::printf("\nthe largest per row, trained one step with every stage capped\n");
-  t = {{"K", "remat", "n_layer", "n_embd", "n_head", "parameters", "planned", "peak", "cap", "n_layer+1 needs",
+  t = {{"K", "remat", "schedule", "n_layer", "n_embd", "n_head", "parameters", "planned", "peak", "cap", "n_layer+1 needs",
         "step s", "loss", "vs K=1 never"}};
   for (const Row& r : rows)
-    t.push_back({std::to_string(r.config.K), r.config.remat, std::to_string(r.n_layer), std::to_string(r.n_embd),
+    t.push_back({std::to_string(r.config.K), r.config.remat, r.config.schedule, std::to_string(r.n_layer), std::to_string(r.n_embd),
                  std::to_string(r.n_head), format_count(r.params), format_bytes(r.planned),
                  o.no_step ? "-" : format_bytes(r.peak), format_bytes(cap),
                  r.at_builder_limit ? "over n_layer " + std::to_string(kMaxDepth) : format_bytes(r.next),
@@ -296,9 +302,9 @@ void write_chart(const Options& o, uint64_t cap, const std::vector<Row>& rows) {
   io::Chart c{"the largest GPT under " + format_bytes(cap) + " per stage", "stages K", "parameters", {}, true};
   for (const Row& r : rows) {
     auto it = std::find_if(c.series.begin(), c.series.end(),
-                           [&](const io::Series& s) { return s.label == "remat " + r.config.remat; });
+                           [&](const io::Series& s) { return s.label == r.config.series(); });
     if (it == c.series.end())
-      it = c.series.insert(c.series.end(), io::Series{"remat " + r.config.remat, {}, {}, false, true});
+      it = c.series.insert(c.series.end(), io::Series{r.config.series(), {}, {}, false, true});
     it->x.push_back(r.config.K), it->y.push_back(double(r.params));
   }
   const std::string path = o.svg + "/capacity.svg";
@@ -325,7 +331,7 @@ void run(const Options& o) {
   for (const Config& c : configs) rows.push_back(measure(o, base, c));
   for (Row& r : rows)
     for (const Row& naive : rows)
-      if (naive.config.K == 1 && naive.config.remat == "never") {
+      if (naive.config.K == 1 && naive.config.remat == "never" && naive.config.schedule == "gpipe") {
         r.relative = double(r.params) / double(naive.params);
         break;
       }
@@ -342,7 +348,7 @@ void run(const Options& o) {
       depths.push_back({{"n_embd", o.widths[i]},
                         {"n_layer", r.depth[i] ? nlohmann::json(*r.depth[i]) : nlohmann::json()},
                         {"parameters", r.parameters[i]}});
-    j["results"].push_back({{"stages", r.config.K}, {"remat", r.config.remat}, {"n_layer", r.n_layer},
+    j["results"].push_back({{"stages", r.config.K}, {"remat", r.config.remat}, {"schedule", r.config.schedule}, {"n_layer", r.n_layer},
                             {"n_embd", r.n_embd}, {"n_head", r.n_head}, {"parameters", r.params},
                             {"planned_bytes", r.planned},
                             {"peak_bytes", o.no_step ? nlohmann::json() : nlohmann::json(r.peak)},
@@ -372,7 +378,7 @@ void add_bench_capacity(CLI::App& bench) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--optimizer", o->optimizer, "adamw or sgd (momentum 0.9): the state the cap must hold")
       ->capture_default_str();
-  cmd->add_option("--configs", o->configs, "rows as K:remat (stages and re-materialization)")
+  cmd->add_option("--configs", o->configs, "rows as K:remat[:schedule] (stages, re-materialization, and gpipe, 1f1b or zb)")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--device", o->device, "device from `brigade devices`: index, part of its name or a UUID prefix")->capture_default_str();

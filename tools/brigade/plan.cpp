@@ -73,8 +73,8 @@ int run_plan(const PlanArgs& a) {
     for (uint32_t k = 0; k < K; ++k) row("stage " + std::to_string(k), k, "", "", p.stage_memory(k, states), true);
   print_table(rows);
   std::printf("%s%s", links.c_str(), pipeline::compute_string(p.schedule).c_str());
-  std::printf("bubble: %.3f (the %s schedule on the planned cell times; GPipe's (K-1)/(M+K-1) = %.3f)\n", p.bubble,
-              a.pipeline.schedule.c_str(), pipeline::bubble_fraction(K, uint32_t(p.micro_rows.size())));
+  std::printf("bubble of %s: %.3f with equal cells, %.3f on the planned cell times (imbalance included)\n",
+              a.pipeline.schedule.c_str(), pipeline::simulated_bubble(p.schedule), p.bubble);
   if (!p.problem.empty()) {
     std::fprintf(stderr, "brigade: %s\n", p.problem.c_str());
     return 1;
