@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "io/safetensors.h"
 #include "io/svg.h"
 #include "optim/sgd.h"
 #include "pipeline/executor.h"
