@@ -219,6 +219,21 @@ TEST_CASE("each schedule's activation memory: M sets for gpipe, K - k for 1f1b, 
     CHECK(zb.deferreds[k] == k + 1);
     CHECK(one.deferreds[k] == 0);
   }
+  // Interleaved: a stage has its warmup of 2(K-k-1) + (V-1)K forwards in flight, and one
+  // more; each cell keeps its own most, so together they hold at least that many sets.
+  const uint32_t V = 2;
+  const Schedule ils = build({Kind::Interleaved, K, M, V, Remat::Never});
+  const Slots il = assign_slots(ils);
+  for (uint32_t k = 0; k < K; ++k) {
+    uint32_t in_flight = 0, most = 0, held = 0;
+    for (const Action& a : ils.actions[k]) {
+      if (a.op == Op::Forward) most = std::max(most, ++in_flight);
+      if (a.op == Op::Backward) --in_flight;
+    }
+    for (uint32_t v = 0; v < V; ++v) held += il.sets[v * K + k];
+    CHECK(most == std::min(2 * (K - k - 1) + (V - 1) * K + 1, M * V));
+    CHECK(held >= most);
+  }
   // Re-materialization keeps one set, and every input in flight.
   const Slots gp_remat = assign_slots(build({Kind::GPipe, K, M, 1, Remat::Always}));
   const Slots one_remat = assign_slots(build({Kind::OneFOneB, K, M, 1, Remat::ExceptLast}));

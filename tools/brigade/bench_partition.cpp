@@ -44,6 +44,8 @@ struct Side {
 };
 
 void run(const Options& o) {
+  if (o.pipeline.virtual_stages > 1)
+    throw UserError("bench partition compares cuts of one cell per stage; leave out --virtual-stages");
   if (o.rounds < 1 || o.steps < 1) throw UserError("--rounds and --steps must be at least 1");
   const model::Model m = model::build(o.model, o.set);
   const pipeline::Batch batch = pipeline::random_batch(m, o.batch, 1);
