@@ -48,7 +48,8 @@ std::vector<Run> runs(Kind kind, uint32_t layers) {
   const LinkKind links[] = {LinkKind::Auto, LinkKind::Fd, LinkKind::Host, LinkKind::Staging};
   std::vector<Run> out;
   size_t j = 0;
-  for (uint32_t K : {2u, 3u, 4u}) {
+  // Interleaved on one stage too: its cells' boundaries are local, nothing moves.
+  for (uint32_t K : kind == Kind::Interleaved ? std::vector<uint32_t>{1, 2, 3, 4} : std::vector<uint32_t>{2, 3, 4}) {
     std::vector<uint32_t> ms{1, 2, 4, 8};
     if (kind == Kind::Interleaved) ms = K == 3 ? std::vector<uint32_t>{3, 6} : std::vector<uint32_t>{K, 2 * K};
     for (uint32_t M : ms) {
@@ -124,6 +125,7 @@ TEST_CASE_FIXTURE(test::Gpu, "each schedule's measured memory is the plan's, and
       const PipelineConfig c{M, r, LinkKind::Auto, kind, kind == Kind::Interleaved ? 2u : 1u};
       const pipeline::Plan plan = test::make_plan(m, K, c, N, 0);
       std::vector<vk::Device*> devs = devices(*this, K);
+      CAPTURE(test::describe(c));
       for (vk::Device* d : devs) {
         REQUIRE(d->memory().stats().current[int(vk::Category::Activations)] == 0);
         d->memory().reset_peaks();
@@ -153,4 +155,18 @@ TEST_CASE_FIXTURE(test::Gpu, "each schedule's measured memory is the plan's, and
   // zb holds K micro-batches on every stage, 1f1b's first stage's count, and what B keeps for
   // W on top: at most 1f1b's peak plus k + 1 micro-batches of deferred gradients.
   CHECK(peak(Kind::ZeroBubble) < peak(Kind::GPipe));
+
+  // Three cells on one stage: local links, one copy of each slot, as planned.
+  const PipelineConfig one{M, Remat::Never, LinkKind::Auto, Kind::Interleaved, 3};
+  const pipeline::Plan plan = test::make_plan(m, 1, one, N, 0);
+  vk::Device& d = device(4);
+  d.memory().reset_peaks();
+  {
+    pipeline::Executor ex(m, {&d}, plan, {LinkKind::Auto, 2});
+    CHECK(ex.link_kind(0) == LinkKind::Local);
+    ex.train(batch);
+  }
+  const pipeline::Bytes want = plan.stage_memory(0, 0);
+  for (vk::Category cat : {vk::Category::Activations, vk::Category::Transfer})
+    CHECK_MESSAGE(d.memory().stats().peak[int(cat)] == want[int(cat)], "K=1 V=3 ", vk::category_name(cat));
 }
