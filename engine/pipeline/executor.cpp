@@ -49,10 +49,19 @@ Executor::Executor(const model::Model& model, std::vector<vk::Device*> devices, 
   }
   slots_ = assign_slots(schedule_);
   eval_slots_ = assign_slots(eval_schedule_);
+  // An evaluation's input lives only through its own Forward, so one slot would do; but the
+  // host writes the first cell's inputs (and the last's targets) and must first wait for the
+  // slot's last reader. Taking the slots the training layout has in turn keeps that wait off
+  // the common path.
+  for (uint32_t k = 0; k < K; ++k)
+    for (size_t x = 0; x < eval_schedule_.actions[k].size(); ++x) {
+      const Action& a = eval_schedule_.actions[k][x];
+      if (a.op == Op::Forward) eval_slots_.input[k][x] = a.micro_batch % plan_.stages[eval_schedule_.cell_of(k, a)].inputs;
+    }
   for (uint32_t c = 0; c < C; ++c)
     BRIGADE_EXPECT(slots_.inputs[c] <= plan_.stages[c].inputs && slots_.sets[c] <= plan_.stages[c].sets &&
                        slots_.deferreds[c] <= plan_.stages[c].deferreds &&
-                       eval_slots_.inputs[c] <= plan_.stages[c].inputs && eval_slots_.sets[c] <= plan_.stages[c].sets,
+                       eval_slots_.sets[c] <= plan_.stages[c].sets,
                    "the plan keeps the buffers its schedule uses");
 
   // Each boundary's path first: a forced path the pair cannot take is refused before any
