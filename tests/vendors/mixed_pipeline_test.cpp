@@ -2,7 +2,8 @@
 // (subgroups of 4), each stage on its own driver, boundaries crossing between them through
 // host memory imported into both or through staging copies. Whatever the device mix, the
 // loss, every gradient, three AdamW steps and evaluation equal one lavapipe device's run with
-// the same micro-batches. Every test runs under the validation layer on both drivers.
+// the same micro-batches, under each schedule. Every test runs under the validation layer on
+// both drivers.
 #include <doctest/doctest.h>
 
 #include <string>
@@ -55,6 +56,11 @@ void check_model(test::Gpu& gpu, const std::string& preset, uint32_t rows,
     runs.push_back({*names, {4, two ? Remat::Always : Remat::ExceptLast, two ? LinkKind::Host : LinkKind::Auto}});
     runs.push_back({*names, {8, two ? Remat::ExceptLast : Remat::Always, two ? LinkKind::Staging : LinkKind::Host}});
   }
+  // The other schedules across the pair: zero-bubble's split backward, interleaved cells
+  // whose boundaries cross between the drivers three times, 1f1b over the three-stage mix.
+  runs.push_back({kTwo, {4, Remat::Never, LinkKind::Auto, pipeline::Kind::ZeroBubble}});
+  runs.push_back({kTwo, {4, Remat::Always, LinkKind::Staging, pipeline::Kind::Interleaved, 2}});
+  runs.push_back({kThree, {8, Remat::ExceptLast, LinkKind::Auto, pipeline::Kind::OneFOneB}});
   for (const auto& [names, c] : runs)
     test::check_equal(test::run(m, devices(gpu, names), c, batches, 0), reference.at(c.M),
                       preset + " " + describe(names, c), false);
