@@ -40,7 +40,7 @@ std::vector<vk::Device*> devices(test::Gpu& gpu, uint32_t K) {
   return out;
 }
 
-// The runs of one schedule: K in {2, 3, 4} with M in {1, 2, 4, 8} (interleaved: the
+// The runs of one schedule: K in {2, 3, 4} with M in {1, 2, 4, 8} (M = 2 at K = 2; interleaved: the
 // multiples of K there are, with V = 2, and V = 3 once), the remat modes and link paths in
 // turn, so each schedule meets every mode and path. Cells must not outnumber layers.
 std::vector<Run> runs(Kind kind, uint32_t layers) {
@@ -50,7 +50,8 @@ std::vector<Run> runs(Kind kind, uint32_t layers) {
   size_t j = 0;
   // Interleaved on one stage too: its cells' boundaries are local, nothing moves.
   for (uint32_t K : kind == Kind::Interleaved ? std::vector<uint32_t>{1, 2, 3, 4} : std::vector<uint32_t>{2, 3, 4}) {
-    std::vector<uint32_t> ms{1, 2, 4, 8};
+    // M = 2 at K = 2 only (CI time): an even split, as M = 4 and 8 of 10 rows are not.
+    std::vector<uint32_t> ms = K == 2 ? std::vector<uint32_t>{1, 2, 4, 8} : std::vector<uint32_t>{1, 4, 8};
     if (kind == Kind::Interleaved) ms = K == 3 ? std::vector<uint32_t>{3, 6} : std::vector<uint32_t>{K, 2 * K};
     for (uint32_t M : ms) {
       const uint32_t V = kind == Kind::Interleaved ? (K == 2 && M == 2 && layers >= 6 ? 3 : 2) : 1;
