@@ -118,8 +118,4 @@ std::vector<uint32_t> parse_balance(const std::string& text) {
   return *sizes;
 }
 
-double bubble_fraction(uint32_t stages, uint32_t micro_batches) {
-  return double(stages - 1) / double(micro_batches + stages - 1);
-}
-
 }  // namespace brigade::pipeline

@@ -62,7 +62,4 @@ Partition balance_manual(const std::vector<LayerCost>& layers, const std::vector
 // Parses "3,5,4".
 std::vector<uint32_t> parse_balance(const std::string& text);
 
-// GPipe's idle fraction of the fill-drain schedule: (K-1)/(M+K-1).
-double bubble_fraction(uint32_t stages, uint32_t micro_batches);
-
 }  // namespace brigade::pipeline

@@ -6,7 +6,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "pipeline/partition.h"
 #include "util/units.h"
 
 namespace brigade::pipeline {

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "pipeline/partition.h"
+#include "pipeline/schedule.h"
 #include "vk/check.h"
 
 using namespace brigade;
@@ -88,11 +89,11 @@ TEST_CASE("a hand-given balance is checked against the model") {
   CHECK_THROWS_WITH_AS(balance_min_max(layers, std::vector<StageSpec>(5)), doctest::Contains("5 stages for a model of 4 layers"), UserError);
 }
 
-TEST_CASE("the bubble fraction is GPipe's (K-1)/(M+K-1)") {
-  CHECK(bubble_fraction(1, 1) == 0.0);
-  CHECK(bubble_fraction(4, 1) == doctest::Approx(0.75));
-  CHECK(bubble_fraction(4, 16) == doctest::Approx(3.0 / 19.0));
-  CHECK(bubble_fraction(8, 32) == doctest::Approx(7.0 / 39.0));
+TEST_CASE("the bubble fraction of fill-drain is GPipe's (K-1)/(M+K-1)") {
+  CHECK(simulated_bubble(gpipe(1, 1, Remat::Never)) == 0.0);
+  CHECK(simulated_bubble(gpipe(4, 1, Remat::Never)) == doctest::Approx(0.75));
+  CHECK(simulated_bubble(gpipe(4, 16, Remat::Never)) == doctest::Approx(3.0 / 19.0));
+  CHECK(simulated_bubble(gpipe(8, 32, Remat::Never)) == doctest::Approx(7.0 / 39.0));
 }
 
 TEST_CASE("profiled layer times: a slower device gets fewer layers") {
