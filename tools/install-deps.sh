@@ -15,6 +15,7 @@ packages=(
   libvulkan-dev libvulkan-volk-dev glslc glslang-tools spirv-tools
   vulkan-validationlayers vulkan-tools mesa-vulkan-drivers
   doctest-dev libcli11-dev libtomlplusplus-dev nlohmann-json3-dev zlib1g-dev
+  openmpi-bin libopenmpi-dev  # ranks: mpirun -np N brigade ...
   clang libclang-rt-14-dev  # tools/fuzz.sh: libFuzzer and the sanitizers
   dataset-fashion-mnist jargon-text
 )

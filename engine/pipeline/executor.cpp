@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "optim/clip.h"
+#include "pipeline/process_link.h"
 #include "vk/check.h"
 
 namespace brigade::pipeline {
@@ -20,6 +21,10 @@ std::vector<LinkChoice> choose_links(const std::vector<vk::Device*>& devices, ui
   std::vector<LinkChoice> out;
   for (uint32_t b = 0; b + 1 < cells; ++b) {
     const std::pair<uint32_t, uint32_t> pair{b % K, (b + 1) % K};
+    if (!devices[pair.first] || !devices[pair.second]) {
+      out.push_back({LinkKind::Mpi, "another process: MPI messages from and into mapped memory"});
+      continue;
+    }
     auto it = by_pair.find(pair);
     if (it == by_pair.end())
       it = by_pair.emplace(pair, choose_link(*devices[pair.first], *devices[pair.second], requested)).first;
@@ -38,9 +43,13 @@ Executor::Executor(const model::Model& model, std::vector<vk::Device*> devices, 
   if (devices_.size() != K)
     throw UserError("the plan has " + std::to_string(K) + " stages but " +
                     std::to_string(devices_.size()) + " devices were given");
-  for (size_t a = 0; a < K; ++a)
+  for (size_t a = 0; a < K; ++a) {
+    BRIGADE_EXPECT(devices_[a] || options_.ranks, "a device for every stage");
+    BRIGADE_EXPECT(!options_.ranks || (devices_[a] != nullptr) == (a == options_.ranks->stage),
+                   "with ranks, the one device of this process's stage");
     for (size_t b = a + 1; b < K; ++b)
-      BRIGADE_EXPECT(devices_[a] != devices_[b], "one logical device per stage");
+      BRIGADE_EXPECT(!devices_[a] || devices_[a] != devices_[b], "one logical device per stage");
+  }
   if (options_.slots == 0) throw UserError("a link needs at least one slot");
   eval_schedule_ = forward_only(schedule_);
   for (const Schedule* s : {&schedule_, &eval_schedule_}) {
@@ -68,32 +77,45 @@ Executor::Executor(const model::Model& model, std::vector<vk::Device*> devices, 
   // cell allocates.
   if (options_.links.empty()) options_.links = choose_links(devices_, C, options_.link);
   BRIGADE_EXPECT(options_.links.size() + 1 == C, "one link choice per boundary");
-  for (uint32_t c = 0; c < C; ++c) {
-    cells_.push_back(std::make_unique<Stage>(*devices_[c % K], model_, plan_.stages[c]));
-    signals_.push_back(std::make_unique<Signals>());
-  }
+  for (uint32_t c = 0; c < C; ++c)
+    cells_.push_back(devices_[c % K] ? std::make_unique<Stage>(*devices_[c % K], model_, plan_.stages[c]) : nullptr);
   for (uint32_t b = 0; b + 1 < C; ++b) {
     const StageLayout& l = plan_.stages[b];
     const uint64_t bytes =
         model::elements(model_.layers[l.last - 1]->output_shape()) * l.max_rows * kFloat;
     const std::string name = "link " + std::to_string(b) + "->" + std::to_string(b + 1);
-    const LinkKind kind = options_.links[b].kind;
-    vk::Device &from = *devices_[b % K], &to = *devices_[(b + 1) % K];
-    act_links_.push_back(std::make_unique<Link>(from, to, bytes, options_.slots, kind, name + " activations"));
-    grad_links_.push_back(std::make_unique<Link>(to, from, bytes, options_.slots, kind, name + " gradients"));
-    for (int r = 0; r < kRoles; ++r)
-      relays_.push_back(std::make_unique<Relay>(name + " relay " + std::to_string(r), abort_));
+    vk::Device *from = devices_[b % K], *to = devices_[(b + 1) % K];
+    if (from && to) {
+      const LinkKind kind = options_.links[b].kind;
+      act_links_.push_back(std::make_unique<ProcessLink>(*from, *to, bytes, options_.slots, kind, name + " activations", abort_));
+      grad_links_.push_back(std::make_unique<ProcessLink>(*to, *from, bytes, options_.slots, kind, name + " gradients", abort_));
+    } else if (from || to) {
+      const bool sends = from != nullptr;  // this process runs cell b
+      const uint32_t peer = (sends ? b + 1 : b) % K;
+      vk::Device* here = sends ? from : to;
+      act_links_.push_back(options_.ranks->link({b, false, sends, peer, here, bytes, options_.slots, name + " activations"}));
+      grad_links_.push_back(options_.ranks->link({b, true, !sends, peer, here, bytes, options_.slots, name + " gradients"}));
+    } else {
+      act_links_.push_back(nullptr);
+      grad_links_.push_back(nullptr);
+    }
   }
   abort_.on_raise([this] {
-    for (auto& t : signals_) t->jump();
+    for (auto* links : {&act_links_, &grad_links_})
+      for (auto& l : *links)
+        if (l) l->interrupt();
   });
 
   // Which cells hold each parameter: more than one means tied across cells.
   for (uint32_t c = 0; c < C; ++c)
     for (const model::ParamSpec& p : plan_.stages[c].params) shared_->holders[p.name].push_back(c);
-  shared_->squared.assign(C, 0.0);
+  for (const model::ParamSpec& p : model_.params())
+    if (p.kind == model::ParamKind::Trainable && shared_->holders.at(p.name).size() > 1)
+      shared_->tied[p.name] = std::accumulate(p.shape.begin(), p.shape.end(), uint64_t(1),
+                                              [](uint64_t a, int64_t d) { return a * uint64_t(d); });
   shared_->norms.resize(C);
   for (uint32_t c = 0; c < C; ++c) {
+    if (!local(c)) continue;
     // The gradients this cell owns (a tied one counts once, on its first holder). A cell
     // holding no tied parameter reduces them in its last gradient submission; one that does
     // must wait for the host to sum the copies, and reduces them in a submission of its own.
@@ -114,6 +136,7 @@ Executor::Executor(const model::Model& model, std::vector<vk::Device*> devices, 
   shared_->events.resize(K);
   shared_->ring.resize(K);
   for (uint32_t k = 0; k < K; ++k) {
+    if (!devices_[k]) continue;
     size_t gpu_actions = 0;
     for (const Action& a : schedule_.actions[k])
       gpu_actions += a.op == Op::Forward || a.op == Op::Recompute || a.op == Op::Backward ||
@@ -124,6 +147,7 @@ Executor::Executor(const model::Model& model, std::vector<vk::Device*> devices, 
   }
   // Every parameter, gradient and statistics accumulator starts at zero.
   for (uint32_t c = 0; c < C; ++c) {
+    if (!local(c)) continue;
     vk::Commands cmd(*devices_[c % K], "cell " + std::to_string(c) + " zero");
     for (const model::ParamSpec& p : plan_.stages[c].params) cmd.fill(cells_[c]->param(p.name));
     cells_[c]->zero_gradients(cmd);
@@ -133,17 +157,18 @@ Executor::Executor(const model::Model& model, std::vector<vk::Device*> devices, 
 }
 
 Executor::~Executor() {
-  // Relays finish before the links and timelines they use go away.
-  relays_.clear();
+  // Links (their relay threads, their messages) finish before the devices they use go away.
+  act_links_.clear();
+  grad_links_.clear();
 }
 
 void Executor::calibrate() {
   for (uint32_t k = 0; k < stages(); ++k) {
-    vk::Device& dev = *devices_[k];
-    if (!dev.info().timestamps) {
+    if (!devices_[k] || !devices_[k]->info().timestamps) {
       clock_offset_us_.push_back(0);
       continue;
     }
+    vk::Device& dev = *devices_[k];
     vk::Commands c(dev, "clock calibration");
     c.timestamp();
     const double before = now_us();
@@ -162,6 +187,7 @@ void Executor::set_parameter(const std::string& name, const std::vector<float>& 
   auto it = shared_->holders.find(name);
   if (it == shared_->holders.end()) throw UserError("the model has no parameter '" + name + "'");
   for (uint32_t k : it->second) {
+    if (!local(k)) continue;
     vk::Buffer& b = cells_[k]->param(name);
     if (values.size() * kFloat != b.size())
       throw UserError("parameter '" + name + "' has " + std::to_string(b.size() / kFloat) +
@@ -175,6 +201,7 @@ std::vector<std::vector<float>> Executor::parameter_copies(const std::string& na
   if (it == shared_->holders.end()) throw UserError("the model has no parameter '" + name + "'");
   std::vector<std::vector<float>> out;
   for (uint32_t k : it->second) {
+    if (!local(k)) continue;
     const vk::Buffer& b = cells_[k]->param(name);
     std::vector<float> v(b.size() / kFloat);
     vk::download(b, v.data(), b.size());
@@ -184,14 +211,28 @@ std::vector<std::vector<float>> Executor::parameter_copies(const std::string& na
 }
 
 std::vector<float> Executor::parameter(const std::string& name) const {
-  return parameter_copies(name).front();
+  std::vector<std::vector<float>> copies = parameter_copies(name);
+  if (copies.empty()) throw UserError("parameter '" + name + "' is held by another process");
+  return std::move(copies.front());
+}
+
+std::vector<std::string> Executor::held() const {
+  std::vector<std::string> out;
+  for (const model::ParamSpec& p : model_.params()) {
+    const std::vector<uint32_t>& h = shared_->holders.at(p.name);
+    if (std::any_of(h.begin(), h.end(), [&](uint32_t c) { return local(c); })) out.push_back(p.name);
+  }
+  return out;
 }
 
 std::vector<float> Executor::gradient(const std::string& name) const {
   auto it = shared_->holders.find(name);
-  if (it == shared_->holders.end() || !cells_[it->second.front()]->holds(name))
-    throw UserError("the model has no parameter '" + name + "'");
-  Stage& s = *cells_[it->second.front()];
+  if (it == shared_->holders.end()) throw UserError("the model has no parameter '" + name + "'");
+  // Tied copies hold the same sum: the first one in this process.
+  const auto c = std::find_if(it->second.begin(), it->second.end(), [&](uint32_t j) { return local(j); });
+  if (c == it->second.end()) throw UserError("parameter '" + name + "' is held by another process");
+  Stage& s = *cells_[*c];
+  if (!s.holds(name)) throw UserError("the model has no parameter '" + name + "'");
   const vk::Buffer& b = s.gradient(name);
   std::vector<float> v(b.size() / kFloat);
   vk::download(b, v.data(), b.size());
@@ -200,30 +241,26 @@ std::vector<float> Executor::gradient(const std::string& name) const {
 
 void Executor::attach(optim::Optimizer& optimizer) {
   for (auto& s : cells_)
-    for (const std::string& name : s->trainable()) optimizer.add(name, s->param(name), s->gradient(name));
+    if (s)
+      for (const std::string& name : s->trainable()) optimizer.add(name, s->param(name), s->gradient(name));
 }
 
 StepResult Executor::train(const Batch& batch, const Update& update) {
   run(schedule_, batch, update, nullptr);
   StepResult result;
-  float loss = 0;
-  vk::download(cells_.back()->loss(), &loss, kFloat);
-  result.loss = loss;
+  result.loss = shared_->loss;
   result.grad_norm = shared_->grad_norm;
   const uint32_t K = stages(), C = cells();
   result.trace.stages = K, result.trace.micro_batches = schedule_.micro_batches;
   result.trace.schedule = kind_name(schedule_.kind);
   result.trace.predicted_bubble = simulated_bubble(schedule_);
   for (auto& e : shared_->events) result.trace.actions.insert(result.trace.actions.end(), e.begin(), e.end());
-  for (uint32_t b = 0; b + 1 < C; ++b)
-    for (int r : {kActivation, kGradient}) {
-      const uint32_t from = b % K, to = (b + 1) % K;
-      const bool forward = r == kActivation;
-      for (Transfer& t : relays_[b * kRoles + r]->take_transfers())
-        result.trace.transfers.push_back({forward ? from : to, forward ? to : from, std::move(t)});
-    }
-  for (uint32_t b = 0; b + 1 < C; ++b)
-    for (int r : {kActivationFreed, kGradientFreed}) relays_[b * kRoles + r]->take_transfers();
+  for (uint32_t b = 0; b + 1 < C; ++b) {
+    if (!act_links_[b]) continue;
+    const uint32_t from = b % K, to = (b + 1) % K;
+    for (Transfer& t : act_links_[b]->take_transfers()) result.trace.transfers.push_back({from, to, std::move(t)});
+    for (Transfer& t : grad_links_[b]->take_transfers()) result.trace.transfers.push_back({to, from, std::move(t)});
+  }
   return result;
 }
 
@@ -231,12 +268,21 @@ EvalResult Executor::evaluate(const Batch& batch, std::vector<float>* outputs) {
   if (outputs)
     outputs->assign(uint64_t(batch.rows) * model::elements(model_.layers.back()->output_shape()), 0.0f);
   run(eval_schedule_, batch, Update{}, outputs);
-  for (auto& r : relays_) r->take_transfers();
-  float loss = 0;
-  uint32_t correct = 0;
-  vk::download(cells_.back()->loss(), &loss, sizeof loss);
-  vk::download(cells_.back()->correct(), &correct, sizeof correct);
-  return EvalResult{loss, correct};
+  for (auto* links : {&act_links_, &grad_links_})
+    for (auto& l : *links)
+      if (l) l->take_transfers();
+  // The last cell's sums; with ranks, over every replica's share (the loss of each is
+  // already a share of the mean over the whole batch).
+  std::vector<double> sums{0, 0};
+  if (local(cells() - 1)) {
+    float loss = 0;
+    uint32_t correct = 0;
+    vk::download(cells_.back()->loss(), &loss, sizeof loss);
+    vk::download(cells_.back()->correct(), &correct, sizeof correct);
+    sums = {loss, double(correct)};
+  }
+  if (const Ranks* r = options_.ranks) r->pipeline->sum(sums), r->replica_group->sum(sums);
+  return EvalResult{sums[0], uint64_t(sums[1])};
 }
 
 void Executor::run(const Schedule& schedule, const Batch& batch, const Update& update,
@@ -245,9 +291,11 @@ void Executor::run(const Schedule& schedule, const Batch& batch, const Update& u
   const uint32_t K = stages(), M = schedule.micro_batches;
   const uint64_t in = model::elements(model_.input);
   const uint32_t N = std::accumulate(plan_.micro_rows.begin(), plan_.micro_rows.end(), 0u);
-  if (batch.rows < M || batch.rows > N)
+  // With replicas, this one's share of the batch (split_rows over the replicas, in order).
+  const uint32_t R = options_.ranks ? options_.ranks->replicas : 1, q = options_.ranks ? options_.ranks->replica : 0;
+  if (batch.rows < M * R || batch.rows > N * R)
     throw UserError("a mini-batch of " + std::to_string(batch.rows) + " samples; this pipeline " +
-                    "was planned for " + std::to_string(M) + " to " + std::to_string(N));
+                    "was planned for " + std::to_string(M * R) + " to " + std::to_string(N * R));
   const size_t inputs = model_.token_input ? batch.tokens.size() : batch.images.size();
   if (inputs != batch.rows * in || batch.targets.size() != uint64_t(batch.rows) * model_.targets_per_sample)
     throw UserError("the batch holds " + std::to_string(inputs) + " inputs and " +
@@ -255,20 +303,28 @@ void Executor::run(const Schedule& schedule, const Batch& batch, const Update& u
                     std::to_string(batch.rows) + " samples; the model expects " +
                     std::to_string(in) + " and " + std::to_string(model_.targets_per_sample) +
                     " per sample");
-  shared_->rows = split_rows(batch.rows, M);
+  const std::vector<uint32_t> shares = split_rows(batch.rows, R);
+  shared_->first_row = std::accumulate(shares.begin(), shares.begin() + q, 0u);
+  shared_->rows = split_rows(shares[q], M);
   shared_->total_rows = batch.rows;
-  shared_->grad_norm = 0;
-  shared_->tied.clear();
-  for (auto& [name, holders] : shared_->holders)
-    if (holders.size() > 1) shared_->tied[name].resize(cells());
-  shared_->barrier = std::make_unique<std::barrier<>>(K);
+  shared_->grad_norm = shared_->loss = 0;
+  std::vector<uint32_t> here;  // the stages this process runs
+  for (uint32_t k = 0; k < K; ++k)
+    if (devices_[k]) here.push_back(k);
+  shared_->threads = std::make_shared<ThreadGroup::Shared>(uint32_t(here.size()));
   for (auto& e : shared_->events) e.clear();
 
   std::vector<std::thread> threads;
-  for (uint32_t k = 0; k < K; ++k)
-    threads.emplace_back([&, k] { run_stage(k, schedule, batch, update, outputs); });
+  for (uint32_t j = 0; j < here.size(); ++j)
+    threads.emplace_back([&, j] {
+      ThreadGroup group(shared_->threads, j, abort_);
+      Group& pipeline = options_.ranks ? *options_.ranks->pipeline : static_cast<Group&>(group);
+      run_stage(here[j], schedule, batch, update, outputs, pipeline);
+    });
   for (auto& t : threads) t.join();
-  for (auto& r : relays_) r->drain();
+  for (auto* links : {&act_links_, &grad_links_})
+    for (auto& l : *links)
+      if (l) l->drain();
   if (abort_.raised()) {
     broken_ = true;
     abort_.rethrow();
@@ -278,13 +334,14 @@ void Executor::run(const Schedule& schedule, const Batch& batch, const Update& u
 }
 
 void Executor::run_stage(uint32_t k, const Schedule& schedule, const Batch& batch,
-                         const Update& update, std::vector<float>* outputs) {
+                         const Update& update, std::vector<float>* outputs, Group& pipeline) {
   try {
     const uint32_t K = stages(), C = cells(), V = schedule.virtual_stages;
-    const uint32_t M = schedule.micro_batches, S = options_.slots;
+    const uint32_t M = schedule.micro_batches;
     const bool training = schedule.training;
     const Slots& slots = training ? slots_ : eval_slots_;
     const uint32_t step_index = uint32_t(update.step.t);
+    const uint32_t first_index = options_.ranks ? options_.ranks->replica * M : 0;  // random keys
     vk::Device& dev = *devices_[k];
     // Per cell of this stage (v = 0..V-1): transfer sequence numbers, which start here for
     // this mini-batch, and per micro-batch the numbers it took and its submissions' values.
@@ -307,11 +364,8 @@ void Executor::run_stage(uint32_t k, const Schedule& schedule, const Batch& batc
     // A stage thread waits on the host for a relay's word before the submission that needs
     // it, so no device queue ever holds a submission waiting on another device.
     double waited_us = 0;  // host time blocked in waits and the step's barrier, kept out of record_us
-    auto wait_for = [&](Counter& c, uint64_t value) {
-      const double t0 = now_us();
-      c.wait(value, [&] { return abort_.raised(); });
-      waited_us += now_us() - t0;
-    };
+    const StopFn stop = [this] { return abort_.raised(); };
+    auto waited = [&](double t0) { waited_us += now_us() - t0; };
     size_t next_cmd = 0;
     std::vector<std::pair<vk::Commands*, ActionEvent>> recorded;
     uint64_t last_value = 0;
@@ -349,20 +403,22 @@ void Executor::run_stage(uint32_t k, const Schedule& schedule, const Batch& batc
       const uint32_t i = a.micro_batch, c = schedule.cell_of(k, a);
       Cell& m = mine[a.cell];
       Stage& s = *cells_[c];
-      Signals& T = *signals_[c];
-      const MicroBatch mb{i, slots.input[k][x], slots.set[k][x], slots.deferred[k][x],
+      const MicroBatch mb{first_index + i, slots.input[k][x], slots.set[k][x], slots.deferred[k][x],
                           i < M ? shared_->rows[i] : 0, shared_->total_rows, step_index, training};
       auto used = [&](uint64_t value) {
         if (mb.input != Slots::kNone) m.input_used.resize(std::max<size_t>(m.input_used.size(), mb.input + 1)), m.input_used[mb.input] = value;
         return value;
       };
       switch (a.op) {
-        case Op::RecvActivation:
+        case Op::RecvActivation: {
           m.act_in[i] = m.recv_act++;
-          wait_for(T.act_ready, m.act_in[i] + 1);
+          const double t0 = now_us();
+          act_links_[c - 1]->wait_arrived(m.act_in[i], stop);
+          waited(t0);
           break;
+        }
         case Op::Forward: {
-          uint64_t first_row = 0;
+          uint64_t first_row = shared_->first_row;
           for (uint32_t j = 0; j < i; ++j) first_row += shared_->rows[j];
           // The host writes the kept input: whatever read that slot before must be done.
           if ((s.layout().first_stage || s.layout().last_stage) && mb.input < m.input_used.size() && m.input_used[mb.input])
@@ -380,12 +436,14 @@ void Executor::run_stage(uint32_t k, const Schedule& schedule, const Batch& batc
           vk::Commands& cmd = begin(a);
           if (m.first_forward) s.zero_loss(cmd), m.first_forward = false;
           std::optional<vk::View> received;
-          if (c > 0) received = vk::View(act_links_[c - 1]->receive(m.act_in[i] % S));
+          if (c > 0) received = vk::View(act_links_[c - 1]->receive(m.act_in[i]));
           const vk::View out = s.forward(cmd, mb, received, false);
           if (c + 1 < C) {
             m.act_out[i] = m.send_act++;
-            if (m.act_out[i] >= S) wait_for(T.act_free, m.act_out[i] - S + 1);
-            cmd.copy(*out.buffer, act_links_[c]->send(m.act_out[i] % S), out.range, out.offset, 0);
+            const double t0 = now_us();
+            act_links_[c]->wait_free(m.act_out[i], stop);
+            waited(t0);
+            cmd.copy(*out.buffer, act_links_[c]->send(m.act_out[i]), out.range, out.offset, 0);
           }
           if (!training && s.layout().last_stage) s.count_correct(cmd, mb);
           m.fwd_value[i] = used(submit(cmd));
@@ -394,23 +452,19 @@ void Executor::run_stage(uint32_t k, const Schedule& schedule, const Batch& batc
             const uint64_t per_row = model::elements(model_.layers.back()->output_shape());
             vk::download(*out.buffer, outputs->data() + first_row * per_row, out.range, out.offset);
           }
-          if (c > 0)
-            relays_[(c - 1) * kRoles + kActivationFreed]->push(
-                {"free", &dev, m.fwd_value[i], {}, 0, &signals_[c - 1]->act_free, m.act_in[i] + 1});
+          if (c > 0) act_links_[c - 1]->release(m.act_in[i], dev, m.fwd_value[i]);
           break;
         }
-        case Op::SendActivation: {
-          Link* link = act_links_[c].get();
-          const uint32_t slot = uint32_t(m.act_out[i] % S);
-          relays_[c * kRoles + kActivation]->push(
-              {to_string(a, V > 1), &dev, m.fwd_value[i], [link, slot] { return link->relay(slot); },
-               link->bytes(), &signals_[c + 1]->act_ready, m.act_out[i] + 1});
+        case Op::SendActivation:
+          act_links_[c]->post(m.act_out[i], dev, m.fwd_value[i], to_string(a, V > 1));
           break;
-        }
-        case Op::RecvGradient:
+        case Op::RecvGradient: {
           m.grad_in[i] = m.recv_grad++;
-          wait_for(T.grad_ready, m.grad_in[i] + 1);
+          const double t0 = now_us();
+          grad_links_[c]->wait_arrived(m.grad_in[i], stop);
+          waited(t0);
           break;
+        }
         case Op::Recompute: {
           vk::Commands& cmd = begin(a);
           s.forward(cmd, mb, std::nullopt, true);
@@ -421,28 +475,23 @@ void Executor::run_stage(uint32_t k, const Schedule& schedule, const Batch& batc
           vk::Commands& cmd = begin(a);
           if (m.first_backward) s.zero_gradients(cmd), m.first_backward = false;
           std::optional<vk::View> received;
-          if (c + 1 < C) received = vk::View(grad_links_[c]->receive(m.grad_in[i] % S));
+          if (c + 1 < C) received = vk::View(grad_links_[c]->receive(m.grad_in[i]));
           const std::optional<vk::View> dx = s.backward(cmd, mb, received, schedule.split);
           if (c > 0) {
             m.grad_out[i] = m.send_grad++;
-            if (m.grad_out[i] >= S) wait_for(T.grad_free, m.grad_out[i] - S + 1);
-            cmd.copy(*dx->buffer, grad_links_[c - 1]->send(m.grad_out[i] % S), dx->range, dx->offset, 0);
+            const double t0 = now_us();
+            grad_links_[c - 1]->wait_free(m.grad_out[i], stop);
+            waited(t0);
+            cmd.copy(*dx->buffer, grad_links_[c - 1]->send(m.grad_out[i]), dx->range, dx->offset, 0);
           }
           if (x == m.last_gradient && shared_->norms[c].in_backward) shared_->norms[c].reduce->record(cmd);
           m.bwd_value[i] = used(submit(cmd));
-          if (c + 1 < C)
-            relays_[c * kRoles + kGradientFreed]->push(
-                {"free", &dev, m.bwd_value[i], {}, 0, &signals_[c + 1]->grad_free, m.grad_in[i] + 1});
+          if (c + 1 < C) grad_links_[c]->release(m.grad_in[i], dev, m.bwd_value[i]);
           break;
         }
-        case Op::SendGradient: {
-          Link* link = grad_links_[c - 1].get();
-          const uint32_t slot = uint32_t(m.grad_out[i] % S);
-          relays_[(c - 1) * kRoles + kGradient]->push(
-              {to_string(a, V > 1), &dev, m.bwd_value[i], [link, slot] { return link->relay(slot); },
-               link->bytes(), &signals_[c - 1]->grad_ready, m.grad_out[i] + 1});
+        case Op::SendGradient:
+          grad_links_[c - 1]->post(m.grad_out[i], dev, m.bwd_value[i], to_string(a, V > 1));
           break;
-        }
         case Op::WeightGradient: {
           vk::Commands& cmd = begin(a);
           s.backward_params(cmd, mb);
@@ -456,7 +505,7 @@ void Executor::run_stage(uint32_t k, const Schedule& schedule, const Batch& batc
           if (abort_.raised()) return;
           vk::Commands& cmd = begin(a);
           const double t0 = now_us();
-          const std::optional<double> grad_scale = step_stage(k, update);
+          const std::optional<double> grad_scale = step_stage(k, update, pipeline);
           waited_us += now_us() - t0;  // the stages' barrier and the norms' reduction on the host
           if (!grad_scale || abort_.raised()) return;
           if (update.optimizer) {
@@ -490,7 +539,7 @@ void Executor::run_stage(uint32_t k, const Schedule& schedule, const Batch& batc
     }
   } catch (...) {
     abort_.raise(std::current_exception());
-    if (shared_->barrier) shared_->barrier->arrive_and_drop();
+    shared_->threads->barrier.arrive_and_drop();
   }
 }
 

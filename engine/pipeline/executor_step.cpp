@@ -1,8 +1,10 @@
-// The host part of the Step action: gradients of parameters tied across cells are summed
-// (in cell order, so every copy gets the same bits); every cell reduces its gradients to
-// squared norms, which both clip (summed in cell order into the global coefficient) and
-// check that the loss and every gradient are finite. A step with anything non-finite
-// updates nothing: the stage of the cell with the problem throws NonFinite, the others skip.
+// The host part of the Step action, as sums over a Group (the stage threads of this process,
+// or the processes of a multi-process run): gradients are summed over data-parallel
+// replicas, then those of parameters tied across cells (every copy gets the same bits);
+// every cell reduces its gradients to squared norms, which both clip (summed in cell order
+// into the global coefficient) and check that the loss and every gradient are finite. A
+// step with anything non-finite updates nothing: the stage of the cell with the problem
+// throws NonFinite, the others skip.
 #include <algorithm>
 #include <cmath>
 
@@ -11,32 +13,57 @@
 
 namespace brigade::pipeline {
 
-std::optional<double> Executor::step_stage(uint32_t k, const Update& update) {
+std::optional<double> Executor::step_stage(uint32_t k, const Update& update, Group& pipeline) {
   Shared& sh = *shared_;
   const uint32_t K = stages(), C = cells();
   std::vector<uint32_t> mine;  // this stage's cells
   for (uint32_t c = k; c < C; c += K) mine.push_back(c);
-  if (!sh.tied.empty()) {  // parameters held by more than one cell
+  auto download = [](const vk::Buffer& b) {
+    std::vector<float> v(b.size() / kFloat);
+    vk::download(b, v.data(), b.size());
+    return v;
+  };
+  // Data-parallel replicas: every gradient, and BatchNorm's statistics accumulators, summed
+  // over the replicas of this stage (each replica's loss is its share of the whole batch's).
+  Group* replicas = options_.ranks ? options_.ranks->replica_group : nullptr;
+  if (replicas && replicas->size() > 1)
     for (uint32_t c : mine) {
       Stage& s = *cells_[c];
-      const auto& held = s.trainable();
-      for (auto& [name, copies] : sh.tied) {
-        if (std::find(held.begin(), held.end(), name) == held.end()) continue;
-        copies[c].resize(s.gradient(name).size() / kFloat);
-        vk::download(s.gradient(name), copies[c].data(), s.gradient(name).size());
+      std::vector<vk::Buffer*> buffers;
+      for (const std::string& name : s.trainable()) buffers.push_back(&s.gradient(name));
+      for (const model::ParamSpec& p : plan_.stages[c].params)
+        if (p.kind == model::ParamKind::State) buffers.push_back(&s.param(p.name));
+      std::vector<float> all;
+      for (vk::Buffer* b : buffers) {
+        const std::vector<float> v = download(*b);
+        all.insert(all.end(), v.begin(), v.end());
       }
+      if (!replicas->sum(all)) return std::nullopt;
+      uint64_t at = 0;
+      for (vk::Buffer* b : buffers) vk::upload(*b, all.data() + at, b->size()), at += b->size() / kFloat;
     }
-    sh.barrier->arrive_and_wait();
-    if (abort_.raised()) return std::nullopt;
-    for (uint32_t c : mine)
-      for (auto& [name, copies] : sh.tied) {
-        if (copies[c].empty()) continue;
-        std::vector<float> sum(copies[c].size(), 0.0f);
-        for (uint32_t j : sh.holders.at(name))
-          for (size_t e = 0; e < sum.size(); ++e) sum[e] += copies[j][e];
-        vk::upload(cells_[c]->gradient(name), sum.data(), sum.size() * kFloat);
-      }
+  // Parameters held by more than one cell: every copy gets the sum of the cells' gradients.
+  if (!sh.tied.empty()) {
+    std::vector<float> all;
+    for (const auto& [name, n] : sh.tied) {
+      std::vector<float> sum(n, 0.0f);
+      for (uint32_t c : mine)
+        if (cells_[c]->holds(name)) {
+          const std::vector<float> g = download(cells_[c]->gradient(name));
+          for (size_t e = 0; e < n; ++e) sum[e] += g[e];
+        }
+      all.insert(all.end(), sum.begin(), sum.end());
+    }
+    if (!pipeline.sum(all)) return std::nullopt;
+    uint64_t at = 0;
+    for (const auto& [name, n] : sh.tied) {
+      for (uint32_t c : mine)
+        if (cells_[c]->holds(name)) vk::upload(cells_[c]->gradient(name), all.data() + at, n * kFloat);
+      at += n;
+    }
   }
+  // Per cell its squared gradient norm and whether a gradient is not finite, then the loss.
+  std::vector<double> stats(2 * C + 1, 0.0);
   for (uint32_t c : mine) {
     Shared::Norm& norm = sh.norms[c];
     if (!norm.in_backward) {
@@ -45,42 +72,51 @@ std::optional<double> Executor::step_stage(uint32_t k, const Update& update) {
       norm.commands->run();
     }
     std::vector<double> each;
-    sh.squared[c] = norm.reduce->squared(&each);
+    stats[c] = norm.reduce->squared(&each);
     sh.bad[c].clear();
     sh.bad_param[c].clear();
     for (size_t i = each.size(); i-- > 0;)  // the deepest first: backward reaches it first
       if (!std::isfinite(each[i])) {
         sh.bad[c] = norm.names[i];
+        stats[C + c] = 1;
         break;
       }
     if (cells_[c]->layout().last_stage) {
       float loss = 0;
       vk::download(cells_[c]->loss(), &loss, kFloat);
-      sh.loss = loss;
+      stats[2 * C] = loss;
     }
   }
-  sh.barrier->arrive_and_wait();
-  if (abort_.raised()) return std::nullopt;
-  if (!std::isfinite(sh.loss)) {  // every stage sees it: look for a parameter that already was
-    for (uint32_t c : mine) sh.bad_param[c] = first_non_finite_parameter(c);
-    sh.barrier->arrive_and_wait();
-    if (abort_.raised()) return std::nullopt;
+  if (!pipeline.sum(stats)) return std::nullopt;
+  std::vector<double> loss{stats[2 * C]};
+  if (replicas && !replicas->sum(loss)) return std::nullopt;
+  // One thread writes the step's results: the first stage this process runs.
+  const bool writer = k == uint32_t(std::find_if(devices_.begin(), devices_.end(), [](vk::Device* d) { return d; }) - devices_.begin());
+  if (writer) sh.loss = loss[0];
+  std::vector<double> bad_param(C, 0.0);
+  if (!std::isfinite(loss[0])) {  // every stage sees it: look for a parameter that already was
+    for (uint32_t c : mine) {
+      sh.bad_param[c] = first_non_finite_parameter(c);
+      bad_param[c] = !sh.bad_param[c].empty();
+    }
+    if (!pipeline.sum(bad_param)) return std::nullopt;
   }
   // Who reports: the shallowest cell with a non-finite parameter, else the deepest with a
-  // non-finite gradient, else the last (the loss alone).
+  // non-finite gradient, else the last (the loss alone). Among replicas, the first.
   int culprit = -1;
   for (uint32_t j = C; j-- > 0;)
-    if (!sh.bad_param[j].empty()) culprit = int(j);
+    if (bad_param[j] != 0) culprit = int(j);
   for (uint32_t j = 0; j < C && culprit < 0; ++j)
-    if (!sh.bad[C - 1 - j].empty()) culprit = int(C - 1 - j);
-  if (culprit < 0 && !std::isfinite(sh.loss)) culprit = int(C - 1);
+    if (stats[C + (C - 1 - j)] != 0) culprit = int(C - 1 - j);
+  if (culprit < 0 && !std::isfinite(loss[0])) culprit = int(C - 1);
   if (culprit >= 0) {
-    if (uint32_t(culprit) % K == k) throw NonFinite(non_finite_message(uint32_t(culprit), update.step.t));
+    if (uint32_t(culprit) % K == k && (!options_.ranks || options_.ranks->replica == 0))
+      throw NonFinite(non_finite_message(uint32_t(culprit), update.step.t, loss[0]));
     return std::nullopt;
   }
   double total = 0;
-  for (double v : sh.squared) total += v;  // in cell order: every stage gets the same bits
-  if (k == 0) sh.grad_norm = std::sqrt(total);
+  for (uint32_t c = 0; c < C; ++c) total += stats[c];  // the same bits on every stage
+  if (writer) sh.grad_norm = std::sqrt(total);
   if (update.max_norm > 0) return optim::clip(total, update.max_norm).grad_scale;
   return 1.0;
 }
@@ -103,7 +139,7 @@ std::string Executor::first_non_finite_parameter(uint32_t c) {
   return {};
 }
 
-std::string Executor::non_finite_message(uint32_t c, uint64_t step) const {
+std::string Executor::non_finite_message(uint32_t c, uint64_t step, double loss) const {
   const Shared& sh = *shared_;
   const StageLayout& l = plan_.stages[c];
   const uint32_t k = c % stages();
@@ -117,7 +153,7 @@ std::string Executor::non_finite_message(uint32_t c, uint64_t step) const {
     return std::string("layer ?");
   };
   std::string what = "step " + std::to_string(step) + ": ";
-  if (!std::isfinite(sh.loss)) what += "the loss is " + std::string(std::isnan(sh.loss) ? "NaN" : "infinite") + "; ";
+  if (!std::isfinite(loss)) what += "the loss is " + std::string(std::isnan(loss) ? "NaN" : "infinite") + "; ";
   if (!sh.bad_param[c].empty())
     what += "parameter '" + sh.bad_param[c] + "' (" + layer_of(sh.bad_param[c]) + ", on " + where +
             ") was already not finite";

@@ -23,6 +23,7 @@ const char* link_name(LinkKind kind) {
     case LinkKind::Host: return "host";
     case LinkKind::Staging: return "staging";
     case LinkKind::Local: return "local";
+    case LinkKind::Mpi: return "mpi";
   }
   return "?";
 }
@@ -103,7 +104,7 @@ LinkChoice choose_link(vk::Device& a, vk::Device& b, LinkKind requested) {
   return {LinkKind::Staging, "a copy through mapped memory" + refused};
 }
 
-Link::Link(vk::Device& producer, vk::Device& consumer, uint64_t bytes, uint32_t slots,
+LinkMemory::LinkMemory(vk::Device& producer, vk::Device& consumer, uint64_t bytes, uint32_t slots,
            LinkKind kind, const std::string& name)
     : kind_(kind), bytes_(bytes) {
   BRIGADE_EXPECT(kind != LinkKind::Auto, "a link's path is chosen (choose_link) before it is built");
@@ -130,7 +131,7 @@ Link::Link(vk::Device& producer, vk::Device& consumer, uint64_t bytes, uint32_t 
   }
 }
 
-uint64_t Link::relay(uint32_t slot) {
+uint64_t LinkMemory::relay(uint32_t slot) {
   if (kind_ != LinkKind::Staging) return 0;
   auto& s = slots_.at(slot);
   std::memcpy(s.second.mapped(), s.first.mapped(), bytes_);

@@ -48,21 +48,25 @@ std::string Trace::chrome_json() const {
   for (const TransferEvent& t : transfers) origin = std::min(origin, t.transfer.ready_us);
   if (origin == std::numeric_limits<double>::max()) origin = 0;
   nlohmann::json events = nlohmann::json::array();
-  auto name_track = [&](uint32_t tid, const std::string& name) {
-    events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", 1}, {"tid", tid},
+  auto pid = [&](uint32_t stage) { return ranks.empty() ? 1u : ranks.at(stage) + 1; };
+  auto name_track = [&](uint32_t stage, uint32_t tid, const std::string& name) {
+    events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", pid(stage)}, {"tid", tid},
                       {"args", {{"name", name}}}});
   };
-  for (uint32_t k = 0; k < stages; ++k) name_track(k, "stage " + std::to_string(k));
+  for (uint32_t k = 0; k < ranks.size(); ++k)
+    events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", pid(k)},
+                      {"args", {{"name", "rank " + std::to_string(ranks[k])}}}});
+  for (uint32_t k = 0; k < stages; ++k) name_track(k, k, "stage " + std::to_string(k));
   for (uint32_t k = 0; k + 1 < stages; ++k)
-    name_track(100 + k, "link " + std::to_string(k) + "<->" + std::to_string(k + 1));
+    name_track(k, 100 + k, "link " + std::to_string(k) + "<->" + std::to_string(k + 1));
   for (const ActionEvent& a : actions)
-    events.push_back({{"ph", "X"}, {"name", a.name}, {"cat", "gpu"}, {"pid", 1}, {"tid", a.stage},
+    events.push_back({{"ph", "X"}, {"name", a.name}, {"cat", "gpu"}, {"pid", pid(a.stage)}, {"tid", a.stage},
                       {"ts", a.begin_us - origin}, {"dur", a.end_us - a.begin_us},
                       {"args", {{"submitted_us", a.submit_us - origin}, {"record_us", a.record_us},
                                 {"dispatches", a.dispatches}, {"barriers", a.barriers}}}});
   for (const TransferEvent& t : transfers) {
     const uint32_t tid = 100 + std::min(t.from, t.to);
-    events.push_back({{"ph", "X"}, {"name", t.transfer.name}, {"cat", "relay"}, {"pid", 1},
+    events.push_back({{"ph", "X"}, {"name", t.transfer.name}, {"cat", "relay"}, {"pid", pid(t.from)},
                       {"tid", tid}, {"ts", t.transfer.begin_us - origin},
                       {"dur", t.transfer.end_us - t.transfer.begin_us},
                       {"args", {{"from", t.from}, {"to", t.to}, {"bytes", t.transfer.shared_bytes},
@@ -70,6 +74,36 @@ std::string Trace::chrome_json() const {
                                 {"waited_us", t.transfer.begin_us - t.transfer.ready_us}}}});
   }
   return nlohmann::json({{"traceEvents", events}, {"displayTimeUnit", "ms"}}).dump(1);
+}
+
+void Trace::merge(const Trace& other) {
+  actions.insert(actions.end(), other.actions.begin(), other.actions.end());
+  transfers.insert(transfers.end(), other.transfers.begin(), other.transfers.end());
+}
+
+std::string Trace::to_json() const {
+  nlohmann::json a = nlohmann::json::array(), t = nlohmann::json::array();
+  for (const ActionEvent& e : actions)
+    a.push_back({e.stage, e.name, e.submit_us, e.begin_us, e.end_us, e.record_us, e.dispatches, e.barriers});
+  for (const TransferEvent& e : transfers)
+    t.push_back({e.from, e.to, e.transfer.name, e.transfer.bytes, e.transfer.shared_bytes, e.transfer.ready_us,
+                 e.transfer.begin_us, e.transfer.end_us});
+  return nlohmann::json{{"stages", stages}, {"micro_batches", micro_batches}, {"schedule", schedule},
+                        {"predicted_bubble", predicted_bubble}, {"actions", a}, {"transfers", t}, {"ranks", ranks}}
+      .dump();
+}
+
+Trace Trace::from_json(const std::string& text) {
+  const nlohmann::json j = nlohmann::json::parse(text);
+  Trace tr;
+  j.at("stages").get_to(tr.stages), j.at("micro_batches").get_to(tr.micro_batches);
+  j.at("schedule").get_to(tr.schedule), j.at("predicted_bubble").get_to(tr.predicted_bubble);
+  j.at("ranks").get_to(tr.ranks);
+  for (const nlohmann::json& e : j.at("actions"))
+    tr.actions.push_back({e[0], e[1], e[2], e[3], e[4], e[5], e[6], e[7]});
+  for (const nlohmann::json& e : j.at("transfers"))
+    tr.transfers.push_back({e[0], e[1], Transfer{e[2], e[3], e[4], e[5], e[6], e[7]}});
+  return tr;
 }
 
 std::string to_string(const TraceSummary& s) {

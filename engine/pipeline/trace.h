@@ -50,6 +50,14 @@ struct Trace {
   double predicted_bubble = 0;  // simulated_bubble of the schedule
   std::vector<ActionEvent> actions;
   std::vector<TransferEvent> transfers;
+  // Per stage, the rank that ran it, when the stages ran as ranks: each is then a process
+  // of its own in the Chrome trace.
+  std::vector<uint32_t> ranks;
+
+  // The events of several processes' traces (each holding its own stages') as one.
+  void merge(const Trace& other);
+  std::string to_json() const;  // everything, to move between ranks
+  static Trace from_json(const std::string& text);
 
   // Busy time and bubble over the forward and backward actions (the optimizer step, which
   // GPipe's bubble does not count, is left out).

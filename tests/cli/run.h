@@ -28,9 +28,11 @@ struct Result {
   std::string output;  // stdout and stderr
 };
 
-inline Result brigade_run(const std::string& args) {
+// Runs a shell command line that starts brigade (under mpirun, say), with the same checks.
+inline Result command_run(const std::string& command) {
   Result r;
-  const std::string cmd = std::string(BRIGADE_EXE) + " " + args + " 2>&1";
+  const std::string& args = command;
+  const std::string cmd = command + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   REQUIRE(p);
   std::array<char, 4096> buf{};
@@ -45,6 +47,8 @@ inline Result brigade_run(const std::string& args) {
   CHECK_MESSAGE(r.output.find(kValidationFailure) == std::string::npos, "brigade ", args, "\n", r.output);
   return r;
 }
+
+inline Result brigade_run(const std::string& args) { return command_run(std::string(BRIGADE_EXE) + " " + args); }
 
 // Starts the program in the background, its stdout and stderr into `log`; returns its pid.
 inline pid_t brigade_spawn(const std::string& args, const std::filesystem::path& log) {

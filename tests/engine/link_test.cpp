@@ -17,7 +17,7 @@ TEST_CASE_FIXTURE(test::Gpu, "every link path carries each slot's micro-batch to
   const uint32_t n = 5000, slots = 2;
   for (LinkKind kind : {LinkKind::Fd, LinkKind::Host, LinkKind::Staging}) {
     INFO("link ", link_name(kind));
-    Link link(a, b, n * 4, slots, kind, "activations 0->1");
+    LinkMemory link(a, b, n * 4, slots, kind, "activations 0->1");
     CHECK(link.kind() == kind);
     for (uint32_t s = 0; s < slots; ++s) {
       std::vector<float> x(n, float(s + 1));

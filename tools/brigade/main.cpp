@@ -2,8 +2,10 @@
 #include <cstdio>
 #include <exception>
 #include <filesystem>
+#include <memory>
 
 #include "commands.h"
+#include "ranks.h"
 #include "vk/check.h"
 #include "vk/instance.h"
 
@@ -11,26 +13,34 @@ namespace {
 
 // Exit codes: 0 done, 1 a question answered no (plan: does not fit), 2 a user error,
 // 3 a Vulkan failure, 4 an internal error, 5 validation messages, 128+N stopped by signal N.
+// Under mpirun a message names the rank ("brigade: rank 1 of 2 (host, stage 1): error: ..."),
+// and a rank that fails alone stops every rank (MPI_Abort) with its exit code.
 int run(CLI::App& app, int argc, char** argv) {
+  brigade::mpi::World& world = brigade::cli::world();
+  auto fail = [&](int code, const char* kind, const std::string& what) {
+    std::fprintf(stderr, "brigade: %s%s%s\n", (world.multi() ? world.who() + ": " : "").c_str(), kind, what.c_str());
+    std::fflush(stderr);
+    world.abort(code);
+    return code;
+  };
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return app.exit(e);  // every rank parsed the same arguments
+  } catch (const brigade::cli::RanksDisagree& e) {
+    if (world.rank() == 0) std::fprintf(stderr, "brigade: error: %s\n", e.what());
+    return 2;  // every rank saw it
   } catch (const brigade::cli::Interrupted& e) {
-    std::fprintf(stderr, "brigade: %s\n", e.what());
-    return 128 + e.signal;
+    if (world.rank() == 0) std::fprintf(stderr, "brigade: %s\n", e.what());
+    return 128 + e.signal;  // every rank stopped at the same step
   } catch (const brigade::UserError& e) {
-    std::fprintf(stderr, "brigade: error: %s\n", e.what());
-    return 2;
+    return fail(2, "error: ", e.what());
   } catch (const std::filesystem::filesystem_error& e) {  // --out in a place that cannot be written
-    std::fprintf(stderr, "brigade: error: %s: %s\n", e.path1().c_str(), e.code().message().c_str());
-    return 2;
+    return fail(2, "error: ", std::string(e.path1()) + ": " + e.code().message());
   } catch (const brigade::vk::VulkanError& e) {
-    std::fprintf(stderr, "brigade: Vulkan failure: %s\n", e.what());
-    return 3;
+    return fail(3, "Vulkan failure: ", e.what());
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "brigade: internal error: %s\n", e.what());
-    return 4;
+    return fail(4, "internal error: ", e.what());
   }
   return 0;
 }
@@ -38,6 +48,16 @@ int run(CLI::App& app, int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::unique_ptr<brigade::mpi::World> world;
+  try {
+    world = std::make_unique<brigade::mpi::World>(&argc, &argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "brigade: error: %s\n", e.what());
+    return 2;
+  }
+  brigade::cli::set_world(world.get());
+  // One rank speaks for all: the others' standard output is dropped (their errors are not).
+  if (world->rank() != 0 && !std::freopen("/dev/null", "w", stdout)) return 4;
   CLI::App app{"brigade: GPipe pipeline-parallel training on Vulkan compute, across GPUs of any vendor"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "brigade 0.1.0");

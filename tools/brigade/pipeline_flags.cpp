@@ -3,6 +3,7 @@
 #include <map>
 
 #include "pipeline/profile.h"
+#include "ranks.h"
 #include "util/units.h"
 #include "vk/check.h"
 
@@ -37,6 +38,11 @@ void add_pipeline_flags(CLI::App& cmd, PipelineFlags& f) {
   cmd.add_option("--mem-limit", f.mem_limit,
                  "memory cap per device, e.g. 256MiB or 1GiB,512MiB (one per stage)");
   cmd.add_flag("--validation", f.validation, "run under the Khronos validation layer");
+  cmd.add_option("--replicas", f.replicas,
+                 "under mpirun: data-parallel replicas R, each a pipeline of ranks / R stages "
+                 "taking its share of every mini-batch")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
 }
 
 std::vector<uint32_t> parse_devices(const std::string& text, const vk::Instance& instance) {
@@ -57,13 +63,37 @@ std::string logical_devices(const std::string& device, uint32_t K) {
   return s;
 }
 
+namespace {
+
+StageDevice describe(const vk::Device& dev) {
+  const vk::PhysicalInfo& info = dev.info();
+  uint64_t heap = 0;
+  for (const vk::MemoryHeap& h : info.heaps)
+    if (h.device_local) heap = std::max(heap, h.size);
+  return {info.name, info.driver_name.empty() ? info.name : info.driver_name, info.index, heap, ""};
+}
+
+}  // namespace
+
 Devices open_devices(const PipelineFlags& f) {
   Devices d;
   vk::InstanceOptions io;
   io.validation = f.validation;
   d.instance = std::make_unique<vk::Instance>(io);
-  const std::vector<uint32_t> indices =
-      parse_devices(f.devices, *d.instance);
+  std::vector<uint32_t> indices = parse_devices(f.devices, *d.instance);
+  mpi::World& w = world();
+  uint32_t here = 0;  // the stage this process opens a device for (all of them without ranks)
+  if (w.multi()) {
+    if (w.size() % f.replicas != 0)
+      throw UserError("--replicas " + std::to_string(f.replicas) + " does not divide the " +
+                      std::to_string(w.size()) + " ranks into pipelines of equal length");
+    const uint32_t K = w.size() / f.replicas;
+    here = w.rank() % K;
+    const uint32_t mine = indices[w.local_rank() % indices.size()];
+    indices.assign(K, mine);
+  } else if (f.replicas != 1) {
+    throw UserError("--replicas " + std::to_string(f.replicas) + " needs ranks: run under mpirun -np N");
+  }
   const uint32_t K = uint32_t(indices.size());
   d.caps.assign(K, 0);
   if (!f.mem_limit.empty()) {
@@ -74,10 +104,27 @@ Devices open_devices(const PipelineFlags& f) {
     for (uint32_t k = 0; k < K; ++k) d.caps[k] = given.size() == 1 ? given[0] : given[k];
   }
   for (uint32_t k = 0; k < K; ++k) {
+    if (w.multi() && k != here) {
+      d.devices.push_back(nullptr);
+      continue;
+    }
     vk::DeviceOptions o;
     o.label = "stage " + std::to_string(k);
     o.mem_limit = d.caps[k];
     d.devices.push_back(std::make_unique<vk::Device>(*d.instance, indices[k], o));
+    d.stages.push_back(describe(*d.devices.back()));
+  }
+  if (w.multi()) {  // every stage's device, from the first replica's ranks
+    const StageDevice& mine = d.stages.front();
+    const nlohmann::json j{{"name", mine.name}, {"driver", mine.driver}, {"index", mine.index}, {"heap", mine.heap}};
+    const std::vector<std::string> all = w.allgather(j.dump() + "\n" + w.host());
+    d.stages.clear();
+    for (uint32_t k = 0; k < K; ++k) {
+      const std::string& s = all[k];
+      const nlohmann::json o = nlohmann::json::parse(s.substr(0, s.find('\n')));
+      d.stages.push_back({o.at("name"), o.at("driver"), o.at("index"), o.at("heap"),
+                          "rank " + std::to_string(k) + " on " + s.substr(s.find('\n') + 1)});
+    }
   }
   return d;
 }
@@ -93,10 +140,11 @@ std::string link_lines(const std::vector<pipeline::LinkChoice>& links, const Dev
   const bool cells = links.size() + 1 > K;
   std::string s;
   for (size_t b = 0; b < links.size(); ++b) {
-    const vk::PhysicalInfo &x = d.devices[b % K]->info(), &y = d.devices[(b + 1) % K]->info();
+    const StageDevice &x = d.stages[b % K], &y = d.stages[(b + 1) % K];
     s += "link " + std::to_string(b) + "->" + std::to_string(b + 1) + " (" +
          (cells ? "stage " + std::to_string(b % K) + " -> stage " + std::to_string((b + 1) % K) + ", " : "") +
-         x.driver_name + " -> " + y.driver_name + "): " + pipeline::link_name(links[b].kind) + ", " + links[b].why + "\n";
+         (x.rank.empty() ? x.driver + " -> " + y.driver : x.rank + " -> " + y.rank) + "): " +
+         pipeline::link_name(links[b].kind) + ", " + links[b].why + "\n";
   }
   return s;
 }
@@ -116,12 +164,12 @@ pipeline::Plan make_plan(const model::Model& m, const PipelineFlags& f, Devices&
   if (f.partition == "memory") po.objective = pipeline::Objective::Memory;
   if (!f.balance.empty()) po.balance = pipeline::parse_balance(f.balance);
   for (uint32_t k = 0; k < K; ++k) {
-    const vk::PhysicalInfo& info = d.devices[k]->info();
-    uint64_t heap = 0;
-    for (const vk::MemoryHeap& h : info.heaps)
-      if (h.device_local) heap = std::max(heap, h.size);
-    po.stages.push_back({1.0, d.caps[k], "device " + std::to_string(info.index) + ", " + info.name, info.index, heap, {}});
+    const StageDevice& s = d.stages[k];
+    po.stages.push_back({1.0, d.caps[k], (s.rank.empty() ? "" : s.rank + ", ") + "device " + std::to_string(s.index) + ", " + s.name,
+                         s.index, s.heap, {}});
   }
+  if (f.partition == "profile" && world().multi())
+    throw UserError("--partition profile: not under mpirun yet; use cost or memory, or --balance");
   if (f.partition == "profile") {
     const uint32_t micro_rows = pipeline::split_rows(rows, f.micro_batches).front();
     std::map<uint32_t, std::vector<double>> by_physical;  // logical devices of one GPU share a profile
@@ -141,7 +189,12 @@ Pipeline open_pipeline(const model::Model& m, const PipelineFlags& f, uint32_t r
   pipeline::ExecutorOptions eo;
   eo.links = choose_links(f, d);
   p.link_lines = link_lines(eo.links, d);
-  p.plan = make_plan(m, f, d, rows, optimizer_states);
+  // With replicas, each pipeline is planned for its share: the first replica's is the largest.
+  p.plan = make_plan(m, f, d, pipeline::split_rows(rows, f.replicas).front(), optimizer_states);
+  if (world().multi()) {
+    p.placement = world().place(uint32_t(d.devices.size()), f.replicas);
+    eo.ranks = &p.placement->ranks;
+  }
   if (!p.plan.problem.empty()) throw UserError(p.plan.problem);  // before anything is allocated
   p.instance = std::move(d.instance);
   p.devices = std::move(d.devices);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "model/model.h"
+#include "mpi/world.h"
 #include "pipeline/executor.h"
 #include "pipeline/plan.h"
 #include "vk/device.h"
@@ -19,6 +20,7 @@ namespace brigade::cli {
 
 struct PipelineFlags {
   std::string devices = "0";
+  uint32_t replicas = 1;  // under mpirun: data-parallel copies of the pipeline
   uint32_t micro_batches = 1;
   std::string schedule = "gpipe";
   uint32_t virtual_stages = 1;
@@ -38,11 +40,21 @@ std::string logical_devices(const std::string& device, uint32_t K);
 // prefix ("llvmpipe,swiftshader"); refuses what names no device, or several.
 std::vector<uint32_t> parse_devices(const std::string& text, const vk::Instance& instance);
 
-// The devices of --devices with their --mem-limit caps, opened. With --partition profile
-// each distinct physical device times every layer first.
+// What the planner and the link lines need of a stage's device, wherever it runs.
+struct StageDevice {
+  std::string name, driver;
+  uint32_t index = 0;  // in its host's `brigade devices`
+  uint64_t heap = 0;   // the largest device-local heap
+  std::string rank;    // under mpirun: "rank 1 on host"
+};
+
+// The devices of --devices with their --mem-limit caps, opened. Under mpirun (K = ranks /
+// --replicas stages), each rank opens one: the entry of --devices at its local rank (the
+// list repeating), and learns the others' from every rank.
 struct Devices {
   std::unique_ptr<vk::Instance> instance;
-  std::vector<std::unique_ptr<vk::Device>> devices;
+  std::vector<std::unique_ptr<vk::Device>> devices;  // per stage; null: another rank's
+  std::vector<StageDevice> stages;
   std::vector<uint64_t> caps;
 };
 Devices open_devices(const PipelineFlags& f);
@@ -61,6 +73,7 @@ pipeline::Plan make_plan(const model::Model& m, const PipelineFlags& f, Devices&
 struct Pipeline {
   std::unique_ptr<vk::Instance> instance;
   std::vector<std::unique_ptr<vk::Device>> devices;
+  std::unique_ptr<mpi::World::Placement> placement;  // under mpirun: this rank's stage
   std::string link_lines;  // link_lines() of the executor's boundaries ("" with one stage)
   pipeline::Plan plan;
   std::unique_ptr<pipeline::Executor> executor;

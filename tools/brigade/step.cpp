@@ -1,13 +1,16 @@
 // `brigade init` and `brigade step`: the interop contract of DESIGN.md. init writes a
 // model's initial parameters; step runs one pipelined forward and backward of a batch and
 // writes the loss and every parameter's gradient, all as safetensors under PyTorch's names.
+#include <algorithm>
 #include <cstdio>
+#include <map>
 #include <fstream>
 #include <string>
 
 #include "commands.h"
 #include "io/tensors.h"
 #include "pipeline_flags.h"
+#include "ranks.h"
 #include "util/units.h"
 
 namespace brigade::cli {
@@ -48,14 +51,24 @@ void run_step(const StepArgs& a) {
   pipeline::StepResult r;
   for (uint32_t i = 0; i < a.repeat; ++i) r = p.executor->train(batch);
 
+  // Under mpirun every rank has its stage's gradients; rank 0 writes them all.
+  std::map<std::string, std::vector<float>> mine;
+  const std::vector<std::string> held = p.executor->held();
+  for (const model::ParamSpec& spec : m.params())
+    if (spec.kind == model::ParamKind::Trainable && std::find(held.begin(), held.end(), spec.name) != held.end())
+      mine[spec.name] = p.executor->gradient(spec.name);
+  const std::map<std::string, std::vector<float>> grads = gather_tensors(mine);
+  r.trace = gather_trace(r.trace, p.executor->stages());
+  if (world().rank() != 0) return;
   io::SafeTensorsWriter out;
   const float loss = float(r.loss);
   out.add("loss", {}, std::span<const float>(&loss, 1));
   for (const model::ParamSpec& spec : m.params())
-    if (spec.kind == model::ParamKind::Trainable) out.add(spec.name, spec.shape, p.executor->gradient(spec.name));
+    if (spec.kind == model::ParamKind::Trainable) out.add(spec.name, spec.shape, grads.at(spec.name));
   out.set_metadata("model", m.name);
   out.set_metadata("micro_batches", std::to_string(a.pipeline.micro_batches));
   out.set_metadata("stages", std::to_string(p.executor->stages()));
+  if (world().multi()) out.set_metadata("replicas", std::to_string(a.pipeline.replicas));
   out.write(a.out);
   if (!a.trace.empty()) {
     const std::string json = r.trace.chrome_json();

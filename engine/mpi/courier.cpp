@@ -1,0 +1,115 @@
+#include "mpi/courier.h"
+
+#include <chrono>
+#include <climits>
+#include <exception>
+
+#include "vk/check.h"
+
+namespace brigade::mpi {
+
+Courier::Courier(MPI_Comm comm, std::function<void(const std::string&)> fatal)
+    : comm_(comm), fatal_(std::move(fatal)), thread_([this] { loop(); }) {}
+
+Courier::~Courier() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void Courier::push(Item item) {
+  BRIGADE_EXPECT(item.bytes <= uint64_t(INT_MAX), "an MPI message under 2 GiB");
+  {
+    std::lock_guard lock(mutex_);
+    ++unfinished_;
+    incoming_.push_back(std::move(item));
+  }
+  cv_.notify_all();
+}
+
+void Courier::drain() {
+  std::unique_lock lock(mutex_);
+  cv_.wait(lock, [&] { return unfinished_ == 0; });
+}
+
+void Courier::loop() {
+  std::vector<Item> waiting, active;
+  std::vector<MPI_Request> requests;
+  std::vector<int> indices;
+  auto finished = [&](uint64_t n) {
+    if (n == 0) return;
+    {
+      std::lock_guard lock(mutex_);
+      unfinished_ -= n;
+    }
+    cv_.notify_all();
+  };
+  std::chrono::microseconds nap{10};
+  try {
+    for (;;) {
+      {
+        std::unique_lock lock(mutex_);
+        if (incoming_.empty() && !stop_) {
+          if (waiting.empty() && requests.empty()) cv_.wait(lock, [&] { return stop_ || !incoming_.empty(); });
+          else cv_.wait_for(lock, nap);
+        }
+        if (stop_) break;
+        for (Item& item : incoming_) waiting.push_back(std::move(item));
+        incoming_.clear();
+      }
+      bool progress = false;
+      uint64_t started_receives = 0;
+      for (size_t i = 0; i < waiting.size();) {
+        Item& item = waiting[i];
+        if (item.device && !item.device->wait_for(item.value, 0)) {
+          ++i;
+          continue;
+        }
+        MPI_Request r;
+        if (item.send)
+          MPI_Isend(item.data, int(item.bytes), MPI_BYTE, item.peer, item.tag, comm_, &r);
+        else
+          MPI_Irecv(item.data, int(item.bytes), MPI_BYTE, item.peer, item.tag, comm_, &r);
+        if (item.started) item.started();
+        started_receives += !item.send;
+        requests.push_back(r);
+        active.push_back(std::move(item));
+        waiting.erase(waiting.begin() + ptrdiff_t(i));
+        progress = true;
+      }
+      finished(started_receives);
+      if (!requests.empty()) {
+        int count = 0;
+        indices.resize(requests.size());
+        MPI_Testsome(int(requests.size()), requests.data(), &count, indices.data(), MPI_STATUSES_IGNORE);
+        if (count > 0 && count != MPI_UNDEFINED) {
+          progress = true;
+          uint64_t sends = 0;
+          for (int j = 0; j < count; ++j) {
+            Item& item = active[size_t(indices[size_t(j)])];
+            if (item.done) item.done();
+            sends += item.send;
+          }
+          // Drop the completed ones (their requests are now MPI_REQUEST_NULL).
+          size_t w = 0;
+          for (size_t j = 0; j < requests.size(); ++j)
+            if (requests[j] != MPI_REQUEST_NULL) requests[w] = requests[j], active[w] = std::move(active[j]), ++w;
+          requests.resize(w), active.resize(w);
+          finished(sends);
+        }
+      }
+      nap = progress ? std::chrono::microseconds(10) : std::min(nap * 2, std::chrono::microseconds(200));
+    }
+  } catch (const std::exception& e) {
+    fatal_(e.what());
+  }
+  // Receives posted for transfers that will not come: cancelled before MPI finalizes.
+  for (size_t j = 0; j < requests.size(); ++j)
+    if (!active[j].send) MPI_Cancel(&requests[j]);
+  MPI_Waitall(int(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
+}
+
+}  // namespace brigade::mpi

@@ -1,0 +1,79 @@
+#include "mpi/mpi_link.h"
+
+#include "pipeline/relay.h"
+#include "vk/check.h"
+
+namespace brigade::mpi {
+
+MpiLink::MpiLink(Courier& courier, const pipeline::RemoteEnd& end, int peer, uint32_t boundaries)
+    : courier_(courier), end_(end), peer_(peer), boundaries_(boundaries), bytes_(end.bytes) {
+  for (uint32_t s = 0; s < end.slots; ++s)
+    slots_.emplace_back(*end.device, bytes_, vk::Category::Transfer,
+                        end.name + " slot " + std::to_string(s) + (end.producer ? " (send)" : " (receive)"),
+                        vk::Residency::Host);
+  void* ub = nullptr;
+  int flag = 0;
+  MPI_Comm_get_attr(courier.comm(), MPI_TAG_UB, &ub, &flag);
+  const int tag_ub = flag ? *static_cast<int*>(ub) : 32767;  // the least MPI promises
+  window_ = tag_ub / int(2 * boundaries_);
+  BRIGADE_EXPECT(window_ > int(4 * end.slots), "MPI tags for every transfer in flight");
+  if (!end.producer)
+    for (uint64_t n = 0; n < slots_.size(); ++n) expect(n, nullptr, 0);
+}
+
+MpiLink::~MpiLink() {
+  if (!interrupted_) courier_.drain();  // nothing of this link's still waits on a device
+}
+
+int MpiLink::tag(uint64_t n) const {
+  return int(n % uint64_t(window_)) * int(2 * boundaries_) + int(2 * end_.boundary + (end_.gradient ? 1 : 0));
+}
+
+void MpiLink::complete(pipeline::Counter& counter, std::set<uint64_t>& done, uint64_t& next, uint64_t n) {
+  std::lock_guard lock(mutex_);
+  done.insert(n);
+  while (!done.empty() && *done.begin() == next) done.erase(done.begin()), ++next;
+  counter.advance(next);
+}
+
+bool MpiLink::wait_free(uint64_t n, const pipeline::StopFn& stop) {
+  const uint64_t S = slots_.size();
+  return n < S || freed_.wait(n - S + 1, stop);
+}
+
+void MpiLink::post(uint64_t n, vk::Device& producer, uint64_t value, std::string label) {
+  auto t = std::make_shared<pipeline::Transfer>();
+  t->name = std::move(label), t->bytes = t->shared_bytes = bytes_, t->ready_us = pipeline::now_us();
+  courier_.push({true, &producer, value, send(n).mapped(), bytes_, peer_, tag(n),
+                 [t] { t->begin_us = pipeline::now_us(); },
+                 [this, t, n] {
+                   t->end_us = pipeline::now_us();
+                   {
+                     std::lock_guard lock(mutex_);
+                     transfers_.push_back(*t);
+                   }
+                   complete(freed_, freed_set_, freed_next_, n);
+                 }});
+}
+
+void MpiLink::expect(uint64_t n, vk::Device* gate, uint64_t value) {
+  courier_.push({false, gate, value, receive(n).mapped(), bytes_, peer_, tag(n), {},
+                 [this, n] { complete(arrived_, arrived_set_, arrived_next_, n); }});
+}
+
+void MpiLink::release(uint64_t n, vk::Device& consumer, uint64_t value) {
+  expect(n + slots_.size(), &consumer, value);
+}
+
+std::vector<pipeline::Transfer> MpiLink::take_transfers() {
+  std::lock_guard lock(mutex_);
+  return std::move(transfers_);
+}
+
+void MpiLink::interrupt() {
+  interrupted_ = true;
+  arrived_.advance(UINT64_MAX);
+  freed_.advance(UINT64_MAX);
+}
+
+}  // namespace brigade::mpi
