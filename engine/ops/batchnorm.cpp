@@ -1,5 +1,7 @@
 #include "ops/batchnorm.h"
 
+#include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "shaders/norm.h"
@@ -19,6 +21,27 @@ void batchnorm_forward_train(vk::Commands& cmd, vk::View x, vk::View weight, vk:
   cmd.dispatch(dev.kernel("batchnorm_forward_train", reduction_spec(dev, uint64_t(N) * HW)),
                {x, weight, bias, y, mean, rstd, stats},
                shaders::BatchNormPush{N, C, HW, eps, accumulate ? 1u : 0u}, capped_groups(C, 1));
+}
+
+std::vector<double> batchnorm_stats_to_sums(std::span<const float> words) {
+  std::vector<double> sums;
+  for (size_t c = 0; c + 2 < words.size(); c += 3) {
+    uint32_t count = 0;
+    std::memcpy(&count, &words[c], sizeof count);
+    const double n = count, mean = words[c + 1], m2 = words[c + 2];
+    sums.insert(sums.end(), {n, n * mean, m2 + n * mean * mean});
+  }
+  return sums;
+}
+
+void batchnorm_stats_from_sums(std::span<const double> sums, std::span<float> words) {
+  for (size_t c = 0; c + 2 < sums.size(); c += 3) {
+    const double n = sums[c], mean = n > 0 ? sums[c + 1] / n : 0.0;
+    const uint32_t count = uint32_t(n);
+    std::memcpy(&words[c], &count, sizeof count);
+    words[c + 1] = float(mean);
+    words[c + 2] = float(std::max(0.0, sums[c + 2] - n * mean * mean));
+  }
 }
 
 void batchnorm_update_running(vk::Commands& cmd, vk::View stats, vk::View running_mean,

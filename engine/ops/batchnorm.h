@@ -10,6 +10,8 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
+#include <vector>
 
 #include "vk/commands.h"
 
@@ -25,6 +27,12 @@ void batchnorm_forward_train(vk::Commands& cmd, vk::View x, vk::View weight, vk:
                              float eps = 1e-5f);
 // Once per mini-batch, after its last micro-batch's training forward.
 // stats: (C) BatchNormStats  running_mean, running_var: (C)
+// The statistics accumulator (shaders::BatchNormStats per channel: count, mean, M2) as
+// three sums per channel that add across data-parallel replicas (count, count x mean,
+// M2 + count x mean^2), and back: the accumulator of all their micro-batches together.
+std::vector<double> batchnorm_stats_to_sums(std::span<const float> words);
+void batchnorm_stats_from_sums(std::span<const double> sums, std::span<float> words);
+
 void batchnorm_update_running(vk::Commands& cmd, vk::View stats, vk::View running_mean,
                               vk::View running_var, uint32_t C, float momentum = 0.1f);
 // x, y: (N, C, HW)  weight, bias, running_mean, running_var: (C)

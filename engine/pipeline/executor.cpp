@@ -121,7 +121,8 @@ Executor::Executor(const model::Model& model, std::vector<vk::Device*> devices, 
     // must wait for the host to sum the copies, and reduces them in a submission of its own.
     Shared::Norm& norm = shared_->norms[c];
     std::vector<vk::View> grads;
-    norm.in_backward = true;
+    // Replicas' gradients are summed on the host at the step: the norm must come after.
+    norm.in_backward = !options_.ranks || options_.ranks->replicas == 1;
     for (const std::string& name : cells_[c]->trainable()) {
       const std::vector<uint32_t>& holders = shared_->holders.at(name);
       if (holders.size() > 1) norm.in_backward = false;

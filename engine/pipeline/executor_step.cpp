@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ops/batchnorm.h"
 #include "pipeline/executor.h"
 #include "pipeline/executor_shared.h"
 
@@ -23,24 +24,32 @@ std::optional<double> Executor::step_stage(uint32_t k, const Update& update, Gro
     vk::download(b, v.data(), b.size());
     return v;
   };
-  // Data-parallel replicas: every gradient, and BatchNorm's statistics accumulators, summed
-  // over the replicas of this stage (each replica's loss is its share of the whole batch's).
+  // Data-parallel replicas: every gradient summed over the replicas of this stage (each
+  // replica's loss is its share of the whole batch's), and BatchNorm's statistics
+  // accumulators merged, as if one process had run every micro-batch.
   Group* replicas = options_.ranks ? options_.ranks->replica_group : nullptr;
   if (replicas && replicas->size() > 1)
     for (uint32_t c : mine) {
       Stage& s = *cells_[c];
-      std::vector<vk::Buffer*> buffers;
-      for (const std::string& name : s.trainable()) buffers.push_back(&s.gradient(name));
-      for (const model::ParamSpec& p : plan_.stages[c].params)
-        if (p.kind == model::ParamKind::State) buffers.push_back(&s.param(p.name));
-      std::vector<float> all;
-      for (vk::Buffer* b : buffers) {
-        const std::vector<float> v = download(*b);
-        all.insert(all.end(), v.begin(), v.end());
+      std::vector<float> grads;
+      for (const std::string& name : s.trainable()) {
+        const std::vector<float> v = download(s.gradient(name));
+        grads.insert(grads.end(), v.begin(), v.end());
       }
-      if (!replicas->sum(all)) return std::nullopt;
+      if (!replicas->sum(grads)) return std::nullopt;
       uint64_t at = 0;
-      for (vk::Buffer* b : buffers) vk::upload(*b, all.data() + at, b->size()), at += b->size() / kFloat;
+      for (const std::string& name : s.trainable()) {
+        vk::Buffer& b = s.gradient(name);
+        vk::upload(b, grads.data() + at, b.size()), at += b.size() / kFloat;
+      }
+      for (const model::ParamSpec& p : plan_.stages[c].params)
+        if (p.kind == model::ParamKind::State) {  // BatchNorm's, the only kind there is
+          std::vector<float> words = download(s.param(p.name));
+          std::vector<double> sums = ops::batchnorm_stats_to_sums(words);
+          if (!replicas->sum(sums)) return std::nullopt;
+          ops::batchnorm_stats_from_sums(sums, words);
+          vk::upload(s.param(p.name), words.data(), words.size() * kFloat);
+        }
     }
   // Parameters held by more than one cell: every copy gets the sum of the cells' gradients.
   if (!sh.tied.empty()) {

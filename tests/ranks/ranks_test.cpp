@@ -71,3 +71,50 @@ TEST_CASE("2, 3 and 4 ranks pipelined give one process's loss and gradients, und
   }
   fs::remove_all(d);
 }
+
+namespace {
+
+std::string train_args(const fs::path& d, const std::string& model, const std::string& run) {
+  return "train --model " + model + " --data " + (d / "data").string() + " --out " + (d / run).string() +
+         " --steps 3 --batch-size 12 --optimizer adamw --lr 0.003 --clip 0.5 --eval-every 3 --eval-batches 1";
+}
+
+std::string ckpt(const fs::path& d, const std::string& run) { return (d / run / "checkpoint.safetensors").string(); }
+
+}  // namespace
+
+TEST_CASE("three AdamW steps with clipping: 2 and 3 ranks, and 2 replicas x 2 stages, equal one process") {
+  const fs::path d = scratch_dir("ranks-train");
+  test::write_tiny_fashion(d / "data", 48, 24);
+  for (const std::string model : {"fashion-mlp", "fashion-cnn-bn"}) {
+    CAPTURE(model);
+    Result r = brigade_run(train_args(d, model, "one-" + model) + " -m 4");
+    REQUIRE_MESSAGE(r.status == 0, r.output);
+    const auto one = test::records(d / ("one-" + model), "train");
+    REQUIRE(one.size() == 3);
+    struct Layout {
+      uint32_t ranks;
+      std::string flags;
+    };
+    const std::vector<Layout> layouts =
+        model == "fashion-mlp" ? std::vector<Layout>{{2, "-m 4"}, {3, "-m 4 --schedule 1f1b"}}
+                               : std::vector<Layout>{{4, "-m 2 --replicas 2"}};  // the same micro-batches of 3 rows
+    for (const Layout& l : layouts) {
+      CAPTURE(l.flags);
+      const std::string run = "ranks-" + model + "-" + std::to_string(l.ranks);
+      r = ranks_run(l.ranks, train_args(d, model, run) + " " + l.flags);
+      REQUIRE_MESSAGE(r.status == 0, r.output);
+      CHECK(r.output.find(std::to_string(l.ranks) + " ranks") != std::string::npos);
+      // One metrics file and one progress: the losses and norms of one process.
+      const auto got = test::records(d / run, "train");
+      REQUIRE(got.size() == 3);
+      for (size_t i = 0; i < 3; ++i) {
+        CHECK(got[i].at("loss").get<double>() == doctest::Approx(one[i].at("loss").get<double>()).epsilon(1e-4));
+        CHECK(got[i].at("grad_norm").get<double>() == doctest::Approx(one[i].at("grad_norm").get<double>()).epsilon(1e-4));
+      }
+      // Every parameter, running statistic and AdamW moment after the three steps.
+      check_same(ckpt(d, run), ckpt(d, "one-" + model), 1e-4);
+    }
+  }
+  fs::remove_all(d);
+}

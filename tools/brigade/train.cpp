@@ -21,6 +21,7 @@
 #include "optim/sgd.h"
 #include "pipeline_flags.h"
 #include "progress.h"
+#include "ranks.h"
 #include "vk/check.h"
 
 namespace brigade::cli {
@@ -169,19 +170,40 @@ Evaluation evaluate(pipeline::Executor& ex, const std::vector<pipeline::Batch>& 
   return e;
 }
 
+// Under mpirun every rank gives its stages' parameters and optimizer state, and rank 0
+// writes the one checkpoint.
 void save(const std::string& path, const model::Model& m, const Settings& s, uint64_t step,
           pipeline::Executor& ex, const optim::Optimizer& opt) {
   io::Checkpoint c;
   c.step = step, c.seed = s.seed, c.config = to_json(s).dump();
+  const std::vector<std::string> held = ex.held();
   for (const model::ParamSpec& p : m.params())
-    if (p.kind != model::ParamKind::State) c.params[p.name] = ex.parameter(p.name);
+    if (p.kind != model::ParamKind::State && std::find(held.begin(), held.end(), p.name) != held.end())
+      c.params[p.name] = ex.parameter(p.name);
   for (const auto& [name, buffer] : opt.state()) {
     if (c.optimizer.count(name)) continue;  // a tied parameter's copies hold the same state
     std::vector<float> v(buffer->size() / sizeof(float));
     vk::download(*buffer, v.data(), buffer->size());
     c.optimizer[name] = std::move(v);
   }
-  io::write_checkpoint(path, m, c);
+  c.params = gather_tensors(c.params);
+  c.optimizer = gather_tensors(c.optimizer);
+  if (world().rank() == 0) io::write_checkpoint(path, m, c);
+}
+
+// What every rank must share: the program itself (a hash of its file), the settings, the
+// pipeline's flags and the data.
+void check_ranks_agree(const Settings& s, const PipelineFlags& f, const io::Dataset& data) {
+  if (!world().multi()) return;
+  std::ifstream exe("/proc/self/exe", std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(exe)), std::istreambuf_iterator<char>());
+  agree("a brigade program", "build " + std::to_string(std::hash<std::string>{}(bytes)));
+  agree("the settings", to_json(s).dump());
+  agree("the pipeline flags", "--micro-batches " + std::to_string(f.micro_batches) + " --schedule " + f.schedule +
+                                  " --virtual-stages " + std::to_string(f.virtual_stages) + " --remat " + f.remat +
+                                  " --replicas " + std::to_string(f.replicas) + " --balance '" + f.balance +
+                                  "' --partition " + f.partition + " --mem-limit '" + f.mem_limit + "'");
+  agree("the data", data.describe());
 }
 
 void run_train(TrainArgs& a) {
@@ -212,6 +234,7 @@ void run_train(TrainArgs& a) {
     data = io::open_dataset(m, s.data, s.seed);
     fill_defaults(a, m, *data);
   }
+  check_ranks_agree(s, a.pipeline, *data);
   const optim::Schedule schedule = lr_schedule(s);
   optim::validate(schedule);
   const uint32_t states = s.optimizer == "adamw" ? 2 : (s.momentum > 0 ? 1 : 0);
@@ -224,14 +247,15 @@ void run_train(TrainArgs& a) {
   uint64_t step = 0;
   if (resumed) {
     for (const auto& [name, values] : resumed->params) ex.set_parameter(name, values);
-    for (const auto& [name, values] : resumed->optimizer) opt->load_state(name, values);
+    for (const auto& [name, buffer] : opt->state())
+      if (resumed->optimizer.count(name)) opt->load_state(name, resumed->optimizer.at(name));
     for (const auto& [name, buffer] : opt->state())
       if (!resumed->optimizer.count(name)) throw UserError(ckpt + ": optimizer state '" + name + "' is missing");
     step = resumed->step;
     if (step >= s.steps) throw UserError(ckpt + ": the run already finished (" + std::to_string(step) + " of " +
                                          std::to_string(s.steps) + " steps)");
   } else {
-    fs::create_directories(a.out);
+    if (world().rank() == 0) fs::create_directories(a.out);
     ex.initialize_parameters(s.seed);
   }
 
@@ -239,11 +263,19 @@ void run_train(TrainArgs& a) {
   const uint64_t per_step = uint64_t(s.batch_size) * (m.token_input ? tps : 1);
   const uint64_t per_epoch = data->steps_per_epoch(s.batch_size);
   const std::vector<pipeline::Batch> eval_batches = data->eval_batches(s.batch_size, s.eval_batches);
-  Metrics metrics(a.out + "/metrics.jsonl", a.resume, step);
+  // One metrics.jsonl, rank 0's.
+  std::optional<Metrics> metrics_file;
+  if (world().rank() == 0) metrics_file.emplace(a.out + "/metrics.jsonl", a.resume, step);
+  auto record = [&](const nlohmann::json& j) {
+    if (metrics_file) metrics_file->write(j);
+  };
   const uint64_t end = a.stop_after ? std::min(s.steps, step + a.stop_after) : s.steps;
 
-  std::printf("%s: %s parameters on %u stage(s), %u micro-batches, schedule %s%s, remat %s\n", m.name.c_str(),
-              std::to_string(m.parameter_count()).c_str(), ex.stages(), a.pipeline.micro_batches,
+  const std::string ranks = world().multi() ? " (" + std::to_string(world().size()) + " ranks" +
+                                                  (a.pipeline.replicas > 1 ? ", " + std::to_string(a.pipeline.replicas) + " replicas" : "") + ")"
+                                            : "";
+  std::printf("%s: %s parameters on %u stage(s)%s, %u micro-batches, schedule %s%s, remat %s\n", m.name.c_str(),
+              std::to_string(m.parameter_count()).c_str(), ex.stages(), ranks.c_str(), a.pipeline.micro_batches,
               a.pipeline.schedule.c_str(),
               ex.cells() > ex.stages() ? (" (" + std::to_string(ex.cells()) + " cells)").c_str() : "",
               a.pipeline.remat.c_str());
@@ -256,10 +288,11 @@ void run_train(TrainArgs& a) {
   std::printf(", batch %u, %llu steps (%.2f epochs)%s\n", s.batch_size, (unsigned long long)s.steps,
               double(s.steps) / double(per_epoch), a.resume ? (", resuming at step " + std::to_string(step)).c_str() : "");
   std::fflush(stdout);
-  metrics.write({{"kind", "start"}, {"step", step}, {"stages", ex.stages()},
+  record({{"kind", "start"}, {"step", step}, {"stages", ex.stages()},
                  {"micro_batches", a.pipeline.micro_batches}, {"pipeline_schedule", a.pipeline.schedule},
                  {"virtual_stages", a.pipeline.virtual_stages}, {"remat", a.pipeline.remat},
-                 {"devices", a.pipeline.devices}, {"settings", to_json(s)}});
+                 {"devices", a.pipeline.devices}, {"ranks", world().size()}, {"replicas", a.pipeline.replicas},
+                 {"settings", to_json(s)}});
 
   const char* split = data->eval_split();
   auto run_eval = [&](uint64_t at) {
@@ -268,7 +301,7 @@ void run_train(TrainArgs& a) {
     nlohmann::json j{{"kind", "eval"}, {"step", at}, {"epoch", double(at) / double(per_epoch)},
                      {"split", split}, {"loss", e.loss}};
     if (!m.token_input) j["accuracy"] = e.accuracy;
-    metrics.write(j);
+    record(j);
     std::string line = "eval at step " + std::to_string(at) + ": " + split + " loss " + format_fixed(e.loss, 4);
     if (!m.token_input)
       line += ", accuracy " + format_fixed(e.accuracy, 4) + " (" + std::to_string(e.correct) + "/" +
@@ -312,11 +345,11 @@ void run_train(TrainArgs& a) {
                      {"loss", r.loss}, {"lr", lr}, {std::string(data->unit()) + "_per_s", double(per_step) / seconds},
                      {"elapsed_s", progress.elapsed()}};
     j["grad_norm"] = r.grad_norm;
-    metrics.write(j);
+    record(j);
     progress.step(step, r.loss, per_step, seconds, busy);
 
     const bool last = step == s.steps;
-    const bool interrupted = g_signal != 0;
+    const bool interrupted = any(g_signal != 0);  // every rank stops after the same step
     if (step % s.eval_every == 0 || last) {
       auto [e, line] = run_eval(step);
       last_eval = e;
@@ -325,11 +358,11 @@ void run_train(TrainArgs& a) {
     if (step % s.eval_every == 0 || last || step == end || interrupted) {
       save(ckpt, m, s, step, ex, *opt);
       last_checkpoint = step;
-      if (last) plot_runs({a.out}, {}, "", 20);
+      if (last && world().rank() == 0) plot_runs({a.out}, {}, "", 20);
     }
     if (interrupted) {
       progress.finish();
-      throw Interrupted(g_signal, "stopped by signal " + std::to_string(int(g_signal)) + " after step " +
+      throw Interrupted(g_signal ? int(g_signal) : SIGTERM, "stopped by signal " + std::to_string(g_signal ? int(g_signal) : SIGTERM) + " after step " +
                                       std::to_string(step) + "; checkpoint written to " + ckpt +
                                       " (continue with --resume)");
     }
@@ -343,7 +376,7 @@ void run_train(TrainArgs& a) {
   nlohmann::json j{{"kind", "end"}, {"step", step}, {"split", split}, {"loss", last_eval.loss},
                    {"elapsed_s", progress.elapsed()}};
   if (!m.token_input) j["accuracy"] = last_eval.accuracy;
-  metrics.write(j);
+  record(j);
   if (m.token_input)
     std::printf("final %s loss %.4f after %llu steps; checkpoint %s\n", split, last_eval.loss,
                 (unsigned long long)step, ckpt.c_str());
