@@ -47,6 +47,21 @@ void check_same(const std::string& got_path, const std::string& want_path, doubl
   }
 }
 
+// The process of rank `rank` whose command line starts with the program and `args`.
+pid_t rank_pid(uint32_t rank, const std::string& args) {
+  for (const fs::directory_entry& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmdline = test::slurp(e.path() / "cmdline"), env = test::slurp(e.path() / "environ");
+    for (char& c : cmdline) c = c ? c : ' ';
+    if (cmdline.rfind(std::string(BRIGADE_EXE) + " " + args, 0) != 0) continue;
+    if (env.find(std::string("OMPI_COMM_WORLD_RANK=") + std::to_string(rank) + '\0') != std::string::npos)
+      return pid_t(std::stoi(name));
+  }
+  FAIL("no process of rank " << rank << " runs brigade " << args);
+  return -1;
+}
+
 std::string step_args(const fs::path& d, const std::string& model, const std::string& out) {
   return "step --model " + model + " --params " + (d / "p.safetensors").string() + " --batch " +
          (d / "b.safetensors").string() + " --out " + (d / out).string();
@@ -116,5 +131,100 @@ TEST_CASE("three AdamW steps with clipping: 2 and 3 ranks, and 2 replicas x 2 st
       check_same(ckpt(d, run), ckpt(d, "one-" + model), 1e-4);
     }
   }
+  fs::remove_all(d);
+}
+
+TEST_CASE("gpt-mini's tied embedding across ranks: the first and last stages' gradients summed, as in one process") {
+  const fs::path d = scratch_dir("ranks-gpt");
+  const std::string model = "gpt-mini --set n_layer=2 --set n_head=2 --set n_embd=32 --set block_size=16";
+  REQUIRE(brigade_run("init --model " + model + " --seed 2 --out " + (d / "p.safetensors").string()).status == 0);
+  const uint32_t rows = 4, T = 16;
+  std::vector<int32_t> tokens(rows * T), targets(rows * T);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = int32_t(i * 37 % 65), targets[i] = int32_t(i * 11 % 65);
+  io::SafeTensorsWriter w;
+  w.add("input", {rows, T}, std::span<const int32_t>(tokens));
+  w.add("target", {rows, T}, std::span<const int32_t>(targets));
+  w.write((d / "b.safetensors").string());
+  Result r = brigade_run(step_args(d, model, "one.safetensors") + " -m 2");
+  REQUIRE_MESSAGE(r.status == 0, r.output);
+  r = ranks_run(2, step_args(d, model, "ranks.safetensors") + " -m 2");
+  REQUIRE_MESSAGE(r.status == 0, r.output);
+  check_same((d / "ranks.safetensors").string(), (d / "one.safetensors").string());
+  fs::remove_all(d);
+}
+
+TEST_CASE("a 4-rank checkpoint resumes in one process, and a one-process checkpoint under 2 replicas, as one run would") {
+  const fs::path d = scratch_dir("ranks-resume");
+  test::write_tiny_fashion(d / "data", 48, 24);
+  const std::string common = "--data " + (d / "data").string() +
+                             " --steps 4 --batch-size 12 --lr 0.003 --eval-every 2 --eval-batches 1";
+  Result r = brigade_run("train --model fashion-mlp " + common + " -m 4 --out " + (d / "whole").string());
+  REQUIRE_MESSAGE(r.status == 0, r.output);
+  // Two steps on 4 ranks, two in one process.
+  r = ranks_run(4, "train --model fashion-mlp " + common + " -m 4 --stop-after 2 --out " + (d / "a").string());
+  REQUIRE_MESSAGE(r.status == 0, r.output);
+  r = brigade_run("train --resume -m 4 --out " + (d / "a").string());
+  REQUIRE_MESSAGE(r.status == 0, r.output);
+  check_same(ckpt(d, "a"), ckpt(d, "whole"), 1e-4);
+  // Two in one process, two on 2 replicas of 1 stage.
+  r = brigade_run("train --model fashion-mlp " + common + " -m 4 --stop-after 2 --out " + (d / "b").string());
+  REQUIRE_MESSAGE(r.status == 0, r.output);
+  r = ranks_run(2, "train --resume -m 2 --replicas 2 --out " + (d / "b").string());
+  REQUIRE_MESSAGE(r.status == 0, r.output);
+  check_same(ckpt(d, "b"), ckpt(d, "whole"), 1e-4);
+  CHECK(test::records(d / "b", "train").size() == 4);  // one metrics file, nothing twice
+  fs::remove_all(d);
+}
+
+TEST_CASE("ranks started with different flags are refused at start in one line") {
+  const fs::path d = scratch_dir("ranks-disagree");
+  test::write_tiny_fashion(d / "data", 24, 12);
+  const std::string args = BRIGADE_EXE + std::string(" train --model fashion-mlp --data ") + (d / "data").string() +
+                           " --steps 1 --batch-size 12 --out " + (d / "run").string();
+  // An MPMD launch: rank 1 gets another learning rate.
+  const Result r = test::command_run(mpirun(1) + args + " --lr 0.01 : -np 1 " + args + " --lr 0.02");
+  CHECK(r.status == 2);
+  CHECK(r.output.find("the ranks disagree: rank 1 has the settings") != std::string::npos);
+  CHECK_FALSE(fs::exists(d / "run" / "checkpoint.safetensors"));
+  fs::remove_all(d);
+}
+
+TEST_CASE("kill -9 of one rank stops every rank within seconds, and the last checkpoint resumes") {
+  const fs::path d = scratch_dir("ranks-kill");
+  test::write_tiny_fashion(d / "data", 480, 24);
+  const fs::path run = d / "run", log = d / "log";
+  const std::string cmd = mpirun(2) + BRIGADE_EXE + " train --model fashion-mlp --data " + (d / "data").string() +
+                          " --steps 400 --batch-size 12 -m 2 --eval-every 5 --eval-batches 1 --out " + run.string();
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", ("exec " + cmd + " > '" + log.string() + "' 2>&1").c_str(), nullptr);
+    _exit(127);
+  }
+  // Once a checkpoint has landed, kill the rank running stage 1.
+  const auto start = std::chrono::steady_clock::now();
+  while (!fs::exists(run / "checkpoint.safetensors") && std::chrono::steady_clock::now() - start < std::chrono::seconds(60))
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  REQUIRE(fs::exists(run / "checkpoint.safetensors"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  REQUIRE(kill(rank_pid(1, "train --model fashion-mlp --data " + (d / "data").string()), SIGKILL) == 0);
+  const auto killed = std::chrono::steady_clock::now();
+  int status = 0;
+  bool exited = false;
+  while (!exited && std::chrono::steady_clock::now() - killed < std::chrono::seconds(20)) {
+    exited = waitpid(pid, &status, WNOHANG) == pid;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (!exited) kill(pid, SIGKILL), waitpid(pid, &status, 0);
+  REQUIRE(exited);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+  INFO(test::slurp(log));
+  CHECK(seconds < 10);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) != 0);
+  CHECK(test::slurp(log).find("exited on signal 9") != std::string::npos);  // mpirun names the rank and host
+  // The checkpoint is whole: one process resumes it.
+  const Result r = brigade_run("train --resume --stop-after 1 --out " + run.string());
+  CHECK_MESSAGE(r.status == 0, r.output);
   fs::remove_all(d);
 }
