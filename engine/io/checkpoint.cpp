@@ -34,8 +34,8 @@ uint64_t metadata_number(const SafeTensors& f, const std::string& key) {
   throw UserError(f.source() + ": metadata '" + key + "' is '" + it->second + "', not a whole number");
 }
 
-SafeTensors open_checkpoint(const std::string& path) {
-  SafeTensors f = SafeTensors::load(path);
+SafeTensors open_checkpoint(const std::string& path, const std::vector<uint8_t>* bytes) {
+  SafeTensors f = bytes ? SafeTensors::parse(*bytes, path) : SafeTensors::load(path);
   auto it = f.metadata().find("format");
   if (it == f.metadata().end() || it->second != kFormat)
     throw UserError(path + ": not a brigade checkpoint (metadata 'format' is not '" + kFormat + "')");
@@ -67,15 +67,15 @@ void write_checkpoint(const std::string& path, const model::Model& m, const Chec
   w.write(path);
 }
 
-std::string checkpoint_config(const std::string& path) {
-  const SafeTensors f = open_checkpoint(path);
+std::string checkpoint_config(const std::string& path, const std::vector<uint8_t>* bytes) {
+  const SafeTensors f = open_checkpoint(path, bytes);
   auto it = f.metadata().find("config");
   if (it == f.metadata().end()) throw UserError(path + ": metadata 'config' is missing");
   return it->second;
 }
 
-Checkpoint read_checkpoint(const std::string& path, const model::Model& m) {
-  const SafeTensors f = open_checkpoint(path);
+Checkpoint read_checkpoint(const std::string& path, const model::Model& m, const std::vector<uint8_t>* bytes) {
+  const SafeTensors f = open_checkpoint(path, bytes);
   Checkpoint c;
   c.step = metadata_number(f, "step");
   c.config = f.metadata().at("config");

@@ -31,9 +31,11 @@ constexpr const char* kOptimizerPrefix = "optimizer.";
 
 // Writes atomically (temporary file, fsync, rename): a crash leaves the old file or the new.
 void write_checkpoint(const std::string& path, const model::Model& m, const Checkpoint& c);
-// Reads and checks one: every parameter of `m` with its shape, the step, the config.
-Checkpoint read_checkpoint(const std::string& path, const model::Model& m);
+// Reads and checks one: every parameter of `m` with its shape, the step, the config. With
+// `bytes`, the file's contents already read (by another rank), `path` naming them.
+Checkpoint read_checkpoint(const std::string& path, const model::Model& m,
+                           const std::vector<uint8_t>* bytes = nullptr);
 // Just the metadata's config JSON (to rebuild the model before reading the rest).
-std::string checkpoint_config(const std::string& path);
+std::string checkpoint_config(const std::string& path, const std::vector<uint8_t>* bytes = nullptr);
 
 }  // namespace brigade::io

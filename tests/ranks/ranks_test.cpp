@@ -176,16 +176,20 @@ TEST_CASE("a 4-rank checkpoint resumes in one process, and a one-process checkpo
   fs::remove_all(d);
 }
 
-TEST_CASE("ranks started with different flags are refused at start in one line") {
+TEST_CASE("ranks started with different flags, and commands that do not run across ranks, are refused in one line") {
   const fs::path d = scratch_dir("ranks-disagree");
   test::write_tiny_fashion(d / "data", 24, 12);
   const std::string args = BRIGADE_EXE + std::string(" train --model fashion-mlp --data ") + (d / "data").string() +
                            " --steps 1 --batch-size 12 --out " + (d / "run").string();
   // An MPMD launch: rank 1 gets another learning rate.
-  const Result r = test::command_run(mpirun(1) + args + " --lr 0.01 : -np 1 " + args + " --lr 0.02");
+  Result r = test::command_run(mpirun(1) + args + " --lr 0.01 : -np 1 " + args + " --lr 0.02");
   CHECK(r.status == 2);
-  CHECK(r.output.find("the ranks disagree: rank 1 has the settings") != std::string::npos);
-  CHECK_FALSE(fs::exists(d / "run" / "checkpoint.safetensors"));
+  CHECK(r.output.find("brigade: error: the ranks disagree: rank 1 has the command line") != std::string::npos);
+  CHECK(r.output.find("--lr 0.02', rank 0 has") != std::string::npos);
+  CHECK_FALSE(fs::exists(d / "run"));
+  r = ranks_run(2, "plan --model fashion-mlp");
+  CHECK(r.status == 2);
+  CHECK(r.output.find("brigade: error: under mpirun brigade runs train, step or eval, not 'plan'") != std::string::npos);
   fs::remove_all(d);
 }
 
@@ -224,6 +228,41 @@ TEST_CASE("kill -9 of one rank stops every rank within seconds, and the last che
   CHECK(WEXITSTATUS(status) != 0);
   CHECK(test::slurp(log).find("exited on signal 9") != std::string::npos);  // mpirun names the rank and host
   // The checkpoint is whole: one process resumes it.
+  const Result r = brigade_run("train --resume --stop-after 1 --out " + run.string());
+  CHECK_MESSAGE(r.status == 0, r.output);
+  fs::remove_all(d);
+}
+
+TEST_CASE("SIGINT to mpirun: every rank stops after the same step and rank 0 writes its checkpoint") {
+  const fs::path d = scratch_dir("ranks-sigint");
+  test::write_tiny_fashion(d / "data", 480, 24);
+  const fs::path run = d / "run", log = d / "log";
+  // On SIGINT mpirun waits this many seconds, sends SIGTERM to every rank, waits as long
+  // again and sends SIGKILL (OpenMPI 4's default is 1 s).
+  const std::string cmd = mpirun(2) + "--mca odls_base_sigkill_timeout 3 " + BRIGADE_EXE +
+                          " train --model fashion-mlp --data " + (d / "data").string() +
+                          " --steps 400 --batch-size 12 -m 2 --eval-every 1000 --eval-batches 1 --out " + run.string();
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", ("exec " + cmd + " > '" + log.string() + "' 2>&1").c_str(), nullptr);
+    _exit(127);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - start < std::chrono::seconds(60) &&
+         (!fs::exists(run / "metrics.jsonl") || test::records(run, "train").size() < 3))
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  REQUIRE(test::records(run, "train").size() >= 3);
+  kill(pid, SIGINT);
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  const std::string out = test::slurp(log);
+  INFO(out);
+  const auto steps = test::records(run, "train");
+  const uint64_t last = steps.back().at("step");
+  CHECK(out.find("stopped by signal 15 after step " + std::to_string(last) + "; checkpoint written") != std::string::npos);
+  const io::SafeTensors c = io::SafeTensors::load((run / "checkpoint.safetensors").string());
+  CHECK(c.metadata().at("step") == std::to_string(last));
   const Result r = brigade_run("train --resume --stop-after 1 --out " + run.string());
   CHECK_MESSAGE(r.status == 0, r.output);
   fs::remove_all(d);

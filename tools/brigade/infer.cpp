@@ -12,6 +12,7 @@
 #include "io/data.h"
 #include "io/tensors.h"
 #include "pipeline_flags.h"
+#include "ranks.h"
 #include "train.h"
 #include "vk/check.h"
 
@@ -131,6 +132,8 @@ uint32_t window_for(size_t n, uint32_t block) {
 }
 
 void run_sample(const SampleArgs& a) {
+  if (world().multi())
+    throw UserError("sample runs in one process (its logits come back to the host one byte at a time); start it without mpirun");
   const Loaded l = load(a.source);
   if (!l.model.token_input) throw UserError(l.model.name + " is not a text model; sample needs a GPT checkpoint");
   if (a.temperature < 0) throw UserError("--temperature must be 0 (greedy) or more");

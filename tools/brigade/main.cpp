@@ -3,6 +3,7 @@
 #include <exception>
 #include <filesystem>
 #include <memory>
+#include <string>
 
 #include "commands.h"
 #include "ranks.h"
@@ -24,10 +25,20 @@ int run(CLI::App& app, int argc, char** argv) {
     return code;
   };
   try {
+    if (world.multi()) {  // the commands that run one pipeline across ranks
+      const char* command = argc > 1 ? argv[1] : "";
+      if (std::string(command) != "train" && std::string(command) != "step" && std::string(command) != "eval")
+        throw brigade::cli::EveryRankError(std::string("under mpirun brigade runs train, step or eval, not '") + command +
+                                          "'; start it without mpirun");
+      brigade::cli::agree("the program", brigade::cli::file_hash("/proc/self/exe"));
+      std::string args;
+      for (int i = 1; i < argc; ++i) args += (i > 1 ? " " : "") + std::string(argv[i]);
+      brigade::cli::agree("the command line", args);
+    }
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);  // every rank parsed the same arguments
-  } catch (const brigade::cli::RanksDisagree& e) {
+  } catch (const brigade::cli::EveryRankError& e) {
     if (world.rank() == 0) std::fprintf(stderr, "brigade: error: %s\n", e.what());
     return 2;  // every rank saw it
   } catch (const brigade::cli::Interrupted& e) {

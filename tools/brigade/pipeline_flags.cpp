@@ -168,9 +168,14 @@ pipeline::Plan make_plan(const model::Model& m, const PipelineFlags& f, Devices&
     po.stages.push_back({1.0, d.caps[k], (s.rank.empty() ? "" : s.rank + ", ") + "device " + std::to_string(s.index) + ", " + s.name,
                          s.index, s.heap, {}});
   }
-  if (f.partition == "profile" && world().multi())
-    throw UserError("--partition profile: not under mpirun yet; use cost or memory, or --balance");
-  if (f.partition == "profile") {
+  if (f.partition == "profile" && world().multi()) {
+    // Each rank times every layer on its own device; every rank plans on all the times.
+    const uint32_t micro_rows = pipeline::split_rows(rows, f.micro_batches).front();
+    const auto here = std::find_if(d.devices.begin(), d.devices.end(), [](const auto& dev) { return dev != nullptr; });
+    const nlohmann::json mine = pipeline::profile_layers(**here, m, micro_rows);
+    const std::vector<std::string> all = world().allgather(mine.dump());
+    for (uint32_t k = 0; k < K; ++k) po.stages[k].layer_times = nlohmann::json::parse(all[k]).get<std::vector<double>>();
+  } else if (f.partition == "profile") {
     const uint32_t micro_rows = pipeline::split_rows(rows, f.micro_batches).front();
     std::map<uint32_t, std::vector<double>> by_physical;  // logical devices of one GPU share a profile
     for (uint32_t k = 0; k < K; ++k) {

@@ -1,6 +1,10 @@
 #include "ranks.h"
 
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <functional>
+#include <iterator>
 
 namespace brigade::cli {
 namespace {
@@ -22,8 +26,17 @@ void agree(const std::string& what, const std::string& mine) {
   const std::vector<std::string> all = w.allgather(mine);
   for (uint32_t r = 1; r < all.size(); ++r)
     if (all[r] != all[0])
-      throw RanksDisagree("the ranks disagree: rank " + std::to_string(r) + " has " + what + " '" + all[r] +
+      throw EveryRankError("the ranks disagree: rank " + std::to_string(r) + " has " + what + " '" + all[r] +
                           "', rank 0 has '" + all[0] + "'; start every rank with the same program, flags and files");
+}
+
+std::string file_hash(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "";
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016zx", std::hash<std::string>{}(bytes));
+  return std::string(hex) + " (" + std::to_string(bytes.size()) + " bytes)";
 }
 
 bool any(bool mine) {

@@ -17,14 +17,18 @@ namespace brigade::cli {
 mpi::World& world();
 void set_world(mpi::World* w);
 
-// Ranks that disagree at start: rank 0 reports it in one line, every rank exits 2.
-struct RanksDisagree : UserError {
+// An error every rank meets alike (ranks that disagree at start, a command that does not
+// run under mpirun): rank 0 reports it in one line, every rank exits 2.
+struct EveryRankError : UserError {
   using UserError::UserError;
 };
 
 // Refuses ranks whose `what` (flags, model, data, program version) differs from rank 0's,
 // naming the first that does and what it has.
 void agree(const std::string& what, const std::string& mine);
+
+// A hash of a file's bytes, to compare between ranks ("" when it cannot be read).
+std::string file_hash(const std::string& path);
 
 // Whether any rank says yes (a signal arrived there): every rank gets the same answer.
 bool any(bool mine);

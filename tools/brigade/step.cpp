@@ -9,6 +9,7 @@
 
 #include "commands.h"
 #include "io/tensors.h"
+#include "pipeline/relay.h"
 #include "pipeline_flags.h"
 #include "ranks.h"
 #include "util/units.h"
@@ -40,6 +41,8 @@ void run_init(const InitArgs& a) {
 }
 
 void run_step(const StepArgs& a) {
+  agree("the batch file", file_hash(a.batch));  // under mpirun, each rank reads its own copy
+  agree("the parameters file", file_hash(a.params));
   const io::SafeTensors batch_file = io::SafeTensors::load(a.batch);
   const model::Model m = io::model_for_batch(model::build(a.model, a.set), batch_file);
   const auto params = io::read_parameters(io::SafeTensors::load(a.params), m);
@@ -49,7 +52,12 @@ void run_step(const StepArgs& a) {
   // Without an update every run computes the same gradients; later runs find the kernels
   // compiled and the caches warm, so their trace shows the pipeline rather than start-up.
   pipeline::StepResult r;
-  for (uint32_t i = 0; i < a.repeat; ++i) r = p.executor->train(batch);
+  std::vector<double> ms;  // each run's wall time, the first (start-up) left out
+  for (uint32_t i = 0; i < a.repeat; ++i) {
+    const double t0 = pipeline::now_us();
+    r = p.executor->train(batch);
+    if (i > 0) ms.push_back((pipeline::now_us() - t0) / 1000.0);
+  }
 
   // Under mpirun every rank has its stage's gradients; rank 0 writes them all.
   std::map<std::string, std::vector<float>> mine;
@@ -78,6 +86,11 @@ void run_step(const StepArgs& a) {
   std::printf("loss %.6f over %u samples; gradients of %zu tensors written to %s\n", loss,
               batch.rows, params.size(), a.out.c_str());
   std::printf("%s%s", p.link_lines.c_str(), pipeline::to_string(r.trace.summary()).c_str());
+  if (!ms.empty()) {
+    std::sort(ms.begin(), ms.end());
+    std::printf("step time: median %.2f ms, range %.2f-%.2f ms over %zu runs after the first\n", ms[ms.size() / 2],
+                ms.front(), ms.back(), ms.size());
+  }
 }
 
 }  // namespace

@@ -191,42 +191,39 @@ void save(const std::string& path, const model::Model& m, const Settings& s, uin
   if (world().rank() == 0) io::write_checkpoint(path, m, c);
 }
 
-// What every rank must share: the program itself (a hash of its file), the settings, the
-// pipeline's flags and the data.
-void check_ranks_agree(const Settings& s, const PipelineFlags& f, const io::Dataset& data) {
-  if (!world().multi()) return;
-  std::ifstream exe("/proc/self/exe", std::ios::binary);
-  const std::string bytes((std::istreambuf_iterator<char>(exe)), std::istreambuf_iterator<char>());
-  agree("a brigade program", "build " + std::to_string(std::hash<std::string>{}(bytes)));
-  agree("the settings", to_json(s).dump());
-  agree("the pipeline flags", "--micro-batches " + std::to_string(f.micro_batches) + " --schedule " + f.schedule +
-                                  " --virtual-stages " + std::to_string(f.virtual_stages) + " --remat " + f.remat +
-                                  " --replicas " + std::to_string(f.replicas) + " --balance '" + f.balance +
-                                  "' --partition " + f.partition + " --mem-limit '" + f.mem_limit + "'");
-  agree("the data", data.describe());
-}
-
 void run_train(TrainArgs& a) {
   namespace fs = std::filesystem;
   const std::string ckpt = a.out + "/checkpoint.safetensors";
-  const bool exists = fs::exists(ckpt);
+  // Under mpirun rank 0 alone looks at the run folder: only its host needs it.
+  const bool exists = world().broadcast(world().rank() == 0 && fs::exists(ckpt) ? "1" : "0") == "1";
   if (a.resume && !exists) throw UserError(ckpt + ": no checkpoint to resume from");
   if (!a.resume && exists)
     throw UserError(a.out + " already holds a checkpoint; pass --resume to continue it, or choose another --out");
+  std::vector<uint8_t> saved_bytes;  // rank 0's checkpoint, on every rank
+  if (a.resume && world().multi()) {
+    std::string bytes;
+    if (world().rank() == 0) {
+      std::ifstream in(ckpt, std::ios::binary);
+      bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    bytes = world().broadcast(std::move(bytes));
+    saved_bytes.assign(bytes.begin(), bytes.end());
+  }
+  const std::vector<uint8_t>* from = saved_bytes.empty() ? nullptr : &saved_bytes;
 
   Settings& s = a.s;
   std::optional<io::Checkpoint> resumed;
   std::unique_ptr<io::Dataset> data;
   model::Model m;
   if (a.resume) {
-    const Settings saved = settings_from_json(nlohmann::json::parse(io::checkpoint_config(ckpt), nullptr, false), ckpt);
+    const Settings saved = settings_from_json(nlohmann::json::parse(io::checkpoint_config(ckpt, from), nullptr, false), ckpt);
     for (const char* flag : kSettingFlags)
       if (given(a, flag))
         throw UserError(std::string(flag) + ": a resumed run keeps the settings it started with (see " +
                         ckpt + "); drop the flag");
     s = saved;
     m = model::build_from_toml(s.model_toml, ckpt + " (config)");
-    resumed = io::read_checkpoint(ckpt, m);
+    resumed = io::read_checkpoint(ckpt, m, from);
     data = io::open_dataset(m, s.data, s.seed);
   } else {
     m = model::build(a.model, a.set);
@@ -234,7 +231,7 @@ void run_train(TrainArgs& a) {
     data = io::open_dataset(m, s.data, s.seed);
     fill_defaults(a, m, *data);
   }
-  check_ranks_agree(s, a.pipeline, *data);
+  agree("the data", data->describe());  // the program and command line: main.cpp
   const optim::Schedule schedule = lr_schedule(s);
   optim::validate(schedule);
   const uint32_t states = s.optimizer == "adamw" ? 2 : (s.momentum > 0 ? 1 : 0);
@@ -341,6 +338,7 @@ void run_train(TrainArgs& a) {
     const pipeline::TraceSummary ts = r.trace.summary();
     std::vector<double> busy;
     for (double b : ts.busy_ms) busy.push_back(ts.span_ms > 0 ? b / (seconds * 1e3) : 0);
+    if (world().multi()) busy.clear();  // rank 0 times only its own stage
     nlohmann::json j{{"kind", "train"}, {"step", step}, {"epoch", double(step) / double(per_epoch)},
                      {"loss", r.loss}, {"lr", lr}, {std::string(data->unit()) + "_per_s", double(per_step) / seconds},
                      {"elapsed_s", progress.elapsed()}};
