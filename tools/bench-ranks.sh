@@ -5,7 +5,10 @@
 # `brigade step --repeat` (its median step time after the first); the one-rank baseline and
 # the configuration alternate, --rounds times, and the table shows the medians over rounds,
 # the speed-up with its range over rounds, and GPipe's ideal K*M/(M+K-1). The two stages are
-# balanced on measured layer times (--partition profile).
+# balanced on measured layer times (--partition profile). From the last round's run (its
+# trace of the last step, every rank's merged): the bytes the boundary moved in the step, and
+# the MPI sends' time in flight (from MPI_Isend to its completion, summed; it overlaps compute)
+# as a share of the step.
 #   tools/bench-ranks.sh [--models "fashion-cnn gpt-mini"] [--micro-batches "1 2 4 8 16"]
 #                        [--rounds 3] [--repeat 6]
 set -euo pipefail
@@ -51,6 +54,7 @@ PY
 }
 
 # The median step time in ms of one run: $1 = ranks (0: one process, no mpirun), rest: flags.
+# The run's whole output is left in $work/out.
 step_ms() {
   local ranks=$1; shift
   local cmd=("$exe" step --model "$model" --params "$work/$model.p" --batch "$work/$model.b" --out "$work/g"
@@ -59,12 +63,13 @@ step_ms() {
     taskset -c 0 "${cmd[@]}"
   else
     mpirun $root_flag --bind-to core --map-by core -np "$ranks" "${cmd[@]}"
-  fi | sed -n 's/^step time: median \([0-9.]*\) ms.*/\1/p'
+  fi > "$work/out"
+  sed -n 's/^step time: median \([0-9.]*\) ms.*/\1/p' "$work/out"
 }
 
 median() { tr ' ' '\n' | grep . | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 
-printf "%-12s %-16s %4s %11s %11s %9s %15s %7s\n" model config M "1 rank ms" "ranks ms" speed-up "range" ideal
+printf "%-12s %-11s %4s %11s %11s %9s %15s %7s %10s %10s\n" model config M "1 rank ms" "ranks ms" speed-up "range" ideal moved "in flight"
 for model in $models; do
   "$exe" init --model "$model" --seed 1 --out "$work/$model.p" >/dev/null
   batch "$work/$model.b" "$model"
@@ -81,7 +86,11 @@ for model in $models; do
       one+=("$a") two+=("$b") ratios+=("$(awk -v a="$a" -v b="$b" 'BEGIN {printf "%.3f", a / b}')")
     done
     lo=$(printf "%s\n" "${ratios[@]}" | sort -g | head -1) hi=$(printf "%s\n" "${ratios[@]}" | sort -g | tail -1)
-    printf "%-12s %-16s %4s %11.2f %11.2f %8.2fx %15s %7s\n" "$model" "$([ "$kind" = K=2 ] && echo "2 stages" || echo "2 replicas")" "$M" \
-      "$(echo "${one[@]}" | median)" "$(echo "${two[@]}" | median)" "$(echo "${ratios[@]}" | median)" "${lo}-${hi}x" "$ideal"
+    moved=$(sed -n 's/^transfers: \(.*\) across boundaries.*/\1/p' "$work/out" | tr -d ' ')
+    flight=$(sed -n 's/^transfers: .*relays \([0-9.]*\) ms.*/\1/p' "$work/out")
+    share=$(awk -v f="${flight:-0}" -v s="$b" 'BEGIN {printf "%.1f%%", 100 * f / s}')
+    printf "%-12s %-11s %4s %11.2f %11.2f %8.2fx %15s %7s %10s %10s\n" "$model" "$([ "$kind" = K=2 ] && echo "2 stages" || echo "2 replicas")" "$M" \
+      "$(echo "${one[@]}" | median)" "$(echo "${two[@]}" | median)" "$(echo "${ratios[@]}" | median)" "${lo}-${hi}x" "$ideal" \
+      "${moved:--}" "$([ "$kind" = K=2 ] && echo "$share" || echo -)"
   done
 done

@@ -30,6 +30,19 @@ void Courier::push(Item item) {
   cv_.notify_all();
 }
 
+Courier::Urgent::Urgent(Courier& c) : c_(c) {
+  {
+    std::lock_guard lock(c_.mutex_);
+    ++c_.urgent_;
+  }
+  c_.cv_.notify_all();
+}
+
+Courier::Urgent::~Urgent() {
+  std::lock_guard lock(c_.mutex_);
+  --c_.urgent_;
+}
+
 void Courier::drain() {
   std::unique_lock lock(mutex_);
   cv_.wait(lock, [&] { return unfinished_ == 0; });
@@ -47,16 +60,30 @@ void Courier::loop() {
     }
     cv_.notify_all();
   };
-  std::chrono::microseconds nap{10};
+  constexpr std::chrono::microseconds kFirst{10}, kUrgent{200}, kIdle{5000};
+  std::chrono::microseconds nap = kFirst;
+  int urgent = 0;
   try {
     for (;;) {
       {
         std::unique_lock lock(mutex_);
         if (incoming_.empty() && !stop_) {
-          if (waiting.empty() && requests.empty()) cv_.wait(lock, [&] { return stop_ || !incoming_.empty(); });
-          else cv_.wait_for(lock, nap);
+          if (waiting.empty() && requests.empty()) {
+            cv_.wait(lock, [&] { return stop_ || !incoming_.empty(); });
+          } else if (waiting.empty() || !waiting.front().device) {
+            // Woken early by new work, or by a stage thread starting to wait.
+            cv_.wait_for(lock, nap, [&] { return stop_ || !incoming_.empty() || urgent_ > urgent; });
+          } else {
+            // Asleep in the driver until the oldest send's data is written, at most a nap.
+            lock.unlock();
+            const Item& first = waiting.front();
+            first.device->wait_for(first.value, uint64_t(std::chrono::nanoseconds(nap).count()));
+            lock.lock();
+          }
         }
         if (stop_) break;
+        if (urgent_ > urgent) nap = kFirst;
+        urgent = urgent_;
         for (Item& item : incoming_) waiting.push_back(std::move(item));
         incoming_.clear();
       }
@@ -101,7 +128,7 @@ void Courier::loop() {
           finished(sends);
         }
       }
-      nap = progress ? std::chrono::microseconds(10) : std::min(nap * 2, std::chrono::microseconds(200));
+      nap = progress ? kFirst : std::min(nap * 2, urgent > 0 ? kUrgent : kIdle);
     }
   } catch (const std::exception& e) {
     fatal_(e.what());

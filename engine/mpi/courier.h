@@ -1,8 +1,12 @@
 // The one thread of a process that moves boundary tensors between ranks: MPI non-blocking
 // sends and receives from and into mapped memory, each started once the device work it
 // depends on has completed (the producer's writes, or the last read of a receive slot), and
-// completed by MPI_Testsome. Between polls it sleeps (backing off from 10 µs to 200 µs), so
-// waiting never burns a core, and MPI progresses while the stage threads record and submit.
+// completed by MPI_Testsome. Between polls it sleeps, in the driver's wait on the oldest
+// send's device work when there is one, and never spins. It polls often (backing off to
+// 200 µs) while a stage thread of this process waits on a transfer, and seldom (backing off
+// to 5 ms) while none does: each wake-up takes the core from the device's own threads (a CPU
+// device shares it), and frequent ones cost a pipeline of one-core ranks a fifth of its
+// speed.
 #pragma once
 
 #include <mpi.h>
@@ -39,6 +43,14 @@ class Courier {
   Courier& operator=(const Courier&) = delete;
 
   void push(Item item);
+  // While one is alive, a stage thread waits on a transfer: the courier polls often.
+  class Urgent {
+   public:
+    explicit Urgent(Courier& c);
+    ~Urgent();
+   private:
+    Courier& c_;
+  };
   // Blocks until every pushed send has completed and every receive has started.
   void drain();
   MPI_Comm comm() const { return comm_; }
@@ -53,6 +65,7 @@ class Courier {
   std::deque<Item> incoming_;
   bool stop_ = false;
   uint64_t unfinished_ = 0;  // sends not completed, receives not started
+  int urgent_ = 0;           // stage threads waiting on a transfer
   std::thread thread_;
 };
 

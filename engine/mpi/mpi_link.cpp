@@ -38,7 +38,15 @@ void MpiLink::complete(pipeline::Counter& counter, std::set<uint64_t>& done, uin
 
 bool MpiLink::wait_free(uint64_t n, const pipeline::StopFn& stop) {
   const uint64_t S = slots_.size();
-  return n < S || freed_.wait(n - S + 1, stop);
+  if (n < S || freed_.value() >= n - S + 1) return true;
+  Courier::Urgent urgent(courier_);
+  return freed_.wait(n - S + 1, stop);
+}
+
+bool MpiLink::wait_arrived(uint64_t n, const pipeline::StopFn& stop) {
+  if (arrived_.value() >= n + 1) return true;
+  Courier::Urgent urgent(courier_);
+  return arrived_.wait(n + 1, stop);
 }
 
 void MpiLink::post(uint64_t n, vk::Device& producer, uint64_t value, std::string label) {

@@ -31,7 +31,7 @@ class MpiLink final : public pipeline::Link {
   vk::Buffer& send(uint64_t n) override { return slots_.at(n % slots_.size()); }
   bool wait_free(uint64_t n, const pipeline::StopFn& stop) override;
   void post(uint64_t n, vk::Device& producer, uint64_t value, std::string label) override;
-  bool wait_arrived(uint64_t n, const pipeline::StopFn& stop) override { return arrived_.wait(n + 1, stop); }
+  bool wait_arrived(uint64_t n, const pipeline::StopFn& stop) override;
   vk::Buffer& receive(uint64_t n) override { return slots_.at(n % slots_.size()); }
   void release(uint64_t n, vk::Device& consumer, uint64_t value) override;
   void drain() override { courier_.drain(); }
