@@ -2,11 +2,11 @@
 // sends and receives from and into mapped memory, each started once the device work it
 // depends on has completed (the producer's writes, or the last read of a receive slot), and
 // completed by MPI_Testsome. Between polls it sleeps, in the driver's wait on the oldest
-// send's device work when there is one, and never spins. It polls often (backing off to
-// 200 µs) while a stage thread of this process waits on a transfer, and seldom (backing off
-// to 5 ms) while none does: each wake-up takes the core from the device's own threads (a CPU
-// device shares it), and frequent ones cost a pipeline of one-core ranks a fifth of its
-// speed.
+// send's device work when there is one, and never spins. While a stage thread of this
+// process waits on a transfer it polls at most a sixteenth of the usual time between two
+// completed messages apart (within 20 µs and 2 ms), and while none does, backing off to 5 ms:
+// each wake-up takes the core from the device's own threads (a CPU device shares it), and
+// polling every 200 µs made two one-core ranks of gpt-mini 12% slower than every 2 ms.
 #pragma once
 
 #include <mpi.h>

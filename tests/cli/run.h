@@ -50,16 +50,22 @@ inline Result command_run(const std::string& command) {
 
 inline Result brigade_run(const std::string& args) { return command_run(std::string(BRIGADE_EXE) + " " + args); }
 
-// Starts the program in the background, its stdout and stderr into `log`; returns its pid.
-inline pid_t brigade_spawn(const std::string& args, const std::filesystem::path& log) {
+// Starts a shell command line in the background, its stdout and stderr into `log`; returns
+// its pid.
+inline pid_t command_spawn(const std::string& command, const std::filesystem::path& log) {
   const pid_t pid = fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
-    const std::string cmd = std::string(BRIGADE_EXE) + " " + args + " > '" + log.string() + "' 2>&1";
+    const std::string cmd = command + " > '" + log.string() + "' 2>&1";
     execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), nullptr);
     _exit(127);
   }
   return pid;
+}
+
+// Starts the program in the background, its stdout and stderr into `log`; returns its pid.
+inline pid_t brigade_spawn(const std::string& args, const std::filesystem::path& log) {
+  return command_spawn(std::string(BRIGADE_EXE) + " " + args, log);
 }
 
 // An empty directory of this test process's own.
