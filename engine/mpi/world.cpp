@@ -3,7 +3,10 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <thread>
 #include <cstdlib>
 
 #include "mpi/courier.h"
@@ -21,6 +24,19 @@ namespace {
 uint32_t env_number(const char* name, uint32_t fallback) {
   const char* v = std::getenv(name);
   return v ? uint32_t(std::strtoul(v, nullptr, 10)) : fallback;
+}
+
+// Waits for a non-blocking collective without spinning: OpenMPI's blocking collectives poll
+// the whole time, and a rank that reaches the step first would burn its core (which its
+// device may share) until the last one arrives.
+void finish(MPI_Request& request) {
+  auto nap = std::chrono::microseconds(10);
+  for (int done = 0;;) {
+    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (done) return;
+    std::this_thread::sleep_for(nap);
+    nap = std::min(nap * 2, std::chrono::microseconds(1000));
+  }
 }
 
 // A communicator's members as a Group: the sum is gathered on the first member, added up
@@ -45,13 +61,16 @@ class CommGroup final : public pipeline::Group {
     if (size_ == 1) return true;
     const int n = int(v.size());
     std::vector<T> all(member_ == 0 ? v.size() * size_ : 0);
-    MPI_Gather(v.data(), n, type, all.data(), n, type, 0, comm_);
+    MPI_Request request;
+    MPI_Igather(v.data(), n, type, all.data(), n, type, 0, comm_, &request);
+    finish(request);
     if (member_ == 0) {
       std::fill(v.begin(), v.end(), T(0));
       for (uint32_t m = 0; m < size_; ++m)
         for (size_t i = 0; i < v.size(); ++i) v[i] += all[m * v.size() + i];
     }
-    MPI_Bcast(v.data(), n, type, 0, comm_);
+    MPI_Ibcast(v.data(), n, type, 0, comm_, &request);
+    finish(request);
     return true;
   }
 
