@@ -98,7 +98,7 @@ std::string ckpt(const fs::path& d, const std::string& run) { return (d / run / 
 
 }  // namespace
 
-TEST_CASE("three AdamW steps with clipping: 2, 3 and 4 ranks, and 2 replicas x 2 stages, equal one process") {
+TEST_CASE("three AdamW steps with clipping: 2 and 4 ranks, and 2 replicas x 2 stages, equal one process") {
   const fs::path d = scratch_dir("ranks-train");
   test::write_tiny_fashion(d / "data", 48, 24);
   for (const std::string model : {"fashion-mlp", "fashion-cnn-bn"}) {
@@ -112,7 +112,7 @@ TEST_CASE("three AdamW steps with clipping: 2, 3 and 4 ranks, and 2 replicas x 2
       std::string flags;
     };
     const std::vector<Layout> layouts =
-        model == "fashion-mlp" ? std::vector<Layout>{{2, "-m 4"}, {3, "-m 4 --schedule 1f1b"}, {4, "-m 4 --schedule zb"}}
+        model == "fashion-mlp" ? std::vector<Layout>{{2, "-m 4"}, {4, "-m 4 --schedule 1f1b"}}
                                : std::vector<Layout>{{4, "-m 2 --replicas 2"}};  // the same micro-batches of 3 rows
     for (const Layout& l : layouts) {
       CAPTURE(l.flags);
