@@ -309,7 +309,8 @@ void run_train(TrainArgs& a) {
 
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
-  Progress progress(s.steps, data->unit(), isatty(STDOUT_FILENO) != 0, a.log_every);
+  // Under mpirun a rank's stdout is a pseudo-terminal whatever mpirun's own is: log lines there.
+  Progress progress(s.steps, data->unit(), isatty(STDOUT_FILENO) != 0 && !world().multi(), a.log_every);
   if (step == 0) progress.print(run_eval(0).second);
   Evaluation last_eval;
   uint64_t last_checkpoint = step;
