@@ -141,10 +141,6 @@ std::vector<std::string> World::allgather(const std::string& bytes) {
   return out;
 }
 
-void World::barrier() {
-  if (initialized_) MPI_Barrier(MPI_COMM_WORLD);
-}
-
 World::Placement::~Placement() = default;
 
 std::unique_ptr<World::Placement> World::place(uint32_t stages, uint32_t replicas) {

@@ -34,7 +34,6 @@ class World {
   const std::string& host() const { return host_; }
   // "rank 2 of 4 (host, stage 1 of replica 0)": how messages name this process.
   std::string who() const;
-  void set_role(const std::string& role) { role_ = role; }
 
   // Stops every rank now, with this exit code (MPI_Abort); returns in a world of one.
   void abort(int code);
@@ -43,7 +42,6 @@ class World {
   std::string broadcast(std::string bytes, uint32_t root = 0);
   // Every rank's bytes, on every rank, in rank order.
   std::vector<std::string> allgather(const std::string& bytes);
-  void barrier();
 
   // This process's place in a pipeline of K stages times R replicas over every rank
   // (rank = replica * K + stage): its stage, its groups and how its links travel. The
