@@ -81,7 +81,7 @@ struct Tensors {
   std::span<const vk::View> saved;    // saved(), in order
   std::span<const vk::View> params;   // params(), in order (every kind)
   std::span<const vk::View> grads;    // one per params() entry; meaningful for Trainable only
-  std::optional<vk::View> scratch;    // scratch_per_sample() * rows floats, when nonzero
+  std::optional<vk::View> scratch;    // scratch_floats(rows) floats, when nonzero
   std::span<const vk::View> deferred; // deferred(), in order; only for a split backward
 };
 
@@ -98,8 +98,9 @@ class Layer {
   // block's internal gradients), per micro-batch. Empty: the layer does not split, and its
   // backward records the parameter gradients whether split or not.
   virtual std::vector<SavedSpec> deferred() const { return {}; }
-  // Floats per sample of transient memory either pass may overwrite freely.
-  virtual uint64_t scratch_per_sample() const { return 0; }
+  // Floats of transient memory either pass over `rows` samples may overwrite freely. A layer
+  // may ask for less than it could use and work through the samples in chunks (Conv2d).
+  virtual uint64_t scratch_floats(uint32_t /*rows*/) const { return 0; }
   virtual Cost cost() const = 0;
   // True when the output IS the input (Flatten): the stage hands the input view on as the
   // output and the output gradient back as the input gradient; forward/backward do nothing.

@@ -222,7 +222,7 @@ class GptBlock final : public ShapedLayer {
   std::string kind() const override { return "gpt_block"; }
   std::vector<ParamSpec> params() const override;
   std::vector<SavedSpec> saved() const override;
-  uint64_t scratch_per_sample() const override;
+  uint64_t scratch_floats(uint32_t rows) const override;
   Cost cost() const override;
   void forward(const Pass& p, const Tensors& t) const override;
   // A split backward keeps the gradients its six parameter groups need: dy (mlp.c_proj),

@@ -30,7 +30,7 @@ enum Saved : size_t {
 enum Deferred : size_t { kDy, kDfc, kDln2, kDx1, kDqkv, kDln1, kDeferredCount };
 
 // Sub-views of the scratch view start 256 bytes apart at least (Vulkan's largest
-// minStorageBufferOffsetAlignment); scratch_per_sample() adds room for the padding.
+// minStorageBufferOffsetAlignment); scratch_floats() adds room for the padding.
 constexpr uint64_t kAlignFloats = 64;
 constexpr uint64_t kScratchRegions = 5;
 
@@ -118,8 +118,8 @@ std::vector<SavedSpec> GptBlock::deferred() const {
           {"dx1", T * C}, {"dqkv", T * 3 * C}, {"dln_1", T * C}};
 }
 
-uint64_t GptBlock::scratch_per_sample() const {
-  return uint64_t(T_) * (10 * uint64_t(C_) + NH_) + kScratchRegions * kAlignFloats;
+uint64_t GptBlock::scratch_floats(uint32_t rows) const {
+  return rows * (uint64_t(T_) * (10 * uint64_t(C_) + NH_) + kScratchRegions * kAlignFloats);
 }
 
 Cost GptBlock::cost() const {

@@ -90,7 +90,7 @@ StageLayout layout_stage(const model::Model& m, uint32_t cell, uint32_t first, u
     s.deferred_bytes.push_back(std::move(deferred));
     widest = std::max(widest, out);
     if (!layer.integer_input()) widest = std::max(widest, model::elements(layer.input_shape()));
-    scratch = std::max(scratch, layer.scratch_per_sample());
+    scratch = std::max(scratch, layer.scratch_floats(max_rows));
     for (model::ParamSpec& p : layer.params())
       if (seen.insert(p.name).second) {
         if (p.kind == model::ParamKind::Trainable)
@@ -99,7 +99,7 @@ StageLayout layout_stage(const model::Model& m, uint32_t cell, uint32_t first, u
       }
   }
   s.gradient_bytes = widest * max_rows * kFloat;
-  s.scratch_bytes = scratch * max_rows * kFloat;
+  s.scratch_bytes = scratch * kFloat;
   if (last_stage) {
     s.target_bytes = uint64_t(m.targets_per_sample) * max_rows * kFloat;
     s.loss_rows_bytes = uint64_t(m.targets_per_sample) * max_rows * 2 * kFloat;

@@ -108,7 +108,7 @@ model::Tensors Stage::tensors(uint32_t l, const MicroBatch& mb, std::vector<vk::
       deferred.emplace_back(deferred_.at(mb.deferred)[l][s], 0, kept[s].floats(mb.rows) * kFloat);
   }
   model::Tensors t{x_view(l, mb), y_view(l, mb), saved, param_views_[l], grad_views_[l], std::nullopt, deferred};
-  if (scratch_) t.scratch = vk::View(scratch_, 0, layer.scratch_per_sample() * mb.rows * kFloat);
+  if (scratch_) t.scratch = vk::View(scratch_, 0, layer.scratch_floats(mb.rows) * kFloat);
   return t;
 }
 

@@ -1,5 +1,5 @@
 // Runs one model::Layer on the GPU with every tensor allocated from the layer's own
-// declarations (params(), saved(), scratch_per_sample(), the shapes), which proves those
+// declarations (params(), saved(), scratch_floats(), the shapes), which proves those
 // declarations are sufficient. Each tensor sits in its own buffer between guard bands of a
 // NaN sentinel that must come through untouched; outputs, saved and deferred tensors and the
 // scratch also start as that sentinel, so a pass that reads what it never wrote shows up as NaN.
