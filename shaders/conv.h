@@ -37,6 +37,13 @@ struct Conv2dPush {
   uint stride_h, stride_w, pad_h, pad_w;
 };
 
+// The columns kernels (conv2d_im2col, conv2d_col2im) work on samples first .. first + count - 1
+// of the convolution `conv`; the columns buffer holds those samples only.
+struct Conv2dColumnsPush {
+  Conv2dPush conv;
+  uint first, count;
+};
+
 // MaxPool2d over (N * C planes, h, w) with a K x K window, stride S (specialization
 // constants 0 and 1), no padding; oh = (h - K) / S + 1 (floored, as PyTorch).
 struct MaxPool2dPush {

@@ -1,8 +1,10 @@
 #version 450
-// C[z] = alpha * op(A[z]) op(B[z]) (+ bias) (+ C[z] when accumulating), fp32, for z < batch.
+// C[z] = alpha * sum_r op(A[z,r]) op(B[z,r]) (+ bias) (+ C[z] when accumulating), fp32, for
+// z < batch and r < terms (shaders/matmul.h).
 //   op(A): (M,K), stored (M,K) or, with TRANS_A, (K,M)
 //   op(B): (K,N), stored (K,N) or, with TRANS_B, (N,K)
-//   bias:  (N), added to every row when BIAS (otherwise bound to anything, never read)
+//   bias:  (N) added to every row, or (M) to every column, as BIAS says (otherwise bound to
+//          anything, never read)
 //   C:     (M,N)
 // Two tilings, picked by specialization constants per device (ops::matmul_tiling):
 //   registers: each invocation computes a TM x TN block from loads straight out of the
@@ -28,7 +30,7 @@ layout(constant_id = BRIGADE_MATMUL_SPEC_TRANS_B) const bool TRANS_B = false;
 layout(constant_id = BRIGADE_MATMUL_SPEC_VEC4_A) const bool VEC4_A = false;
 layout(constant_id = BRIGADE_MATMUL_SPEC_VEC4_B) const bool VEC4_B = false;
 layout(constant_id = BRIGADE_MATMUL_SPEC_SUBGROUP) const uint SUBGROUP = 0;
-layout(constant_id = BRIGADE_MATMUL_SPEC_BIAS) const bool BIAS = false;
+layout(constant_id = BRIGADE_MATMUL_SPEC_BIAS) const uint BIAS = BRIGADE_MATMUL_BIAS_NONE;
 
 const uint WG_X = gl_WorkGroupSize.x, WG_Y = gl_WorkGroupSize.y;
 const uint BM = WG_Y * TM, BN = WG_X * TN;  // outputs per workgroup
@@ -131,12 +133,14 @@ void multiply(uint depth) {
 float result[TM * TN];
 void store_block(uint m0, uint row_step, uint n0, uint col_step) {
   [[unroll]] for (uint i = 0; i < TM * TN; ++i) result[i] = p.alpha * acc[i];
-  const uint base = gl_WorkGroupID.z * p.stride_c;
+  const uint base = p.offset_c + gl_WorkGroupID.z * p.stride_c;
   [[dont_unroll]] for (uint i = 0; i < TM * TN; ++i) {
     const uint m = m0 + (i / TN) * row_step, n = n0 + (i % TN) * col_step;
     if (m >= p.M || n >= p.N) continue;
     const uint at = base + m * p.ldc + n;
-    const float v = BIAS ? result[i] + bias[n] : result[i];
+    const float v = BIAS == BRIGADE_MATMUL_BIAS_COLUMNS ? result[i] + bias[n]
+                    : BIAS == BRIGADE_MATMUL_BIAS_ROWS  ? result[i] + bias[m]
+                                                        : result[i];
     c[at] = p.accumulate != 0 ? c[at] + v : v;
   }
 }
@@ -153,20 +157,23 @@ void register_tiles() {
   }
   // No early exit past the edge: with `share`, every lane's loads are needed.
   const uint m0 = (gl_WorkGroupID.y * WG_Y + y) * TM, n0 = (gl_WorkGroupID.x * WG_X + x) * TN;
-  const uint abase = gl_WorkGroupID.z * p.stride_a, bbase = gl_WorkGroupID.z * p.stride_b;
-  if (VEC4_A || VEC4_B) {
-    // Chunks of 4 along K; the launcher takes vec4 loads only where K % 4 == 0. Compiling
-    // one loop body, not a chunk loop plus a tail, keeps pipeline creation fast on lavapipe.
-    for (uint k = 0; k < p.K; k += 4) {
-      load_a_chunk(abase, m0, k, 4, share);
-      load_b_chunk(bbase, n0, k, 4);
-      multiply(4);
-    }
-  } else {
-    for (uint k = 0; k < p.K; ++k) {
-      load_a_chunk(abase, m0, k, 1, false);
-      load_b_chunk(bbase, n0, k, 1);
-      multiply(1);
+  for (uint r = 0; r < p.terms; ++r) {
+    const uint term = gl_WorkGroupID.z * p.terms + r;
+    const uint abase = p.offset_a + term * p.stride_a, bbase = p.offset_b + term * p.stride_b;
+    if (VEC4_A || VEC4_B) {
+      // Chunks of 4 along K; the launcher takes vec4 loads only where K % 4 == 0. Compiling
+      // one loop body, not a chunk loop plus a tail, keeps pipeline creation fast on lavapipe.
+      for (uint k = 0; k < p.K; k += 4) {
+        load_a_chunk(abase, m0, k, 4, share);
+        load_b_chunk(bbase, n0, k, 4);
+        multiply(4);
+      }
+    } else {
+      for (uint k = 0; k < p.K; ++k) {
+        load_a_chunk(abase, m0, k, 1, false);
+        load_b_chunk(bbase, n0, k, 1);
+        multiply(1);
+      }
     }
   }
   store_block(m0, 1, n0, 1);
@@ -176,8 +183,11 @@ void shared_tiles() {
   const uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y;
   const uint t = ty * WG_X + tx, threads = WG_X * WG_Y;
   const uint mb = gl_WorkGroupID.y * BM, nb = gl_WorkGroupID.x * BN;
-  const uint abase = gl_WorkGroupID.z * p.stride_a, bbase = gl_WorkGroupID.z * p.stride_b;
-  for (uint k0 = 0; k0 < p.K; k0 += BK) {
+  // Each staged tile lies within one term (a term's K need not be a multiple of BK).
+  const uint tiles = (p.K + BK - 1) / BK;
+  for (uint s = 0; s < p.terms * tiles; ++s) {
+    const uint term = gl_WorkGroupID.z * p.terms + s / tiles, k0 = (s % tiles) * BK;
+    const uint abase = p.offset_a + term * p.stride_a, bbase = p.offset_b + term * p.stride_b;
     // Consecutive invocations read consecutive addresses of each operand's storage; what
     // lies past an edge is staged as zero.
     [[unroll]] for (uint r = 0; r < (BM * BK + threads - 1) / threads; ++r) {

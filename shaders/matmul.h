@@ -23,21 +23,30 @@ using uint = std::uint32_t;
 #define BRIGADE_MATMUL_SPEC_VEC4_A 8   // register variant: load A as vec4 (alignment checked)
 #define BRIGADE_MATMUL_SPEC_VEC4_B 9   // register variant: load B as vec4
 #define BRIGADE_MATMUL_SPEC_SUBGROUP 10 // register variant: subgroups of this size share A (0: off)
-#define BRIGADE_MATMUL_SPEC_BIAS 11     // add bias[n] to every row of C
+#define BRIGADE_MATMUL_SPEC_BIAS 11     // 0: no bias; 1: add bias[n] to every row of C; 2: bias[m] to every column
 
 #define BRIGADE_MATMUL_VARIANT_REGISTERS 0
 #define BRIGADE_MATMUL_VARIANT_SHARED 1
 
+#define BRIGADE_MATMUL_BIAS_NONE 0
+#define BRIGADE_MATMUL_BIAS_COLUMNS 1
+#define BRIGADE_MATMUL_BIAS_ROWS 2
+
 // Per batch index z < batch (the dispatch's z dimension):
-//   C[z] = alpha * op(A[z]) op(B[z]) (+ bias, one value per column) (+ C[z] when accumulate != 0)
-// with op(A) (M,K), op(B) (K,N), C (M,N); all row-major with leading dimensions lda, ldb, ldc
-// and batch strides in elements (0 repeats one matrix for every batch index).
+//   C[z] = alpha * sum over r < terms of op(A[z*terms + r]) op(B[z*terms + r])
+//          (+ bias) (+ C[z] when accumulate != 0)
+// with op(A) (M,K), op(B) (K,N), C (M,N); all row-major with leading dimensions lda, ldb, ldc,
+// batch strides in elements (0 repeats one matrix for every batch index) and each operand's
+// first element at offset_a, offset_b, offset_c. The sum over `terms` runs in order inside one
+// invocation, so it is as deterministic as a longer K.
 struct MatmulPush {
   uint M, N, K;
   uint lda, ldb, ldc;
   uint stride_a, stride_b, stride_c;
   float alpha;
   uint accumulate;
+  uint terms;
+  uint offset_a, offset_b, offset_c;
 };
 
 // Threads per workgroup of linear_bias_backward (one per output feature).

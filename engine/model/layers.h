@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "model/layer.h"
+#include "ops/conv2d.h"
 
 namespace brigade::model {
 
@@ -106,10 +107,15 @@ class Conv2d final : public ShapedLayer {
   void backward(const Pass& p, const Tensors& t, vk::View dy,
                 std::optional<vk::View> dx) const override;
   void backward_params(const Pass& p, const Tensors& t) const override;
+  // The columns of the matrix form (ops/conv2d.h): every sample's, up to kColumnsCap bytes;
+  // past the cap the passes work through the samples in chunks (one sample at least).
+  uint64_t scratch_floats(uint32_t rows) const override;
+  static constexpr uint64_t kColumnsCap = 32ull << 20;
 
  private:
   // dweight (and dbias) += the gradient from dy.
   void backward_weight(const Pass& p, const Tensors& t, vk::View dy) const;
+  ops::Conv2dShape shape(uint32_t rows) const;
   uint32_t in_, out_, kernel_, stride_, padding_;
   bool bias_;
   std::string prefix_;

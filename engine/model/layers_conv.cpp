@@ -1,4 +1,5 @@
 // Conv2d and MaxPool2d (engine/model/layers.h) on ops/conv2d.h and ops/maxpool2d.h.
+#include <algorithm>
 #include <cmath>
 
 #include "model/layers.h"
@@ -68,10 +69,18 @@ Cost Conv2d::cost() const {
   return standard_cost(*this, 2.0 * double(elements(output_)) * in_ * kernel_ * kernel_);
 }
 
+ops::Conv2dShape Conv2d::shape(uint32_t rows) const {
+  return conv_shape(input_, out_, kernel_, stride_, padding_, rows);
+}
+
+uint64_t Conv2d::scratch_floats(uint32_t rows) const {
+  const uint64_t per = ops::conv2d_columns_per_sample(shape(1));
+  return std::clamp<uint64_t>(kColumnsCap / 4 / per, 1, std::max(rows, 1u)) * per;
+}
+
 void Conv2d::forward(const Pass& p, const Tensors& t) const {
   const std::optional<vk::View> bias = bias_ ? std::optional(t.params[1]) : std::nullopt;
-  ops::conv2d_forward(p.cmd, t.x, t.params[0], bias, t.y,
-                      conv_shape(input_, out_, kernel_, stride_, padding_, p.rows));
+  ops::conv2d_forward(p.cmd, t.x, t.params[0], bias, t.y, shape(p.rows), *t.scratch);
 }
 
 std::vector<SavedSpec> Conv2d::deferred() const { return {{"dy", elements(output_)}}; }
@@ -80,9 +89,9 @@ void Conv2d::backward(const Pass& p, const Tensors& t, vk::View dy,
                       std::optional<vk::View> dx) const {
   if (p.split) copy_floats(p.cmd, dy, t.deferred[0], p.rows * elements(output_));
   else backward_weight(p, t, dy);
-  if (dx)
-    ops::conv2d_backward_data(p.cmd, dy, t.params[0], *dx,
-                              conv_shape(input_, out_, kernel_, stride_, padding_, p.rows));
+  // After the weight gradient, which reads the columns this overwrites (recorded in order:
+  // vk::Commands puts a barrier between).
+  if (dx) ops::conv2d_backward_data(p.cmd, dy, t.params[0], *dx, shape(p.rows), *t.scratch);
 }
 
 void Conv2d::backward_params(const Pass& p, const Tensors& t) const {
@@ -91,8 +100,7 @@ void Conv2d::backward_params(const Pass& p, const Tensors& t) const {
 
 void Conv2d::backward_weight(const Pass& p, const Tensors& t, vk::View dy) const {
   const std::optional<vk::View> dbias = bias_ ? std::optional(t.grads[1]) : std::nullopt;
-  ops::conv2d_backward_weight(p.cmd, dy, t.x, t.grads[0], dbias,
-                              conv_shape(input_, out_, kernel_, stride_, padding_, p.rows));
+  ops::conv2d_backward_weight(p.cmd, dy, t.x, t.grads[0], dbias, shape(p.rows), *t.scratch);
 }
 
 MaxPool2d::MaxPool2d(const Shape& input, uint32_t kernel, uint32_t stride)

@@ -1,8 +1,15 @@
-// Conv2d (PyTorch's nn.Conv2d with dilation 1, groups 1, zero padding): launchers that
-// record the kernels of shaders/conv2d_*.comp into a vk::Commands.
+// Conv2d (PyTorch's nn.Conv2d with dilation 1, groups 1, zero padding) as matrix products:
 //   x (N, IC, H, W)  weight (OC, IC, KH, KW)  bias (OC)  y (N, OC, OH, OW)
+// Each sample's input patches are copied into columns (IC*KH*KW, OH*OW) (im2col,
+// shaders/conv2d_im2col.comp), so that with K = IC*KH*KW and P = OH*OW pixels:
+//   forward          y[n] (OC, P)  = weight (OC, K) . columns[n] (K, P) + bias per row
+//   backward-data    dcolumns[n]   = weight^T (K, OC) . dy[n] (OC, P), then gathered back
+//                                    into dx (col2im, shaders/conv2d_col2im.comp)
+//   backward-weight  dweight      += sum over n of dy[n] (OC, P) . columns[n]^T (P, K)
+// all through ops::matmul, the same kernel as Linear's. `columns` is scratch the caller
+// provides: the samples are worked through in chunks of as many as it holds (at least one,
+// conv2d_columns_per_sample floats each), so its size trades memory for fewer dispatches.
 // Backward passes accumulate: dx +=, dweight +=, dbias +=, so micro-batches sum for free.
-// Without `tiles`, a launcher uses Conv2dTiles::for_device of the recording device.
 #pragma once
 
 #include <cstdint>
@@ -25,18 +32,8 @@ struct Conv2dShape {
   uint64_t y_size() const { return uint64_t(n) * oc * out_h() * out_w(); }
 };
 
-// Register tiles of the kernels (see shaders/conv.h): outputs per invocation. Results do not
-// depend on them, only speed. Each is shrunk to the extent it covers and evened out (14
-// pixels with px = 16 run as one block of 14, with px = 8 as two of 7).
-struct Conv2dTiles {
-  uint32_t forward_oc = 4, forward_px = 4;
-  uint32_t data_ic = 4, data_px = 4;
-  uint32_t weight_oc = 4, weight_k = 4;
-
-  // The tiles for a device: measured on lavapipe for CPU devices; a conventional 4 x 4 of
-  // registers elsewhere.
-  static Conv2dTiles for_device(const vk::PhysicalInfo& info);
-};
+// Floats of columns one sample takes: (IC*KH*KW) x (OH*OW).
+uint64_t conv2d_columns_per_sample(const Conv2dShape& s);
 
 // Throws UserError when the shape is not a valid convolution (a zero size, a zero stride,
 // or a kernel larger than the padded input).
@@ -44,16 +41,16 @@ void conv2d_validate(const Conv2dShape& s);
 
 // y = conv(x, weight) + bias; without a bias, y = conv(x, weight).
 void conv2d_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optional<vk::View> bias,
-                    vk::View y, const Conv2dShape& s, std::optional<Conv2dTiles> tiles = {});
+                    vk::View y, const Conv2dShape& s, vk::View columns);
 
 // dx += gradient of the loss with respect to x, given dy = dloss/dy.
 void conv2d_backward_data(vk::Commands& cmd, vk::View dy, vk::View weight, vk::View dx,
-                          const Conv2dShape& s, std::optional<Conv2dTiles> tiles = {});
+                          const Conv2dShape& s, vk::View columns);
 
 // dweight += dloss/dweight and, when given, dbias += dloss/dbias. Reductions over
 // N * OH * OW run in a fixed order: the same inputs give bit-identical gradients.
 void conv2d_backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View dweight,
                             std::optional<vk::View> dbias, const Conv2dShape& s,
-                            std::optional<Conv2dTiles> tiles = {});
+                            vk::View columns);
 
 }  // namespace brigade::ops

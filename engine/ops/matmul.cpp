@@ -16,17 +16,18 @@ std::string dims(uint64_t rows, uint64_t cols) {
   return "(" + std::to_string(rows) + "," + std::to_string(cols) + ")";
 }
 
-// Elements a batch of stored (rows, cols) matrices spans in its buffer.
-uint64_t span_elements(uint32_t batch, uint32_t stride, uint32_t rows, uint32_t cols, uint32_t ld) {
+// Elements a batch of stored (rows, cols) matrices spans in its buffer, from its offset.
+uint64_t span_elements(uint64_t batch, uint32_t stride, uint32_t rows, uint32_t cols, uint32_t ld) {
   if (rows == 0 || cols == 0) return 0;
-  return uint64_t(batch - 1) * stride + uint64_t(rows - 1) * ld + cols;
+  return (batch - 1) * stride + uint64_t(rows - 1) * ld + cols;
 }
 
-void check_operand(const char* name, vk::View v, uint32_t batch, uint32_t stride, uint32_t rows,
-                   uint32_t cols, uint32_t ld) {
+void check_operand(const char* name, vk::View v, uint64_t batch, uint32_t stride, uint32_t offset,
+                   uint32_t rows, uint32_t cols, uint32_t ld) {
   BRIGADE_EXPECT(ld >= cols, std::string(name) + ": leading dimension " + std::to_string(ld) +
                          " is less than the stored row length " + std::to_string(cols));
-  const uint64_t need = span_elements(batch, stride, rows, cols, ld) * 4;
+  const uint64_t need = (offset + span_elements(batch, stride, rows, cols, ld)) * 4;
+  BRIGADE_EXPECT(need / 4 <= UINT32_MAX, std::string(name) + ": spans more than 2^32 elements");
   BRIGADE_EXPECT(v.range >= need, std::string(name) + ": view of '" + v.buffer->name() + "' holds " +
                               std::to_string(v.range) + " bytes, a batch of " +
                               std::to_string(batch) + " stored " + dims(rows, cols) +
@@ -37,9 +38,9 @@ void check_operand(const char* name, vk::View v, uint32_t batch, uint32_t stride
 // multiple of 4 (the kernel then walks K in chunks of 4 with no tail) and, where the loads
 // run across the output block (along M or N), that extent is a multiple of 4, so a load is
 // either wholly inside the matrix or wholly clamped.
-bool vec4_ok(vk::View v, uint32_t ld, uint32_t stride, uint32_t batch, uint32_t K, bool along_block,
-             uint32_t block_extent, uint32_t per_invocation) {
-  if (v.offset % 16 || ld % 4 || (batch > 1 && stride % 4) || K % 4) return false;
+bool vec4_ok(vk::View v, uint32_t offset, uint32_t ld, uint32_t stride, uint64_t matrices, uint32_t K,
+             bool along_block, uint32_t block_extent, uint32_t per_invocation) {
+  if (v.offset % 16 || offset % 4 || ld % 4 || (matrices > 1 && stride % 4) || K % 4) return false;
   return !along_block || (block_extent % 4 == 0 && per_invocation % 4 == 0);
 }
 
@@ -95,16 +96,21 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
          "tiling " + t.name() + " shares A by subgroups, which needs wg_x % subgroup == 0 and tm % 4 == 0");
   BRIGADE_EXPECT(p.batch <= 65535, "batch " + std::to_string(p.batch) + " is over 65535 workgroups");
   BRIGADE_EXPECT(p.batch == 1 || p.stride_c != 0, "batched C needs a non-zero stride");
+  BRIGADE_EXPECT(p.terms >= 1, "a matmul sums at least one product");
 
   const uint32_t lda = p.ld_a(), ldb = p.ld_b(), ldc = p.ld_c();
-  check_operand("A", a, p.batch, p.stride_a, p.trans_a ? p.K : p.M, p.trans_a ? p.M : p.K, lda);
-  check_operand("B", b, p.batch, p.stride_b, p.trans_b ? p.N : p.K, p.trans_b ? p.K : p.N, ldb);
-  check_operand("C", c, p.batch, p.stride_c, p.M, p.N, ldc);
-  if (bias) check_operand("bias", *bias, 1, 0, 1, p.N, p.N);
+  const uint64_t products = uint64_t(p.batch) * p.terms;
+  check_operand("A", a, products, p.stride_a, p.offset_a, p.trans_a ? p.K : p.M, p.trans_a ? p.M : p.K, lda);
+  check_operand("B", b, products, p.stride_b, p.offset_b, p.trans_b ? p.N : p.K, p.trans_b ? p.K : p.N, ldb);
+  check_operand("C", c, p.batch, p.stride_c, p.offset_c, p.M, p.N, ldc);
+  const uint32_t bias_size = p.bias_rows ? p.M : p.N;
+  if (bias) check_operand("bias", *bias, 1, 0, 0, 1, bias_size, bias_size);
 
   const bool regs = t.variant == MatmulTiling::Variant::Registers;
-  const bool vec4_a = regs && vec4_ok(a, lda, p.stride_a, p.batch, p.K, p.trans_a, p.M, t.tm);
-  const bool vec4_b = regs && vec4_ok(b, ldb, p.stride_b, p.batch, p.K, !p.trans_b, p.N, t.tn);
+  const bool vec4_a =
+      regs && vec4_ok(a, p.offset_a, lda, p.stride_a, products, p.K, p.trans_a, p.M, t.tm);
+  const bool vec4_b =
+      regs && vec4_ok(b, p.offset_b, ldb, p.stride_b, products, p.K, !p.trans_b, p.N, t.tn);
   vk::Specialization spec;
   spec.set(BRIGADE_MATMUL_SPEC_VARIANT, uint32_t(t.variant))
       .set(BRIGADE_MATMUL_SPEC_WG_X, t.wg_x)
@@ -117,10 +123,12 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
       .set(BRIGADE_MATMUL_SPEC_VEC4_A, vec4_a)
       .set(BRIGADE_MATMUL_SPEC_VEC4_B, vec4_b)
       .set(BRIGADE_MATMUL_SPEC_SUBGROUP, regs ? t.subgroup : 0)
-      .set(BRIGADE_MATMUL_SPEC_BIAS, bias.has_value());
-  const shaders::MatmulPush push{p.M,        p.N,        p.K,        lda,     ldb,
-                                 ldc,        p.stride_a, p.stride_b, p.stride_c,
-                                 p.alpha,    p.accumulate ? 1u : 0u};
+      .set(BRIGADE_MATMUL_SPEC_BIAS, !bias         ? BRIGADE_MATMUL_BIAS_NONE
+                                     : p.bias_rows ? BRIGADE_MATMUL_BIAS_ROWS
+                                                   : BRIGADE_MATMUL_BIAS_COLUMNS);
+  const shaders::MatmulPush push{p.M,        p.N,        p.K,        lda,        ldb,
+                                 ldc,        p.stride_a, p.stride_b, p.stride_c, p.alpha,
+                                 p.accumulate ? 1u : 0u, p.terms, p.offset_a, p.offset_b, p.offset_c};
   const vk::Groups groups{vk::groups_for(p.N, t.wg_x * t.tn), vk::groups_for(p.M, t.wg_y * t.tm),
                           p.batch};
   // Without a bias, A stands in for the binding: already read, so it adds no barrier.

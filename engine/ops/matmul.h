@@ -1,7 +1,8 @@
-// fp32 matmul, the kernel under Linear and attention:
-//   C[z] = alpha * op(A[z]) op(B[z]) + bias   or, accumulating,   C[z] += ...
-// for each batch index z, with op(A) (M,K), op(B) (K,N), C (M,N), all row-major, and an
-// optional bias (N) added to every row as C is stored.
+// fp32 matmul, the kernel under Linear, Conv2d and attention:
+//   C[z] = alpha * sum_r op(A[z,r]) op(B[z,r]) + bias   or, accumulating,   C[z] += ...
+// for each batch index z and r < terms (usually 1), with op(A) (M,K), op(B) (K,N), C (M,N),
+// all row-major, and an optional bias added as C is stored: (N) to every row or (M) to every
+// column.
 // The kernel is shaders/matmul.comp; its tiling is picked per device (matmul_tiling).
 #pragma once
 
@@ -44,10 +45,17 @@ struct MatmulParams {
   bool accumulate = false;  // C += ... instead of C = ...
   float alpha = 1.0f;
   uint32_t batch = 1;
+  // Products summed into each C[z]: A and B matrix z*terms + r for r < terms. The sum runs
+  // in order, so it is as deterministic as one product with a longer K.
+  uint32_t terms = 1;
+  bool bias_rows = false;   // the bias is (M), one value per row of C, not (N)
   // Leading dimensions (elements between stored rows); 0 means packed.
   uint32_t lda = 0, ldb = 0, ldc = 0;
-  // Elements between consecutive batch matrices; 0 repeats one A or B for every z.
+  // Elements between consecutive A, B (over z*terms + r) or C (over z) matrices; 0 repeats
+  // one A or B for every index.
   uint32_t stride_a = 0, stride_b = 0, stride_c = 0;
+  // Elements from the start of each view to its first matrix.
+  uint32_t offset_a = 0, offset_b = 0, offset_c = 0;
   std::optional<MatmulTiling> tiling;  // unset: matmul_tiling(the device)
 
   uint32_t ld_a() const { return lda ? lda : trans_a ? M : K; }

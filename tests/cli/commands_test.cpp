@@ -176,10 +176,10 @@ TEST_CASE("brigade bench profile times every layer and dispatch, and splits a st
     const std::string k = d["kernel"];
     kernels[{layer, d["pass"]}].insert(k.substr(0, k.find('|')));
   }
-  CHECK(kernels[{0, "forward"}] == std::set<std::string>{"conv2d_forward"});
-  CHECK(kernels[{3, "backward"}].count("conv2d_backward_weight") == 1);
-  CHECK(kernels[{3, "backward"}].count("conv2d_backward_data") == 1);
-  CHECK(kernels[{0, "backward"}].count("conv2d_backward_data") == 0);  // the input needs no gradient
+  CHECK(kernels[{0, "forward"}] == std::set<std::string>{"conv2d_im2col", "matmul"});
+  CHECK(kernels[{3, "backward"}] ==
+        std::set<std::string>{"conv2d_im2col", "matmul", "conv2d_col2im", "conv2d_backward_bias"});
+  CHECK(kernels[{0, "backward"}].count("conv2d_col2im") == 0);  // the input needs no gradient
   CHECK(kernels[{10, "forward"}].count("cross_entropy_forward") == 1);
   // The step: two stages, two micro-batches; busy time within the wall time.
   const auto& step = j["step"];

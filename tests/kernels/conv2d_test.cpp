@@ -41,6 +41,12 @@ const std::vector<Conv2dShape> kShapes = {
     {.n = 1, .ic = 32, .h = 14, .w = 14, .oc = 64, .kh = 3, .kw = 3, .pad_h = 1, .pad_w = 1},
 };
 
+// Columns for `chunk` samples at a time (0: all of them).
+vk::Buffer columns_for(vk::Device& dev, const Conv2dShape& s, uint32_t chunk) {
+  return test::zeros(dev, (chunk ? chunk : s.n) * ops::conv2d_columns_per_sample(s), "columns",
+                     vk::Category::Scratch);
+}
+
 template <class T>
 std::span<const T> in(const std::vector<T>& v) {
   return v;
@@ -57,13 +63,13 @@ struct Problem {
         dy(test::random_vector(s.y_size(), seed + 3)) {}
 };
 
-std::vector<float> gpu_forward(vk::Device& dev, const Problem& p, bool with_bias,
-                               std::optional<ops::Conv2dTiles> tiles = {}) {
+std::vector<float> gpu_forward(vk::Device& dev, const Problem& p, bool with_bias, uint32_t chunk = 0) {
   auto x = test::to_device(dev, p.x, "x"), w = test::to_device(dev, p.weight, "weight");
   auto b = test::to_device(dev, p.bias, "bias"), y = test::zeros(dev, p.s.y_size(), "y");
+  auto columns = columns_for(dev, p.s, chunk);
   vk::Commands cmd(dev, "conv2d forward");
   ops::conv2d_forward(cmd, x, w, with_bias ? std::optional<vk::View>(b) : std::nullopt, y, p.s,
-                      tiles);
+                      columns);
   cmd.run();
   return test::to_host(y);
 }
@@ -78,12 +84,12 @@ std::vector<float> cpu_forward(const Problem& p, bool with_bias) {
 
 // dx (pre-filled with `dx0`) after the GPU backward-data pass.
 std::vector<float> gpu_backward_data(vk::Device& dev, const Problem& p,
-                                     const std::vector<float>& dx0,
-                                     std::optional<ops::Conv2dTiles> tiles = {}) {
+                                     const std::vector<float>& dx0, uint32_t chunk = 0) {
   auto dy = test::to_device(dev, p.dy, "dy"), w = test::to_device(dev, p.weight, "weight");
   auto dx = test::to_device(dev, dx0, "dx");
+  auto columns = columns_for(dev, p.s, chunk);
   vk::Commands cmd(dev, "conv2d backward-data");
-  ops::conv2d_backward_data(cmd, dy, w, dx, p.s, tiles);
+  ops::conv2d_backward_data(cmd, dy, w, dx, p.s, columns);
   cmd.run();
   return test::to_host(dx);
 }
@@ -101,13 +107,14 @@ struct WeightGrads {
 
 // Without a bias (with_bias false) dbias is returned as it started.
 WeightGrads gpu_backward_weight(vk::Device& dev, const Problem& p, const WeightGrads& start,
-                                std::optional<ops::Conv2dTiles> tiles = {}, bool with_bias = true) {
+                                uint32_t chunk = 0, bool with_bias = true) {
   auto dy = test::to_device(dev, p.dy, "dy"), x = test::to_device(dev, p.x, "x");
   auto dw = test::to_device(dev, start.dweight, "dweight", vk::Category::Gradients);
   auto db = test::to_device(dev, start.dbias, "dbias", vk::Category::Gradients);
+  auto columns = columns_for(dev, p.s, chunk);
   vk::Commands cmd(dev, "conv2d backward-weight");
   ops::conv2d_backward_weight(cmd, dy, x, dw, with_bias ? std::optional<vk::View>(db) : std::nullopt,
-                              p.s, tiles);
+                              p.s, columns);
   cmd.run();
   return {test::to_host(dw), test::to_host(db)};
 }
@@ -161,32 +168,44 @@ TEST_CASE_FIXTURE(test::Gpu, "conv2d backward-weight adds weight and bias gradie
 TEST_CASE_FIXTURE(test::Gpu, "conv2d backward-weight without a bias computes the weight gradient alone") {
   const Problem p(kShapes[3], 250);
   const auto start = nonzero_start(p.s, 251);
-  const auto gpu = gpu_backward_weight(device(), p, start, {}, false);
+  const auto gpu = gpu_backward_weight(device(), p, start, 0, false);
   test::check_close(gpu.dweight, cpu_backward_weight(p, start).dweight, 1e-4, kRtol, "dweight");
   CHECK(gpu.dbias == start.dbias);
 }
 
-TEST_CASE_FIXTURE(test::Gpu, "conv2d results do not depend on the register tiles") {
-  const Conv2dShape s = kShapes[4];
-  const Problem p(s, 300);
-  const auto dx0 = test::random_vector(s.x_size(), 301, 1.0f, 2.0f);
-  const auto start = nonzero_start(s, 302);
-  const auto want_y = cpu_forward(p, true), want_dx = cpu_backward_data(p, dx0);
-  const auto want_w = cpu_backward_weight(p, start);
-  // The GPU default, the lavapipe default, no tiling, and tiles that leave ragged tails.
-  for (const ops::Conv2dTiles& tiles :
-       {ops::Conv2dTiles{}, ops::Conv2dTiles{32, 16, 32, 16, 16, 16},
-        ops::Conv2dTiles{1, 1, 1, 1, 1, 1}, ops::Conv2dTiles{3, 5, 2, 3, 3, 5}}) {
-    const std::string t = " tiles " + std::to_string(tiles.forward_oc) + "x" +
-                          std::to_string(tiles.forward_px) + " " + std::to_string(tiles.weight_oc) +
-                          "x" + std::to_string(tiles.weight_k);
-    test::check_close(gpu_forward(device(), p, true, tiles), want_y, kAtol, kRtol, "forward" + t);
-    test::check_close(gpu_backward_data(device(), p, dx0, tiles), want_dx, kAtol, kRtol,
-                      "backward-data" + t);
-    const auto got_w = gpu_backward_weight(device(), p, start, tiles);
-    test::check_close(got_w.dweight, want_w.dweight, 1e-4, kRtol, "dweight" + t);
-    test::check_close(got_w.dbias, want_w.dbias, 1e-4, kRtol, "dbias" + t);
+TEST_CASE_FIXTURE(test::Gpu, "conv2d results do not depend on how many samples the columns hold") {
+  // Odd sizes (no vec4 loads), then fashion-cnn's second convolution, whose chunks start at
+  // element offsets that are multiples of 4 (vec4 loads from an offset).
+  for (const Conv2dShape& s :
+       {Conv2dShape{.n = 5, .ic = 2, .h = 6, .w = 11, .oc = 3, .kh = 4, .kw = 2, .stride_h = 3,
+                    .stride_w = 2, .pad_h = 1, .pad_w = 2},
+        Conv2dShape{.n = 3, .ic = 32, .h = 14, .w = 14, .oc = 64, .kh = 3, .kw = 3, .pad_h = 1,
+                    .pad_w = 1}}) {
+    const Problem p(s, 300);
+    const auto dx0 = test::random_vector(s.x_size(), 301, 1.0f, 2.0f);
+    const auto start = nonzero_start(s, 302);
+    const auto want_y = cpu_forward(p, true), want_dx = cpu_backward_data(p, dx0);
+    const auto want_w = cpu_backward_weight(p, start);
+    for (uint32_t chunk : {1u, 2u, s.n}) {
+      const std::string t = " " + describe(s) + ", chunks of " + std::to_string(chunk);
+      test::check_close(gpu_forward(device(), p, true, chunk), want_y, kAtol, kRtol, "forward" + t);
+      test::check_close(gpu_backward_data(device(), p, dx0, chunk), want_dx, kAtol, kRtol,
+                        "backward-data" + t);
+      const auto got_w = gpu_backward_weight(device(), p, start, chunk);
+      test::check_close(got_w.dweight, want_w.dweight, 1e-4, kRtol, "dweight" + t);
+      test::check_close(got_w.dbias, want_w.dbias, 1e-4, kRtol, "dbias" + t);
+    }
   }
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "conv2d refuses columns that hold less than one sample") {
+  const Problem p(kShapes[0], 350);
+  auto x = test::to_device(device(), p.x, "x"), w = test::to_device(device(), p.weight, "weight");
+  auto y = test::zeros(device(), p.s.y_size(), "y");
+  auto columns = test::zeros(device(), ops::conv2d_columns_per_sample(p.s) - 1, "columns");
+  vk::Commands cmd(device(), "conv2d small columns");
+  CHECK_THROWS_WITH(ops::conv2d_forward(cmd, x, w, std::nullopt, y, p.s, columns),
+                    doctest::Contains("hold less than one sample"));
 }
 
 TEST_CASE_FIXTURE(test::Gpu, "conv2d backward-weight is bit-identical from run to run") {

@@ -38,16 +38,19 @@ std::string describe(const MatmulParams& p) {
   return std::to_string(p.M) + "x" + std::to_string(p.N) + "x" + std::to_string(p.K) +
          (p.trans_a ? " A^T" : "") + (p.trans_b ? " B^T" : "") +
          (p.accumulate ? " accumulate" : "") + " batch " + std::to_string(p.batch) +
+         (p.terms > 1 ? " terms " + std::to_string(p.terms) : "") +
+         (p.bias_rows ? " row bias" : "") +
          (p.tiling ? " " + p.tiling->name() : "");
 }
 
 uint64_t elements(const MatmulParams& p, bool a) {
   const uint32_t rows = a ? (p.trans_a ? p.K : p.M) : (p.trans_b ? p.N : p.K);
   const uint32_t ld = a ? p.ld_a() : p.ld_b(), stride = a ? p.stride_a : p.stride_b;
-  return uint64_t(p.batch - 1) * stride + uint64_t(rows) * ld;
+  return (a ? p.offset_a : p.offset_b) + (uint64_t(p.batch) * p.terms - 1) * stride +
+         uint64_t(rows) * ld;
 }
 uint64_t elements_c(const MatmulParams& p) {
-  return uint64_t(p.batch - 1) * p.stride_c + uint64_t(p.M) * p.ld_c();
+  return p.offset_c + uint64_t(p.batch - 1) * p.stride_c + uint64_t(p.M) * p.ld_c();
 }
 
 // Runs matmul on random A and B (and a random bias, if asked) with C starting as `c0`;
@@ -56,7 +59,7 @@ void check_matmul(vk::Device& dev, const MatmulParams& p, const std::vector<floa
                   uint32_t seed, bool with_bias = false) {
   const auto a = test::random_vector(elements(p, true), seed);
   const auto b = test::random_vector(elements(p, false), seed + 1);
-  const auto bias = test::random_vector(p.N, seed + 2);
+  const auto bias = test::random_vector(p.bias_rows ? p.M : p.N, seed + 2);
   auto ba = test::to_device(dev, a, "A"), bb = test::to_device(dev, b, "B");
   auto bbias = test::to_device(dev, bias, "bias"), bc = test::to_device(dev, c0, "C");
   vk::Commands cmd(dev, "matmul");
@@ -142,6 +145,30 @@ TEST_CASE_FIXTURE(test::Gpu, "matmul adds a bias to every row of C when given on
                            .alpha = 1.5f, .tiling = tiling};
       check_matmul(device(), p, test::random_vector(13 * 12, 30), 31, true);
     }
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "matmul adds a bias to every column of C when the bias is per row") {
+  for (const MatmulTiling& tiling : {kSubgroupRegisters, kShared})
+    for (const Shape& s : {Shape{13, 12, 8}, Shape{32, 16, 12}}) {
+      const MatmulParams p{.M = s.M, .N = s.N, .K = s.K, .bias_rows = true, .tiling = tiling};
+      check_matmul(device(), p, test::random_vector(size_t(s.M) * s.N, 32), 33, true);
+    }
+}
+
+// Each C[z] the sum of `terms` products (Conv2d's weight gradient over the samples), with
+// operands that start past the beginning of their views: offsets that allow vec4 loads and
+// offsets that do not, a K that is no multiple of the shared variant's tile depth.
+TEST_CASE_FIXTURE(test::Gpu, "matmul sums several products into each C and starts each operand at its offset") {
+  for (const MatmulTiling& tiling : {kSubgroupRegisters, kRegisters, kShared})
+    for (uint32_t offset : {0u, 4u, 3u})
+      for (int t = 0; t < 4; ++t) {
+        MatmulParams p{.M = 12, .N = 16, .K = t < 2 ? 20u : 9u, .trans_a = bool(t & 1),
+                       .trans_b = bool(t & 2), .accumulate = t == 3, .batch = 2, .terms = 3,
+                       .tiling = tiling};
+        p.stride_a = p.M * p.K + 4, p.stride_b = p.K * p.N, p.stride_c = p.M * p.N;
+        p.offset_a = offset, p.offset_b = 2 * offset, p.offset_c = offset;
+        check_matmul(device(), p, test::random_vector(elements_c(p), 40 + t), 41 + t, t == 2);
+      }
 }
 
 TEST_CASE_FIXTURE(test::Gpu, "matmul without accumulate never reads what C held") {
