@@ -1,5 +1,6 @@
 // The rest of the program end to end: devices, plan, bench, and --help of every subcommand.
 #include <doctest/doctest.h>
+#include <dlfcn.h>
 
 #include <fstream>
 
@@ -118,6 +119,20 @@ TEST_CASE("brigade bench kernels checks and times the kernels") {
   const auto j = nlohmann::json::parse(r.output);
   REQUIRE(!j["results"].empty());
   CHECK(j["results"][0]["gflops"].get<double>() > 0);
+  // OpenBLAS beside every row where this machine has it; where not, the peer line says so.
+  void* blas = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
+  const std::string peer = j["peer"];
+  if (blas) {
+    dlclose(blas);
+    for (const auto& row : j["results"]) {
+      CHECK(row["openblas_gflops"].get<double>() > 0);
+      CHECK(row["ratio_to_openblas"].get<double>() ==
+            doctest::Approx(row["gflops"].get<double>() / row["openblas_gflops"].get<double>()));
+    }
+  } else {
+    CHECK(peer.find("OpenBLAS not found") != std::string::npos);
+    CHECK(!j["results"][0].contains("openblas_gflops"));
+  }
 }
 
 TEST_CASE("brigade bench pipeline measures steps, GPipe's bubble and memory per K and M") {

@@ -1,7 +1,8 @@
 // `brigade bench kernels`: the speed of the matmul kernel on one device, over square
 // problems and the real Linear shapes of the presets. Every case is first checked against
 // the CPU reference; a kernel that disagrees gets no speed. Times are GPU timestamps around
-// each repetition; the median is reported.
+// each repetition; the median is reported, beside OpenBLAS's for the same product on the
+// host's cores, measured right after it (blas_peer.h).
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -16,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "blas_peer.h"
 #include "commands.h"
 #include "table.h"
 #include "ops/linear.h"
@@ -59,6 +61,9 @@ struct Case {
     }
     return {};
   }
+  // How the product's operands are stored, as the Linear pass lays them out.
+  bool trans_a() const { return op == Op::LinearBackwardWeight; }
+  bool trans_b() const { return op == Op::LinearForward; }
   std::string shape() const {
     const auto [m, n, k] = mnk();
     return std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
@@ -70,6 +75,7 @@ struct Result {
   std::string tiling;  // its name; "default: ..." where the device's default picked it
   bool valid = false;
   double max_err = 0, median_ms = 0, gflops = 0;
+  double peer_gflops = NAN;  // OpenBLAS on the same product; NaN without it
 };
 
 // Values of the inputs, and what the reference says the outputs are.
@@ -164,6 +170,11 @@ bool close(float got, float want, uint64_t k) {
   return std::abs(double(got) - want) <= 1e-6 * double(k) + 1e-4 * std::abs(double(want));
 }
 
+double gflops(const Case& c, double ms) {
+  const auto [m, n, k] = c.mnk();
+  return 2.0 * double(m) * double(n) * double(k) / (ms * 1e6);
+}
+
 Result run_case(vk::Device& dev, const Case& c, const Problem& problem, int reps) {
   Result r{c, c.tiling ? c.tiling->name()
                        : "default: " + ops::matmul_tiling(dev.info(), uint32_t(c.mnk()[0])).name()};
@@ -201,8 +212,7 @@ Result run_case(vk::Device& dev, const Case& c, const Problem& problem, int reps
   std::vector<double> ms;
   for (int i = 0; i < reps; ++i) ms.push_back((ts[marks[2 * i + 1]] - ts[marks[2 * i]]) * 1e-6);
   r.median_ms = median(ms);
-  const auto [m, n, k] = c.mnk();
-  r.gflops = 2.0 * double(m) * double(n) * double(k) / (r.median_ms * 1e6);
+  r.gflops = gflops(c, r.median_ms);
   return r;
 }
 
@@ -276,13 +286,20 @@ void run_kernels(const std::string& device_spec, int reps, bool json, bool compa
     }
   }
 
+  const BlasPeer peer;
   std::map<std::string, Problem> problems;  // by shape and op: the reference runs once
+  std::map<std::string, double> peer_ms;    // likewise OpenBLAS, right after the first run
   std::vector<Result> results;
   for (const Case& c : cases) {
     const std::string key = std::string(op_name(c.op)) + " " + std::to_string(c.d0) + " " +
                             std::to_string(c.d1) + " " + std::to_string(c.d2);
     if (!problems.count(key)) problems[key] = make_problem(c);
     results.push_back(run_case(dev, c, problems[key], reps));
+    if (peer.found() && !peer_ms.count(key)) {
+      const auto [m, n, k] = c.mnk();
+      peer_ms[key] = peer.median_ms(m, n, k, c.trans_a(), c.trans_b(), reps);
+    }
+    if (peer.found()) results.back().peer_gflops = gflops(c, peer_ms[key]);
     if (!json) std::fprintf(stderr, "  %s %s: %s\n", c.name.c_str(), op_name(c.op),
                             results.back().valid ? "ok" : "WRONG");
   }
@@ -307,20 +324,27 @@ void run_kernels(const std::string& device_spec, int reps, bool json, bool compa
       nlohmann::json row = {{"case", r.c.name}, {"op", op_name(r.c.op)}, {"M", m}, {"N", n}, {"K", k},
                             {"tiling", r.tiling}, {"valid", r.valid}, {"max_abs_error", r.max_err}};
       if (r.valid) row["median_ms"] = r.median_ms, row["gflops"] = r.gflops;
+      if (peer.found()) row["openblas_gflops"] = r.peer_gflops;
+      if (peer.found() && r.valid) row["ratio_to_openblas"] = r.gflops / r.peer_gflops;
       rows.push_back(row);
     }
     nlohmann::json out{{"device", device}, {"device_index", device_index}, {"reps", reps},
+                       {"peer", peer.description()},
                        {"default_tiling", ops::matmul_tiling(info).name()}, {"results", rows}};
     for (auto& [tiling, ms] : totals) out["preset_total_ms"][tiling] = ms;
     std::cout << out.dump(2) << "\n";
   } else {
-    std::printf("device %u: %s\ndefault matmul tiling: %s\nmedian of %d repetitions (GPU timestamps)\n\n",
-                device_index, device.c_str(), ops::matmul_tiling(info).name().c_str(), reps);
-    std::vector<std::vector<std::string>> rows = {
-        {"case", "op", "MxNxK", "tiling", "median ms", "GFLOPS", "max |err|"}};
+    std::printf("device %u: %s\ndefault matmul tiling: %s\nmedian of %d repetitions (GPU timestamps)\n"
+                "peer: %s, median of %d calls (wall clock)\n\n",
+                device_index, device.c_str(), ops::matmul_tiling(info).name().c_str(), reps,
+                peer.description().c_str(), reps);
+    std::vector<std::vector<std::string>> rows = {{"case", "op", "MxNxK", "tiling", "median ms",
+                                                   "GFLOPS", "OpenBLAS GFLOPS", "ratio", "max |err|"}};
     for (auto& r : results)
       rows.push_back({r.c.name, op_name(r.c.op), r.c.shape(), r.tiling,
                       r.valid ? fixed(r.median_ms, 3) : "-", r.valid ? fixed(r.gflops, 2) : "WRONG",
+                      peer.found() ? fixed(r.peer_gflops, 2) : "-",
+                      peer.found() && r.valid ? fixed(r.gflops / r.peer_gflops, 2) : "-",
                       fixed(r.max_err, 7)});
     print_table(rows);
     if (!totals.empty()) {
