@@ -4,6 +4,7 @@
 #include <string>
 
 #include "ops/matmul.h"
+#include "shaders/push.h"
 #include "vk/check.h"
 
 namespace brigade::ops {
@@ -25,13 +26,26 @@ shaders::Conv2dPush push_of(const Conv2dShape& s) {
 uint32_t taps(const Conv2dShape& s) { return s.ic * s.kh * s.kw; }
 uint32_t pixels(const Conv2dShape& s) { return s.out_h() * s.out_w(); }
 
-// Samples per chunk: as many as the columns hold (at least one), at most a dispatch's 65535.
-uint32_t chunk_of(const Conv2dShape& s, vk::View columns) {
-  const uint64_t per = conv2d_columns_per_sample(s);
-  BRIGADE_EXPECT(columns.range >= per * 4, "conv2d columns of " + std::to_string(columns.range) +
-                                               " bytes hold less than one sample (" +
-                                               std::to_string(per * 4) + " bytes)");
-  return uint32_t(std::min<uint64_t>({s.n, columns.range / 4 / per, 65535}));
+// The grouped weight gradient: up to kGroups partial sums, each padded to 64 floats (256
+// bytes, every device's largest minStorageBufferOffsetAlignment), for weights of at most
+// kSmallWeight elements: (8 x 16) x (8 x 8) outputs, 16 register tiles of the CPU matmul.
+constexpr uint32_t kGroups = 16;
+constexpr uint64_t kSmallWeight = 16 * 128 * 64, kAlign = 64;
+
+uint64_t padded(uint64_t floats) { return (floats + kAlign - 1) / kAlign * kAlign; }
+uint64_t partial_floats(const Conv2dShape& s) {
+  return s.weight_size() <= kSmallWeight ? kGroups * padded(s.weight_size()) : 0;
+}
+
+// Samples per chunk: as many as the scratch holds columns for (at least one), at most a
+// dispatch's 65535.
+uint32_t chunk_of(const Conv2dShape& s, vk::View scratch) {
+  const uint64_t per = conv2d_columns_per_sample(s), need = padded(per) + partial_floats(s);
+  BRIGADE_EXPECT(scratch.range >= need * 4, "conv2d scratch of " + std::to_string(scratch.range) +
+                                                " bytes holds less than one sample (" +
+                                                std::to_string(need * 4) + " bytes)");
+  const uint64_t columns = (scratch.range / 4 - partial_floats(s)) / kAlign * kAlign;
+  return uint32_t(std::min<uint64_t>({s.n, columns / per, 65535}));
 }
 
 // Columns of samples first .. first + count - 1 from x.
@@ -56,6 +70,10 @@ void col2im(vk::Commands& cmd, vk::View columns, vk::View dx, const Conv2dShape&
 
 uint64_t conv2d_columns_per_sample(const Conv2dShape& s) { return uint64_t(taps(s)) * pixels(s); }
 
+uint64_t conv2d_scratch_floats(const Conv2dShape& s, uint32_t samples) {
+  return padded(samples * conv2d_columns_per_sample(s)) + partial_floats(s);
+}
+
 void conv2d_validate(const Conv2dShape& s) {
   const auto dims = std::to_string(s.n) + "x" + std::to_string(s.ic) + "x" + std::to_string(s.h) +
                     "x" + std::to_string(s.w) + " input, " + std::to_string(s.oc) + "x" +
@@ -76,13 +94,14 @@ void conv2d_validate(const Conv2dShape& s) {
 }
 
 void conv2d_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optional<vk::View> bias,
-                    vk::View y, const Conv2dShape& s, vk::View columns) {
+                    vk::View y, const Conv2dShape& s, vk::View scratch) {
   conv2d_validate(s);
   BRIGADE_EXPECT_FLOATS(x, s.x_size(), "conv2d input");
   BRIGADE_EXPECT_FLOATS(weight, s.weight_size(), "conv2d weight");
   if (bias) BRIGADE_EXPECT_FLOATS(*bias, s.oc, "conv2d bias");
   BRIGADE_EXPECT_FLOATS(y, s.y_size(), "conv2d output");
-  const uint32_t K = taps(s), P = pixels(s), chunk = chunk_of(s, columns);
+  const uint32_t K = taps(s), P = pixels(s), chunk = chunk_of(s, scratch);
+  const vk::View columns(*scratch.buffer, scratch.offset, uint64_t(chunk) * K * P * 4);
   for (uint32_t first = 0; first < s.n; first += chunk) {
     const uint32_t count = std::min(chunk, s.n - first);
     im2col(cmd, x, columns, s, first, count);
@@ -93,12 +112,13 @@ void conv2d_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optiona
 }
 
 void conv2d_backward_data(vk::Commands& cmd, vk::View dy, vk::View weight, vk::View dx,
-                          const Conv2dShape& s, vk::View columns) {
+                          const Conv2dShape& s, vk::View scratch) {
   conv2d_validate(s);
   BRIGADE_EXPECT_FLOATS(dy, s.y_size(), "conv2d output gradient");
   BRIGADE_EXPECT_FLOATS(weight, s.weight_size(), "conv2d weight");
   BRIGADE_EXPECT_FLOATS(dx, s.x_size(), "conv2d input gradient");
-  const uint32_t K = taps(s), P = pixels(s), chunk = chunk_of(s, columns);
+  const uint32_t K = taps(s), P = pixels(s), chunk = chunk_of(s, scratch);
+  const vk::View columns(*scratch.buffer, scratch.offset, uint64_t(chunk) * K * P * 4);
   for (uint32_t first = 0; first < s.n; first += chunk) {
     const uint32_t count = std::min(chunk, s.n - first);
     MatmulParams mm{.M = K, .N = P, .K = s.oc, .trans_a = true, .batch = count};
@@ -110,20 +130,44 @@ void conv2d_backward_data(vk::Commands& cmd, vk::View dy, vk::View weight, vk::V
 
 void conv2d_backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View dweight,
                             std::optional<vk::View> dbias, const Conv2dShape& s,
-                            vk::View columns) {
+                            vk::View scratch) {
   conv2d_validate(s);
   BRIGADE_EXPECT_FLOATS(dy, s.y_size(), "conv2d output gradient");
   BRIGADE_EXPECT_FLOATS(x, s.x_size(), "conv2d input");
   BRIGADE_EXPECT_FLOATS(dweight, s.weight_size(), "conv2d weight gradient");
   if (dbias) BRIGADE_EXPECT_FLOATS(*dbias, s.oc, "conv2d bias gradient");
-  const uint32_t K = taps(s), P = pixels(s), chunk = chunk_of(s, columns);
+  const uint32_t K = taps(s), P = pixels(s), chunk = chunk_of(s, scratch);
+  const vk::View columns(*scratch.buffer, scratch.offset, uint64_t(chunk) * K * P * 4);
+  const MatmulTiling t = matmul_tiling(cmd.device().info(), s.oc);
+  const uint64_t tiles = uint64_t(vk::groups_for(K, t.wg_x * t.tn)) * vk::groups_for(s.oc, t.wg_y * t.tm);
+  const uint64_t stride = padded(s.weight_size());
   for (uint32_t first = 0; first < s.n; first += chunk) {
     const uint32_t count = std::min(chunk, s.n - first);
     im2col(cmd, x, columns, s, first, count);
-    // The chunk's samples are the terms of one sum, added in order after what dweight holds.
-    MatmulParams mm{.M = s.oc, .N = K, .K = P, .trans_b = true, .accumulate = true, .terms = count};
+    // The chunk's samples are the terms of one sum, added in order after what dweight holds;
+    // or, for a weight of few tiles, summed in equal groups side by side (as many groups as
+    // divide the chunk, up to kGroups), which are then added to dweight in order.
+    uint32_t groups = 1;
+    if (partial_floats(s) && tiles < kGroups)
+      for (uint32_t g = std::min(count, kGroups); g > 1 && groups == 1; --g)
+        if (count % g == 0) groups = g;
+    MatmulParams mm{.M = s.oc, .N = K, .K = P, .trans_b = true, .accumulate = groups == 1,
+                    .batch = groups, .terms = count / groups};
     mm.stride_a = s.oc * P, mm.stride_b = K * P, mm.offset_a = first * s.oc * P;
-    matmul(cmd, dy, columns, dweight, mm);
+    if (groups == 1) {
+      matmul(cmd, dy, columns, dweight, mm);
+      continue;
+    }
+    mm.stride_c = uint32_t(stride);
+    const vk::View partials(*scratch.buffer, columns.offset + padded(uint64_t(chunk) * K * P) * 4,
+                            groups * stride * 4);
+    matmul(cmd, dy, columns, partials, mm);
+    for (uint32_t g = 0; g < groups; ++g) {
+      const vk::View partial(*scratch.buffer, partials.offset + g * stride * 4, s.weight_size() * 4);
+      const shaders::AxpyPush push{uint32_t(s.weight_size()), 1.0f};
+      cmd.dispatch(cmd.device().kernel("axpy"), {partial, dweight}, push,
+                   {vk::groups_for(s.weight_size(), BRIGADE_WG_1D)});
+    }
   }
   if (!dbias) return;
   require_groups({s.oc}, "backward-bias");

@@ -6,9 +6,11 @@
 //   backward-data    dcolumns[n]   = weight^T (K, OC) . dy[n] (OC, P), then gathered back
 //                                    into dx (col2im, shaders/conv2d_col2im.comp)
 //   backward-weight  dweight      += sum over n of dy[n] (OC, P) . columns[n]^T (P, K)
-// all through ops::matmul, the same kernel as Linear's. `columns` is scratch the caller
-// provides: the samples are worked through in chunks of as many as it holds (at least one,
-// conv2d_columns_per_sample floats each), so its size trades memory for fewer dispatches.
+// all through ops::matmul, the same kernel as Linear's. `scratch` is memory the caller
+// provides (conv2d_scratch_floats): the samples are worked through in chunks of as many as
+// it holds columns for (at least one), so its size trades memory for fewer dispatches.
+// A small weight gradient (too few output tiles to keep a device's threads busy) is summed
+// in groups of samples side by side, then the groups added in order: still deterministic.
 // Backward passes accumulate: dx +=, dweight +=, dbias +=, so micro-batches sum for free.
 #pragma once
 
@@ -34,6 +36,9 @@ struct Conv2dShape {
 
 // Floats of columns one sample takes: (IC*KH*KW) x (OH*OW).
 uint64_t conv2d_columns_per_sample(const Conv2dShape& s);
+// Floats of scratch for the passes over `samples` samples at a time: their columns, and room
+// for the grouped weight gradient where the weight is small.
+uint64_t conv2d_scratch_floats(const Conv2dShape& s, uint32_t samples);
 
 // Throws UserError when the shape is not a valid convolution (a zero size, a zero stride,
 // or a kernel larger than the padded input).
@@ -41,16 +46,16 @@ void conv2d_validate(const Conv2dShape& s);
 
 // y = conv(x, weight) + bias; without a bias, y = conv(x, weight).
 void conv2d_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optional<vk::View> bias,
-                    vk::View y, const Conv2dShape& s, vk::View columns);
+                    vk::View y, const Conv2dShape& s, vk::View scratch);
 
 // dx += gradient of the loss with respect to x, given dy = dloss/dy.
 void conv2d_backward_data(vk::Commands& cmd, vk::View dy, vk::View weight, vk::View dx,
-                          const Conv2dShape& s, vk::View columns);
+                          const Conv2dShape& s, vk::View scratch);
 
 // dweight += dloss/dweight and, when given, dbias += dloss/dbias. Reductions over
 // N * OH * OW run in a fixed order: the same inputs give bit-identical gradients.
 void conv2d_backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View dweight,
                             std::optional<vk::View> dbias, const Conv2dShape& s,
-                            vk::View columns);
+                            vk::View scratch);
 
 }  // namespace brigade::ops

@@ -70,7 +70,17 @@ MatmulTiling matmul_tiling(const vk::PhysicalInfo& device, uint32_t rows) {
       t.wg_y = std::max(1u, 64 / t.wg_x);
       t.subgroup = sg;
     }
-    while (rows && t.wg_y > 1 && (t.wg_y / 2) * t.tm >= rows) t.wg_y /= 2;
+    // Rows of invocations: fewer only where that computes a sixteenth fewer rows past M, so
+    // a workgroup never covers many rows it throws away: M = 288 (Conv2d's backward-data)
+    // takes 6 rows of 16, not 3 workgroups of 128 rows (a quarter of them wasted).
+    if (rows) {
+      const uint32_t most = t.wg_y;
+      uint64_t best = UINT64_MAX;
+      for (uint32_t wy = most; wy >= 1; --wy) {
+        const uint64_t block = uint64_t(wy) * t.tm, computed = (rows + block - 1) / block * block;
+        if (computed + computed / 16 < best) best = computed, t.wg_y = wy;
+      }
+    }
     return t;
   }
   // 16x16 invocations of 4x4 outputs: 64x64 tiles, 8.3 KiB of shared memory, within every

@@ -34,8 +34,8 @@ struct MatmulTiling {
 
 // Register blocking on CPU devices (lavapipe runs barriers by switching invocations, so
 // shared-memory tiles are slow there); shared-memory tiles on GPUs.
-// With `rows` (the M of a problem), a CPU device's workgroups get no more rows of
-// invocations than M needs: there every row past M is computed and thrown away.
+// With `rows` (the M of a problem), a CPU device's workgroups get the rows of invocations that
+// waste the fewest rows past M: there every row past M is computed and thrown away.
 MatmulTiling matmul_tiling(const vk::PhysicalInfo& device, uint32_t rows = 0);
 
 struct MatmulParams {

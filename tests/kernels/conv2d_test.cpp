@@ -43,7 +43,7 @@ const std::vector<Conv2dShape> kShapes = {
 
 // Columns for `chunk` samples at a time (0: all of them).
 vk::Buffer columns_for(vk::Device& dev, const Conv2dShape& s, uint32_t chunk) {
-  return test::zeros(dev, (chunk ? chunk : s.n) * ops::conv2d_columns_per_sample(s), "columns",
+  return test::zeros(dev, ops::conv2d_scratch_floats(s, chunk ? chunk : s.n), "scratch",
                      vk::Category::Scratch);
 }
 
@@ -198,14 +198,14 @@ TEST_CASE_FIXTURE(test::Gpu, "conv2d results do not depend on how many samples t
   }
 }
 
-TEST_CASE_FIXTURE(test::Gpu, "conv2d refuses columns that hold less than one sample") {
+TEST_CASE_FIXTURE(test::Gpu, "conv2d refuses scratch that holds less than one sample") {
   const Problem p(kShapes[0], 350);
   auto x = test::to_device(device(), p.x, "x"), w = test::to_device(device(), p.weight, "weight");
   auto y = test::zeros(device(), p.s.y_size(), "y");
-  auto columns = test::zeros(device(), ops::conv2d_columns_per_sample(p.s) - 1, "columns");
+  auto columns = test::zeros(device(), ops::conv2d_scratch_floats(p.s, 1) - 1, "scratch");
   vk::Commands cmd(device(), "conv2d small columns");
   CHECK_THROWS_WITH(ops::conv2d_forward(cmd, x, w, std::nullopt, y, p.s, columns),
-                    doctest::Contains("hold less than one sample"));
+                    doctest::Contains("holds less than one sample"));
 }
 
 TEST_CASE_FIXTURE(test::Gpu, "conv2d backward-weight is bit-identical from run to run") {
