@@ -34,6 +34,11 @@ using uint = std::uint32_t;
 
 // attention_scatter_heads: add into the token tensor instead of overwriting it.
 #define BRIGADE_ATTENTION_SPEC_ACCUMULATE 0
+// attention_gather_heads / attention_scatter_heads: move vec4s, each buffer bound both as
+// floats and as vec4s (HS, row and part_stride multiples of 4, views 16-byte aligned).
+// lavapipe runs every load as a loop over the SIMD lanes, so a vec4 costs about what a
+// float does.
+#define BRIGADE_ATTENTION_SPEC_VEC4 1
 
 struct AttentionHeadsPush {
   uint B, T, NH, HS;  // B: samples in this chunk

@@ -7,16 +7,24 @@
 #include "attention.h"
 
 layout(local_size_x = BRIGADE_WG_ATTENTION_HEADS) in;
+layout(constant_id = BRIGADE_ATTENTION_SPEC_VEC4) const bool VEC4 = false;
+const uint W = VEC4 ? 4 : 1;  // floats per invocation
 
 layout(binding = 0) readonly buffer Tokens { float tokens[]; };
+layout(binding = 0) readonly buffer Tokens4 { vec4 tokens4[]; };
 layout(binding = 1) writeonly buffer Heads { float heads[]; };
+layout(binding = 1) writeonly buffer Heads4 { vec4 heads4[]; };
 layout(push_constant) uniform Push { AttentionHeadsPush p; };
 
 void main() {
-  const uint e = gl_GlobalInvocationID.x;  // t * HS + d
-  if (e >= p.T * p.HS) return;
+  const uint e = gl_GlobalInvocationID.x, hs = p.HS / W;  // e = t * hs + d / W
+  if (e >= p.T * hs) return;
   const uint bh = gl_WorkGroupID.y, part = gl_WorkGroupID.z;
-  const uint b = bh / p.NH, h = bh % p.NH, t = e / p.HS, d = e % p.HS;
+  const uint b = bh / p.NH, h = bh % p.NH, t = e / hs, d = e % hs * W;
   const uint from = ((p.first + b) * p.T + t) * p.row + (part * p.NH + h) * p.HS + d;
-  heads[part * p.part_stride + bh * p.T * p.HS + e] = tokens[from];
+  const uint to = part * p.part_stride + (bh * p.T + t) * p.HS + d;
+  if (VEC4)
+    heads4[to / 4] = tokens4[from / 4];
+  else
+    heads[to] = tokens[from];
 }

@@ -7,17 +7,27 @@
 
 layout(local_size_x = BRIGADE_WG_ATTENTION_HEADS) in;
 layout(constant_id = BRIGADE_ATTENTION_SPEC_ACCUMULATE) const bool ACCUMULATE = false;
+layout(constant_id = BRIGADE_ATTENTION_SPEC_VEC4) const bool VEC4 = false;
+const uint W = VEC4 ? 4 : 1;  // floats per invocation
 
 layout(binding = 0) buffer Tokens { float tokens[]; };
+layout(binding = 0) buffer Tokens4 { vec4 tokens4[]; };
 layout(binding = 1) readonly buffer Heads { float heads[]; };
+layout(binding = 1) readonly buffer Heads4 { vec4 heads4[]; };
 layout(push_constant) uniform Push { AttentionHeadsPush p; };
 
 void main() {
-  const uint e = gl_GlobalInvocationID.x;  // t * HS + d
-  if (e >= p.T * p.HS) return;
+  const uint e = gl_GlobalInvocationID.x, hs = p.HS / W;  // e = t * hs + d / W
+  if (e >= p.T * hs) return;
   const uint bh = gl_WorkGroupID.y, part = gl_WorkGroupID.z;
-  const uint b = bh / p.NH, h = bh % p.NH, t = e / p.HS, d = e % p.HS;
+  const uint b = bh / p.NH, h = bh % p.NH, t = e / hs, d = e % hs * W;
   const uint to = ((p.first + b) * p.T + t) * p.row + (part * p.NH + h) * p.HS + d;
-  const float v = heads[part * p.part_stride + bh * p.T * p.HS + e];
-  tokens[to] = ACCUMULATE ? tokens[to] + v : v;
+  const uint from = part * p.part_stride + (bh * p.T + t) * p.HS + d;
+  if (VEC4) {
+    const vec4 v = heads4[from / 4];
+    tokens4[to / 4] = ACCUMULATE ? tokens4[to / 4] + v : v;
+  } else {
+    const float v = heads[from];
+    tokens[to] = ACCUMULATE ? tokens[to] + v : v;
+  }
 }

@@ -69,12 +69,16 @@ uint32_t chunk_samples(vk::View scratch, uint32_t B, uint32_t T, uint32_t C, uin
 void move_heads(vk::Commands& cmd, bool scatter, bool accumulate, vk::View tokens, vk::View heads,
                 uint32_t parts, uint32_t row, uint64_t part_stride, uint32_t n, uint32_t first,
                 uint32_t T, uint32_t NH, uint32_t HS) {
+  // part_stride is a multiple of 64 (pad), row one of C and so of HS.
+  const bool vec4 = HS % 4 == 0 && tokens.offset % 16 == 0 && heads.offset % 16 == 0;
   vk::Specialization spec;
+  spec.set(BRIGADE_ATTENTION_SPEC_VEC4, vec4);
   if (scatter) spec.set(BRIGADE_ATTENTION_SPEC_ACCUMULATE, accumulate);
   const AttentionHeadsPush push{n, T, NH, HS, row, uint32_t(part_stride), first};
   cmd.dispatch(cmd.device().kernel(scatter ? "attention_scatter_heads" : "attention_gather_heads", spec),
                {tokens, heads}, push,
-               {vk::groups_for(uint64_t(T) * HS, BRIGADE_WG_ATTENTION_HEADS), n * NH, parts});
+               {vk::groups_for(uint64_t(T) * HS / (vec4 ? 4 : 1), BRIGADE_WG_ATTENTION_HEADS), n * NH,
+                parts});
 }
 
 // One product per head, C[z] (+)= alpha op(A[z]) op(B[z]) for z < n*NH, every operand packed
@@ -82,12 +86,18 @@ void move_heads(vk::Commands& cmd, bool scatter, bool accumulate, vk::View token
 void per_head(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, uint32_t M, uint32_t N,
               uint32_t K, bool trans_a, bool trans_b, float alpha, uint32_t heads) {
   const auto stride = [](uint32_t rows, uint32_t cols) { return rows * cols; };
+  // Register blocking computes whole blocks of wg_x * tn columns; a head (N = HS, often 32 or
+  // 64) narrower than that would throw lanes away, so the blocks narrow to fit (down to 4
+  // columns per invocation, what vec4 loads of B need).
+  MatmulTiling t = matmul_tiling(cmd.device().info(), M);
+  if (t.variant == MatmulTiling::Variant::Registers)
+    while (t.tn > 4 && t.tn % 2 == 0 && t.wg_x * (t.tn / 2) >= N) t.tn /= 2;
   ops::matmul(cmd, a, b, c,
               MatmulParams{.M = M, .N = N, .K = K, .trans_a = trans_a, .trans_b = trans_b,
                            .alpha = alpha, .batch = heads,
                            .stride_a = trans_a ? stride(K, M) : stride(M, K),
                            .stride_b = trans_b ? stride(N, K) : stride(K, N),
-                           .stride_c = stride(M, N)});
+                           .stride_c = stride(M, N), .tiling = t});
 }
 
 }  // namespace

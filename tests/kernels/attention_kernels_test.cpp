@@ -42,27 +42,33 @@ size_t head_index(const Dims& s, size_t part_stride, uint32_t p, uint32_t b, uin
   return p * part_stride + ((size_t(b) * s.NH + h) * s.T + t) * s.HS + d;
 }
 
+// Moves vec4s where HS allows it (the caller makes row and part_stride multiples of 4 then).
 void move_heads(vk::Device& dev, const char* kernel, bool accumulate, const vk::Buffer& tokens,
                 const vk::Buffer& heads, const Dims& s, uint32_t parts, uint32_t row,
                 uint32_t part_stride) {
+  const bool vec4 = s.HS % 4 == 0;
   vk::Commands cmd(dev, kernel);
   const shaders::AttentionHeadsPush push{s.B, s.T, s.NH, s.HS, row, part_stride, s.first};
-  cmd.dispatch(dev.kernel(kernel, vk::Specialization().set(BRIGADE_ATTENTION_SPEC_ACCUMULATE,
-                                                           accumulate)),
-               {tokens, heads}, push,
-               {vk::groups_for(s.T * s.HS, BRIGADE_WG_ATTENTION_HEADS), s.B * s.NH, parts});
+  vk::Specialization spec;
+  spec.set(BRIGADE_ATTENTION_SPEC_ACCUMULATE, accumulate).set(BRIGADE_ATTENTION_SPEC_VEC4, vec4);
+  cmd.dispatch(dev.kernel(kernel, spec), {tokens, heads}, push,
+               {vk::groups_for(s.T * s.HS / (vec4 ? 4 : 1), BRIGADE_WG_ATTENTION_HEADS),
+                s.B * s.NH, parts});
   cmd.run();
 }
 
-// Odd sizes everywhere; T*HS over one workgroup of 256 in the second.
-const Dims kHeadDims[] = {{0, 1, 1, 1, 1}, {1, 2, 23, 3, 13}};
+// Odd sizes everywhere (floats); T*HS over one workgroup of 256 in the second; vec4s in the
+// third, with an odd T.
+const Dims kHeadDims[] = {{0, 1, 1, 1, 1}, {1, 2, 23, 3, 13}, {1, 2, 9, 3, 8}};
+// Padding that keeps vec4 rows aligned where the head size allows them.
+uint32_t extra(const Dims& s, uint32_t odd) { return s.HS % 4 == 0 ? 4 : odd; }
 
 }  // namespace
 
 TEST_CASE_FIXTURE(test::Gpu, "attention_gather_heads copies each head's columns into its packed rows") {
   for (const Dims& s : kHeadDims) {
-    const uint32_t parts = 3, row = 3 * s.C() + 2;  // two extra columns nobody reads
-    const uint32_t part_stride = uint32_t(s.heads()) + 5;
+    const uint32_t parts = 3, row = 3 * s.C() + extra(s, 2);  // extra columns nobody reads
+    const uint32_t part_stride = uint32_t(s.heads()) + extra(s, 5);
     const auto tokens = test::random_vector(s.tokens(row), 61);
     std::vector<float> want(parts * size_t(part_stride), -7.0f);  // gaps keep their value
     for (uint32_t p = 0; p < parts; ++p)
@@ -82,8 +88,8 @@ TEST_CASE_FIXTURE(test::Gpu, "attention_gather_heads copies each head's columns 
 TEST_CASE_FIXTURE(test::Gpu, "attention_scatter_heads writes or adds packed heads back at their columns") {
   for (const Dims& s : kHeadDims)
     for (bool accumulate : {false, true}) {
-      const uint32_t parts = 2, row = 2 * s.C() + 3;
-      const uint32_t part_stride = uint32_t(s.heads()) + 7;
+      const uint32_t parts = 2, row = 2 * s.C() + extra(s, 3);
+      const uint32_t part_stride = uint32_t(s.heads()) + extra(s, 7);
       const auto heads = test::random_vector(parts * size_t(part_stride), 62);
       const auto prior = test::random_vector(s.tokens(row), 63);
       auto want = prior;  // columns past the parts and samples before `first` keep their value
