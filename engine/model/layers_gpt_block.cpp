@@ -52,15 +52,19 @@ class Carver {
 
 // The scratch of one pass over N tokens. Lifetimes in backward (see GptBlock::backward):
 // wide_a holds dgelu then dqkv; wide_b dfc; narrow_a the forward's branch output, then dx1;
-// narrow_b dln_2, then dattn, then dln_1. A split backward uses only wide_a (dgelu), narrow_b
-// (dattn) and delta.
+// narrow_b dln_2, then dattn, then dln_1; attention is the attention kernels' own scratch
+// (heads and (T,T) scores). A split backward uses only wide_a (dgelu), narrow_b (dattn) and
+// attention.
 struct Scratch {
-  vk::View wide_a, wide_b, narrow_a, narrow_b, delta;
+  vk::View wide_a, wide_b, narrow_a, narrow_b, attention;
 };
 
-Scratch carve(vk::View scratch, uint64_t N, uint64_t C, uint64_t NH) {
+// rows samples of T tokens: N = rows * T.
+Scratch carve(vk::View scratch, uint32_t rows, uint32_t T, uint32_t C, uint32_t NH) {
   Carver c(scratch);
-  return {c.take(N * 4 * C), c.take(N * 4 * C), c.take(N * C), c.take(N * C), c.take(N * NH)};
+  const uint64_t N = uint64_t(rows) * T;
+  return {c.take(N * 4 * C), c.take(N * 4 * C), c.take(N * C), c.take(N * C),
+          c.take(ops::attention_scratch_floats(rows, T, C, NH))};
 }
 
 // out (rows x cols) = dy (rows x k) weight (k x cols), written rather than accumulated: the
@@ -119,7 +123,8 @@ std::vector<SavedSpec> GptBlock::deferred() const {
 }
 
 uint64_t GptBlock::scratch_floats(uint32_t rows) const {
-  return rows * (uint64_t(T_) * (10 * uint64_t(C_) + NH_) + kScratchRegions * kAlignFloats);
+  return rows * uint64_t(T_) * 10 * C_ + ops::attention_scratch_floats(rows, T_, C_, NH_) +
+         kScratchRegions * kAlignFloats;
 }
 
 Cost GptBlock::cost() const {
@@ -134,11 +139,11 @@ void GptBlock::forward(const Pass& p, const Tensors& t) const {
   const uint32_t N = p.rows * T_, C = C_;
   const auto& w = t.params;
   const auto& s = t.saved;
-  const Scratch scratch = carve(*t.scratch, N, C, NH_);
+  const Scratch scratch = carve(*t.scratch, p.rows, T_, C_, NH_);
   vk::Commands& cmd = p.cmd;
   ops::layernorm_forward(cmd, t.x, w[kLn1W], w[kLn1B], s[kLn1], s[kLn1Mean], s[kLn1Rstd], N, C);
   ops::linear_forward(cmd, s[kLn1], w[kAttnW], w[kAttnB], s[kQkv], N, C, 3 * C);
-  ops::attention_forward(cmd, s[kQkv], s[kAttn], s[kLse], p.rows, T_, C, NH_);
+  ops::attention_forward(cmd, s[kQkv], s[kAttn], s[kLse], scratch.attention, p.rows, T_, C, NH_);
   ops::linear_forward(cmd, s[kAttn], w[kProjW], w[kProjB], scratch.narrow_a, N, C, C);
   ops::residual_forward(cmd, t.x, scratch.narrow_a, s[kX1], N * C);
   ops::layernorm_forward(cmd, s[kX1], w[kLn2W], w[kLn2B], s[kLn2], s[kLn2Mean], s[kLn2Rstd], N, C);
@@ -155,7 +160,7 @@ void GptBlock::backward(const Pass& p, const Tensors& t, vk::View dy,
   const auto& w = t.params;
   const auto& g = t.grads;
   const auto& s = t.saved;
-  const Scratch scratch = carve(*t.scratch, N, C, NH_);
+  const Scratch scratch = carve(*t.scratch, p.rows, T_, C_, NH_);
   vk::Commands& cmd = p.cmd;
 
   // MLP branch: y = x1 + mlp.c_proj(gelu(mlp.c_fc(ln_2(x1)))).
@@ -181,12 +186,10 @@ void GptBlock::backward(const Pass& p, const Tensors& t, vk::View dy,
   ops::linear_backward_weight(cmd, dx1, s[kAttn], g[kProjW], g[kProjB], N, C, C);
   write_backward_data(cmd, dx1, w[kProjW], dattn, N, C, C);
   zero(cmd, dqkv, N, 3 * C);
-  ops::attention_backward(cmd, s[kQkv], s[kAttn], s[kLse], dattn, dqkv, scratch.delta, p.rows, T_,
-                          C, NH_);
-  // dln1 first: it writes the scratch buffer, so vk::Commands records a barrier before it.
-  // (The key/value pass of attention_backward touches that buffer again after writing dqkv,
-  // and the barrier it takes there leaves the write untracked: a read-only dispatch next
-  // would race with it.)
+  ops::attention_backward(cmd, s[kQkv], s[kAttn], s[kLse], dattn, dqkv, scratch.attention, p.rows,
+                          T_, C, NH_);
+  // dqkv (in the scratch buffer) was written last by attention_backward: vk::Commands
+  // records a barrier before the first dispatch that reads it.
   write_backward_data(cmd, dqkv, w[kAttnW], dln1, N, C, 3 * C);
   ops::linear_backward_weight(cmd, dqkv, s[kLn1], g[kAttnW], g[kAttnB], N, C, 3 * C);
   ops::layernorm_backward_weight(cmd, dln1, t.x, s[kLn1Mean], s[kLn1Rstd], g[kLn1W], g[kLn1B], N, C);
@@ -204,7 +207,7 @@ void GptBlock::backward_split(const Pass& p, const Tensors& t, vk::View dy,
   const auto& w = t.params;
   const auto& s = t.saved;
   const auto& d = t.deferred;
-  const Scratch scratch = carve(*t.scratch, N, C, NH_);
+  const Scratch scratch = carve(*t.scratch, p.rows, T_, C_, NH_);
   vk::Commands& cmd = p.cmd;
 
   const vk::View dgelu = scratch.wide_a;
@@ -222,8 +225,8 @@ void GptBlock::backward_split(const Pass& p, const Tensors& t, vk::View dy,
   if (dx) ops::residual_backward(cmd, d[kDx1], *dx, dattn, N * C);
   write_backward_data(cmd, d[kDx1], w[kProjW], dattn, N, C, C);
   zero(cmd, d[kDqkv], N, 3 * C);
-  ops::attention_backward(cmd, s[kQkv], s[kAttn], s[kLse], dattn, d[kDqkv], scratch.delta, p.rows,
-                          T_, C, NH_);
+  ops::attention_backward(cmd, s[kQkv], s[kAttn], s[kLse], dattn, d[kDqkv], scratch.attention,
+                          p.rows, T_, C, NH_);
   write_backward_data(cmd, d[kDqkv], w[kAttnW], d[kDln1], N, C, 3 * C);
   if (dx)
     ops::layernorm_backward_data(cmd, d[kDln1], t.x, w[kLn1W], s[kLn1Mean], s[kLn1Rstd], *dx, N, C);

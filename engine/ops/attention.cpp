@@ -1,9 +1,10 @@
 #include "ops/attention.h"
 
+#include <algorithm>
 #include <cmath>
-#include <initializer_list>
 #include <string>
 
+#include "ops/matmul.h"
 // Angle brackets: a quoted name would find ops/attention.h beside this file, not the
 // shader header in shaders/.
 #include "shaders/attention.h"
@@ -12,49 +13,128 @@
 namespace brigade::ops {
 namespace {
 
-using shaders::AttentionPush;
+using shaders::AttentionHeadsPush;
+using shaders::AttentionSoftmaxPush;
+
+// Scratch regions start 256 bytes apart at least (Vulkan's largest
+// minStorageBufferOffsetAlignment), so each is a valid view wherever the scratch starts.
+constexpr uint64_t kAlignFloats = 64;
+uint64_t pad(uint64_t floats) { return (floats + kAlignFloats - 1) / kAlignFloats * kAlignFloats; }
 
 // Head size, after checking the shape a model configuration could get wrong.
 uint32_t head_size(uint32_t C, uint32_t NH) {
   if (NH == 0 || C == 0 || C % NH != 0)
     throw UserError("attention: the embedding width C=" + std::to_string(C) +
                     " must be a positive multiple of the number of heads NH=" + std::to_string(NH));
-  const uint32_t HS = C / NH;
-  if (HS > BRIGADE_ATTENTION_MAX_HS)
-    throw UserError("attention: head size C/NH=" + std::to_string(HS) + " is over the kernels' " +
-                    "limit of " + std::to_string(BRIGADE_ATTENTION_MAX_HS) + "; use more heads");
-  return HS;
+  return C / NH;
 }
 
-// Whether head rows can be read as vec4s: HS a multiple of 4 and every view 16-byte aligned.
-uint32_t aligned(uint32_t HS, std::initializer_list<vk::View> views) {
-  bool ok = HS % 4 == 0;
-  for (const vk::View& v : views) ok = ok && v.offset % 16 == 0;
-  return ok;
+// The scratch of one chunk of n samples, in floats. Forward: q, k, v heads, y heads, scores.
+// Backward: q, k, v heads, dy heads, dq, dk, dv heads, scores (then P), dP (then dS).
+struct Regions {
+  uint64_t heads;   // one part of the heads layout (n,NH,T,HS)
+  uint64_t scores;  // (n,NH,T,T)
+  uint64_t forward() const { return 4 * heads + scores; }
+  uint64_t backward() const { return 7 * heads + 2 * scores; }
+};
+
+Regions regions(uint64_t n, uint32_t T, uint32_t C, uint32_t NH) {
+  return {pad(n * T * C), pad(n * NH * T * T)};
 }
 
-AttentionPush push(uint32_t B, uint32_t T, uint32_t C, uint32_t NH, uint32_t HS) {
-  return {B, T, C, NH, 1.0f / std::sqrt(float(HS))};
+vk::View sub(vk::View v, uint64_t at, uint64_t floats) {
+  return vk::View(*v.buffer, v.offset + at * 4, floats * 4);
+}
+
+// Samples per chunk: as many as the scratch holds, at most B, and few enough that the
+// matmuls' batch (samples * NH) stays within a dispatch's 65535 workgroups.
+uint32_t chunk_samples(vk::View scratch, uint32_t B, uint32_t T, uint32_t C, uint32_t NH,
+                       bool backward) {
+  const uint64_t have = scratch.range / 4;
+  const auto need = [&](uint64_t n) {
+    const Regions r = regions(n, T, C, NH);
+    return backward ? r.backward() : r.forward();
+  };
+  BRIGADE_EXPECT(need(1) <= have, "attention scratch of " + std::to_string(have) +
+                                      " floats is under the " + std::to_string(need(1)) +
+                                      " one sample needs");
+  const uint64_t most = std::min<uint64_t>(B, 65535 / NH);
+  if (need(most) <= have) return uint32_t(most);
+  uint64_t n = std::max<uint64_t>(1, have / need(1));  // padding makes need(n) <= n * need(1)
+  while (n < most && need(n + 1) <= have) ++n;
+  return uint32_t(n);
+}
+
+// Moves `parts` heads tensors between the token layout (B,T,row) and the heads layout.
+void move_heads(vk::Commands& cmd, bool scatter, bool accumulate, vk::View tokens, vk::View heads,
+                uint32_t parts, uint32_t row, uint64_t part_stride, uint32_t n, uint32_t first,
+                uint32_t T, uint32_t NH, uint32_t HS) {
+  // part_stride is a multiple of 64 (pad), row one of C and so of HS.
+  const bool vec4 = HS % 4 == 0 && tokens.offset % 16 == 0 && heads.offset % 16 == 0;
+  vk::Specialization spec;
+  spec.set(BRIGADE_ATTENTION_SPEC_VEC4, vec4);
+  if (scatter) spec.set(BRIGADE_ATTENTION_SPEC_ACCUMULATE, accumulate);
+  const AttentionHeadsPush push{n, T, NH, HS, row, uint32_t(part_stride), first};
+  cmd.dispatch(cmd.device().kernel(scatter ? "attention_scatter_heads" : "attention_gather_heads", spec),
+               {tokens, heads}, push,
+               {vk::groups_for(uint64_t(T) * HS / (vec4 ? 4 : 1), BRIGADE_WG_ATTENTION_HEADS), n * NH,
+                parts});
+}
+
+// One product per head, C[z] (+)= alpha op(A[z]) op(B[z]) for z < n*NH, every operand packed
+// per head in the scratch: (T,HS) heads, (T,T) scores.
+void per_head(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, uint32_t M, uint32_t N,
+              uint32_t K, bool trans_a, bool trans_b, float alpha, uint32_t heads) {
+  const auto stride = [](uint32_t rows, uint32_t cols) { return rows * cols; };
+  // Register blocking computes whole blocks of wg_x * tn columns; a head (N = HS, often 32 or
+  // 64) narrower than that would throw lanes away, so the blocks narrow to fit (down to 4
+  // columns per invocation, what vec4 loads of B need).
+  MatmulTiling t = matmul_tiling(cmd.device().info(), M);
+  if (t.variant == MatmulTiling::Variant::Registers)
+    while (t.tn > 4 && t.tn % 2 == 0 && t.wg_x * (t.tn / 2) >= N) t.tn /= 2;
+  ops::matmul(cmd, a, b, c,
+              MatmulParams{.M = M, .N = N, .K = K, .trans_a = trans_a, .trans_b = trans_b,
+                           .alpha = alpha, .batch = heads,
+                           .stride_a = trans_a ? stride(K, M) : stride(M, K),
+                           .stride_b = trans_b ? stride(N, K) : stride(K, N),
+                           .stride_c = stride(M, N), .tiling = t});
 }
 
 }  // namespace
 
-void attention_forward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View lse, uint32_t B,
-                       uint32_t T, uint32_t C, uint32_t NH) {
+uint64_t attention_scratch_floats(uint32_t samples, uint32_t T, uint32_t C, uint32_t NH) {
+  return regions(samples, T, C, NH).backward();
+}
+
+void attention_forward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View lse,
+                       vk::View scratch, uint32_t B, uint32_t T, uint32_t C, uint32_t NH) {
   const uint32_t HS = head_size(C, NH);
   const uint64_t rows = uint64_t(B) * T;
   BRIGADE_EXPECT_FLOATS(qkv, rows * 3 * C, "attention qkv");
   BRIGADE_EXPECT_FLOATS(y, rows * C, "attention y");
   BRIGADE_EXPECT_FLOATS(lse, rows * NH, "attention lse");
-  vk::Specialization spec;
-  spec.set(BRIGADE_ATTENTION_SPEC_HS, HS);
-  spec.set(BRIGADE_ATTENTION_SPEC_VEC4, aligned(HS, {qkv, y}));
-  cmd.dispatch(cmd.device().kernel("attention_forward", spec), {qkv, y, lse},
-               push(B, T, C, NH, HS), {vk::groups_for(T, BRIGADE_WG_ATTENTION), NH, B});
+  if (B == 0 || T == 0) return;
+  const float scale = 1.0f / std::sqrt(float(HS));
+  const uint32_t most = chunk_samples(scratch, B, T, C, NH, false);
+  for (uint32_t first = 0; first < B; first += most) {
+    const uint32_t n = std::min(most, B - first), heads = n * NH;
+    const Regions r = regions(n, T, C, NH);
+    const vk::View q = sub(scratch, 0, r.heads), k = sub(scratch, r.heads, r.heads),
+                   v = sub(scratch, 2 * r.heads, r.heads), yh = sub(scratch, 3 * r.heads, r.heads),
+                   s = sub(scratch, 4 * r.heads, r.scores);
+    move_heads(cmd, false, false, qkv, sub(scratch, 0, 3 * r.heads), 3, 3 * C, r.heads, n, first,
+               T, NH, HS);
+    per_head(cmd, q, k, s, T, T, HS, false, true, scale, heads);  // S = scale Q K^T
+    cmd.dispatch(cmd.device().kernel("attention_softmax"), {s, lse},
+                 AttentionSoftmaxPush{n, T, NH, HS, first},
+                 {vk::groups_for(T, BRIGADE_WG_ATTENTION_ROWS), heads, 1});
+    per_head(cmd, s, v, yh, T, HS, T, false, false, 1.0f, heads);  // Y = P V
+    move_heads(cmd, true, false, y, yh, 1, C, r.heads, n, first, T, NH, HS);
+  }
 }
 
 void attention_backward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View lse, vk::View dy,
-                        vk::View dqkv, vk::View delta, uint32_t B, uint32_t T, uint32_t C,
+                        vk::View dqkv, vk::View scratch, uint32_t B, uint32_t T, uint32_t C,
                         uint32_t NH) {
   const uint32_t HS = head_size(C, NH);
   const uint64_t rows = uint64_t(B) * T;
@@ -63,17 +143,31 @@ void attention_backward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View ls
   BRIGADE_EXPECT_FLOATS(lse, rows * NH, "attention lse");
   BRIGADE_EXPECT_FLOATS(dy, rows * C, "attention dy");
   BRIGADE_EXPECT_FLOATS(dqkv, rows * 3 * C, "attention dqkv");
-  BRIGADE_EXPECT_FLOATS(delta, rows * NH, "attention delta");
-  vk::Specialization spec;
-  spec.set(BRIGADE_ATTENTION_SPEC_HS, HS);
-  spec.set(BRIGADE_ATTENTION_SPEC_VEC4, aligned(HS, {qkv, y, dy, dqkv}));
-  const AttentionPush p = push(B, T, C, NH, HS);
-  const vk::Groups groups{vk::groups_for(T, BRIGADE_WG_ATTENTION), NH, B};
-  // dq first: it also writes delta, which the key/value pass reads (a barrier follows).
-  cmd.dispatch(cmd.device().kernel("attention_backward_query", spec), {qkv, y, lse, dy, dqkv, delta},
-               p, groups);
-  cmd.dispatch(cmd.device().kernel("attention_backward_key_value", spec), {qkv, lse, dy, dqkv, delta},
-               p, groups);
+  if (B == 0 || T == 0) return;
+  const float scale = 1.0f / std::sqrt(float(HS));
+  const uint32_t most = chunk_samples(scratch, B, T, C, NH, true);
+  for (uint32_t first = 0; first < B; first += most) {
+    const uint32_t n = std::min(most, B - first), heads = n * NH;
+    const Regions r = regions(n, T, C, NH);
+    const uint64_t h = r.heads;
+    const vk::View q = sub(scratch, 0, h), k = sub(scratch, h, h), v = sub(scratch, 2 * h, h),
+                   dyh = sub(scratch, 3 * h, h), dq = sub(scratch, 4 * h, h),
+                   dk = sub(scratch, 5 * h, h), dv = sub(scratch, 6 * h, h),
+                   s = sub(scratch, 7 * h, r.scores), ds = sub(scratch, 7 * h + r.scores, r.scores);
+    move_heads(cmd, false, false, qkv, sub(scratch, 0, 3 * h), 3, 3 * C, h, n, first, T, NH, HS);
+    move_heads(cmd, false, false, dy, dyh, 1, C, h, n, first, T, NH, HS);
+    per_head(cmd, q, k, s, T, T, HS, false, true, scale, heads);     // S = scale Q K^T
+    per_head(cmd, dyh, v, ds, T, T, HS, false, true, 1.0f, heads);   // dP = dY V^T
+    cmd.dispatch(cmd.device().kernel("attention_softmax_backward"), {s, ds, lse, dy, y},
+                 AttentionSoftmaxPush{n, T, NH, HS, first},
+                 {vk::groups_for(T, BRIGADE_WG_ATTENTION_ROWS), heads, 1});
+    // s holds P and ds holds dS now.
+    per_head(cmd, s, dyh, dv, T, HS, T, true, false, 1.0f, heads);   // dV = P^T dY
+    per_head(cmd, ds, k, dq, T, HS, T, false, false, scale, heads);  // dQ = scale dS K
+    per_head(cmd, ds, q, dk, T, HS, T, true, false, scale, heads);   // dK = scale dS^T Q
+    move_heads(cmd, true, true, dqkv, sub(scratch, 4 * h, 3 * h), 3, 3 * C, h, n, first, T, NH,
+               HS);
+  }
 }
 
 }  // namespace brigade::ops

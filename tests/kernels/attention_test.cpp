@@ -21,6 +21,10 @@ struct Shape {
   size_t qkv() const { return size_t(B) * T * 3 * C; }
   size_t y() const { return size_t(B) * T * C; }
   size_t stats() const { return size_t(B) * NH * T; }
+  // Scratch for `samples` samples at once (all of them by default).
+  size_t scratch(uint32_t samples = 0) const {
+    return ops::attention_scratch_floats(samples ? samples : B, T, C, NH);
+  }
   std::string name() const {
     return "B=" + std::to_string(B) + " T=" + std::to_string(T) + " C=" + std::to_string(C) +
            " NH=" + std::to_string(NH);
@@ -35,11 +39,14 @@ struct Outputs {
   std::vector<float> y, lse;
 };
 
-Outputs gpu_forward(vk::Device& dev, const std::vector<float>& qkv, const Shape& s) {
+// `samples`: the samples the scratch holds at once (0: all of them).
+Outputs gpu_forward(vk::Device& dev, const std::vector<float>& qkv, const Shape& s,
+                    uint32_t samples = 0) {
   vk::Buffer bqkv = test::to_device(dev, qkv, "qkv");
   vk::Buffer by = test::zeros(dev, s.y(), "y"), blse = test::zeros(dev, s.stats(), "lse");
+  vk::Buffer scratch = test::zeros(dev, s.scratch(samples), "scratch");
   vk::Commands cmd(dev, "attention forward");
-  ops::attention_forward(cmd, bqkv, by, blse, s.B, s.T, s.C, s.NH);
+  ops::attention_forward(cmd, bqkv, by, blse, scratch, s.B, s.T, s.C, s.NH);
   cmd.run();
   return {test::to_host(by), test::to_host(blse)};
 }
@@ -47,12 +54,13 @@ Outputs gpu_forward(vk::Device& dev, const std::vector<float>& qkv, const Shape&
 // dqkv starts as `dqkv` and comes back with the gradient added.
 std::vector<float> gpu_backward(vk::Device& dev, const std::vector<float>& qkv, const Outputs& fwd,
                                 const std::vector<float>& dy, const std::vector<float>& dqkv,
-                                const Shape& s) {
+                                const Shape& s, uint32_t samples = 0) {
   vk::Buffer bqkv = test::to_device(dev, qkv, "qkv"), by = test::to_device(dev, fwd.y, "y"),
              blse = test::to_device(dev, fwd.lse, "lse"), bdy = test::to_device(dev, dy, "dy"),
-             bdqkv = test::to_device(dev, dqkv, "dqkv"), delta = test::zeros(dev, s.stats(), "delta");
+             bdqkv = test::to_device(dev, dqkv, "dqkv"),
+             scratch = test::zeros(dev, s.scratch(samples), "scratch");
   vk::Commands cmd(dev, "attention backward");
-  ops::attention_backward(cmd, bqkv, by, blse, bdy, bdqkv, delta, s.B, s.T, s.C, s.NH);
+  ops::attention_backward(cmd, bqkv, by, blse, bdy, bdqkv, scratch, s.B, s.T, s.C, s.NH);
   cmd.run();
   return test::to_host(bdqkv);
 }
@@ -240,15 +248,17 @@ TEST_CASE("attention CPU backward matches finite differences of sum(y * r)") {
 TEST_CASE_FIXTURE(test::Gpu, "attention rejects widths that do not split into heads") {
   vk::Device& dev = device();
   vk::Buffer qkv = test::zeros(dev, 3 * 1024, "qkv"), y = test::zeros(dev, 1024, "y"),
-             lse = test::zeros(dev, 1024, "lse");
+             lse = test::zeros(dev, 1024, "lse"), scratch = test::zeros(dev, 2048, "scratch");
   vk::Commands cmd(dev, "attention errors");
-  CHECK_THROWS_WITH_AS(ops::attention_forward(cmd, qkv, y, lse, 1, 2, 10, 3),
+  CHECK_THROWS_WITH_AS(ops::attention_forward(cmd, qkv, y, lse, scratch, 1, 2, 10, 3),
                        doctest::Contains("C=10 must be a positive multiple of the number of heads NH=3"),
                        UserError);
-  CHECK_THROWS_WITH_AS(ops::attention_forward(cmd, qkv, y, lse, 1, 1, 512, 1),
-                       doctest::Contains("head size C/NH=512 is over"), UserError);
-  CHECK_THROWS_WITH_AS(ops::attention_forward(cmd, qkv, y, lse, 1, 100, 16, 2),
+  CHECK_THROWS_WITH_AS(ops::attention_forward(cmd, qkv, y, lse, scratch, 1, 100, 16, 2),
                        doctest::Contains("attention qkv 'qkv' view holds"), vk::VulkanError);
+  // T=32, C=16, NH=2: one sample's forward needs 4*512 + 2*32*32 floats, more than 2048.
+  CHECK_THROWS_WITH_AS(ops::attention_forward(cmd, qkv, y, lse, scratch, 1, 32, 16, 2),
+                       doctest::Contains("attention scratch of 2048 floats is under the 4096"),
+                       vk::VulkanError);
 }
 
 TEST_CASE_FIXTURE(test::Gpu, "attention reads and writes only inside views at an offset") {
@@ -260,11 +270,12 @@ TEST_CASE_FIXTURE(test::Gpu, "attention reads and writes only inside views at an
     const Guarded bqkv = guarded(dev, qkv, "qkv"), by = guarded(dev, std::vector<float>(s.y()), "y"),
                   blse = guarded(dev, std::vector<float>(s.stats()), "lse"),
                   bdy = guarded(dev, dy, "dy"), bdqkv = guarded(dev, prior, "dqkv"),
-                  delta = guarded(dev, std::vector<float>(s.stats()), "delta");
+                  scratch = guarded(dev, std::vector<float>(s.scratch()), "scratch");
     vk::Commands cmd(dev, "attention at offsets");
-    ops::attention_forward(cmd, bqkv.view(), by.view(), blse.view(), s.B, s.T, s.C, s.NH);
+    ops::attention_forward(cmd, bqkv.view(), by.view(), blse.view(), scratch.view(), s.B, s.T, s.C,
+                           s.NH);
     ops::attention_backward(cmd, bqkv.view(), by.view(), blse.view(), bdy.view(), bdqkv.view(),
-                            delta.view(), s.B, s.T, s.C, s.NH);
+                            scratch.view(), s.B, s.T, s.C, s.NH);
     cmd.run();
 
     const auto qkv_d = test::to_double(qkv), dy_d = test::to_double(dy);
@@ -277,6 +288,33 @@ TEST_CASE_FIXTURE(test::Gpu, "attention reads and writes only inside views at an
     test::check_close(inside(bdqkv, "dqkv"), test::to_float(want), 5e-6, 5e-5, "dqkv " + s.name());
     inside(bqkv, "qkv");
     inside(bdy, "dy");
-    inside(delta, "delta");
+    inside(scratch, "scratch");
   }
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "attention works through the samples in chunks when the scratch holds fewer") {
+  const Shape s{3, 9, 12, 2};
+  const auto qkv = test::random_vector(s.qkv(), 41), dy = test::random_vector(s.y(), 42);
+  const auto prior = test::random_vector(s.qkv(), 43);
+  const Outputs whole = gpu_forward(device(), qkv, s);
+  const auto whole_grad = gpu_backward(device(), qkv, whole, dy, prior, s);
+  for (uint32_t samples : {1u, 2u}) {
+    // Same products on the same values, chunk by chunk: the same bits.
+    const Outputs chunked = gpu_forward(device(), qkv, s, samples);
+    CHECK_MESSAGE(chunked.y == whole.y, samples, " samples per chunk");
+    CHECK_MESSAGE(chunked.lse == whole.lse, samples, " samples per chunk");
+    CHECK_MESSAGE(gpu_backward(device(), qkv, whole, dy, prior, s, samples) == whole_grad, samples,
+                  " samples per chunk");
+  }
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "attention gives the same bits run to run") {
+  const Shape s{2, 70, 16, 4};
+  const auto qkv = test::random_vector(s.qkv(), 51), dy = test::random_vector(s.y(), 52);
+  const auto prior = test::random_vector(s.qkv(), 53);
+  const Outputs first = gpu_forward(device(), qkv, s), second = gpu_forward(device(), qkv, s);
+  CHECK(first.y == second.y);
+  CHECK(first.lse == second.lse);
+  CHECK(gpu_backward(device(), qkv, first, dy, prior, s) ==
+        gpu_backward(device(), qkv, first, dy, prior, s));
 }

@@ -1,0 +1,37 @@
+#version 450
+// The softmax's backward, one row i of one head per invocation, given the recomputed scaled
+// scores S and dP = dY V^T:
+//   P_ij  = exp(S_ij - lse_i)             written over S (dV = P^T dY reads it)
+//   dS_ij = P_ij (dP_ij - delta_i)        written over dP (dQ and dK read it; their matmuls
+//                                         apply the 1/sqrt(HS) of the scores)
+//   delta_i = sum_j P_ij dP_ij = dy_i . y_i   (the row of y the forward produced)
+// both exactly 0 for j > i: the matmuls that follow read whole rows.
+//   scores, dscores (B,NH,T,T); lse (B,NH,T); dy, y (B,T,C)
+#extension GL_GOOGLE_include_directive : require
+#include "attention.h"
+
+layout(local_size_x = BRIGADE_WG_ATTENTION_ROWS) in;
+
+layout(binding = 0) buffer Scores { float s[]; };
+layout(binding = 1) buffer Dscores { float ds[]; };
+layout(binding = 2) readonly buffer Lse { float lse[]; };
+layout(binding = 3) readonly buffer Dy { float dy[]; };
+layout(binding = 4) readonly buffer Y { float y[]; };
+layout(push_constant) uniform Push { AttentionSoftmaxPush p; };
+
+void main() {
+  const uint i = gl_GlobalInvocationID.x, bh = gl_WorkGroupID.y;
+  if (i >= p.T) return;
+  const uint b = bh / p.NH, h = bh % p.NH, row = (bh * p.T + i) * p.T;
+  const uint token = ((p.first + b) * p.T + i) * p.NH * p.HS + h * p.HS;
+
+  float delta = 0.0;
+  for (uint d = 0; d < p.HS; ++d) delta += dy[token + d] * y[token + d];
+  const float lse_i = lse[(p.first * p.NH + bh) * p.T + i];
+  for (uint j = 0; j <= i; ++j) {
+    const float prob = exp(s[row + j] - lse_i);
+    s[row + j] = prob;
+    ds[row + j] = prob * (ds[row + j] - delta);
+  }
+  for (uint j = i + 1; j < p.T; ++j) s[row + j] = 0.0, ds[row + j] = 0.0;
+}
