@@ -1,5 +1,6 @@
 #include "vk/buffer.h"
 
+#include <atomic>
 #include <cstring>
 #include <utility>
 
@@ -8,10 +9,13 @@
 #include "vk/device.h"
 
 namespace brigade::vk {
+namespace {
+std::atomic<uint64_t> next_serial{1};
+}  // namespace
 
 Buffer::Buffer(Device& device, uint64_t bytes, Category category, std::string name,
                Residency residency)
-    : device_(&device), size_(bytes), category_(category), name_(std::move(name)) {
+    : device_(&device), serial_(next_serial++), size_(bytes), category_(category), name_(std::move(name)) {
   if (bytes == 0) throw VulkanError(name_ + ": a buffer of 0 bytes", VK_ERROR_UNKNOWN);
   VkBufferCreateInfo info{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
   info.size = bytes;
@@ -41,7 +45,7 @@ Buffer::Buffer(Device& device, uint64_t bytes, Category category, std::string na
 
 Buffer::Buffer(Device& device, DedicatedMemory dedicated, uint64_t bytes, Category category,
                std::string name)
-    : device_(&device), buffer_(dedicated.buffer), size_(bytes), category_(category),
+    : device_(&device), buffer_(dedicated.buffer), serial_(next_serial++), size_(bytes), category_(category),
       name_(std::move(name)), dedicated_(true) {
   allocation_.memory = dedicated.memory;
   allocation_.mapped = dedicated.mapped;
@@ -77,6 +81,7 @@ Buffer& Buffer::operator=(Buffer&& o) noexcept {
     release();
     device_ = o.device_;
     buffer_ = std::exchange(o.buffer_, VK_NULL_HANDLE);
+    serial_ = std::exchange(o.serial_, 0);
     size_ = o.size_;
     category_ = o.category_;
     name_ = std::move(o.name_);

@@ -41,6 +41,9 @@ class Buffer {
   // Host pointer when the memory is host-visible (always on lavapipe), else nullptr.
   void* mapped() const { return allocation_.mapped; }
   VkDeviceMemory memory() const { return allocation_.memory; }
+  // Unique to this buffer in the process, never reused (a VkBuffer handle may be): what a
+  // cache of descriptor sets keys on.
+  uint64_t serial() const { return serial_; }
   explicit operator bool() const { return buffer_ != VK_NULL_HANDLE; }
 
  private:
@@ -48,6 +51,7 @@ class Buffer {
 
   Device* device_ = nullptr;
   VkBuffer buffer_ = VK_NULL_HANDLE;
+  uint64_t serial_ = 0;
   uint64_t size_ = 0;
   Category category_ = Category::Scratch;
   std::string name_;

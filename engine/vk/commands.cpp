@@ -67,8 +67,13 @@ void Commands::reset() {
     recording_ = false;
   }
   VK_CHECK(device_.vk().vkResetCommandBuffer(cmd_, 0));
-  for (auto p : descriptor_pools_) VK_CHECK(device_.vk().vkResetDescriptorPool(device_.handle(), p, 0));
-  pool_cursor_ = 0;
+  // The sets stay cached across recordings (the same step binds the same views every time);
+  // past a bound they are all dropped, which is safe here: nothing recorded is pending.
+  if (sets_.size() > kMaxCachedSets) {
+    for (auto p : descriptor_pools_) VK_CHECK(device_.vk().vkResetDescriptorPool(device_.handle(), p, 0));
+    pool_cursor_ = 0;
+    sets_.clear();
+  }
   begin();
 }
 
@@ -100,8 +105,9 @@ void Commands::touch(const std::vector<std::pair<VkBuffer, uint8_t>>& accesses) 
 }
 
 VkDescriptorSet Commands::descriptor_set(const Kernel& kernel) {
-  // Sets come from pools owned by this recording, released together by reset(). Plain
-  // descriptor sets rather than push descriptors: synchronization validation tracks them.
+  // Sets come from pools owned by this Commands, released together when reset() drops the
+  // cache. Plain descriptor sets rather than push descriptors: synchronization validation
+  // tracks them.
   constexpr uint32_t kSetsPerPool = 256, kBuffersPerSet = 8;
   const auto& vk = device_.vk();
   VkDescriptorSetLayout layout = kernel.set_layout();
@@ -139,6 +145,8 @@ void Commands::dispatch(const Kernel& kernel, std::initializer_list<View> bindin
   std::vector<VkDescriptorBufferInfo> infos;
   infos.reserve(bindings.size());
   std::vector<std::pair<VkBuffer, uint8_t>> accesses;
+  // The cache key: the set layout and every binding's buffer (by serial), offset and range.
+  std::vector<uint64_t> key{uint64_t(reinterpret_cast<uintptr_t>(kernel.set_layout()))};
   uint32_t b = 0;
   for (const View& v : bindings) {
     if (v.range > max_range)
@@ -154,26 +162,34 @@ void Commands::dispatch(const Kernel& kernel, std::initializer_list<View> bindin
                         VK_ERROR_UNKNOWN);
     accesses.emplace_back(v.buffer->handle(), kernel.writes(b) ? kWrite | kRead : kRead);
     infos.push_back({v.buffer->handle(), v.offset, v.range});
+    key.insert(key.end(), {v.buffer->serial(), v.offset, v.range});
     ++b;
   }
   touch(accesses);
   const auto& vk = device_.vk();
-  VkDescriptorSet set = infos.empty() ? VK_NULL_HANDLE : descriptor_set(kernel);
-  std::vector<VkWriteDescriptorSet> writes(infos.size());
-  for (uint32_t i = 0; i < infos.size(); ++i) {
-    writes[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
-    writes[i].dstSet = set;
-    writes[i].dstBinding = i;
-    writes[i].descriptorCount = 1;
-    writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-    writes[i].pBufferInfo = &infos[i];
+  VkDescriptorSet set = VK_NULL_HANDLE;
+  if (!infos.empty()) {
+    // A set once written is never written again: it may be bound by a recording in flight.
+    auto [it, fresh] = sets_.try_emplace(std::move(key), VK_NULL_HANDLE);
+    if (fresh) {
+      it->second = descriptor_set(kernel);
+      std::vector<VkWriteDescriptorSet> writes(infos.size());
+      for (uint32_t i = 0; i < infos.size(); ++i) {
+        writes[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+        writes[i].dstSet = it->second;
+        writes[i].dstBinding = i;
+        writes[i].descriptorCount = 1;
+        writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+        writes[i].pBufferInfo = &infos[i];
+      }
+      vk.vkUpdateDescriptorSets(device_.handle(), uint32_t(writes.size()), writes.data(), 0, nullptr);
+    }
+    set = it->second;
   }
   vk.vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, kernel.pipeline());
-  if (set) {
-    vk.vkUpdateDescriptorSets(device_.handle(), uint32_t(writes.size()), writes.data(), 0, nullptr);
+  if (set)
     vk.vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, kernel.layout(), 0, 1, &set,
                                0, nullptr);
-  }
   if (push_bytes)
     vk.vkCmdPushConstants(cmd_, kernel.layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes, push);
   vk.vkCmdDispatch(cmd_, groups.x, groups.y, groups.z);

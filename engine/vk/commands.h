@@ -105,6 +105,17 @@ class Commands {
   VkQueryPool queries_ = VK_NULL_HANDLE;
   std::vector<VkDescriptorPool> descriptor_pools_;
   size_t pool_cursor_ = 0;  // pools before it are full
+  // Descriptor sets by what they bind (see dispatch), kept across recordings: recording a
+  // step again then writes no descriptors.
+  struct KeyHash {
+    size_t operator()(const std::vector<uint64_t>& k) const {
+      uint64_t h = 0xcbf29ce484222325ull;
+      for (uint64_t v : k) h = (h ^ v) * 0x100000001b3ull;
+      return size_t(h);
+    }
+  };
+  std::unordered_map<std::vector<uint64_t>, VkDescriptorSet, KeyHash> sets_;
+  static constexpr size_t kMaxCachedSets = 4096;
   uint32_t query_count_ = 0;
   bool recording_ = false, pending_ = false, any_write_ = false;
   uint64_t submitted_ = 0;
