@@ -3,6 +3,7 @@
 // backward pass's internal gradients live in the scratch view, except that a split backward
 // keeps the ones its parameter gradients need in t.deferred (other passes reuse the scratch
 // before backward_params runs).
+#include <algorithm>
 #include <cmath>
 
 #include "model/layers.h"
@@ -59,12 +60,21 @@ struct Scratch {
   vk::View wide_a, wide_b, narrow_a, narrow_b, attention;
 };
 
+// Samples whose attention scratch (heads and (T,T) scores, which grow with T^2) the block
+// asks for at once: as many of `rows` as fit in kAttentionCap bytes, one at least; the
+// attention launchers work through the rest in chunks of that many.
+constexpr uint64_t kAttentionCap = 32ull << 20;
+uint32_t attention_samples(uint32_t rows, uint32_t T, uint32_t C, uint32_t NH) {
+  const uint64_t per = ops::attention_scratch_floats(1, T, C, NH) * 4;
+  return uint32_t(std::clamp<uint64_t>(kAttentionCap / per, 1, std::max(rows, 1u)));
+}
+
 // rows samples of T tokens: N = rows * T.
 Scratch carve(vk::View scratch, uint32_t rows, uint32_t T, uint32_t C, uint32_t NH) {
   Carver c(scratch);
   const uint64_t N = uint64_t(rows) * T;
   return {c.take(N * 4 * C), c.take(N * 4 * C), c.take(N * C), c.take(N * C),
-          c.take(ops::attention_scratch_floats(rows, T, C, NH))};
+          c.take(ops::attention_scratch_floats(attention_samples(rows, T, C, NH), T, C, NH))};
 }
 
 // out (rows x cols) = dy (rows x k) weight (k x cols), written rather than accumulated: the
@@ -123,7 +133,8 @@ std::vector<SavedSpec> GptBlock::deferred() const {
 }
 
 uint64_t GptBlock::scratch_floats(uint32_t rows) const {
-  return rows * uint64_t(T_) * 10 * C_ + ops::attention_scratch_floats(rows, T_, C_, NH_) +
+  return rows * uint64_t(T_) * 10 * C_ +
+         ops::attention_scratch_floats(attention_samples(rows, T_, C_, NH_), T_, C_, NH_) +
          kScratchRegions * kAlignFloats;
 }
 
