@@ -86,18 +86,12 @@ void move_heads(vk::Commands& cmd, bool scatter, bool accumulate, vk::View token
 void per_head(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, uint32_t M, uint32_t N,
               uint32_t K, bool trans_a, bool trans_b, float alpha, uint32_t heads) {
   const auto stride = [](uint32_t rows, uint32_t cols) { return rows * cols; };
-  // Register blocking computes whole blocks of wg_x * tn columns; a head (N = HS, often 32 or
-  // 64) narrower than that would throw lanes away, so the blocks narrow to fit (down to 4
-  // columns per invocation, what vec4 loads of B need).
-  MatmulTiling t = matmul_tiling(cmd.device().info(), M);
-  if (t.variant == MatmulTiling::Variant::Registers)
-    while (t.tn > 4 && t.tn % 2 == 0 && t.wg_x * (t.tn / 2) >= N) t.tn /= 2;
   ops::matmul(cmd, a, b, c,
               MatmulParams{.M = M, .N = N, .K = K, .trans_a = trans_a, .trans_b = trans_b,
                            .alpha = alpha, .batch = heads,
                            .stride_a = trans_a ? stride(K, M) : stride(M, K),
                            .stride_b = trans_b ? stride(N, K) : stride(K, N),
-                           .stride_c = stride(M, N), .tiling = t});
+                           .stride_c = stride(M, N)});
 }
 
 }  // namespace

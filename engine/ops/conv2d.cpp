@@ -138,7 +138,7 @@ void conv2d_backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View
   if (dbias) BRIGADE_EXPECT_FLOATS(*dbias, s.oc, "conv2d bias gradient");
   const uint32_t K = taps(s), P = pixels(s), chunk = chunk_of(s, scratch);
   const vk::View columns(*scratch.buffer, scratch.offset, uint64_t(chunk) * K * P * 4);
-  const MatmulTiling t = matmul_tiling(cmd.device().info(), s.oc);
+  const MatmulTiling t = matmul_tiling(cmd.device().info(), s.oc, K);
   const uint64_t tiles = uint64_t(vk::groups_for(K, t.wg_x * t.tn)) * vk::groups_for(s.oc, t.wg_y * t.tm);
   const uint64_t stride = padded(s.weight_size());
   for (uint32_t first = 0; first < s.n; first += chunk) {

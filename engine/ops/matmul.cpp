@@ -59,7 +59,7 @@ uint32_t MatmulTiling::shared_bytes() const {
   return 4 * bk * (wg_y * tm + 1 + wg_x * tn + 1);
 }
 
-MatmulTiling matmul_tiling(const vk::PhysicalInfo& device, uint32_t rows) {
+MatmulTiling matmul_tiling(const vk::PhysicalInfo& device, uint32_t rows, uint32_t cols) {
   if (device.type == VK_PHYSICAL_DEVICE_TYPE_CPU) {
     // Measured on lavapipe (docs/BENCHMARKS.md): 16x8 outputs per invocation with A shared
     // through subgroup broadcasts beat 8x8 without. One row of lanes fills a subgroup.
@@ -81,6 +81,15 @@ MatmulTiling matmul_tiling(const vk::PhysicalInfo& device, uint32_t rows) {
         if (computed + computed / 16 < best) best = computed, t.wg_y = wy;
       }
     }
+    // Columns per invocation by the same rule, down to 4 (what vec4 loads of B need): a
+    // head of 32 channels, or fashion-cnn's 196 pixels (224 computed instead of 256).
+    if (cols) {
+      uint64_t best = UINT64_MAX;
+      for (uint32_t tn = t.tn; tn >= 4 && tn % 4 == 0; tn /= 2) {
+        const uint64_t block = uint64_t(t.wg_x) * tn, computed = (cols + block - 1) / block * block;
+        if (computed + computed / 16 < best) best = computed, t.tn = tn;
+      }
+    }
     return t;
   }
   // 16x16 invocations of 4x4 outputs: 64x64 tiles, 8.3 KiB of shared memory, within every
@@ -96,7 +105,7 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
             std::optional<vk::View> bias) {
   if (p.M == 0 || p.N == 0 || p.batch == 0 || (p.K == 0 && p.accumulate)) return;
   vk::Device& dev = cmd.device();
-  const MatmulTiling t = p.tiling ? *p.tiling : matmul_tiling(dev.info(), p.M);
+  const MatmulTiling t = p.tiling ? *p.tiling : matmul_tiling(dev.info(), p.M, p.N);
   BRIGADE_EXPECT(t.tm && t.tn && t.wg_x && t.wg_y && t.bk, "tiling " + t.name() + " has a zero size");
   BRIGADE_EXPECT(t.wg_x * t.wg_y <= dev.info().max_workgroup_invocations,
          "tiling " + t.name() + " has more invocations than the device allows");

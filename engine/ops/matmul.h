@@ -34,9 +34,10 @@ struct MatmulTiling {
 
 // Register blocking on CPU devices (lavapipe runs barriers by switching invocations, so
 // shared-memory tiles are slow there); shared-memory tiles on GPUs.
-// With `rows` (the M of a problem), a CPU device's workgroups get the rows of invocations that
-// waste the fewest rows past M: there every row past M is computed and thrown away.
-MatmulTiling matmul_tiling(const vk::PhysicalInfo& device, uint32_t rows = 0);
+// With `rows` and `cols` (the M and N of a problem), a CPU device's workgroups get the rows of
+// invocations and columns per invocation that waste the fewest rows past M and columns past N:
+// there every one of them is computed and thrown away.
+MatmulTiling matmul_tiling(const vk::PhysicalInfo& device, uint32_t rows = 0, uint32_t cols = 0);
 
 struct MatmulParams {
   uint32_t M = 0, N = 0, K = 0;

@@ -177,7 +177,8 @@ double gflops(const Case& c, double ms) {
 
 Result run_case(vk::Device& dev, const Case& c, const Problem& problem, int reps) {
   Result r{c, c.tiling ? c.tiling->name()
-                       : "default: " + ops::matmul_tiling(dev.info(), uint32_t(c.mnk()[0])).name()};
+                       : "default: " + ops::matmul_tiling(dev.info(), uint32_t(c.mnk()[0]),
+                                                           uint32_t(c.mnk()[1])).name()};
   std::vector<vk::Buffer> in, out;
   for (size_t i = 0; i < problem.inputs.size(); ++i) {
     in.emplace_back(dev, problem.inputs[i].size() * 4, vk::Category::Activations, "input " + std::to_string(i));
