@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "ops/conv2d_direct.h"
 #include "ops/matmul.h"
 #include "shaders/push.h"
 #include "vk/check.h"
@@ -10,17 +11,11 @@
 namespace brigade::ops {
 namespace {
 
-void require_groups(vk::Groups g, const char* pass) {
-  constexpr uint32_t kMax = 65535;  // maxComputeWorkGroupCount every device guarantees
-  if (g.x > kMax || g.y > kMax || g.z > kMax)
-    throw UserError(std::string("conv2d ") + pass + ": the tensor is too large for one dispatch (" +
-                    std::to_string(g.x) + " x " + std::to_string(g.y) + " x " +
-                    std::to_string(g.z) + " workgroups); use smaller micro-batches");
-}
+using direct::push_of;
+using direct::require_groups;
 
-shaders::Conv2dPush push_of(const Conv2dShape& s) {
-  return {s.n, s.ic, s.h, s.w, s.oc, s.kh, s.kw, s.out_h(), s.out_w(),
-          s.stride_h, s.stride_w, s.pad_h, s.pad_w};
+bool direct_on(const vk::Commands& cmd, std::optional<Conv2dMethod> method) {
+  return method.value_or(conv2d_method(cmd.device().info())) == Conv2dMethod::Direct;
 }
 
 uint32_t taps(const Conv2dShape& s) { return s.ic * s.kh * s.kw; }
@@ -66,76 +61,9 @@ void col2im(vk::Commands& cmd, vk::View columns, vk::View dx, const Conv2dShape&
   cmd.dispatch(cmd.device().kernel("conv2d_col2im"), {columns, dx}, push, groups);
 }
 
-}  // namespace
-
-uint64_t conv2d_columns_per_sample(const Conv2dShape& s) { return uint64_t(taps(s)) * pixels(s); }
-
-uint64_t conv2d_scratch_floats(const Conv2dShape& s, uint32_t samples) {
-  return padded(samples * conv2d_columns_per_sample(s)) + partial_floats(s);
-}
-
-void conv2d_validate(const Conv2dShape& s) {
-  const auto dims = std::to_string(s.n) + "x" + std::to_string(s.ic) + "x" + std::to_string(s.h) +
-                    "x" + std::to_string(s.w) + " input, " + std::to_string(s.oc) + "x" +
-                    std::to_string(s.ic) + "x" + std::to_string(s.kh) + "x" +
-                    std::to_string(s.kw) + " weight";
-  if (!s.n || !s.ic || !s.h || !s.w || !s.oc || !s.kh || !s.kw)
-    throw UserError("conv2d: a dimension is zero (" + dims + ")");
-  if (!s.stride_h || !s.stride_w)
-    throw UserError("conv2d: stride must be at least 1 (" + dims + ")");
-  const uint64_t padded_h = s.h + 2 * uint64_t(s.pad_h), padded_w = s.w + 2 * uint64_t(s.pad_w);
-  if (padded_h > UINT32_MAX || padded_w > UINT32_MAX)
-    throw UserError("conv2d: the padded input is larger than " + std::to_string(UINT32_MAX) +
-                    " in a dimension (" + dims + ", padding " + std::to_string(s.pad_h) + "x" +
-                    std::to_string(s.pad_w) + ")");
-  if (padded_h < s.kh || padded_w < s.kw)
-    throw UserError("conv2d: the kernel is larger than the padded input (" + dims + ", padding " +
-                    std::to_string(s.pad_h) + "x" + std::to_string(s.pad_w) + ")");
-}
-
-void conv2d_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optional<vk::View> bias,
-                    vk::View y, const Conv2dShape& s, vk::View scratch) {
-  conv2d_validate(s);
-  BRIGADE_EXPECT_FLOATS(x, s.x_size(), "conv2d input");
-  BRIGADE_EXPECT_FLOATS(weight, s.weight_size(), "conv2d weight");
-  if (bias) BRIGADE_EXPECT_FLOATS(*bias, s.oc, "conv2d bias");
-  BRIGADE_EXPECT_FLOATS(y, s.y_size(), "conv2d output");
-  const uint32_t K = taps(s), P = pixels(s), chunk = chunk_of(s, scratch);
-  const vk::View columns(*scratch.buffer, scratch.offset, uint64_t(chunk) * K * P * 4);
-  for (uint32_t first = 0; first < s.n; first += chunk) {
-    const uint32_t count = std::min(chunk, s.n - first);
-    im2col(cmd, x, columns, s, first, count);
-    MatmulParams mm{.M = s.oc, .N = P, .K = K, .batch = count, .bias_rows = true};
-    mm.stride_b = K * P, mm.stride_c = s.oc * P, mm.offset_c = first * s.oc * P;
-    matmul(cmd, weight, columns, y, mm, bias);
-  }
-}
-
-void conv2d_backward_data(vk::Commands& cmd, vk::View dy, vk::View weight, vk::View dx,
-                          const Conv2dShape& s, vk::View scratch) {
-  conv2d_validate(s);
-  BRIGADE_EXPECT_FLOATS(dy, s.y_size(), "conv2d output gradient");
-  BRIGADE_EXPECT_FLOATS(weight, s.weight_size(), "conv2d weight");
-  BRIGADE_EXPECT_FLOATS(dx, s.x_size(), "conv2d input gradient");
-  const uint32_t K = taps(s), P = pixels(s), chunk = chunk_of(s, scratch);
-  const vk::View columns(*scratch.buffer, scratch.offset, uint64_t(chunk) * K * P * 4);
-  for (uint32_t first = 0; first < s.n; first += chunk) {
-    const uint32_t count = std::min(chunk, s.n - first);
-    MatmulParams mm{.M = K, .N = P, .K = s.oc, .trans_a = true, .batch = count};
-    mm.stride_b = s.oc * P, mm.stride_c = K * P, mm.offset_b = first * s.oc * P;
-    matmul(cmd, weight, dy, columns, mm);
-    col2im(cmd, columns, dx, s, first, count);
-  }
-}
-
-void conv2d_backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View dweight,
-                            std::optional<vk::View> dbias, const Conv2dShape& s,
-                            vk::View scratch) {
-  conv2d_validate(s);
-  BRIGADE_EXPECT_FLOATS(dy, s.y_size(), "conv2d output gradient");
-  BRIGADE_EXPECT_FLOATS(x, s.x_size(), "conv2d input");
-  BRIGADE_EXPECT_FLOATS(dweight, s.weight_size(), "conv2d weight gradient");
-  if (dbias) BRIGADE_EXPECT_FLOATS(*dbias, s.oc, "conv2d bias gradient");
+// dweight += sum over the samples of dy[n] . columns[n]^T (see conv2d_backward_weight).
+void matrix_backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View dweight,
+                            const Conv2dShape& s, vk::View scratch) {
   const uint32_t K = taps(s), P = pixels(s), chunk = chunk_of(s, scratch);
   const vk::View columns(*scratch.buffer, scratch.offset, uint64_t(chunk) * K * P * 4);
   const MatmulTiling t = matmul_tiling(cmd.device().info(), s.oc, K);
@@ -169,6 +97,90 @@ void conv2d_backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View
                    {vk::groups_for(s.weight_size(), BRIGADE_WG_1D)});
     }
   }
+}
+
+
+}  // namespace
+
+Conv2dMethod conv2d_method(const vk::PhysicalInfo& info) {
+  return info.driver_id == VK_DRIVER_ID_GOOGLE_SWIFTSHADER ? Conv2dMethod::Direct
+                                                           : Conv2dMethod::Matrix;
+}
+
+uint64_t conv2d_columns_per_sample(const Conv2dShape& s) { return uint64_t(taps(s)) * pixels(s); }
+
+uint64_t conv2d_scratch_floats(const Conv2dShape& s, uint32_t samples) {
+  return padded(samples * conv2d_columns_per_sample(s)) + partial_floats(s);
+}
+
+void conv2d_validate(const Conv2dShape& s) {
+  const auto dims = std::to_string(s.n) + "x" + std::to_string(s.ic) + "x" + std::to_string(s.h) +
+                    "x" + std::to_string(s.w) + " input, " + std::to_string(s.oc) + "x" +
+                    std::to_string(s.ic) + "x" + std::to_string(s.kh) + "x" +
+                    std::to_string(s.kw) + " weight";
+  if (!s.n || !s.ic || !s.h || !s.w || !s.oc || !s.kh || !s.kw)
+    throw UserError("conv2d: a dimension is zero (" + dims + ")");
+  if (!s.stride_h || !s.stride_w)
+    throw UserError("conv2d: stride must be at least 1 (" + dims + ")");
+  const uint64_t padded_h = s.h + 2 * uint64_t(s.pad_h), padded_w = s.w + 2 * uint64_t(s.pad_w);
+  if (padded_h > UINT32_MAX || padded_w > UINT32_MAX)
+    throw UserError("conv2d: the padded input is larger than " + std::to_string(UINT32_MAX) +
+                    " in a dimension (" + dims + ", padding " + std::to_string(s.pad_h) + "x" +
+                    std::to_string(s.pad_w) + ")");
+  if (padded_h < s.kh || padded_w < s.kw)
+    throw UserError("conv2d: the kernel is larger than the padded input (" + dims + ", padding " +
+                    std::to_string(s.pad_h) + "x" + std::to_string(s.pad_w) + ")");
+}
+
+void conv2d_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optional<vk::View> bias,
+                    vk::View y, const Conv2dShape& s, vk::View scratch,
+                    std::optional<Conv2dMethod> method) {
+  conv2d_validate(s);
+  BRIGADE_EXPECT_FLOATS(x, s.x_size(), "conv2d input");
+  BRIGADE_EXPECT_FLOATS(weight, s.weight_size(), "conv2d weight");
+  if (bias) BRIGADE_EXPECT_FLOATS(*bias, s.oc, "conv2d bias");
+  BRIGADE_EXPECT_FLOATS(y, s.y_size(), "conv2d output");
+  if (direct_on(cmd, method)) return direct::forward(cmd, x, weight, bias, y, s);
+  const uint32_t K = taps(s), P = pixels(s), chunk = chunk_of(s, scratch);
+  const vk::View columns(*scratch.buffer, scratch.offset, uint64_t(chunk) * K * P * 4);
+  for (uint32_t first = 0; first < s.n; first += chunk) {
+    const uint32_t count = std::min(chunk, s.n - first);
+    im2col(cmd, x, columns, s, first, count);
+    MatmulParams mm{.M = s.oc, .N = P, .K = K, .batch = count, .bias_rows = true};
+    mm.stride_b = K * P, mm.stride_c = s.oc * P, mm.offset_c = first * s.oc * P;
+    matmul(cmd, weight, columns, y, mm, bias);
+  }
+}
+
+void conv2d_backward_data(vk::Commands& cmd, vk::View dy, vk::View weight, vk::View dx,
+                          const Conv2dShape& s, vk::View scratch,
+                          std::optional<Conv2dMethod> method) {
+  conv2d_validate(s);
+  BRIGADE_EXPECT_FLOATS(dy, s.y_size(), "conv2d output gradient");
+  BRIGADE_EXPECT_FLOATS(weight, s.weight_size(), "conv2d weight");
+  BRIGADE_EXPECT_FLOATS(dx, s.x_size(), "conv2d input gradient");
+  if (direct_on(cmd, method)) return direct::backward_data(cmd, dy, weight, dx, s);
+  const uint32_t K = taps(s), P = pixels(s), chunk = chunk_of(s, scratch);
+  const vk::View columns(*scratch.buffer, scratch.offset, uint64_t(chunk) * K * P * 4);
+  for (uint32_t first = 0; first < s.n; first += chunk) {
+    const uint32_t count = std::min(chunk, s.n - first);
+    MatmulParams mm{.M = K, .N = P, .K = s.oc, .trans_a = true, .batch = count};
+    mm.stride_b = s.oc * P, mm.stride_c = K * P, mm.offset_b = first * s.oc * P;
+    matmul(cmd, weight, dy, columns, mm);
+    col2im(cmd, columns, dx, s, first, count);
+  }
+}
+
+void conv2d_backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View dweight,
+                            std::optional<vk::View> dbias, const Conv2dShape& s,
+                            vk::View scratch, std::optional<Conv2dMethod> method) {
+  conv2d_validate(s);
+  BRIGADE_EXPECT_FLOATS(dy, s.y_size(), "conv2d output gradient");
+  BRIGADE_EXPECT_FLOATS(x, s.x_size(), "conv2d input");
+  BRIGADE_EXPECT_FLOATS(dweight, s.weight_size(), "conv2d weight gradient");
+  if (dbias) BRIGADE_EXPECT_FLOATS(*dbias, s.oc, "conv2d bias gradient");
+  if (direct_on(cmd, method)) direct::backward_weight(cmd, dy, x, dweight, s);
+  else matrix_backward_weight(cmd, dy, x, dweight, s, scratch);
   if (!dbias) return;
   require_groups({s.oc}, "backward-bias");
   cmd.dispatch(cmd.device().kernel("conv2d_backward_bias"), {dy, *dbias}, push_of(s), {s.oc});
