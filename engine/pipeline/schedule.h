@@ -30,6 +30,11 @@ enum class Op : uint8_t {
   Step,            // one synchronous optimizer step for the whole mini-batch
 };
 
+// True for the actions that run a cell's layers (Forward, Recompute, Backward, WeightGradient).
+inline bool computes(Op op) {
+  return op == Op::Forward || op == Op::Recompute || op == Op::Backward || op == Op::WeightGradient;
+}
+
 struct Action {
   Op op;
   uint32_t micro_batch = 0;  // unused by Step
