@@ -94,6 +94,14 @@ void per_head(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, uint32_t M,
                            .stride_c = stride(M, N)});
 }
 
+// The forward's tensors over `rows` = B*T tokens, which the backward reads again.
+void expect_forward_views(vk::View qkv, vk::View y, vk::View lse, uint64_t rows, uint32_t C,
+                          uint32_t NH) {
+  BRIGADE_EXPECT_FLOATS(qkv, rows * 3 * C, "attention qkv");
+  BRIGADE_EXPECT_FLOATS(y, rows * C, "attention y");
+  BRIGADE_EXPECT_FLOATS(lse, rows * NH, "attention lse");
+}
+
 }  // namespace
 
 uint64_t attention_scratch_floats(uint32_t samples, uint32_t T, uint32_t C, uint32_t NH) {
@@ -103,10 +111,7 @@ uint64_t attention_scratch_floats(uint32_t samples, uint32_t T, uint32_t C, uint
 void attention_forward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View lse,
                        vk::View scratch, uint32_t B, uint32_t T, uint32_t C, uint32_t NH) {
   const uint32_t HS = head_size(C, NH);
-  const uint64_t rows = uint64_t(B) * T;
-  BRIGADE_EXPECT_FLOATS(qkv, rows * 3 * C, "attention qkv");
-  BRIGADE_EXPECT_FLOATS(y, rows * C, "attention y");
-  BRIGADE_EXPECT_FLOATS(lse, rows * NH, "attention lse");
+  expect_forward_views(qkv, y, lse, uint64_t(B) * T, C, NH);
   if (B == 0 || T == 0) return;
   const float scale = 1.0f / std::sqrt(float(HS));
   const uint32_t most = chunk_samples(scratch, B, T, C, NH, false);
@@ -132,9 +137,7 @@ void attention_backward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View ls
                         uint32_t NH) {
   const uint32_t HS = head_size(C, NH);
   const uint64_t rows = uint64_t(B) * T;
-  BRIGADE_EXPECT_FLOATS(qkv, rows * 3 * C, "attention qkv");
-  BRIGADE_EXPECT_FLOATS(y, rows * C, "attention y");
-  BRIGADE_EXPECT_FLOATS(lse, rows * NH, "attention lse");
+  expect_forward_views(qkv, y, lse, rows, C, NH);
   BRIGADE_EXPECT_FLOATS(dy, rows * C, "attention dy");
   BRIGADE_EXPECT_FLOATS(dqkv, rows * 3 * C, "attention dqkv");
   if (B == 0 || T == 0) return;

@@ -170,19 +170,21 @@ void Commands::dispatch(const Kernel& kernel, std::initializer_list<View> bindin
   VkDescriptorSet set = VK_NULL_HANDLE;
   if (!infos.empty()) {
     // A set once written is never written again: it may be bound by a recording in flight.
-    auto [it, fresh] = sets_.try_emplace(std::move(key), VK_NULL_HANDLE);
-    if (fresh) {
-      it->second = descriptor_set(kernel);
+    // It enters the cache only once written, so a failed allocation leaves no empty entry.
+    auto it = sets_.find(key);
+    if (it == sets_.end()) {
+      const VkDescriptorSet fresh = descriptor_set(kernel);
       std::vector<VkWriteDescriptorSet> writes(infos.size());
       for (uint32_t i = 0; i < infos.size(); ++i) {
         writes[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
-        writes[i].dstSet = it->second;
+        writes[i].dstSet = fresh;
         writes[i].dstBinding = i;
         writes[i].descriptorCount = 1;
         writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
         writes[i].pBufferInfo = &infos[i];
       }
       vk.vkUpdateDescriptorSets(device_.handle(), uint32_t(writes.size()), writes.data(), 0, nullptr);
+      it = sets_.emplace(std::move(key), fresh).first;
     }
     set = it->second;
   }
