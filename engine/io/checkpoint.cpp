@@ -3,7 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/tensors.h"
-#include "vk/check.h"
+#include "util/error.h"
 
 namespace brigade::io {
 

@@ -10,7 +10,7 @@
 #include <utility>
 
 #include "pipeline/plan.h"
-#include "vk/check.h"
+#include "util/error.h"
 
 namespace brigade::io {
 

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <fstream>
 
-#include "vk/check.h"
+#include "util/error.h"
 
 namespace brigade::io {
 

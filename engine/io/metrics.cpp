@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "vk/check.h"
+#include "util/error.h"
 
 namespace brigade::io {
 namespace {

@@ -12,7 +12,7 @@
 #include <tuple>
 #include <nlohmann/json.hpp>
 
-#include "vk/check.h"
+#include "util/error.h"
 
 namespace brigade::io {
 namespace {
@@ -244,8 +244,8 @@ void SafeTensorsWriter::add(const std::string& name, DType dtype, const std::vec
   uint64_t elements = 1;
   for (int64_t d : shape) elements *= uint64_t(d);
   if (elements * dtype_size(dtype) != bytes)
-    throw vk::VulkanError("safetensors: " + name + " " + shape_string(shape) + " given " +
-                              std::to_string(bytes) + " bytes", VK_ERROR_UNKNOWN);
+    throw InternalError("safetensors: " + name + " " + shape_string(shape) + " given " +
+                        std::to_string(bytes) + " bytes");
   Entry e{dtype, shape, std::vector<uint8_t>(bytes)};
   if (bytes) std::memcpy(e.data.data(), data, bytes);
   tensors_[name] = std::move(e);

@@ -6,7 +6,7 @@
 #include <string_view>
 #include <utility>
 
-#include "vk/check.h"
+#include "util/error.h"
 
 namespace brigade::io {
 namespace {

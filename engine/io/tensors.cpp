@@ -1,6 +1,6 @@
 #include "io/tensors.h"
 
-#include "vk/check.h"
+#include "util/error.h"
 
 namespace brigade::io {
 

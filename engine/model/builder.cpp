@@ -17,7 +17,7 @@
 #include "model/layers.h"
 #include "model/model.h"
 #include "model/presets.h"
-#include "vk/check.h"
+#include "util/error.h"
 
 namespace brigade::model {
 namespace {

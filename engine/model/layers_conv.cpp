@@ -5,7 +5,7 @@
 #include "model/layers.h"
 #include "ops/conv2d.h"
 #include "ops/maxpool2d.h"
-#include "vk/check.h"
+#include "util/error.h"
 
 namespace brigade::model {
 namespace {

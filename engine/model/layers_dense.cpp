@@ -4,7 +4,7 @@
 #include "model/layers.h"
 #include "ops/activation.h"
 #include "ops/linear.h"
-#include "vk/check.h"
+#include "util/error.h"
 
 namespace brigade::model {
 

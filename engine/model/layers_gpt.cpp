@@ -3,7 +3,7 @@
 #include "model/layers.h"
 #include "ops/embedding.h"
 #include "ops/linear.h"
-#include "vk/check.h"
+#include "util/error.h"
 
 namespace brigade::model {
 namespace {

@@ -12,7 +12,7 @@
 #include "ops/layernorm.h"
 #include "ops/linear.h"
 #include "ops/residual.h"
-#include "vk/check.h"
+#include "util/error.h"
 
 namespace brigade::model {
 namespace {

@@ -3,7 +3,7 @@
 #include "ops/batchnorm.h"
 #include "ops/layernorm.h"
 #include "shaders/norm.h"
-#include "vk/check.h"
+#include "util/error.h"
 
 namespace brigade::model {
 namespace {

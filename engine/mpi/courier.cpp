@@ -5,7 +5,7 @@
 #include <climits>
 #include <exception>
 
-#include "vk/check.h"
+#include "util/error.h"
 
 namespace brigade::mpi {
 

@@ -1,21 +1,37 @@
 #include "mpi/mpi_link.h"
 
+#include <climits>
+
 #include "pipeline/relay.h"
-#include "vk/check.h"
+#include "util/error.h"
 
 namespace brigade::mpi {
 
-MpiLink::MpiLink(Courier& courier, const pipeline::RemoteEnd& end, int peer, uint32_t boundaries)
-    : courier_(courier), end_(end), peer_(peer), boundaries_(boundaries), bytes_(end.bytes) {
+namespace {
+
+int tag_upper_bound(MPI_Comm comm) {
+  void* ub = nullptr;
+  int flag = 0;
+  MPI_Comm_get_attr(comm, MPI_TAG_UB, &ub, &flag);
+  return flag ? *static_cast<int*>(ub) : 32767;  // the least MPI promises
+}
+
+}  // namespace
+
+uint32_t max_link_boundaries(MPI_Comm comm, uint32_t slots) {
+  return uint32_t(tag_upper_bound(comm) / (2 * (4 * int64_t(slots) + 1)));
+}
+
+MpiLink::MpiLink(Courier& courier, const pipeline::RemoteEnd& end, int peer)
+    : courier_(courier), end_(end), peer_(peer), bytes_(end.bytes) {
+  if (bytes_ > uint64_t(INT_MAX))
+    throw UserError(end.name + ": " + std::to_string(bytes_) + " bytes per micro-batch, over the " +
+                    std::to_string(INT_MAX) + " one message between processes can hold; use more micro-batches");
   for (uint32_t s = 0; s < end.slots; ++s)
     slots_.emplace_back(*end.device, bytes_, vk::Category::Transfer,
                         end.name + " slot " + std::to_string(s) + (end.producer ? " (send)" : " (receive)"),
                         vk::Residency::Host);
-  void* ub = nullptr;
-  int flag = 0;
-  MPI_Comm_get_attr(courier.comm(), MPI_TAG_UB, &ub, &flag);
-  const int tag_ub = flag ? *static_cast<int*>(ub) : 32767;  // the least MPI promises
-  window_ = tag_ub / int(2 * boundaries_);
+  window_ = tag_upper_bound(courier.comm()) / int(2 * end.boundaries);
   BRIGADE_EXPECT(window_ > int(4 * end.slots), "MPI tags for every transfer in flight");
   if (!end.producer)
     for (uint64_t n = 0; n < slots_.size(); ++n) expect(n, nullptr, 0);
@@ -26,7 +42,7 @@ MpiLink::~MpiLink() {
 }
 
 int MpiLink::tag(uint64_t n) const {
-  return int(n % uint64_t(window_)) * int(2 * boundaries_) + int(2 * end_.boundary + (end_.gradient ? 1 : 0));
+  return int(n % uint64_t(window_)) * int(2 * end_.boundaries) + int(2 * end_.boundary + (end_.gradient ? 1 : 0));
 }
 
 void MpiLink::complete(pipeline::Counter& counter, std::set<uint64_t>& done, uint64_t& next, uint64_t n) {

@@ -15,15 +15,21 @@
 
 #include "mpi/courier.h"
 #include "pipeline/counter.h"
-#include "pipeline/executor.h"
+#include "pipeline/link.h"
+#include "pipeline/topology.h"
 
 namespace brigade::mpi {
 
+// The most boundaries whose transfers the tags of `comm` tell apart, with `slots` transfers in
+// flight per link: each boundary and direction takes every (2 x boundaries)-th tag, and a
+// link needs a window of more than 4 x slots transfer numbers.
+uint32_t max_link_boundaries(MPI_Comm comm, uint32_t slots);
+
 class MpiLink final : public pipeline::Link {
  public:
-  // `boundaries`: how many boundaries the pipeline has (for the tags); `peer`: the other
-  // side's rank in the courier's communicator.
-  MpiLink(Courier& courier, const pipeline::RemoteEnd& end, int peer, uint32_t boundaries);
+  // `peer`: the other side's rank in the courier's communicator. The pipeline's boundaries
+  // (end.boundaries) must be at most max_link_boundaries(comm, end.slots).
+  MpiLink(Courier& courier, const pipeline::RemoteEnd& end, int peer);
   ~MpiLink() override;
 
   uint64_t bytes() const override { return bytes_; }
@@ -47,7 +53,6 @@ class MpiLink final : public pipeline::Link {
   Courier& courier_;
   pipeline::RemoteEnd end_;
   int peer_;
-  uint32_t boundaries_;
   uint64_t bytes_;
   std::vector<vk::Buffer> slots_;
   int window_;  // transfer numbers per tag cycle

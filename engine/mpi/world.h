@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "pipeline/executor.h"
+#include "pipeline/topology.h"
 
 namespace brigade::mpi {
 
@@ -38,7 +38,7 @@ class World {
   // Stops every rank now, with this exit code (MPI_Abort); returns in a world of one.
   void abort(int code);
 
-  // Root's bytes, on every rank.
+  // Root's bytes, on every rank (in pieces of at most chunk_bytes(), mpi/chunks.h).
   std::string broadcast(std::string bytes, uint32_t root = 0);
   // Every rank's bytes, on every rank, in rank order.
   std::vector<std::string> allgather(const std::string& bytes);
@@ -46,20 +46,13 @@ class World {
   // This process's place in a pipeline of K stages times R replicas over every rank
   // (rank = replica * K + stage): its stage, its groups and how its links travel. The
   // world must have K * R ranks.
-  struct Placement;
-  std::unique_ptr<Placement> place(uint32_t stages, uint32_t replicas);
+  std::unique_ptr<pipeline::Topology> place(uint32_t stages, uint32_t replicas);
 
  private:
   uint32_t rank_ = 0, size_ = 1, local_rank_ = 0;
   std::string host_, role_;
   bool initialized_ = false;
   std::unique_ptr<Courier> courier_;
-};
-
-struct World::Placement {
-  pipeline::Ranks ranks;
-  std::vector<std::unique_ptr<pipeline::Group>> groups;  // what ranks points to
-  ~Placement();
 };
 
 }  // namespace brigade::mpi

@@ -8,7 +8,7 @@
 // Angle brackets: a quoted name would find ops/attention.h beside this file, not the
 // shader header in shaders/.
 #include "shaders/attention.h"
-#include "vk/check.h"
+#include "util/error.h"
 
 namespace brigade::ops {
 namespace {

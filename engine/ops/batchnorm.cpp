@@ -6,7 +6,7 @@
 
 #include "shaders/norm.h"
 #include "ops/launch_geometry.h"
-#include "vk/check.h"
+#include "util/error.h"
 
 namespace brigade::ops {
 

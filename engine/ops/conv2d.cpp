@@ -6,7 +6,7 @@
 #include "ops/conv2d_direct.h"
 #include "ops/matmul.h"
 #include "shaders/push.h"
-#include "vk/check.h"
+#include "util/error.h"
 
 namespace brigade::ops {
 namespace {

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "ops/conv2d.h"
-#include "vk/check.h"
+#include "util/error.h"
 
 namespace brigade::ops::direct {
 

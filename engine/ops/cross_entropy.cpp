@@ -4,7 +4,7 @@
 
 #include "shaders/loss.h"
 #include "ops/launch_geometry.h"
-#include "vk/check.h"
+#include "util/error.h"
 
 namespace brigade::ops {
 void cross_entropy_forward(vk::Commands& cmd, vk::View logits, vk::View targets, vk::View rows,

@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "ops/launch_geometry.h"
-#include "vk/check.h"
+#include "util/error.h"
 
 namespace brigade::ops {
 

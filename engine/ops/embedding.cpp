@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <string>
 
-#include "vk/check.h"
+#include "util/error.h"
 
 namespace brigade::ops {
 namespace {

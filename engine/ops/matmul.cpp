@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "shaders/matmul.h"
-#include "vk/check.h"
+#include "util/error.h"
 #include "vk/kernel.h"
 
 namespace brigade::ops {

@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "vk/check.h"
+#include "util/error.h"
 
 namespace brigade::ops {
 namespace {

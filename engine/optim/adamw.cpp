@@ -3,8 +3,8 @@
 #include <cmath>
 
 #include "shaders/optim.h"
-#include "vk/check.h"
-#include "vk/check.h"
+#include "util/error.h"
+#include "util/error.h"
 
 namespace brigade::optim {
 

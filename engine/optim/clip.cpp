@@ -5,7 +5,7 @@
 #include <string>
 
 #include "shaders/optim.h"
-#include "vk/check.h"
+#include "util/error.h"
 
 namespace brigade::optim {
 

@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "vk/check.h"
+#include "util/error.h"
 
 namespace brigade::optim {
 

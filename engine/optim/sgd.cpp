@@ -1,7 +1,7 @@
 #include "optim/sgd.h"
 
 #include "shaders/optim.h"
-#include "vk/check.h"
+#include "util/error.h"
 
 namespace brigade::optim {
 

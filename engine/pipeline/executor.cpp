@@ -2,7 +2,6 @@
 #include "pipeline/executor_shared.h"
 
 #include <algorithm>
-#include <barrier>
 #include <cmath>
 #include <map>
 #include <numeric>
@@ -10,7 +9,8 @@
 
 #include "optim/clip.h"
 #include "pipeline/process_link.h"
-#include "vk/check.h"
+#include "pipeline/stage_runner.h"
+#include "util/error.h"
 
 namespace brigade::pipeline {
 
@@ -34,55 +34,82 @@ std::vector<LinkChoice> choose_links(const std::vector<vk::Device*>& devices, ui
 }
 
 Executor::Executor(const model::Model& model, std::vector<vk::Device*> devices, const Plan& plan,
-                   ExecutorOptions options)
+                   ExecutorOptions options, std::unique_ptr<Topology> topology)
     : model_(model), devices_(std::move(devices)), plan_(plan), options_(options),
-      shared_(std::make_unique<Shared>()) {
-  schedule_ = plan_.schedule;
-  const uint32_t K = schedule_.stages, C = schedule_.cells();
-  BRIGADE_EXPECT(plan_.stages.size() == C, "the plan lays out one cell per stage and virtual stage");
+      topology_(topology ? std::move(topology) : std::make_unique<OneProcess>(uint32_t(devices_.size()))),
+      schedule_(plan_.schedule), shared_(std::make_unique<Shared>()), state_(std::make_unique<RunState>()) {
+  check_devices();
+  lay_out_slots();
+  // Each boundary's path first: a forced path the pair cannot take is refused before any
+  // cell allocates.
+  const uint32_t K = stages(), C = schedule_.cells();
+  if (options_.links.empty()) options_.links = choose_links(devices_, C, options_.link);
+  BRIGADE_EXPECT(options_.links.size() + 1 == C, "one link choice per boundary");
+  for (uint32_t c = 0; c < C; ++c)
+    cells_.push_back(devices_[c % K] ? std::make_unique<Cell>(*devices_[c % K], model_, plan_.cells[c]) : nullptr);
+  build_links();
+  build_norms();
+  build_ring();
+  zero_state();
+  calibrate();
+}
+
+Executor::~Executor() {
+  // Links (their relay threads, their messages) finish before the devices they use go away.
+  act_links_.clear();
+  grad_links_.clear();
+}
+
+void Executor::check_devices() {
+  const uint32_t K = schedule_.stages;
+  BRIGADE_EXPECT(plan_.cells.size() == schedule_.cells(), "the plan lays out one cell per stage and virtual stage");
   if (devices_.size() != K)
     throw UserError("the plan has " + std::to_string(K) + " stages but " +
                     std::to_string(devices_.size()) + " devices were given");
+  BRIGADE_EXPECT(topology_->stages() == K, "the topology places every stage of the plan");
   for (size_t a = 0; a < K; ++a) {
-    BRIGADE_EXPECT(devices_[a] || options_.ranks, "a device for every stage");
-    BRIGADE_EXPECT(!options_.ranks || (devices_[a] != nullptr) == (a == options_.ranks->stage),
-                   "with ranks, the one device of this process's stage");
+    BRIGADE_EXPECT((devices_[a] != nullptr) == topology_->local(uint32_t(a)),
+                   "a device for every stage this process runs, and only for those");
     for (size_t b = a + 1; b < K; ++b)
       BRIGADE_EXPECT(!devices_[a] || devices_[a] != devices_[b], "one logical device per stage");
   }
+  const uint32_t boundaries = schedule_.cells() - 1, most = topology_->max_boundaries(options_.slots);
+  if (most && boundaries > most)
+    throw UserError(std::to_string(schedule_.cells()) + " cells have " + std::to_string(boundaries) +
+                    " boundaries between them; the processes can tell the transfers of at most " +
+                    std::to_string(most) + " apart: use fewer virtual stages");
+}
+
+void Executor::lay_out_slots() {
   if (options_.slots == 0) throw UserError("a link needs at least one slot");
   eval_schedule_ = forward_only(schedule_);
   for (const Schedule* s : {&schedule_, &eval_schedule_}) {
     const std::string problem = check(*s, options_.slots);
     BRIGADE_EXPECT(problem.empty(), "the schedule deadlocks: " + problem);
   }
-  slots_ = assign_slots(schedule_);
+  slots_ = plan_.slots;
   eval_slots_ = assign_slots(eval_schedule_);
   // An evaluation's input lives only through its own Forward, so one slot would do; but the
   // host writes the first cell's inputs (and the last's targets) and must first wait for the
   // slot's last reader. Taking the slots the training layout has in turn keeps that wait off
   // the common path.
-  for (uint32_t k = 0; k < K; ++k)
+  for (uint32_t k = 0; k < schedule_.stages; ++k)
     for (size_t x = 0; x < eval_schedule_.actions[k].size(); ++x) {
       const Action& a = eval_schedule_.actions[k][x];
-      if (a.op == Op::Forward) eval_slots_.input[k][x] = a.micro_batch % plan_.stages[eval_schedule_.cell_of(k, a)].inputs;
+      if (a.op == Op::Forward) eval_slots_.input[k][x] = a.micro_batch % plan_.cells[eval_schedule_.cell_of(k, a)].inputs;
     }
-  for (uint32_t c = 0; c < C; ++c)
-    BRIGADE_EXPECT(slots_.inputs[c] <= plan_.stages[c].inputs && slots_.sets[c] <= plan_.stages[c].sets &&
-                       slots_.deferreds[c] <= plan_.stages[c].deferreds &&
-                       eval_slots_.sets[c] <= plan_.stages[c].sets,
+  for (uint32_t c = 0; c < schedule_.cells(); ++c)
+    BRIGADE_EXPECT(slots_.inputs[c] <= plan_.cells[c].inputs && slots_.sets[c] <= plan_.cells[c].sets &&
+                       slots_.deferreds[c] <= plan_.cells[c].deferreds &&
+                       eval_slots_.sets[c] <= plan_.cells[c].sets,
                    "the plan keeps the buffers its schedule uses");
+}
 
-  // Each boundary's path first: a forced path the pair cannot take is refused before any
-  // cell allocates.
-  if (options_.links.empty()) options_.links = choose_links(devices_, C, options_.link);
-  BRIGADE_EXPECT(options_.links.size() + 1 == C, "one link choice per boundary");
-  for (uint32_t c = 0; c < C; ++c)
-    cells_.push_back(devices_[c % K] ? std::make_unique<Stage>(*devices_[c % K], model_, plan_.stages[c]) : nullptr);
+void Executor::build_links() {
+  const uint32_t K = stages(), C = cells();
   for (uint32_t b = 0; b + 1 < C; ++b) {
-    const StageLayout& l = plan_.stages[b];
-    const uint64_t bytes =
-        model::elements(model_.layers[l.last - 1]->output_shape()) * l.max_rows * kFloat;
+    const CellLayout& l = plan_.cells[b];
+    const uint64_t bytes = model::elements(model_.layers[l.last - 1]->output_shape()) * l.max_rows * kFloat;
     const std::string name = "link " + std::to_string(b) + "->" + std::to_string(b + 1);
     vk::Device *from = devices_[b % K], *to = devices_[(b + 1) % K];
     if (from && to) {
@@ -93,8 +120,8 @@ Executor::Executor(const model::Model& model, std::vector<vk::Device*> devices, 
       const bool sends = from != nullptr;  // this process runs cell b
       const uint32_t peer = (sends ? b + 1 : b) % K;
       vk::Device* here = sends ? from : to;
-      act_links_.push_back(options_.ranks->link({b, false, sends, peer, here, bytes, options_.slots, name + " activations"}));
-      grad_links_.push_back(options_.ranks->link({b, true, !sends, peer, here, bytes, options_.slots, name + " gradients"}));
+      act_links_.push_back(topology_->remote_link({b, C - 1, false, sends, peer, here, bytes, options_.slots, name + " activations"}));
+      grad_links_.push_back(topology_->remote_link({b, C - 1, true, !sends, peer, here, bytes, options_.slots, name + " gradients"}));
     } else {
       act_links_.push_back(nullptr);
       grad_links_.push_back(nullptr);
@@ -105,10 +132,13 @@ Executor::Executor(const model::Model& model, std::vector<vk::Device*> devices, 
       for (auto& l : *links)
         if (l) l->interrupt();
   });
+}
 
+void Executor::build_norms() {
+  const uint32_t C = cells();
   // Which cells hold each parameter: more than one means tied across cells.
   for (uint32_t c = 0; c < C; ++c)
-    for (const model::ParamSpec& p : plan_.stages[c].params) shared_->holders[p.name].push_back(c);
+    for (const model::ParamSpec& p : plan_.cells[c].params) shared_->holders[p.name].push_back(c);
   for (const model::ParamSpec& p : model_.params())
     if (p.kind == model::ParamKind::Trainable && shared_->holders.at(p.name).size() > 1)
       shared_->tied[p.name] = std::accumulate(p.shape.begin(), p.shape.end(), uint64_t(1),
@@ -122,45 +152,44 @@ Executor::Executor(const model::Model& model, std::vector<vk::Device*> devices, 
     Shared::Norm& norm = shared_->norms[c];
     std::vector<vk::View> grads;
     // Replicas' gradients are summed on the host at the step: the norm must come after.
-    norm.in_backward = !options_.ranks || options_.ranks->replicas == 1;
+    norm.in_backward = topology_->replicas() == 1;
     for (const std::string& name : cells_[c]->trainable()) {
       const std::vector<uint32_t>& holders = shared_->holders.at(name);
       if (holders.size() > 1) norm.in_backward = false;
       if (holders.front() == c) grads.emplace_back(cells_[c]->gradient(name)), norm.names.push_back(name);
     }
-    norm.reduce = std::make_unique<optim::GradNorm>(*devices_[c % K], std::move(grads));
+    norm.reduce = std::make_unique<optim::GradNorm>(cells_[c]->device(), std::move(grads));
     if (!norm.in_backward)
-      norm.commands = std::make_unique<vk::Commands>(*devices_[c % K], "cell " + std::to_string(c) + " gradient norm");
+      norm.commands = std::make_unique<vk::Commands>(cells_[c]->device(), "cell " + std::to_string(c) + " gradient norm");
   }
-  shared_->bad.resize(C);
-  shared_->bad_param.resize(C);
-  shared_->events.resize(K);
+  state_->bad.resize(C);
+  state_->bad_param.resize(C);
+}
+
+void Executor::build_ring() {
+  const uint32_t K = stages();
+  shared_->writer = topology_->local_stages().at(0);
+  state_->events.resize(K);
   shared_->ring.resize(K);
   for (uint32_t k = 0; k < K; ++k) {
     if (!devices_[k]) continue;
     size_t gpu_actions = 0;
-    for (const Action& a : schedule_.actions[k])
-      gpu_actions += a.op == Op::Forward || a.op == Op::Recompute || a.op == Op::Backward ||
-                     a.op == Op::WeightGradient || a.op == Op::Step;
+    for (const Action& a : schedule_.actions[k]) gpu_actions += computes(a.op) || a.op == Op::Step;
     for (size_t i = 0; i < gpu_actions; ++i)
       shared_->ring[k].push_back(std::make_unique<vk::Commands>(
           *devices_[k], "stage " + std::to_string(k) + " action " + std::to_string(i)));
   }
+}
+
+void Executor::zero_state() {
   // Every parameter, gradient and statistics accumulator starts at zero.
-  for (uint32_t c = 0; c < C; ++c) {
+  for (uint32_t c = 0; c < cells(); ++c) {
     if (!local(c)) continue;
-    vk::Commands cmd(*devices_[c % K], "cell " + std::to_string(c) + " zero");
-    for (const model::ParamSpec& p : plan_.stages[c].params) cmd.fill(cells_[c]->param(p.name));
+    vk::Commands cmd(cells_[c]->device(), "cell " + std::to_string(c) + " zero");
+    for (const model::ParamSpec& p : plan_.cells[c].params) cmd.fill(cells_[c]->param(p.name));
     cells_[c]->zero_gradients(cmd);
     cmd.run();
   }
-  calibrate();
-}
-
-Executor::~Executor() {
-  // Links (their relay threads, their messages) finish before the devices they use go away.
-  act_links_.clear();
-  grad_links_.clear();
 }
 
 void Executor::calibrate() {
@@ -232,7 +261,7 @@ std::vector<float> Executor::gradient(const std::string& name) const {
   // Tied copies hold the same sum: the first one in this process.
   const auto c = std::find_if(it->second.begin(), it->second.end(), [&](uint32_t j) { return local(j); });
   if (c == it->second.end()) throw UserError("parameter '" + name + "' is held by another process");
-  Stage& s = *cells_[*c];
+  Cell& s = *cells_[*c];
   if (!s.holds(name)) throw UserError("the model has no parameter '" + name + "'");
   const vk::Buffer& b = s.gradient(name);
   std::vector<float> v(b.size() / kFloat);
@@ -249,13 +278,13 @@ void Executor::attach(optim::Optimizer& optimizer) {
 StepResult Executor::train(const Batch& batch, const Update& update) {
   run(schedule_, batch, update, nullptr);
   StepResult result;
-  result.loss = shared_->loss;
-  result.grad_norm = shared_->grad_norm;
+  result.loss = state_->loss;
+  result.grad_norm = state_->grad_norm;
   const uint32_t K = stages(), C = cells();
   result.trace.stages = K, result.trace.micro_batches = schedule_.micro_batches;
-  result.trace.schedule = kind_name(schedule_.kind);
-  result.trace.predicted_bubble = simulated_bubble(schedule_);
-  for (auto& e : shared_->events) result.trace.actions.insert(result.trace.actions.end(), e.begin(), e.end());
+  result.trace.schedule = schedule_kind_name(schedule_.kind);
+  result.trace.predicted_bubble = plan_.even_bubble;
+  for (auto& e : state_->events) result.trace.actions.insert(result.trace.actions.end(), e.begin(), e.end());
   for (uint32_t b = 0; b + 1 < C; ++b) {
     if (!act_links_[b]) continue;
     const uint32_t from = b % K, to = (b + 1) % K;
@@ -272,8 +301,8 @@ EvalResult Executor::evaluate(const Batch& batch, std::vector<float>* outputs) {
   for (auto* links : {&act_links_, &grad_links_})
     for (auto& l : *links)
       if (l) l->take_transfers();
-  // The last cell's sums; with ranks, over every replica's share (the loss of each is
-  // already a share of the mean over the whole batch).
+  // The last cell's sums, over every replica's share (the loss of each is already a share of
+  // the mean over the whole batch).
   std::vector<double> sums{0, 0};
   if (local(cells() - 1)) {
     float loss = 0;
@@ -282,18 +311,17 @@ EvalResult Executor::evaluate(const Batch& batch, std::vector<float>* outputs) {
     vk::download(cells_.back()->correct(), &correct, sizeof correct);
     sums = {loss, double(correct)};
   }
-  if (const Ranks* r = options_.ranks) r->pipeline->sum(sums), r->replica_group->sum(sums);
+  topology_->processes().sum(sums);
+  topology_->replica_group().sum(sums);
   return EvalResult{sums[0], uint64_t(sums[1])};
 }
 
 void Executor::run(const Schedule& schedule, const Batch& batch, const Update& update,
                    std::vector<float>* outputs) {
   if (broken_) throw UserError("the pipeline stopped after an earlier failure");
-  const uint32_t K = stages(), M = schedule.micro_batches;
+  const uint32_t M = schedule.micro_batches, R = topology_->replicas();
   const uint64_t in = model::elements(model_.input);
   const uint32_t N = std::accumulate(plan_.micro_rows.begin(), plan_.micro_rows.end(), 0u);
-  // With replicas, this one's share of the batch (split_rows over the replicas, in order).
-  const uint32_t R = options_.ranks ? options_.ranks->replicas : 1, q = options_.ranks ? options_.ranks->replica : 0;
   if (batch.rows < M * R || batch.rows > N * R)
     throw UserError("a mini-batch of " + std::to_string(batch.rows) + " samples; this pipeline " +
                     "was planned for " + std::to_string(M * R) + " to " + std::to_string(N * R));
@@ -304,23 +332,18 @@ void Executor::run(const Schedule& schedule, const Batch& batch, const Update& u
                     std::to_string(batch.rows) + " samples; the model expects " +
                     std::to_string(in) + " and " + std::to_string(model_.targets_per_sample) +
                     " per sample");
-  const std::vector<uint32_t> shares = split_rows(batch.rows, R);
-  shared_->first_row = std::accumulate(shares.begin(), shares.begin() + q, 0u);
-  shared_->rows = split_rows(shares[q], M);
-  shared_->total_rows = batch.rows;
-  shared_->grad_norm = shared_->loss = 0;
-  std::vector<uint32_t> here;  // the stages this process runs
-  for (uint32_t k = 0; k < K; ++k)
-    if (devices_[k]) here.push_back(k);
-  shared_->threads = std::make_shared<ThreadGroup::Shared>(uint32_t(here.size()));
-  for (auto& e : shared_->events) e.clear();
+  RunState& st = *state_;
+  st.share = topology_->share(batch.rows);
+  st.rows = split_rows(st.share.rows, M);
+  st.total_rows = batch.rows;
+  st.grad_norm = st.loss = 0;
+  for (auto& e : st.events) e.clear();
 
   std::vector<std::thread> threads;
-  for (uint32_t j = 0; j < here.size(); ++j)
-    threads.emplace_back([&, j] {
-      ThreadGroup group(shared_->threads, j, abort_);
-      Group& pipeline = options_.ranks ? *options_.ranks->pipeline : static_cast<Group&>(group);
-      run_stage(here[j], schedule, batch, update, outputs, pipeline);
+  for (uint32_t k : topology_->local_stages())
+    threads.emplace_back([&, k] {
+      StageRunner runner(*this, k, schedule, batch, update, outputs);
+      if (!runner.run()) topology_->pipeline(k).leave();
     });
   for (auto& t : threads) t.join();
   for (auto* links : {&act_links_, &grad_links_})

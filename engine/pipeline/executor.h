@@ -8,8 +8,9 @@
 // tied parameters, takes the global gradient norm, and applies one synchronous optimizer
 // update per stage.
 //
-// One process runs every stage, or (Ranks) one stage of one replica of a pipeline whose
-// other stages and replicas run in other processes; the schedule and the Step are the same.
+// Where the stages run is the Topology's business (topology.h): every stage in this process,
+// or one stage of one replica of a pipeline whose other stages and replicas run in other
+// processes; the executor, the schedule and the Step are the same.
 #pragma once
 
 #include <cstdint>
@@ -27,33 +28,11 @@
 #include "pipeline/link.h"
 #include "pipeline/plan.h"
 #include "pipeline/schedule.h"
-#include "pipeline/stage.h"
+#include "pipeline/cell.h"
+#include "pipeline/topology.h"
 #include "pipeline/trace.h"
 
 namespace brigade::pipeline {
-
-// The side in this process of a link to a cell in another process.
-struct RemoteEnd {
-  uint32_t boundary = 0;    // between cells boundary and boundary + 1
-  bool gradient = false;    // backward (from boundary + 1 to boundary) rather than forward
-  bool producer = false;    // this process writes it (else reads it)
-  uint32_t peer_stage = 0;  // the stage on the other side
-  vk::Device* device = nullptr;  // this side's
-  uint64_t bytes = 0;
-  uint32_t slots = 0;
-  std::string name;
-};
-
-// This process's part of a pipeline that runs as several processes: stage `stage` of
-// replica `replica`, which takes its share of every mini-batch (split_rows over the
-// replicas, in order). Built by mpi::World.
-struct Ranks {
-  uint32_t stage = 0;
-  uint32_t replica = 0, replicas = 1;
-  Group* pipeline = nullptr;  // the K processes of this replica, in stage order
-  Group* replica_group = nullptr;  // the R processes running this stage, in replica order
-  std::function<std::unique_ptr<Link>(const RemoteEnd&)> link;
-};
 
 struct ExecutorOptions {
   LinkKind link = LinkKind::Auto;
@@ -61,8 +40,6 @@ struct ExecutorOptions {
   // The path of each boundary between cells c and c+1, chosen beforehand (choose_links, as
   // `brigade plan` shows); empty: the executor chooses them from `link` itself.
   std::vector<LinkChoice> links;
-  // Set: this process runs one stage (devices holds only its device; the others are null).
-  const Ranks* ranks = nullptr;
 };
 
 // The path of each boundary between neighbouring cells of a K-stage pipeline with `cells`
@@ -98,17 +75,18 @@ struct EvalResult {
 
 class Executor {
  public:
-  // One device per stage of the plan (a device may back only one stage; with options.ranks,
-  // only that stage's device is given, the others are null); the plan holds the schedule.
+  // One device per stage of the plan (a device may back only one stage), null for the stages
+  // `topology` runs in other processes; the plan holds the schedule. Without a topology,
+  // every stage runs in this process (OneProcess).
   Executor(const model::Model& model, std::vector<vk::Device*> devices, const Plan& plan,
-           ExecutorOptions options);
+           ExecutorOptions options, std::unique_ptr<Topology> topology = nullptr);
   ~Executor();
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
 
   uint32_t stages() const { return uint32_t(devices_.size()); }
   uint32_t cells() const { return uint32_t(cells_.size()); }
-  Stage& cell(uint32_t c) { return *cells_.at(c); }
+  Cell& cell(uint32_t c) { return *cells_.at(c); }
   // Whether cell c runs in this process.
   bool local(uint32_t c) const { return cells_.at(c) != nullptr; }
   const Plan& plan() const { return plan_; }
@@ -117,7 +95,7 @@ class Executor {
   const LinkChoice& link_choice(uint32_t boundary) const { return options_.links.at(boundary); }
 
   // Parameters by name: a tied parameter is written to (and read from) every stage holding it.
-  // With ranks, only this process's cells: a parameter held elsewhere is not written, and
+  // Only this process's cells: a parameter held in another process is not written, and
   // reading one is an error (held() lists what is here).
   void set_parameter(const std::string& name, const std::vector<float>& values);
   // The parameters (learnable and buffers) held by this process's cells, in model order.
@@ -142,25 +120,27 @@ class Executor {
   EvalResult evaluate(const Batch& batch, std::vector<float>* outputs = nullptr);
 
  private:
-  // Runs `schedule` over the batch on every stage's thread; rethrows the first failure.
+  friend class StageRunner;
+  // Runs `schedule` over the batch on every local stage's thread; rethrows the first failure.
   void run(const Schedule& schedule, const Batch& batch, const Update& update,
            std::vector<float>* outputs);
-  void run_stage(uint32_t k, const Schedule& schedule, const Batch& batch, const Update& update,
-                 std::vector<float>* outputs, Group& pipeline);
-  // Returns the clip coefficient for this step's update, or nothing when the step must not
-  // update (a non-finite loss or gradient, thrown as NonFinite by one stage).
-  std::optional<double> step_stage(uint32_t k, const Update& update, Group& pipeline);
-  std::string first_non_finite_parameter(uint32_t c);
-  std::string non_finite_message(uint32_t c, uint64_t step, double loss) const;
+  // The constructor's parts, in order.
+  void check_devices();
+  void lay_out_slots();
+  void build_links();
+  void build_norms();
+  void build_ring();
+  void zero_state();
   void calibrate();
 
   const model::Model& model_;
   std::vector<vk::Device*> devices_;
   Plan plan_;
   ExecutorOptions options_;
+  std::unique_ptr<Topology> topology_;
   Schedule schedule_, eval_schedule_;
   Slots slots_, eval_slots_;  // the buffers each action of either schedule uses
-  std::vector<std::unique_ptr<Stage>> cells_;                  // [cell c], on devices_[c % K]
+  std::vector<std::unique_ptr<Cell>> cells_;  // [cell c], on devices_[c % K]; null elsewhere
   Abort abort_;
   // [boundary b] : cell b <-> b+1; null where neither cell is in this process.
   std::vector<std::unique_ptr<Link>> act_links_, grad_links_;
@@ -168,9 +148,11 @@ class Executor {
   // Transfer sequence numbers: forward runs (training and evaluation) and backward runs.
   uint64_t forward_runs_ = 0, backward_runs_ = 0;
   bool broken_ = false;
-  // Step coordination between the stage threads.
+  // What the stage threads share: the fixed layout, and the run's results.
   struct Shared;
+  struct RunState;
   std::unique_ptr<Shared> shared_;
+  std::unique_ptr<RunState> state_;
 };
 
 }  // namespace brigade::pipeline

@@ -3,7 +3,7 @@
 #include <cstring>
 #include <vector>
 
-#include "vk/check.h"
+#include "util/error.h"
 #include "vk/commands.h"
 
 namespace brigade::pipeline {

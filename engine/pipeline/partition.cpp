@@ -4,7 +4,7 @@
 #include <limits>
 
 #include "util/units.h"
-#include "vk/check.h"
+#include "util/error.h"
 
 namespace brigade::pipeline {
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "vk/check.h"
+#include "util/error.h"
 
 namespace brigade::pipeline {
 

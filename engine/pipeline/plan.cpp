@@ -8,7 +8,7 @@
 #include "optim/clip.h"
 #include "util/units.h"
 
-#include "vk/check.h"
+#include "util/error.h"
 
 namespace brigade::pipeline {
 
@@ -37,7 +37,7 @@ uint64_t cat(vk::Category c) { return uint64_t(c); }
 
 }  // namespace
 
-Bytes StageLayout::memory(uint32_t optimizer_states) const {
+Bytes CellLayout::memory(uint32_t optimizer_states) const {
   Bytes b{};
   for (const model::ParamSpec& p : params) {
     const uint64_t bytes = p.elements() * kFloat;
@@ -62,18 +62,17 @@ Bytes StageLayout::memory(uint32_t optimizer_states) const {
   b[cat(vk::Category::Activations)] =
       inputs * (input_bytes + target_bytes) + sets * set + deferreds * deferred + 2 * gradient_bytes;
   b[cat(vk::Category::Transfer)] = link_bytes;
-  b[cat(vk::Category::Scratch)] += scratch_bytes + norm_bytes + (last_stage ? 3 * kFloat : 0);  // loss, discard, correct
+  b[cat(vk::Category::Scratch)] += scratch_bytes + norm_bytes + (last_cell ? 3 * kFloat : 0);  // loss, discard, correct
   return b;
 }
 
-StageLayout layout_stage(const model::Model& m, uint32_t cell, uint32_t first, uint32_t last,
-                         bool last_cell, uint32_t max_rows, const CellBuffers& buffers) {
+CellLayout layout_cell(const model::Model& m, uint32_t cell, uint32_t first, uint32_t last,
+                       bool last_cell, uint32_t max_rows, const CellBuffers& buffers) {
   BRIGADE_EXPECT(first < last && last <= m.layers.size(), "a cell holds layers [first, last)");
-  StageLayout s;
-  s.stage = cell, s.first = first, s.last = last;
-  s.first_stage = first == 0, s.last_stage = last_cell;
+  CellLayout s;
+  s.cell = cell, s.first = first, s.last = last;
+  s.first_cell = first == 0, s.last_cell = last_cell;
   s.max_rows = max_rows, s.inputs = buffers.inputs, s.sets = buffers.sets, s.deferreds = buffers.deferreds;
-  const bool last_stage = last_cell;
   s.input_bytes = model::elements(m.layers[first]->input_shape()) * max_rows * kFloat;
   uint64_t widest = 0, scratch = 0;
   std::set<std::string> seen;
@@ -100,7 +99,7 @@ StageLayout layout_stage(const model::Model& m, uint32_t cell, uint32_t first, u
   }
   s.gradient_bytes = widest * max_rows * kFloat;
   s.scratch_bytes = scratch * kFloat;
-  if (last_stage) {
+  if (last_cell) {
     s.target_bytes = uint64_t(m.targets_per_sample) * max_rows * kFloat;
     s.loss_rows_bytes = uint64_t(m.targets_per_sample) * max_rows * 2 * kFloat;
   }
@@ -187,8 +186,8 @@ std::string over_device_memory(const Plan& p, const PlanOptions& o) {
 Bytes Plan::stage_memory(uint32_t k, uint32_t optimizer_states) const {
   Bytes b{};
   const uint32_t K = schedule.stages;
-  for (size_t c = k; c < stages.size(); c += K) {
-    const Bytes cell = stages[c].memory(optimizer_states);
+  for (size_t c = k; c < cells.size(); c += K) {
+    const Bytes cell = cells[c].memory(optimizer_states);
     for (int i = 0; i < vk::kCategories; ++i) b[i] += cell[i];
   }
   return b;
@@ -204,7 +203,8 @@ Plan plan(const model::Model& m, const PlanOptions& o) {
     throw UserError(std::to_string(C) + " cells (" + std::to_string(K) + " stages x " + std::to_string(V) +
                     " virtual stages) for a model of " + std::to_string(L) + " layers; use at most " +
                     std::to_string(L) + " cells");
-  const Slots slots = assign_slots(p.schedule);
+  p.slots = assign_slots(p.schedule);
+  const Slots& slots = p.slots;
   std::vector<LayerCost> costs =
       layer_costs(m, o.rows, o.micro_batches, o.remat, o.optimizer_states);
   if (o.objective == Objective::Memory)
@@ -216,7 +216,7 @@ Plan plan(const model::Model& m, const PlanOptions& o) {
     cells.back().memory_cap /= V;
   }
   auto layout = [&](size_t c, size_t first, size_t last) {
-    StageLayout s = layout_stage(m, uint32_t(c), uint32_t(first), uint32_t(last), last == L, p.micro_rows[0],
+    CellLayout s = layout_cell(m, uint32_t(c), uint32_t(first), uint32_t(last), last == L, p.micro_rows[0],
                                  {slots.inputs[c], slots.sets[c], slots.deferreds[c]});
     s.link_bytes = link_bytes(m, uint32_t(first), uint32_t(last), p.micro_rows[0], K == 1);
     return s;
@@ -247,7 +247,7 @@ Plan plan(const model::Model& m, const PlanOptions& o) {
   }
   for (uint32_t c = 0; c < C; ++c) {
     const uint32_t first = p.partition.first_layer(c);
-    p.stages.push_back(layout(c, first, first + p.partition.sizes[c]));
+    p.cells.push_back(layout(c, first, first + p.partition.sizes[c]));
   }
   // The stage furthest over its cap, if any.
   double worst = 1;
@@ -262,6 +262,7 @@ Plan plan(const model::Model& m, const PlanOptions& o) {
   std::vector<double> forward;
   for (double t : p.partition.stage_time) forward.push_back(t / 3);
   p.bubble = simulated_bubble(p.schedule, forward);
+  p.even_bubble = simulated_bubble(p.schedule);
   return p;
 }
 

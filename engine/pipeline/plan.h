@@ -1,6 +1,6 @@
 // The plan of a pipeline before anything runs: how a mini-batch splits into micro-batches,
 // which layers each stage holds, and every buffer each stage will allocate. The stages
-// allocate exactly the buffers of their StageLayout, so the memory the planner predicts is
+// allocate exactly the buffers of their CellLayout, so the memory the planner predicts is
 // the memory they use (tests hold them to it).
 #pragma once
 
@@ -26,10 +26,10 @@ uint64_t total(const Bytes& b);
 
 // One cell (a stage's share of the model; interleaved schedules give a stage several) and
 // the sizes of everything it allocates.
-struct StageLayout {
-  uint32_t stage = 0;          // the cell's index in the model's order (its stage is stage % K)
+struct CellLayout {
+  uint32_t cell = 0;           // the cell's index in the model's order (its stage is cell % K)
   uint32_t first = 0, last = 0;  // layers [first, last)
-  bool first_stage = false, last_stage = false;  // the model's first / last cell
+  bool first_cell = false, last_cell = false;  // the model's first / last cell
   uint32_t max_rows = 0;       // samples in the largest micro-batch
   uint32_t inputs = 0;         // micro-batch inputs kept at once (the schedule's Slots)
   uint32_t sets = 0;           // full sets of layer activations kept at once
@@ -58,7 +58,7 @@ struct CellBuffers {
   uint32_t deferreds = 0;  // > 0: the backward splits
 };
 
-StageLayout layout_stage(const model::Model& m, uint32_t cell, uint32_t first, uint32_t last,
+CellLayout layout_cell(const model::Model& m, uint32_t cell, uint32_t first, uint32_t last,
                          bool last_cell, uint32_t max_rows, const CellBuffers& buffers);
 
 // Cost of each layer for the partitioner: time = forward FLOPs x 3 (forward, and backward at
@@ -73,9 +73,11 @@ inline constexpr uint32_t kLinkSlots = 2;
 struct Plan {
   Partition partition;             // of the K x V cells
   Schedule schedule;               // the training schedule the buffers are laid out for
-  std::vector<StageLayout> stages; // one per cell, in model order; cell c runs on stage c % K
+  Slots slots;                     // which buffers each of its actions uses (assign_slots)
+  std::vector<CellLayout> cells;   // in model order; cell c runs on stage c % K
   std::vector<uint32_t> micro_rows;  // split_rows(N, M)
   double bubble = 0;                 // the schedule's, simulated on the planned cell times
+  double even_bubble = 0;            // the same with every cell equally fast
   // Predicted bytes of stage k: its cells together.
   Bytes stage_memory(uint32_t k, uint32_t optimizer_states) const;
   // Empty when every stage fits its cap; else one line naming the stage furthest over it, its
@@ -90,7 +92,7 @@ struct PlanOptions {
   uint32_t rows = 1;            // mini-batch size N
   uint32_t micro_batches = 1;   // M
   Remat remat = Remat::Never;
-  Kind schedule = Kind::GPipe;
+  ScheduleKind schedule = ScheduleKind::GPipe;
   uint32_t virtual_stages = 1;  // cells per stage (interleaved)
   uint32_t optimizer_states = 0;
   Objective objective = Objective::Cost;

@@ -3,9 +3,9 @@
 #include <algorithm>
 
 #include "pipeline/plan.h"
-#include "pipeline/stage.h"
+#include "pipeline/cell.h"
 #include "util/stats.h"
-#include "vk/check.h"
+#include "util/error.h"
 
 namespace brigade::pipeline {
 
@@ -31,7 +31,7 @@ LayerProfile profile_model(vk::Device& device, const model::Model& m, uint32_t r
       mem.reset_peaks();
     }
   } lift{device.memory()};
-  Stage stage(device, m, layout_stage(m, 0, 0, L, true, rows, {}));
+  Cell stage(device, m, layout_cell(m, 0, 0, L, true, rows, {}));
   for (const model::ParamSpec& p : m.params()) {
     const std::vector<float> v = p.kind == model::ParamKind::State
                                      ? std::vector<float>(p.elements(), 0.0f)

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "vk/check.h"
+#include "util/error.h"
 
 namespace brigade::pipeline {
 
@@ -135,14 +135,14 @@ Schedule build(const ScheduleOptions& o) {
   if (o.stages == 0 || o.micro_batches == 0)
     throw UserError("a pipeline needs at least one stage and one micro-batch");
   const uint32_t K = o.stages, M = o.micro_batches, V = o.virtual_stages;
-  if (o.kind != Kind::Interleaved && V != 1)
+  if (o.kind != ScheduleKind::Interleaved && V != 1)
     throw UserError("--virtual-stages " + std::to_string(V) + " needs --schedule interleaved; the " +
-                    kind_name(o.kind) + " schedule runs one cell per stage");
+                    schedule_kind_name(o.kind) + " schedule runs one cell per stage");
   switch (o.kind) {
-    case Kind::GPipe: return assemble(o, false, fill_drain(K, M));
-    case Kind::OneFOneB: return assemble(o, false, one_f_one_b_order(K, M));
-    case Kind::ZeroBubble: return assemble(o, true, zero_bubble_order(K, M));
-    case Kind::Interleaved:
+    case ScheduleKind::GPipe: return assemble(o, false, fill_drain(K, M));
+    case ScheduleKind::OneFOneB: return assemble(o, false, one_f_one_b_order(K, M));
+    case ScheduleKind::ZeroBubble: return assemble(o, true, zero_bubble_order(K, M));
+    case ScheduleKind::Interleaved:
       if (V < 2)
         throw UserError("--schedule interleaved needs --virtual-stages 2 or more (with one cell per stage it is 1f1b)");
       if (M % K)
@@ -155,7 +155,7 @@ Schedule build(const ScheduleOptions& o) {
 }
 
 Schedule gpipe(uint32_t stages, uint32_t micro_batches, Remat remat) {
-  return build({Kind::GPipe, stages, micro_batches, 1, remat});
+  return build({ScheduleKind::GPipe, stages, micro_batches, 1, remat});
 }
 
 Schedule forward_only(const Schedule& training) {
@@ -219,22 +219,22 @@ const char* remat_name(Remat r) {
   return "?";
 }
 
-Kind parse_kind(const std::string& text) {
-  if (text == "gpipe") return Kind::GPipe;
-  if (text == "1f1b") return Kind::OneFOneB;
-  if (text == "interleaved") return Kind::Interleaved;
-  if (text == "zb") return Kind::ZeroBubble;
+ScheduleKind parse_schedule_kind(const std::string& text) {
+  if (text == "gpipe") return ScheduleKind::GPipe;
+  if (text == "1f1b") return ScheduleKind::OneFOneB;
+  if (text == "interleaved") return ScheduleKind::Interleaved;
+  if (text == "zb") return ScheduleKind::ZeroBubble;
   if (text == "constant" || text == "cosine")
     throw UserError("--schedule names the pipeline schedule (gpipe, 1f1b, interleaved or zb); the learning rate's is --lr-schedule " + text);
   throw UserError("--schedule: '" + text + "' is not a schedule; expected gpipe, 1f1b, interleaved or zb");
 }
 
-const char* kind_name(Kind k) {
+const char* schedule_kind_name(ScheduleKind k) {
   switch (k) {
-    case Kind::GPipe: return "gpipe";
-    case Kind::OneFOneB: return "1f1b";
-    case Kind::Interleaved: return "interleaved";
-    case Kind::ZeroBubble: return "zb";
+    case ScheduleKind::GPipe: return "gpipe";
+    case ScheduleKind::OneFOneB: return "1f1b";
+    case ScheduleKind::Interleaved: return "interleaved";
+    case ScheduleKind::ZeroBubble: return "zb";
   }
   return "?";
 }

@@ -43,10 +43,10 @@ struct Action {
 };
 
 enum class Remat : uint8_t { Never, Always, ExceptLast };
-enum class Kind : uint8_t { GPipe, OneFOneB, Interleaved, ZeroBubble };
+enum class ScheduleKind : uint8_t { GPipe, OneFOneB, Interleaved, ZeroBubble };
 
 struct Schedule {
-  Kind kind = Kind::GPipe;
+  ScheduleKind kind = ScheduleKind::GPipe;
   uint32_t stages = 0, micro_batches = 0;
   uint32_t virtual_stages = 1;  // cells per stage; cell v of stage k is the model's cell v*K + k
   bool training = true;  // every micro-batch goes forward and backward; else forward only
@@ -58,7 +58,7 @@ struct Schedule {
 };
 
 struct ScheduleOptions {
-  Kind kind = Kind::GPipe;
+  ScheduleKind kind = ScheduleKind::GPipe;
   uint32_t stages = 1, micro_batches = 1;
   uint32_t virtual_stages = 1;  // interleaved only
   Remat remat = Remat::Never;
@@ -107,7 +107,7 @@ Slots assign_slots(const Schedule& s);
 
 Remat parse_remat(const std::string& text);  // "never" | "always" | "except-last"
 const char* remat_name(Remat r);
-Kind parse_kind(const std::string& text);  // "gpipe" | "1f1b" | "interleaved" | "zb"
-const char* kind_name(Kind k);
+ScheduleKind parse_schedule_kind(const std::string& text);  // "gpipe" | "1f1b" | "interleaved" | "zb"
+const char* schedule_kind_name(ScheduleKind k);
 
 }  // namespace brigade::pipeline

@@ -8,7 +8,7 @@
 #include <tuple>
 
 #include "pipeline/schedule.h"
-#include "vk/check.h"
+#include "util/error.h"
 
 namespace brigade::pipeline {
 

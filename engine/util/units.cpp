@@ -4,7 +4,7 @@
 #include <charconv>
 #include <cstdio>
 
-#include "vk/check.h"
+#include "util/error.h"
 
 namespace brigade {
 

@@ -1,32 +1,5 @@
 #include "vk/check.h"
 
-namespace brigade {
-
-std::string one_line(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (const char c : text) {
-    const auto u = static_cast<unsigned char>(c);
-    if (u >= 0x20 && u != 0x7f) {
-      out += c;
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else {
-      constexpr char kHex[] = "0123456789abcdef";
-      out += "\\x";
-      out += kHex[u >> 4];
-      out += kHex[u & 15];
-    }
-  }
-  return out;
-}
-
-}  // namespace brigade
-
 namespace brigade::vk {
 
 const char* result_name(VkResult r) {
@@ -74,10 +47,6 @@ std::string failure_text(VkResult r, const char* call, const char* file, int lin
   if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY)
     what += " (the driver ran out of device memory; try --mem-limit below the card's size)";
   return what;
-}
-
-void fail_invariant(const char* file, int line, const std::string& what) {
-  throw VulkanError(std::string(file) + ":" + std::to_string(line) + ": " + what, VK_ERROR_UNKNOWN);
 }
 
 }  // namespace brigade::vk

@@ -8,7 +8,7 @@
 #include <initializer_list>
 #include <string_view>
 
-#include "vk/check.h"
+#include "util/error.h"
 
 namespace brigade::fuzz {
 

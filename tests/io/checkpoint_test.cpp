@@ -9,7 +9,7 @@
 
 #include "io/checkpoint.h"
 #include "io/tensors.h"
-#include "vk/check.h"
+#include "util/error.h"
 
 using namespace brigade;
 

@@ -7,7 +7,7 @@
 
 #include "io/data.h"
 #include "tiny_data.h"
-#include "vk/check.h"
+#include "util/error.h"
 
 using namespace brigade;
 

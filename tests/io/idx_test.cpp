@@ -9,7 +9,7 @@
 
 #include "io/idx.h"
 #include "tiny_data.h"
-#include "vk/check.h"
+#include "util/error.h"
 
 using namespace brigade;
 using namespace brigade::io;

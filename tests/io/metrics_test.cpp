@@ -8,7 +8,7 @@
 #include <string>
 
 #include "io/metrics.h"
-#include "vk/check.h"
+#include "util/error.h"
 
 using namespace brigade;
 using namespace brigade::io;

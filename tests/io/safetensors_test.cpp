@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "io/safetensors.h"
-#include "vk/check.h"
+#include "util/error.h"
 
 using namespace brigade;
 using namespace brigade::io;

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "io/svg.h"
-#include "vk/check.h"
+#include "util/error.h"
 #include "xml_check.h"
 
 using namespace brigade;

@@ -8,7 +8,7 @@
 #include "shaders/norm.h"
 #include "ops/batchnorm.h"
 #include "ref/batchnorm.h"
-#include "vk/check.h"
+#include "util/error.h"
 #include "vk/commands.h"
 
 using namespace brigade;

@@ -10,7 +10,7 @@
 #include "gpu.h"
 #include "ops/dropout.h"
 #include "ref/dropout.h"
-#include "vk/check.h"
+#include "util/error.h"
 #include "vk/commands.h"
 
 using namespace brigade;

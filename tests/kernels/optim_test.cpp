@@ -11,7 +11,7 @@
 #include "gpu.h"
 #include "optim/adamw.h"
 #include "optim/clip.h"
-#include "optim/schedule.h"
+#include "optim/lr_schedule.h"
 #include "optim/sgd.h"
 #include "ref/optim.h"
 #include "vk/commands.h"
@@ -49,7 +49,7 @@ std::vector<float> step_gradient(size_t tensor, int step, uint32_t n) {
 // clipped to max_norm (GradNorm on the GPU, the exact norm for the reference). Compares
 // parameters and state after every step.
 void check_steps(vk::Device& dev, optim::Optimizer& opt, const RefStep& ref,
-                 const optim::Schedule& schedule, double max_norm, double atol, double rtol,
+                 const optim::LrSchedule& schedule, double max_norm, double atol, double rtol,
                  const std::string& what) {
   std::vector<Tensor> tensors;
   for (size_t k = 0; k < kLengths.size(); ++k) {

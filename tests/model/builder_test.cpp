@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "model/model.h"
-#include "vk/check.h"
+#include "util/error.h"
 
 using namespace brigade;
 

@@ -29,7 +29,7 @@ struct Config {
   uint32_t K = 1, M = 1;
   Remat remat = Remat::Never;
   LinkKind link = LinkKind::Auto;
-  pipeline::Kind schedule = pipeline::Kind::GPipe;
+  pipeline::ScheduleKind schedule = pipeline::ScheduleKind::GPipe;
   uint32_t V = 1;
 };
 
@@ -108,9 +108,9 @@ TEST_CASE_FIXTURE(test::Gpu, "fashion-cnn-bn pipelined equals BatchNorm applied 
   // The other schedules run the same per-micro-batch passes in other orders.
   for (const Config& c : {Config{2, 4, Remat::Always, LinkKind::Auto}, Config{4, 3, Remat::ExceptLast, LinkKind::Staging},
                           Config{1, 2, Remat::Never, LinkKind::Auto},
-                          Config{3, 4, Remat::Never, LinkKind::Host, pipeline::Kind::OneFOneB},
-                          Config{4, 3, Remat::Always, LinkKind::Auto, pipeline::Kind::ZeroBubble},
-                          Config{2, 4, Remat::ExceptLast, LinkKind::Staging, pipeline::Kind::Interleaved, 2}}) {
+                          Config{3, 4, Remat::Never, LinkKind::Host, pipeline::ScheduleKind::OneFOneB},
+                          Config{4, 3, Remat::Always, LinkKind::Auto, pipeline::ScheduleKind::ZeroBubble},
+                          Config{2, 4, Remat::ExceptLast, LinkKind::Staging, pipeline::ScheduleKind::Interleaved, 2}}) {
     const std::vector<uint32_t> rows = pipeline::split_rows(N, c.M);
     Outcome want;
     std::map<std::string, std::vector<double>> grads;
@@ -187,7 +187,7 @@ TEST_CASE_FIXTURE(test::Gpu, "each stage's activation memory is what the planner
       }
       for (uint32_t k = 0; k < K; ++k) {
         const vk::MemoryStats st = device(k).memory().stats();
-        const pipeline::Bytes want = plan.stages[k].memory(0);
+        const pipeline::Bytes want = plan.cells[k].memory(0);
         for (vk::Category cat : {vk::Category::Activations, vk::Category::Parameters, vk::Category::Gradients,
                                  vk::Category::Transfer, vk::Category::Scratch})
           CHECK_MESSAGE(st.peak[int(cat)] == want[int(cat)], describe(c), " stage ", k, " ",
@@ -206,7 +206,7 @@ TEST_CASE_FIXTURE(test::Gpu, "each stage's activation memory is what the planner
     CHECK(measured[{8, Remat::Always}][k] < measured[{4, Remat::Always}][k]);
     CHECK(measured[{4, Remat::Always}][k] < measured[{1, Remat::Always}][k]);
     // ...while without it all M micro-batches keep theirs: M - 1 more sets of activations.
-    const pipeline::StageLayout l = make_plan(m, {K, 8, Remat::Always, LinkKind::Auto}, N, 0).stages[k];
+    const pipeline::CellLayout l = make_plan(m, {K, 8, Remat::Always, LinkKind::Auto}, N, 0).cells[k];
     uint64_t set = l.loss_rows_bytes;
     for (size_t j = 0; j < l.output_bytes.size(); ++j) {
       set += l.output_bytes[j];

@@ -6,7 +6,7 @@
 
 #include "pipeline/partition.h"
 #include "pipeline/schedule.h"
-#include "vk/check.h"
+#include "util/error.h"
 
 using namespace brigade;
 using namespace brigade::pipeline;

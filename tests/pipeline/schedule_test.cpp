@@ -4,7 +4,7 @@
 
 #include "pipeline/plan.h"
 #include "pipeline/schedule.h"
-#include "vk/check.h"
+#include "util/error.h"
 
 using namespace brigade;
 using namespace brigade::pipeline;
@@ -120,35 +120,35 @@ std::vector<Schedule> every_schedule(Remat r) {
   std::vector<Schedule> out;
   for (uint32_t K : {1u, 2u, 3u, 4u, 8u})
     for (uint32_t M : {1u, 2u, 3u, 4u, 5u, 8u, 16u}) {
-      for (Kind kind : {Kind::GPipe, Kind::OneFOneB, Kind::ZeroBubble}) out.push_back(build({kind, K, M, 1, r}));
+      for (ScheduleKind kind : {ScheduleKind::GPipe, ScheduleKind::OneFOneB, ScheduleKind::ZeroBubble}) out.push_back(build({kind, K, M, 1, r}));
       if (M % K == 0)
-        for (uint32_t V : {2u, 3u}) out.push_back(build({Kind::Interleaved, K, M, V, r}));
+        for (uint32_t V : {2u, 3u}) out.push_back(build({ScheduleKind::Interleaved, K, M, V, r}));
     }
   return out;
 }
 
 std::string describe(const Schedule& s) {
-  return std::string(kind_name(s.kind)) + " K=" + std::to_string(s.stages) + " V=" +
+  return std::string(schedule_kind_name(s.kind)) + " K=" + std::to_string(s.stages) + " V=" +
          std::to_string(s.virtual_stages) + " M=" + std::to_string(s.micro_batches);
 }
 
 }  // namespace
 
 TEST_CASE("1f1b prints as warmup, one forward and one backward, then cooldown") {
-  CHECK(compute_string(build({Kind::OneFOneB, 3, 4, 1, Remat::Never})) ==
+  CHECK(compute_string(build({ScheduleKind::OneFOneB, 3, 4, 1, Remat::Never})) ==
         "stage 0: F0 F1 F2 B0 F3 B1 B2 B3 S\n"
         "stage 1: F0 F1 B0 F2 B1 F3 B2 B3 S\n"
         "stage 2: F0 B0 F1 B1 F2 B2 F3 B3 S\n");
 }
 
 TEST_CASE("zb splits each backward into B and W and holds stage k's W back k micro-batches") {
-  CHECK(compute_string(build({Kind::ZeroBubble, 2, 4, 1, Remat::Never})) ==
+  CHECK(compute_string(build({ScheduleKind::ZeroBubble, 2, 4, 1, Remat::Never})) ==
         "stage 0: F0 F1 B0 W0 F2 B1 W1 F3 B2 W2 B3 W3 S\n"
         "stage 1: F0 B0 F1 B1 W0 F2 B2 W1 F3 B3 W2 W3 S\n");
 }
 
 TEST_CASE("interleaved runs groups of K micro-batches cell by cell") {
-  const Schedule s = build({Kind::Interleaved, 2, 4, 2, Remat::Never});
+  const Schedule s = build({ScheduleKind::Interleaved, 2, 4, 2, Remat::Never});
   CHECK(s.cells() == 4);
   CHECK(compute_string(s) ==
         "stage 0: F0.0 F1.0 F0.1 F1.1 F2.0 B0.1 F3.0 B1.1 F2.1 B0.0 F3.1 B1.0 B2.1 B3.1 B2.0 B3.0 S\n"
@@ -178,24 +178,24 @@ TEST_CASE("the check finds a send that waits for a link slot the receiver never 
 }
 
 TEST_CASE("the check finds broken zero-bubble and interleaved schedules") {
-  Schedule w_first = build({Kind::ZeroBubble, 2, 2, 1, Remat::Never});
+  Schedule w_first = build({ScheduleKind::ZeroBubble, 2, 2, 1, Remat::Never});
   auto& st1 = w_first.actions[1];
   const auto w = std::find(st1.begin(), st1.end(), Action{Op::WeightGradient, 0});
   st1.insert(st1.begin() + 1, *w);  // W0 right after F0, before B0
   st1.erase(std::find(st1.begin() + 2, st1.end(), Action{Op::WeightGradient, 0}));
   CHECK(check(w_first, 2) == "stage 1 runs W0 before its backward");
 
-  Schedule missing_w = build({Kind::ZeroBubble, 2, 2, 1, Remat::Never});
+  Schedule missing_w = build({ScheduleKind::ZeroBubble, 2, 2, 1, Remat::Never});
   std::erase(missing_w.actions[0], Action{Op::WeightGradient, 1});
   CHECK(check(missing_w, 2) == "cell 0 does not run every micro-batch forward and backward and W");
 
-  Schedule unsplit = build({Kind::OneFOneB, 2, 2, 1, Remat::Never});
+  Schedule unsplit = build({ScheduleKind::OneFOneB, 2, 2, 1, Remat::Never});
   unsplit.actions[0].insert(unsplit.actions[0].end() - 1, Action{Op::WeightGradient, 0});
   CHECK(check(unsplit, 2) == "stage 0 runs W0 in a schedule whose backward is not split");
 
   // Receiving micro-batch 1 where the link carries 0 first: the executor would read the
   // wrong micro-batch's activation.
-  Schedule crossed = build({Kind::Interleaved, 2, 2, 2, Remat::Never});
+  Schedule crossed = build({ScheduleKind::Interleaved, 2, 2, 2, Remat::Never});
   auto& st0 = crossed.actions[0];
   auto r0 = std::find(st0.begin(), st0.end(), Action{Op::RecvActivation, 0, 1});
   auto r1 = std::find(st0.begin(), st0.end(), Action{Op::RecvActivation, 1, 1});
@@ -205,9 +205,9 @@ TEST_CASE("the check finds broken zero-bubble and interleaved schedules") {
 
 TEST_CASE("each schedule's activation memory: M sets for gpipe, K - k for 1f1b, at most K for zb") {
   const uint32_t K = 4, M = 8;
-  const Slots gp = assign_slots(build({Kind::GPipe, K, M, 1, Remat::Never}));
-  const Slots one = assign_slots(build({Kind::OneFOneB, K, M, 1, Remat::Never}));
-  const Slots zb = assign_slots(build({Kind::ZeroBubble, K, M, 1, Remat::Never}));
+  const Slots gp = assign_slots(build({ScheduleKind::GPipe, K, M, 1, Remat::Never}));
+  const Slots one = assign_slots(build({ScheduleKind::OneFOneB, K, M, 1, Remat::Never}));
+  const Slots zb = assign_slots(build({ScheduleKind::ZeroBubble, K, M, 1, Remat::Never}));
   for (uint32_t k = 0; k < K; ++k) {
     CAPTURE(k);
     CHECK(gp.sets[k] == M);
@@ -222,7 +222,7 @@ TEST_CASE("each schedule's activation memory: M sets for gpipe, K - k for 1f1b, 
   // Interleaved: a stage has its warmup of 2(K-k-1) + (V-1)K forwards in flight, and one
   // more; each cell keeps its own most, so together they hold at least that many sets.
   const uint32_t V = 2;
-  const Schedule ils = build({Kind::Interleaved, K, M, V, Remat::Never});
+  const Schedule ils = build({ScheduleKind::Interleaved, K, M, V, Remat::Never});
   const Slots il = assign_slots(ils);
   for (uint32_t k = 0; k < K; ++k) {
     uint32_t in_flight = 0, most = 0, held = 0;
@@ -235,8 +235,8 @@ TEST_CASE("each schedule's activation memory: M sets for gpipe, K - k for 1f1b, 
     CHECK(held >= most);
   }
   // Re-materialization keeps one set, and every input in flight.
-  const Slots gp_remat = assign_slots(build({Kind::GPipe, K, M, 1, Remat::Always}));
-  const Slots one_remat = assign_slots(build({Kind::OneFOneB, K, M, 1, Remat::ExceptLast}));
+  const Slots gp_remat = assign_slots(build({ScheduleKind::GPipe, K, M, 1, Remat::Always}));
+  const Slots one_remat = assign_slots(build({ScheduleKind::OneFOneB, K, M, 1, Remat::ExceptLast}));
   for (uint32_t k = 0; k < K; ++k) {
     CHECK(gp_remat.sets[k] == 1);
     CHECK(gp_remat.inputs[k] == M);
@@ -244,7 +244,7 @@ TEST_CASE("each schedule's activation memory: M sets for gpipe, K - k for 1f1b, 
     CHECK(one_remat.inputs[k] == K - k);
   }
   // The last stage under except-last never recomputes in 1f1b: each backward follows its forward.
-  const Schedule s = build({Kind::OneFOneB, K, M, 1, Remat::ExceptLast});
+  const Schedule s = build({ScheduleKind::OneFOneB, K, M, 1, Remat::ExceptLast});
   CHECK(std::none_of(s.actions[K - 1].begin(), s.actions[K - 1].end(), [](auto& a) { return a.op == Op::Recompute; }));
 }
 
@@ -278,23 +278,23 @@ TEST_CASE("the simulated bubble is GPipe's (K-1)/(M+K-1) for gpipe and 1f1b, sma
       CAPTURE(K);
       CAPTURE(M);
       const double gpipe_theory = double(K - 1) / (M + K - 1);
-      CHECK(simulated_bubble(build({Kind::GPipe, K, M, 1, Remat::Never})) == doctest::Approx(gpipe_theory));
-      CHECK(simulated_bubble(build({Kind::OneFOneB, K, M, 1, Remat::Never})) == doctest::Approx(gpipe_theory));
+      CHECK(simulated_bubble(build({ScheduleKind::GPipe, K, M, 1, Remat::Never})) == doctest::Approx(gpipe_theory));
+      CHECK(simulated_bubble(build({ScheduleKind::OneFOneB, K, M, 1, Remat::Never})) == doctest::Approx(gpipe_theory));
       // Megatron-LM: the bubble shrinks by V, (K-1)/(VM+K-1).
-      const double il = simulated_bubble(build({Kind::Interleaved, K, M, 2, Remat::Never}));
+      const double il = simulated_bubble(build({ScheduleKind::Interleaved, K, M, 2, Remat::Never}));
       CHECK(il == doctest::Approx(double(K - 1) / (2 * M + K - 1)));
       // ZB-H1 with F = B = W: (K-1) of 3M units idle instead of 3(K-1).
-      const double zb = simulated_bubble(build({Kind::ZeroBubble, K, M, 1, Remat::Never}));
+      const double zb = simulated_bubble(build({ScheduleKind::ZeroBubble, K, M, 1, Remat::Never}));
       CHECK(zb == doctest::Approx(double(K - 1) / (3 * M + K - 1)));
     }
 }
 
 TEST_CASE("schedules and combinations a schedule cannot run are refused in one line") {
-  CHECK(parse_kind("1f1b") == Kind::OneFOneB);
-  CHECK_THROWS_WITH_AS(parse_kind("pipedream"), doctest::Contains("expected gpipe, 1f1b, interleaved or zb"), UserError);
-  CHECK_THROWS_WITH_AS(build({Kind::Interleaved, 3, 4, 2, Remat::Never}),
+  CHECK(parse_schedule_kind("1f1b") == ScheduleKind::OneFOneB);
+  CHECK_THROWS_WITH_AS(parse_schedule_kind("pipedream"), doctest::Contains("expected gpipe, 1f1b, interleaved or zb"), UserError);
+  CHECK_THROWS_WITH_AS(build({ScheduleKind::Interleaved, 3, 4, 2, Remat::Never}),
                        "--schedule interleaved runs micro-batches in groups of the 3 stages, and 4 is not a multiple of 3: use -m 3 or -m 6",
                        UserError);
-  CHECK_THROWS_WITH_AS(build({Kind::Interleaved, 2, 4, 1, Remat::Never}), doctest::Contains("needs --virtual-stages 2 or more"), UserError);
-  CHECK_THROWS_WITH_AS(build({Kind::ZeroBubble, 2, 4, 2, Remat::Never}), doctest::Contains("--virtual-stages 2 needs --schedule interleaved"), UserError);
+  CHECK_THROWS_WITH_AS(build({ScheduleKind::Interleaved, 2, 4, 1, Remat::Never}), doctest::Contains("needs --virtual-stages 2 or more"), UserError);
+  CHECK_THROWS_WITH_AS(build({ScheduleKind::ZeroBubble, 2, 4, 2, Remat::Never}), doctest::Contains("--virtual-stages 2 needs --schedule interleaved"), UserError);
 }

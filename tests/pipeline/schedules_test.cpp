@@ -19,7 +19,7 @@
 #include "pipeline/plan.h"
 
 using namespace brigade;
-using pipeline::Kind;
+using pipeline::ScheduleKind;
 using pipeline::LinkKind;
 using pipeline::Remat;
 using pipeline::random_batch;
@@ -43,18 +43,18 @@ std::vector<vk::Device*> devices(test::Gpu& gpu, uint32_t K) {
 // The runs of one schedule: K in {2, 3, 4} with M in {1, 2, 4, 8} (M = 2 at K = 2; interleaved: the
 // multiples of K there are, with V = 2, and V = 3 once), the remat modes and link paths in
 // turn, so each schedule meets every mode and path. Cells must not outnumber layers.
-std::vector<Run> runs(Kind kind, uint32_t layers) {
+std::vector<Run> runs(ScheduleKind kind, uint32_t layers) {
   const Remat modes[] = {Remat::Never, Remat::Always, Remat::ExceptLast};
   const LinkKind links[] = {LinkKind::Auto, LinkKind::Fd, LinkKind::Host, LinkKind::Staging};
   std::vector<Run> out;
   size_t j = 0;
   // Interleaved on one stage too: its cells' boundaries are local, nothing moves.
-  for (uint32_t K : kind == Kind::Interleaved ? std::vector<uint32_t>{1, 2, 3, 4} : std::vector<uint32_t>{2, 3, 4}) {
+  for (uint32_t K : kind == ScheduleKind::Interleaved ? std::vector<uint32_t>{1, 2, 3, 4} : std::vector<uint32_t>{2, 3, 4}) {
     // M = 2 at K = 2 only (CI time): an even split, as M = 4 and 8 of 10 rows are not.
     std::vector<uint32_t> ms = K == 2 ? std::vector<uint32_t>{1, 2, 4, 8} : std::vector<uint32_t>{1, 4, 8};
-    if (kind == Kind::Interleaved) ms = K == 3 ? std::vector<uint32_t>{3, 6} : std::vector<uint32_t>{K, 2 * K};
+    if (kind == ScheduleKind::Interleaved) ms = K == 3 ? std::vector<uint32_t>{3, 6} : std::vector<uint32_t>{K, 2 * K};
     for (uint32_t M : ms) {
-      const uint32_t V = kind == Kind::Interleaved ? (K == 2 && M == 2 && layers >= 6 ? 3 : 2) : 1;
+      const uint32_t V = kind == ScheduleKind::Interleaved ? (K == 2 && M == 2 && layers >= 6 ? 3 : 2) : 1;
       if (K * V > layers) continue;
       out.push_back({K, {M, modes[j % 3], links[j % 4], kind, V}});
       ++j;
@@ -63,7 +63,7 @@ std::vector<Run> runs(Kind kind, uint32_t layers) {
   return out;
 }
 
-void check_schedule(test::Gpu& gpu, const model::Model& m, Kind kind, uint32_t rows) {
+void check_schedule(test::Gpu& gpu, const model::Model& m, ScheduleKind kind, uint32_t rows) {
   const std::vector<pipeline::Batch> batches{random_batch(m, rows, 1), random_batch(m, rows, 2),
                                              random_batch(m, rows, 3)};
   const Outcome reference = test::run(m, devices(gpu, 1), {}, batches, 0);
@@ -93,42 +93,42 @@ void check_schedule(test::Gpu& gpu, const model::Model& m, Kind kind, uint32_t r
 }  // namespace
 
 TEST_CASE_FIXTURE(test::Gpu, "fashion-mlp pipelined equals one device under the 1f1b schedule") {
-  check_schedule(*this, model::build("fashion-mlp"), Kind::OneFOneB, 10);
+  check_schedule(*this, model::build("fashion-mlp"), ScheduleKind::OneFOneB, 10);
 }
 TEST_CASE_FIXTURE(test::Gpu, "fashion-mlp pipelined equals one device under the zb schedule") {
-  check_schedule(*this, model::build("fashion-mlp"), Kind::ZeroBubble, 10);
+  check_schedule(*this, model::build("fashion-mlp"), ScheduleKind::ZeroBubble, 10);
 }
 TEST_CASE_FIXTURE(test::Gpu, "fashion-mlp pipelined equals one device under the interleaved schedule") {
-  check_schedule(*this, model::build("fashion-mlp"), Kind::Interleaved, 12);
+  check_schedule(*this, model::build("fashion-mlp"), ScheduleKind::Interleaved, 12);
 }
 TEST_CASE_FIXTURE(test::Gpu, "fashion-cnn pipelined equals one device under the 1f1b schedule") {
-  check_schedule(*this, model::build("fashion-cnn"), Kind::OneFOneB, 10);
+  check_schedule(*this, model::build("fashion-cnn"), ScheduleKind::OneFOneB, 10);
 }
 TEST_CASE_FIXTURE(test::Gpu, "fashion-cnn pipelined equals one device under the zb schedule") {
-  check_schedule(*this, model::build("fashion-cnn"), Kind::ZeroBubble, 10);
+  check_schedule(*this, model::build("fashion-cnn"), ScheduleKind::ZeroBubble, 10);
 }
 TEST_CASE_FIXTURE(test::Gpu, "fashion-cnn pipelined equals one device under the interleaved schedule") {
-  check_schedule(*this, model::build("fashion-cnn"), Kind::Interleaved, 12);
+  check_schedule(*this, model::build("fashion-cnn"), ScheduleKind::Interleaved, 12);
 }
 // gpt-mini on 16-token windows: the same layers and tied embedding at an eighth of the cost.
 TEST_CASE_FIXTURE(test::Gpu, "gpt-mini pipelined equals one device under the 1f1b schedule") {
-  check_schedule(*this, model::with_window(model::build("gpt-mini"), 16), Kind::OneFOneB, 8);
+  check_schedule(*this, model::with_window(model::build("gpt-mini"), 16), ScheduleKind::OneFOneB, 8);
 }
 TEST_CASE_FIXTURE(test::Gpu, "gpt-mini pipelined equals one device under the zb schedule") {
-  check_schedule(*this, model::with_window(model::build("gpt-mini"), 16), Kind::ZeroBubble, 8);
+  check_schedule(*this, model::with_window(model::build("gpt-mini"), 16), ScheduleKind::ZeroBubble, 8);
 }
 TEST_CASE_FIXTURE(test::Gpu, "gpt-mini pipelined equals one device under the interleaved schedule") {
-  check_schedule(*this, model::with_window(model::build("gpt-mini"), 16), Kind::Interleaved, 12);
+  check_schedule(*this, model::with_window(model::build("gpt-mini"), 16), ScheduleKind::Interleaved, 12);
 }
 
 TEST_CASE_FIXTURE(test::Gpu, "each schedule's measured memory is the plan's, and 1f1b and zb hold fewer activations than gpipe") {
   const model::Model m = model::build("fashion-cnn");
   const uint32_t N = 16, K = 4, M = 8;
   const pipeline::Batch batch = random_batch(m, N, 9);
-  std::map<Kind, std::vector<uint64_t>> activations;  // per stage
-  for (Kind kind : {Kind::GPipe, Kind::OneFOneB, Kind::ZeroBubble, Kind::Interleaved})
+  std::map<ScheduleKind, std::vector<uint64_t>> activations;  // per stage
+  for (ScheduleKind kind : {ScheduleKind::GPipe, ScheduleKind::OneFOneB, ScheduleKind::ZeroBubble, ScheduleKind::Interleaved})
     for (Remat r : {Remat::Never, Remat::Always}) {
-      const PipelineConfig c{M, r, LinkKind::Auto, kind, kind == Kind::Interleaved ? 2u : 1u};
+      const PipelineConfig c{M, r, LinkKind::Auto, kind, kind == ScheduleKind::Interleaved ? 2u : 1u};
       const pipeline::Plan plan = test::make_plan(m, K, c, N, 0);
       std::vector<vk::Device*> devs = devices(*this, K);
       CAPTURE(test::describe(c));
@@ -150,20 +150,20 @@ TEST_CASE_FIXTURE(test::Gpu, "each schedule's measured memory is the plan's, and
         if (r == Remat::Never) activations[kind].push_back(st.peak[int(vk::Category::Activations)]);
       }
     }
-  const auto peak = [&](Kind kind) { return *std::max_element(activations[kind].begin(), activations[kind].end()); };
+  const auto peak = [&](ScheduleKind kind) { return *std::max_element(activations[kind].begin(), activations[kind].end()); };
   for (uint32_t k = 0; k < K; ++k) {
     CAPTURE(k);
-    CHECK(activations[Kind::OneFOneB][k] < activations[Kind::GPipe][k]);  // K - k micro-batches, not M
-    CHECK(activations[Kind::ZeroBubble][k] < activations[Kind::GPipe][k]);
+    CHECK(activations[ScheduleKind::OneFOneB][k] < activations[ScheduleKind::GPipe][k]);  // K - k micro-batches, not M
+    CHECK(activations[ScheduleKind::ZeroBubble][k] < activations[ScheduleKind::GPipe][k]);
   }
   // 1f1b's later stages hold fewer micro-batches than its first.
-  CHECK(activations[Kind::OneFOneB][K - 1] < activations[Kind::OneFOneB][0]);
+  CHECK(activations[ScheduleKind::OneFOneB][K - 1] < activations[ScheduleKind::OneFOneB][0]);
   // zb holds K micro-batches on every stage, 1f1b's first stage's count, and what B keeps for
   // W on top: at most 1f1b's peak plus k + 1 micro-batches of deferred gradients.
-  CHECK(peak(Kind::ZeroBubble) < peak(Kind::GPipe));
+  CHECK(peak(ScheduleKind::ZeroBubble) < peak(ScheduleKind::GPipe));
 
   // Three cells on one stage: local links, one copy of each slot, as planned.
-  const PipelineConfig one{M, Remat::Never, LinkKind::Auto, Kind::Interleaved, 3};
+  const PipelineConfig one{M, Remat::Never, LinkKind::Auto, ScheduleKind::Interleaved, 3};
   const pipeline::Plan plan = test::make_plan(m, 1, one, N, 0);
   vk::Device& d = device(4);
   d.memory().reset_peaks();

@@ -12,7 +12,7 @@
 namespace brigade::test {
 
 std::string describe(const PipelineConfig& c) {
-  return std::string(pipeline::kind_name(c.schedule)) + (c.V > 1 ? " V=" + std::to_string(c.V) : "") +
+  return std::string(pipeline::schedule_kind_name(c.schedule)) + (c.V > 1 ? " V=" + std::to_string(c.V) : "") +
          " M=" + std::to_string(c.M) + " remat " + pipeline::remat_name(c.remat) + " link " +
          pipeline::link_name(c.link);
 }

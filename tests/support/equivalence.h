@@ -21,7 +21,7 @@ struct PipelineConfig {
   uint32_t M = 1;
   pipeline::Remat remat = pipeline::Remat::Never;
   pipeline::LinkKind link = pipeline::LinkKind::Auto;
-  pipeline::Kind schedule = pipeline::Kind::GPipe;
+  pipeline::ScheduleKind schedule = pipeline::ScheduleKind::GPipe;
   uint32_t V = 1;  // cells per stage (interleaved)
 };
 

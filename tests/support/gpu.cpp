@@ -6,7 +6,7 @@
 
 #include <cstdio>
 
-#include "vk/check.h"
+#include "util/error.h"
 
 namespace brigade::test {
 

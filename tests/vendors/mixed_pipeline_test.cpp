@@ -61,9 +61,9 @@ void check_model(test::Gpu& gpu, const std::string& preset, uint32_t rows, bool 
   // backward, interleaved cells whose boundaries cross between the drivers three times, 1f1b
   // over the three-stage mix.
   if (schedules) {
-    runs.push_back({kTwo, {4, Remat::Never, LinkKind::Auto, pipeline::Kind::ZeroBubble}});
-    runs.push_back({kTwo, {4, Remat::Always, LinkKind::Staging, pipeline::Kind::Interleaved, 2}});
-    runs.push_back({kThree, {8, Remat::ExceptLast, LinkKind::Auto, pipeline::Kind::OneFOneB}});
+    runs.push_back({kTwo, {4, Remat::Never, LinkKind::Auto, pipeline::ScheduleKind::ZeroBubble}});
+    runs.push_back({kTwo, {4, Remat::Always, LinkKind::Staging, pipeline::ScheduleKind::Interleaved, 2}});
+    runs.push_back({kThree, {8, Remat::ExceptLast, LinkKind::Auto, pipeline::ScheduleKind::OneFOneB}});
   }
   for (const auto& [names, c] : runs)
     test::check_equal(test::run(m, devices(gpu, names), c, batches, 0), reference.at(c.M),

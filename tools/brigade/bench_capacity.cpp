@@ -27,7 +27,7 @@
 #include "pipeline_flags.h"
 #include "table.h"
 #include "util/units.h"
-#include "vk/check.h"
+#include "util/error.h"
 
 namespace brigade::cli {
 namespace {
@@ -159,7 +159,7 @@ class DepthSearch {
       state += s.elements() * 4 * (s.kind == model::ParamKind::Trainable ? 2 + states_ : 1);
     if (plan || state <= c_.K * devices_.caps[0]) {
       const pipeline::Plan pl = make_plan(m, flags_, devices_, o_.batch, states_);
-      for (const pipeline::StageLayout& l : pl.stages) p.fullest = std::max(p.fullest, pipeline::total(l.memory(states_)));
+      for (const pipeline::CellLayout& l : pl.cells) p.fullest = std::max(p.fullest, pipeline::total(l.memory(states_)));
       p.planned = true, p.fits = pl.problem.empty(), p.problem = pl.problem;
     }
     return probes_[n_layer] = p;

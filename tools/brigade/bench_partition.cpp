@@ -19,7 +19,7 @@
 #include "pipeline_flags.h"
 #include "table.h"
 #include "util/stats.h"
-#include "vk/check.h"
+#include "util/error.h"
 
 namespace brigade::cli {
 namespace {
@@ -67,8 +67,8 @@ void run(const Options& o) {
   for (auto& dev : sides[0].p.devices)
     if (!layer_s.count(dev->info().index)) layer_s[dev->info().index] = pipeline::profile_layers(*dev, m, micro_rows);
   for (Side& s : sides)
-    for (size_t k = 0; k < s.p.plan.stages.size(); ++k) {
-      const pipeline::StageLayout& l = s.p.plan.stages[k];
+    for (size_t k = 0; k < s.p.plan.cells.size(); ++k) {
+      const pipeline::CellLayout& l = s.p.plan.cells[k];
       const std::vector<double>& t = layer_s.at(s.p.devices[k]->info().index);
       double sum = 0;
       for (uint32_t i = l.first; i < l.last; ++i) sum += t[i];
@@ -100,7 +100,7 @@ void run(const Options& o) {
     for (size_t k = 0; k < s.planned_ms.size(); ++k) {
       std::vector<double> busy;
       for (const auto& round : s.busy_ms) busy.push_back(round.at(k));
-      const pipeline::StageLayout& l = s.p.plan.stages[k];
+      const pipeline::CellLayout& l = s.p.plan.cells[k];
       t.push_back({s.name, std::to_string(k), std::to_string(s.p.devices[k]->info().index) + " " + s.p.devices[k]->info().name,
                    std::to_string(l.first) + "-" + std::to_string(l.last - 1), fixed(s.planned_ms[k], 1),
                    fixed(median(busy), 1)});

@@ -14,7 +14,7 @@
 #include "pipeline_flags.h"
 #include "ranks.h"
 #include "train.h"
-#include "vk/check.h"
+#include "util/error.h"
 
 namespace brigade::cli {
 namespace {

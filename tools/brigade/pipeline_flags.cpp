@@ -5,7 +5,7 @@
 #include "pipeline/profile.h"
 #include "ranks.h"
 #include "util/units.h"
-#include "vk/check.h"
+#include "util/error.h"
 
 namespace brigade::cli {
 
@@ -129,10 +129,10 @@ Devices open_devices(const PipelineFlags& f) {
   return d;
 }
 
-std::vector<pipeline::LinkChoice> choose_links(const PipelineFlags& f, Devices& d) {
+std::vector<pipeline::LinkChoice> choose_links(const PipelineFlags& f, Devices& d, pipeline::LinkKind kind) {
   std::vector<vk::Device*> devices;
   for (auto& dev : d.devices) devices.push_back(dev.get());
-  return pipeline::choose_links(devices, uint32_t(devices.size()) * f.virtual_stages, pipeline::parse_link(f.link));
+  return pipeline::choose_links(devices, uint32_t(devices.size()) * f.virtual_stages, kind);
 }
 
 std::string link_lines(const std::vector<pipeline::LinkChoice>& links, const Devices& d) {
@@ -156,7 +156,7 @@ pipeline::Plan make_plan(const model::Model& m, const PipelineFlags& f, Devices&
   po.rows = rows;
   po.micro_batches = f.micro_batches;
   po.remat = pipeline::parse_remat(f.remat);
-  po.schedule = pipeline::parse_kind(f.schedule);
+  po.schedule = pipeline::parse_schedule_kind(f.schedule);
   po.virtual_stages = f.virtual_stages;
   po.optimizer_states = optimizer_states;
   if (f.partition != "cost" && f.partition != "memory" && f.partition != "profile")
@@ -191,22 +191,24 @@ Pipeline open_pipeline(const model::Model& m, const PipelineFlags& f, uint32_t r
                        uint32_t optimizer_states) {
   Pipeline p;
   Devices d = open_devices(f);
+  const uint32_t K = uint32_t(d.devices.size());
+  std::unique_ptr<pipeline::Topology> topology;
+  if (world().multi())
+    topology = world().place(K, f.replicas);
+  else
+    topology = std::make_unique<pipeline::OneProcess>(K);
   pipeline::ExecutorOptions eo;
-  eo.links = choose_links(f, d);
+  eo.link = pipeline::parse_link(f.link);
+  eo.links = choose_links(f, d, eo.link);
   p.link_lines = link_lines(eo.links, d);
   // With replicas, each pipeline is planned for its share: the first replica's is the largest.
-  p.plan = make_plan(m, f, d, pipeline::split_rows(rows, f.replicas).front(), optimizer_states);
-  if (world().multi()) {
-    p.placement = world().place(uint32_t(d.devices.size()), f.replicas);
-    eo.ranks = &p.placement->ranks;
-  }
+  p.plan = make_plan(m, f, d, topology->largest_share(rows), optimizer_states);
   if (!p.plan.problem.empty()) throw UserError(p.plan.problem);  // before anything is allocated
   p.instance = std::move(d.instance);
   p.devices = std::move(d.devices);
   std::vector<vk::Device*> devs;
   for (auto& dev : p.devices) devs.push_back(dev.get());
-  eo.link = pipeline::parse_link(f.link);
-  p.executor = std::make_unique<pipeline::Executor>(m, devs, p.plan, eo);
+  p.executor = std::make_unique<pipeline::Executor>(m, devs, p.plan, eo, std::move(topology));
   return p;
 }
 

@@ -61,7 +61,7 @@ Devices open_devices(const PipelineFlags& f);
 // Each boundary's path under --link (pipeline::choose_links): every pair of neighbouring
 // devices is probed; a forced path a pair cannot take is refused here, before anything is
 // allocated.
-std::vector<pipeline::LinkChoice> choose_links(const PipelineFlags& f, Devices& d);
+std::vector<pipeline::LinkChoice> choose_links(const PipelineFlags& f, Devices& d, pipeline::LinkKind kind);
 // One line per boundary, "link 0->1 (llvmpipe -> SwiftShader driver): host, because ..."
 // (with virtual stages, boundaries are between cells: "link 3->4 (stage 1 -> stage 0, ...").
 std::string link_lines(const std::vector<pipeline::LinkChoice>& links, const Devices& d);
@@ -73,7 +73,6 @@ pipeline::Plan make_plan(const model::Model& m, const PipelineFlags& f, Devices&
 struct Pipeline {
   std::unique_ptr<vk::Instance> instance;
   std::vector<std::unique_ptr<vk::Device>> devices;
-  std::unique_ptr<mpi::World::Placement> placement;  // under mpirun: this rank's stage
   std::string link_lines;  // link_lines() of the executor's boundaries ("" with one stage)
   pipeline::Plan plan;
   std::unique_ptr<pipeline::Executor> executor;

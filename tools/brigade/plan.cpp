@@ -7,7 +7,7 @@
 #include "pipeline_flags.h"
 #include "table.h"
 #include "util/units.h"
-#include "vk/check.h"
+#include "util/error.h"
 
 namespace brigade::cli {
 namespace {
@@ -36,7 +36,7 @@ std::string layer_range(const model::Model& m, uint32_t first, uint32_t last) {
 int run_plan(const PlanArgs& a) {
   const model::Model m = model::build(a.model, a.set);
   Devices d = open_devices(a.pipeline);
-  const std::string links = link_lines(choose_links(a.pipeline, d), d);
+  const std::string links = link_lines(choose_links(a.pipeline, d, pipeline::parse_link(a.pipeline.link)), d);
   const pipeline::Plan p = make_plan(m, a.pipeline, d, a.batch_size, optimizer_states(a.optimizer));
   const uint32_t K = p.schedule.stages, C = p.schedule.cells();
   const uint32_t states = optimizer_states(a.optimizer);
@@ -61,7 +61,7 @@ int run_plan(const PlanArgs& a) {
                     !with_cap ? "" : (!cap || total <= cap) ? "yes" : "NO"});
   };
   for (uint32_t c = 0; c < C; ++c) {
-    const pipeline::StageLayout& l = p.stages[c];
+    const pipeline::CellLayout& l = p.cells[c];
     char work[32];
     // Cost: forward + backward FLOPs of the mini-batch; profile: measured time per micro-batch.
     std::snprintf(work, sizeof work, "%.2f",
@@ -74,7 +74,7 @@ int run_plan(const PlanArgs& a) {
   print_table(rows);
   std::printf("%s%s", links.c_str(), pipeline::compute_string(p.schedule).c_str());
   std::printf("bubble of %s: %.3f with equal cells, %.3f on the planned cell times (imbalance included)\n",
-              a.pipeline.schedule.c_str(), pipeline::simulated_bubble(p.schedule), p.bubble);
+              a.pipeline.schedule.c_str(), p.even_bubble, p.bubble);
   if (!p.problem.empty()) {
     std::fprintf(stderr, "brigade: %s\n", p.problem.c_str());
     return 1;

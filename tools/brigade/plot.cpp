@@ -11,7 +11,7 @@
 #include "io/metrics.h"
 #include "io/safetensors.h"
 #include "io/svg.h"
-#include "vk/check.h"
+#include "util/error.h"
 
 namespace brigade::cli {
 namespace {

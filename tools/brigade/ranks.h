@@ -9,7 +9,7 @@
 
 #include "mpi/world.h"
 #include "pipeline/trace.h"
-#include "vk/check.h"
+#include "util/error.h"
 
 namespace brigade::cli {
 

@@ -17,7 +17,7 @@
 #include "io/checkpoint.h"
 #include "io/data.h"
 #include "optim/adamw.h"
-#include "optim/schedule.h"
+#include "optim/lr_schedule.h"
 #include "optim/sgd.h"
 #include "pipeline_flags.h"
 #include "progress.h"
@@ -98,7 +98,7 @@ void fill_defaults(TrainArgs& a, const model::Model& m, io::Dataset& data) {
   if (s.eval_every == 0) throw UserError("--eval-every must be at least 1");
 }
 
-optim::Schedule lr_schedule(const Settings& s) {
+optim::LrSchedule lr_schedule(const Settings& s) {
   if (s.schedule == "constant") return optim::constant(s.lr);
   if (s.schedule == "cosine") return optim::warmup_cosine(s.lr, s.min_lr, s.warmup, s.steps);
   throw UserError("--lr-schedule: '" + s.schedule + "' is not constant or cosine");
@@ -232,7 +232,7 @@ void run_train(TrainArgs& a) {
     fill_defaults(a, m, *data);
   }
   agree("the data", data->describe());  // the program and command line: main.cpp
-  const optim::Schedule schedule = lr_schedule(s);
+  const optim::LrSchedule schedule = lr_schedule(s);
   optim::validate(schedule);
   const uint32_t states = s.optimizer == "adamw" ? 2 : (s.momentum > 0 ? 1 : 0);
 

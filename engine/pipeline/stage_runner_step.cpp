@@ -9,16 +9,20 @@
 #include <cmath>
 
 #include "ops/batchnorm.h"
-#include "pipeline/executor.h"
 #include "pipeline/executor_shared.h"
+#include "pipeline/stage_runner.h"
 
 namespace brigade::pipeline {
 
-std::optional<double> Executor::step_stage(uint32_t k, const Update& update, Group& pipeline) {
-  Shared& sh = *shared_;
-  const uint32_t K = stages(), C = cells();
+std::optional<double> StageRunner::step_sums() {
+  const Executor::Shared& sh = *ex_.shared_;
+  Executor::RunState& st = *ex_.state_;
+  const uint32_t K = ex_.stages(), C = ex_.cells();
+  const auto& cells = ex_.cells_;
+  Topology& topology = *ex_.topology_;
+  Group& pipeline = group_;
   std::vector<uint32_t> mine;  // this stage's cells
-  for (uint32_t c = k; c < C; c += K) mine.push_back(c);
+  for (uint32_t c = k_; c < C; c += K) mine.push_back(c);
   auto download = [](const vk::Buffer& b) {
     std::vector<float> v(b.size() / kFloat);
     vk::download(b, v.data(), b.size());
@@ -27,26 +31,26 @@ std::optional<double> Executor::step_stage(uint32_t k, const Update& update, Gro
   // Data-parallel replicas: every gradient summed over the replicas of this stage (each
   // replica's loss is its share of the whole batch's), and BatchNorm's statistics
   // accumulators merged, as if one process had run every micro-batch.
-  Group* replicas = options_.ranks ? options_.ranks->replica_group : nullptr;
-  if (replicas && replicas->size() > 1)
+  Group& replicas = topology.replica_group();
+  if (replicas.size() > 1)
     for (uint32_t c : mine) {
-      Stage& s = *cells_[c];
+      Cell& s = *cells[c];
       std::vector<float> grads;
       for (const std::string& name : s.trainable()) {
         const std::vector<float> v = download(s.gradient(name));
         grads.insert(grads.end(), v.begin(), v.end());
       }
-      if (!replicas->sum(grads)) return std::nullopt;
+      if (!replicas.sum(grads)) return std::nullopt;
       uint64_t at = 0;
       for (const std::string& name : s.trainable()) {
         vk::Buffer& b = s.gradient(name);
         vk::upload(b, grads.data() + at, b.size()), at += b.size() / kFloat;
       }
-      for (const model::ParamSpec& p : plan_.stages[c].params)
+      for (const model::ParamSpec& p : ex_.plan_.cells[c].params)
         if (p.kind == model::ParamKind::State) {  // BatchNorm's, the only kind there is
           std::vector<float> words = download(s.param(p.name));
           std::vector<double> sums = ops::batchnorm_stats_to_sums(words);
-          if (!replicas->sum(sums)) return std::nullopt;
+          if (!replicas.sum(sums)) return std::nullopt;
           ops::batchnorm_stats_from_sums(sums, words);
           vk::upload(s.param(p.name), words.data(), words.size() * kFloat);
         }
@@ -57,8 +61,8 @@ std::optional<double> Executor::step_stage(uint32_t k, const Update& update, Gro
     for (const auto& [name, n] : sh.tied) {
       std::vector<float> sum(n, 0.0f);
       for (uint32_t c : mine)
-        if (cells_[c]->holds(name)) {
-          const std::vector<float> g = download(cells_[c]->gradient(name));
+        if (cells[c]->holds(name)) {
+          const std::vector<float> g = download(cells[c]->gradient(name));
           for (size_t e = 0; e < n; ++e) sum[e] += g[e];
         }
       all.insert(all.end(), sum.begin(), sum.end());
@@ -67,14 +71,14 @@ std::optional<double> Executor::step_stage(uint32_t k, const Update& update, Gro
     uint64_t at = 0;
     for (const auto& [name, n] : sh.tied) {
       for (uint32_t c : mine)
-        if (cells_[c]->holds(name)) vk::upload(cells_[c]->gradient(name), all.data() + at, n * kFloat);
+        if (cells[c]->holds(name)) vk::upload(cells[c]->gradient(name), all.data() + at, n * kFloat);
       at += n;
     }
   }
   // Per cell its squared gradient norm and whether a gradient is not finite, then the loss.
   std::vector<double> stats(2 * C + 1, 0.0);
   for (uint32_t c : mine) {
-    Shared::Norm& norm = sh.norms[c];
+    const Executor::Shared::Norm& norm = sh.norms[c];
     if (!norm.in_backward) {
       norm.commands->reset();
       norm.reduce->record(*norm.commands);
@@ -82,31 +86,31 @@ std::optional<double> Executor::step_stage(uint32_t k, const Update& update, Gro
     }
     std::vector<double> each;
     stats[c] = norm.reduce->squared(&each);
-    sh.bad[c].clear();
-    sh.bad_param[c].clear();
+    st.bad[c].clear();
+    st.bad_param[c].clear();
     for (size_t i = each.size(); i-- > 0;)  // the deepest first: backward reaches it first
       if (!std::isfinite(each[i])) {
-        sh.bad[c] = norm.names[i];
+        st.bad[c] = norm.names[i];
         stats[C + c] = 1;
         break;
       }
-    if (cells_[c]->layout().last_stage) {
+    if (cells[c]->layout().last_cell) {
       float loss = 0;
-      vk::download(cells_[c]->loss(), &loss, kFloat);
+      vk::download(cells[c]->loss(), &loss, kFloat);
       stats[2 * C] = loss;
     }
   }
   if (!pipeline.sum(stats)) return std::nullopt;
   std::vector<double> loss{stats[2 * C]};
-  if (replicas && !replicas->sum(loss)) return std::nullopt;
+  if (!replicas.sum(loss)) return std::nullopt;
   // One thread writes the step's results: the first stage this process runs.
-  const bool writer = k == uint32_t(std::find_if(devices_.begin(), devices_.end(), [](vk::Device* d) { return d; }) - devices_.begin());
-  if (writer) sh.loss = loss[0];
+  const bool writer = k_ == sh.writer;
+  if (writer) st.loss = loss[0];
   std::vector<double> bad_param(C, 0.0);
   if (!std::isfinite(loss[0])) {  // every stage sees it: look for a parameter that already was
     for (uint32_t c : mine) {
-      sh.bad_param[c] = first_non_finite_parameter(c);
-      bad_param[c] = !sh.bad_param[c].empty();
+      st.bad_param[c] = first_non_finite_parameter(c);
+      bad_param[c] = !st.bad_param[c].empty();
     }
     if (!pipeline.sum(bad_param)) return std::nullopt;
   }
@@ -119,23 +123,24 @@ std::optional<double> Executor::step_stage(uint32_t k, const Update& update, Gro
     if (stats[C + (C - 1 - j)] != 0) culprit = int(C - 1 - j);
   if (culprit < 0 && !std::isfinite(loss[0])) culprit = int(C - 1);
   if (culprit >= 0) {
-    if (uint32_t(culprit) % K == k && (!options_.ranks || options_.ranks->replica == 0))
-      throw NonFinite(non_finite_message(uint32_t(culprit), update.step.t, loss[0]));
+    if (uint32_t(culprit) % K == k_ && topology.replica() == 0)
+      throw NonFinite(non_finite_message(uint32_t(culprit), update_.step.t, loss[0]));
     return std::nullopt;
   }
   double total = 0;
   for (uint32_t c = 0; c < C; ++c) total += stats[c];  // the same bits on every stage
-  if (writer) sh.grad_norm = std::sqrt(total);
-  if (update.max_norm > 0) return optim::clip(total, update.max_norm).grad_scale;
+  if (writer) st.grad_norm = std::sqrt(total);
+  if (update_.max_norm > 0) return optim::clip(total, update_.max_norm).grad_scale;
   return 1.0;
 }
 
-std::string Executor::first_non_finite_parameter(uint32_t c) {
-  Stage& s = *cells_[c];
+std::string StageRunner::first_non_finite_parameter(uint32_t c) {
+  Cell& s = *ex_.cells_[c];
+  const model::Model& model = ex_.model_;
   std::vector<vk::View> params;
   std::vector<std::string> names;
   for (uint32_t l = s.layout().first; l < s.layout().last; ++l)
-    for (const model::ParamSpec& p : model_.layers[l]->params())
+    for (const model::ParamSpec& p : model.layers[l]->params())
       if (p.kind != model::ParamKind::State) params.emplace_back(s.param(p.name)), names.push_back(p.name);
   optim::GradNorm norm(s.device(), params);
   vk::Commands cmd(s.device(), "cell " + std::to_string(c) + " parameter check");
@@ -148,30 +153,30 @@ std::string Executor::first_non_finite_parameter(uint32_t c) {
   return {};
 }
 
-std::string Executor::non_finite_message(uint32_t c, uint64_t step, double loss) const {
-  const Shared& sh = *shared_;
-  const StageLayout& l = plan_.stages[c];
-  const uint32_t k = c % stages();
-  const std::string where = (cells() > stages() ? "cell " + std::to_string(c) + " of " : std::string()) +
-                            "stage " + std::to_string(k) + " (device " + std::to_string(devices_[k]->info().index) +
-                            ", " + devices_[k]->info().name + ")";
+std::string StageRunner::non_finite_message(uint32_t c, uint64_t step, double loss) const {
+  const Executor::RunState& st = *ex_.state_;
+  const model::Model& model = ex_.model_;
+  const CellLayout& l = ex_.plan_.cells[c];
+  const std::string where = (ex_.cells() > ex_.stages() ? "cell " + std::to_string(c) + " of " : std::string()) +
+                            "stage " + std::to_string(k_) + " (device " + std::to_string(dev_.info().index) +
+                            ", " + dev_.info().name + ")";
   auto layer_of = [&](const std::string& name) {
     for (uint32_t i = l.first; i < l.last; ++i)
-      for (const model::ParamSpec& p : model_.layers[i]->params())
-        if (p.name == name) return "layer " + std::to_string(i) + ", " + model_.layers[i]->kind();
+      for (const model::ParamSpec& p : model.layers[i]->params())
+        if (p.name == name) return "layer " + std::to_string(i) + ", " + model.layers[i]->kind();
     return std::string("layer ?");
   };
   std::string what = "step " + std::to_string(step) + ": ";
   if (!std::isfinite(loss)) what += "the loss is " + std::string(std::isnan(loss) ? "NaN" : "infinite") + "; ";
-  if (!sh.bad_param[c].empty())
-    what += "parameter '" + sh.bad_param[c] + "' (" + layer_of(sh.bad_param[c]) + ", on " + where +
+  if (!st.bad_param[c].empty())
+    what += "parameter '" + st.bad_param[c] + "' (" + layer_of(st.bad_param[c]) + ", on " + where +
             ") was already not finite";
-  else if (!sh.bad[c].empty())
-    what += "the gradient of '" + sh.bad[c] + "' (" + layer_of(sh.bad[c]) + ", on " + where +
+  else if (!st.bad[c].empty())
+    what += "the gradient of '" + st.bad[c] + "' (" + layer_of(st.bad[c]) + ", on " + where +
             ") has a non-finite norm, the deepest such layer";
   else
     what += "every parameter and gradient is finite, so the forward pass overflowed (the last layer, " +
-            std::to_string(l.last - 1) + ", " + model_.layers[l.last - 1]->kind() + ", is on " + where + ")";
+            std::to_string(l.last - 1) + ", " + model.layers[l.last - 1]->kind() + ", is on " + where + ")";
   return what + "; no parameter was updated";
 }
 

@@ -1,7 +1,7 @@
-// A Stage runs one cell (a contiguous run of layers) on one device: it owns the cell's
-// parameters, their gradients and every activation buffer of its StageLayout, and records
-// the forward, re-materialized forward and backward of a micro-batch. Ordering between
-// stages is not its business: the executor decides what to wait for and when to submit.
+// A Cell is a contiguous run of layers on one stage's device: it owns their parameters, their
+// gradients and every activation buffer of its CellLayout, and records the forward,
+// re-materialized forward and backward of a micro-batch. Ordering between cells is not its
+// business: the executor decides what to wait for and when to submit.
 #pragma once
 
 #include <map>
@@ -28,12 +28,12 @@ struct MicroBatch {
   bool training = true;
 };
 
-class Stage {
+class Cell {
  public:
-  Stage(vk::Device& device, const model::Model& model, StageLayout layout);
+  Cell(vk::Device& device, const model::Model& model, CellLayout layout);
 
   vk::Device& device() const { return device_; }
-  const StageLayout& layout() const { return layout_; }
+  const CellLayout& layout() const { return layout_; }
 
   // Host-side inputs of a micro-batch, by its input slot: the first cell's input (images or
   // tokens), the last cell's targets.
@@ -97,7 +97,7 @@ class Stage {
 
   vk::Device& device_;
   const model::Model& model_;
-  StageLayout layout_;
+  CellLayout layout_;
   std::map<std::string, vk::Buffer> params_, grads_;
   std::vector<std::string> trainable_;
   // Per layer of the cell: views of its params and gradients, in params() order.

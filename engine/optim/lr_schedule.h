@@ -14,7 +14,7 @@
 
 namespace brigade::optim {
 
-struct Schedule {
+struct LrSchedule {
   enum class Kind { Constant, WarmupCosine };
   Kind kind = Kind::Constant;
   double base_lr = 1e-3;
@@ -23,12 +23,12 @@ struct Schedule {
   uint64_t total_steps = 0;   // WarmupCosine only: warmup plus decay
 };
 
-Schedule constant(double lr);
-Schedule warmup_cosine(double base_lr, double min_lr, uint64_t warmup_steps, uint64_t total_steps);
+LrSchedule constant(double lr);
+LrSchedule warmup_cosine(double base_lr, double min_lr, uint64_t warmup_steps, uint64_t total_steps);
 
 // Throws UserError with one line naming the bad value.
-void validate(const Schedule& s);
+void validate(const LrSchedule& s);
 
-double learning_rate(const Schedule& s, uint64_t step);
+double learning_rate(const LrSchedule& s, uint64_t step);
 
 }  // namespace brigade::optim

@@ -1,7 +1,7 @@
-#include "pipeline/stage.h"
+#include "pipeline/cell.h"
 
 #include "ops/cross_entropy.h"
-#include "vk/check.h"
+#include "util/error.h"
 
 namespace brigade::pipeline {
 
@@ -15,9 +15,9 @@ vk::Category category_of(model::ParamKind kind) {
 
 }  // namespace
 
-Stage::Stage(vk::Device& device, const model::Model& model, StageLayout layout)
+Cell::Cell(vk::Device& device, const model::Model& model, CellLayout layout)
     : device_(device), model_(model), layout_(std::move(layout)) {
-  const std::string tag = "stage " + std::to_string(layout_.stage) + " ";
+  const std::string tag = "stage " + std::to_string(layout_.cell) + " ";
   for (const model::ParamSpec& p : layout_.params) {
     const uint64_t bytes = p.elements() * kFloat;
     params_.emplace(p.name, vk::Buffer(device, bytes, category_of(p.kind), p.name));
@@ -38,7 +38,7 @@ Stage::Stage(vk::Device& device, const model::Model& model, StageLayout layout)
   const auto act = vk::Category::Activations;
   for (uint32_t i = 0; i < layout_.inputs; ++i) {
     inputs_.emplace_back(device, layout_.input_bytes, act, tag + "input " + std::to_string(i));
-    if (layout_.last_stage)
+    if (layout_.last_cell)
       targets_.emplace_back(device, layout_.target_bytes, act, tag + "targets " + std::to_string(i));
   }
   for (uint32_t s = 0; s < layout_.sets; ++s) {
@@ -52,7 +52,7 @@ Stage::Stage(vk::Device& device, const model::Model& model, StageLayout layout)
       for (uint64_t bytes : layout_.saved_bytes[l]) saved.emplace_back(device, bytes, act, layer + " saved");
       set.saved.push_back(std::move(saved));
     }
-    if (layout_.last_stage) set.loss_rows = vk::Buffer(device, layout_.loss_rows_bytes, act, tag + "loss rows");
+    if (layout_.last_cell) set.loss_rows = vk::Buffer(device, layout_.loss_rows_bytes, act, tag + "loss rows");
     sets_.push_back(std::move(set));
   }
   for (uint32_t d = 0; d < layout_.deferreds; ++d) {
@@ -69,14 +69,14 @@ Stage::Stage(vk::Device& device, const model::Model& model, StageLayout layout)
   grad_b_ = vk::Buffer(device, layout_.gradient_bytes, act, tag + "activation gradient B");
   if (layout_.scratch_bytes)
     scratch_ = vk::Buffer(device, layout_.scratch_bytes, vk::Category::Scratch, tag + "scratch");
-  if (layout_.last_stage) {
+  if (layout_.last_cell) {
     loss_ = vk::Buffer(device, kFloat, vk::Category::Scratch, tag + "loss");
     discard_ = vk::Buffer(device, kFloat, vk::Category::Scratch, tag + "recomputed loss");
     correct_ = vk::Buffer(device, kFloat, vk::Category::Scratch, tag + "correct");
   }
 }
 
-vk::View Stage::x_view(uint32_t l, const MicroBatch& mb) {
+vk::View Cell::x_view(uint32_t l, const MicroBatch& mb) {
   if (l == 0) {
     const uint64_t bytes = model::elements(model_.layers[layout_.first]->input_shape()) * mb.rows * kFloat;
     return vk::View(inputs_.at(mb.input), 0, bytes);
@@ -84,18 +84,18 @@ vk::View Stage::x_view(uint32_t l, const MicroBatch& mb) {
   return y_view(l - 1, mb);
 }
 
-vk::View Stage::y_view(uint32_t l, const MicroBatch& mb) {
+vk::View Cell::y_view(uint32_t l, const MicroBatch& mb) {
   const model::Layer& layer = *model_.layers[layout_.first + l];
   if (layer.is_view()) return x_view(l, mb);
   const uint64_t bytes = model::elements(layer.output_shape()) * mb.rows * kFloat;
   return vk::View(sets_[mb.set].outputs[l], 0, bytes);
 }
 
-vk::View Stage::targets_view(const MicroBatch& mb) {
+vk::View Cell::targets_view(const MicroBatch& mb) {
   return vk::View(targets_.at(mb.input), 0, uint64_t(mb.rows) * model_.targets_per_sample * kFloat);
 }
 
-model::Tensors Stage::tensors(uint32_t l, const MicroBatch& mb, std::vector<vk::View>& saved,
+model::Tensors Cell::tensors(uint32_t l, const MicroBatch& mb, std::vector<vk::View>& saved,
                               std::vector<vk::View>& deferred) {
   const model::Layer& layer = *model_.layers[layout_.first + l];
   const Set& set = sets_[mb.set];
@@ -112,14 +112,14 @@ model::Tensors Stage::tensors(uint32_t l, const MicroBatch& mb, std::vector<vk::
   return t;
 }
 
-model::Pass Stage::pass(vk::Commands& cmd, const MicroBatch& mb, uint32_t l, bool recompute) const {
+model::Pass Cell::pass(vk::Commands& cmd, const MicroBatch& mb, uint32_t l, bool recompute) const {
   model::Pass p{cmd};
   p.rows = mb.rows, p.total_rows = mb.total_rows, p.step = mb.step, p.micro_batch = mb.index;
   p.layer = layout_.first + l, p.training = mb.training, p.recompute = recompute;
   return p;
 }
 
-vk::View Stage::forward(vk::Commands& cmd, const MicroBatch& mb, std::optional<vk::View> received,
+vk::View Cell::forward(vk::Commands& cmd, const MicroBatch& mb, std::optional<vk::View> received,
                         bool recompute) {
   BRIGADE_EXPECT(mb.rows <= layout_.max_rows && mb.input < inputs_.size() && mb.set < sets_.size(),
                  "micro-batch " + std::to_string(mb.index) + " of " + std::to_string(mb.rows) +
@@ -140,7 +140,7 @@ vk::View Stage::forward(vk::Commands& cmd, const MicroBatch& mb, std::optional<v
   }
   if (forward_marks_) forward_marks_->push_back(cmd.timestamp());
   const vk::View out = y_view(n - 1, mb);
-  if (layout_.last_stage && mb.training) {
+  if (layout_.last_cell && mb.training) {
     const uint32_t tps = model_.targets_per_sample;
     ops::cross_entropy_forward(cmd, out, targets_view(mb), sets_[mb.set].loss_rows, recompute ? discard_ : loss_,
                                mb.rows * tps, model_.classes, mb.total_rows * tps);
@@ -148,14 +148,14 @@ vk::View Stage::forward(vk::Commands& cmd, const MicroBatch& mb, std::optional<v
   return out;
 }
 
-void Stage::count_correct(vk::Commands& cmd, const MicroBatch& mb) {
+void Cell::count_correct(vk::Commands& cmd, const MicroBatch& mb) {
   const uint32_t tps = model_.targets_per_sample;
   ops::cross_entropy_evaluate(cmd, y_view(uint32_t(layout_.output_bytes.size()) - 1, mb), targets_view(mb),
                               sets_[mb.set].loss_rows, loss_, correct_, mb.rows * tps,
                               model_.classes, mb.total_rows * tps);
 }
 
-std::optional<vk::View> Stage::backward(vk::Commands& cmd, const MicroBatch& mb,
+std::optional<vk::View> Cell::backward(vk::Commands& cmd, const MicroBatch& mb,
                                         std::optional<vk::View> received, bool split) {
   BRIGADE_EXPECT(!split || layout_.deferreds == 0 || mb.deferred < deferred_.size(),
                  "a split backward keeps its deferred gradients in a slot of the layout");
@@ -163,7 +163,7 @@ std::optional<vk::View> Stage::backward(vk::Commands& cmd, const MicroBatch& mb,
   vk::Buffer* dy = &grad_a_;
   vk::Buffer* dx = &grad_b_;
   const vk::View out = y_view(n - 1, mb);
-  if (layout_.last_stage) {
+  if (layout_.last_cell) {
     const uint32_t tps = model_.targets_per_sample;
     ops::cross_entropy_backward(cmd, out, targets_view(mb), sets_[mb.set].loss_rows,
                                 vk::View(*dy, 0, out.range), mb.rows * tps, model_.classes,
@@ -193,11 +193,11 @@ std::optional<vk::View> Stage::backward(vk::Commands& cmd, const MicroBatch& mb,
     }
   }
   if (backward_marks_) backward_marks_->push_back(cmd.timestamp());
-  if (layout_.first_stage) return std::nullopt;
+  if (layout_.first_cell) return std::nullopt;
   return vk::View(*dy, 0, x_view(0, mb).range);
 }
 
-void Stage::backward_params(vk::Commands& cmd, const MicroBatch& mb) {
+void Cell::backward_params(vk::Commands& cmd, const MicroBatch& mb) {
   for (uint32_t l = uint32_t(layout_.output_bytes.size()); l-- > 0;) {
     if (!splits(l)) continue;
     std::vector<vk::View> saved, deferred;
@@ -208,25 +208,25 @@ void Stage::backward_params(vk::Commands& cmd, const MicroBatch& mb) {
   }
 }
 
-bool Stage::wants_input_gradient(uint32_t l) const {
+bool Cell::wants_input_gradient(uint32_t l) const {
   if (model_.layers[layout_.first + l]->integer_input()) return false;
-  if (!layout_.first_stage) return true;
+  if (!layout_.first_cell) return true;
   for (uint32_t j = 0; j < l; ++j)
     if (!model_.layers[layout_.first + j]->is_view()) return true;
   return false;
 }
 
-void Stage::zero_gradients(vk::Commands& cmd) {
+void Cell::zero_gradients(vk::Commands& cmd) {
   for (auto& [name, g] : grads_) cmd.fill(g);
 }
 
-void Stage::zero_loss(vk::Commands& cmd) {
-  if (!layout_.last_stage) return;
+void Cell::zero_loss(vk::Commands& cmd) {
+  if (!layout_.last_cell) return;
   cmd.fill(loss_);
   cmd.fill(correct_);
 }
 
-void Stage::end_minibatch(vk::Commands& cmd) {
+void Cell::end_minibatch(vk::Commands& cmd) {
   for (uint32_t l = 0; l < param_views_.size(); ++l)
     model_.layers[layout_.first + l]->end_minibatch(cmd, param_views_[l]);
 }
