@@ -239,8 +239,6 @@ class GptBlock final : public ShapedLayer {
   void backward_params(const Pass& p, const Tensors& t) const override;
 
  private:
-  void backward_split(const Pass& p, const Tensors& t, vk::View dy,
-                      std::optional<vk::View> dx) const;
   uint32_t index_, T_, C_, NH_, n_layer_;
 };
 

@@ -27,7 +27,8 @@ enum Param : size_t {
 enum Saved : size_t {
   kLn1, kLn1Mean, kLn1Rstd, kQkv, kAttn, kLse, kX1, kLn2, kLn2Mean, kLn2Rstd, kFc, kGelu
 };
-// Deferred tensor indices (a split backward); per-token sizes in deferred().
+// Deferred tensor indices (a split backward): each the internal gradient that one parameter
+// group's kernel reads (record_param_grad); per-token sizes in deferred().
 enum Deferred : size_t { kDy, kDfc, kDln2, kDx1, kDqkv, kDln1, kDeferredCount };
 
 // Sub-views of the scratch view start 256 bytes apart at least (Vulkan's largest
@@ -87,6 +88,35 @@ void write_backward_data(vk::Commands& cmd, vk::View dy, vk::View weight, vk::Vi
 // out (rows x cols) = 0, as a product with an empty inner dimension (nothing is read).
 void zero(vk::Commands& cmd, vk::View out, uint32_t rows, uint32_t cols) {
   ops::matmul(cmd, out, out, out, ops::MatmulParams{.M = rows, .N = cols, .K = 0});
+}
+
+// Accumulates into t.grads the parameter gradients that `grad` (the internal gradient deferred()
+// names k) gives, over N tokens: one kernel per parameter group, on the same inputs whichever
+// half of a backward records it.
+void record_param_grad(vk::Commands& cmd, const Tensors& t, Deferred k, vk::View grad, uint32_t N,
+                       uint32_t C) {
+  const auto& g = t.grads;
+  const auto& s = t.saved;
+  switch (k) {
+    case kDy:
+      return ops::linear_backward_weight(cmd, grad, s[kGelu], g[kMlpProjW], g[kMlpProjB], N, 4 * C,
+                                         C);
+    case kDfc:
+      return ops::linear_backward_weight(cmd, grad, s[kLn2], g[kFcW], g[kFcB], N, C, 4 * C);
+    case kDln2:
+      return ops::layernorm_backward_weight(cmd, grad, s[kX1], s[kLn2Mean], s[kLn2Rstd], g[kLn2W],
+                                            g[kLn2B], N, C);
+    case kDx1:
+      return ops::linear_backward_weight(cmd, grad, s[kAttn], g[kProjW], g[kProjB], N, C, C);
+    case kDqkv:
+      return ops::linear_backward_weight(cmd, grad, s[kLn1], g[kAttnW], g[kAttnB], N, C, 3 * C);
+    case kDln1:
+      return ops::layernorm_backward_weight(cmd, grad, t.x, s[kLn1Mean], s[kLn1Rstd], g[kLn1W],
+                                            g[kLn1B], N, C);
+    case kDeferredCount:
+      break;
+  }
+  BRIGADE_EXPECT(false, "gpt_block has no such deferred gradient");
 }
 
 }  // namespace
@@ -164,55 +194,13 @@ void GptBlock::forward(const Pass& p, const Tensors& t) const {
   ops::residual_forward(cmd, s[kX1], scratch.narrow_a, t.y, N * C);
 }
 
+// One kernel sequence for both kinds of backward. A whole backward keeps the internal
+// gradients in the scratch and records each parameter kernel as soon as its gradient is ready;
+// a split backward (p.split) writes the gradients those kernels read into t.deferred instead
+// and leaves the kernels to backward_params, which records them in this order on the same values.
 void GptBlock::backward(const Pass& p, const Tensors& t, vk::View dy,
                         std::optional<vk::View> dx) const {
-  if (p.split) return backward_split(p, t, dy, dx);
-  const uint32_t N = p.rows * T_, C = C_;
-  const auto& w = t.params;
-  const auto& g = t.grads;
-  const auto& s = t.saved;
-  const Scratch scratch = carve(*t.scratch, p.rows, T_, C_, NH_);
-  vk::Commands& cmd = p.cmd;
-
-  // MLP branch: y = x1 + mlp.c_proj(gelu(mlp.c_fc(ln_2(x1)))).
-  const vk::View dgelu = scratch.wide_a, dfc = scratch.wide_b, dln2 = scratch.narrow_b;
-  ops::linear_backward_weight(cmd, dy, s[kGelu], g[kMlpProjW], g[kMlpProjB], N, 4 * C, C);
-  write_backward_data(cmd, dy, w[kMlpProjW], dgelu, N, 4 * C, C);
-  zero(cmd, dfc, N, 4 * C);
-  ops::gelu_backward(cmd, s[kFc], dgelu, dfc, N * 4 * C);
-  ops::linear_backward_weight(cmd, dfc, s[kLn2], g[kFcW], g[kFcB], N, C, 4 * C);
-  write_backward_data(cmd, dfc, w[kFcW], dln2, N, C, 4 * C);
-
-  // dx1 = dy (the residual) + the gradient through ln_2.
-  const vk::View dx1 = scratch.narrow_a;
-  cmd.copy(*dy.buffer, *dx1.buffer, uint64_t(N) * C * 4, dy.offset, dx1.offset);
-  ops::layernorm_backward_data(cmd, dln2, s[kX1], w[kLn2W], s[kLn2Mean], s[kLn2Rstd], dx1, N, C);
-  ops::layernorm_backward_weight(cmd, dln2, s[kX1], s[kLn2Mean], s[kLn2Rstd], g[kLn2W], g[kLn2B],
-                                 N, C);
-
-  // Attention branch: x1 = x + attn.c_proj(attention(attn.c_attn(ln_1(x)))). The residual
-  // adds dx1 to dx; its other copy lands in narrow_b, which dattn then overwrites.
-  const vk::View dattn = scratch.narrow_b, dqkv = scratch.wide_a, dln1 = scratch.narrow_b;
-  if (dx) ops::residual_backward(cmd, dx1, *dx, dattn, N * C);
-  ops::linear_backward_weight(cmd, dx1, s[kAttn], g[kProjW], g[kProjB], N, C, C);
-  write_backward_data(cmd, dx1, w[kProjW], dattn, N, C, C);
-  zero(cmd, dqkv, N, 3 * C);
-  ops::attention_backward(cmd, s[kQkv], s[kAttn], s[kLse], dattn, dqkv, scratch.attention, p.rows,
-                          T_, C, NH_);
-  // dqkv (in the scratch buffer) was written last by attention_backward: vk::Commands
-  // records a barrier before the first dispatch that reads it.
-  write_backward_data(cmd, dqkv, w[kAttnW], dln1, N, C, 3 * C);
-  ops::linear_backward_weight(cmd, dqkv, s[kLn1], g[kAttnW], g[kAttnB], N, C, 3 * C);
-  ops::layernorm_backward_weight(cmd, dln1, t.x, s[kLn1Mean], s[kLn1Rstd], g[kLn1W], g[kLn1B], N, C);
-  if (dx)
-    ops::layernorm_backward_data(cmd, dln1, t.x, w[kLn1W], s[kLn1Mean], s[kLn1Rstd], *dx, N, C);
-}
-
-// The first half of a split backward: backward's data kernels in its order on the same values,
-// with the six gradients the weight kernels need kept in t.deferred rather than the scratch.
-void GptBlock::backward_split(const Pass& p, const Tensors& t, vk::View dy,
-                              std::optional<vk::View> dx) const {
-  BRIGADE_EXPECT(t.deferred.size() == kDeferredCount,
+  BRIGADE_EXPECT(!p.split || t.deferred.size() == kDeferredCount,
                  "gpt_block split backward without its deferred tensors");
   const uint32_t N = p.rows * T_, C = C_;
   const auto& w = t.params;
@@ -220,46 +208,61 @@ void GptBlock::backward_split(const Pass& p, const Tensors& t, vk::View dy,
   const auto& d = t.deferred;
   const Scratch scratch = carve(*t.scratch, p.rows, T_, C_, NH_);
   vk::Commands& cmd = p.cmd;
+  // Where an internal gradient that a parameter kernel reads lives: in t.deferred for a split
+  // backward, since other passes reuse the scratch before backward_params runs.
+  const auto kept = [&](Deferred k, vk::View in_scratch) { return p.split ? d[k] : in_scratch; };
+  // The point where parameter kernel k can read `grad`: a whole backward records the kernel; a
+  // split backward keeps a copy of dy, the one such gradient that is not already in t.deferred.
+  const auto param_grad = [&](Deferred k, vk::View grad) {
+    if (!p.split)
+      record_param_grad(cmd, t, k, grad, N, C);
+    else if (k == kDy)
+      copy_floats(cmd, grad, d[kDy], uint64_t(N) * C);
+  };
 
+  // MLP branch: y = x1 + mlp.c_proj(gelu(mlp.c_fc(ln_2(x1)))).
   const vk::View dgelu = scratch.wide_a;
-  copy_floats(cmd, dy, d[kDy], uint64_t(N) * C);
+  const vk::View dfc = kept(kDfc, scratch.wide_b), dln2 = kept(kDln2, scratch.narrow_b);
+  param_grad(kDy, dy);
   write_backward_data(cmd, dy, w[kMlpProjW], dgelu, N, 4 * C, C);
-  zero(cmd, d[kDfc], N, 4 * C);
-  ops::gelu_backward(cmd, s[kFc], dgelu, d[kDfc], N * 4 * C);
-  write_backward_data(cmd, d[kDfc], w[kFcW], d[kDln2], N, C, 4 * C);
+  zero(cmd, dfc, N, 4 * C);
+  ops::gelu_backward(cmd, s[kFc], dgelu, dfc, N * 4 * C);
+  param_grad(kDfc, dfc);
+  write_backward_data(cmd, dfc, w[kFcW], dln2, N, C, 4 * C);
 
-  copy_floats(cmd, dy, d[kDx1], uint64_t(N) * C);
-  ops::layernorm_backward_data(cmd, d[kDln2], s[kX1], w[kLn2W], s[kLn2Mean], s[kLn2Rstd], d[kDx1],
-                               N, C);
+  // dx1 = dy (the residual) + the gradient through ln_2.
+  const vk::View dx1 = kept(kDx1, scratch.narrow_a);
+  copy_floats(cmd, dy, dx1, uint64_t(N) * C);
+  ops::layernorm_backward_data(cmd, dln2, s[kX1], w[kLn2W], s[kLn2Mean], s[kLn2Rstd], dx1, N, C);
+  param_grad(kDln2, dln2);
 
+  // Attention branch: x1 = x + attn.c_proj(attention(attn.c_attn(ln_1(x)))). The residual
+  // adds dx1 to dx; its other copy lands in narrow_b, which dattn then overwrites (a whole
+  // backward's dln_2 is read by then).
   const vk::View dattn = scratch.narrow_b;
-  if (dx) ops::residual_backward(cmd, d[kDx1], *dx, dattn, N * C);
-  write_backward_data(cmd, d[kDx1], w[kProjW], dattn, N, C, C);
-  zero(cmd, d[kDqkv], N, 3 * C);
-  ops::attention_backward(cmd, s[kQkv], s[kAttn], s[kLse], dattn, d[kDqkv], scratch.attention,
-                          p.rows, T_, C, NH_);
-  write_backward_data(cmd, d[kDqkv], w[kAttnW], d[kDln1], N, C, 3 * C);
+  const vk::View dqkv = kept(kDqkv, scratch.wide_a), dln1 = kept(kDln1, scratch.narrow_b);
+  if (dx) ops::residual_backward(cmd, dx1, *dx, dattn, N * C);
+  param_grad(kDx1, dx1);
+  write_backward_data(cmd, dx1, w[kProjW], dattn, N, C, C);
+  zero(cmd, dqkv, N, 3 * C);
+  ops::attention_backward(cmd, s[kQkv], s[kAttn], s[kLse], dattn, dqkv, scratch.attention, p.rows,
+                          T_, C, NH_);
+  // dqkv (in the scratch buffer for a whole backward) was written last by attention_backward:
+  // vk::Commands records a barrier before the first dispatch that reads it.
+  write_backward_data(cmd, dqkv, w[kAttnW], dln1, N, C, 3 * C);
+  param_grad(kDqkv, dqkv);
+  param_grad(kDln1, dln1);
   if (dx)
-    ops::layernorm_backward_data(cmd, d[kDln1], t.x, w[kLn1W], s[kLn1Mean], s[kLn1Rstd], *dx, N, C);
+    ops::layernorm_backward_data(cmd, dln1, t.x, w[kLn1W], s[kLn1Mean], s[kLn1Rstd], *dx, N, C);
 }
 
-// backward's weight kernels, in its order, on what backward_split kept.
+// The second half of a split backward: the parameter kernels a whole backward records, in its
+// order, on the gradients the first half kept.
 void GptBlock::backward_params(const Pass& p, const Tensors& t) const {
   BRIGADE_EXPECT(t.deferred.size() == kDeferredCount,
                  "gpt_block backward_params without its deferred tensors");
-  const uint32_t N = p.rows * T_, C = C_;
-  const auto& g = t.grads;
-  const auto& s = t.saved;
-  const auto& d = t.deferred;
-  vk::Commands& cmd = p.cmd;
-  ops::linear_backward_weight(cmd, d[kDy], s[kGelu], g[kMlpProjW], g[kMlpProjB], N, 4 * C, C);
-  ops::linear_backward_weight(cmd, d[kDfc], s[kLn2], g[kFcW], g[kFcB], N, C, 4 * C);
-  ops::layernorm_backward_weight(cmd, d[kDln2], s[kX1], s[kLn2Mean], s[kLn2Rstd], g[kLn2W],
-                                 g[kLn2B], N, C);
-  ops::linear_backward_weight(cmd, d[kDx1], s[kAttn], g[kProjW], g[kProjB], N, C, C);
-  ops::linear_backward_weight(cmd, d[kDqkv], s[kLn1], g[kAttnW], g[kAttnB], N, C, 3 * C);
-  ops::layernorm_backward_weight(cmd, d[kDln1], t.x, s[kLn1Mean], s[kLn1Rstd], g[kLn1W], g[kLn1B],
-                                 N, C);
+  for (size_t k = 0; k < kDeferredCount; ++k)
+    record_param_grad(p.cmd, t, Deferred(k), t.deferred[k], p.rows * T_, C_);
 }
 
 }  // namespace brigade::model
