@@ -100,7 +100,7 @@ ImageSet load_fashion_mnist(const std::string& dir, bool train) {
   const std::string images_path = prefix + "-images-idx3-ubyte.gz", labels_path = prefix + "-labels-idx1-ubyte.gz";
   std::ifstream probe(images_path);
   if (!probe)
-    throw UserError(images_path + ": not found; install Debian's dataset-fashion-mnist or pass --data DIR "
+    throw UserError(images_path + ": not found; install Debian's dataset-fashion-mnist or pass `data` DIR "
                     "holding the four *-idx*-ubyte.gz files");
   const IdxArray images = read_idx(images_path), labels = read_idx(labels_path);
   if (images.dims.size() != 3)

@@ -13,7 +13,7 @@ LinkKind parse_link(const std::string& text) {
   if (text == "fd") return LinkKind::Fd;
   if (text == "host") return LinkKind::Host;
   if (text == "staging") return LinkKind::Staging;
-  throw UserError("--link: '" + text + "' is not a path; expected auto, fd, host or staging");
+  throw UserError("`link`: '" + text + "' is not a path; expected auto, fd, host or staging");
 }
 
 const char* link_name(LinkKind kind) {
@@ -87,10 +87,10 @@ LinkChoice choose_link(vk::Device& a, vk::Device& b, LinkKind requested) {
   if (requested != LinkKind::Auto) {
     const std::string problem = link_problem(a, b, requested);
     if (!problem.empty())
-      throw UserError("--link " + std::string(link_name(requested)) + ": " + a.label() + " (" +
+      throw UserError("`link` " + std::string(link_name(requested)) + ": " + a.label() + " (" +
                       driver_of(a) + ") and " + b.label() + " (" + driver_of(b) +
-                      ") cannot take this path: " + problem + "; use --link auto");
-    return {requested, "forced by --link"};
+                      ") cannot take this path: " + problem + "; use `link` auto");
+    return {requested, "forced by `link`"};
   }
   std::string refused;
   for (LinkKind kind : {LinkKind::Fd, LinkKind::Host}) {

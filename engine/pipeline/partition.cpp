@@ -86,7 +86,7 @@ Partition balance_min_max(const std::vector<LayerCost>& layers, const std::vecto
     throw NoFit("the model (" + format_bytes(mem_prefix[L]) + " over " + std::to_string(L) +
                     " layers, largest layer " + format_bytes(largest) + ") does not fit " +
                     std::to_string(K) + " stages under their memory caps; add stages, raise "
-                    "--mem-limit, or use more micro-batches or --remat always");
+                    "`memory_cap`, or use more micro-batches or `remat` always");
   }
   std::vector<uint32_t> sizes(K);
   for (size_t k = K, i = L; k > 0; --k) {
@@ -101,12 +101,12 @@ Partition balance_manual(const std::vector<LayerCost>& layers, const std::vector
                          const std::vector<uint32_t>& sizes) {
   check_stages(layers, stages);
   if (sizes.size() != stages.size())
-    throw UserError("--balance: " + std::to_string(sizes.size()) + " cell sizes for " +
-                    std::to_string(stages.size()) + " stages; give one size per device in --devices");
+    throw UserError("`balance`: " + std::to_string(sizes.size()) + " cell sizes for " +
+                    std::to_string(stages.size()) + " stages; give one size per device in `devices`");
   uint64_t total = 0;
   for (uint32_t s : sizes) total += s;
   if (total != layers.size())
-    throw UserError("--balance: the cell sizes add up to " + std::to_string(total) +
+    throw UserError("`balance`: the cell sizes add up to " + std::to_string(total) +
                     " layers but the model has " + std::to_string(layers.size()));
   return evaluate(layers, stages, sizes, {});
 }
@@ -114,7 +114,7 @@ Partition balance_manual(const std::vector<LayerCost>& layers, const std::vector
 std::vector<uint32_t> parse_balance(const std::string& text) {
   const auto sizes = parse_uint_list(text);
   if (!sizes || std::count(sizes->begin(), sizes->end(), 0u))
-    throw UserError("--balance: '" + text + "' is not a list of positive layer counts such as 3,5,4");
+    throw UserError("`balance`: '" + text + "' is not a list of positive layer counts such as 3,5,4");
   return *sizes;
 }
 

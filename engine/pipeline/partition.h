@@ -55,7 +55,7 @@ struct NoFit : UserError {
 Partition balance_min_max(const std::vector<LayerCost>& layers, const std::vector<StageSpec>& stages,
                           const CellMemory& memory = {});
 
-// A partition given by hand (--balance 3,5,4), checked against the layer count.
+// A partition given by hand (3,5,4: layers per cell), checked against the layer count.
 Partition balance_manual(const std::vector<LayerCost>& layers, const std::vector<StageSpec>& stages,
                          const std::vector<uint32_t>& sizes);
 

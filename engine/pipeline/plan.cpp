@@ -13,9 +13,9 @@
 namespace brigade::pipeline {
 
 std::vector<uint32_t> split_rows(uint32_t rows, uint32_t micro_batches) {
-  if (micro_batches == 0) throw UserError("--micro-batches must be at least 1");
+  if (micro_batches == 0) throw UserError("`micro_batches` must be at least 1");
   if (micro_batches > rows)
-    throw UserError("--micro-batches " + std::to_string(micro_batches) + " is more than the " +
+    throw UserError("`micro_batches` " + std::to_string(micro_batches) + " is more than the " +
                     std::to_string(rows) + " samples of a mini-batch; expected at most " +
                     std::to_string(rows));
   std::vector<uint32_t> out(micro_batches, rows / micro_batches);
@@ -144,16 +144,16 @@ std::string over_cap(uint32_t k, const Bytes& b, const StageSpec& spec, uint32_t
   std::sort(order.begin(), order.end(), [&](int x, int y) { return b[x] > b[y]; });
   std::string what = "stage " + std::to_string(k) + (spec.device.empty() ? "" : " (" + spec.device + ")") +
                      " needs " + format_bytes(total(b)) + ", over its " + format_bytes(spec.memory_cap) +
-                     " --mem-limit: ";
+                     " `memory_cap`: ";
   for (size_t i = 0; i < order.size() && i < 3; ++i)
     what += std::string(i ? ", " : "") + vk::category_name(vk::Category(order[i])) + " " + format_bytes(b[order[i]]);
   // Without remat every micro-batch in flight keeps its activations, so more micro-batches
   // alone do not help; with it, they shrink the one set kept.
-  what += "; add stages (--devices), ";
-  if (remat != Remat::Never) what += "use more micro-batches (-m),";
-  else if (micro_batches == 1) what += "use --remat always with more micro-batches (-m),";
-  else what += "use --remat always or --schedule 1f1b,";
-  return what + " or a smaller --batch-size";
+  what += "; add stages (`devices`), ";
+  if (remat != Remat::Never) what += "use more micro-batches (`micro_batches`),";
+  else if (micro_batches == 1) what += "use `remat` always with more micro-batches (`micro_batches`),";
+  else what += "use `remat` always or `schedule` 1f1b,";
+  return what + " or a smaller mini-batch (`rows`)";
 }
 
 // Without caps, the stages on one physical device must fit its device-local memory together:
@@ -175,8 +175,8 @@ std::string over_device_memory(const Plan& p, const PlanOptions& o) {
       const bool one = u.stages.find(',') == std::string::npos;
       return std::string(one ? "stage " : "stages ") + u.stages + " on device " + std::to_string(index) +
              (one ? " needs " : " need ") + format_bytes(u.bytes) + ", over its " + format_bytes(u.heap) +
-             " of device-local memory; add devices or stages, use --remat always with more micro-batches (-m), "
-             "or a smaller --batch-size (or set each stage's cap yourself with --mem-limit)";
+             " of device-local memory; add devices or stages, use `remat` always with more micro-batches (`micro_batches`), "
+             "or a smaller mini-batch (`rows`) (or set each stage's cap yourself with `memory_cap`)";
     }
   return {};
 }
@@ -242,7 +242,7 @@ Plan plan(const model::Model& m, const PlanOptions& o) {
       std::vector<LayerCost> by_memory = costs;
       for (LayerCost& c : by_memory) c.time = double(c.memory);
       p.partition = balance_manual(costs, cells, balance_min_max(by_memory, uncapped, exact).sizes);
-      if (C > 1) no_cut = "no cut of " + m.name + " into " + std::to_string(C) + (V > 1 ? " cells" : " stages") + " fits under --mem-limit; the closest: ";
+      if (C > 1) no_cut = "no cut of " + m.name + " into " + std::to_string(C) + (V > 1 ? " cells" : " stages") + " fits under `memory_cap`; the closest: ";
     }
   }
   for (uint32_t c = 0; c < C; ++c) {

@@ -96,7 +96,7 @@ struct PlanOptions {
   uint32_t virtual_stages = 1;  // cells per stage (interleaved)
   uint32_t optimizer_states = 0;
   Objective objective = Objective::Cost;
-  std::vector<uint32_t> balance;   // --balance: layers per cell
+  std::vector<uint32_t> balance;   // by hand: layers per cell
   std::vector<StageSpec> stages;   // one per stage: relative speed and memory cap
 };
 

@@ -19,7 +19,7 @@ LayerProfile profile_model(vk::Device& device, const model::Model& m, uint32_t r
                            uint32_t reps, bool per_kernel) {
   const uint32_t L = uint32_t(m.layers.size());
   if (!device.info().timestamps)
-    throw UserError(device.label() + " has no GPU timestamps; use --partition cost");
+    throw UserError(device.label() + " has no GPU timestamps; use `partition` cost");
   // The whole model goes on the device for the measurement: a cap meant for one pipeline
   // cell does not apply, and the peaks it leaves are not a stage's.
   struct LiftCap {

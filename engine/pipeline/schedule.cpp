@@ -126,7 +126,7 @@ Order interleaved_order(uint32_t K, uint32_t V, uint32_t M) {
 
 std::string multiples(uint32_t K, uint32_t M) {
   const uint32_t below = M / K * K, above = below + K;
-  return below ? "-m " + std::to_string(below) + " or -m " + std::to_string(above) : "-m " + std::to_string(above);
+  return below ? "`micro_batches` " + std::to_string(below) + " or " + std::to_string(above) : "`micro_batches` " + std::to_string(above);
 }
 
 }  // namespace
@@ -136,7 +136,7 @@ Schedule build(const ScheduleOptions& o) {
     throw UserError("a pipeline needs at least one stage and one micro-batch");
   const uint32_t K = o.stages, M = o.micro_batches, V = o.virtual_stages;
   if (o.kind != ScheduleKind::Interleaved && V != 1)
-    throw UserError("--virtual-stages " + std::to_string(V) + " needs --schedule interleaved; the " +
+    throw UserError("`virtual_stages` " + std::to_string(V) + " needs `schedule` interleaved; the " +
                     schedule_kind_name(o.kind) + " schedule runs one cell per stage");
   switch (o.kind) {
     case ScheduleKind::GPipe: return assemble(o, false, fill_drain(K, M));
@@ -144,9 +144,9 @@ Schedule build(const ScheduleOptions& o) {
     case ScheduleKind::ZeroBubble: return assemble(o, true, zero_bubble_order(K, M));
     case ScheduleKind::Interleaved:
       if (V < 2)
-        throw UserError("--schedule interleaved needs --virtual-stages 2 or more (with one cell per stage it is 1f1b)");
+        throw UserError("`schedule` interleaved needs `virtual_stages` 2 or more (with one cell per stage it is 1f1b)");
       if (M % K)
-        throw UserError("--schedule interleaved runs micro-batches in groups of the " + std::to_string(K) +
+        throw UserError("`schedule` interleaved runs micro-batches in groups of the " + std::to_string(K) +
                         " stages, and " + std::to_string(M) + " is not a multiple of " + std::to_string(K) +
                         ": use " + multiples(K, M));
       return assemble(o, false, interleaved_order(K, V, M));
@@ -207,7 +207,7 @@ Remat parse_remat(const std::string& text) {
   if (text == "never") return Remat::Never;
   if (text == "always") return Remat::Always;
   if (text == "except-last") return Remat::ExceptLast;
-  throw UserError("--remat: '" + text + "' is not a mode; expected never, always or except-last");
+  throw UserError("`remat`: '" + text + "' is not a mode; expected never, always or except-last");
 }
 
 const char* remat_name(Remat r) {
@@ -225,8 +225,8 @@ ScheduleKind parse_schedule_kind(const std::string& text) {
   if (text == "interleaved") return ScheduleKind::Interleaved;
   if (text == "zb") return ScheduleKind::ZeroBubble;
   if (text == "constant" || text == "cosine")
-    throw UserError("--schedule names the pipeline schedule (gpipe, 1f1b, interleaved or zb); the learning rate's is --lr-schedule " + text);
-  throw UserError("--schedule: '" + text + "' is not a schedule; expected gpipe, 1f1b, interleaved or zb");
+    throw UserError("`schedule` names the pipeline schedule (gpipe, 1f1b, interleaved or zb); the learning rate's is `lr_schedule` " + text);
+  throw UserError("`schedule`: '" + text + "' is not a schedule; expected gpipe, 1f1b, interleaved or zb");
 }
 
 const char* schedule_kind_name(ScheduleKind k) {

@@ -2,6 +2,10 @@
 //   UserError      - bad input or a limit the user can change: one clear line, no file:line.
 //   InternalError  - a broken invariant in the calling code: file:line and what broke.
 // Vulkan's own failures (a driver call's result) are vk::VulkanError, in vk/check.h.
+// A message names one of the engine's settings by its own name in backquotes ("use more
+// micro-batches (`micro_batches`)", "over `memory_cap`"): the settings of PlanOptions,
+// ExecutorOptions and the like. A front end writes each as whatever sets it (the command
+// line: its flag); elsewhere the name stands.
 #pragma once
 
 #include <stdexcept>

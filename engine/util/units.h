@@ -9,7 +9,7 @@
 
 namespace brigade {
 
-// Parses one size; throws UserError naming `what` (e.g. "--mem-limit") on bad input.
+// Parses one size; throws UserError naming `what` (e.g. "the memory cap") on bad input.
 uint64_t parse_size(std::string_view text, std::string_view what);
 
 // Parses "SIZE" or "SIZE,SIZE,..." (one per device).

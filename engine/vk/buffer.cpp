@@ -26,7 +26,7 @@ Buffer::Buffer(Device& device, uint64_t bytes, Category category, std::string na
   if (const VkResult r = vk.vkCreateBuffer(device.handle(), &info, nullptr, &buffer_); r != VK_SUCCESS) {
     if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY)
       throw OutOfMemory(device.label() + ": the driver refused a buffer of " + format_bytes(bytes) + " for " +
-                        category_name(category) + " (" + name_ + "); set --mem-limit below this device's "
+                        category_name(category) + " (" + name_ + "); set `memory_cap` below this device's "
                         "memory so the planner cuts for it, or add stages");
     fail(r, "vkCreateBuffer", __FILE__, __LINE__);
   }

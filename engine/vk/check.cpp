@@ -45,7 +45,7 @@ std::string failure_text(VkResult r, const char* call, const char* file, int lin
                      result_name(r);
   if (r == VK_ERROR_DEVICE_LOST) what += " (the GPU driver reset or removed the device)";
   if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY)
-    what += " (the driver ran out of device memory; try --mem-limit below the card's size)";
+    what += " (the driver ran out of device memory; try `memory_cap` below the card's size)";
   return what;
 }
 

@@ -32,7 +32,7 @@ uint64_t injected_loss(const std::string& label) {
 Device::Device(Instance& instance, uint32_t index, DeviceOptions options) : instance_(instance) {
   const auto& physical = instance.physical_devices();
   if (index >= physical.size())
-    throw UserError("--devices: index " + std::to_string(index) + " does not exist; this machine has " +
+    throw UserError("`devices`: index " + std::to_string(index) + " does not exist; this machine has " +
                     std::to_string(physical.size()) + " Vulkan device(s) (see `brigade devices`)");
   info_ = describe(physical[index], index);
   label_ = "device " + std::to_string(index) + " (" +

@@ -95,9 +95,9 @@ bool can_share_host(const Device& a, const Device& b) {
 SharedBuffer share_fd(Device& exporter, Device& importer, uint64_t bytes, Category category,
                       const std::string& name) {
   if (!can_share_fd(exporter, importer))
-    throw UserError("--link fd: " + exporter.label() + " and " + importer.label() +
+    throw UserError("`link` fd: " + exporter.label() + " and " + importer.label() +
                     " cannot share opaque-fd memory (it needs one driver on one device, same "
-                    "deviceUUID and driverUUID); use --link host or staging");
+                    "deviceUUID and driverUUID); use `link` host or staging");
   SharedBuffer out;
   VkBuffer src = create_external_buffer(exporter, bytes, kFd);
   VkMemoryRequirements req;
@@ -134,8 +134,8 @@ SharedBuffer share_fd(Device& exporter, Device& importer, uint64_t bytes, Catego
 SharedBuffer share_host(Device& a, Device& b, uint64_t bytes, Category category,
                         const std::string& name) {
   if (!can_share_host(a, b))
-    throw UserError("--link host: " + a.label() + " or " + b.label() +
-                    " lacks VK_EXT_external_memory_host; use --link staging");
+    throw UserError("`link` host: " + a.label() + " or " + b.label() +
+                    " lacks VK_EXT_external_memory_host; use `link` staging");
   const uint64_t align = std::max<uint64_t>({a.info().min_imported_host_pointer_alignment,
                                              b.info().min_imported_host_pointer_alignment,
                                              uint64_t(sysconf(_SC_PAGESIZE))});

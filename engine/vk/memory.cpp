@@ -97,16 +97,16 @@ bool Allocator::take(Block& b, VkDeviceSize size, VkDeviceSize align, VkDeviceSi
 void Allocator::driver_out_of_memory(uint64_t bytes, Category category, const std::string& what) {
   throw OutOfMemory(label_ + ": the driver is out of memory allocating " + format_bytes(bytes) +
                     " for " + category_name(category) + " (" + what + "); " +
-                    format_bytes(stats_.total_current) + " in use by Brigade on this device; set --mem-limit "
+                    format_bytes(stats_.total_current) + " in use by Brigade on this device; set `memory_cap` "
                     "below the memory this device has free, so the planner cuts for it, or add stages");
 }
 
 void Allocator::check_cap_locked(Category category, uint64_t bytes, const std::string& what) const {
   if (stats_.cap && stats_.total_current + bytes > stats_.cap)
-    throw OutOfMemory(label_ + ": out of memory under --mem-limit: " + category_name(category) +
+    throw OutOfMemory(label_ + ": out of memory under `memory_cap`: " + category_name(category) +
                       " (" + what + ") needs " + format_bytes(bytes) + ", " +
                       format_bytes(stats_.total_current) + " already in use of the " +
-                      format_bytes(stats_.cap) + " cap; add stages, use more micro-batches with --remat "
+                      format_bytes(stats_.cap) + " cap; add stages, use more micro-batches with `remat` "
                       "always, or raise the cap");
 }
 

@@ -1,5 +1,5 @@
 // Per-device memory: sub-allocates buffers from large VkDeviceMemory blocks, accounts
-// current and peak bytes per category, and enforces an optional cap (--mem-limit), which is
+// current and peak bytes per category, and enforces an optional cap, which is
 // how small GPUs are simulated.
 #pragma once
 

@@ -298,3 +298,39 @@ TEST_CASE_FIXTURE(test::Gpu, "evaluation pipelined equals one device: loss, corr
     }
   }
 }
+
+namespace {
+
+// Every stage in this process, but transfers of at most `most` boundaries told apart (as the
+// tags between processes limit them).
+class NarrowTopology final : public pipeline::Topology {
+ public:
+  NarrowTopology(uint32_t stages, uint32_t most) : inner_(stages), most_(most) {}
+  uint32_t stages() const override { return inner_.stages(); }
+  bool local(uint32_t k) const override { return inner_.local(k); }
+  uint32_t replicas() const override { return 1; }
+  uint32_t replica() const override { return 0; }
+  pipeline::Group& pipeline(uint32_t k) override { return inner_.pipeline(k); }
+  pipeline::Group& processes() override { return inner_.processes(); }
+  pipeline::Group& replica_group() override { return inner_.replica_group(); }
+  uint32_t max_boundaries(uint32_t) const override { return most_; }
+  std::unique_ptr<pipeline::Link> remote_link(const pipeline::RemoteEnd& end) override { return inner_.remote_link(end); }
+
+ private:
+  pipeline::OneProcess inner_;
+  uint32_t most_;
+};
+
+}  // namespace
+
+TEST_CASE_FIXTURE(test::Gpu, "a pipeline with more boundaries than its topology tells apart is refused before it allocates") {
+  const model::Model m = model::build("fashion-mlp");
+  const Config c{2, 4, Remat::Never, LinkKind::Auto, pipeline::ScheduleKind::Interleaved, 2};  // 4 cells, 3 boundaries
+  const pipeline::Plan plan = make_plan(m, c, 8, 0);
+  CHECK_THROWS_WITH_AS(pipeline::Executor(m, devices(*this, 2), plan, {LinkKind::Auto, 2}, std::make_unique<NarrowTopology>(2, 2)),
+                       "4 cells have 3 boundaries between them; the processes can tell the transfers of at most 2 apart: "
+                       "use fewer virtual stages",
+                       UserError);
+  pipeline::Executor ex(m, devices(*this, 2), plan, {LinkKind::Auto, 2}, std::make_unique<NarrowTopology>(2, 3));
+  CHECK(ex.cells() == 4);
+}

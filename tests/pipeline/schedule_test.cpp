@@ -98,7 +98,7 @@ TEST_CASE("re-materialization recomputes before each backward, except the last m
 
 TEST_CASE("remat modes parse and bad ones are refused") {
   CHECK(parse_remat("except-last") == Remat::ExceptLast);
-  CHECK_THROWS_WITH_AS(parse_remat("sometimes"), doctest::Contains("--remat: 'sometimes' is not a mode"), UserError);
+  CHECK_THROWS_WITH_AS(parse_remat("sometimes"), doctest::Contains("`remat`: 'sometimes' is not a mode"), UserError);
   CHECK_THROWS_AS(gpipe(0, 4, Remat::Never), UserError);
 }
 
@@ -293,8 +293,8 @@ TEST_CASE("schedules and combinations a schedule cannot run are refused in one l
   CHECK(parse_schedule_kind("1f1b") == ScheduleKind::OneFOneB);
   CHECK_THROWS_WITH_AS(parse_schedule_kind("pipedream"), doctest::Contains("expected gpipe, 1f1b, interleaved or zb"), UserError);
   CHECK_THROWS_WITH_AS(build({ScheduleKind::Interleaved, 3, 4, 2, Remat::Never}),
-                       "--schedule interleaved runs micro-batches in groups of the 3 stages, and 4 is not a multiple of 3: use -m 3 or -m 6",
+                       "`schedule` interleaved runs micro-batches in groups of the 3 stages, and 4 is not a multiple of 3: use `micro_batches` 3 or 6",
                        UserError);
-  CHECK_THROWS_WITH_AS(build({ScheduleKind::Interleaved, 2, 4, 1, Remat::Never}), doctest::Contains("needs --virtual-stages 2 or more"), UserError);
-  CHECK_THROWS_WITH_AS(build({ScheduleKind::ZeroBubble, 2, 4, 2, Remat::Never}), doctest::Contains("--virtual-stages 2 needs --schedule interleaved"), UserError);
+  CHECK_THROWS_WITH_AS(build({ScheduleKind::Interleaved, 2, 4, 1, Remat::Never}), doctest::Contains("needs `virtual_stages` 2 or more"), UserError);
+  CHECK_THROWS_WITH_AS(build({ScheduleKind::ZeroBubble, 2, 4, 2, Remat::Never}), doctest::Contains("`virtual_stages` 2 needs `schedule` interleaved"), UserError);
 }

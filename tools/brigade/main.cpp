@@ -6,6 +6,7 @@
 #include <string>
 
 #include "commands.h"
+#include "engine_words.h"
 #include "ranks.h"
 #include "vk/check.h"
 #include "vk/instance.h"
@@ -19,7 +20,8 @@ namespace {
 int run(CLI::App& app, int argc, char** argv) {
   brigade::mpi::World& world = brigade::cli::world();
   auto fail = [&](int code, const char* kind, const std::string& what) {
-    std::fprintf(stderr, "brigade: %s%s%s\n", (world.multi() ? world.who() + ": " : "").c_str(), kind, what.c_str());
+    std::fprintf(stderr, "brigade: %s%s%s\n", (world.multi() ? world.who() + ": " : "").c_str(), kind,
+                 brigade::cli::in_flags(what).c_str());
     std::fflush(stderr);
     world.abort(code);
     return code;
@@ -39,7 +41,7 @@ int run(CLI::App& app, int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);  // every rank parsed the same arguments
   } catch (const brigade::cli::EveryRankError& e) {
-    if (world.rank() == 0) std::fprintf(stderr, "brigade: error: %s\n", e.what());
+    if (world.rank() == 0) std::fprintf(stderr, "brigade: error: %s\n", brigade::cli::in_flags(e.what()).c_str());
     return 2;  // every rank saw it
   } catch (const brigade::cli::Interrupted& e) {
     if (world.rank() == 0) std::fprintf(stderr, "brigade: %s\n", e.what());

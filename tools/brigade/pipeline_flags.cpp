@@ -3,6 +3,7 @@
 #include <map>
 
 #include "pipeline/profile.h"
+#include "engine_words.h"
 #include "ranks.h"
 #include "util/units.h"
 #include "util/error.h"
@@ -144,7 +145,7 @@ std::string link_lines(const std::vector<pipeline::LinkChoice>& links, const Dev
     s += "link " + std::to_string(b) + "->" + std::to_string(b + 1) + " (" +
          (cells ? "stage " + std::to_string(b % K) + " -> stage " + std::to_string((b + 1) % K) + ", " : "") +
          (x.rank.empty() ? x.driver + " -> " + y.driver : x.rank + " -> " + y.rank) + "): " +
-         pipeline::link_name(links[b].kind) + ", " + links[b].why + "\n";
+         pipeline::link_name(links[b].kind) + ", " + in_flags(links[b].why) + "\n";
   }
   return s;
 }

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "commands.h"
+#include "engine_words.h"
 #include "pipeline_flags.h"
 #include "table.h"
 #include "util/units.h"
@@ -76,7 +77,7 @@ int run_plan(const PlanArgs& a) {
   std::printf("bubble of %s: %.3f with equal cells, %.3f on the planned cell times (imbalance included)\n",
               a.pipeline.schedule.c_str(), p.even_bubble, p.bubble);
   if (!p.problem.empty()) {
-    std::fprintf(stderr, "brigade: %s\n", p.problem.c_str());
+    std::fprintf(stderr, "brigade: %s\n", in_flags(p.problem).c_str());
     return 1;
   }
   return 0;

@@ -122,7 +122,7 @@ TEST_CASE_FIXTURE(test::Gpu, "an allocation past --mem-limit fails naming device
     CHECK(what.find("needs 512.0 KiB") != std::string::npos);
     CHECK(what.find("768.0 KiB already in use") != std::string::npos);
     CHECK(what.find("1.0 MiB cap") != std::string::npos);
-    CHECK(what.find("add stages, use more micro-batches with --remat always, or raise the cap") != std::string::npos);
+    CHECK(what.find("add stages, use more micro-batches with `remat` always, or raise the cap") != std::string::npos);
   }
   // Nothing leaked by the failed allocation; what fits still fits.
   CHECK(dev.memory().stats().total_current == 768u << 10);

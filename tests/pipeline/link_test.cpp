@@ -43,5 +43,5 @@ TEST_CASE_FIXTURE(test::Gpu, "every link path carries each slot's micro-batch to
 
 TEST_CASE("link paths parse and bad ones are refused") {
   CHECK(parse_link("host") == LinkKind::Host);
-  CHECK_THROWS_WITH_AS(parse_link("nvlink"), doctest::Contains("--link: 'nvlink' is not a path"), UserError);
+  CHECK_THROWS_WITH_AS(parse_link("nvlink"), doctest::Contains("`link`: 'nvlink' is not a path"), UserError);
 }
