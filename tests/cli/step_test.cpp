@@ -97,7 +97,7 @@ TEST_CASE("brigade step under each schedule gives one stage's gradients, and pla
   r = brigade_run("plan --model fashion-mlp --devices 0,0,0 -m 4 -b 12 --schedule interleaved --virtual-stages 2");
   CHECK(r.status == 2);
   CHECK(r.output == "brigade: error: --schedule interleaved runs micro-batches in groups of the 3 stages, and 4 is "
-                    "not a multiple of 3: use -m 3 or -m 6\n");
+                    "not a multiple of 3: use --micro-batches 3 or 6\n");
   r = brigade_run("plan --model fashion-mlp --devices 0,0 -m 4 -b 12 --schedule interleaved --virtual-stages 4");
   CHECK(r.status == 2);
   CHECK(r.output == "brigade: error: 8 cells (2 stages x 4 virtual stages) for a model of 6 layers; use at most 6 cells\n");
