@@ -16,6 +16,7 @@ packages=(
   vulkan-validationlayers vulkan-tools mesa-vulkan-drivers
   doctest-dev libcli11-dev libtomlplusplus-dev nlohmann-json3-dev zlib1g-dev
   openmpi-bin libopenmpi-dev  # ranks: mpirun -np N brigade ...
+  iproute2 util-linux  # tools/hosts.sh: two hosts as network namespaces (ip, unshare, nsenter)
   clang libclang-rt-14-dev  # tools/fuzz.sh: libFuzzer and the sanitizers
   dataset-fashion-mnist jargon-text
 )
