@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <cstdio>
 #include <cstdlib>
 
@@ -43,6 +45,7 @@ World::World(int* argc, char*** argv) {
   if (provided < MPI_THREAD_MULTIPLE)
     throw UserError("this MPI library does not support MPI_THREAD_MULTIPLE, which brigade's ranks need "
                     "(OpenMPI 4 built with thread support does)");
+  MPI_Comm_dup(MPI_COMM_WORLD, &errors_);
   MPI_Comm links;
   MPI_Comm_dup(MPI_COMM_WORLD, &links);
   courier_ = std::make_unique<Courier>(links, [this](const std::string& what) {
@@ -63,6 +66,24 @@ std::string World::who() const {
 
 void World::abort(int code) {
   if (initialized_) MPI_Abort(MPI_COMM_WORLD, code);
+}
+
+bool World::alike(const std::string& message, double seconds) {
+  if (!initialized_) return true;
+  uint64_t hash = 14695981039346656037ull;  // FNV-1a of the message
+  for (const char c : message) hash = (hash ^ uint8_t(c)) * 1099511628211ull;
+  std::vector<uint64_t> all(size_);
+  MPI_Request request;
+  MPI_Iallgather(&hash, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, errors_, &request);
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  for (int done = 0;;) {
+    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (done) break;
+    // A rank that never calls: the request stays pending, and the caller aborts the job.
+    if (std::chrono::steady_clock::now() > end) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return std::all_of(all.begin(), all.end(), [&](uint64_t h) { return h == hash; });
 }
 
 std::string World::broadcast(std::string bytes, uint32_t root) {

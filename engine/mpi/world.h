@@ -5,6 +5,8 @@
 // between ranks, gathering a checkpoint); the training step's sums are Groups (group.h).
 #pragma once
 
+#include <mpi.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -37,6 +39,11 @@ class World {
 
   // Stops every rank now, with this exit code (MPI_Abort); returns in a world of one.
   void abort(int code);
+  // Called by a rank that fails with `message`: whether every rank fails alike, that is calls
+  // this with the same message within `seconds` (a flag, a file or a layout every rank
+  // refuses). Then the run can end everywhere with one line and no abort; else (a failure
+  // on some ranks only, or different ones) the caller aborts. Always true in a world of one.
+  bool alike(const std::string& message, double seconds = 3);
 
   // Root's bytes, on every rank (in pieces of at most chunk_bytes(), mpi/chunks.h).
   std::string broadcast(std::string bytes, uint32_t root = 0);
@@ -52,6 +59,7 @@ class World {
   uint32_t rank_ = 0, size_ = 1, local_rank_ = 0;
   std::string host_, role_;
   bool initialized_ = false;
+  MPI_Comm errors_ = MPI_COMM_NULL;  // alike()'s own communicator: no other call pairs with it
   std::unique_ptr<Courier> courier_;
 };
 

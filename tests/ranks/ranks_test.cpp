@@ -193,6 +193,43 @@ TEST_CASE("ranks started with different flags, and commands that do not run acro
   fs::remove_all(d);
 }
 
+TEST_CASE("a refusal every rank meets alike is said once with no abort, and a failure on one rank only aborts naming it") {
+  const fs::path d = scratch_dir("ranks-once");
+  REQUIRE(brigade_run("init --model fashion-mlp --seed 3 --out " + (d / "p.safetensors").string()).status == 0);
+  test::write_image_batch(d / "b.safetensors", 12);
+  auto times = [](const std::string& text, const std::string& part) {
+    size_t n = 0;
+    for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+    return n;
+  };
+  // A flag every rank refuses, and a file no rank has.
+  Result r = ranks_run(3, step_args(d, "fashion-mlp", "g.safetensors") + " --replicas 2");
+  INFO(r.output);
+  CHECK(r.status == 2);
+  CHECK(times(r.output, "brigade: error: --replicas 2 does not divide the 3 ranks into pipelines of equal length\n") == 1);
+  CHECK(times(r.output, "does not divide") == 1);
+  CHECK(r.output.find("MPI_ABORT") == std::string::npos);
+  r = ranks_run(2, "step --model fashion-mlp --params " + (d / "p.safetensors").string() + " --batch " +
+                       (d / "missing.safetensors").string() + " --out " + (d / "g.safetensors").string());
+  CHECK(r.status == 2);
+  CHECK(times(r.output, "missing.safetensors: cannot open") == 1);
+  CHECK(r.output.find("MPI_ABORT") == std::string::npos);
+  // mpirun -q leaves the one line alone.
+  r = test::command_run("mpirun -q " + mpirun(2).substr(7) + BRIGADE_EXE + " " + step_args(d, "fashion-mlp", "g.safetensors") +
+                        " --replicas 3");
+  CHECK(r.status == 2);
+  CHECK(r.output == "brigade: error: --replicas 3 does not divide the 2 ranks into pipelines of equal length\n");
+  // A device lost on stage 1's rank only: that rank names itself and stops the job.
+  r = test::command_run(mpirun(2) + "-x BRIGADE_FAULT='device-lost:stage 1:2' " + BRIGADE_EXE + " " +
+                        step_args(d, "fashion-mlp", "g.safetensors") + " -m 4");
+  CHECK(r.status != 0);
+  CHECK(r.output.find("brigade: rank 1 of 2 (") != std::string::npos);
+  CHECK(r.output.find("stage 1): Vulkan failure: ") != std::string::npos);
+  CHECK(r.output.find("MPI_ABORT") != std::string::npos);
+  CHECK_FALSE(fs::exists(d / "g.safetensors"));
+  fs::remove_all(d);
+}
+
 TEST_CASE("kill -9 of one rank stops every rank within seconds, and the last checkpoint resumes") {
   const fs::path d = scratch_dir("ranks-kill");
   test::write_tiny_fashion(d / "data", 480, 24);

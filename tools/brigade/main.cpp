@@ -47,6 +47,11 @@ int run(CLI::App& app, int argc, char** argv) {
     if (world.rank() == 0) std::fprintf(stderr, "brigade: %s\n", e.what());
     return 128 + e.signal;  // every rank stopped at the same step
   } catch (const brigade::UserError& e) {
+    // A refusal every rank meets alike (a flag, a missing file) is said once, by rank 0.
+    if (world.multi() && world.alike(e.what())) {
+      if (world.rank() == 0) std::fprintf(stderr, "brigade: error: %s\n", brigade::cli::in_flags(e.what()).c_str());
+      return 2;
+    }
     return fail(2, "error: ", e.what());
   } catch (const std::filesystem::filesystem_error& e) {  // --out in a place that cannot be written
     return fail(2, "error: ", std::string(e.path1()) + ": " + e.code().message());
