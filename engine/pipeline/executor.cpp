@@ -285,6 +285,8 @@ StepResult Executor::train(const Batch& batch, const Update& update) {
   result.trace.schedule = schedule_kind_name(schedule_.kind);
   result.trace.predicted_bubble = plan_.even_bubble;
   for (auto& e : state_->events) result.trace.actions.insert(result.trace.actions.end(), e.begin(), e.end());
+  result.busy_ms = result.trace.summary().busy_ms;  // this process's stages; the others' are 0
+  topology_->processes().sum(result.busy_ms);
   for (uint32_t b = 0; b + 1 < C; ++b) {
     if (!act_links_[b]) continue;
     const uint32_t from = b % K, to = (b + 1) % K;

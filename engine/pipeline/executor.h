@@ -59,7 +59,9 @@ struct Update {
 struct StepResult {
   double loss = 0;
   double grad_norm = 0;  // global L2 norm of the gradients, before clipping
-  Trace trace;
+  // Per stage of this pipeline, wherever it runs: its actions' GPU time, the Step's left out.
+  std::vector<double> busy_ms;
+  Trace trace;  // this process's stages
 };
 
 // A training step whose loss or gradients are not finite (NaN or infinite): the message

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <regex>
 #include <string>
 #include <thread>
 
@@ -120,6 +121,10 @@ TEST_CASE("three AdamW steps with clipping: 2 and 4 ranks, and 2 replicas x 2 st
       r = ranks_run(l.ranks, train_args(d, model, run) + " " + l.flags);
       REQUIRE_MESSAGE(r.status == 0, r.output);
       CHECK(r.output.find(std::to_string(l.ranks) + " ranks") != std::string::npos);
+      // The progress shows every stage's busy share, each rank's gathered on rank 0.
+      const uint32_t stages = l.flags.find("--replicas 2") == std::string::npos ? l.ranks : l.ranks / 2;
+      std::string busy = "busy( [0-9]+%){" + std::to_string(stages) + "}\n";
+      CHECK_MESSAGE(std::regex_search(r.output, std::regex(busy)), "no line ending in ", busy);
       // One metrics file and one progress: the losses and norms of one process.
       const auto got = test::records(d / run, "train");
       REQUIRE(got.size() == 3);

@@ -336,10 +336,8 @@ void run_train(TrainArgs& a) {
     }
     const double seconds = (pipeline::now_us() - t0) / 1e6;
     ++step;
-    const pipeline::TraceSummary ts = r.trace.summary();
-    std::vector<double> busy;
-    for (double b : ts.busy_ms) busy.push_back(ts.span_ms > 0 ? b / (seconds * 1e3) : 0);
-    if (world().multi()) busy.clear();  // rank 0 times only its own stage
+    std::vector<double> busy;  // every stage's, from every rank
+    for (double b : r.busy_ms) busy.push_back(seconds > 0 ? b / (seconds * 1e3) : 0);
     nlohmann::json j{{"kind", "train"}, {"step", step}, {"epoch", double(step) / double(per_epoch)},
                      {"loss", r.loss}, {"lr", lr}, {std::string(data->unit()) + "_per_s", double(per_step) / seconds},
                      {"elapsed_s", progress.elapsed()}};
