@@ -8,17 +8,19 @@
 # balanced on measured layer times (--partition profile). From the last round's run (its
 # trace of the last step, every rank's merged): the bytes the boundary moved in the step, and
 # the MPI sends' time in flight (from MPI_Isend to its completion, summed; it overlaps compute)
-# as a share of the step.
+# as a share of the step. --schedules runs the two stages under each schedule named (interleaved
+# with two cells per rank); the ideal is then K(1 - bubble) with that schedule's bubble.
 #   tools/bench-ranks.sh [--models "fashion-cnn gpt-mini"] [--micro-batches "1 2 4 8 16"]
-#                        [--rounds 3] [--repeat 6]
+#                        [--schedules "gpipe 1f1b zb interleaved"] [--rounds 3] [--repeat 6]
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 exe=$root/build/brigade
-models="fashion-cnn gpt-mini" micro="1 2 4 8 16" rounds=3 repeat=6
+models="fashion-cnn gpt-mini" micro="1 2 4 8 16" schedules=gpipe rounds=3 repeat=6
 while [ $# -gt 0 ]; do
   case $1 in
     --models) models=$2; shift 2 ;;
     --micro-batches) micro=$2; shift 2 ;;
+    --schedules) schedules=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
     --repeat) repeat=$2; shift 2 ;;
     *) echo "bench-ranks: unknown flag $1" >&2; exit 2 ;;
@@ -69,17 +71,31 @@ step_ms() {
 
 median() { tr ' ' '\n' | grep . | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 
-printf "%-12s %-11s %4s %11s %11s %9s %15s %7s %10s %10s\n" model config M "1 rank ms" "ranks ms" speed-up "range" ideal moved "in flight"
+printf "%-12s %-22s %4s %11s %11s %9s %15s %7s %10s %10s\n" model config M "1 rank ms" "ranks ms" speed-up "range" ideal moved "in flight"
 for model in $models; do
   "$exe" init --model "$model" --seed 1 --out "$work/$model.p" >/dev/null
   batch "$work/$model.b" "$model"
   configs=()
-  for M in $micro; do configs+=("K=2:$M"); done
-  configs+=("R=2:1")
+  for s in $schedules; do
+    for M in $micro; do configs+=("K=2:$M:$s"); done
+  done
+  configs+=("R=2:1:-")
   for c in "${configs[@]}"; do
-    kind=${c%%:*} M=${c##*:}
-    if [ "$kind" = K=2 ]; then flags=(-m "$M" --partition profile); ideal=$(awk -v M="$M" 'BEGIN {printf "%.2f", 2 * M / (M + 1)}')
-    else flags=(-m 1 --replicas 2); ideal=2.00; fi
+    kind=${c%%:*} rest=${c#*:}
+    M=${rest%%:*} sched=${rest#*:}
+    if [ "$kind" = K=2 ]; then
+      flags=(-m "$M" --partition profile --schedule "$sched")
+      # The schedule's bubble with equal cells, K = 2 (DESIGN.md): V = 2 cells per rank interleaved.
+      case $sched in
+        zb) bubble="1 / (3 * M + 1)" ;;
+        interleaved) bubble="1 / (2 * M + 1)"; flags+=(--virtual-stages 2) ;;
+        *) bubble="1 / (M + 1)" ;;
+      esac
+      ideal=$(awk -v M="$M" "BEGIN {printf \"%.2f\", 2 * (1 - $bubble)}")
+      config="2 stages, $sched"
+    else
+      flags=(-m 1 --replicas 2); ideal=2.00 config="2 replicas"
+    fi
     one=() two=() ratios=()
     for ((r = 0; r < rounds; r++)); do
       a=$(step_ms 0 -m "$M") b=$(step_ms 2 "${flags[@]}")
@@ -89,7 +105,7 @@ for model in $models; do
     moved=$(sed -n 's/^transfers: \(.*\) across boundaries.*/\1/p' "$work/out" | tr -d ' ')
     flight=$(sed -n 's/^transfers: .*relays \([0-9.]*\) ms.*/\1/p' "$work/out")
     share=$(awk -v f="${flight:-0}" -v s="$b" 'BEGIN {printf "%.1f%%", 100 * f / s}')
-    printf "%-12s %-11s %4s %11.2f %11.2f %8.2fx %15s %7s %10s %10s\n" "$model" "$([ "$kind" = K=2 ] && echo "2 stages" || echo "2 replicas")" "$M" \
+    printf "%-12s %-22s %4s %11.2f %11.2f %8.2fx %15s %7s %10s %10s\n" "$model" "$config" "$M" \
       "$(echo "${one[@]}" | median)" "$(echo "${two[@]}" | median)" "$(echo "${ratios[@]}" | median)" "${lo}-${hi}x" "$ideal" \
       "${moved:--}" "$([ "$kind" = K=2 ] && echo "$share" || echo -)"
   done
