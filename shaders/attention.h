@@ -52,6 +52,22 @@ struct AttentionSoftmaxPush {
   uint first;         // sample of lse (and dy, y) that batch index 0 stands for
 };
 
+// The row kernels (attention_rows_*), the form SwiftShader runs (ops/form.h): one query (or
+// key) row per invocation, heads and samples on y and z, straight from the token layouts.
+// The head size is a specialization constant, so each row's vectors (q, k, v, accumulators)
+// are private arrays of exactly ceil(HS/4) vec4s; BRIGADE_ATTENTION_SPEC_VEC4 as above (each
+// row buffer bound as floats and as vec4s).
+#define BRIGADE_WG_ATTENTION 64
+#define BRIGADE_ATTENTION_SPEC_HS 0
+// Largest head size the row kernels accept (GPT-2 uses 64; each invocation keeps a few
+// HS-float arrays in registers, so much larger heads would spill).
+#define BRIGADE_ATTENTION_MAX_HS 256
+
+struct AttentionPush {
+  uint B, T, C, NH;
+  float scale;  // 1/sqrt(HS)
+};
+
 #ifdef __cplusplus
 }  // namespace brigade::shaders
 #endif

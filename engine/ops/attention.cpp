@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <string>
 
 #include "ops/matmul.h"
@@ -14,6 +15,7 @@ namespace brigade::ops {
 namespace {
 
 using shaders::AttentionHeadsPush;
+using shaders::AttentionPush;
 using shaders::AttentionSoftmaxPush;
 
 // Scratch regions start 256 bytes apart at least (Vulkan's largest
@@ -94,6 +96,57 @@ void per_head(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, uint32_t M,
                            .stride_c = stride(M, N)});
 }
 
+// The row kernels (Form::Direct): straight from the token layouts, no scratch but the
+// backward's delta (dy.y per row, (B,NH,T)).
+namespace rows {
+
+uint32_t checked_head_size(uint32_t C, uint32_t NH) {
+  const uint32_t HS = head_size(C, NH);
+  if (HS > BRIGADE_ATTENTION_MAX_HS)
+    throw UserError("attention: head size C/NH=" + std::to_string(HS) + " is over the row kernels' " +
+                    "limit of " + std::to_string(BRIGADE_ATTENTION_MAX_HS) + "; use more heads");
+  return HS;
+}
+
+// Whether head rows can be read as vec4s: HS a multiple of 4 and every view 16-byte aligned.
+bool aligned(uint32_t HS, std::initializer_list<vk::View> views) {
+  bool ok = HS % 4 == 0;
+  for (const vk::View& v : views) ok = ok && v.offset % 16 == 0;
+  return ok;
+}
+
+vk::Specialization spec(uint32_t HS, std::initializer_list<vk::View> views) {
+  vk::Specialization s;
+  s.set(BRIGADE_ATTENTION_SPEC_HS, HS);
+  s.set(BRIGADE_ATTENTION_SPEC_VEC4, aligned(HS, views));
+  return s;
+}
+
+void forward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View lse, uint32_t B, uint32_t T,
+             uint32_t C, uint32_t NH) {
+  const uint32_t HS = checked_head_size(C, NH);
+  cmd.dispatch(cmd.device().kernel("attention_rows_forward", spec(HS, {qkv, y})), {qkv, y, lse},
+               AttentionPush{B, T, C, NH, 1.0f / std::sqrt(float(HS))},
+               {vk::groups_for(T, BRIGADE_WG_ATTENTION), NH, B});
+}
+
+void backward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View lse, vk::View dy, vk::View dqkv,
+              vk::View scratch, uint32_t B, uint32_t T, uint32_t C, uint32_t NH) {
+  const uint32_t HS = checked_head_size(C, NH);
+  const uint64_t rows = uint64_t(B) * T * NH;
+  BRIGADE_EXPECT(scratch.range / 4 >= rows, "attention scratch of " + std::to_string(scratch.range / 4) +
+                                               " floats is under the row kernels' delta of " + std::to_string(rows));
+  const vk::View delta = sub(scratch, 0, rows);
+  const vk::Specialization s = spec(HS, {qkv, y, dy, dqkv});
+  const AttentionPush p{B, T, C, NH, 1.0f / std::sqrt(float(HS))};
+  const vk::Groups groups{vk::groups_for(T, BRIGADE_WG_ATTENTION), NH, B};
+  // dq first: it also writes delta, which the key/value pass reads (a barrier follows).
+  cmd.dispatch(cmd.device().kernel("attention_rows_backward_query", s), {qkv, y, lse, dy, dqkv, delta}, p, groups);
+  cmd.dispatch(cmd.device().kernel("attention_rows_backward_key_value", s), {qkv, lse, dy, dqkv, delta}, p, groups);
+}
+
+}  // namespace rows
+
 // The forward's tensors over `rows` = B*T tokens, which the backward reads again.
 void expect_forward_views(vk::View qkv, vk::View y, vk::View lse, uint64_t rows, uint32_t C,
                           uint32_t NH) {
@@ -109,10 +162,12 @@ uint64_t attention_scratch_floats(uint32_t samples, uint32_t T, uint32_t C, uint
 }
 
 void attention_forward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View lse,
-                       vk::View scratch, uint32_t B, uint32_t T, uint32_t C, uint32_t NH) {
+                       vk::View scratch, uint32_t B, uint32_t T, uint32_t C, uint32_t NH,
+                       std::optional<Form> form) {
   const uint32_t HS = head_size(C, NH);
   expect_forward_views(qkv, y, lse, uint64_t(B) * T, C, NH);
   if (B == 0 || T == 0) return;
+  if (runs_direct(cmd, form)) return rows::forward(cmd, qkv, y, lse, B, T, C, NH);
   const float scale = 1.0f / std::sqrt(float(HS));
   const uint32_t most = chunk_samples(scratch, B, T, C, NH, false);
   for (uint32_t first = 0; first < B; first += most) {
@@ -134,13 +189,14 @@ void attention_forward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View lse
 
 void attention_backward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View lse, vk::View dy,
                         vk::View dqkv, vk::View scratch, uint32_t B, uint32_t T, uint32_t C,
-                        uint32_t NH) {
+                        uint32_t NH, std::optional<Form> form) {
   const uint32_t HS = head_size(C, NH);
   const uint64_t rows = uint64_t(B) * T;
   expect_forward_views(qkv, y, lse, rows, C, NH);
   BRIGADE_EXPECT_FLOATS(dy, rows * C, "attention dy");
   BRIGADE_EXPECT_FLOATS(dqkv, rows * 3 * C, "attention dqkv");
   if (B == 0 || T == 0) return;
+  if (runs_direct(cmd, form)) return rows::backward(cmd, qkv, y, lse, dy, dqkv, scratch, B, T, C, NH);
   const float scale = 1.0f / std::sqrt(float(HS));
   const uint32_t most = chunk_samples(scratch, B, T, C, NH, true);
   for (uint32_t first = 0; first < B; first += most) {

@@ -17,12 +17,18 @@
 // in the scratch, which the layers of a stage share. Backward also reads y, which c_proj
 // keeps as its input anyway.
 //
+// Where the matrix kernel is slow (ops/form.h: SwiftShader), row kernels compute the same
+// passes straight from the token layouts, one query (or key) row per invocation; of the
+// scratch they use only the backward's B*NH*T floats of delta.
+//
 // Results are deterministic: every sum runs in a fixed order (the matmul's and one
 // invocation's per softmax row).
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
+#include "ops/form.h"
 #include "vk/commands.h"
 
 namespace brigade::ops {
@@ -37,13 +43,14 @@ uint64_t attention_scratch_floats(uint32_t samples, uint32_t T, uint32_t C, uint
 // least attention_scratch_floats(1, T, C, NH) floats; with less than a whole batch's worth
 // the samples are done in chunks that fit.
 void attention_forward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View lse,
-                       vk::View scratch, uint32_t B, uint32_t T, uint32_t C, uint32_t NH);
+                       vk::View scratch, uint32_t B, uint32_t T, uint32_t C, uint32_t NH,
+                       std::optional<Form> form = {});
 
 // Walks the forward in reverse: dqkv (B,T,3C) += the gradient of the loss with respect to
 // qkv, given the forward's qkv (B,T,3C), y (B,T,C), lse (B,NH,T) and the output gradient
 // dy (B,T,C). `scratch` as for attention_forward.
 void attention_backward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View lse, vk::View dy,
                         vk::View dqkv, vk::View scratch, uint32_t B, uint32_t T, uint32_t C,
-                        uint32_t NH);
+                        uint32_t NH, std::optional<Form> form = {});
 
 }  // namespace brigade::ops

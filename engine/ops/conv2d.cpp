@@ -14,10 +14,6 @@ namespace {
 using direct::push_of;
 using direct::require_groups;
 
-bool direct_on(const vk::Commands& cmd, std::optional<Conv2dMethod> method) {
-  return method.value_or(conv2d_method(cmd.device().info())) == Conv2dMethod::Direct;
-}
-
 uint32_t taps(const Conv2dShape& s) { return s.ic * s.kh * s.kw; }
 uint32_t pixels(const Conv2dShape& s) { return s.out_h() * s.out_w(); }
 
@@ -102,11 +98,6 @@ void matrix_backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View
 
 }  // namespace
 
-Conv2dMethod conv2d_method(const vk::PhysicalInfo& info) {
-  return info.driver_id == VK_DRIVER_ID_GOOGLE_SWIFTSHADER ? Conv2dMethod::Direct
-                                                           : Conv2dMethod::Matrix;
-}
-
 uint64_t conv2d_columns_per_sample(const Conv2dShape& s) { return uint64_t(taps(s)) * pixels(s); }
 
 uint64_t conv2d_scratch_floats(const Conv2dShape& s, uint32_t samples) {
@@ -134,13 +125,13 @@ void conv2d_validate(const Conv2dShape& s) {
 
 void conv2d_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optional<vk::View> bias,
                     vk::View y, const Conv2dShape& s, vk::View scratch,
-                    std::optional<Conv2dMethod> method) {
+                    std::optional<Form> method) {
   conv2d_validate(s);
   BRIGADE_EXPECT_FLOATS(x, s.x_size(), "conv2d input");
   BRIGADE_EXPECT_FLOATS(weight, s.weight_size(), "conv2d weight");
   if (bias) BRIGADE_EXPECT_FLOATS(*bias, s.oc, "conv2d bias");
   BRIGADE_EXPECT_FLOATS(y, s.y_size(), "conv2d output");
-  if (direct_on(cmd, method)) return direct::forward(cmd, x, weight, bias, y, s);
+  if (runs_direct(cmd, method)) return direct::forward(cmd, x, weight, bias, y, s);
   const uint32_t K = taps(s), P = pixels(s), chunk = chunk_of(s, scratch);
   const vk::View columns(*scratch.buffer, scratch.offset, uint64_t(chunk) * K * P * 4);
   for (uint32_t first = 0; first < s.n; first += chunk) {
@@ -154,12 +145,12 @@ void conv2d_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optiona
 
 void conv2d_backward_data(vk::Commands& cmd, vk::View dy, vk::View weight, vk::View dx,
                           const Conv2dShape& s, vk::View scratch,
-                          std::optional<Conv2dMethod> method) {
+                          std::optional<Form> method) {
   conv2d_validate(s);
   BRIGADE_EXPECT_FLOATS(dy, s.y_size(), "conv2d output gradient");
   BRIGADE_EXPECT_FLOATS(weight, s.weight_size(), "conv2d weight");
   BRIGADE_EXPECT_FLOATS(dx, s.x_size(), "conv2d input gradient");
-  if (direct_on(cmd, method)) return direct::backward_data(cmd, dy, weight, dx, s);
+  if (runs_direct(cmd, method)) return direct::backward_data(cmd, dy, weight, dx, s);
   const uint32_t K = taps(s), P = pixels(s), chunk = chunk_of(s, scratch);
   const vk::View columns(*scratch.buffer, scratch.offset, uint64_t(chunk) * K * P * 4);
   for (uint32_t first = 0; first < s.n; first += chunk) {
@@ -173,13 +164,13 @@ void conv2d_backward_data(vk::Commands& cmd, vk::View dy, vk::View weight, vk::V
 
 void conv2d_backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View dweight,
                             std::optional<vk::View> dbias, const Conv2dShape& s,
-                            vk::View scratch, std::optional<Conv2dMethod> method) {
+                            vk::View scratch, std::optional<Form> method) {
   conv2d_validate(s);
   BRIGADE_EXPECT_FLOATS(dy, s.y_size(), "conv2d output gradient");
   BRIGADE_EXPECT_FLOATS(x, s.x_size(), "conv2d input");
   BRIGADE_EXPECT_FLOATS(dweight, s.weight_size(), "conv2d weight gradient");
   if (dbias) BRIGADE_EXPECT_FLOATS(*dbias, s.oc, "conv2d bias gradient");
-  if (direct_on(cmd, method)) direct::backward_weight(cmd, dy, x, dweight, s);
+  if (runs_direct(cmd, method)) direct::backward_weight(cmd, dy, x, dweight, s);
   else matrix_backward_weight(cmd, dy, x, dweight, s, scratch);
   if (!dbias) return;
   require_groups({s.oc}, "backward-bias");

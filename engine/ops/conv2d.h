@@ -12,7 +12,7 @@
 // A small weight gradient (too few output tiles to keep a device's threads busy) is summed
 // in groups of samples side by side, then the groups added in order: still deterministic.
 // Where the matrix kernel is slow, direct kernels (ops/conv2d_direct.h) compute the same
-// passes without the scratch: conv2d_method says which a device runs.
+// passes without the scratch: form_for says which a device runs.
 // Backward passes accumulate: dx +=, dweight +=, dbias +=, so micro-batches sum for free.
 #pragma once
 
@@ -20,6 +20,7 @@
 #include <optional>
 
 #include "shaders/conv.h"
+#include "ops/form.h"
 #include "vk/commands.h"
 
 namespace brigade::ops {
@@ -36,11 +37,6 @@ struct Conv2dShape {
   uint64_t y_size() const { return uint64_t(n) * oc * out_h() * out_w(); }
 };
 
-// How a convolution runs: as matrix products (above), or through the direct kernels.
-enum class Conv2dMethod { Matrix, Direct };
-// Direct on SwiftShader, whose code for the matrix kernel made fashion-cnn's step twice as
-// slow as the direct kernels (docs/BENCHMARKS.md); matrix products everywhere else.
-Conv2dMethod conv2d_method(const vk::PhysicalInfo& info);
 
 // Floats of columns one sample takes: (IC*KH*KW) x (OH*OW).
 uint64_t conv2d_columns_per_sample(const Conv2dShape& s);
@@ -55,17 +51,17 @@ void conv2d_validate(const Conv2dShape& s);
 // y = conv(x, weight) + bias; without a bias, y = conv(x, weight).
 void conv2d_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optional<vk::View> bias,
                     vk::View y, const Conv2dShape& s, vk::View scratch,
-                    std::optional<Conv2dMethod> method = {});
+                    std::optional<Form> method = {});
 
 // dx += gradient of the loss with respect to x, given dy = dloss/dy.
 void conv2d_backward_data(vk::Commands& cmd, vk::View dy, vk::View weight, vk::View dx,
                           const Conv2dShape& s, vk::View scratch,
-                          std::optional<Conv2dMethod> method = {});
+                          std::optional<Form> method = {});
 
 // dweight += dloss/dweight and, when given, dbias += dloss/dbias. Reductions over
 // N * OH * OW run in a fixed order: the same inputs give bit-identical gradients.
 void conv2d_backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View dweight,
                             std::optional<vk::View> dbias, const Conv2dShape& s,
-                            vk::View scratch, std::optional<Conv2dMethod> method = {});
+                            vk::View scratch, std::optional<Form> method = {});
 
 }  // namespace brigade::ops

@@ -1,7 +1,7 @@
 // The direct Conv2d kernels (shaders/conv2d_forward.comp, conv2d_backward_data.comp,
 // conv2d_backward_weight.comp): each invocation computes a register tile of outputs straight
 // from x, weight and dy, with no scratch. ops/conv2d.h runs them on the devices where they
-// measured faster than the matrix form (conv2d_method), and the helpers here serve both.
+// measured faster than the matrix form (form_for), and the helpers here serve both.
 #pragma once
 
 #include <optional>

@@ -39,14 +39,20 @@ struct Outputs {
   std::vector<float> y, lse;
 };
 
+// Both forms run every case: the matrix products (the default) and the row kernels
+// (SwiftShader's, ops/form.h), on every driver the suite runs on.
+using ops::Form;
+constexpr Form kForms[] = {Form::Matrix, Form::Direct};
+const char* name(Form f) { return f == Form::Matrix ? "matrix form" : "row kernels"; }
+
 // `samples`: the samples the scratch holds at once (0: all of them).
 Outputs gpu_forward(vk::Device& dev, const std::vector<float>& qkv, const Shape& s,
-                    uint32_t samples = 0) {
+                    uint32_t samples = 0, Form form = Form::Matrix) {
   vk::Buffer bqkv = test::to_device(dev, qkv, "qkv");
   vk::Buffer by = test::zeros(dev, s.y(), "y"), blse = test::zeros(dev, s.stats(), "lse");
   vk::Buffer scratch = test::zeros(dev, s.scratch(samples), "scratch");
   vk::Commands cmd(dev, "attention forward");
-  ops::attention_forward(cmd, bqkv, by, blse, scratch, s.B, s.T, s.C, s.NH);
+  ops::attention_forward(cmd, bqkv, by, blse, scratch, s.B, s.T, s.C, s.NH, form);
   cmd.run();
   return {test::to_host(by), test::to_host(blse)};
 }
@@ -54,13 +60,13 @@ Outputs gpu_forward(vk::Device& dev, const std::vector<float>& qkv, const Shape&
 // dqkv starts as `dqkv` and comes back with the gradient added.
 std::vector<float> gpu_backward(vk::Device& dev, const std::vector<float>& qkv, const Outputs& fwd,
                                 const std::vector<float>& dy, const std::vector<float>& dqkv,
-                                const Shape& s, uint32_t samples = 0) {
+                                const Shape& s, uint32_t samples = 0, Form form = Form::Matrix) {
   vk::Buffer bqkv = test::to_device(dev, qkv, "qkv"), by = test::to_device(dev, fwd.y, "y"),
              blse = test::to_device(dev, fwd.lse, "lse"), bdy = test::to_device(dev, dy, "dy"),
              bdqkv = test::to_device(dev, dqkv, "dqkv"),
              scratch = test::zeros(dev, s.scratch(samples), "scratch");
   vk::Commands cmd(dev, "attention backward");
-  ops::attention_backward(cmd, bqkv, by, blse, bdy, bdqkv, scratch, s.B, s.T, s.C, s.NH);
+  ops::attention_backward(cmd, bqkv, by, blse, bdy, bdqkv, scratch, s.B, s.T, s.C, s.NH, form);
   cmd.run();
   return test::to_host(bdqkv);
 }
@@ -135,96 +141,111 @@ double max_abs(const std::vector<double>& v) {
 }  // namespace
 
 TEST_CASE_FIXTURE(test::Gpu, "attention forward matches the CPU reference for odd lengths and head sizes") {
-  for (const Shape& s : kShapes) {
-    const auto qkv = test::random_vector(s.qkv(), s.T + s.C);
-    const Outputs gpu = gpu_forward(device(), qkv, s);
-    const RefOutputs want = ref_forward(test::to_double(qkv), s);
-    test::check_close(gpu.y, test::to_float(want.y), 2e-6, 2e-5, "y " + s.name());
-    test::check_close(gpu.lse, test::to_float(want.lse), 2e-6, 2e-6, "lse " + s.name());
+  for (const Form form : kForms) {
+    CAPTURE(name(form));
+    for (const Shape& s : kShapes) {
+      const auto qkv = test::random_vector(s.qkv(), s.T + s.C);
+      const Outputs gpu = gpu_forward(device(), qkv, s, 0, form);
+      const RefOutputs want = ref_forward(test::to_double(qkv), s);
+      test::check_close(gpu.y, test::to_float(want.y), 2e-6, 2e-5, "y " + s.name());
+      test::check_close(gpu.lse, test::to_float(want.lse), 2e-6, 2e-6, "lse " + s.name());
+    }
   }
 }
 
 TEST_CASE_FIXTURE(test::Gpu, "attention forward stays finite and accurate when scores reach a thousand") {
-  const Shape s{2, 40, 32, 2};
-  auto qkv = test::random_vector(s.qkv(), 7);
-  scale_qk(qkv, s, 40.0f);
-  const RefOutputs want = ref_forward(test::to_double(qkv), s);
-  REQUIRE(max_score(qkv, s) > 1000.0);
-  const Outputs gpu = gpu_forward(device(), qkv, s);
-  CHECK(std::all_of(gpu.y.begin(), gpu.y.end(), [](float x) { return std::isfinite(x); }));
-  CHECK(std::all_of(gpu.lse.begin(), gpu.lse.end(), [](float x) { return std::isfinite(x); }));
-  test::check_close(gpu.y, test::to_float(want.y), 3e-4, 1e-3, "y");
-  test::check_close(gpu.lse, test::to_float(want.lse), 5e-4, 1e-6, "lse");
+  for (const Form form : kForms) {
+    CAPTURE(name(form));
+    const Shape s{2, 40, 32, 2};
+    auto qkv = test::random_vector(s.qkv(), 7);
+    scale_qk(qkv, s, 40.0f);
+    const RefOutputs want = ref_forward(test::to_double(qkv), s);
+    REQUIRE(max_score(qkv, s) > 1000.0);
+    const Outputs gpu = gpu_forward(device(), qkv, s, 0, form);
+    CHECK(std::all_of(gpu.y.begin(), gpu.y.end(), [](float x) { return std::isfinite(x); }));
+    CHECK(std::all_of(gpu.lse.begin(), gpu.lse.end(), [](float x) { return std::isfinite(x); }));
+    test::check_close(gpu.y, test::to_float(want.y), 3e-4, 1e-3, "y");
+    test::check_close(gpu.lse, test::to_float(want.lse), 5e-4, 1e-6, "lse");
+  }
 }
 
 TEST_CASE_FIXTURE(test::Gpu, "attention output at time t ignores keys and values after t") {
-  const Shape s{2, 33, 24, 3};
-  const auto qkv = test::random_vector(s.qkv(), 11);
-  const Outputs before = gpu_forward(device(), qkv, s);
-  for (uint32_t t0 : {0u, 9u, 31u}) {
-    // New keys and values at every position after t0; queries unchanged.
-    auto changed = qkv;
-    const auto noise = test::random_vector(s.qkv(), 100 + t0);
-    for (uint32_t b = 0; b < s.B; ++b)
-      for (uint32_t t = t0 + 1; t < s.T; ++t)
-        for (uint32_t c = s.C; c < 3 * s.C; ++c) {
-          const size_t i = (size_t(b) * s.T + t) * 3 * s.C + c;
-          changed[i] = noise[i];
-        }
-    const Outputs after = gpu_forward(device(), changed, s);
-    size_t moved_past = 0, moved_before = 0;
-    for (uint32_t b = 0; b < s.B; ++b)
-      for (uint32_t t = 0; t < s.T; ++t)
-        for (uint32_t c = 0; c < s.C; ++c) {
-          const size_t i = (size_t(b) * s.T + t) * s.C + c;
-          (t <= t0 ? moved_before : moved_past) += before.y[i] != after.y[i];
-        }
-    size_t lse_moved = 0;
-    for (uint32_t bh = 0; bh < s.B * s.NH; ++bh)
-      for (uint32_t t = 0; t <= t0; ++t) lse_moved += before.lse[bh * s.T + t] != after.lse[bh * s.T + t];
-    CHECK_MESSAGE(moved_before == 0, "t0=", t0, ": ", moved_before, " outputs at t <= t0 changed");
-    CHECK_MESSAGE(lse_moved == 0, "t0=", t0, ": ", lse_moved, " lse values at t <= t0 changed");
-    // The change is visible where it should be, so the comparison above can see one.
-    CHECK_MESSAGE(moved_past > 0, "t0=", t0, ": outputs after t0 did not change");
+  for (const Form form : kForms) {
+    CAPTURE(name(form));
+    const Shape s{2, 33, 24, 3};
+    const auto qkv = test::random_vector(s.qkv(), 11);
+    const Outputs before = gpu_forward(device(), qkv, s, 0, form);
+    for (uint32_t t0 : {0u, 9u, 31u}) {
+      // New keys and values at every position after t0; queries unchanged.
+      auto changed = qkv;
+      const auto noise = test::random_vector(s.qkv(), 100 + t0);
+      for (uint32_t b = 0; b < s.B; ++b)
+        for (uint32_t t = t0 + 1; t < s.T; ++t)
+          for (uint32_t c = s.C; c < 3 * s.C; ++c) {
+            const size_t i = (size_t(b) * s.T + t) * 3 * s.C + c;
+            changed[i] = noise[i];
+          }
+      const Outputs after = gpu_forward(device(), changed, s, 0, form);
+      size_t moved_past = 0, moved_before = 0;
+      for (uint32_t b = 0; b < s.B; ++b)
+        for (uint32_t t = 0; t < s.T; ++t)
+          for (uint32_t c = 0; c < s.C; ++c) {
+            const size_t i = (size_t(b) * s.T + t) * s.C + c;
+            (t <= t0 ? moved_before : moved_past) += before.y[i] != after.y[i];
+          }
+      size_t lse_moved = 0;
+      for (uint32_t bh = 0; bh < s.B * s.NH; ++bh)
+        for (uint32_t t = 0; t <= t0; ++t) lse_moved += before.lse[bh * s.T + t] != after.lse[bh * s.T + t];
+      CHECK_MESSAGE(moved_before == 0, "t0=", t0, ": ", moved_before, " outputs at t <= t0 changed");
+      CHECK_MESSAGE(lse_moved == 0, "t0=", t0, ": ", lse_moved, " lse values at t <= t0 changed");
+      // The change is visible where it should be, so the comparison above can see one.
+      CHECK_MESSAGE(moved_past > 0, "t0=", t0, ": outputs after t0 did not change");
+    }
   }
 }
 
 TEST_CASE_FIXTURE(test::Gpu, "attention backward adds the CPU reference gradient to dqkv") {
-  for (const Shape& s : kShapes) {
-    const auto qkv = test::random_vector(s.qkv(), s.T * 3 + s.C);
-    const auto dy = test::random_vector(s.y(), s.T + 5);
-    const auto prior = test::random_vector(s.qkv(), s.C + 9);  // accumulation: not zeros
-    const RefOutputs fwd = ref_forward(test::to_double(qkv), s);
-    const auto qkv_d = test::to_double(qkv), dy_d = test::to_double(dy);
-    auto want = test::to_double(prior);
-    ref::attention_backward(qkv_d.data(), fwd.y.data(), fwd.lse.data(), dy_d.data(), want.data(),
-                            s.B, s.T, s.C, s.NH);
-    const auto got = gpu_backward(device(), qkv, {test::to_float(fwd.y), test::to_float(fwd.lse)},
-                                  dy, prior, s);
-    test::check_close(got, test::to_float(want), 5e-6, 5e-5, "dqkv " + s.name());
+  for (const Form form : kForms) {
+    CAPTURE(name(form));
+    for (const Shape& s : kShapes) {
+      const auto qkv = test::random_vector(s.qkv(), s.T * 3 + s.C);
+      const auto dy = test::random_vector(s.y(), s.T + 5);
+      const auto prior = test::random_vector(s.qkv(), s.C + 9);  // accumulation: not zeros
+      const RefOutputs fwd = ref_forward(test::to_double(qkv), s);
+      const auto qkv_d = test::to_double(qkv), dy_d = test::to_double(dy);
+      auto want = test::to_double(prior);
+      ref::attention_backward(qkv_d.data(), fwd.y.data(), fwd.lse.data(), dy_d.data(), want.data(),
+                              s.B, s.T, s.C, s.NH);
+      const auto got = gpu_backward(device(), qkv, {test::to_float(fwd.y), test::to_float(fwd.lse)},
+                                    dy, prior, s, 0, form);
+      test::check_close(got, test::to_float(want), 5e-6, 5e-5, "dqkv " + s.name());
+    }
   }
 }
 
 TEST_CASE_FIXTURE(test::Gpu, "attention backward stays accurate when scores reach a thousand") {
-  const Shape s{1, 40, 32, 2};
-  auto qkv = test::random_vector(s.qkv(), 13);
-  scale_qk(qkv, s, 40.0f);
-  REQUIRE(max_score(qkv, s) > 1000.0);
-  const auto dy = test::random_vector(s.y(), 14);
-  const auto prior = test::random_vector(s.qkv(), 15);
-  const Outputs fwd = gpu_forward(device(), qkv, s);
-  const RefOutputs ref_fwd = ref_forward(test::to_double(qkv), s);
-  const auto qkv_d = test::to_double(qkv), dy_d = test::to_double(dy);
-  std::vector<double> grad(s.qkv(), 0.0);
-  ref::attention_backward(qkv_d.data(), ref_fwd.y.data(), ref_fwd.lse.data(), dy_d.data(),
-                          grad.data(), s.B, s.T, s.C, s.NH);
-  std::vector<float> want(s.qkv());
-  for (size_t i = 0; i < want.size(); ++i) want[i] = float(prior[i] + grad[i]);
-  const auto got = gpu_backward(device(), qkv, fwd, dy, prior, s);
-  CHECK(std::all_of(got.begin(), got.end(), [](float x) { return std::isfinite(x); }));
-  // fp32 scores near 1e3 carry absolute errors near 1e-4, which become relative errors of
-  // the recomputed probabilities: a tolerance relative to the gradients' scale.
-  test::check_close(got, want, 2e-4 * max_abs(grad), 2e-4, "dqkv");
+  for (const Form form : kForms) {
+    CAPTURE(name(form));
+    const Shape s{1, 40, 32, 2};
+    auto qkv = test::random_vector(s.qkv(), 13);
+    scale_qk(qkv, s, 40.0f);
+    REQUIRE(max_score(qkv, s) > 1000.0);
+    const auto dy = test::random_vector(s.y(), 14);
+    const auto prior = test::random_vector(s.qkv(), 15);
+    const Outputs fwd = gpu_forward(device(), qkv, s, 0, form);
+    const RefOutputs ref_fwd = ref_forward(test::to_double(qkv), s);
+    const auto qkv_d = test::to_double(qkv), dy_d = test::to_double(dy);
+    std::vector<double> grad(s.qkv(), 0.0);
+    ref::attention_backward(qkv_d.data(), ref_fwd.y.data(), ref_fwd.lse.data(), dy_d.data(),
+                            grad.data(), s.B, s.T, s.C, s.NH);
+    std::vector<float> want(s.qkv());
+    for (size_t i = 0; i < want.size(); ++i) want[i] = float(prior[i] + grad[i]);
+    const auto got = gpu_backward(device(), qkv, fwd, dy, prior, s, 0, form);
+    CHECK(std::all_of(got.begin(), got.end(), [](float x) { return std::isfinite(x); }));
+    // fp32 scores near 1e3 carry absolute errors near 1e-4, which become relative errors of
+    // the recomputed probabilities: a tolerance relative to the gradients' scale.
+    test::check_close(got, want, 2e-4 * max_abs(grad), 2e-4, "dqkv");
+  }
 }
 
 TEST_CASE("attention CPU backward matches finite differences of sum(y * r)") {
@@ -256,39 +277,46 @@ TEST_CASE_FIXTURE(test::Gpu, "attention rejects widths that do not split into he
   CHECK_THROWS_WITH_AS(ops::attention_forward(cmd, qkv, y, lse, scratch, 1, 100, 16, 2),
                        doctest::Contains("attention qkv 'qkv' view holds"), InternalError);
   // T=32, C=16, NH=2: one sample's forward needs 4*512 + 2*32*32 floats, more than 2048.
-  CHECK_THROWS_WITH_AS(ops::attention_forward(cmd, qkv, y, lse, scratch, 1, 32, 16, 2),
+  CHECK_THROWS_WITH_AS(ops::attention_forward(cmd, qkv, y, lse, scratch, 1, 32, 16, 2, Form::Matrix),
                        doctest::Contains("attention scratch of 2048 floats is under the 4096"),
                        InternalError);
+  // The row kernels keep a head's row in registers: at most 256 channels per head.
+  CHECK_THROWS_WITH_AS(ops::attention_forward(cmd, qkv, y, lse, scratch, 1, 1, 514, 2, Form::Direct),
+                       doctest::Contains("head size C/NH=257 is over the row kernels' limit of 256"),
+                       UserError);
 }
 
 TEST_CASE_FIXTURE(test::Gpu, "attention reads and writes only inside views at an offset") {
-  // HS 12: vec4 rows; HS 15: per-float rows.
-  for (const Shape& s : {Shape{2, 7, 36, 3}, Shape{1, 9, 30, 2}}) {
-    vk::Device& dev = device();
-    const auto qkv = test::random_vector(s.qkv(), 31), dy = test::random_vector(s.y(), 32);
-    const auto prior = test::random_vector(s.qkv(), 33);
-    const Guarded bqkv = guarded(dev, qkv, "qkv"), by = guarded(dev, std::vector<float>(s.y()), "y"),
-                  blse = guarded(dev, std::vector<float>(s.stats()), "lse"),
-                  bdy = guarded(dev, dy, "dy"), bdqkv = guarded(dev, prior, "dqkv"),
-                  scratch = guarded(dev, std::vector<float>(s.scratch()), "scratch");
-    vk::Commands cmd(dev, "attention at offsets");
-    ops::attention_forward(cmd, bqkv.view(), by.view(), blse.view(), scratch.view(), s.B, s.T, s.C,
-                           s.NH);
-    ops::attention_backward(cmd, bqkv.view(), by.view(), blse.view(), bdy.view(), bdqkv.view(),
-                            scratch.view(), s.B, s.T, s.C, s.NH);
-    cmd.run();
+  for (const Form form : kForms) {
+    CAPTURE(name(form));
+    // HS 12: vec4 rows; HS 15: per-float rows.
+    for (const Shape& s : {Shape{2, 7, 36, 3}, Shape{1, 9, 30, 2}}) {
+      vk::Device& dev = device();
+      const auto qkv = test::random_vector(s.qkv(), 31), dy = test::random_vector(s.y(), 32);
+      const auto prior = test::random_vector(s.qkv(), 33);
+      const Guarded bqkv = guarded(dev, qkv, "qkv"), by = guarded(dev, std::vector<float>(s.y()), "y"),
+                    blse = guarded(dev, std::vector<float>(s.stats()), "lse"),
+                    bdy = guarded(dev, dy, "dy"), bdqkv = guarded(dev, prior, "dqkv"),
+                    scratch = guarded(dev, std::vector<float>(s.scratch()), "scratch");
+      vk::Commands cmd(dev, "attention at offsets");
+      ops::attention_forward(cmd, bqkv.view(), by.view(), blse.view(), scratch.view(), s.B, s.T, s.C,
+                             s.NH, form);
+      ops::attention_backward(cmd, bqkv.view(), by.view(), blse.view(), bdy.view(), bdqkv.view(),
+                              scratch.view(), s.B, s.T, s.C, s.NH, form);
+      cmd.run();
 
-    const auto qkv_d = test::to_double(qkv), dy_d = test::to_double(dy);
-    const RefOutputs fwd = ref_forward(qkv_d, s);
-    auto want = test::to_double(prior);
-    ref::attention_backward(qkv_d.data(), fwd.y.data(), fwd.lse.data(), dy_d.data(), want.data(),
-                            s.B, s.T, s.C, s.NH);
-    test::check_close(inside(by, "y"), test::to_float(fwd.y), 2e-6, 2e-5, "y " + s.name());
-    test::check_close(inside(blse, "lse"), test::to_float(fwd.lse), 2e-6, 2e-6, "lse " + s.name());
-    test::check_close(inside(bdqkv, "dqkv"), test::to_float(want), 5e-6, 5e-5, "dqkv " + s.name());
-    inside(bqkv, "qkv");
-    inside(bdy, "dy");
-    inside(scratch, "scratch");
+      const auto qkv_d = test::to_double(qkv), dy_d = test::to_double(dy);
+      const RefOutputs fwd = ref_forward(qkv_d, s);
+      auto want = test::to_double(prior);
+      ref::attention_backward(qkv_d.data(), fwd.y.data(), fwd.lse.data(), dy_d.data(), want.data(),
+                              s.B, s.T, s.C, s.NH);
+      test::check_close(inside(by, "y"), test::to_float(fwd.y), 2e-6, 2e-5, "y " + s.name());
+      test::check_close(inside(blse, "lse"), test::to_float(fwd.lse), 2e-6, 2e-6, "lse " + s.name());
+      test::check_close(inside(bdqkv, "dqkv"), test::to_float(want), 5e-6, 5e-5, "dqkv " + s.name());
+      inside(bqkv, "qkv");
+      inside(bdy, "dy");
+      inside(scratch, "scratch");
+    }
   }
 }
 
@@ -309,12 +337,15 @@ TEST_CASE_FIXTURE(test::Gpu, "attention works through the samples in chunks when
 }
 
 TEST_CASE_FIXTURE(test::Gpu, "attention gives the same bits run to run") {
-  const Shape s{2, 70, 16, 4};
-  const auto qkv = test::random_vector(s.qkv(), 51), dy = test::random_vector(s.y(), 52);
-  const auto prior = test::random_vector(s.qkv(), 53);
-  const Outputs first = gpu_forward(device(), qkv, s), second = gpu_forward(device(), qkv, s);
-  CHECK(first.y == second.y);
-  CHECK(first.lse == second.lse);
-  CHECK(gpu_backward(device(), qkv, first, dy, prior, s) ==
-        gpu_backward(device(), qkv, first, dy, prior, s));
+  for (const Form form : kForms) {
+    CAPTURE(name(form));
+    const Shape s{2, 70, 16, 4};
+    const auto qkv = test::random_vector(s.qkv(), 51), dy = test::random_vector(s.y(), 52);
+    const auto prior = test::random_vector(s.qkv(), 53);
+    const Outputs first = gpu_forward(device(), qkv, s, 0, form), second = gpu_forward(device(), qkv, s, 0, form);
+    CHECK(first.y == second.y);
+    CHECK(first.lse == second.lse);
+    CHECK(gpu_backward(device(), qkv, first, dy, prior, s, 0, form) ==
+          gpu_backward(device(), qkv, first, dy, prior, s, 0, form));
+  }
 }

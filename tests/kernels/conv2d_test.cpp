@@ -41,10 +41,10 @@ const std::vector<Conv2dShape> kShapes = {
     {.n = 1, .ic = 32, .h = 14, .w = 14, .oc = 64, .kh = 3, .kw = 3, .pad_h = 1, .pad_w = 1},
 };
 
-using ops::Conv2dMethod;
+using ops::Form;
 // Both forms on every device, whichever the device runs by default.
-constexpr Conv2dMethod kMethods[] = {Conv2dMethod::Matrix, Conv2dMethod::Direct};
-std::string name(Conv2dMethod m) { return m == Conv2dMethod::Matrix ? " (matrix)" : " (direct)"; }
+constexpr Form kMethods[] = {Form::Matrix, Form::Direct};
+std::string name(Form m) { return m == Form::Matrix ? " (matrix)" : " (direct)"; }
 
 // Columns for `chunk` samples at a time (0: all of them).
 vk::Buffer columns_for(vk::Device& dev, const Conv2dShape& s, uint32_t chunk) {
@@ -69,7 +69,7 @@ struct Problem {
 };
 
 std::vector<float> gpu_forward(vk::Device& dev, const Problem& p, bool with_bias, uint32_t chunk = 0,
-                               Conv2dMethod method = Conv2dMethod::Matrix) {
+                               Form method = Form::Matrix) {
   auto x = test::to_device(dev, p.x, "x"), w = test::to_device(dev, p.weight, "weight");
   auto b = test::to_device(dev, p.bias, "bias"), y = test::zeros(dev, p.s.y_size(), "y");
   auto columns = columns_for(dev, p.s, chunk);
@@ -91,7 +91,7 @@ std::vector<float> cpu_forward(const Problem& p, bool with_bias) {
 // dx (pre-filled with `dx0`) after the GPU backward-data pass.
 std::vector<float> gpu_backward_data(vk::Device& dev, const Problem& p,
                                      const std::vector<float>& dx0, uint32_t chunk = 0,
-                                     Conv2dMethod method = Conv2dMethod::Matrix) {
+                                     Form method = Form::Matrix) {
   auto dy = test::to_device(dev, p.dy, "dy"), w = test::to_device(dev, p.weight, "weight");
   auto dx = test::to_device(dev, dx0, "dx");
   auto columns = columns_for(dev, p.s, chunk);
@@ -115,7 +115,7 @@ struct WeightGrads {
 // Without a bias (with_bias false) dbias is returned as it started.
 WeightGrads gpu_backward_weight(vk::Device& dev, const Problem& p, const WeightGrads& start,
                                 uint32_t chunk = 0, bool with_bias = true,
-                                Conv2dMethod method = Conv2dMethod::Matrix) {
+                                Form method = Form::Matrix) {
   auto dy = test::to_device(dev, p.dy, "dy"), x = test::to_device(dev, p.x, "x");
   auto dw = test::to_device(dev, start.dweight, "dweight", vk::Category::Gradients);
   auto db = test::to_device(dev, start.dbias, "dbias", vk::Category::Gradients);
@@ -145,7 +145,7 @@ TEST_CASE_FIXTURE(test::Gpu, "conv2d forward matches the CPU reference with and 
   uint32_t seed = 10;
   for (const auto& s : kShapes) {
     const Problem p(s, seed += 10);
-    for (Conv2dMethod m : kMethods)
+    for (Form m : kMethods)
       for (bool with_bias : {true, false})
         test::check_close(gpu_forward(device(), p, with_bias, 0, m), cpu_forward(p, with_bias), kAtol,
                           kRtol, "conv2d forward " + describe(s) + (with_bias ? " bias" : " no bias") + name(m));
@@ -157,7 +157,7 @@ TEST_CASE_FIXTURE(test::Gpu, "conv2d backward-data adds the input gradient to wh
   for (const auto& s : kShapes) {
     const Problem p(s, seed += 10);
     const auto dx0 = test::random_vector(s.x_size(), seed + 7, 1.0f, 2.0f);
-    for (Conv2dMethod m : kMethods)
+    for (Form m : kMethods)
       test::check_close(gpu_backward_data(device(), p, dx0, 0, m), cpu_backward_data(p, dx0), kAtol,
                         kRtol, "conv2d backward-data " + describe(s) + name(m));
   }
@@ -169,7 +169,7 @@ TEST_CASE_FIXTURE(test::Gpu, "conv2d backward-weight adds weight and bias gradie
     const Problem p(s, seed += 10);
     const auto start = nonzero_start(s, seed + 7);
     const auto cpu = cpu_backward_weight(p, start);
-    for (Conv2dMethod m : kMethods) {
+    for (Form m : kMethods) {
       const auto gpu = gpu_backward_weight(device(), p, start, 0, true, m);
       // The weight gradient sums N * OH * OW products: up to a few thousand in these shapes.
       test::check_close(gpu.dweight, cpu.dweight, 1e-4, kRtol, "conv2d dweight " + describe(s) + name(m));
@@ -181,7 +181,7 @@ TEST_CASE_FIXTURE(test::Gpu, "conv2d backward-weight adds weight and bias gradie
 TEST_CASE_FIXTURE(test::Gpu, "conv2d backward-weight without a bias computes the weight gradient alone") {
   const Problem p(kShapes[3], 250);
   const auto start = nonzero_start(p.s, 251);
-  for (Conv2dMethod m : kMethods) {
+  for (Form m : kMethods) {
     const auto gpu = gpu_backward_weight(device(), p, start, 0, false, m);
     test::check_close(gpu.dweight, cpu_backward_weight(p, start).dweight, 1e-4, kRtol, "dweight" + name(m));
     CHECK(gpu.dbias == start.dbias);
@@ -219,14 +219,14 @@ TEST_CASE_FIXTURE(test::Gpu, "conv2d refuses scratch that holds less than one sa
   auto y = test::zeros(device(), p.s.y_size(), "y");
   auto columns = test::zeros(device(), ops::conv2d_scratch_floats(p.s, 1) - 1, "scratch");
   vk::Commands cmd(device(), "conv2d small columns");
-  CHECK_THROWS_WITH(ops::conv2d_forward(cmd, x, w, std::nullopt, y, p.s, columns, Conv2dMethod::Matrix),
+  CHECK_THROWS_WITH(ops::conv2d_forward(cmd, x, w, std::nullopt, y, p.s, columns, Form::Matrix),
                     doctest::Contains("holds less than one sample"));
 }
 
 TEST_CASE_FIXTURE(test::Gpu, "conv2d backward-weight is bit-identical from run to run") {
   const Problem p(kShapes[6], 400);
   const auto start = nonzero_start(p.s, 401);
-  for (Conv2dMethod m : kMethods) {
+  for (Form m : kMethods) {
     const auto a = gpu_backward_weight(device(), p, start, 0, true, m);
     const auto b = gpu_backward_weight(device(), p, start, 0, true, m);
     CHECK(a.dweight == b.dweight);

@@ -1,0 +1,25 @@
+// The two forms of the layers whose work is matrix products (convolution, attention): as
+// products on the matrix kernel (ops/matmul.h), or through direct kernels that walk their own
+// loops. The matrix form is the default; SwiftShader runs the direct kernels, since its code
+// for the matrix kernel is slow (0.13 to 0.31 GFLOPS under every tiling: fashion-cnn's step
+// took 9988 ms through it against 5128 ms direct; docs/BENCHMARKS.md).
+#pragma once
+
+#include <optional>
+
+#include "vk/physical.h"
+
+namespace brigade::ops {
+
+enum class Form { Matrix, Direct };
+
+// The form `info`'s device runs.
+Form form_for(const vk::PhysicalInfo& info);
+
+// `chosen`, else the form of the device `cmd` records for.
+template <class Commands>
+bool runs_direct(const Commands& cmd, std::optional<Form> chosen) {
+  return chosen.value_or(form_for(cmd.device().info())) == Form::Direct;
+}
+
+}  // namespace brigade::ops
