@@ -227,10 +227,10 @@ TEST_CASE("a refusal every rank meets alike is said once with no abort, and a fa
   // A device lost on stage 1's rank only: that rank names itself and stops the job.
   r = test::command_run(mpirun(2) + "-x BRIGADE_FAULT='device-lost:stage 1:2' " + BRIGADE_EXE + " " +
                         step_args(d, "fashion-mlp", "g.safetensors") + " -m 4");
-  CHECK(r.status != 0);
+  // (mpirun's own abort banner is printed only some of the time: its help messages race.)
+  CHECK(r.status == 3);  // MPI_Abort's code: a Vulkan failure
   CHECK(r.output.find("brigade: rank 1 of 2 (") != std::string::npos);
   CHECK(r.output.find("stage 1): Vulkan failure: ") != std::string::npos);
-  CHECK(r.output.find("MPI_ABORT") != std::string::npos);
   CHECK_FALSE(fs::exists(d / "g.safetensors"));
   fs::remove_all(d);
 }
