@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <thread>
@@ -29,10 +30,15 @@ namespace {
 
 // Whether the two hosts are up (made on first use). Not: the case prints the line ctest's
 // SKIP_REGULAR_EXPRESSION (tests/CMakeLists.txt) counts as skipped.
+// Hosts this process made are removed when it exits.
 bool hosts_up() {
   static const bool up = [] {
     if (geteuid() != 0) return false;
-    return test::command_run(std::string(BRIGADE_HOSTS) + " up").status == 0;
+    const bool were_up = test::command_run(std::string(BRIGADE_HOSTS) + " status").status == 0;
+    if (were_up) return true;
+    if (test::command_run(std::string(BRIGADE_HOSTS) + " up").status != 0) return false;
+    std::atexit([] { std::system(BRIGADE_HOSTS " down >/dev/null 2>&1"); });
+    return true;
   }();
   if (!up) std::printf("two hosts unavailable: tools/hosts.sh up needs root and network namespaces\n");
   return up;
