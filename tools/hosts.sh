@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Two hosts on one machine, for running ranks across "machines" with OpenMPI's TCP transport:
 # each host is a network namespace with its own hostname (UTS namespace), its own /tmp and
-# /etc/hosts (bound in a mount namespace made for each command run there: a process of one
-# host sees only that host's /tmp), and the two are joined by a veth pair on 10.77.0.0/24.
+# /etc/hosts (mounted in a mount namespace made for each command run there), and the two are
+# joined by a veth pair on 10.77.0.0/24. A host's /tmp is the machine's with the host's own
+# changes over it (overlayfs): what was in /tmp before (a build there, say) both hosts see,
+# and what a host writes there only that host does.
 # Nothing leaves the namespaces: the pair is their only link. Needs root.
 #
 #   tools/hosts.sh up            make brigade-a (10.77.0.1) and brigade-b (10.77.0.2)
@@ -42,9 +44,13 @@ up() {
     ip -n "$h" link set lo up
     ip -n "$h" link set "bv${h#brigade-}" up
   done
+  # The machine's /tmp, for the hosts' overlays to start from wherever a command comes from
+  # (mpirun inside brigade-a starts brigade-b's daemon).
+  mkdir -p "$state/machine-tmp"
+  mount --bind /tmp "$state/machine-tmp"
   for h in "${hosts[@]}"; do
-    mkdir -p "$state/$h/tmp"
-    chmod 1777 "$state/$h/tmp"
+    mkdir -p "$state/$h/upper" "$state/$h/work"
+    chmod 1777 "$state/$h/upper"
     touch "$state/$h.uts"
     nsenter --net="/run/netns/$h" unshare --uts="$state/$h.uts" hostname "$h"
   done
@@ -55,6 +61,7 @@ down() {
     umount "$state/$h.uts" 2>/dev/null || true
     ip netns del "$h" 2>/dev/null || true
   done
+  umount "$state/machine-tmp" 2>/dev/null || true
   umount "$state" 2>/dev/null || true
   rm -rf "$state"
 }
@@ -70,7 +77,8 @@ run() {
   # namespace of its own where the host's /tmp and /etc/hosts are in place. (A mount namespace
   # cannot be kept in a file that another one, brigade-a's, sees: one is made per command.)
   exec nsenter --net="/run/netns/$h" --uts="$state/$h.uts" -- unshare --mount --propagation private -- \
-    sh -c 'mount --bind "$1/tmp" /tmp && mount --bind "$2" /etc/hosts && exec sh -c "$3"' host "$state/$h" "$state/hosts" "$*"
+    sh -c 'mount -t overlay overlay -o "lowerdir=$1/machine-tmp,upperdir=$1/$2/upper,workdir=$1/$2/work" /tmp &&
+           mount --bind "$1/hosts" /etc/hosts && exec sh -c "$3"' host "$state" "$h" "$*"
 }
 
 mpirun_across() {

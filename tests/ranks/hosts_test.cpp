@@ -1,8 +1,8 @@
 // Ranks on two hosts: tools/hosts.sh's brigade-a and brigade-b, network namespaces with their
 // own hostnames and /tmp, joined by a veth pair that OpenMPI reaches only over TCP; mpirun
 // runs in brigade-a and starts brigade-b's daemon through the script, as it would over ssh.
-// The program, its drivers and the inputs are on a folder both hosts see (as a shared build
-// would be); each run's folder is in rank 0's /tmp, which brigade-b does not see. Making the
+// The program, its drivers and the inputs are where both hosts see them (as a shared build
+// would be); each run's folder is in rank 0's /tmp, whose changes brigade-b does not see. Making the
 // namespaces needs root: without it every case here says so and ctest counts it skipped.
 #include <doctest/doctest.h>
 #include <signal.h>
@@ -14,6 +14,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <initializer_list>
 #include <string>
 #include <thread>
 
@@ -54,7 +56,19 @@ std::string across(const std::string& args) {
   return std::string(BRIGADE_HOSTS) + " mpirun -np 2 --host brigade-a,brigade-b " + BRIGADE_EXE + " " + args;
 }
 
-// A folder both hosts see (not /tmp, which each host has its own of).
+// Copies `files` of `dir` on `host` into `to` on this machine, through the command's output:
+// a host's writes to /tmp stay in that host, wherever `to` is.
+void fetch(const std::string& host, const std::string& dir, const fs::path& to,
+           std::initializer_list<const char*> files) {
+  fs::create_directories(to);
+  for (const char* f : files) {
+    const Result r = on(host, "cat " + dir + "/" + f);
+    REQUIRE_MESSAGE(r.status == 0, r.output);
+    std::ofstream(to / f, std::ios::binary) << r.output;
+  }
+}
+
+// A folder both hosts see (this machine's, which each host sees under its own changes).
 fs::path shared_dir(const std::string& name) {
   const fs::path d = fs::path(BRIGADE_SHARED_SCRATCH) / (name + "-" + std::to_string(getpid()));
   fs::remove_all(d);
@@ -96,7 +110,8 @@ TEST_CASE("across two hosts over TCP: 2 stages and 2 replicas train as one proce
     CHECK_FALSE(fs::exists(run));  // nor this machine's own /tmp
     const fs::path copy = d / "copy";
     fs::remove_all(copy);
-    REQUIRE(on("brigade-a", "cp -r " + run + " " + copy.string() + " && rm -rf " + run).status == 0);
+    fetch("brigade-a", run, copy, {"metrics.jsonl", "checkpoint.safetensors"});
+    REQUIRE(on("brigade-a", "rm -rf " + run).status == 0);
     const auto got = test::records(copy, "train");
     REQUIRE(got.size() == 3);
     for (size_t i = 0; i < 3; ++i) {
