@@ -2,16 +2,20 @@
 #pragma once
 
 #include <doctest/doctest.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -61,6 +65,25 @@ inline pid_t command_spawn(const std::string& command, const std::filesystem::pa
     _exit(127);
   }
   return pid;
+}
+
+// How a background process ended: its wait status, and the seconds it took from the call.
+struct Exit {
+  int status = 0;
+  double seconds = 0;
+};
+// Waits at most `limit` seconds for `pid` to exit, then kills it; nothing when it had to be.
+inline std::optional<Exit> wait_exit(pid_t pid, double limit) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto since = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  int status = 0;
+  while (since() < limit) {
+    if (waitpid(pid, &status, WNOHANG) == pid) return Exit{status, since()};
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, &status, 0);
+  return std::nullopt;
 }
 
 // Starts the program in the background, its stdout and stderr into `log`; returns its pid.

@@ -21,6 +21,7 @@
 
 #include "check.h"
 #include "io/safetensors.h"
+#include "rank_process.h"
 #include "run.h"
 #include "tiny_data.h"
 
@@ -148,16 +149,7 @@ TEST_CASE("across two hosts: kill -9 of the remote rank stops the job, and its l
          std::chrono::steady_clock::now() - start < std::chrono::seconds(60))
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  pid_t remote = -1;
-  for (const fs::directory_entry& e : fs::directory_iterator("/proc")) {
-    const std::string name = e.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::string cmdline = test::slurp(e.path() / "cmdline"), env = test::slurp(e.path() / "environ");
-    for (char& c : cmdline) c = c ? c : ' ';
-    if (cmdline.rfind(std::string(BRIGADE_EXE) + " " + args, 0) == 0 &&
-        env.find(std::string("OMPI_COMM_WORLD_RANK=1") + '\0') != std::string::npos)
-      remote = pid_t(std::stoi(name));
-  }
+  const pid_t remote = test::rank_pid(1, args);
   REQUIRE(remote > 0);
   // It runs in brigade-b's network namespace.
   struct stat ns {};
@@ -165,19 +157,12 @@ TEST_CASE("across two hosts: kill -9 of the remote rank stops the job, and its l
   CHECK(fs::read_symlink(fs::path("/proc") / std::to_string(remote) / "ns" / "net").string() ==
         "net:[" + std::to_string(ns.st_ino) + "]");
   REQUIRE(kill(remote, SIGKILL) == 0);
-  const auto killed = std::chrono::steady_clock::now();
-  int status = 0;
-  bool exited = false;
-  while (!exited && std::chrono::steady_clock::now() - killed < std::chrono::seconds(20)) {
-    exited = waitpid(pid, &status, WNOHANG) == pid;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  if (!exited) kill(pid, SIGKILL), waitpid(pid, &status, 0);
-  REQUIRE(exited);
+  const std::optional<test::Exit> exit = test::wait_exit(pid, 20);
+  REQUIRE(exit);
   INFO(test::slurp(d / "log"));
-  CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count() < 10);
-  CHECK(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) != 0);
+  CHECK(exit->seconds < 10);
+  CHECK(WIFEXITED(exit->status));
+  CHECK(WEXITSTATUS(exit->status) != 0);
   // The checkpoint is whole: one process on brigade-a resumes it.
   const Result r = on("brigade-a", std::string(BRIGADE_EXE) + " train --resume --stop-after 1 --out " + run + " 2>&1; rc=$?; rm -rf " + run + "; exit $rc");
   CHECK_MESSAGE(r.status == 0, r.output);

@@ -16,6 +16,7 @@
 
 #include "check.h"
 #include "io/safetensors.h"
+#include "rank_process.h"
 #include "run.h"
 #include "tiny_data.h"
 
@@ -46,21 +47,6 @@ void check_same(const std::string& got_path, const std::string& want_path, doubl
     for (float v : w) scale = std::max(scale, double(std::fabs(v)));
     test::check_close(got.f32(name), w, rel * scale, 1e-4, name);
   }
-}
-
-// The process of rank `rank` whose command line starts with the program and `args`.
-pid_t rank_pid(uint32_t rank, const std::string& args) {
-  for (const fs::directory_entry& e : fs::directory_iterator("/proc")) {
-    const std::string name = e.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::string cmdline = test::slurp(e.path() / "cmdline"), env = test::slurp(e.path() / "environ");
-    for (char& c : cmdline) c = c ? c : ' ';
-    if (cmdline.rfind(std::string(BRIGADE_EXE) + " " + args, 0) != 0) continue;
-    if (env.find(std::string("OMPI_COMM_WORLD_RANK=") + std::to_string(rank) + '\0') != std::string::npos)
-      return pid_t(std::stoi(name));
-  }
-  FAIL("no process of rank " << rank << " runs brigade " << args);
-  return -1;
 }
 
 std::string step_args(const fs::path& d, const std::string& model, const std::string& out) {
@@ -248,19 +234,12 @@ TEST_CASE("kill -9 of one rank stops every rank within seconds, and the last che
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   REQUIRE(fs::exists(run / "checkpoint.safetensors"));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  REQUIRE(kill(rank_pid(1, "train --model fashion-mlp --data " + (d / "data").string()), SIGKILL) == 0);
-  const auto killed = std::chrono::steady_clock::now();
-  int status = 0;
-  bool exited = false;
-  while (!exited && std::chrono::steady_clock::now() - killed < std::chrono::seconds(20)) {
-    exited = waitpid(pid, &status, WNOHANG) == pid;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  if (!exited) kill(pid, SIGKILL), waitpid(pid, &status, 0);
-  REQUIRE(exited);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+  REQUIRE(kill(test::rank_pid(1, "train --model fashion-mlp --data " + (d / "data").string()), SIGKILL) == 0);
+  const std::optional<test::Exit> exit = test::wait_exit(pid, 20);
+  REQUIRE(exit);
+  const int status = exit->status;
   INFO(test::slurp(log));
-  CHECK(seconds < 10);
+  CHECK(exit->seconds < 10);
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) != 0);
   CHECK(test::slurp(log).find("exited on signal 9") != std::string::npos);  // mpirun names the rank and host
