@@ -54,6 +54,14 @@ up() {
     touch "$state/$h.uts"
     nsenter --net="/run/netns/$h" unshare --uts="$state/$h.uts" hostname "$h"
   done
+  # A command in each host, overlay and all, or no hosts: what cannot run here says so once.
+  for h in "${hosts[@]}"; do
+    if [ "$("$self" run "$h" hostname 2>&1)" != "$h" ]; then
+      echo "hosts.sh: a command in $h does not run here: $("$self" run "$h" true 2>&1 | head -1)" >&2
+      down
+      exit 1
+    fi
+  done
 }
 
 down() {

@@ -35,15 +35,22 @@ namespace {
 // SKIP_REGULAR_EXPRESSION (tests/CMakeLists.txt) counts as skipped.
 // Hosts this process made are removed when it exits.
 bool hosts_up() {
+  static std::string why;  // when the hosts cannot be made: what tools/hosts.sh said
   static const bool up = [] {
-    if (geteuid() != 0) return false;
-    const bool were_up = test::command_run(std::string(BRIGADE_HOSTS) + " status").status == 0;
-    if (were_up) return true;
-    if (test::command_run(std::string(BRIGADE_HOSTS) + " up").status != 0) return false;
+    if (geteuid() != 0) {
+      why = "tools/hosts.sh up needs root";
+      return false;
+    }
+    if (test::command_run(std::string(BRIGADE_HOSTS) + " status").status == 0) return true;
+    const Result r = test::command_run(std::string(BRIGADE_HOSTS) + " up");
+    if (r.status != 0) {
+      why = r.output.substr(0, r.output.find('\n'));
+      return false;
+    }
     std::atexit([] { std::system(BRIGADE_HOSTS " down >/dev/null 2>&1"); });
     return true;
   }();
-  if (!up) std::printf("two hosts unavailable: tools/hosts.sh up needs root and network namespaces\n");
+  if (!up) std::printf("two hosts unavailable: %s\n", why.c_str());
   return up;
 }
 
