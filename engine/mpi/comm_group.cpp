@@ -9,11 +9,13 @@
 
 namespace brigade::mpi {
 
-void finish(MPI_Request& request) {
+bool finish(MPI_Request& request, double seconds) {
+  const auto start = std::chrono::steady_clock::now();
   auto nap = std::chrono::microseconds(10);
   for (int done = 0;;) {
     MPI_Test(&request, &done, MPI_STATUS_IGNORE);
-    if (done) return;
+    if (done) return true;
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > seconds) return false;
     std::this_thread::sleep_for(nap);
     nap = std::min(nap * 2, std::chrono::microseconds(1000));
   }

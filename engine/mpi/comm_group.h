@@ -9,13 +9,15 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <limits>
 
 #include "pipeline/group.h"
 
 namespace brigade::mpi {
 
-// Waits for a non-blocking MPI operation, sleeping between tests (10 µs doubling to 1 ms).
-void finish(MPI_Request& request);
+// Waits for a non-blocking MPI operation, sleeping between tests (10 µs doubling to 1 ms);
+// false when `seconds` pass first (the request is then still pending).
+bool finish(MPI_Request& request, double seconds = std::numeric_limits<double>::infinity());
 
 class CommGroup final : public pipeline::Group {
  public:

@@ -4,13 +4,12 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
-#include <thread>
 #include <cstdio>
 #include <cstdlib>
 
 #include "mpi/courier.h"
 #include "mpi/chunks.h"
+#include "mpi/comm_group.h"
 #include "mpi/rank_topology.h"
 #include "util/error.h"
 
@@ -75,14 +74,8 @@ bool World::alike(const std::string& message, double seconds) {
   std::vector<uint64_t> all(size_);
   MPI_Request request;
   MPI_Iallgather(&hash, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, errors_, &request);
-  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  for (int done = 0;;) {
-    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
-    if (done) break;
-    // A rank that never calls: the request stays pending, and the caller aborts the job.
-    if (std::chrono::steady_clock::now() > end) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  // A rank that never calls: the request stays pending, and the caller aborts the job.
+  if (!finish(request, seconds)) return false;
   return std::all_of(all.begin(), all.end(), [&](uint64_t h) { return h == hash; });
 }
 

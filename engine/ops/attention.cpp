@@ -100,12 +100,11 @@ void per_head(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, uint32_t M,
 // backward's delta (dy.y per row, (B,NH,T)).
 namespace rows {
 
-uint32_t checked_head_size(uint32_t C, uint32_t NH) {
-  const uint32_t HS = head_size(C, NH);
+// The row kernels keep a head's rows in registers.
+void check_head_size(uint32_t HS) {
   if (HS > BRIGADE_ATTENTION_MAX_HS)
     throw UserError("attention: head size C/NH=" + std::to_string(HS) + " is over the row kernels' " +
                     "limit of " + std::to_string(BRIGADE_ATTENTION_MAX_HS) + "; use more heads");
-  return HS;
 }
 
 // Whether head rows can be read as vec4s: HS a multiple of 4 and every view 16-byte aligned.
@@ -123,16 +122,16 @@ vk::Specialization spec(uint32_t HS, std::initializer_list<vk::View> views) {
 }
 
 void forward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View lse, uint32_t B, uint32_t T,
-             uint32_t C, uint32_t NH) {
-  const uint32_t HS = checked_head_size(C, NH);
+             uint32_t C, uint32_t NH, uint32_t HS) {
+  check_head_size(HS);
   cmd.dispatch(cmd.device().kernel("attention_rows_forward", spec(HS, {qkv, y})), {qkv, y, lse},
                AttentionPush{B, T, C, NH, 1.0f / std::sqrt(float(HS))},
                {vk::groups_for(T, BRIGADE_WG_ATTENTION), NH, B});
 }
 
 void backward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View lse, vk::View dy, vk::View dqkv,
-              vk::View scratch, uint32_t B, uint32_t T, uint32_t C, uint32_t NH) {
-  const uint32_t HS = checked_head_size(C, NH);
+              vk::View scratch, uint32_t B, uint32_t T, uint32_t C, uint32_t NH, uint32_t HS) {
+  check_head_size(HS);
   const uint64_t rows = uint64_t(B) * T * NH;
   BRIGADE_EXPECT(scratch.range / 4 >= rows, "attention scratch of " + std::to_string(scratch.range / 4) +
                                                " floats is under the row kernels' delta of " + std::to_string(rows));
@@ -167,7 +166,7 @@ void attention_forward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View lse
   const uint32_t HS = head_size(C, NH);
   expect_forward_views(qkv, y, lse, uint64_t(B) * T, C, NH);
   if (B == 0 || T == 0) return;
-  if (runs_direct(cmd, form)) return rows::forward(cmd, qkv, y, lse, B, T, C, NH);
+  if (runs_direct(cmd, form)) return rows::forward(cmd, qkv, y, lse, B, T, C, NH, HS);
   const float scale = 1.0f / std::sqrt(float(HS));
   const uint32_t most = chunk_samples(scratch, B, T, C, NH, false);
   for (uint32_t first = 0; first < B; first += most) {
@@ -196,7 +195,7 @@ void attention_backward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View ls
   BRIGADE_EXPECT_FLOATS(dy, rows * C, "attention dy");
   BRIGADE_EXPECT_FLOATS(dqkv, rows * 3 * C, "attention dqkv");
   if (B == 0 || T == 0) return;
-  if (runs_direct(cmd, form)) return rows::backward(cmd, qkv, y, lse, dy, dqkv, scratch, B, T, C, NH);
+  if (runs_direct(cmd, form)) return rows::backward(cmd, qkv, y, lse, dy, dqkv, scratch, B, T, C, NH, HS);
   const float scale = 1.0f / std::sqrt(float(HS));
   const uint32_t most = chunk_samples(scratch, B, T, C, NH, true);
   for (uint32_t first = 0; first < B; first += most) {

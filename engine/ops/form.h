@@ -7,6 +7,7 @@
 
 #include <optional>
 
+#include "vk/commands.h"
 #include "vk/physical.h"
 
 namespace brigade::ops {
@@ -16,10 +17,7 @@ enum class Form { Matrix, Direct };
 // The form `info`'s device runs.
 Form form_for(const vk::PhysicalInfo& info);
 
-// `chosen`, else the form of the device `cmd` records for.
-template <class Commands>
-bool runs_direct(const Commands& cmd, std::optional<Form> chosen) {
-  return chosen.value_or(form_for(cmd.device().info())) == Form::Direct;
-}
+// Whether `cmd` records the direct form: `chosen`, else its device's.
+bool runs_direct(const vk::Commands& cmd, std::optional<Form> chosen);
 
 }  // namespace brigade::ops

@@ -50,6 +50,9 @@ Executor::Executor(const model::Model& model, std::vector<vk::Device*> devices, 
   build_links();
   build_norms();
   build_ring();
+  state_->events.resize(K);
+  state_->bad.resize(C);
+  state_->bad_param.resize(C);
   zero_state();
   calibrate();
 }
@@ -162,14 +165,11 @@ void Executor::build_norms() {
     if (!norm.in_backward)
       norm.commands = std::make_unique<vk::Commands>(cells_[c]->device(), "cell " + std::to_string(c) + " gradient norm");
   }
-  state_->bad.resize(C);
-  state_->bad_param.resize(C);
 }
 
 void Executor::build_ring() {
   const uint32_t K = stages();
   shared_->writer = topology_->local_stages().at(0);
-  state_->events.resize(K);
   shared_->ring.resize(K);
   for (uint32_t k = 0; k < K; ++k) {
     if (!devices_[k]) continue;

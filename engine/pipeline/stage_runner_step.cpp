@@ -20,7 +20,6 @@ std::optional<double> StageRunner::step_sums() {
   const uint32_t K = ex_.stages(), C = ex_.cells();
   const auto& cells = ex_.cells_;
   Topology& topology = *ex_.topology_;
-  Group& pipeline = group_;
   std::vector<uint32_t> mine;  // this stage's cells
   for (uint32_t c = k_; c < C; c += K) mine.push_back(c);
   auto download = [](const vk::Buffer& b) {
@@ -67,7 +66,7 @@ std::optional<double> StageRunner::step_sums() {
         }
       all.insert(all.end(), sum.begin(), sum.end());
     }
-    if (!pipeline.sum(all)) return std::nullopt;
+    if (!group_.sum(all)) return std::nullopt;
     uint64_t at = 0;
     for (const auto& [name, n] : sh.tied) {
       for (uint32_t c : mine)
@@ -100,7 +99,7 @@ std::optional<double> StageRunner::step_sums() {
       stats[2 * C] = loss;
     }
   }
-  if (!pipeline.sum(stats)) return std::nullopt;
+  if (!group_.sum(stats)) return std::nullopt;
   std::vector<double> loss{stats[2 * C]};
   if (!replicas.sum(loss)) return std::nullopt;
   // One thread writes the step's results: the first stage this process runs.
@@ -112,7 +111,7 @@ std::optional<double> StageRunner::step_sums() {
       st.bad_param[c] = first_non_finite_parameter(c);
       bad_param[c] = !st.bad_param[c].empty();
     }
-    if (!pipeline.sum(bad_param)) return std::nullopt;
+    if (!group_.sum(bad_param)) return std::nullopt;
   }
   // Who reports: the shallowest cell with a non-finite parameter, else the deepest with a
   // non-finite gradient, else the last (the loss alone). Among replicas, the first.

@@ -44,7 +44,7 @@ std::string in_flags(std::string_view message) {
     }
     at = close + 1;
   }
-  out += message.substr(std::min(at, message.size()));
+  out += message.substr(at);
   return out;
 }
 
