@@ -1,0 +1,40 @@
+// Storage precision of activations: fp32, or 16 bits (bf16 or fp16) packed two values to a
+// 32-bit word, which every device can store (no 16-bit storage feature needed). Kernels keep
+// computing in fp32: a 16-bit tensor is unpacked into fp32 before a kernel reads it, and a
+// kernel's fp32 result is rounded and packed after (shaders/precision.h rounds, to nearest
+// with ties to even, identically on every device and on the CPU).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "vk/commands.h"
+
+namespace brigade::ops {
+
+enum class Precision : uint32_t { Fp32 = 0, Bf16 = 1, Fp16 = 2 };  // = BRIGADE_FORMAT_*
+
+const char* precision_name(Precision p);  // "fp32", "bf16", "fp16"
+// "fp32" | "bf16" | "fp16"; throws UserError naming the value otherwise.
+Precision parse_precision(const std::string& text);
+inline bool is_half(Precision p) { return p != Precision::Fp32; }
+
+// Bytes of `elements` values stored in `p`: 4 each in fp32, whole words of two in 16 bits.
+inline uint64_t stored_bytes(uint64_t elements, Precision p) {
+  return is_half(p) ? (elements + 1) / 2 * 4 : elements * 4;
+}
+
+// packed = x in 16 bits; with `round`, x is overwritten with the values packed keeps.
+// x: (n) floats, packed: stored_bytes(n, p)
+void pack(vk::Commands& cmd, vk::View x, vk::View packed, uint32_t n, Precision p, bool round);
+// x = the values of packed.  packed: stored_bytes(n, p), x: (n) floats
+void unpack(vk::Commands& cmd, vk::View packed, vk::View x, uint32_t n, Precision p);
+// x = x rounded to p, in place.  x: (n) floats
+void round_to(vk::Commands& cmd, vk::View x, uint32_t n, Precision p);
+
+// The same conversions on the host, bit for bit: a 16-bit tensor downloaded as words.
+void unpack_on_host(std::span<const uint32_t> packed, std::span<float> x, Precision p);
+float round_on_host(float v, Precision p);
+
+}  // namespace brigade::ops

@@ -1,0 +1,86 @@
+// 16-bit storage formats: bf16 (the upper half of an fp32) and IEEE fp16, both rounded to
+// nearest with ties to even, in integer arithmetic written once in the common subset of GLSL
+// and C++, so the kernels and the CPU reference round every value to the same bits on every
+// device. Two values are packed to a 32-bit word, element 2i in the low half.
+#ifndef BRIGADE_SHADERS_PRECISION_H
+#define BRIGADE_SHADERS_PRECISION_H
+
+#ifdef __cplusplus
+#include <cstdint>
+namespace brigade::shaders {
+using uint = std::uint32_t;
+#define BRIGADE_FN inline
+#else
+#define BRIGADE_FN
+#endif
+
+// Storage formats (specialization constant FORMAT of the precision kernels).
+#define BRIGADE_FORMAT_FP32 0
+#define BRIGADE_FORMAT_BF16 1
+#define BRIGADE_FORMAT_FP16 2
+
+// Threads per workgroup of the precision kernels; each invocation handles one word (two
+// elements).
+#define BRIGADE_WG_PRECISION 256
+
+struct PrecisionPush {
+  uint n;  // elements (the packed side holds (n + 1) / 2 words)
+};
+
+// fp32 bits to bf16 bits. A NaN stays a (quiet) NaN rather than rounding into infinity.
+BRIGADE_FN uint bf16_from_bits(uint u) {
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (u >> 16u) | 0x40u;
+  return (u + 0x7FFFu + ((u >> 16u) & 1u)) >> 16u;
+}
+
+BRIGADE_FN uint bits_from_bf16(uint h) { return h << 16u; }
+
+// fp32 bits to fp16 bits: past the largest finite fp16 (65504) rounds to infinity, below the
+// smallest normal (2^-14) to a subnormal, below half the smallest subnormal (2^-25) to zero.
+BRIGADE_FN uint fp16_from_bits(uint u) {
+  const uint sign = (u >> 16u) & 0x8000u;
+  const uint a = u & 0x7FFFFFFFu;
+  if (a > 0x7F800000u) return sign | 0x7E00u;         // NaN
+  if (a >= 0x477FF000u) return sign | 0x7C00u;        // rounds past 65504: infinity
+  if (a >= 0x38800000u) {                             // normal: rebias the exponent 127 -> 15
+    const uint r = a - 0x38000000u;
+    return sign | ((r + 0xFFFu + ((r >> 13u) & 1u)) >> 13u);
+  }
+  if (a <= 0x33000000u) return sign;                  // at most 2^-25: zero (a tie goes to even)
+  const uint e = a >> 23u;                            // 102 .. 112
+  const uint m = (a & 0x7FFFFFu) | 0x800000u;
+  const uint shift = 126u - e;                        // units of 2^-24: m * 2^(e - 126)
+  uint q = m >> shift;
+  const uint rest = m & ((1u << shift) - 1u), midway = 1u << (shift - 1u);
+  if (rest > midway || (rest == midway && (q & 1u) != 0u)) q += 1u;
+  return sign | q;
+}
+
+BRIGADE_FN uint bits_from_fp16(uint h) {
+  const uint sign = (h & 0x8000u) << 16u;
+  uint e = (h >> 10u) & 0x1Fu, m = h & 0x3FFu;
+  if (e == 31u) return sign | 0x7F800000u | (m << 13u);
+  if (e != 0u) return sign | ((e + 112u) << 23u) | (m << 13u);
+  if (m == 0u) return sign;
+  e = 113u;  // a subnormal: normalize
+  while ((m & 0x400u) == 0u) {
+    m <<= 1u;
+    e -= 1u;
+  }
+  return sign | (e << 23u) | ((m & 0x3FFu) << 13u);
+}
+
+// fp32 bits to the 16 bits of `format`, and back.
+BRIGADE_FN uint half_from_bits(uint u, uint format) {
+  return format == BRIGADE_FORMAT_FP16 ? fp16_from_bits(u) : bf16_from_bits(u);
+}
+BRIGADE_FN uint bits_from_half(uint h, uint format) {
+  return format == BRIGADE_FORMAT_FP16 ? bits_from_fp16(h) : bits_from_bf16(h);
+}
+
+#undef BRIGADE_FN
+
+#ifdef __cplusplus
+}  // namespace brigade::shaders
+#endif
+#endif
