@@ -43,11 +43,14 @@ struct ParamSpec {
 };
 
 // A tensor that forward writes and backward reads, besides the layer's input and output:
-// `per_sample` floats for every sample of the micro-batch plus `fixed` floats.
+// `per_sample` floats for every sample of the micro-batch plus `fixed` floats. A stage in a
+// 16-bit precision keeps it in 16 bits unless it is `wide`: statistics (means, reciprocal
+// deviations, log-sum-exps) stay fp32 whatever the precision.
 struct SavedSpec {
   std::string name;
   uint64_t per_sample = 0;
   uint64_t fixed = 0;
+  bool wide = false;
   uint64_t floats(uint32_t rows) const { return per_sample * rows + fixed; }
 };
 

@@ -151,9 +151,10 @@ std::vector<ParamSpec> GptBlock::params() const {
 
 std::vector<SavedSpec> GptBlock::saved() const {
   const uint64_t T = T_, C = C_;
-  return {{"ln_1", T * C},    {"ln_1.mean", T}, {"ln_1.rstd", T}, {"qkv", T * 3 * C},
-          {"attn", T * C},    {"lse", T * NH_}, {"x1", T * C},    {"ln_2", T * C},
-          {"ln_2.mean", T},   {"ln_2.rstd", T}, {"fc", T * 4 * C}, {"gelu", T * 4 * C}};
+  return {{"ln_1", T * C},           {"ln_1.mean", T, 0, true}, {"ln_1.rstd", T, 0, true},
+          {"qkv", T * 3 * C},       {"attn", T * C},           {"lse", T * NH_, 0, true},
+          {"x1", T * C},            {"ln_2", T * C},           {"ln_2.mean", T, 0, true},
+          {"ln_2.rstd", T, 0, true}, {"fc", T * 4 * C},        {"gelu", T * 4 * C}};
 }
 
 std::vector<SavedSpec> GptBlock::deferred() const {

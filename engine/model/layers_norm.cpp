@@ -35,7 +35,7 @@ std::vector<ParamSpec> BatchNorm2d::params() const {
 }
 
 std::vector<SavedSpec> BatchNorm2d::saved() const {
-  return {{"mean", 0, channels_}, {"rstd", 0, channels_}};
+  return {{"mean", 0, channels_, true}, {"rstd", 0, channels_, true}};
 }
 
 Cost BatchNorm2d::cost() const { return standard_cost(*this, kNormFlops * double(elements(input_))); }
@@ -79,7 +79,7 @@ std::vector<ParamSpec> LayerNorm::params() const {
 }
 
 std::vector<SavedSpec> LayerNorm::saved() const {
-  return {{"mean", rows_per_sample_, 0}, {"rstd", rows_per_sample_, 0}};
+  return {{"mean", rows_per_sample_, 0, true}, {"rstd", rows_per_sample_, 0, true}};
 }
 
 Cost LayerNorm::cost() const { return standard_cost(*this, kNormFlops * double(elements(input_))); }

@@ -1,6 +1,7 @@
 #include "pipeline/cell.h"
 
 #include "ops/cross_entropy.h"
+#include "ops/precision.h"
 #include "util/error.h"
 
 namespace brigade::pipeline {
@@ -69,6 +70,9 @@ Cell::Cell(vk::Device& device, const model::Model& model, CellLayout layout)
   grad_b_ = vk::Buffer(device, layout_.gradient_bytes, act, tag + "activation gradient B");
   if (layout_.scratch_bytes)
     scratch_ = vk::Buffer(device, layout_.scratch_bytes, vk::Category::Scratch, tag + "scratch");
+  if (layout_.work_bytes) work_ = vk::Buffer(device, layout_.work_bytes, vk::Category::Scratch, tag + "fp32 work");
+  if (layout_.gradient_out_bytes)
+    grad_out_ = vk::Buffer(device, layout_.gradient_out_bytes, act, tag + "input gradient, packed");
   if (layout_.last_cell) {
     loss_ = vk::Buffer(device, kFloat, vk::Category::Scratch, tag + "loss");
     discard_ = vk::Buffer(device, kFloat, vk::Category::Scratch, tag + "recomputed loss");
@@ -76,19 +80,61 @@ Cell::Cell(vk::Device& device, const model::Model& model, CellLayout layout)
   }
 }
 
+uint64_t Cell::in_floats(uint32_t l, const MicroBatch& mb) const {
+  return model::elements(model_.layers[layout_.first + l]->input_shape()) * mb.rows;
+}
+
+uint64_t Cell::out_floats(uint32_t l, const MicroBatch& mb) const {
+  return model::elements(model_.layers[layout_.first + l]->output_shape()) * mb.rows;
+}
+
 vk::View Cell::x_view(uint32_t l, const MicroBatch& mb) {
-  if (l == 0) {
-    const uint64_t bytes = model::elements(model_.layers[layout_.first]->input_shape()) * mb.rows * kFloat;
-    return vk::View(inputs_.at(mb.input), 0, bytes);
-  }
+  if (l == 0) return vk::View(inputs_.at(mb.input), 0, ops::stored_bytes(in_floats(0, mb), layout_.input_precision));
   return y_view(l - 1, mb);
 }
 
 vk::View Cell::y_view(uint32_t l, const MicroBatch& mb) {
+  if (model_.layers[layout_.first + l]->is_view()) return x_view(l, mb);
+  return vk::View(sets_[mb.set].outputs[l], 0, ops::stored_bytes(out_floats(l, mb), layout_.output_precision[l]));
+}
+
+bool Cell::narrow(uint32_t l, const model::SavedSpec& s) const {
+  return ops::is_half(layout_.output_precision[l]) && !s.wide && !model_.layers[layout_.first + l]->is_view();
+}
+
+vk::View Cell::work(uint32_t part, uint64_t floats, uint64_t offset) {
+  const uint64_t at = part * layout_.gradient_bytes + offset * kFloat;
+  BRIGADE_EXPECT(work_ && at + floats * kFloat <= work_.size(), "16-bit tensors fit the cell's fp32 work");
+  return vk::View(work_, at, floats * kFloat);
+}
+
+vk::View Cell::fp32(vk::Commands& cmd, vk::View stored, ops::Precision p, uint64_t n, uint32_t part) {
+  if (!ops::is_half(p)) return stored;
+  const vk::View out = work(part, n);
+  ops::unpack(cmd, stored, out, uint32_t(n), p);
+  return out;
+}
+
+model::Tensors Cell::unpacked(vk::Commands& cmd, uint32_t l, const MicroBatch& mb, const model::Tensors& t,
+                              std::vector<vk::View>& saved32) {
   const model::Layer& layer = *model_.layers[layout_.first + l];
-  if (layer.is_view()) return x_view(l, mb);
-  const uint64_t bytes = model::elements(layer.output_shape()) * mb.rows * kFloat;
-  return vk::View(sets_[mb.set].outputs[l], 0, bytes);
+  model::Tensors w = t;
+  if (!layer.integer_input()) w.x = fp32(cmd, t.x, x_precision(l), in_floats(l, mb), 0);
+  w.y = fp32(cmd, t.y, layout_.output_precision[l], out_floats(l, mb), 1);
+  const std::vector<model::SavedSpec> specs = layer.saved();
+  uint64_t offset = 0;
+  for (size_t s = 0; s < specs.size(); ++s) {
+    if (!narrow(l, specs[s])) {
+      saved32.push_back(t.saved[s]);
+      continue;
+    }
+    const uint64_t n = specs[s].floats(mb.rows);
+    saved32.push_back(work(2, n, offset));
+    ops::unpack(cmd, t.saved[s], saved32.back(), uint32_t(n), layout_.output_precision[l]);
+    offset += n;
+  }
+  w.saved = saved32;
+  return w;
 }
 
 vk::View Cell::targets_view(const MicroBatch& mb) {
@@ -101,7 +147,9 @@ model::Tensors Cell::tensors(uint32_t l, const MicroBatch& mb, std::vector<vk::V
   const Set& set = sets_[mb.set];
   const std::vector<model::SavedSpec> specs = layer.saved();
   for (size_t s = 0; s < specs.size(); ++s)
-    saved.emplace_back(set.saved[l][s], 0, specs[s].floats(mb.rows) * kFloat);
+    saved.emplace_back(set.saved[l][s], 0,
+                       ops::stored_bytes(specs[s].floats(mb.rows),
+                                         narrow(l, specs[s]) ? layout_.output_precision[l] : ops::Precision::Fp32));
   if (splits(l) && mb.deferred < deferred_.size()) {
     const std::vector<model::SavedSpec> kept = layer.deferred();
     for (size_t s = 0; s < kept.size(); ++s)
@@ -129,28 +177,55 @@ vk::View Cell::forward(vk::Commands& cmd, const MicroBatch& mb, std::optional<vk
     cmd.copy(*received->buffer, *x.buffer, x.range, received->offset, 0);
   }
   const uint32_t n = uint32_t(layout_.output_bytes.size());
+  // A 16-bit layer computes into fp32 work and packs its output (rounding the work in place)
+  // and saved tensors after. `live`: the work part holding the next layer's input, if any.
+  int live = -1;
   if (forward_marks_) forward_marks_->push_back(cmd.timestamp());
   for (uint32_t l = 0; l < n; ++l) {
     const model::Layer& layer = *model_.layers[layout_.first + l];
     if (forward_marks_ && l) forward_marks_->push_back(cmd.timestamp());
     if (layer.is_view()) continue;
-    std::vector<vk::View> saved, deferred;
+    std::vector<vk::View> saved, deferred, saved32;
     const model::Tensors t = tensors(l, mb, saved, deferred);
-    layer.forward(pass(cmd, mb, l, recompute), t);
+    const ops::Precision py = layout_.output_precision[l];
+    const uint32_t in = live >= 0 ? uint32_t(live) : 0;
+    model::Tensors w = t;
+    if (ops::is_half(x_precision(l)) && !layer.integer_input())
+      w.x = live >= 0 ? work(in, in_floats(l, mb)) : fp32(cmd, t.x, x_precision(l), in_floats(l, mb), in);
+    const std::vector<model::SavedSpec> specs = layer.saved();
+    if (ops::is_half(py)) {
+      w.y = work(1 - in, out_floats(l, mb));
+      uint64_t offset = 0;
+      for (size_t s = 0; s < specs.size(); ++s) {
+        saved32.push_back(narrow(l, specs[s]) ? work(2, specs[s].floats(mb.rows), offset) : t.saved[s]);
+        if (narrow(l, specs[s])) offset += specs[s].floats(mb.rows);
+      }
+      w.saved = saved32;
+    }
+    layer.forward(pass(cmd, mb, l, recompute), w);
+    live = -1;
+    if (!ops::is_half(py)) continue;
+    ops::pack(cmd, w.y, t.y, uint32_t(out_floats(l, mb)), py, true);
+    for (size_t s = 0; s < specs.size(); ++s)
+      if (narrow(l, specs[s])) ops::pack(cmd, saved32[s], t.saved[s], uint32_t(specs[s].floats(mb.rows)), py, false);
+    live = int(1 - in);
   }
   if (forward_marks_) forward_marks_->push_back(cmd.timestamp());
   const vk::View out = y_view(n - 1, mb);
   if (layout_.last_cell && mb.training) {
     const uint32_t tps = model_.targets_per_sample;
-    ops::cross_entropy_forward(cmd, out, targets_view(mb), sets_[mb.set].loss_rows, recompute ? discard_ : loss_,
+    const ops::Precision p = layout_.output_precision[n - 1];
+    const vk::View logits = live >= 0 ? work(uint32_t(live), out_floats(n - 1, mb)) : fp32(cmd, out, p, out_floats(n - 1, mb), 0);
+    ops::cross_entropy_forward(cmd, logits, targets_view(mb), sets_[mb.set].loss_rows, recompute ? discard_ : loss_,
                                mb.rows * tps, model_.classes, mb.total_rows * tps);
   }
   return out;
 }
 
 void Cell::count_correct(vk::Commands& cmd, const MicroBatch& mb) {
-  const uint32_t tps = model_.targets_per_sample;
-  ops::cross_entropy_evaluate(cmd, y_view(uint32_t(layout_.output_bytes.size()) - 1, mb), targets_view(mb),
+  const uint32_t tps = model_.targets_per_sample, n = uint32_t(layout_.output_bytes.size());
+  const vk::View logits = fp32(cmd, y_view(n - 1, mb), layout_.output_precision[n - 1], out_floats(n - 1, mb), 0);
+  ops::cross_entropy_evaluate(cmd, logits, targets_view(mb),
                               sets_[mb.set].loss_rows, loss_, correct_, mb.rows * tps,
                               model_.classes, mb.total_rows * tps);
 }
@@ -162,15 +237,21 @@ std::optional<vk::View> Cell::backward(vk::Commands& cmd, const MicroBatch& mb,
   const uint32_t n = uint32_t(layout_.output_bytes.size());
   vk::Buffer* dy = &grad_a_;
   vk::Buffer* dx = &grad_b_;
+  // The gradient of a tensor is rounded to the tensor's precision (so pipelined equals one
+  // device, and a boundary carries one precision both ways); inside a cell it stays fp32.
   const vk::View out = y_view(n - 1, mb);
+  const ops::Precision p_out = layout_.output_precision[n - 1];
+  const uint64_t n_out = out_floats(n - 1, mb);
   if (layout_.last_cell) {
     const uint32_t tps = model_.targets_per_sample;
-    ops::cross_entropy_backward(cmd, out, targets_view(mb), sets_[mb.set].loss_rows,
-                                vk::View(*dy, 0, out.range), mb.rows * tps, model_.classes,
+    ops::cross_entropy_backward(cmd, fp32(cmd, out, p_out, n_out, 0), targets_view(mb), sets_[mb.set].loss_rows,
+                                vk::View(*dy, 0, n_out * kFloat), mb.rows * tps, model_.classes,
                                 mb.total_rows * tps);
+    ops::round_to(cmd, vk::View(*dy, 0, n_out * kFloat), uint32_t(n_out), p_out);
   } else {
     BRIGADE_EXPECT(received.has_value(), "a stage before the last needs its output's gradient");
-    cmd.copy(*received->buffer, *dy, out.range, received->offset, 0);
+    if (ops::is_half(p_out)) ops::unpack(cmd, *received, vk::View(*dy, 0, n_out * kFloat), uint32_t(n_out), p_out);
+    else cmd.copy(*received->buffer, *dy, out.range, received->offset, 0);
   }
   if (backward_marks_) backward_marks_->push_back(cmd.timestamp());
   for (uint32_t l = n; l-- > 0;) {
@@ -178,15 +259,16 @@ std::optional<vk::View> Cell::backward(vk::Commands& cmd, const MicroBatch& mb,
     if (backward_marks_ && l + 1 < n) backward_marks_->push_back(cmd.timestamp());
     if (layer.is_view()) continue;  // the gradient of a view is the view of the gradient
     const bool wants_dx = wants_input_gradient(l);
-    std::vector<vk::View> saved, deferred;
-    const model::Tensors t = tensors(l, mb, saved, deferred);
-    const vk::View dy_view(*dy, 0, t.y.range);
+    std::vector<vk::View> saved, deferred, saved32;
+    const model::Tensors t = unpacked(cmd, l, mb, tensors(l, mb, saved, deferred), saved32);
+    const vk::View dy_view(*dy, 0, out_floats(l, mb) * kFloat);
     model::Pass p = pass(cmd, mb, l, false);
     p.split = split && splits(l);
     if (wants_dx) {
-      const vk::View dx_view(*dx, 0, t.x.range);
+      const vk::View dx_view(*dx, 0, in_floats(l, mb) * kFloat);
       cmd.fill(dx_view);  // only what the layer accumulates into, not the whole buffer
       layer.backward(p, t, dy_view, dx_view);
+      ops::round_to(cmd, dx_view, uint32_t(in_floats(l, mb)), x_precision(l));
       std::swap(dy, dx);
     } else {
       layer.backward(p, t, dy_view, std::nullopt);
@@ -194,14 +276,18 @@ std::optional<vk::View> Cell::backward(vk::Commands& cmd, const MicroBatch& mb,
   }
   if (backward_marks_) backward_marks_->push_back(cmd.timestamp());
   if (layout_.first_cell) return std::nullopt;
-  return vk::View(*dy, 0, x_view(0, mb).range);
+  const vk::View gradient(*dy, 0, in_floats(0, mb) * kFloat);
+  if (!ops::is_half(layout_.input_precision)) return gradient;
+  const vk::View packed(grad_out_, 0, x_view(0, mb).range);
+  ops::pack(cmd, gradient, packed, uint32_t(in_floats(0, mb)), layout_.input_precision, false);
+  return packed;
 }
 
 void Cell::backward_params(vk::Commands& cmd, const MicroBatch& mb) {
   for (uint32_t l = uint32_t(layout_.output_bytes.size()); l-- > 0;) {
     if (!splits(l)) continue;
-    std::vector<vk::View> saved, deferred;
-    const model::Tensors t = tensors(l, mb, saved, deferred);
+    std::vector<vk::View> saved, deferred, saved32;
+    const model::Tensors t = unpacked(cmd, l, mb, tensors(l, mb, saved, deferred), saved32);
     model::Pass p = pass(cmd, mb, l, false);
     p.split = true;
     model_.layers[layout_.first + l]->backward_params(p, t);

@@ -82,9 +82,24 @@ class Cell {
     std::vector<std::vector<vk::Buffer>> saved;  // per layer
     vk::Buffer loss_rows;
   };
-  // The views the cell's layer l works on for micro-batch mb.
+  // The views the cell's layer l works on for micro-batch mb, as stored (16 bits or 32).
   vk::View x_view(uint32_t l, const MicroBatch& mb);
   vk::View y_view(uint32_t l, const MicroBatch& mb);
+  ops::Precision x_precision(uint32_t l) const {
+    return l ? layout_.output_precision[l - 1] : layout_.input_precision;
+  }
+  // Whether layer l keeps its saved tensor s in 16 bits.
+  bool narrow(uint32_t l, const model::SavedSpec& s) const;
+  // fp32 memory for 16-bit tensors: part 0 and 1 a layer's input or output, part 2 its
+  // saved tensors from `offset` floats.
+  vk::View work(uint32_t part, uint64_t floats, uint64_t offset = 0);
+  // `stored` as fp32: itself, or unpacked into work part `part`.
+  vk::View fp32(vk::Commands& cmd, vk::View stored, ops::Precision p, uint64_t n, uint32_t part);
+  // Layer l's tensors as its kernels read them in a backward: 16-bit ones unpacked.
+  model::Tensors unpacked(vk::Commands& cmd, uint32_t l, const MicroBatch& mb, const model::Tensors& t,
+                          std::vector<vk::View>& saved32);
+  uint64_t in_floats(uint32_t l, const MicroBatch& mb) const;
+  uint64_t out_floats(uint32_t l, const MicroBatch& mb) const;
   vk::View targets_view(const MicroBatch& mb);
   // Layer l's tensors for micro-batch mb; `saved` holds the views t.saved points into.
   model::Tensors tensors(uint32_t l, const MicroBatch& mb, std::vector<vk::View>& saved,
@@ -106,6 +121,7 @@ class Cell {
   std::vector<Set> sets_;
   std::vector<std::vector<std::vector<vk::Buffer>>> deferred_;  // [slot][layer][spec]: B to W
   vk::Buffer grad_a_, grad_b_, scratch_;
+  vk::Buffer work_, grad_out_;  // CellLayout::work_bytes, gradient_out_bytes
   vk::Buffer loss_, discard_, correct_;
   std::vector<uint32_t>* forward_marks_ = nullptr;
   std::vector<uint32_t>* backward_marks_ = nullptr;

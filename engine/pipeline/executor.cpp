@@ -112,7 +112,8 @@ void Executor::build_links() {
   const uint32_t K = stages(), C = cells();
   for (uint32_t b = 0; b + 1 < C; ++b) {
     const CellLayout& l = plan_.cells[b];
-    const uint64_t bytes = model::elements(model_.layers[l.last - 1]->output_shape()) * l.max_rows * kFloat;
+    const uint64_t bytes =
+        ops::stored_bytes(model::elements(model_.layers[l.last - 1]->output_shape()) * l.max_rows, l.output_precision.back());
     const std::string name = "link " + std::to_string(b) + "->" + std::to_string(b + 1);
     vk::Device *from = devices_[b % K], *to = devices_[(b + 1) % K];
     if (from && to) {

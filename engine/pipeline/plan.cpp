@@ -59,29 +59,53 @@ Bytes CellLayout::memory(uint32_t optimizer_states) const {
   uint64_t deferred = 0;
   for (const auto& layer : deferred_bytes)
     for (uint64_t d : layer) deferred += d;
-  b[cat(vk::Category::Activations)] =
-      inputs * (input_bytes + target_bytes) + sets * set + deferreds * deferred + 2 * gradient_bytes;
+  b[cat(vk::Category::Activations)] = inputs * (input_bytes + target_bytes) + sets * set + deferreds * deferred +
+                                      2 * gradient_bytes + gradient_out_bytes;
   b[cat(vk::Category::Transfer)] = link_bytes;
-  b[cat(vk::Category::Scratch)] += scratch_bytes + norm_bytes + (last_cell ? 3 * kFloat : 0);  // loss, discard, correct
+  b[cat(vk::Category::Scratch)] += scratch_bytes + norm_bytes + work_bytes + (last_cell ? 3 * kFloat : 0);  // loss, discard, correct
   return b;
 }
 
+std::vector<ops::Precision> output_precisions(const model::Model& m, const std::vector<ops::Precision>& precision) {
+  std::vector<ops::Precision> out(m.layers.size(), ops::Precision::Fp32);
+  if (precision.empty()) return out;
+  BRIGADE_EXPECT(precision.size() == m.layers.size(), "one precision per layer");
+  for (size_t l = 0; l < out.size(); ++l)
+    out[l] = !m.layers[l]->is_view() ? precision[l] : l ? out[l - 1] : ops::Precision::Fp32;
+  return out;
+}
+
 CellLayout layout_cell(const model::Model& m, uint32_t cell, uint32_t first, uint32_t last,
-                       bool last_cell, uint32_t max_rows, const CellBuffers& buffers) {
+                       bool last_cell, uint32_t max_rows, const CellBuffers& buffers,
+                       const std::vector<ops::Precision>& precision) {
   BRIGADE_EXPECT(first < last && last <= m.layers.size(), "a cell holds layers [first, last)");
   CellLayout s;
   s.cell = cell, s.first = first, s.last = last;
   s.first_cell = first == 0, s.last_cell = last_cell;
   s.max_rows = max_rows, s.inputs = buffers.inputs, s.sets = buffers.sets, s.deferreds = buffers.deferreds;
-  s.input_bytes = model::elements(m.layers[first]->input_shape()) * max_rows * kFloat;
-  uint64_t widest = 0, scratch = 0;
+  const std::vector<ops::Precision> stored = output_precisions(m, precision);
+  s.input_precision = first ? stored[first - 1] : ops::Precision::Fp32;
+  const uint64_t in = model::elements(m.layers[first]->input_shape()) * max_rows;
+  s.input_bytes = ops::stored_bytes(in, s.input_precision);
+  if (!s.first_cell && ops::is_half(s.input_precision)) s.gradient_out_bytes = s.input_bytes;
+  bool half = ops::is_half(s.input_precision);
+  uint64_t widest = 0, scratch = 0, saved_work = 0;
   std::set<std::string> seen;
   for (uint32_t l = first; l < last; ++l) {
     const model::Layer& layer = *m.layers[l];
     const uint64_t out = model::elements(layer.output_shape());
-    s.output_bytes.push_back(layer.is_view() ? 0 : out * max_rows * kFloat);
+    const ops::Precision prec = stored[l];
+    half = half || ops::is_half(prec);
+    s.output_precision.push_back(prec);
+    s.output_bytes.push_back(layer.is_view() ? 0 : ops::stored_bytes(out * max_rows, prec));
     std::vector<uint64_t> saved;
-    for (const model::SavedSpec& sv : layer.saved()) saved.push_back(sv.floats(max_rows) * kFloat);
+    uint64_t saved_half = 0;
+    for (const model::SavedSpec& sv : layer.saved()) {
+      const bool narrow = ops::is_half(prec) && !sv.wide && !layer.is_view();
+      saved.push_back(ops::stored_bytes(sv.floats(max_rows), narrow ? prec : ops::Precision::Fp32));
+      if (narrow) saved_half += sv.floats(max_rows);
+    }
+    saved_work = std::max(saved_work, saved_half);
     s.saved_bytes.push_back(std::move(saved));
     std::vector<uint64_t> deferred;
     if (buffers.deferreds)
@@ -99,6 +123,7 @@ CellLayout layout_cell(const model::Model& m, uint32_t cell, uint32_t first, uin
   }
   s.gradient_bytes = widest * max_rows * kFloat;
   s.scratch_bytes = scratch * kFloat;
+  if (half) s.work_bytes = 2 * s.gradient_bytes + saved_work * kFloat;
   if (last_cell) {
     s.target_bytes = uint64_t(m.targets_per_sample) * max_rows * kFloat;
     s.loss_rows_bytes = uint64_t(m.targets_per_sample) * max_rows * 2 * kFloat;
@@ -127,13 +152,14 @@ std::vector<LayerCost> layer_costs(const model::Model& m, uint32_t rows, uint32_
 namespace {
 
 // The link slots a cell's device holds: activations forward and gradients backward, each in
-// kLinkSlots slots, at both of its boundaries; a local link (both cells on one device) holds
-// one copy, counted with the cell before it.
-uint64_t link_bytes(const model::Model& m, uint32_t first, uint32_t last, uint32_t max_rows, bool local) {
-  auto boundary = [&](uint32_t after_layer) {
-    return 2 * kLinkSlots * model::elements(m.layers[after_layer]->output_shape()) * max_rows * kFloat;
+// kLinkSlots slots, at both of its boundaries, in the boundary tensor's precision; a local
+// link (both cells on one device) holds one copy, counted with the cell before it.
+uint64_t link_bytes(const model::Model& m, const CellLayout& s, bool local) {
+  auto boundary = [&](uint32_t after_layer, ops::Precision p) {
+    return 2 * kLinkSlots * ops::stored_bytes(model::elements(m.layers[after_layer]->output_shape()) * s.max_rows, p);
   };
-  return (first > 0 && !local ? boundary(first - 1) : 0) + (last < m.layers.size() ? boundary(last - 1) : 0);
+  return (s.first > 0 && !local ? boundary(s.first - 1, s.input_precision) : 0) +
+         (s.last < m.layers.size() ? boundary(s.last - 1, s.output_precision.back()) : 0);
 }
 
 // One line for a stage over its cap: how much over, the largest categories, what to change.
@@ -215,17 +241,36 @@ Plan plan(const model::Model& m, const PlanOptions& o) {
     cells.push_back(o.stages[c % K]);
     cells.back().memory_cap /= V;
   }
+  if (!o.layer_precision.empty() && o.layer_precision.size() != L)
+    throw UserError(std::to_string(o.layer_precision.size()) + " layer precisions for a model of " + std::to_string(L) + " layers");
+  if (o.precision.size() > 1 && o.precision.size() != K)
+    throw UserError("`precision`: " + std::to_string(o.precision.size()) + " values for " + std::to_string(K) +
+                    " stages; give one for all or one per stage");
+  auto stage_precision = [&](size_t c) {
+    return o.precision.empty() ? ops::Precision::Fp32 : o.precision[o.precision.size() == 1 ? 0 : c % K];
+  };
+  // Layer precisions as cell c sees them: its own layers its stage's, those before the cell
+  // before's (which only the stored form of the cell's input depends on).
+  auto precisions = [&](size_t c, size_t first, size_t last) {
+    if (!o.layer_precision.empty()) return o.layer_precision;
+    std::vector<ops::Precision> v(L, c ? stage_precision(c - 1) : ops::Precision::Fp32);
+    std::fill(v.begin() + first, v.begin() + last, stage_precision(c));
+    return v;
+  };
   auto layout = [&](size_t c, size_t first, size_t last) {
     CellLayout s = layout_cell(m, uint32_t(c), uint32_t(first), uint32_t(last), last == L, p.micro_rows[0],
-                                 {slots.inputs[c], slots.sets[c], slots.deferreds[c]});
-    s.link_bytes = link_bytes(m, uint32_t(first), uint32_t(last), p.micro_rows[0], K == 1);
+                               {slots.inputs[c], slots.sets[c], slots.deferreds[c]}, precisions(c, first, last));
+    s.link_bytes = link_bytes(m, s, K == 1);
     return s;
   };
   // A cell's footprint depends on its layers and how many inputs and sets it keeps, not on
   // which cell it is: each is laid out once, however often the partitioner asks.
-  std::map<std::tuple<size_t, size_t, uint32_t, uint32_t, uint32_t>, uint64_t> footprints;
+  // (and on its stage's precision and the one before).
+  std::map<std::tuple<size_t, size_t, uint32_t, uint32_t, uint32_t, ops::Precision, ops::Precision>, uint64_t> footprints;
   const CellMemory exact = [&](size_t c, size_t first, size_t last) {
-    const auto [it, fresh] = footprints.try_emplace({first, last, slots.inputs[c], slots.sets[c], slots.deferreds[c]}, 0);
+    const ops::Precision before = c ? stage_precision(c - 1) : ops::Precision::Fp32;
+    const auto [it, fresh] = footprints.try_emplace(
+        {first, last, slots.inputs[c], slots.sets[c], slots.deferreds[c], stage_precision(c), before}, 0);
     if (fresh) it->second = total(layout(c, first, last).memory(o.optimizer_states));
     return it->second;
   };

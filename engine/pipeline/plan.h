@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "model/model.h"
+#include "ops/precision.h"
 #include "pipeline/partition.h"
 #include "pipeline/schedule.h"
 #include "vk/memory.h"
@@ -37,6 +38,17 @@ struct CellLayout {
   uint64_t input_bytes = 0;    // the cell's input for one micro-batch (kept for each of `inputs`)
   std::vector<uint64_t> output_bytes;             // per layer of the cell; 0 for views
   std::vector<std::vector<uint64_t>> saved_bytes; // per layer, per SavedSpec
+  // How each tensor is stored (ops/precision.h): the cell's input as the layer before it
+  // stored its output (fp32 for the model's input), each layer's output and saved tensors
+  // in the layer's precision (a view's as its input; a `wide` saved tensor in fp32). The
+  // gradient of a tensor is rounded to the tensor's precision, so a boundary carries one
+  // precision both ways.
+  ops::Precision input_precision = ops::Precision::Fp32;
+  std::vector<ops::Precision> output_precision;   // per layer of the cell
+  // 16-bit tensors are unpacked into fp32 for the kernels and packed after: two buffers for
+  // a layer's input and output and one for its 16-bit saved tensors, the largest of the cell.
+  uint64_t work_bytes = 0;
+  uint64_t gradient_out_bytes = 0;  // a 16-bit input's gradient, packed for the link
   // Split backward (zero-bubble): per layer, per deferred() spec, kept from B to W.
   std::vector<std::vector<uint64_t>> deferred_bytes;
   uint64_t gradient_bytes = 0; // each of the two ping-pong activation-gradient buffers
@@ -58,8 +70,14 @@ struct CellBuffers {
   uint32_t deferreds = 0;  // > 0: the backward splits
 };
 
+// `precision`: one per layer of the model (the layers of [first, last) and those before it
+// matter), empty for fp32 throughout.
 CellLayout layout_cell(const model::Model& m, uint32_t cell, uint32_t first, uint32_t last,
-                         bool last_cell, uint32_t max_rows, const CellBuffers& buffers);
+                       bool last_cell, uint32_t max_rows, const CellBuffers& buffers,
+                       const std::vector<ops::Precision>& precision = {});
+// The precision each layer's output is stored in: its own, a view's that of its input, fp32
+// before the first 16-bit layer. `precision` as for layout_cell.
+std::vector<ops::Precision> output_precisions(const model::Model& m, const std::vector<ops::Precision>& precision);
 
 // Cost of each layer for the partitioner: time = forward FLOPs x 3 (forward, and backward at
 // twice the forward) per sample; memory = parameters, gradients, optimizer state and
@@ -98,6 +116,10 @@ struct PlanOptions {
   Objective objective = Objective::Cost;
   std::vector<uint32_t> balance;   // by hand: layers per cell
   std::vector<StageSpec> stages;   // one per stage: relative speed and memory cap
+  // Each stage's precision (one, or one per stage); empty: fp32. `layer_precision`, when
+  // given (one per layer of the model), replaces it layer by layer.
+  std::vector<ops::Precision> precision;
+  std::vector<ops::Precision> layer_precision;
 };
 
 // The cut minimizes the slowest stage among those whose exact footprint fits each cap; when

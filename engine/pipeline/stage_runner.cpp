@@ -145,7 +145,14 @@ void StageRunner::forward(const Action& a, const MicroBatch& mb) {
   if (outputs_ && s.layout().last_cell) {
     dev_.wait(m.fwd_value[i]);
     const uint64_t per_row = model::elements(model.layers.back()->output_shape());
-    vk::download(*out.buffer, outputs_->data() + row * per_row, out.range, out.offset);
+    const ops::Precision p = s.layout().output_precision.back();
+    if (ops::is_half(p)) {
+      std::vector<uint32_t> packed(out.range / 4);
+      vk::download(*out.buffer, packed.data(), out.range, out.offset);
+      ops::unpack_on_host(packed, std::span(outputs_->data() + row * per_row, per_row * mb.rows), p);
+    } else {
+      vk::download(*out.buffer, outputs_->data() + row * per_row, out.range, out.offset);
+    }
   }
   if (c > 0) ex_.act_links_[c - 1]->release(m.act_in[i], dev_, m.fwd_value[i]);
 }

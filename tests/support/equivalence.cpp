@@ -12,9 +12,12 @@
 namespace brigade::test {
 
 std::string describe(const PipelineConfig& c) {
+  std::string precisions;
+  for (size_t i = 0; i < c.precision.size(); ++i) precisions += (i ? "," : " ") + std::string(ops::precision_name(c.precision[i]));
+  if (!c.layer_precision.empty()) precisions += " per layer";
   return std::string(pipeline::schedule_kind_name(c.schedule)) + (c.V > 1 ? " V=" + std::to_string(c.V) : "") +
          " M=" + std::to_string(c.M) + " remat " + pipeline::remat_name(c.remat) + " link " +
-         pipeline::link_name(c.link);
+         pipeline::link_name(c.link) + precisions;
 }
 
 pipeline::Plan make_plan(const model::Model& m, uint32_t K, const PipelineConfig& c, uint32_t rows,
@@ -22,6 +25,7 @@ pipeline::Plan make_plan(const model::Model& m, uint32_t K, const PipelineConfig
   pipeline::PlanOptions o;
   o.rows = rows, o.micro_batches = c.M, o.remat = c.remat, o.optimizer_states = optimizer_states;
   o.schedule = c.schedule, o.virtual_stages = c.V;
+  o.precision = c.precision, o.layer_precision = c.layer_precision;
   o.stages.assign(K, pipeline::StageSpec{});
   return pipeline::plan(m, o);
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "model/model.h"
+#include "ops/precision.h"
 #include "pipeline/batch.h"
 #include "pipeline/executor.h"
 #include "pipeline/plan.h"
@@ -23,6 +24,9 @@ struct PipelineConfig {
   pipeline::LinkKind link = pipeline::LinkKind::Auto;
   pipeline::ScheduleKind schedule = pipeline::ScheduleKind::GPipe;
   uint32_t V = 1;  // cells per stage (interleaved)
+  // Storage precision: one for every stage or one per stage (empty: fp32), or one per layer.
+  std::vector<ops::Precision> precision = {};
+  std::vector<ops::Precision> layer_precision = {};
 };
 
 // "1f1b M=4 remat always link host" (K comes from the devices).

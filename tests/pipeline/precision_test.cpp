@@ -1,0 +1,167 @@
+// Storage precision per stage: a pipeline in bf16 (or part bf16, part fp32) equals one
+// device with the same per-layer precisions and micro-batches under every schedule, remat
+// mode and link path, in training and evaluation; bf16 really rounds (the loss moves off
+// fp32's, a little); and each stage's memory is the plan's, with the activations it keeps
+// and its boundaries in half the bytes.
+//
+// One device runs the same micro-batches: rounding to bf16 turns the last-bit differences
+// between a product over 10 rows and over 3 (another tiling, another summation order) into
+// whole bf16 steps, so micro-batching changes a bf16 run beyond fp32's rounding, while
+// pipelining the same micro-batches does not.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "equivalence.h"
+#include "gpu.h"
+#include "model/model.h"
+#include "pipeline/executor.h"
+#include "pipeline/plan.h"
+
+using namespace brigade;
+using ops::Precision;
+using pipeline::LinkKind;
+using pipeline::Remat;
+using pipeline::ScheduleKind;
+using pipeline::random_batch;
+using test::check_equal, test::Outcome, test::PipelineConfig;
+
+namespace {
+
+std::vector<vk::Device*> devices(test::Gpu& gpu, uint32_t K) {
+  std::vector<vk::Device*> out;
+  for (uint32_t k = 0; k < K; ++k) out.push_back(&gpu.device(k));
+  return out;
+}
+
+// The precision of every layer as `c`'s plan on K stages gives them: what one device must
+// use to compute what the pipeline does.
+std::vector<Precision> per_layer(const model::Model& m, uint32_t K, const PipelineConfig& c, uint32_t rows) {
+  const pipeline::Plan plan = test::make_plan(m, K, c, rows, 0);
+  std::vector<Precision> out;
+  for (const pipeline::CellLayout& cell : plan.cells)
+    for (Precision p : cell.output_precision) out.push_back(p);
+  return out;
+}
+
+struct Run {
+  uint32_t K;
+  PipelineConfig c;
+};
+
+void check_precision(test::Gpu& gpu, const model::Model& m, uint32_t rows) {
+  const std::vector<pipeline::Batch> batches{random_batch(m, rows, 1), random_batch(m, rows, 2),
+                                             random_batch(m, rows, 3)};
+  const std::vector<Precision> bf16{Precision::Bf16};
+  // One device in bf16 with M micro-batches.
+  auto one = [&](uint32_t M) {
+    PipelineConfig c;
+    c.M = M, c.precision = bf16;
+    return c;
+  };
+  std::map<uint32_t, Outcome> reference;
+  auto reference_for = [&](uint32_t M) -> const Outcome& {
+    if (!reference.count(M)) reference[M] = test::run(m, devices(gpu, 1), one(M), batches, 0);
+    return reference[M];
+  };
+  REQUIRE(std::isfinite(reference_for(1).loss));
+  // bf16 rounds: the loss is near fp32's and not equal to it.
+  const Outcome wide = test::run(m, devices(gpu, 1), {}, batches, 0);
+  CHECK_MESSAGE(reference_for(1).loss != wide.loss, m.name, ": the bf16 loss is fp32's to the bit");
+  CHECK_MESSAGE(std::abs(reference_for(1).loss - wide.loss) < 0.02 * std::abs(wide.loss), m.name, " bf16 loss ",
+                reference_for(1).loss, " against fp32's ", wide.loss);
+
+  std::vector<Run> all{{2, {4, Remat::Always, LinkKind::Host, ScheduleKind::GPipe, 1, bf16}},
+                       {2, {2, Remat::Never, LinkKind::Fd, ScheduleKind::OneFOneB, 1, bf16}},
+                       {2, {4, Remat::ExceptLast, LinkKind::Staging, ScheduleKind::ZeroBubble, 1, bf16}},
+                       {2, {2, Remat::Never, LinkKind::Auto, ScheduleKind::Interleaved, 2, bf16}},
+                       {3, {4, Remat::Never, LinkKind::Auto, ScheduleKind::GPipe, 1, bf16}}};
+  for (const Run& r : all)
+    check_equal(test::run(m, devices(gpu, r.K), r.c, batches, 0), reference_for(r.c.M),
+                m.name + " K=" + std::to_string(r.K) + " " + test::describe(r.c), false);
+
+  // Stages of different precisions: the boundary carries the producer's, and the one-device
+  // run with the same per-layer precisions computes the same.
+  for (const std::vector<Precision>& stages : {std::vector<Precision>{Precision::Bf16, Precision::Fp32},
+                                               std::vector<Precision>{Precision::Fp32, Precision::Bf16}}) {
+    const PipelineConfig mixed{2, Remat::Always, LinkKind::Auto, ScheduleKind::GPipe, 1, stages};
+    PipelineConfig same;
+    same.M = mixed.M;
+    same.layer_precision = per_layer(m, 2, mixed, rows);
+    const Outcome want = test::run(m, devices(gpu, 1), same, batches, 0);
+    check_equal(test::run(m, devices(gpu, 2), mixed, batches, 0), want, m.name + " " + test::describe(mixed), false);
+  }
+
+  // Three AdamW steps: fp32 master weights and optimizer state under bf16 activations.
+  const Outcome trained = test::run(m, devices(gpu, 1), one(all[0].c.M), batches, 3, test::Update::AdamW);
+  CHECK(trained.losses[2] != trained.losses[0]);
+  check_equal(test::run(m, devices(gpu, all[0].K), all[0].c, batches, 3, test::Update::AdamW), trained,
+              m.name + " 3 AdamW steps " + test::describe(all[0].c), true, 3e-6);
+
+  // Evaluation: the outputs come back to the host from 16 bits.
+  const test::Evaluation want = test::evaluate(m, devices(gpu, 1), one(all[1].c.M), batches[0]);
+  check_equal(test::evaluate(m, devices(gpu, all[1].K), all[1].c, batches[0]), want, m.name + " bf16 evaluation");
+}
+
+}  // namespace
+
+TEST_CASE_FIXTURE(test::Gpu, "bf16 fashion-mlp pipelined equals one device in bf16, under every schedule") {
+  check_precision(*this, model::build("fashion-mlp"), 10);
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "bf16 fashion-cnn-bn pipelined equals one device in bf16, under every schedule") {
+  check_precision(*this, model::build("fashion-cnn-bn"), 8);
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "bf16 gpt-mini pipelined equals one device in bf16, under every schedule") {
+  check_precision(*this, model::with_window(model::build("gpt-mini"), 16), 4);
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "bf16 stages hold the planned memory, with half the activation and boundary bytes") {
+  const model::Model m = model::build("fashion-cnn");
+  const uint32_t N = 16, K = 2;
+  const pipeline::Batch batch = random_batch(m, N, 9);
+  std::vector<pipeline::Bytes> planned[2];
+  for (Precision p : {Precision::Fp32, Precision::Bf16}) {
+    const PipelineConfig c{4, Remat::Never, LinkKind::Auto, ScheduleKind::GPipe, 1, {p}};
+    const pipeline::Plan plan = test::make_plan(m, K, c, N, 0);
+    std::vector<vk::Device*> devs = devices(*this, K);
+    for (vk::Device* d : devs) d->memory().reset_peaks();
+    {
+      pipeline::Executor ex(m, devs, plan, {LinkKind::Auto, 2});
+      ex.train(batch);
+    }
+    for (uint32_t k = 0; k < K; ++k) {
+      const vk::MemoryStats st = devs[k]->memory().stats();
+      const pipeline::Bytes want = plan.cells[k].memory(0);
+      for (int cat = 0; cat < vk::kCategories; ++cat)
+        CHECK_MESSAGE(st.peak[cat] == want[cat], ops::precision_name(p), " stage ", k, " ",
+                      vk::category_name(vk::Category(cat)), ": measured ", st.peak[cat], " planned ", want[cat]);
+      planned[int(p)].push_back(want);
+    }
+  }
+  // What a stage keeps per micro-batch (its layers' outputs and saved tensors) halves, to
+  // whole words; so do its boundaries. The fp32 gradient buffers, the first stage's images
+  // and the fp32 work memory do not.
+  auto kept = [](const pipeline::CellLayout& l) {
+    uint64_t set = 0;
+    for (size_t j = 0; j < l.output_bytes.size(); ++j) {
+      set += l.output_bytes[j];
+      for (uint64_t b : l.saved_bytes[j]) set += b;
+    }
+    return set;
+  };
+  for (uint32_t k = 0; k < K; ++k) {
+    const pipeline::CellLayout full = test::make_plan(m, K, {4, Remat::Never, LinkKind::Auto, ScheduleKind::GPipe, 1}, N, 0).cells[k];
+    const pipeline::CellLayout half = test::make_plan(m, K, {4, Remat::Never, LinkKind::Auto, ScheduleKind::GPipe, 1, {Precision::Bf16}}, N, 0).cells[k];
+    CHECK(kept(full) > 0);
+    CHECK(2 * kept(half) <= kept(full) + 4 * 16);
+    CHECK(2 * kept(half) >= kept(full));
+    const auto link = int(vk::Category::Transfer);
+    CHECK(2 * planned[1][k][link] == planned[0][k][link]);
+    if (k > 0) CHECK(2 * half.input_bytes == full.input_bytes);
+  }
+}
