@@ -224,3 +224,23 @@ TEST_CASE("every subcommand has --help naming its flags") {
     CHECK(r.output.find(flag) != std::string::npos);
   }
 }
+
+TEST_CASE("--precision: plan shows each stage's, and bad values are refused in one line") {
+  const auto mixed = test::brigade_run("plan --model gpt-mini --devices 0,0 -b 16 -m 4 --precision bf16,fp32");
+  INFO(mixed.output);
+  REQUIRE(mixed.status == 0);
+  CHECK(mixed.output.find("embedding..gpt_block  bf16") != std::string::npos);
+  CHECK(mixed.output.find("gpt_block..lm_head    fp32") != std::string::npos);
+  const auto automatic = test::brigade_run("plan --model gpt-mini --devices 0,0 -b 16 --precision auto");
+  CHECK(automatic.output.find("precision auto: bf16 on every stage") != std::string::npos);
+  const std::pair<std::string, std::string> refused[] = {
+      {"--precision fp16", "brigade: error: --precision fp16 needs dynamic loss scaling, which Brigade does not have yet; bf16 works on every device\n"},
+      {"--precision fp8", "brigade: error: unknown --precision 'fp8'; expected fp32, bf16, fp16 or auto\n"},
+      {"--precision bf16,bf16,fp32", "brigade: error: --precision: 3 values for 2 stages; give one for all or one per stage\n"},
+  };
+  for (const auto& [flag, line] : refused) {
+    const auto r = test::brigade_run("plan --model gpt-mini --devices 0,0 " + flag);
+    CHECK_MESSAGE(r.status == 2, flag);
+    CHECK_MESSAGE(r.output == line, flag, ": ", r.output);
+  }
+}

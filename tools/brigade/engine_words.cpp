@@ -18,6 +18,7 @@ const std::map<std::string, std::string, std::less<>>& flags() {
       {"memory_cap", "--mem-limit"},
       {"micro_batches", "--micro-batches"},
       {"partition", "--partition"},
+      {"precision", "--precision"},
       {"remat", "--remat"},
       {"rows", "--batch-size"},
       {"schedule", "--schedule"},

@@ -38,6 +38,12 @@ void add_pipeline_flags(CLI::App& cmd, PipelineFlags& f) {
       ->capture_default_str();
   cmd.add_option("--mem-limit", f.mem_limit,
                  "memory cap per device, e.g. 256MiB or 1GiB,512MiB (one per stage)");
+  cmd.add_option("--precision", f.precision,
+                 "how activations, saved tensors and stage boundaries are stored: fp32, bf16 "
+                 "(half the bytes, fp32's range; kernels compute and accumulate in fp32, weights "
+                 "and optimizer state stay fp32) or auto; one for all stages or one per stage "
+                 "(bf16,fp32)")
+      ->capture_default_str();
   cmd.add_flag("--validation", f.validation, "run under the Khronos validation layer");
   cmd.add_option("--replicas", f.replicas,
                  "under mpirun: data-parallel replicas R, each a pipeline of ranks / R stages "
@@ -150,6 +156,25 @@ std::string link_lines(const std::vector<pipeline::LinkChoice>& links, const Dev
   return s;
 }
 
+std::vector<ops::Precision> stage_precisions(const std::string& text, uint32_t K) {
+  std::vector<ops::Precision> out;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    const std::string item = text.substr(start, comma - start);
+    if (item == "fp16")
+      throw UserError("--precision fp16 needs dynamic loss scaling, which Brigade does not have yet; "
+                      "bf16 works on every device");
+    out.push_back(item == "auto" ? ops::Precision::Bf16 : ops::parse_precision(item));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (out.size() != 1 && out.size() != K)
+    throw UserError("--precision: " + std::to_string(out.size()) + " values for " + std::to_string(K) +
+                    " stages; give one for all or one per stage");
+  return out;
+}
+
 pipeline::Plan make_plan(const model::Model& m, const PipelineFlags& f, Devices& d, uint32_t rows,
                          uint32_t optimizer_states) {
   const uint32_t K = uint32_t(d.devices.size());
@@ -160,6 +185,7 @@ pipeline::Plan make_plan(const model::Model& m, const PipelineFlags& f, Devices&
   po.schedule = pipeline::parse_schedule_kind(f.schedule);
   po.virtual_stages = f.virtual_stages;
   po.optimizer_states = optimizer_states;
+  po.precision = stage_precisions(f.precision, K);
   if (f.partition != "cost" && f.partition != "memory" && f.partition != "profile")
     throw UserError("--partition: '" + f.partition + "' is not an objective; expected cost, memory or profile");
   if (f.partition == "memory") po.objective = pipeline::Objective::Memory;

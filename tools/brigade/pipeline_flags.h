@@ -29,6 +29,7 @@ struct PipelineFlags {
   std::string balance;
   std::string mem_limit;
   std::string partition = "cost";
+  std::string precision = "fp32";
   bool validation = false;
 };
 
@@ -65,6 +66,12 @@ std::vector<pipeline::LinkChoice> choose_links(const PipelineFlags& f, Devices& 
 // One line per boundary, "link 0->1 (llvmpipe -> SwiftShader driver): host, because ..."
 // (with virtual stages, boundaries are between cells: "link 3->4 (stage 1 -> stage 0, ...").
 std::string link_lines(const std::vector<pipeline::LinkChoice>& links, const Devices& d);
+// --precision for K stages: one value for all or one per stage; auto resolved (the rule in
+// kAutoPrecision). Refuses unknown values, lists of the wrong length and fp16.
+std::vector<ops::Precision> stage_precisions(const std::string& text, uint32_t K);
+inline constexpr const char* kAutoPrecision =
+    "auto: bf16 on every stage, the 16-bit format every device stores (packed two to a word) "
+    "with fp32's exponent range, so no loss scaling";
 // The plan for `rows`-sample mini-batches on those devices.
 pipeline::Plan make_plan(const model::Model& m, const PipelineFlags& f, Devices& d, uint32_t rows,
                          uint32_t optimizer_states);

@@ -48,14 +48,16 @@ int run_plan(const PlanArgs& a) {
               a.pipeline.balance.empty() ? a.pipeline.partition.c_str() : "hand (--balance)");
   const bool profiled = a.pipeline.partition == "profile" && a.pipeline.balance.empty();
   // With virtual stages a row per cell, then a row per stage with its cells' sum.
-  std::vector<std::vector<std::string>> rows{{C > K ? "cell" : "stage", "device", "layers",
+  std::vector<std::vector<std::string>> rows{{C > K ? "cell" : "stage", "device", "layers", "precision",
                                               profiled ? "ms/micro-batch" : "GFLOP", "params", "grads",
                                               "optimizer", "activations", "links", "scratch", "total", "cap", "fits"}};
+  const std::vector<ops::Precision> precision = stage_precisions(a.pipeline.precision, K);
   auto row = [&](const std::string& name, uint32_t k, const std::string& layers, const std::string& work,
                  const pipeline::Bytes& b, bool with_cap) {
     const uint64_t total = pipeline::total(b), cap = with_cap ? d.caps[k] : 0;
     auto bytes = [&](vk::Category c) { return format_bytes(b[int(c)]); };
-    rows.push_back({name, std::to_string(d.devices[k]->info().index) + " " + d.devices[k]->info().name, layers, work,
+    rows.push_back({name, std::to_string(d.devices[k]->info().index) + " " + d.devices[k]->info().name, layers,
+                    ops::precision_name(precision[precision.size() == 1 ? 0 : k]), work,
                     bytes(vk::Category::Parameters), bytes(vk::Category::Gradients), bytes(vk::Category::Optimizer),
                     bytes(vk::Category::Activations), bytes(vk::Category::Transfer), bytes(vk::Category::Scratch),
                     format_bytes(total), cap ? format_bytes(cap) : "-",
@@ -73,6 +75,7 @@ int run_plan(const PlanArgs& a) {
   if (C > K)
     for (uint32_t k = 0; k < K; ++k) row("stage " + std::to_string(k), k, "", "", p.stage_memory(k, states), true);
   print_table(rows);
+  if (a.pipeline.precision.find("auto") != std::string::npos) std::printf("precision %s\n", kAutoPrecision);
   std::printf("%s%s", links.c_str(), pipeline::compute_string(p.schedule).c_str());
   std::printf("bubble of %s: %.3f with equal cells, %.3f on the planned cell times (imbalance included)\n",
               a.pipeline.schedule.c_str(), p.even_bubble, p.bubble);

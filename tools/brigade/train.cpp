@@ -271,11 +271,11 @@ void run_train(TrainArgs& a) {
   const std::string ranks = world().multi() ? " (" + std::to_string(world().size()) + " ranks" +
                                                   (a.pipeline.replicas > 1 ? ", " + std::to_string(a.pipeline.replicas) + " replicas" : "") + ")"
                                             : "";
-  std::printf("%s: %s parameters on %u stage(s)%s, %u micro-batches, schedule %s%s, remat %s\n", m.name.c_str(),
-              std::to_string(m.parameter_count()).c_str(), ex.stages(), ranks.c_str(), a.pipeline.micro_batches,
-              a.pipeline.schedule.c_str(),
+  std::printf("%s: %s parameters on %u stage(s)%s, %u micro-batches, schedule %s%s, remat %s, precision %s\n",
+              m.name.c_str(), std::to_string(m.parameter_count()).c_str(), ex.stages(), ranks.c_str(),
+              a.pipeline.micro_batches, a.pipeline.schedule.c_str(),
               ex.cells() > ex.stages() ? (" (" + std::to_string(ex.cells()) + " cells)").c_str() : "",
-              a.pipeline.remat.c_str());
+              a.pipeline.remat.c_str(), a.pipeline.precision.c_str());
   std::printf("%sdata: %s\n", p.link_lines.c_str(), data->describe().c_str());
   if (s.schedule == "constant")
     std::printf("%s, lr %g", s.optimizer.c_str(), s.lr);
@@ -288,6 +288,7 @@ void run_train(TrainArgs& a) {
   record({{"kind", "start"}, {"step", step}, {"stages", ex.stages()},
                  {"micro_batches", a.pipeline.micro_batches}, {"pipeline_schedule", a.pipeline.schedule},
                  {"virtual_stages", a.pipeline.virtual_stages}, {"remat", a.pipeline.remat},
+                 {"precision", a.pipeline.precision},
                  {"devices", a.pipeline.devices}, {"ranks", world().size()}, {"replicas", a.pipeline.replicas},
                  {"settings", to_json(s)}});
 
