@@ -64,6 +64,10 @@ void write_checkpoint(const std::string& path, const model::Model& m, const Chec
   w.set_metadata("rng", nlohmann::json{{"seed", c.seed},
                                        {"data_order", "splitmix64 keyed by (seed, step), see engine/io/data.h"}}
                             .dump());
+  w.set_metadata("loss_scale", nlohmann::json{{"scale", c.loss_scale.scale},
+                                              {"good_steps", c.loss_scale.good_steps},
+                                              {"skipped_steps", c.loss_scale.skipped_steps}}
+                                   .dump());
   w.write(path);
 }
 
@@ -83,6 +87,18 @@ Checkpoint read_checkpoint(const std::string& path, const model::Model& m, const
     c.seed = nlohmann::json::parse(f.metadata().at("rng")).at("seed").get<uint64_t>();
   } catch (const std::exception&) {
     throw UserError(path + ": metadata 'rng' is not {\"seed\": N, ...}");
+  }
+  if (auto it = f.metadata().find("loss_scale"); it != f.metadata().end()) {
+    try {
+      const nlohmann::json j = nlohmann::json::parse(it->second);
+      j.at("scale").get_to(c.loss_scale.scale);
+      j.at("good_steps").get_to(c.loss_scale.good_steps);
+      j.at("skipped_steps").get_to(c.loss_scale.skipped_steps);
+    } catch (const std::exception&) {
+      throw UserError(path + ": metadata 'loss_scale' is not {\"scale\": X, \"good_steps\": N, \"skipped_steps\": N}");
+    }
+    if (!(c.loss_scale.scale > 0) || !std::isfinite(c.loss_scale.scale))
+      throw UserError(path + ": metadata 'loss_scale' has a scale that is not a positive number");
   }
   c.params = read_parameters(f, m);
   const std::string prefix = kOptimizerPrefix;

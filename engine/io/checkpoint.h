@@ -16,6 +16,7 @@
 
 #include "io/safetensors.h"
 #include "model/model.h"
+#include "optim/loss_scale.h"
 
 namespace brigade::io {
 
@@ -25,6 +26,7 @@ struct Checkpoint {
   std::string config;  // JSON text
   std::map<std::string, std::vector<float>> params;     // model params and buffers
   std::map<std::string, std::vector<float>> optimizer;  // "<parameter>.<key>" (no prefix)
+  optim::LossScale loss_scale;  // metadata "loss_scale"; its initial state when a file has none
 };
 
 constexpr const char* kOptimizerPrefix = "optimizer.";

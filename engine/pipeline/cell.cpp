@@ -2,6 +2,7 @@
 
 #include "ops/cross_entropy.h"
 #include "ops/precision.h"
+#include "optim/clip.h"
 #include "util/error.h"
 
 namespace brigade::pipeline {
@@ -247,6 +248,7 @@ std::optional<vk::View> Cell::backward(vk::Commands& cmd, const MicroBatch& mb,
     ops::cross_entropy_backward(cmd, fp32(cmd, out, p_out, n_out, 0), targets_view(mb), sets_[mb.set].loss_rows,
                                 vk::View(*dy, 0, n_out * kFloat), mb.rows * tps, model_.classes,
                                 mb.total_rows * tps);
+    if (mb.loss_scale != 1) optim::scale(cmd, vk::View(*dy, 0, n_out * kFloat), uint32_t(n_out), mb.loss_scale);
     ops::round_to(cmd, vk::View(*dy, 0, n_out * kFloat), uint32_t(n_out), p_out);
   } else {
     BRIGADE_EXPECT(received.has_value(), "a stage before the last needs its output's gradient");

@@ -26,6 +26,7 @@ struct MicroBatch {
   uint32_t total_rows = 0;  // samples in the mini-batch
   uint32_t step = 0;        // optimizer step, for random keys
   bool training = true;
+  float loss_scale = 1;     // the backward starts from the loss times this
 };
 
 class Cell {

@@ -267,6 +267,8 @@ std::vector<float> Executor::gradient(const std::string& name) const {
   const vk::Buffer& b = s.gradient(name);
   std::vector<float> v(b.size() / kFloat);
   vk::download(b, v.data(), b.size());
+  if (state_->loss_scale != 1)
+    for (float& g : v) g = float(double(g) / state_->loss_scale);
   return v;
 }
 
@@ -277,10 +279,14 @@ void Executor::attach(optim::Optimizer& optimizer) {
 }
 
 StepResult Executor::train(const Batch& batch, const Update& update) {
+  BRIGADE_EXPECT(update.loss_scale > 0 && std::isfinite(update.loss_scale), "a positive, finite loss scale");
+  state_->loss_scale = update.loss_scale;
+  state_->skipped = false;
   run(schedule_, batch, update, nullptr);
   StepResult result;
   result.loss = state_->loss;
   result.grad_norm = state_->grad_norm;
+  result.skipped = state_->skipped;
   const uint32_t K = stages(), C = cells();
   result.trace.stages = K, result.trace.micro_batches = schedule_.micro_batches;
   result.trace.schedule = schedule_kind_name(schedule_.kind);

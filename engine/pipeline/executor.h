@@ -54,11 +54,16 @@ struct Update {
   const optim::Optimizer* optimizer = nullptr;
   optim::Step step;
   double max_norm = 0;  // global gradient-norm clipping; 0 = off
+  // The backward starts from the loss times this (optim::LossScale); gradients are divided
+  // by it again before clipping and the update, and by gradient(). With a scale other than
+  // 1, gradients that are not finite (while the loss is) skip the step instead of stopping.
+  double loss_scale = 1;
 };
 
 struct StepResult {
   double loss = 0;
   double grad_norm = 0;  // global L2 norm of the gradients, before clipping
+  bool skipped = false;  // under loss scaling: gradients not finite, nothing updated
   // Per stage of this pipeline, wherever it runs: its actions' GPU time, the Step's left out.
   std::vector<double> busy_ms;
   Trace trace;  // this process's stages

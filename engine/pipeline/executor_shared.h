@@ -38,6 +38,8 @@ struct Executor::RunState {
   std::vector<std::vector<ActionEvent>> events;  // per stage
   double loss = 0;       // the step's, over every replica
   double grad_norm = 0;  // global L2 norm of the gradients, before clipping
+  bool skipped = false;  // under loss scaling: the gradients were not finite
+  double loss_scale = 1; // the last training step's (gradient() divides it out)
   std::vector<std::string> bad;        // per cell: the deepest parameter with a non-finite gradient
   std::vector<std::string> bad_param;  // per cell, after a non-finite loss: the first non-finite parameter
 };

@@ -34,7 +34,8 @@ bool StageRunner::run() {
       const Action& a = actions[x_];
       const uint32_t i = a.micro_batch;
       const MicroBatch mb{first_index + i, slots_.input[k_][x_], slots_.set[k_][x_], slots_.deferred[k_][x_],
-                          i < M ? st.rows[i] : 0, st.total_rows, uint32_t(update_.step.t), schedule_.training};
+                          i < M ? st.rows[i] : 0, st.total_rows, uint32_t(update_.step.t), schedule_.training,
+                          float(update_.loss_scale)};
       switch (a.op) {
         case Op::RecvActivation: receive_activation(a); break;
         case Op::Forward: forward(a, mb); break;
@@ -223,7 +224,7 @@ bool StageRunner::step(const Action& a) {
   const std::optional<double> grad_scale = step_sums();
   waited_us_ += now_us() - t0;  // the stages' sums and the norms' reduction on the host
   if (!grad_scale || ex_.abort_.raised()) return false;
-  if (update_.optimizer) {
+  if (update_.optimizer && !skipped_) {
     optim::Step st = update_.step;
     st.grad_scale = *grad_scale;
     update_.optimizer->record(cmd, st);  // every parameter on this stage's device

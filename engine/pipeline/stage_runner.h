@@ -78,6 +78,7 @@ class StageRunner {
   size_t x_ = 0;                 // the action being run
   // Host time blocked in waits and the step's sums, kept out of record_us.
   double waited_us_ = 0;
+  bool skipped_ = false;  // step_sums: the loss scale was too large, no update (Update::loss_scale)
   size_t next_cmd_ = 0;
   std::vector<std::pair<vk::Commands*, ActionEvent>> recorded_;
   uint64_t last_value_ = 0;

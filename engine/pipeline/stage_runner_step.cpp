@@ -4,7 +4,8 @@
 // every cell reduces its gradients to squared norms, which both clip (summed in cell order
 // into the global coefficient) and check that the loss and every gradient are finite. A
 // step with anything non-finite updates nothing: the stage of the cell with the problem
-// throws NonFinite, the others skip.
+// throws NonFinite, the others skip; under loss scaling, gradients that are not finite while
+// the loss and parameters are mean the scale was too large: every stage skips the update.
 #include <algorithm>
 #include <cmath>
 
@@ -121,6 +122,12 @@ std::optional<double> StageRunner::step_sums() {
   for (uint32_t j = 0; j < C && culprit < 0; ++j)
     if (stats[C + (C - 1 - j)] != 0) culprit = int(C - 1 - j);
   if (culprit < 0 && !std::isfinite(loss[0])) culprit = int(C - 1);
+  const double S = update_.loss_scale;
+  skipped_ = culprit >= 0 && S != 1 && bad_param[culprit] == 0 && std::isfinite(loss[0]);
+  if (skipped_) {
+    if (writer) st.skipped = true, st.grad_norm = INFINITY;
+    return 0.0;
+  }
   if (culprit >= 0) {
     if (uint32_t(culprit) % K == k_ && topology.replica() == 0)
       throw NonFinite(non_finite_message(uint32_t(culprit), update_.step.t, loss[0]));
@@ -128,9 +135,10 @@ std::optional<double> StageRunner::step_sums() {
   }
   double total = 0;
   for (uint32_t c = 0; c < C; ++c) total += stats[c];  // the same bits on every stage
+  total /= S * S;  // the gradients hold S times their values
   if (writer) st.grad_norm = std::sqrt(total);
-  if (update_.max_norm > 0) return optim::clip(total, update_.max_norm).grad_scale;
-  return 1.0;
+  if (update_.max_norm > 0) return optim::clip(total, update_.max_norm).grad_scale / S;
+  return 1.0 / S;
 }
 
 std::string StageRunner::first_non_finite_parameter(uint32_t c) {

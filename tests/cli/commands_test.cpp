@@ -233,8 +233,11 @@ TEST_CASE("--precision: plan shows each stage's, and bad values are refused in o
   CHECK(mixed.output.find("gpt_block..lm_head    fp32") != std::string::npos);
   const auto automatic = test::brigade_run("plan --model gpt-mini --devices 0,0 -b 16 --precision auto");
   CHECK(automatic.output.find("precision auto: bf16 on every stage") != std::string::npos);
+  const auto half = test::brigade_run("plan --model gpt-mini --devices 0,0 -b 16 --precision fp32,fp16");
+  CHECK(half.output.find("gpt_block..lm_head    fp16") != std::string::npos);
+  CHECK(half.output.find("fp16 stages train with dynamic loss scaling") != std::string::npos);
+  CHECK(automatic.output.find("loss scaling from") == std::string::npos);
   const std::pair<std::string, std::string> refused[] = {
-      {"--precision fp16", "brigade: error: --precision fp16 needs dynamic loss scaling, which Brigade does not have yet; bf16 works on every device\n"},
       {"--precision fp8", "brigade: error: unknown --precision 'fp8'; expected fp32, bf16, fp16 or auto\n"},
       {"--precision bf16,bf16,fp32", "brigade: error: --precision: 3 values for 2 stages; give one for all or one per stage\n"},
   };

@@ -100,6 +100,37 @@ TEST_CASE("a run stopped and resumed reproduces the uninterrupted run bit for bi
   fs::remove_all(dir);
 }
 
+TEST_CASE("fp16 under loss scaling: a run stopped mid-growth resumes with its loss scale and ends as the uninterrupted one") {
+  const fs::path dir = test::scratch_dir("resume-fp16");
+  test::write_text(dir / "text.txt", corpus());
+  const std::string common = std::string("train ") + kTinyGpt + " --data " + (dir / "text.txt").string() +
+                             " --steps 6 -b 4 --eval-every 3 --eval-batches 2 --devices 0,0 -m 2 --precision fp16";
+  const auto whole = test::brigade_run(common + " --out " + (dir / "a").string());
+  INFO(whole.output);
+  REQUIRE(whole.status == 0);
+  CHECK(whole.output.find("precision fp16") != std::string::npos);
+  REQUIRE(test::brigade_run(common + " --stop-after 3 --out " + (dir / "b").string()).status == 0);
+  const io::SafeTensors stopped = io::SafeTensors::load((dir / "b" / "checkpoint.safetensors").string());
+  const auto scale = nlohmann::json::parse(stopped.metadata().at("loss_scale"));
+  CHECK(scale["scale"] == 65536.0);
+  CHECK(scale["good_steps"] == 3);  // three good steps into the 2000 before the scale doubles
+  CHECK(scale["skipped_steps"] == 0);
+  const auto resumed = test::brigade_run("train --resume --devices 0,0 -m 2 --precision fp16 --out " + (dir / "b").string());
+  INFO(resumed.output);
+  REQUIRE(resumed.status == 0);
+  const auto a = test::records(dir / "a", "train"), b = test::records(dir / "b", "train");
+  REQUIRE(a.size() == 6);
+  REQUIRE(b.size() == 6);
+  for (size_t i = 0; i < a.size(); ++i) {
+    CHECK_MESSAGE(a[i]["loss"] == b[i]["loss"], "step ", i + 1);
+    CHECK(a[i]["loss_scale"] == 65536.0);
+  }
+  CHECK(test::slurp(dir / "a" / "checkpoint.safetensors") == test::slurp(dir / "b" / "checkpoint.safetensors"));
+  const io::SafeTensors end = io::SafeTensors::load((dir / "a" / "checkpoint.safetensors").string());
+  CHECK(nlohmann::json::parse(end.metadata().at("loss_scale"))["good_steps"] == 6);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("brigade sample and eval on a small GPT: deterministic by seed, greedy at temperature 0") {
   const fs::path dir = test::scratch_dir("sample");
   test::write_text(dir / "text.txt", corpus());

@@ -18,6 +18,8 @@
 #include "equivalence.h"
 #include "gpu.h"
 #include "model/model.h"
+#include "optim/adamw.h"
+#include "optim/loss_scale.h"
 #include "pipeline/executor.h"
 #include "pipeline/plan.h"
 
@@ -52,14 +54,16 @@ struct Run {
   PipelineConfig c;
 };
 
-void check_precision(test::Gpu& gpu, const model::Model& m, uint32_t rows) {
+// `p` on every stage, at `loss_scale` (fp16's gradients need one).
+void check_precision(test::Gpu& gpu, const model::Model& m, uint32_t rows, Precision p = Precision::Bf16,
+                     double loss_scale = 1) {
   const std::vector<pipeline::Batch> batches{random_batch(m, rows, 1), random_batch(m, rows, 2),
                                              random_batch(m, rows, 3)};
-  const std::vector<Precision> bf16{Precision::Bf16};
-  // One device in bf16 with M micro-batches.
+  const std::vector<Precision> bf16{p};
+  // One device in that precision with M micro-batches.
   auto one = [&](uint32_t M) {
     PipelineConfig c;
-    c.M = M, c.precision = bf16;
+    c.M = M, c.precision = bf16, c.loss_scale = loss_scale;
     return c;
   };
   std::map<uint32_t, Outcome> reference;
@@ -68,10 +72,10 @@ void check_precision(test::Gpu& gpu, const model::Model& m, uint32_t rows) {
     return reference[M];
   };
   REQUIRE(std::isfinite(reference_for(1).loss));
-  // bf16 rounds: the loss is near fp32's and not equal to it.
+  // 16 bits round: the loss is near fp32's and not equal to it.
   const Outcome wide = test::run(m, devices(gpu, 1), {}, batches, 0);
-  CHECK_MESSAGE(reference_for(1).loss != wide.loss, m.name, ": the bf16 loss is fp32's to the bit");
-  CHECK_MESSAGE(std::abs(reference_for(1).loss - wide.loss) < 0.02 * std::abs(wide.loss), m.name, " bf16 loss ",
+  CHECK_MESSAGE(reference_for(1).loss != wide.loss, m.name, ": the 16-bit loss is fp32's to the bit");
+  CHECK_MESSAGE(std::abs(reference_for(1).loss - wide.loss) < 0.02 * std::abs(wide.loss), m.name, " 16-bit loss ",
                 reference_for(1).loss, " against fp32's ", wide.loss);
 
   std::vector<Run> all{{2, {4, Remat::Always, LinkKind::Host, ScheduleKind::GPipe, 1, bf16}},
@@ -79,17 +83,18 @@ void check_precision(test::Gpu& gpu, const model::Model& m, uint32_t rows) {
                        {2, {4, Remat::ExceptLast, LinkKind::Staging, ScheduleKind::ZeroBubble, 1, bf16}},
                        {2, {2, Remat::Never, LinkKind::Auto, ScheduleKind::Interleaved, 2, bf16}},
                        {3, {4, Remat::Never, LinkKind::Auto, ScheduleKind::GPipe, 1, bf16}}};
+  for (Run& r : all) r.c.loss_scale = loss_scale;
   for (const Run& r : all)
     check_equal(test::run(m, devices(gpu, r.K), r.c, batches, 0), reference_for(r.c.M),
                 m.name + " K=" + std::to_string(r.K) + " " + test::describe(r.c), false);
 
   // Stages of different precisions: the boundary carries the producer's, and the one-device
   // run with the same per-layer precisions computes the same.
-  for (const std::vector<Precision>& stages : {std::vector<Precision>{Precision::Bf16, Precision::Fp32},
-                                               std::vector<Precision>{Precision::Fp32, Precision::Bf16}}) {
-    const PipelineConfig mixed{2, Remat::Always, LinkKind::Auto, ScheduleKind::GPipe, 1, stages};
+  for (const std::vector<Precision>& stages : {std::vector<Precision>{p, Precision::Fp32}, std::vector<Precision>{Precision::Fp32, p}}) {
+    PipelineConfig mixed{2, Remat::Always, LinkKind::Auto, ScheduleKind::GPipe, 1, stages};
+    mixed.loss_scale = loss_scale;
     PipelineConfig same;
-    same.M = mixed.M;
+    same.M = mixed.M, same.loss_scale = loss_scale;
     same.layer_precision = per_layer(m, 2, mixed, rows);
     const Outcome want = test::run(m, devices(gpu, 1), same, batches, 0);
     check_equal(test::run(m, devices(gpu, 2), mixed, batches, 0), want, m.name + " " + test::describe(mixed), false);
@@ -103,7 +108,7 @@ void check_precision(test::Gpu& gpu, const model::Model& m, uint32_t rows) {
 
   // Evaluation: the outputs come back to the host from 16 bits.
   const test::Evaluation want = test::evaluate(m, devices(gpu, 1), one(all[1].c.M), batches[0]);
-  check_equal(test::evaluate(m, devices(gpu, all[1].K), all[1].c, batches[0]), want, m.name + " bf16 evaluation");
+  check_equal(test::evaluate(m, devices(gpu, all[1].K), all[1].c, batches[0]), want, m.name + " evaluation " + test::describe(all[1].c));
 }
 
 }  // namespace
@@ -164,4 +169,76 @@ TEST_CASE_FIXTURE(test::Gpu, "bf16 stages hold the planned memory, with half the
     CHECK(2 * planned[1][k][link] == planned[0][k][link]);
     if (k > 0) CHECK(2 * half.input_bytes == full.input_bytes);
   }
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "fp16 fashion-mlp pipelined equals one device in fp16 under loss scaling, under every schedule") {
+  check_precision(*this, model::build("fashion-mlp"), 10, Precision::Fp16, 1024);
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "fp16 gpt-mini pipelined equals one device in fp16 under loss scaling, under every schedule") {
+  check_precision(*this, model::with_window(model::build("gpt-mini"), 16), 4, Precision::Fp16, 1024);
+}
+
+TEST_CASE("the loss scale halves on a skipped step and doubles after 2000 good ones, as GradScaler's") {
+  optim::LossScale s;
+  CHECK(s.scale == 65536);
+  s.update(true);
+  CHECK(s.scale == 32768);
+  CHECK(s.skipped_steps == 1);
+  for (int i = 0; i < 1999; ++i) s.update(false);
+  CHECK(s.scale == 32768);
+  CHECK(s.good_steps == 1999);
+  s.update(false);
+  CHECK(s.scale == 65536);
+  CHECK(s.good_steps == 0);
+  for (int i = 0; i < 1000; ++i) s.update(false);
+  s.update(true);  // a skip restarts the count
+  CHECK(s.scale == 32768);
+  CHECK(s.good_steps == 0);
+  CHECK(s.skipped_steps == 2);
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "a step whose scaled gradients overflow fp16 updates nothing, and the next step is as if it had not run") {
+  const model::Model m = model::build("fashion-mlp");
+  const pipeline::Batch batch = random_batch(m, 8, 4);
+  PipelineConfig c{2, Remat::Never, LinkKind::Auto, ScheduleKind::GPipe, 1, {Precision::Fp16}};
+  const pipeline::Plan plan = test::make_plan(m, 2, c, 8, 2);
+  auto params = [&](pipeline::Executor& ex) {
+    std::map<std::string, std::vector<float>> out;
+    for (const std::string& name : ex.held()) out[name] = ex.parameter(name);
+    return out;
+  };
+  optim::AdamW adamw(optim::AdamWOptions{.weight_decay = 0.1});
+  pipeline::Executor ex(m, devices(*this, 2), plan, {LinkKind::Auto, 2});
+  ex.initialize_parameters(7);
+  ex.attach(adamw);
+  const auto before = params(ex);
+  // 2^100 times the loss's gradient is past fp16's 65504 everywhere: the step is skipped.
+  const pipeline::StepResult over = ex.train(batch, {&adamw, optim::Step{1, 1e-3, 1}, 0.5, std::ldexp(1.0, 100)});
+  CHECK(over.skipped);
+  CHECK(std::isfinite(over.loss));
+  CHECK(params(ex) == before);  // weight decay and AdamW's moments untouched too
+  const pipeline::StepResult good = ex.train(batch, {&adamw, optim::Step{1, 1e-3, 1}, 0.5, 1024});
+  CHECK_FALSE(good.skipped);
+  CHECK(params(ex) != before);
+
+  // The same first update from a fresh start.
+  optim::AdamW fresh_adamw(optim::AdamWOptions{.weight_decay = 0.1});
+  pipeline::Executor fresh(m, devices(*this, 2), plan, {LinkKind::Auto, 2});
+  fresh.initialize_parameters(7);
+  fresh.attach(fresh_adamw);
+  const pipeline::StepResult first = fresh.train(batch, {&fresh_adamw, optim::Step{1, 1e-3, 1}, 0.5, 1024});
+  CHECK(first.loss == good.loss);
+  CHECK(first.grad_norm == good.grad_norm);
+  CHECK(params(fresh) == params(ex));
+  // Gradients come back divided by the scale: those of fp32 at scale 1, to fp16's rounding.
+  c.precision = {Precision::Fp32};
+  pipeline::Executor wide(m, devices(*this, 2), test::make_plan(m, 2, c, 8, 0), {LinkKind::Auto, 2});
+  wide.initialize_parameters(7);
+  wide.train(batch);
+  const std::vector<float> want = wide.gradient("1.weight"), got = fresh.gradient("1.weight");
+  CHECK(test::max_abs(want) > 0);
+  double worst = 0;
+  for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, double(std::abs(got[i] - want[i])));
+  CHECK_MESSAGE(worst < 0.01 * test::max_abs(want), "fp16 gradient off fp32's by ", worst);
 }

@@ -49,6 +49,7 @@ Outcome run(const model::Model& m, const std::vector<vk::Device*>& devices, cons
   for (uint32_t s = 0; s < std::max(steps, 1u); ++s) {
     pipeline::Update u;
     if (train) u = {&opt, optim::Step{s + 1, lr, 1}, 0.5};  // clipping at a norm it exceeds
+    u.loss_scale = c.loss_scale;
     const pipeline::StepResult r = ex.train(batches[s % batches.size()], u);
     out.losses.push_back(r.loss);
     out.loss = r.loss;

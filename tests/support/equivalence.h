@@ -27,6 +27,7 @@ struct PipelineConfig {
   // Storage precision: one for every stage or one per stage (empty: fp32), or one per layer.
   std::vector<ops::Precision> precision = {};
   std::vector<ops::Precision> layer_precision = {};
+  double loss_scale = 1;  // pipeline::Update::loss_scale of every step
 };
 
 // "1f1b M=4 remat always link host" (K comes from the devices).

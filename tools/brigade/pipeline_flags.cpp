@@ -40,9 +40,10 @@ void add_pipeline_flags(CLI::App& cmd, PipelineFlags& f) {
                  "memory cap per device, e.g. 256MiB or 1GiB,512MiB (one per stage)");
   cmd.add_option("--precision", f.precision,
                  "how activations, saved tensors and stage boundaries are stored: fp32, bf16 "
-                 "(half the bytes, fp32's range; kernels compute and accumulate in fp32, weights "
-                 "and optimizer state stay fp32) or auto; one for all stages or one per stage "
-                 "(bf16,fp32)")
+                 "(half the bytes, fp32's range), fp16 (half the bytes, 3 more bits, trained "
+                 "with dynamic loss scaling) or auto (bf16); one for all stages or one per stage "
+                 "(bf16,fp32). Kernels compute and accumulate in fp32; weights and optimizer "
+                 "state stay fp32")
       ->capture_default_str();
   cmd.add_flag("--validation", f.validation, "run under the Khronos validation layer");
   cmd.add_option("--replicas", f.replicas,
@@ -162,9 +163,6 @@ std::vector<ops::Precision> stage_precisions(const std::string& text, uint32_t K
   while (true) {
     const size_t comma = text.find(',', start);
     const std::string item = text.substr(start, comma - start);
-    if (item == "fp16")
-      throw UserError("--precision fp16 needs dynamic loss scaling, which Brigade does not have yet; "
-                      "bf16 works on every device");
     out.push_back(item == "auto" ? ops::Precision::Bf16 : ops::parse_precision(item));
     if (comma == std::string::npos) break;
     start = comma + 1;
@@ -173,6 +171,11 @@ std::vector<ops::Precision> stage_precisions(const std::string& text, uint32_t K
     throw UserError("--precision: " + std::to_string(out.size()) + " values for " + std::to_string(K) +
                     " stages; give one for all or one per stage");
   return out;
+}
+
+bool scales_loss(const PipelineFlags& f) {
+  const std::vector<ops::Precision> p = stage_precisions(f.precision, 1 + uint32_t(std::count(f.precision.begin(), f.precision.end(), ',')));
+  return std::find(p.begin(), p.end(), ops::Precision::Fp16) != p.end();
 }
 
 pipeline::Plan make_plan(const model::Model& m, const PipelineFlags& f, Devices& d, uint32_t rows,

@@ -67,11 +67,14 @@ std::vector<pipeline::LinkChoice> choose_links(const PipelineFlags& f, Devices& 
 // (with virtual stages, boundaries are between cells: "link 3->4 (stage 1 -> stage 0, ...").
 std::string link_lines(const std::vector<pipeline::LinkChoice>& links, const Devices& d);
 // --precision for K stages: one value for all or one per stage; auto resolved (the rule in
-// kAutoPrecision). Refuses unknown values, lists of the wrong length and fp16.
+// kAutoPrecision). Refuses unknown values and lists of the wrong length.
 std::vector<ops::Precision> stage_precisions(const std::string& text, uint32_t K);
+// Whether a pipeline of those stages trains with loss scaling (optim::LossScale): when a
+// stage keeps fp16, whose range small gradients fall below.
+bool scales_loss(const PipelineFlags& f);
 inline constexpr const char* kAutoPrecision =
-    "auto: bf16 on every stage, the 16-bit format every device stores (packed two to a word) "
-    "with fp32's exponent range, so no loss scaling";
+    "auto: bf16 on every stage: 16 bits like fp16, stored packed on every device, with fp32's "
+    "exponent range, so no loss scaling";
 // The plan for `rows`-sample mini-batches on those devices.
 pipeline::Plan make_plan(const model::Model& m, const PipelineFlags& f, Devices& d, uint32_t rows,
                          uint32_t optimizer_states);

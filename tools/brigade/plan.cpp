@@ -5,6 +5,7 @@
 
 #include "commands.h"
 #include "engine_words.h"
+#include "optim/loss_scale.h"
 #include "pipeline_flags.h"
 #include "table.h"
 #include "util/units.h"
@@ -76,6 +77,10 @@ int run_plan(const PlanArgs& a) {
     for (uint32_t k = 0; k < K; ++k) row("stage " + std::to_string(k), k, "", "", p.stage_memory(k, states), true);
   print_table(rows);
   if (a.pipeline.precision.find("auto") != std::string::npos) std::printf("precision %s\n", kAutoPrecision);
+  if (scales_loss(a.pipeline))
+    std::printf("fp16 stages train with dynamic loss scaling from %.0f (halved when a step's gradients overflow, "
+                "which skips the step; doubled after %llu good steps)\n",
+                optim::LossScale::kInitial, (unsigned long long)optim::LossScale::kInterval);
   std::printf("%s%s", links.c_str(), pipeline::compute_string(p.schedule).c_str());
   std::printf("bubble of %s: %.3f with equal cells, %.3f on the planned cell times (imbalance included)\n",
               a.pipeline.schedule.c_str(), p.even_bubble, p.bubble);

@@ -9,6 +9,7 @@
 
 #include "commands.h"
 #include "io/tensors.h"
+#include "optim/loss_scale.h"
 #include "pipeline/relay.h"
 #include "pipeline_flags.h"
 #include "ranks.h"
@@ -55,7 +56,11 @@ void run_step(const StepArgs& a) {
   std::vector<double> ms;  // each run's wall time, the first (start-up) left out
   for (uint32_t i = 0; i < a.repeat; ++i) {
     const double t0 = pipeline::now_us();
-    r = p.executor->train(batch);
+    // fp16 at PyTorch's initial loss scale: the gradients written are divided by it again.
+    r = p.executor->train(batch, {nullptr, {}, 0, scales_loss(a.pipeline) ? optim::LossScale::kInitial : 1.0});
+    if (r.skipped)
+      throw UserError("the gradients overflowed fp16 at loss scale 65536; use --precision bf16, which needs no "
+                      "loss scaling");
     if (i > 0) ms.push_back((pipeline::now_us() - t0) / 1000.0);
   }
 

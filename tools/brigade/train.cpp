@@ -173,9 +173,9 @@ Evaluation evaluate(pipeline::Executor& ex, const std::vector<pipeline::Batch>& 
 // Under mpirun every rank gives its stages' parameters and optimizer state, and rank 0
 // writes the one checkpoint.
 void save(const std::string& path, const model::Model& m, const Settings& s, uint64_t step,
-          pipeline::Executor& ex, const optim::Optimizer& opt) {
+          pipeline::Executor& ex, const optim::Optimizer& opt, const optim::LossScale& scaler) {
   io::Checkpoint c;
-  c.step = step, c.seed = s.seed, c.config = to_json(s).dump();
+  c.step = step, c.seed = s.seed, c.config = to_json(s).dump(), c.loss_scale = scaler;
   const std::vector<std::string> held = ex.held();
   for (const model::ParamSpec& p : m.params())
     if (p.kind != model::ParamKind::State && std::find(held.begin(), held.end(), p.name) != held.end())
@@ -242,6 +242,11 @@ void run_train(TrainArgs& a) {
   pipeline::Executor& ex = *p.executor;
   ex.attach(*opt);
   uint64_t step = 0;
+  // fp16 stages: dynamic loss scaling. The optimizer counts the updates it made, as torch's
+  // does when GradScaler skips one.
+  const bool scaling = scales_loss(a.pipeline);
+  optim::LossScale scaler;
+  if (resumed) scaler = resumed->loss_scale;
   if (resumed) {
     for (const auto& [name, values] : resumed->params) ex.set_parameter(name, values);
     for (const auto& [name, buffer] : opt->state())
@@ -326,7 +331,8 @@ void run_train(TrainArgs& a) {
     const double t0 = pipeline::now_us();
     pipeline::StepResult r;
     try {
-      r = ex.train(batch, {opt.get(), optim::Step{step + 1, lr, 1}, s.clip});
+      r = ex.train(batch, {opt.get(), optim::Step{step + 1 - scaler.skipped_steps, lr, 1}, s.clip,
+                           scaling ? scaler.scale : 1.0});
     } catch (const pipeline::NonFinite& e) {
       progress.finish();
       throw UserError(std::string(e.what()) + "; stopped" + left_behind());
@@ -342,7 +348,12 @@ void run_train(TrainArgs& a) {
     nlohmann::json j{{"kind", "train"}, {"step", step}, {"epoch", double(step) / double(per_epoch)},
                      {"loss", r.loss}, {"lr", lr}, {std::string(data->unit()) + "_per_s", double(per_step) / seconds},
                      {"elapsed_s", progress.elapsed()}};
-    j["grad_norm"] = r.grad_norm;
+    if (scaling) {
+      j["loss_scale"] = scaler.scale;
+      if (r.skipped) j["skipped"] = true;
+      scaler.update(r.skipped);
+    }
+    if (!r.skipped) j["grad_norm"] = r.grad_norm;
     record(j);
     progress.step(step, r.loss, per_step, seconds, busy);
 
@@ -354,7 +365,7 @@ void run_train(TrainArgs& a) {
       progress.print(line);
     }
     if (step % s.eval_every == 0 || last || step == end || interrupted) {
-      save(ckpt, m, s, step, ex, *opt);
+      save(ckpt, m, s, step, ex, *opt, scaler);
       last_checkpoint = step;
       if (last && world().rank() == 0) plot_runs({a.out}, {}, "", 20);
     }
