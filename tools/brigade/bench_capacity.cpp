@@ -56,12 +56,17 @@ struct Options {
   std::string svg;  // folder for capacity.svg
 };
 
-// One row of the table: K stages, one remat mode, one schedule.
+// One row of the table: K stages, one remat mode, one schedule, one storage precision.
 struct Config {
   uint32_t K = 1;
-  std::string remat, schedule = "gpipe";
-  std::string name() const { return "K=" + std::to_string(K) + " " + remat + (schedule == "gpipe" ? "" : " " + schedule); }
-  std::string series() const { return "remat " + remat + (schedule == "gpipe" ? "" : ", " + schedule); }
+  std::string remat, schedule = "gpipe", precision = "fp32";
+  std::string name() const {
+    return "K=" + std::to_string(K) + " " + remat + (schedule == "gpipe" ? "" : " " + schedule) +
+           (precision == "fp32" ? "" : " " + precision);
+  }
+  std::string series() const {
+    return "remat " + remat + (schedule == "gpipe" ? "" : ", " + schedule) + (precision == "fp32" ? "" : ", " + precision);
+  }
 };
 
 // K logical devices of --device, each under --mem-limit, for one row.
@@ -71,17 +76,28 @@ PipelineFlags row_flags(const Options& o, const Config& c) {
   f.micro_batches = o.micro_batches;
   f.remat = c.remat;
   f.schedule = c.schedule;
+  f.precision = c.precision;
   f.mem_limit = o.mem_limit;
   return f;
 }
 
 Config parse_config(const std::string& text) {
-  const size_t colon = text.find(':'), second = text.find(':', colon == std::string::npos ? colon : colon + 1);
-  const auto K = parse_uint_list(text.substr(0, colon));
-  if (colon == std::string::npos || !K || K->size() != 1 || K->front() == 0 || K->front() > 64)
-    throw UserError("--configs: '" + text + "' is not K:remat[:schedule] with 1 <= K <= 64, such as 4:always or 4:never:1f1b");
-  Config c{K->front(), text.substr(colon + 1, second == std::string::npos ? std::string::npos : second - colon - 1)};
-  if (second != std::string::npos) c.schedule = text.substr(second + 1);
+  std::vector<std::string> parts;
+  for (size_t start = 0;;) {
+    const size_t colon = text.find(':', start);
+    parts.push_back(text.substr(start, colon - start));
+    if (colon == std::string::npos) break;
+    start = colon + 1;
+  }
+  const auto K = parse_uint_list(parts[0]);
+  if (parts.size() < 2 || parts.size() > 4 || !K || K->size() != 1 || K->front() == 0 || K->front() > 64)
+    throw UserError("--configs: '" + text + "' is not K:remat[:schedule[:precision]] with 1 <= K <= 64, such as "
+                    "4:always, 4:never:1f1b or 4:always:gpipe:bf16");
+  Config c{K->front(), parts[1]};
+  if (parts.size() > 2) c.schedule = parts[2];
+  if (parts.size() > 3) c.precision = parts[3];
+  if (c.precision != "fp32" && c.precision != "bf16" && c.precision != "fp16")
+    throw UserError("--configs: '" + text + "': '" + c.precision + "' is not a precision; expected fp32, bf16 or fp16");
   if (c.remat != "never" && c.remat != "always" && c.remat != "except-last")
     throw UserError("--configs: '" + text + "': '" + c.remat + "' is not a remat mode; expected never, always or except-last");
   if (c.schedule != "gpipe" && c.schedule != "1f1b" && c.schedule != "zb")
@@ -286,10 +302,11 @@ void print(const Options& o, const Base& base, uint64_t cap, const std::vector<R
   }
   print_table(t);
   std::printf("\nthe largest per row, trained one step with every stage capped\n");
-  t = {{"K", "remat", "schedule", "n_layer", "n_embd", "n_head", "parameters", "planned", "peak", "cap", "n_layer+1 needs",
-        "step s", "loss", "vs K=1 never"}};
+  t = {{"K", "remat", "schedule", "precision", "n_layer", "n_embd", "n_head", "parameters", "planned", "peak", "cap",
+        "n_layer+1 needs", "step s", "loss", "vs K=1 never"}};
   for (const Row& r : rows)
-    t.push_back({std::to_string(r.config.K), r.config.remat, r.config.schedule, std::to_string(r.n_layer), std::to_string(r.n_embd),
+    t.push_back({std::to_string(r.config.K), r.config.remat, r.config.schedule, r.config.precision,
+                 std::to_string(r.n_layer), std::to_string(r.n_embd),
                  std::to_string(r.n_head), format_count(r.params), format_bytes(r.planned),
                  o.no_step ? "-" : format_bytes(r.peak), format_bytes(cap),
                  r.at_builder_limit ? "over n_layer " + std::to_string(kMaxDepth) : format_bytes(r.next),
@@ -331,7 +348,8 @@ void run(const Options& o) {
   for (const Config& c : configs) rows.push_back(measure(o, base, c));
   for (Row& r : rows)
     for (const Row& naive : rows)
-      if (naive.config.K == 1 && naive.config.remat == "never" && naive.config.schedule == "gpipe") {
+      if (naive.config.K == 1 && naive.config.remat == "never" && naive.config.schedule == "gpipe" &&
+          naive.config.precision == "fp32") {
         r.relative = double(r.params) / double(naive.params);
         break;
       }
@@ -348,7 +366,8 @@ void run(const Options& o) {
       depths.push_back({{"n_embd", o.widths[i]},
                         {"n_layer", r.depth[i] ? nlohmann::json(*r.depth[i]) : nlohmann::json()},
                         {"parameters", r.parameters[i]}});
-    j["results"].push_back({{"stages", r.config.K}, {"remat", r.config.remat}, {"schedule", r.config.schedule}, {"n_layer", r.n_layer},
+    j["results"].push_back({{"stages", r.config.K}, {"remat", r.config.remat}, {"schedule", r.config.schedule},
+                            {"precision", r.config.precision}, {"n_layer", r.n_layer},
                             {"n_embd", r.n_embd}, {"n_head", r.n_head}, {"parameters", r.params},
                             {"planned_bytes", r.planned},
                             {"peak_bytes", o.no_step ? nlohmann::json() : nlohmann::json(r.peak)},
@@ -378,7 +397,8 @@ void add_bench_capacity(CLI::App& bench) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--optimizer", o->optimizer, "adamw or sgd (momentum 0.9): the state the cap must hold")
       ->capture_default_str();
-  cmd->add_option("--configs", o->configs, "rows as K:remat[:schedule] (stages, re-materialization, and gpipe, 1f1b or zb)")
+  cmd->add_option("--configs", o->configs, "rows as K:remat[:schedule[:precision]] (stages, re-materialization, gpipe, "
+                                          "1f1b or zb, and fp32, bf16 or fp16)")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--device", o->device, "device from `brigade devices`: index, part of its name or a UUID prefix")->capture_default_str();

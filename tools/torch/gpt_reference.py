@@ -14,7 +14,9 @@ run, and writes OUT_DIR/metrics.jsonl in brigade's schema, so that both runs plo
 
 Options: --threads N (torch CPU threads, default 2); --steps N stops after N steps without
 changing the schedule (a quick check; no "end" record then, as with brigade's --stop-after);
---data PATH reads the text from PATH instead of the run's (same bytes expected).
+--data PATH reads the text from PATH instead of the run's (same bytes expected); --autocast
+bf16 runs every forward (training and evaluation) under torch.autocast("cpu", bfloat16),
+PyTorch's mixed precision: products in bf16, parameters, gradients and AdamW in fp32.
 
 The exact definitions reproduced here (engine/io/data.h, engine/optim/*, tools/brigade/train.cpp):
   data   the file's bytes (gunzipped if gzip); val = the last int(len * 0.1) bytes, train = the
@@ -195,9 +197,13 @@ class GPT(nn.Module):
         return self.lm_head(self.transformer.ln_f(x))
 
 
+AUTOCAST = False  # --autocast bf16
+
+
 def loss_of(model, x, y):
-    logits = model(x)
-    return F.cross_entropy(logits.view(-1, logits.size(-1)), y.view(-1))
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=AUTOCAST):
+        logits = model(x)
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), y.view(-1))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -316,8 +322,12 @@ def main():
     ap.add_argument("--steps", type=int, default=0, help="stop after N steps (schedule unchanged)")
     ap.add_argument("--data", default="", help="text file (default: the run's, else jargon.txt.gz)")
     ap.add_argument("--log-every", type=int, default=0, help="steps between progress lines")
+    ap.add_argument("--autocast", choices=["none", "bf16"], default="none",
+                    help="forwards under torch.autocast('cpu', torch.bfloat16)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    global AUTOCAST
+    AUTOCAST = args.autocast == "bf16"
 
     s = read_start(args.run)
     cfg = parse_toml(s["model_toml"])
@@ -368,6 +378,7 @@ def main():
     metrics.write({"kind": "start", "step": 0, "implementation": "pytorch",
                    "torch": torch.__version__, "threads": torch.get_num_threads(),
                    "init": os.path.abspath(args.init), "reference_of": os.path.abspath(args.run),
+                   "autocast": args.autocast,
                    "settings": s})
 
     t_start = time.perf_counter()
