@@ -32,6 +32,7 @@ struct Options {
   std::vector<uint32_t> stages{1, 2, 4};
   std::vector<uint32_t> micro_batches{1, 4};
   std::string remat = "always";
+  std::string precision = "fp32";
   std::string device = "0";
   int reps = 5;
   bool json = false;
@@ -49,6 +50,7 @@ Row measure(const model::Model& m, const Options& o, const pipeline::Batch& batc
   f.devices = logical_devices(o.device, K);
   f.micro_batches = M;
   f.remat = o.remat;
+  f.precision = o.precision;
   Pipeline p = open_pipeline(m, f, o.batch, 1);
   pipeline::Executor& ex = *p.executor;
   ex.initialize_parameters(0);
@@ -147,6 +149,7 @@ void add_bench_pipeline(CLI::App& bench) {
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--remat", o->remat, "re-materialization: never, always or except-last")->capture_default_str();
+  cmd->add_option("--precision", o->precision, "how stages store activations: fp32, bf16, fp16 or auto")->capture_default_str();
   cmd->add_option("--device", o->device, "device from `brigade devices`: index, part of its name or a UUID prefix")->capture_default_str();
   cmd->add_option("--reps", o->reps, "timed steps per case (the median is reported)")
       ->capture_default_str()

@@ -34,6 +34,7 @@ struct SchedulesOptions {
   std::vector<std::string> schedules{"gpipe", "1f1b", "interleaved", "zb"};
   uint32_t virtual_stages = 2;
   std::string remat = "never";
+  std::string precision = "fp32";
   std::string device = "0";
   int reps = 5;
   bool json = false;
@@ -71,6 +72,7 @@ void run_schedules(const SchedulesOptions& o) {
       f.schedule = schedule;
       f.virtual_stages = schedule == "interleaved" ? o.virtual_stages : 1;
       f.remat = o.remat;
+      f.precision = o.precision;
       auto x = std::make_unique<Open>();
       x->p = open_pipeline(m, f, o.batch, 1);
       x->row.M = M, x->row.schedule = schedule == "interleaved" ? "interleaved V=" + std::to_string(o.virtual_stages) : schedule;
@@ -172,6 +174,7 @@ void add_bench_schedules(CLI::App& bench) {
       ->capture_default_str()
       ->check(CLI::Range(2u, 64u));
   cmd->add_option("--remat", o->remat, "re-materialization: never, always or except-last")->capture_default_str();
+  cmd->add_option("--precision", o->precision, "how stages store activations: fp32, bf16, fp16 or auto")->capture_default_str();
   cmd->add_option("--device", o->device, "device from `brigade devices`: index, part of its name or a UUID prefix")->capture_default_str();
   cmd->add_option("--reps", o->reps, "timed steps per schedule and M (the median is reported)")
       ->capture_default_str()
