@@ -2,6 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
+#include <stdexcept>
+
 #include "io/tensors.h"
 #include "util/error.h"
 
@@ -91,6 +94,8 @@ Checkpoint read_checkpoint(const std::string& path, const model::Model& m, const
   if (auto it = f.metadata().find("loss_scale"); it != f.metadata().end()) {
     try {
       const nlohmann::json j = nlohmann::json::parse(it->second);
+      if (!j.at("good_steps").is_number_unsigned() || !j.at("skipped_steps").is_number_unsigned())
+        throw std::invalid_argument("counts");
       j.at("scale").get_to(c.loss_scale.scale);
       j.at("good_steps").get_to(c.loss_scale.good_steps);
       j.at("skipped_steps").get_to(c.loss_scale.skipped_steps);

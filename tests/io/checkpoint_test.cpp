@@ -49,3 +49,50 @@ TEST_CASE("a checkpoint round-trips parameters, optimizer state, step and config
                        UserError);
   std::filesystem::remove(path);
 }
+
+namespace {
+
+// The checkpoint at `path` written again with its metadata `key` set to `value`, or removed
+// when `value` is empty.
+void rewrite_metadata(const std::string& path, const std::string& key, const std::string& value) {
+  const io::SafeTensors f = io::SafeTensors::load(path);
+  io::SafeTensorsWriter w;
+  for (const std::string& name : f.names()) {
+    const auto bytes = f.bytes(name);
+    w.add(name, f.info(name).dtype, f.info(name).shape, bytes.data(), bytes.size());
+  }
+  for (const auto& [k, v] : f.metadata())
+    if (k != key) w.set_metadata(k, v);
+  if (!value.empty()) w.set_metadata(key, value);
+  w.write(path);
+}
+
+}  // namespace
+
+TEST_CASE("a checkpoint keeps the loss scale; one without starts it afresh; a bad one is refused") {
+  const model::Model m = model::build("fashion-mlp");
+  io::Checkpoint c;
+  c.step = 9, c.config = "{}";
+  for (const model::ParamSpec& p : m.params()) c.params[p.name] = model::initial_values(p, 1);
+  c.loss_scale.scale = 2048, c.loss_scale.good_steps = 17, c.loss_scale.skipped_steps = 3;
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("brigade-ckpt-scale-" + std::to_string(getpid()))).string();
+  io::write_checkpoint(path, m, c);
+  const io::Checkpoint r = io::read_checkpoint(path, m);
+  CHECK(r.loss_scale.scale == 2048);
+  CHECK(r.loss_scale.good_steps == 17);
+  CHECK(r.loss_scale.skipped_steps == 3);
+
+  rewrite_metadata(path, "loss_scale", "");  // as written before loss scaling existed
+  const io::Checkpoint old = io::read_checkpoint(path, m);
+  CHECK(old.loss_scale.scale == optim::LossScale::kInitial);
+  CHECK(old.loss_scale.good_steps == 0);
+  CHECK(old.loss_scale.skipped_steps == 0);
+
+  for (const std::string bad : {"[1]", R"({"scale": 0, "good_steps": 0, "skipped_steps": 0})",
+                                R"({"scale": 1024, "good_steps": -1, "skipped_steps": 0})"}) {
+    rewrite_metadata(path, "loss_scale", bad);
+    CHECK_THROWS_WITH_AS(io::read_checkpoint(path, m), doctest::Contains("metadata 'loss_scale'"), UserError);
+  }
+  std::filesystem::remove(path);
+}
