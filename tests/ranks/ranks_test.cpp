@@ -71,6 +71,17 @@ TEST_CASE("2, 3 and 4 ranks pipelined give one process's loss and gradients, und
     CHECK(r.output.find("mpi, another process") != std::string::npos);
     check_same((d / "ranks.safetensors").string(), (d / "one.safetensors").string());
   }
+  // Stages storing 16 bits (fp16 under loss scaling beside bf16): the boundaries cross between
+  // the ranks in 16 bits, and the gradients are one process's with the same stages.
+  for (const char* precision : {"bf16", "fp16,bf16"}) {
+    CAPTURE(precision);
+    const std::string flags = std::string(" -m 4 --precision ") + precision;
+    r = brigade_run(step_args(d, "fashion-mlp", "one16.safetensors") + flags + " --devices 0,0");
+    REQUIRE_MESSAGE(r.status == 0, r.output);
+    r = ranks_run(2, step_args(d, "fashion-mlp", "ranks16.safetensors") + flags);
+    REQUIRE_MESSAGE(r.status == 0, r.output);
+    check_same((d / "ranks16.safetensors").string(), (d / "one16.safetensors").string());
+  }
   fs::remove_all(d);
 }
 
