@@ -15,8 +15,8 @@ std::vector<double> LayerProfile::total() const {
   return out;
 }
 
-LayerProfile profile_model(vk::Device& device, const model::Model& m, uint32_t rows,
-                           uint32_t reps, bool per_kernel) {
+LayerProfile profile_model(vk::Device& device, const model::Model& m, uint32_t rows, uint32_t reps,
+                           bool per_kernel, ops::Precision precision) {
   const uint32_t L = uint32_t(m.layers.size());
   if (!device.info().timestamps)
     throw UserError(device.label() + " has no GPU timestamps; use `partition` cost");
@@ -31,7 +31,7 @@ LayerProfile profile_model(vk::Device& device, const model::Model& m, uint32_t r
       mem.reset_peaks();
     }
   } lift{device.memory()};
-  Cell stage(device, m, layout_cell(m, 0, 0, L, true, rows, {}));
+  Cell stage(device, m, layout_cell(m, 0, 0, L, true, rows, {}, std::vector<ops::Precision>(L, precision)));
   for (const model::ParamSpec& p : m.params()) {
     const std::vector<float> v = p.kind == model::ParamKind::State
                                      ? std::vector<float>(p.elements(), 0.0f)

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "model/model.h"
+#include "ops/precision.h"
 #include "vk/device.h"
 
 namespace brigade::pipeline {
@@ -29,14 +30,14 @@ struct LayerProfile {
 // Times for a micro-batch of `rows` samples: medians over `reps` runs (after one warm-up
 // run) of GPU timestamps taken between layers and, with `per_kernel`, after every dispatch.
 // The whole model is put on the device for the measurement, its memory cap lifted meanwhile
-// (and its peaks reset after).
-LayerProfile profile_model(vk::Device& device, const model::Model& m, uint32_t rows,
-                           uint32_t reps = 3, bool per_kernel = false);
+// (and its peaks reset after). Every layer stores in `precision`, its conversions timed with it.
+LayerProfile profile_model(vk::Device& device, const model::Model& m, uint32_t rows, uint32_t reps = 3,
+                           bool per_kernel = false, ops::Precision precision = ops::Precision::Fp32);
 
 // Forward plus backward seconds per layer (the partitioner's input).
-inline std::vector<double> profile_layers(vk::Device& device, const model::Model& m,
-                                          uint32_t rows, uint32_t reps = 3) {
-  return profile_model(device, m, rows, reps).total();
+inline std::vector<double> profile_layers(vk::Device& device, const model::Model& m, uint32_t rows,
+                                          ops::Precision precision = ops::Precision::Fp32, uint32_t reps = 3) {
+  return profile_model(device, m, rows, reps, false, precision).total();
 }
 
 }  // namespace brigade::pipeline

@@ -222,7 +222,7 @@ TEST_CASE_FIXTURE(test::Gpu, "each stage's activation memory is what the planner
 TEST_CASE_FIXTURE(test::Gpu, "profiling times every layer on the device, convolutions above activations") {
   const model::Model m = model::build("fashion-cnn");
   // Medians of 5 runs: one run can be delayed whole by whatever else shares the CPU.
-  const std::vector<double> t = pipeline::profile_layers(device(0), m, 16, 5);
+  const std::vector<double> t = pipeline::profile_layers(device(0), m, 16, ops::Precision::Fp32, 5);
   REQUIRE(t.size() == m.layers.size());
   for (size_t l = 0; l < t.size(); ++l)  // a view records no work; every other layer some
     CHECK_MESSAGE((m.layers[l]->is_view() ? t[l] >= 0 : t[l] > 0), "layer ", l, ": ", t[l]);

@@ -63,13 +63,19 @@ void run(const Options& o) {
   // The plans' time per stage from one profile of each physical device: layer times at the
   // micro-batch size, summed over each stage's layers, M micro-batches per step.
   const uint32_t micro_rows = pipeline::split_rows(o.batch, o.pipeline.micro_batches).front();
-  std::map<uint32_t, std::vector<double>> layer_s;  // physical device -> seconds per layer
-  for (auto& dev : sides[0].p.devices)
-    if (!layer_s.count(dev->info().index)) layer_s[dev->info().index] = pipeline::profile_layers(*dev, m, micro_rows);
+  // (physical device, the stage's precision) -> seconds per layer
+  const std::vector<ops::Precision> precision = stage_precisions(o.pipeline.precision, uint32_t(sides[0].p.devices.size()));
+  auto precision_of = [&](size_t k) { return precision[precision.size() == 1 ? 0 : k]; };
+  std::map<std::pair<uint32_t, ops::Precision>, std::vector<double>> layer_s;
+  for (size_t k = 0; k < sides[0].p.devices.size(); ++k) {
+    vk::Device& dev = *sides[0].p.devices[k];
+    const auto key = std::pair(dev.info().index, precision_of(k));
+    if (!layer_s.count(key)) layer_s[key] = pipeline::profile_layers(dev, m, micro_rows, key.second);
+  }
   for (Side& s : sides)
     for (size_t k = 0; k < s.p.plan.cells.size(); ++k) {
       const pipeline::CellLayout& l = s.p.plan.cells[k];
-      const std::vector<double>& t = layer_s.at(s.p.devices[k]->info().index);
+      const std::vector<double>& t = layer_s.at({s.p.devices[k]->info().index, precision_of(k)});
       double sum = 0;
       for (uint32_t i = l.first; i < l.last; ++i) sum += t[i];
       s.planned_ms.push_back(sum * 1e3 * o.pipeline.micro_batches);

@@ -74,7 +74,8 @@ void run(const Options& o) {
   Pipeline p = open_pipeline(m, o.pipeline, o.batch, 2);
   const uint32_t micro_rows = p.plan.micro_rows.front();
   vk::Device& first = *p.devices.front();
-  const pipeline::LayerProfile lp = pipeline::profile_model(first, m, micro_rows, uint32_t(o.reps), true);
+  const ops::Precision precision = stage_precisions(o.pipeline.precision, uint32_t(p.devices.size())).front();
+  const pipeline::LayerProfile lp = pipeline::profile_model(first, m, micro_rows, uint32_t(o.reps), true, precision);
   const StepProfile sp = profile_steps(m, o, p);
 
   const uint32_t L = uint32_t(m.layers.size());

@@ -202,16 +202,19 @@ pipeline::Plan make_plan(const model::Model& m, const PipelineFlags& f, Devices&
     // Each rank times every layer on its own device; every rank plans on all the times.
     const uint32_t micro_rows = pipeline::split_rows(rows, f.micro_batches).front();
     const auto here = std::find_if(d.devices.begin(), d.devices.end(), [](const auto& dev) { return dev != nullptr; });
-    const nlohmann::json mine = pipeline::profile_layers(**here, m, micro_rows);
+    const uint32_t stage = uint32_t(here - d.devices.begin());
+    const nlohmann::json mine = pipeline::profile_layers(**here, m, micro_rows, po.precision[po.precision.size() == 1 ? 0 : stage]);
     const std::vector<std::string> all = world().allgather(mine.dump());
     for (uint32_t k = 0; k < K; ++k) po.stages[k].layer_times = nlohmann::json::parse(all[k]).get<std::vector<double>>();
   } else if (f.partition == "profile") {
     const uint32_t micro_rows = pipeline::split_rows(rows, f.micro_batches).front();
-    std::map<uint32_t, std::vector<double>> by_physical;  // logical devices of one GPU share a profile
+    // Logical devices of one GPU in one precision share a profile.
+    std::map<std::pair<uint32_t, ops::Precision>, std::vector<double>> by_physical;
     for (uint32_t k = 0; k < K; ++k) {
-      const uint32_t phys = d.devices[k]->info().index;
-      if (!by_physical.count(phys)) by_physical[phys] = pipeline::profile_layers(*d.devices[k], m, micro_rows);
-      po.stages[k].layer_times = by_physical[phys];
+      const ops::Precision p = po.precision[po.precision.size() == 1 ? 0 : k];
+      const auto key = std::pair(d.devices[k]->info().index, p);
+      if (!by_physical.count(key)) by_physical[key] = pipeline::profile_layers(*d.devices[k], m, micro_rows, p);
+      po.stages[k].layer_times = by_physical[key];
     }
   }
   return pipeline::plan(m, po);
