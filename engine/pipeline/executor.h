@@ -55,8 +55,9 @@ struct Update {
   optim::Step step;
   double max_norm = 0;  // global gradient-norm clipping; 0 = off
   // The backward starts from the loss times this (optim::LossScale); gradients are divided
-  // by it again before clipping and the update, and by gradient(). With a scale other than
-  // 1, gradients that are not finite (while the loss is) skip the step instead of stopping.
+  // by it again before clipping and the update, and by gradient(). With a scale above 1,
+  // gradients that are not finite (while the loss is) skip the step instead of stopping; at
+  // 1 or below the scale is not what overflowed, and the step stops as in fp32.
   double loss_scale = 1;
 };
 

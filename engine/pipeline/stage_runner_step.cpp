@@ -5,7 +5,8 @@
 // into the global coefficient) and check that the loss and every gradient are finite. A
 // step with anything non-finite updates nothing: the stage of the cell with the problem
 // throws NonFinite, the others skip; under loss scaling, gradients that are not finite while
-// the loss and parameters are mean the scale was too large: every stage skips the update.
+// the loss and parameters are mean the scale (above 1) was too large: every stage skips the
+// update.
 #include <algorithm>
 #include <cmath>
 
@@ -123,7 +124,7 @@ std::optional<double> StageRunner::step_sums() {
     if (stats[C + (C - 1 - j)] != 0) culprit = int(C - 1 - j);
   if (culprit < 0 && !std::isfinite(loss[0])) culprit = int(C - 1);
   const double S = update_.loss_scale;
-  skipped_ = culprit >= 0 && S != 1 && bad_param[culprit] == 0 && std::isfinite(loss[0]);
+  skipped_ = culprit >= 0 && S > 1 && bad_param[culprit] == 0 && std::isfinite(loss[0]);
   if (skipped_) {
     if (writer) st.skipped = true, st.grad_norm = INFINITY;
     return 0.0;

@@ -109,6 +109,7 @@ TEST_CASE("fp16 under loss scaling: a run stopped mid-growth resumes with its lo
   INFO(whole.output);
   REQUIRE(whole.status == 0);
   CHECK(whole.output.find("precision fp16") != std::string::npos);
+  CHECK(whole.output.find("fp16 loss scale 65536 at the end; 0 step(s) skipped for overflowing it\n") != std::string::npos);
   REQUIRE(test::brigade_run(common + " --stop-after 3 --out " + (dir / "b").string()).status == 0);
   const io::SafeTensors stopped = io::SafeTensors::load((dir / "b" / "checkpoint.safetensors").string());
   const auto scale = nlohmann::json::parse(stopped.metadata().at("loss_scale"));

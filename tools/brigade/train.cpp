@@ -385,7 +385,11 @@ void run_train(TrainArgs& a) {
   nlohmann::json j{{"kind", "end"}, {"step", step}, {"split", split}, {"loss", last_eval.loss},
                    {"elapsed_s", progress.elapsed()}};
   if (!m.token_input) j["accuracy"] = last_eval.accuracy;
+  if (scaling) j["loss_scale"] = scaler.scale, j["skipped_steps"] = scaler.skipped_steps;
   record(j);
+  if (scaling)
+    std::printf("fp16 loss scale %.0f at the end; %llu step(s) skipped for overflowing it\n", scaler.scale,
+                (unsigned long long)scaler.skipped_steps);
   if (m.token_input)
     std::printf("final %s loss %.4f after %llu steps; checkpoint %s\n", split, last_eval.loss,
                 (unsigned long long)step, ckpt.c_str());
