@@ -173,6 +173,13 @@ std::vector<ops::Precision> stage_precisions(const std::string& text, uint32_t K
   return out;
 }
 
+std::string precision_words(const std::string& text, uint32_t K) {
+  const std::vector<ops::Precision> p = stage_precisions(text, K);
+  std::string s;
+  for (size_t k = 0; k < p.size(); ++k) s += (k ? "," : "") + std::string(ops::precision_name(p[k]));
+  return s + (text.find("auto") != std::string::npos ? " (auto)" : "");
+}
+
 bool scales_loss(const PipelineFlags& f) {
   const std::vector<ops::Precision> p = stage_precisions(f.precision, 1 + uint32_t(std::count(f.precision.begin(), f.precision.end(), ',')));
   return std::find(p.begin(), p.end(), ops::Precision::Fp16) != p.end();

@@ -69,6 +69,8 @@ std::string link_lines(const std::vector<pipeline::LinkChoice>& links, const Dev
 // --precision for K stages: one value for all or one per stage; auto resolved (the rule in
 // kAutoPrecision). Refuses unknown values and lists of the wrong length.
 std::vector<ops::Precision> stage_precisions(const std::string& text, uint32_t K);
+// The stages' precisions as said back: "bf16", "bf16,fp32", "bf16 (auto)".
+std::string precision_words(const std::string& text, uint32_t K);
 // Whether a pipeline of those stages trains with loss scaling (optim::LossScale): when a
 // stage keeps fp16, whose range small gradients fall below.
 bool scales_loss(const PipelineFlags& f);

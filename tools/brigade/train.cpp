@@ -280,7 +280,7 @@ void run_train(TrainArgs& a) {
               m.name.c_str(), std::to_string(m.parameter_count()).c_str(), ex.stages(), ranks.c_str(),
               a.pipeline.micro_batches, a.pipeline.schedule.c_str(),
               ex.cells() > ex.stages() ? (" (" + std::to_string(ex.cells()) + " cells)").c_str() : "",
-              a.pipeline.remat.c_str(), a.pipeline.precision.c_str());
+              a.pipeline.remat.c_str(), precision_words(a.pipeline.precision, ex.stages()).c_str());
   std::printf("%sdata: %s\n", p.link_lines.c_str(), data->describe().c_str());
   if (s.schedule == "constant")
     std::printf("%s, lr %g", s.optimizer.c_str(), s.lr);
