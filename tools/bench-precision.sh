@@ -5,12 +5,12 @@
 # (gpt-mini, --gpt-steps steps of the default settings) and test accuracy (fashion-cnn on two
 # stages as in the README, --cnn-steps steps) with its difference from fp32's, and each
 # precision's planned activation bytes for both. The runs stay in --out.
-#   tools/bench-precision.sh [--gpt-steps 300] [--cnn-steps 938] [--precisions "fp32 bf16 fp16"]
+#   tools/bench-precision.sh [--gpt-steps 1000] [--cnn-steps 938] [--precisions "fp32 bf16 fp16"]
 #                            [--out runs/precision]
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 exe=$root/build/brigade
-gpt_steps=300 cnn_steps=938 precisions="fp32 bf16 fp16" out=runs/precision
+gpt_steps=1000 cnn_steps=938 precisions="fp32 bf16 fp16" out=runs/precision
 while [ $# -gt 0 ]; do
   case $1 in
     --gpt-steps) gpt_steps=$2; shift 2 ;;
@@ -48,12 +48,15 @@ if [ ! -f "$out/gpt-mini-torch-bf16/metrics.jsonl" ]; then
 fi
 
 base_loss=$(final "$out/gpt-mini-fp32" loss) base_acc=$(final "$out/fashion-cnn-fp32" accuracy)
-printf '%-22s %-14s %-10s %-22s %-12s %-10s %s\n' run "gpt-mini loss" "vs fp32" "activations (2x b16)" "cnn accuracy" "vs fp32" "activations (stages)"
+pct() { python3 -c "import sys; print('%+.2f%%' % (100 * (float(sys.argv[1]) / float(sys.argv[2]) - 1)))" "$1" "$2"; }
+pts() { python3 -c "import sys; print('%+.2f' % (100 * (float(sys.argv[1]) - float(sys.argv[2]))))" "$1" "$2"; }
+printf '%-22s %-14s %-8s %-22s %-13s %-8s %s\n' run "gpt-mini loss" "vs fp32" "gpt-mini activations" "cnn accuracy" "vs fp32" "cnn activations per stage"
 for p in $precisions; do
   loss=$(final "$out/gpt-mini-$p" loss) acc=$(final "$out/fashion-cnn-$p" accuracy)
-  printf '%-22s %-14.4f %+-9.2f%% %-22s %-12.4f %+-9.2f  %s\n' "brigade $p" "$loss" "$(python3 -c "print(100*($loss/$base_loss-1))")" \
-    "$(activations "--model gpt-mini -b 16" "$p")" "$acc" "$(python3 -c "print(100*($acc-$base_acc))")" "$(activations "$cnn -b 64" "$p")"
+  printf '%-22s %-14.4f %-8s %-22s %-13.4f %-8s %s\n' "brigade $p" "$loss" "$(pct "$loss" "$base_loss")" \
+    "$(activations "--model gpt-mini -b 16" "$p")" "$acc" "$(pts "$acc" "$base_acc")" "$(activations "$cnn -b 64" "$p")"
 done
 loss=$(python3 -c "import json,sys; r=[json.loads(l) for l in open(sys.argv[1])]; print([x for x in r if x['kind']=='eval'][-1]['loss'])" "$out/gpt-mini-torch-bf16/metrics.jsonl")
-printf '%-22s %-14.4f %+-9.2f%%\n' "pytorch autocast bf16" "$loss" "$(python3 -c "print(100*($loss/$base_loss-1))")"
-echo "(fashion-cnn accuracy differences in points; gpt-mini: $gpt_steps steps, fashion-cnn: $cnn_steps steps)"
+printf '%-22s %-14.4f %-8s\n' "pytorch autocast bf16" "$loss" "$(pct "$loss" "$base_loss")"
+echo "(gpt-mini: $gpt_steps steps, one stage, activations planned at its batch of 16; fashion-cnn: $cnn_steps steps on two"
+echo " stages as in the README, accuracy differences in points)"
