@@ -110,6 +110,10 @@ class Layer {
   virtual bool is_view() const { return false; }
   // True when the input holds int32 token ids rather than floats (there is no input gradient).
   virtual bool integer_input() const { return false; }
+  // Whether backward and backward_params read the layer's input and its output (saved()
+  // aside): a stage storing 16 bits unpacks only what they read.
+  virtual bool backward_reads_input() const { return true; }
+  virtual bool backward_reads_output() const { return false; }
 
   // Records the forward pass: t.y (and t.saved) are overwritten.
   virtual void forward(const Pass& p, const Tensors& t) const = 0;

@@ -75,6 +75,8 @@ class ReLU final : public ShapedLayer {
  public:
   explicit ReLU(const Shape& input) : ShapedLayer(input, input) {}
   std::string kind() const override { return "relu"; }
+  bool backward_reads_input() const override { return false; }
+  bool backward_reads_output() const override { return true; }
   Cost cost() const override;
   void forward(const Pass& p, const Tensors& t) const override;
   void backward(const Pass& p, const Tensors& t, vk::View dy,

@@ -119,9 +119,9 @@ vk::View Cell::fp32(vk::Commands& cmd, vk::View stored, ops::Precision p, uint64
 model::Tensors Cell::unpacked(vk::Commands& cmd, uint32_t l, const MicroBatch& mb, const model::Tensors& t,
                               std::vector<vk::View>& saved32) {
   const model::Layer& layer = *model_.layers[layout_.first + l];
-  model::Tensors w = t;
-  if (!layer.integer_input()) w.x = fp32(cmd, t.x, x_precision(l), in_floats(l, mb), 0);
-  w.y = fp32(cmd, t.y, layout_.output_precision[l], out_floats(l, mb), 1);
+  model::Tensors w = t;  // what the layer does not read stays as stored
+  if (!layer.integer_input() && layer.backward_reads_input()) w.x = fp32(cmd, t.x, x_precision(l), in_floats(l, mb), 0);
+  if (layer.backward_reads_output()) w.y = fp32(cmd, t.y, layout_.output_precision[l], out_floats(l, mb), 1);
   const std::vector<model::SavedSpec> specs = layer.saved();
   uint64_t offset = 0;
   for (size_t s = 0; s < specs.size(); ++s) {

@@ -96,7 +96,7 @@ class Cell {
   vk::View work(uint32_t part, uint64_t floats, uint64_t offset = 0);
   // `stored` as fp32: itself, or unpacked into work part `part`.
   vk::View fp32(vk::Commands& cmd, vk::View stored, ops::Precision p, uint64_t n, uint32_t part);
-  // Layer l's tensors as its kernels read them in a backward: 16-bit ones unpacked.
+  // Layer l's tensors as its kernels read them in a backward: the 16-bit ones it reads unpacked.
   model::Tensors unpacked(vk::Commands& cmd, uint32_t l, const MicroBatch& mb, const model::Tensors& t,
                           std::vector<vk::View>& saved32);
   uint64_t in_floats(uint32_t l, const MicroBatch& mb) const;
