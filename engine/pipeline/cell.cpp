@@ -198,8 +198,12 @@ vk::View Cell::forward(vk::Commands& cmd, const MicroBatch& mb, std::optional<vk
       w.y = work(1 - in, out_floats(l, mb));
       uint64_t offset = 0;
       for (size_t s = 0; s < specs.size(); ++s) {
-        saved32.push_back(narrow(l, specs[s]) ? work(2, specs[s].floats(mb.rows), offset) : t.saved[s]);
-        if (narrow(l, specs[s])) offset += specs[s].floats(mb.rows);
+        if (!narrow(l, specs[s])) {
+          saved32.push_back(t.saved[s]);
+          continue;
+        }
+        saved32.push_back(work(2, specs[s].floats(mb.rows), offset));
+        offset += specs[s].floats(mb.rows);
       }
       w.saved = saved32;
     }

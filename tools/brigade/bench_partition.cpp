@@ -65,17 +65,16 @@ void run(const Options& o) {
   const uint32_t micro_rows = pipeline::split_rows(o.batch, o.pipeline.micro_batches).front();
   // (physical device, the stage's precision) -> seconds per layer
   const std::vector<ops::Precision> precision = stage_precisions(o.pipeline.precision, uint32_t(sides[0].p.devices.size()));
-  auto precision_of = [&](size_t k) { return precision[precision.size() == 1 ? 0 : k]; };
   std::map<std::pair<uint32_t, ops::Precision>, std::vector<double>> layer_s;
   for (size_t k = 0; k < sides[0].p.devices.size(); ++k) {
     vk::Device& dev = *sides[0].p.devices[k];
-    const auto key = std::pair(dev.info().index, precision_of(k));
+    const auto key = std::pair(dev.info().index, precision[k]);
     if (!layer_s.count(key)) layer_s[key] = pipeline::profile_layers(dev, m, micro_rows, key.second);
   }
   for (Side& s : sides)
     for (size_t k = 0; k < s.p.plan.cells.size(); ++k) {
       const pipeline::CellLayout& l = s.p.plan.cells[k];
-      const std::vector<double>& t = layer_s.at({s.p.devices[k]->info().index, precision_of(k)});
+      const std::vector<double>& t = layer_s.at({s.p.devices[k]->info().index, precision[k]});
       double sum = 0;
       for (uint32_t i = l.first; i < l.last; ++i) sum += t[i];
       s.planned_ms.push_back(sum * 1e3 * o.pipeline.micro_batches);

@@ -170,19 +170,20 @@ std::vector<ops::Precision> stage_precisions(const std::string& text, uint32_t K
   if (out.size() != 1 && out.size() != K)
     throw UserError("--precision: " + std::to_string(out.size()) + " values for " + std::to_string(K) +
                     " stages; give one for all or one per stage");
+  out.resize(K, out.front());
   return out;
 }
 
 std::string precision_words(const std::string& text, uint32_t K) {
   const std::vector<ops::Precision> p = stage_precisions(text, K);
+  const bool same = std::all_of(p.begin(), p.end(), [&](ops::Precision x) { return x == p.front(); });
   std::string s;
-  for (size_t k = 0; k < p.size(); ++k) s += (k ? "," : "") + std::string(ops::precision_name(p[k]));
+  for (size_t k = 0; k < (same ? 1 : p.size()); ++k) s += (k ? "," : "") + std::string(ops::precision_name(p[k]));
   return s + (text.find("auto") != std::string::npos ? " (auto)" : "");
 }
 
-bool scales_loss(const PipelineFlags& f) {
-  const std::vector<ops::Precision> p = stage_precisions(f.precision, 1 + uint32_t(std::count(f.precision.begin(), f.precision.end(), ',')));
-  return std::find(p.begin(), p.end(), ops::Precision::Fp16) != p.end();
+bool scales_loss(const std::vector<ops::Precision>& stages) {
+  return std::find(stages.begin(), stages.end(), ops::Precision::Fp16) != stages.end();
 }
 
 pipeline::Plan make_plan(const model::Model& m, const PipelineFlags& f, Devices& d, uint32_t rows,
@@ -210,7 +211,7 @@ pipeline::Plan make_plan(const model::Model& m, const PipelineFlags& f, Devices&
     const uint32_t micro_rows = pipeline::split_rows(rows, f.micro_batches).front();
     const auto here = std::find_if(d.devices.begin(), d.devices.end(), [](const auto& dev) { return dev != nullptr; });
     const uint32_t stage = uint32_t(here - d.devices.begin());
-    const nlohmann::json mine = pipeline::profile_layers(**here, m, micro_rows, po.precision[po.precision.size() == 1 ? 0 : stage]);
+    const nlohmann::json mine = pipeline::profile_layers(**here, m, micro_rows, po.precision[stage]);
     const std::vector<std::string> all = world().allgather(mine.dump());
     for (uint32_t k = 0; k < K; ++k) po.stages[k].layer_times = nlohmann::json::parse(all[k]).get<std::vector<double>>();
   } else if (f.partition == "profile") {
@@ -218,7 +219,7 @@ pipeline::Plan make_plan(const model::Model& m, const PipelineFlags& f, Devices&
     // Logical devices of one GPU in one precision share a profile.
     std::map<std::pair<uint32_t, ops::Precision>, std::vector<double>> by_physical;
     for (uint32_t k = 0; k < K; ++k) {
-      const ops::Precision p = po.precision[po.precision.size() == 1 ? 0 : k];
+      const ops::Precision p = po.precision[k];
       const auto key = std::pair(d.devices[k]->info().index, p);
       if (!by_physical.count(key)) by_physical[key] = pipeline::profile_layers(*d.devices[k], m, micro_rows, p);
       po.stages[k].layer_times = by_physical[key];

@@ -66,14 +66,14 @@ std::vector<pipeline::LinkChoice> choose_links(const PipelineFlags& f, Devices& 
 // One line per boundary, "link 0->1 (llvmpipe -> SwiftShader driver): host, because ..."
 // (with virtual stages, boundaries are between cells: "link 3->4 (stage 1 -> stage 0, ...").
 std::string link_lines(const std::vector<pipeline::LinkChoice>& links, const Devices& d);
-// --precision for K stages: one value for all or one per stage; auto resolved (the rule in
-// kAutoPrecision). Refuses unknown values and lists of the wrong length.
+// --precision for K stages, one value each (one given serves all); auto resolved (the rule
+// in kAutoPrecision). Refuses unknown values and lists of the wrong length.
 std::vector<ops::Precision> stage_precisions(const std::string& text, uint32_t K);
 // The stages' precisions as said back: "bf16", "bf16,fp32", "bf16 (auto)".
 std::string precision_words(const std::string& text, uint32_t K);
 // Whether a pipeline of those stages trains with loss scaling (optim::LossScale): when a
 // stage keeps fp16, whose range small gradients fall below.
-bool scales_loss(const PipelineFlags& f);
+bool scales_loss(const std::vector<ops::Precision>& stages);
 inline constexpr const char* kAutoPrecision =
     "auto: bf16 on every stage: 16 bits like fp16, stored packed on every device, with fp32's "
     "exponent range, so no loss scaling";

@@ -58,7 +58,7 @@ int run_plan(const PlanArgs& a) {
     const uint64_t total = pipeline::total(b), cap = with_cap ? d.caps[k] : 0;
     auto bytes = [&](vk::Category c) { return format_bytes(b[int(c)]); };
     rows.push_back({name, std::to_string(d.devices[k]->info().index) + " " + d.devices[k]->info().name, layers,
-                    ops::precision_name(precision[precision.size() == 1 ? 0 : k]), work,
+                    ops::precision_name(precision[k]), work,
                     bytes(vk::Category::Parameters), bytes(vk::Category::Gradients), bytes(vk::Category::Optimizer),
                     bytes(vk::Category::Activations), bytes(vk::Category::Transfer), bytes(vk::Category::Scratch),
                     format_bytes(total), cap ? format_bytes(cap) : "-",
@@ -77,7 +77,7 @@ int run_plan(const PlanArgs& a) {
     for (uint32_t k = 0; k < K; ++k) row("stage " + std::to_string(k), k, "", "", p.stage_memory(k, states), true);
   print_table(rows);
   if (a.pipeline.precision.find("auto") != std::string::npos) std::printf("precision %s\n", kAutoPrecision);
-  if (scales_loss(a.pipeline))
+  if (scales_loss(precision))
     std::printf("fp16 stages train with dynamic loss scaling from %.0f (halved when a step's gradients overflow, "
                 "which skips the step; doubled after %llu good steps)\n",
                 optim::LossScale::kInitial, (unsigned long long)optim::LossScale::kInterval);

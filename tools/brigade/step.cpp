@@ -50,17 +50,19 @@ void run_step(const StepArgs& a) {
   const pipeline::Batch batch = io::read_batch(batch_file, m);
   Pipeline p = open_pipeline(m, a.pipeline, batch.rows, 0);
   for (const auto& [name, values] : params) p.executor->set_parameter(name, values);
+  // fp16 at PyTorch's initial loss scale: the gradients written are divided by it again.
+  const double loss_scale =
+      scales_loss(stage_precisions(a.pipeline.precision, p.executor->stages())) ? optim::LossScale::kInitial : 1.0;
   // Without an update every run computes the same gradients; later runs find the kernels
   // compiled and the caches warm, so their trace shows the pipeline rather than start-up.
   pipeline::StepResult r;
   std::vector<double> ms;  // each run's wall time, the first (start-up) left out
   for (uint32_t i = 0; i < a.repeat; ++i) {
     const double t0 = pipeline::now_us();
-    // fp16 at PyTorch's initial loss scale: the gradients written are divided by it again.
-    r = p.executor->train(batch, {nullptr, {}, 0, scales_loss(a.pipeline) ? optim::LossScale::kInitial : 1.0});
+    r = p.executor->train(batch, {nullptr, {}, 0, loss_scale});
     if (r.skipped)
-      throw UserError("the gradients overflowed fp16 at loss scale 65536; use --precision bf16, which needs no "
-                      "loss scaling");
+      throw UserError("the gradients overflowed fp16 at loss scale " + std::to_string(int64_t(loss_scale)) +
+                      "; use --precision bf16, which needs no loss scaling");
     if (i > 0) ms.push_back((pipeline::now_us() - t0) / 1000.0);
   }
 

@@ -244,7 +244,7 @@ void run_train(TrainArgs& a) {
   uint64_t step = 0;
   // fp16 stages: dynamic loss scaling. The optimizer counts the updates it made, as torch's
   // does when GradScaler skips one.
-  const bool scaling = scales_loss(a.pipeline);
+  const bool scaling = scales_loss(stage_precisions(a.pipeline.precision, ex.stages()));
   optim::LossScale scaler;
   if (resumed) scaler = resumed->loss_scale;
   if (resumed) {
