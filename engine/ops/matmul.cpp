@@ -61,9 +61,11 @@ uint32_t MatmulTiling::shared_bytes() const {
 
 MatmulTiling matmul_tiling(const vk::PhysicalInfo& device, uint32_t rows, uint32_t cols) {
   if (device.type == VK_PHYSICAL_DEVICE_TYPE_CPU) {
-    // Measured on lavapipe (docs/BENCHMARKS.md): 16x8 outputs per invocation with A shared
-    // through subgroup broadcasts beat 8x8 without. One row of lanes fills a subgroup.
-    MatmulTiling t{MatmulTiling::Variant::Registers, 8, 8, 16, 8, 16, 0};
+    // Measured on lavapipe (docs/BENCHMARKS.md): 32x4 outputs per invocation with A shared
+    // through subgroup broadcasts beat 16x8 (the same 128 accumulators, fewer loads per
+    // multiply-add: B's are each lane's own, A's are shared), which beat 8x8 without sharing.
+    // One row of lanes fills a subgroup.
+    MatmulTiling t{MatmulTiling::Variant::Registers, 8, 8, 32, 4, 16, 0};
     const uint32_t sg = device.subgroup_size;
     if (sg && sg <= 64 && (sg & (sg - 1)) == 0) {
       t.wg_x = std::max(8u, sg);
@@ -73,13 +75,16 @@ MatmulTiling matmul_tiling(const vk::PhysicalInfo& device, uint32_t rows, uint32
     // Rows of invocations: fewer only where that computes a sixteenth fewer rows past M, so
     // a workgroup never covers many rows it throws away: M = 288 (Conv2d's backward-data)
     // takes 6 rows of 16, not 3 workgroups of 128 rows (a quarter of them wasted).
+    // The same rule picks 16x8 blocks over 32x4 where that computes a sixteenth fewer rows
+    // (M = 10, a weight gradient of ten outputs, computes 16 rows, not 32).
     if (rows) {
-      const uint32_t most = t.wg_y;
+      const uint32_t most = t.wg_y, tm = t.tm;
       uint64_t best = UINT64_MAX;
-      for (uint32_t wy = most; wy >= 1; --wy) {
-        const uint64_t block = uint64_t(wy) * t.tm, computed = (rows + block - 1) / block * block;
-        if (computed + computed / 16 < best) best = computed, t.wg_y = wy;
-      }
+      for (uint32_t shape_tm : {tm, tm / 2})
+        for (uint32_t wy = most; wy >= 1; --wy) {
+          const uint64_t block = uint64_t(wy) * shape_tm, computed = (rows + block - 1) / block * block;
+          if (computed + computed / 16 < best) best = computed, t.wg_y = wy, t.tm = shape_tm, t.tn = 4 * tm / shape_tm;
+        }
     }
     // Columns per invocation by the same rule, down to 4 (what vec4 loads of B need): a
     // head of 32 channels, or fashion-cnn's 196 pixels (224 computed instead of 256).
