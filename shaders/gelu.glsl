@@ -9,3 +9,13 @@ float stable_tanh(float u) {
   const float e = exp(-2.0 * abs(u));
   return sign(u) * (1.0 - e) / (1.0 + e);
 }
+
+float gelu(float v) { return 0.5 * v * (1.0 + stable_tanh(GELU_BETA * (v + GELU_KAPPA * v * v * v))); }
+
+// d gelu(v) / dv
+float gelu_grad(float v) {
+  const float v2 = v * v;
+  const float t = stable_tanh(GELU_BETA * (v + GELU_KAPPA * v2 * v));
+  const float du = GELU_BETA * (1.0 + 3.0 * GELU_KAPPA * v2);
+  return 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * du;
+}

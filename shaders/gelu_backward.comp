@@ -14,9 +14,6 @@ layout(push_constant) uniform Push { ElementwisePush p; };
 void main() {
   const uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
   for (uint i = gl_GlobalInvocationID.x; i < p.n; i += stride) {
-    const float v = x[i], v2 = v * v;
-    const float t = stable_tanh(GELU_BETA * (v + GELU_KAPPA * v2 * v));
-    const float du = GELU_BETA * (1.0 + 3.0 * GELU_KAPPA * v2);
-    dx[i] += dy[i] * (0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * du);
+    dx[i] += dy[i] * gelu_grad(x[i]);
   }
 }

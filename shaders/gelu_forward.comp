@@ -12,7 +12,6 @@ layout(push_constant) uniform Push { ElementwisePush p; };
 void main() {
   const uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
   for (uint i = gl_GlobalInvocationID.x; i < p.n; i += stride) {
-    const float v = x[i];
-    y[i] = 0.5 * v * (1.0 + stable_tanh(GELU_BETA * (v + GELU_KAPPA * v * v * v)));
+    y[i] = gelu(x[i]);
   }
 }

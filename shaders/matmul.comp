@@ -6,6 +6,8 @@
 //   bias:  (N) added to every row, or (M) to every column, as BIAS says (otherwise bound to
 //          anything, never read)
 //   C:     (M,N)
+//   pre, act: (M,N) like C, for the epilogue (EPILOGUE, shaders/matmul.h): C's product times
+//          gelu'(pre), or gelu(C) written to act
 // Two tilings, picked by specialization constants per device (ops::matmul_tiling):
 //   registers: each invocation computes a TM x TN block from loads straight out of the
 //     buffers, vec4 where the launcher proved alignment. No barriers, which is what CPU
@@ -17,6 +19,7 @@
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_ballot : require
 #include "matmul.h"
+#include "gelu.glsl"
 
 layout(local_size_x = 8, local_size_y = 8) in;
 layout(local_size_x_id = BRIGADE_MATMUL_SPEC_WG_X, local_size_y_id = BRIGADE_MATMUL_SPEC_WG_Y) in;
@@ -31,6 +34,7 @@ layout(constant_id = BRIGADE_MATMUL_SPEC_VEC4_A) const bool VEC4_A = false;
 layout(constant_id = BRIGADE_MATMUL_SPEC_VEC4_B) const bool VEC4_B = false;
 layout(constant_id = BRIGADE_MATMUL_SPEC_SUBGROUP) const uint SUBGROUP = 0;
 layout(constant_id = BRIGADE_MATMUL_SPEC_BIAS) const uint BIAS = BRIGADE_MATMUL_BIAS_NONE;
+layout(constant_id = BRIGADE_MATMUL_SPEC_EPILOGUE) const uint EPILOGUE = BRIGADE_MATMUL_EPILOGUE_NONE;
 
 const uint WG_X = gl_WorkGroupSize.x, WG_Y = gl_WorkGroupSize.y;
 const uint BM = WG_Y * TM, BN = WG_X * TN;  // outputs per workgroup
@@ -42,6 +46,9 @@ layout(binding = 1) readonly buffer B { float b[]; };
 layout(binding = 1) readonly buffer B4 { vec4 b4[]; };
 layout(binding = 2) readonly buffer Bias { float bias[]; };
 layout(binding = 3) buffer C { float c[]; };
+// The epilogue's tensors, laid out as C (otherwise bound to anything, never touched).
+layout(binding = 4) readonly buffer Pre { float pre[]; };
+layout(binding = 5) writeonly buffer Act { float act[]; };
 layout(push_constant) uniform Push { MatmulPush p; };
 
 // Shared tiles, [BK][BM + 1] and [BK][BN + 1]: the padding keeps invocations that stage
@@ -138,10 +145,13 @@ void store_block(uint m0, uint row_step, uint n0, uint col_step) {
     const uint m = m0 + (i / TN) * row_step, n = n0 + (i % TN) * col_step;
     if (m >= p.M || n >= p.N) continue;
     const uint at = base + m * p.ldc + n;
-    const float v = BIAS == BRIGADE_MATMUL_BIAS_COLUMNS ? result[i] + bias[n]
-                    : BIAS == BRIGADE_MATMUL_BIAS_ROWS  ? result[i] + bias[m]
-                                                        : result[i];
-    c[at] = p.accumulate != 0 ? c[at] + v : v;
+    float v = BIAS == BRIGADE_MATMUL_BIAS_COLUMNS ? result[i] + bias[n]
+              : BIAS == BRIGADE_MATMUL_BIAS_ROWS  ? result[i] + bias[m]
+                                                  : result[i];
+    if (EPILOGUE == BRIGADE_MATMUL_EPILOGUE_GELU_GRAD) v *= gelu_grad(pre[at]);
+    const float stored = p.accumulate != 0 ? c[at] + v : v;
+    c[at] = stored;
+    if (EPILOGUE == BRIGADE_MATMUL_EPILOGUE_GELU) act[at] = gelu(stored);
   }
 }
 

@@ -24,6 +24,7 @@ using uint = std::uint32_t;
 #define BRIGADE_MATMUL_SPEC_VEC4_B 9   // register variant: load B as vec4
 #define BRIGADE_MATMUL_SPEC_SUBGROUP 10 // register variant: subgroups of this size share A (0: off)
 #define BRIGADE_MATMUL_SPEC_BIAS 11     // 0: no bias; 1: add bias[n] to every row of C; 2: bias[m] to every column
+#define BRIGADE_MATMUL_SPEC_EPILOGUE 12 // what is done to each value as C is stored: BRIGADE_MATMUL_EPILOGUE_*
 
 #define BRIGADE_MATMUL_VARIANT_REGISTERS 0
 #define BRIGADE_MATMUL_VARIANT_SHARED 1
@@ -31,6 +32,13 @@ using uint = std::uint32_t;
 #define BRIGADE_MATMUL_BIAS_NONE 0
 #define BRIGADE_MATMUL_BIAS_COLUMNS 1
 #define BRIGADE_MATMUL_BIAS_ROWS 2
+
+// Epilogues, applied per element of C (same index in the other tensor):
+//   GELU:      C as usual, and gelu(C) into `act` (binding 5): a Linear and its activation
+//   GELU_GRAD: C = the product times gelu'(pre) (pre: binding 4): the activation's backward
+#define BRIGADE_MATMUL_EPILOGUE_NONE 0
+#define BRIGADE_MATMUL_EPILOGUE_GELU 1
+#define BRIGADE_MATMUL_EPILOGUE_GELU_GRAD 2
 
 // Per batch index z < batch (the dispatch's z dimension):
 //   C[z] = alpha * sum over r < terms of op(A[z*terms + r]) op(B[z*terms + r])

@@ -7,7 +7,6 @@
 #include <cmath>
 
 #include "model/layers.h"
-#include "ops/activation.h"
 #include "ops/attention.h"
 #include "ops/layernorm.h"
 #include "ops/linear.h"
@@ -53,10 +52,9 @@ class Carver {
 };
 
 // The scratch of one pass over N tokens. Lifetimes in backward (see GptBlock::backward):
-// wide_a holds dgelu then dqkv; wide_b dfc; narrow_a the forward's branch output, then dx1;
-// narrow_b dln_2, then dattn, then dln_1; attention is the attention kernels' own scratch
-// (heads and (T,T) scores). A split backward uses only wide_a (dgelu), narrow_b (dattn) and
-// attention.
+// wide_a holds dqkv; wide_b dfc; narrow_a the forward's branch output, then dx1; narrow_b
+// dln_2, then dattn, then dln_1; attention is the attention kernels' own scratch (heads and
+// (T,T) scores). A split backward uses only narrow_b (dattn) and attention.
 struct Scratch {
   vk::View wide_a, wide_b, narrow_a, narrow_b, attention;
 };
@@ -83,6 +81,16 @@ Scratch carve(vk::View scratch, uint32_t rows, uint32_t T, uint32_t C, uint32_t 
 void write_backward_data(vk::Commands& cmd, vk::View dy, vk::View weight, vk::View out,
                          uint32_t rows, uint32_t cols, uint32_t k) {
   ops::matmul(cmd, dy, weight, out, ops::MatmulParams{.M = rows, .N = cols, .K = k});
+}
+
+// The same through the GELU whose output the Linear read: out = (dy weight) * gelu'(pre), in
+// the product's epilogue.
+void write_backward_data_gelu(vk::Commands& cmd, vk::View dy, vk::View weight, vk::View pre,
+                              vk::View out, uint32_t rows, uint32_t cols, uint32_t k) {
+  ops::matmul(cmd, dy, weight, out,
+              ops::MatmulParams{.M = rows, .N = cols, .K = k,
+                                .epilogue = ops::MatmulParams::Epilogue::GeluGrad},
+              std::nullopt, pre);
 }
 
 // out (rows x cols) = 0, as a product with an empty inner dimension (nothing is read).
@@ -189,8 +197,7 @@ void GptBlock::forward(const Pass& p, const Tensors& t) const {
   ops::linear_forward(cmd, s[kAttn], w[kProjW], w[kProjB], scratch.narrow_a, N, C, C);
   ops::residual_forward(cmd, t.x, scratch.narrow_a, s[kX1], N * C);
   ops::layernorm_forward(cmd, s[kX1], w[kLn2W], w[kLn2B], s[kLn2], s[kLn2Mean], s[kLn2Rstd], N, C);
-  ops::linear_forward(cmd, s[kLn2], w[kFcW], w[kFcB], s[kFc], N, C, 4 * C);
-  ops::gelu_forward(cmd, s[kFc], s[kGelu], N * 4 * C);
+  ops::linear_gelu_forward(cmd, s[kLn2], w[kFcW], w[kFcB], s[kFc], s[kGelu], N, C, 4 * C);
   ops::linear_forward(cmd, s[kGelu], w[kMlpProjW], w[kMlpProjB], scratch.narrow_a, N, 4 * C, C);
   ops::residual_forward(cmd, s[kX1], scratch.narrow_a, t.y, N * C);
 }
@@ -222,12 +229,9 @@ void GptBlock::backward(const Pass& p, const Tensors& t, vk::View dy,
   };
 
   // MLP branch: y = x1 + mlp.c_proj(gelu(mlp.c_fc(ln_2(x1)))).
-  const vk::View dgelu = scratch.wide_a;
   const vk::View dfc = kept(kDfc, scratch.wide_b), dln2 = kept(kDln2, scratch.narrow_b);
   param_grad(kDy, dy);
-  write_backward_data(cmd, dy, w[kMlpProjW], dgelu, N, 4 * C, C);
-  zero(cmd, dfc, N, 4 * C);
-  ops::gelu_backward(cmd, s[kFc], dgelu, dfc, N * 4 * C);
+  write_backward_data_gelu(cmd, dy, w[kMlpProjW], s[kFc], dfc, N, 4 * C, C);
   param_grad(kDfc, dfc);
   write_backward_data(cmd, dfc, w[kFcW], dln2, N, C, 4 * C);
 

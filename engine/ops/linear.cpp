@@ -10,6 +10,13 @@ void linear_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optiona
   matmul(cmd, x, weight, y, {.M = n, .N = out, .K = in, .trans_b = true, .tiling = tiling}, bias);
 }
 
+void linear_gelu_forward(vk::Commands& cmd, vk::View x, vk::View weight, vk::View bias, vk::View y,
+                         vk::View act, uint32_t n, uint32_t in, uint32_t out) {
+  matmul(cmd, x, weight, y,
+         {.M = n, .N = out, .K = in, .trans_b = true, .epilogue = MatmulParams::Epilogue::Gelu}, bias,
+         act);
+}
+
 void linear_backward_data(vk::Commands& cmd, vk::View dy, vk::View weight, vk::View dx,
                           uint32_t n, uint32_t in, uint32_t out,
                           std::optional<MatmulTiling> tiling) {

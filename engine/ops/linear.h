@@ -17,6 +17,11 @@ void linear_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optiona
                     vk::View y, uint32_t n, uint32_t in, uint32_t out,
                     std::optional<MatmulTiling> tiling = std::nullopt);
 
+// y = x weight^T + bias and, as y is stored, act = gelu(y): a Linear followed by a GELU in
+// one pass over the output
+void linear_gelu_forward(vk::Commands& cmd, vk::View x, vk::View weight, vk::View bias, vk::View y,
+                         vk::View act, uint32_t n, uint32_t in, uint32_t out);
+
 // dx += dy weight
 void linear_backward_data(vk::Commands& cmd, vk::View dy, vk::View weight, vk::View dx,
                           uint32_t n, uint32_t in, uint32_t out,

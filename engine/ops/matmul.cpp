@@ -107,7 +107,7 @@ MatmulTiling matmul_tiling(const vk::PhysicalInfo& device, uint32_t rows, uint32
 }
 
 void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulParams& p,
-            std::optional<vk::View> bias) {
+            std::optional<vk::View> bias, std::optional<vk::View> epilogue) {
   if (p.M == 0 || p.N == 0 || p.batch == 0 || (p.K == 0 && p.accumulate)) return;
   vk::Device& dev = cmd.device();
   const MatmulTiling t = p.tiling ? *p.tiling : matmul_tiling(dev.info(), p.M, p.N);
@@ -129,6 +129,12 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
   check_operand("C", c, p.batch, p.stride_c, p.offset_c, p.M, p.N, ldc);
   const uint32_t bias_size = p.bias_rows ? p.M : p.N;
   if (bias) check_operand("bias", *bias, 1, 0, 0, 1, bias_size, bias_size);
+  using Epilogue = MatmulParams::Epilogue;
+  BRIGADE_EXPECT((p.epilogue == Epilogue::None) == !epilogue,
+                 "an epilogue and its tensor come together");
+  BRIGADE_EXPECT(p.epilogue != Epilogue::Gelu || !p.accumulate,
+                 "a GELU epilogue writes C's activation, so C cannot accumulate");
+  if (epilogue) check_operand("epilogue tensor", *epilogue, p.batch, p.stride_c, p.offset_c, p.M, p.N, ldc);
 
   const bool regs = t.variant == MatmulTiling::Variant::Registers;
   const bool vec4_a =
@@ -147,6 +153,7 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
       .set(BRIGADE_MATMUL_SPEC_VEC4_A, vec4_a)
       .set(BRIGADE_MATMUL_SPEC_VEC4_B, vec4_b)
       .set(BRIGADE_MATMUL_SPEC_SUBGROUP, regs ? t.subgroup : 0)
+      .set(BRIGADE_MATMUL_SPEC_EPILOGUE, uint32_t(p.epilogue))
       .set(BRIGADE_MATMUL_SPEC_BIAS, !bias         ? BRIGADE_MATMUL_BIAS_NONE
                                      : p.bias_rows ? BRIGADE_MATMUL_BIAS_ROWS
                                                    : BRIGADE_MATMUL_BIAS_COLUMNS);
@@ -155,8 +162,11 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
                                  p.accumulate ? 1u : 0u, p.terms, p.offset_a, p.offset_b, p.offset_c};
   const vk::Groups groups{vk::groups_for(p.N, t.wg_x * t.tn), vk::groups_for(p.M, t.wg_y * t.tm),
                           p.batch};
-  // Without a bias, A stands in for the binding: already read, so it adds no barrier.
-  cmd.dispatch(dev.kernel("matmul", spec), {a, b, bias.value_or(a), c}, push, groups);
+  // Unused bindings stand in for what the dispatch already touches the same way, so they add
+  // no barrier: A for the read-only ones, C for the written one.
+  const bool gelu = p.epilogue == Epilogue::Gelu;
+  const vk::View pre = !gelu && epilogue ? *epilogue : a, act = gelu ? *epilogue : c;
+  cmd.dispatch(dev.kernel("matmul", spec), {a, b, bias.value_or(a), c, pre, act}, push, groups);
 }
 
 }  // namespace brigade::ops

@@ -57,6 +57,11 @@ struct MatmulParams {
   uint32_t stride_a = 0, stride_b = 0, stride_c = 0;
   // Elements from the start of each view to its first matrix.
   uint32_t offset_a = 0, offset_b = 0, offset_c = 0;
+  // Applied to each element as C is stored (shaders/matmul.h), with the other tensor laid out
+  // as C: Gelu also writes gelu(C) into `activation`; GeluGrad multiplies the product by
+  // gelu'(pre) before it is stored (so a Linear's backward-data through a GELU is one pass).
+  enum class Epilogue : uint32_t { None = 0, Gelu = 1, GeluGrad = 2 };
+  Epilogue epilogue = Epilogue::None;
   std::optional<MatmulTiling> tiling;  // unset: matmul_tiling(the device)
 
   uint32_t ld_a() const { return lda ? lda : trans_a ? M : K; }
@@ -64,9 +69,11 @@ struct MatmulParams {
   uint32_t ld_c() const { return ldc ? ldc : N; }
 };
 
-// Records C (+)= alpha * op(A) op(B) (+ bias). A, B, C and bias are views of fp32 buffers;
-// C must not overlap the others.
+// Records C (+)= alpha * op(A) op(B) (+ bias), then the epilogue. A, B, C, bias and the
+// epilogue's tensor (`epilogue`: pre for GeluGrad, activation for Gelu) are views of fp32
+// buffers; C must not overlap the others.
 void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulParams& p,
-            std::optional<vk::View> bias = std::nullopt);
+            std::optional<vk::View> bias = std::nullopt,
+            std::optional<vk::View> epilogue = std::nullopt);
 
 }  // namespace brigade::ops

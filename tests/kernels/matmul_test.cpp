@@ -10,6 +10,7 @@
 #include "check.h"
 #include "gpu.h"
 #include "ops/matmul.h"
+#include "ref/activation.h"
 #include "ref/matmul.h"
 #include "vk/commands.h"
 
@@ -23,8 +24,10 @@ namespace {
 constexpr double kAtol = 1e-4, kRtol = 1e-5;
 
 // Both variants whatever the device, so lavapipe tests the GPU kernel too. The first is
-// the CPU default on a device with subgroups of 8 (others fall back to plain loads).
-const MatmulTiling kSubgroupRegisters{MatmulTiling::Variant::Registers, 8, 8, 16, 8, 16, 8};
+// the CPU default on a device with subgroups of 8 (others fall back to plain loads), the
+// second the default's shape where it computes fewer rows past M.
+const MatmulTiling kSubgroupRegisters{MatmulTiling::Variant::Registers, 8, 8, 32, 4, 16, 8};
+const MatmulTiling kSubgroupRegisters16x8{MatmulTiling::Variant::Registers, 8, 8, 16, 8, 16, 8};
 const MatmulTiling kRegisters{MatmulTiling::Variant::Registers, 8, 8, 8, 8, 16, 0};
 const MatmulTiling kShared{MatmulTiling::Variant::Shared, 16, 16, 4, 4, 16, 0};
 
@@ -105,6 +108,10 @@ TEST_CASE_FIXTURE(test::Gpu, "register-blocked matmul with subgroup-shared loads
   check_shapes(device(), kSubgroupRegisters, true, true);
 }
 
+TEST_CASE_FIXTURE(test::Gpu, "register-blocked matmul with 16x8 subgroup-shared blocks matches the CPU reference for every transpose") {
+  check_every_transpose(device(), kSubgroupRegisters16x8);
+}
+
 TEST_CASE_FIXTURE(test::Gpu, "register-blocked matmul matches the CPU reference for every transpose and odd sizes") {
   check_every_transpose(device(), kRegisters);
 }
@@ -152,6 +159,59 @@ TEST_CASE_FIXTURE(test::Gpu, "matmul adds a bias to every column of C when the b
     for (const Shape& s : {Shape{13, 12, 8}, Shape{32, 16, 12}}) {
       const MatmulParams p{.M = s.M, .N = s.N, .K = s.K, .bias_rows = true, .tiling = tiling};
       check_matmul(device(), p, test::random_vector(size_t(s.M) * s.N, 32), 33, true);
+    }
+}
+
+// The GELU epilogues, against the reference product followed by the reference GELU: a Linear's
+// forward (B^T, a bias per column) that also writes gelu(C), and a backward-data product
+// multiplied by gelu'(pre). Pre-activations reach |x| = 12, where tanh saturates.
+TEST_CASE_FIXTURE(test::Gpu, "matmul's GELU epilogue writes C and gelu(C) in the same pass") {
+  uint32_t seed = 300;
+  for (const MatmulTiling& tiling : {kSubgroupRegisters, kShared})
+    for (const Shape& s : {Shape{7, 13, 5}, Shape{16, 32, 12}, Shape{65, 33, 129}}) {
+      const MatmulParams p{.M = s.M, .N = s.N, .K = s.K, .trans_b = true,
+                           .epilogue = MatmulParams::Epilogue::Gelu, .tiling = tiling};
+      const auto a = test::random_vector(size_t(s.M) * s.K, ++seed, -2.0f, 2.0f);
+      const auto b = test::random_vector(size_t(s.N) * s.K, ++seed, -2.0f, 2.0f);
+      const auto bias = test::random_vector(s.N, ++seed);
+      auto ba = test::to_device(device(), a, "A"), bb = test::to_device(device(), b, "B");
+      auto bbias = test::to_device(device(), bias, "bias");
+      // C and the activation start as garbage: both are overwritten.
+      auto bc = test::to_device(device(), test::random_vector(size_t(s.M) * s.N, ++seed), "C");
+      auto bact = test::to_device(device(), test::random_vector(size_t(s.M) * s.N, ++seed), "act");
+      vk::Commands cmd(device(), "matmul gelu");
+      ops::matmul(cmd, ba, bb, bc, p, vk::View(bbias), vk::View(bact));
+      cmd.run();
+      std::vector<double> want(size_t(s.M) * s.N, 0.0), act(want.size());
+      const auto bias_d = test::to_double(bias);
+      ref::matmul<double>(test::to_double(a), test::to_double(b), want, p, bias_d);
+      ref::gelu_forward(want.data(), act.data(), uint32_t(want.size()));
+      test::check_close(test::to_host(bc), test::to_float(want), kAtol, kRtol, describe(p) + " C");
+      test::check_close(test::to_host(bact), test::to_float(act), 2 * kAtol, kRtol, describe(p) + " gelu(C)");
+    }
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "matmul's GELU-gradient epilogue multiplies the product by gelu' of the pre-activation") {
+  uint32_t seed = 400;
+  for (const MatmulTiling& tiling : {kSubgroupRegisters, kShared})
+    for (const Shape& s : {Shape{7, 13, 5}, Shape{16, 32, 12}, Shape{65, 33, 129}}) {
+      const MatmulParams p{.M = s.M, .N = s.N, .K = s.K,
+                           .epilogue = MatmulParams::Epilogue::GeluGrad, .tiling = tiling};
+      const auto a = test::random_vector(size_t(s.M) * s.K, ++seed);
+      const auto b = test::random_vector(size_t(s.K) * s.N, ++seed);
+      const auto pre = test::random_vector(size_t(s.M) * s.N, ++seed, -12.0f, 12.0f);
+      auto ba = test::to_device(device(), a, "A"), bb = test::to_device(device(), b, "B");
+      auto bpre = test::to_device(device(), pre, "pre");
+      auto bc = test::to_device(device(), test::random_vector(size_t(s.M) * s.N, ++seed), "C");
+      vk::Commands cmd(device(), "matmul gelu gradient");
+      ops::matmul(cmd, ba, bb, bc, p, std::nullopt, vk::View(bpre));
+      cmd.run();
+      std::vector<double> product(size_t(s.M) * s.N, 0.0), want(product.size(), 0.0);
+      ref::matmul<double>(test::to_double(a), test::to_double(b), product, p, {});
+      const auto pre_d = test::to_double(pre);
+      ref::gelu_backward(pre_d.data(), product.data(), want.data(), uint32_t(want.size()));
+      test::check_close(test::to_host(bc), test::to_float(want), kAtol, kRtol, describe(p));
+      CHECK(test::to_host(bpre) == pre);  // read, never written
     }
 }
 
