@@ -2,25 +2,25 @@
 // The reverse of conv2d_im2col: each input element of samples first .. first + count - 1
 // gathers the column entries that were copied from it.
 //   columns (count, IC*KH*KW, OH*OW)  ->  dx (N, IC, H, W), accumulated
-// One invocation per input element (channels and pixels flattened on x, sample on z) adds its
-// taps in a fixed order: deterministic, no atomics.
+// One invocation per input element, or per four consecutive ones with QUADS (H*W % 4 == 0, dx
+// 16-byte aligned), channels and pixels flattened on x and the sample on z, adds its taps in
+// a fixed order: deterministic, no atomics.
 #extension GL_GOOGLE_include_directive : require
 #include "conv.h"
 
 layout(local_size_x = BRIGADE_WG_CONV) in;
+layout(constant_id = 0) const bool QUADS = false;
 
 layout(binding = 0) readonly buffer Columns { float columns[]; };
 layout(binding = 1) buffer DX { float dx[]; };
+layout(binding = 1) buffer DX4 { vec4 dx4[]; };
 layout(push_constant) uniform Push { Conv2dColumnsPush p; };
 
-void main() {
+// The sum of the column entries copied from input element (ih, iw), in padded coordinates,
+// of the plane of taps that starts at base.
+float gathered(uint base, uint ih, uint iw) {
   const Conv2dPush c = p.conv;
-  const uint plane = c.h * c.w, i = gl_GlobalInvocationID.x;
-  if (i >= c.ic * plane) return;
-  const uint ic = i / plane, pixel = i % plane, z = gl_WorkGroupID.z;
-  const uint taps = c.kh * c.kw, pixels = c.oh * c.ow;
-  const uint ih = pixel / c.w + c.pad_h, iw = pixel % c.w + c.pad_w;  // in padded coordinates
-  const uint base = (z * c.ic + ic) * taps * pixels;
+  const uint pixels = c.oh * c.ow;
   float sum = 0.0;
   for (uint kh = 0; kh < c.kh && kh <= ih; ++kh) {
     const uint rh = ih - kh;
@@ -31,6 +31,22 @@ void main() {
       sum += columns[base + (kh * c.kw + kw) * pixels + (rh / c.stride_h) * c.ow + rw / c.stride_w];
     }
   }
+  return sum;
+}
+
+void main() {
+  const Conv2dPush c = p.conv;
+  const uint per = QUADS ? 4 : 1;
+  const uint plane = c.h * c.w, i = gl_GlobalInvocationID.x;
+  if (i >= c.ic * plane / per) return;
+  const uint ic = i / (plane / per), pixel = (i % (plane / per)) * per, z = gl_WorkGroupID.z;
+  const uint base = (z * c.ic + ic) * c.kh * c.kw * c.oh * c.ow;
   const uint at = ((p.first + z) * c.ic + ic) * plane + pixel;
-  dx[at] += sum;
+  vec4 sums;
+  for (uint q = 0; q < per; ++q)  // padded coordinates
+    sums[q] = gathered(base, (pixel + q) / c.w + c.pad_h, (pixel + q) % c.w + c.pad_w);
+  if (QUADS)
+    dx4[at >> 2] += sums;
+  else
+    dx[at] += sums.x;
 }

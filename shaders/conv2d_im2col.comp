@@ -4,33 +4,50 @@
 //   x (N, IC, H, W)  ->  columns (count, IC*KH*KW, OH*OW)
 //   columns[z][(ic*KH + kh)*KW + kw][oh*OW + ow] = x[first + z][ic][oh*SH - PH + kh][ow*SW - PW + kw]
 // with zero where the tap falls in the padding. One invocation per input channel and output
-// pixel (x, flattened, so that workgroups are few and full) writes its KH*KW taps; the sample
-// is on z.
+// pixel (x, flattened, so that workgroups are few and full), or per four consecutive output
+// pixels with QUADS (OH*OW % 4 == 0, columns 16-byte aligned), writes its KH*KW taps; the
+// sample is on z.
 #extension GL_GOOGLE_include_directive : require
 #include "conv.h"
 
 layout(local_size_x = BRIGADE_WG_CONV) in;
+layout(constant_id = 0) const bool QUADS = false;
 
 layout(binding = 0) readonly buffer X { float x[]; };
 layout(binding = 1) writeonly buffer Columns { float columns[]; };
+layout(binding = 1) writeonly buffer Columns4 { vec4 columns4[]; };
 layout(push_constant) uniform Push { Conv2dColumnsPush p; };
+
+// x at (ih, iw) of a plane, zero in the padding. The load always happens, at a clamped
+// address, and the padding is selected afterwards: a CPU driver runs a load under a condition
+// that differs between lanes with the lanes masked, which costs more than the wasted load.
+float tap(uint plane, int ih, int iw) {
+  const Conv2dPush c = p.conv;
+  const bool inside = ih >= 0 && ih < int(c.h) && iw >= 0 && iw < int(c.w);
+  const float v = x[plane + uint(clamp(ih, 0, int(c.h) - 1)) * c.w + uint(clamp(iw, 0, int(c.w) - 1))];
+  return inside ? v : 0.0;
+}
 
 void main() {
   const Conv2dPush c = p.conv;
+  const uint per = QUADS ? 4 : 1;
   const uint pixels = c.oh * c.ow, i = gl_GlobalInvocationID.x;
-  if (i >= c.ic * pixels) return;
-  const uint ic = i / pixels, pixel = i % pixels, z = gl_WorkGroupID.z;
-  const int ih0 = int((pixel / c.ow) * c.stride_h) - int(c.pad_h);
-  const int iw0 = int((pixel % c.ow) * c.stride_w) - int(c.pad_w);
+  if (i >= c.ic * pixels / per) return;
+  const uint ic = i / (pixels / per), pixel = (i % (pixels / per)) * per, z = gl_WorkGroupID.z;
+  ivec4 ih0, iw0;
+  for (uint q = 0; q < per; ++q) {
+    ih0[q] = int(((pixel + q) / c.ow) * c.stride_h) - int(c.pad_h);
+    iw0[q] = int(((pixel + q) % c.ow) * c.stride_w) - int(c.pad_w);
+  }
   const uint plane = ((p.first + z) * c.ic + ic) * c.h * c.w;
   uint at = ((z * c.ic + ic) * c.kh * c.kw) * pixels + pixel;
-  for (uint kh = 0; kh < c.kh; ++kh) {
-    const int ih = ih0 + int(kh);
+  for (uint kh = 0; kh < c.kh; ++kh)
     for (uint kw = 0; kw < c.kw; ++kw, at += pixels) {
-      const int iw = iw0 + int(kw);
-      float v = 0.0;
-      if (ih >= 0 && ih < int(c.h) && iw >= 0 && iw < int(c.w)) v = x[plane + uint(ih) * c.w + uint(iw)];
-      columns[at] = v;
+      if (QUADS) {
+        columns4[at >> 2] = vec4(tap(plane, ih0.x + int(kh), iw0.x + int(kw)), tap(plane, ih0.y + int(kh), iw0.y + int(kw)),
+                                 tap(plane, ih0.z + int(kh), iw0.z + int(kw)), tap(plane, ih0.w + int(kh), iw0.w + int(kw)));
+      } else {
+        columns[at] = tap(plane, ih0.x + int(kh), iw0.x + int(kw));
+      }
     }
-  }
 }

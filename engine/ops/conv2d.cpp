@@ -42,19 +42,29 @@ uint32_t chunk_of(const Conv2dShape& s, vk::View scratch) {
 // Columns of samples first .. first + count - 1 from x.
 void im2col(vk::Commands& cmd, vk::View x, vk::View columns, const Conv2dShape& s, uint32_t first,
             uint32_t count) {
-  const vk::Groups groups{vk::groups_for(uint64_t(s.ic) * pixels(s), BRIGADE_WG_CONV), 1, count};
+  // Four pixels an invocation, stored as one vec4, where every row of columns stays aligned.
+  const bool quads = pixels(s) % 4 == 0 && columns.offset % 16 == 0;
+  const vk::Groups groups{vk::groups_for(uint64_t(s.ic) * pixels(s) / (quads ? 4 : 1), BRIGADE_WG_CONV),
+                          1, count};
   require_groups(groups, "columns");
   const shaders::Conv2dColumnsPush push{push_of(s), first, count};
-  cmd.dispatch(cmd.device().kernel("conv2d_im2col"), {x, columns}, push, groups);
+  vk::Specialization spec;
+  spec.set(0, quads);
+  cmd.dispatch(cmd.device().kernel("conv2d_im2col", spec), {x, columns}, push, groups);
 }
 
 // dx of samples first .. first + count - 1 += what their columns' gradients gather.
 void col2im(vk::Commands& cmd, vk::View columns, vk::View dx, const Conv2dShape& s, uint32_t first,
             uint32_t count) {
-  const vk::Groups groups{vk::groups_for(uint64_t(s.ic) * s.h * s.w, BRIGADE_WG_CONV), 1, count};
+  // Four elements an invocation, added as one vec4, where every plane of dx stays aligned.
+  const bool quads = uint64_t(s.h) * s.w % 4 == 0 && dx.offset % 16 == 0;
+  const vk::Groups groups{vk::groups_for(uint64_t(s.ic) * s.h * s.w / (quads ? 4 : 1), BRIGADE_WG_CONV),
+                          1, count};
   require_groups(groups, "columns");
   const shaders::Conv2dColumnsPush push{push_of(s), first, count};
-  cmd.dispatch(cmd.device().kernel("conv2d_col2im"), {columns, dx}, push, groups);
+  vk::Specialization spec;
+  spec.set(0, quads);
+  cmd.dispatch(cmd.device().kernel("conv2d_col2im", spec), {columns, dx}, push, groups);
 }
 
 // dweight += sum over the samples of dy[n] . columns[n]^T (see conv2d_backward_weight).
