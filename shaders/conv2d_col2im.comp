@@ -42,7 +42,7 @@ void main() {
   const uint ic = i / (plane / per), pixel = (i % (plane / per)) * per, z = gl_WorkGroupID.z;
   const uint base = (z * c.ic + ic) * c.kh * c.kw * c.oh * c.ow;
   const uint at = ((p.first + z) * c.ic + ic) * plane + pixel;
-  vec4 sums;
+  vec4 sums = vec4(0.0);
   for (uint q = 0; q < per; ++q)  // padded coordinates
     sums[q] = gathered(base, (pixel + q) / c.w + c.pad_h, (pixel + q) % c.w + c.pad_w);
   if (QUADS)

@@ -34,7 +34,7 @@ void main() {
   const uint pixels = c.oh * c.ow, i = gl_GlobalInvocationID.x;
   if (i >= c.ic * pixels / per) return;
   const uint ic = i / (pixels / per), pixel = (i % (pixels / per)) * per, z = gl_WorkGroupID.z;
-  ivec4 ih0, iw0;
+  ivec4 ih0 = ivec4(0), iw0 = ivec4(0);
   for (uint q = 0; q < per; ++q) {
     ih0[q] = int(((pixel + q) / c.ow) * c.stride_h) - int(c.pad_h);
     iw0[q] = int(((pixel + q) % c.ow) * c.stride_w) - int(c.pad_w);

@@ -58,7 +58,7 @@ struct MatmulParams {
   // Elements from the start of each view to its first matrix.
   uint32_t offset_a = 0, offset_b = 0, offset_c = 0;
   // Applied to each element as C is stored (shaders/matmul.h), with the other tensor laid out
-  // as C: Gelu also writes gelu(C) into `activation`; GeluGrad multiplies the product by
+  // as C: Gelu also writes gelu(C) into that tensor; GeluGrad multiplies the product by
   // gelu'(pre) before it is stored (so a Linear's backward-data through a GELU is one pass).
   enum class Epilogue : uint32_t { None = 0, Gelu = 1, GeluGrad = 2 };
   Epilogue epilogue = Epilogue::None;
