@@ -35,6 +35,7 @@ layout(constant_id = BRIGADE_MATMUL_SPEC_VEC4_B) const bool VEC4_B = false;
 layout(constant_id = BRIGADE_MATMUL_SPEC_SUBGROUP) const uint SUBGROUP = 0;
 layout(constant_id = BRIGADE_MATMUL_SPEC_BIAS) const uint BIAS = BRIGADE_MATMUL_BIAS_NONE;
 layout(constant_id = BRIGADE_MATMUL_SPEC_EPILOGUE) const uint EPILOGUE = BRIGADE_MATMUL_EPILOGUE_NONE;
+layout(constant_id = BRIGADE_MATMUL_SPEC_K_TAIL) const bool K_TAIL = false;
 
 const uint WG_X = gl_WorkGroupSize.x, WG_Y = gl_WorkGroupSize.y;
 const uint BM = WG_Y * TM, BN = WG_X * TN;  // outputs per workgroup
@@ -171,13 +172,20 @@ void register_tiles() {
     const uint term = gl_WorkGroupID.z * p.terms + r;
     const uint abase = p.offset_a + term * p.stride_a, bbase = p.offset_b + term * p.stride_b;
     if (VEC4_A || VEC4_B) {
-      // Chunks of 4 along K; the launcher takes vec4 loads only where K % 4 == 0. Compiling
-      // one loop body, not a chunk loop plus a tail, keeps pipeline creation fast on lavapipe.
-      for (uint k = 0; k < p.K; k += 4) {
+      // Chunks of 4 along K, then, only in pipelines specialized with K_TAIL, the last
+      // K % 4 one by one: a second loop body makes pipeline creation slower on lavapipe.
+      const uint chunked = K_TAIL ? p.K & ~3u : p.K;
+      for (uint k = 0; k < chunked; k += 4) {
         load_a_chunk(abase, m0, k, 4, share);
         load_b_chunk(bbase, n0, k, 4);
         multiply(4);
       }
+      if (K_TAIL)
+        for (uint k = chunked; k < p.K; ++k) {
+          load_a_chunk(abase, m0, k, 1, false);
+          load_b_chunk(bbase, n0, k, 1);
+          multiply(1);
+        }
     } else {
       for (uint k = 0; k < p.K; ++k) {
         load_a_chunk(abase, m0, k, 1, false);

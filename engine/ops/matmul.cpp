@@ -34,13 +34,13 @@ void check_operand(const char* name, vk::View v, uint64_t batch, uint32_t stride
                               " matrices needs " + std::to_string(need));
 }
 
-// vec4 loads of an operand are valid when every stored row starts 16-byte aligned, K is a
-// multiple of 4 (the kernel then walks K in chunks of 4 with no tail) and, where the loads
-// run across the output block (along M or N), that extent is a multiple of 4, so a load is
-// either wholly inside the matrix or wholly clamped.
-bool vec4_ok(vk::View v, uint32_t offset, uint32_t ld, uint32_t stride, uint64_t matrices, uint32_t K,
+// vec4 loads of an operand are valid when every stored row starts 16-byte aligned and, where
+// the loads run across the output block (along M or N), that extent is a multiple of 4, so a
+// load is either wholly inside the matrix or wholly clamped. The kernel walks K in chunks of
+// 4 and takes a K that is no multiple of 4 with a tail of single steps (K_TAIL).
+bool vec4_ok(vk::View v, uint32_t offset, uint32_t ld, uint32_t stride, uint64_t matrices,
              bool along_block, uint32_t block_extent, uint32_t per_invocation) {
-  if (v.offset % 16 || offset % 4 || ld % 4 || (matrices > 1 && stride % 4) || K % 4) return false;
+  if (v.offset % 16 || offset % 4 || ld % 4 || (matrices > 1 && stride % 4)) return false;
   return !along_block || (block_extent % 4 == 0 && per_invocation % 4 == 0);
 }
 
@@ -138,9 +138,9 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
 
   const bool regs = t.variant == MatmulTiling::Variant::Registers;
   const bool vec4_a =
-      regs && vec4_ok(a, p.offset_a, lda, p.stride_a, products, p.K, p.trans_a, p.M, t.tm);
+      regs && vec4_ok(a, p.offset_a, lda, p.stride_a, products, p.trans_a, p.M, t.tm);
   const bool vec4_b =
-      regs && vec4_ok(b, p.offset_b, ldb, p.stride_b, products, p.K, !p.trans_b, p.N, t.tn);
+      regs && vec4_ok(b, p.offset_b, ldb, p.stride_b, products, !p.trans_b, p.N, t.tn);
   vk::Specialization spec;
   spec.set(BRIGADE_MATMUL_SPEC_VARIANT, uint32_t(t.variant))
       .set(BRIGADE_MATMUL_SPEC_WG_X, t.wg_x)
@@ -154,6 +154,7 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
       .set(BRIGADE_MATMUL_SPEC_VEC4_B, vec4_b)
       .set(BRIGADE_MATMUL_SPEC_SUBGROUP, regs ? t.subgroup : 0)
       .set(BRIGADE_MATMUL_SPEC_EPILOGUE, uint32_t(p.epilogue))
+      .set(BRIGADE_MATMUL_SPEC_K_TAIL, (vec4_a || vec4_b) && p.K % 4 != 0)
       .set(BRIGADE_MATMUL_SPEC_BIAS, !bias         ? BRIGADE_MATMUL_BIAS_NONE
                                      : p.bias_rows ? BRIGADE_MATMUL_BIAS_ROWS
                                                    : BRIGADE_MATMUL_BIAS_COLUMNS);

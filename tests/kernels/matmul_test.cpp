@@ -34,8 +34,9 @@ const MatmulTiling kShared{MatmulTiling::Variant::Shared, 16, 16, 4, 4, 16, 0};
 struct Shape {
   uint32_t M, N, K;
 };
-// Odd sizes, sizes under one tile, and multiples of 4 (where vec4 loads are taken).
-const Shape kShapes[] = {{1, 1, 1}, {7, 13, 5}, {6, 9, 12}, {16, 32, 12}, {65, 33, 129}};
+// Odd sizes, sizes under one tile, multiples of 4 (where vec4 loads are taken), and M and N
+// multiples of 4 with an odd K (vec4 loads across the block, the last k one by one).
+const Shape kShapes[] = {{1, 1, 1}, {7, 13, 5}, {6, 9, 12}, {16, 32, 12}, {16, 32, 9}, {65, 33, 129}};
 
 std::string describe(const MatmulParams& p) {
   return std::to_string(p.M) + "x" + std::to_string(p.N) + "x" + std::to_string(p.K) +
