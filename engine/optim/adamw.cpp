@@ -36,8 +36,12 @@ void adamw_step(vk::Commands& cmd, vk::View param, vk::View grad, vk::View exp_a
                                 float(step.lr / bias1),
                                 float(std::sqrt(bias2)),
                                 float(step.grad_scale)};
-  cmd.dispatch(cmd.device().kernel("adamw_step"), {param, grad, exp_avg, exp_avg_sq}, push,
-               {vk::groups_for(n, BRIGADE_WG_OPTIM)});
+  bool vec4 = n % 4 == 0;
+  for (const vk::View& v : {param, grad, exp_avg, exp_avg_sq}) vec4 = vec4 && v.offset % 16 == 0;
+  vk::Specialization spec;
+  spec.set(0, vec4);
+  cmd.dispatch(cmd.device().kernel("adamw_step", spec), {param, grad, exp_avg, exp_avg_sq}, push,
+               {vk::groups_for(vec4 ? n / 4 : n, BRIGADE_WG_OPTIM)});
 }
 
 AdamW::AdamW(AdamWOptions options) : options_(options) { validate(options_); }
