@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "ops/launch_geometry.h"
 #include "shaders/optim.h"
 #include "util/error.h"
 
@@ -31,7 +32,10 @@ void grad_norm_partial(vk::Commands& cmd, vk::View grad, vk::View partial, uint3
                        "grad_norm_partial: " + std::to_string(groups) + " partial sums need " +
                            std::to_string(groups * 4) + " bytes, the view has " +
                            std::to_string(partial.range));
-  cmd.dispatch(cmd.device().kernel("grad_norm_partial"), {grad, partial}, shaders::GradNormPush{n},
+  const bool vec4 = n % 4 == 0 && grad.offset % 16 == 0;
+  vk::Specialization spec = ops::reduction_spec(cmd.device(), uint64_t(n) / groups);
+  spec.set(1, vec4);
+  cmd.dispatch(cmd.device().kernel("grad_norm_partial", spec), {grad, partial}, shaders::GradNormPush{n},
                {groups});
 }
 
