@@ -1,5 +1,6 @@
 #version 450
-// y[i] += alpha * x[i] for i < n.  x: (n)  y: (n)
+// y[i] += alpha * x[i] for i < n, or the sum of `terms` x vectors `stride` apart added in
+// order (shaders/push.h).  x: (terms, stride)  y: (n)
 #extension GL_GOOGLE_include_directive : require
 #include "push.h"
 
@@ -10,5 +11,8 @@ layout(push_constant) uniform Push { AxpyPush p; };
 
 void main() {
   const uint i = gl_GlobalInvocationID.x;
-  if (i < p.n) y[i] += p.alpha * x[i];
+  if (i >= p.n) return;
+  float acc = y[i];
+  for (uint t = 0; t < max(p.terms, 1u); ++t) acc += p.alpha * x[t * p.stride + i];
+  y[i] = acc;
 }

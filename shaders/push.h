@@ -13,10 +13,14 @@ using uint = std::uint32_t;
 // Threads per workgroup of element-wise (1-D) kernels.
 #define BRIGADE_WG_1D 256
 
-// axpy: y[i] += alpha * x[i]
+// axpy: y[i] += alpha * x[i], or, with terms > 1, y[i] += alpha * x[t * stride + i] for
+// t = 0 .. terms - 1 in order (the same bits as one axpy per term). terms 0 means 1, so
+// AxpyPush{n, alpha} is a plain axpy.
 struct AxpyPush {
   uint n;
   float alpha;
+  uint terms;
+  uint stride;
 };
 
 #ifdef __cplusplus

@@ -96,12 +96,10 @@ void matrix_backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View
     const vk::View partials(*scratch.buffer, columns.offset + padded(uint64_t(chunk) * K * P) * 4,
                             groups * stride * 4);
     matmul(cmd, dy, columns, partials, mm);
-    for (uint32_t g = 0; g < groups; ++g) {
-      const vk::View partial(*scratch.buffer, partials.offset + g * stride * 4, s.weight_size() * 4);
-      const shaders::AxpyPush push{uint32_t(s.weight_size()), 1.0f};
-      cmd.dispatch(cmd.device().kernel("axpy"), {partial, dweight}, push,
-                   {vk::groups_for(s.weight_size(), BRIGADE_WG_1D)});
-    }
+    // The groups added to dweight in order, in one dispatch.
+    const shaders::AxpyPush push{uint32_t(s.weight_size()), 1.0f, groups, uint32_t(stride)};
+    cmd.dispatch(cmd.device().kernel("axpy"), {partials, dweight}, push,
+                 {vk::groups_for(s.weight_size(), BRIGADE_WG_1D)});
   }
 }
 
