@@ -23,6 +23,10 @@
 shared float reduce_values[BRIGADE_REDUCE_MAX_SUBGROUPS];
 shared uint reduce_indices[BRIGADE_REDUCE_MAX_SUBGROUPS];
 
+// A lane's running sum, whether it kept one float or four (a lane that reads vec4s).
+float lanes_total(float v) { return v; }
+float lanes_total(vec4 v) { return (v.x + v.y) + (v.z + v.w); }
+
 // Each must be called by every invocation of the workgroup (uniform control flow).
 float workgroup_sum(float v) {
   v = subgroupAdd(v);

@@ -1,16 +1,28 @@
 #include "ops/layernorm.h"
 
+#include <initializer_list>
+
 #include "shaders/norm.h"
 #include "ops/launch_geometry.h"
 
 namespace brigade::ops {
+
+namespace {
+// Whether rows of C channels can be read as vec4s: C a multiple of 4 and every view 16-byte
+// aligned.
+bool quads(uint32_t C, std::initializer_list<vk::View> views) {
+  bool ok = C % 4 == 0;
+  for (const vk::View& v : views) ok = ok && v.offset % 16 == 0;
+  return ok;
+}
+}  // namespace
 
 void layernorm_forward(vk::Commands& cmd, vk::View x, vk::View weight, vk::View bias,
                        vk::View y, vk::View mean, vk::View rstd, uint32_t N, uint32_t C,
                        float eps) {
   if (N == 0 || C == 0) return;
   vk::Device& dev = cmd.device();
-  cmd.dispatch(dev.kernel("layernorm_forward", reduction_spec(dev, C)),
+  cmd.dispatch(dev.kernel("layernorm_forward", reduction_spec(dev, C).set(1, quads(C, {x, weight, bias, y}))),
                {x, weight, bias, y, mean, rstd}, shaders::LayerNormPush{N, C, eps},
                capped_groups(N, 1));
 }
@@ -20,7 +32,7 @@ void layernorm_backward_data(vk::Commands& cmd, vk::View dy, vk::View x, vk::Vie
                              uint32_t C) {
   if (N == 0 || C == 0) return;
   vk::Device& dev = cmd.device();
-  cmd.dispatch(dev.kernel("layernorm_backward_data", reduction_spec(dev, C)),
+  cmd.dispatch(dev.kernel("layernorm_backward_data", reduction_spec(dev, C).set(1, quads(C, {dy, x, weight, dx}))),
                {dy, x, weight, mean, rstd, dx}, shaders::LayerNormPush{N, C, 0.0f},
                capped_groups(N, 1));
 }
