@@ -12,12 +12,11 @@ using uint = std::uint32_t;
 
 // Threads per workgroup of the element-wise update kernels (sgd_step, adamw_step, scale).
 #define BRIGADE_WG_OPTIM 256
-// Threads per workgroup of grad_norm_partial; each workgroup writes one partial sum.
-#define BRIGADE_WG_NORM 256
-// grad_norm_partial uses at most this many workgroups (partial sums per tensor), and
-// enough that each invocation reads about BRIGADE_NORM_ITEMS elements on small tensors.
+// grad_norm_partial uses at most this many workgroups (partial sums per tensor), and one per
+// BRIGADE_NORM_GROUP_ITEMS elements below that; each workgroup writes one partial sum. Its
+// width is the device's reduction width (ops::reduction_width).
 #define BRIGADE_NORM_MAX_GROUPS 256
-#define BRIGADE_NORM_ITEMS 16
+#define BRIGADE_NORM_GROUP_ITEMS 4096
 
 // sgd_step (torch.optim.SGD, dampening 0). Specialization constants: 0 = momentum on,
 // 1 = Nesterov. lr, weight_decay and grad_scale come from the host per step.

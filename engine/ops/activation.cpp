@@ -18,8 +18,7 @@ void launch(vk::Commands& cmd, const char* shader, std::initializer_list<vk::Vie
 void launch_vec4(vk::Commands& cmd, const char* shader, std::initializer_list<vk::View> bindings,
                  uint32_t n) {
   if (n == 0) return;
-  bool vec4 = n % 4 == 0;
-  for (const vk::View& v : bindings) vec4 = vec4 && v.offset % 16 == 0;
+  const bool vec4 = quads(n, bindings);
   cmd.dispatch(cmd.device().kernel(shader, vk::Specialization{}.set(0, vec4 ? 1 : 0)), bindings,
                shaders::ElementwisePush{n}, capped_groups(vec4 ? n / 4 : n, BRIGADE_WG_ELEMENTWISE));
 }

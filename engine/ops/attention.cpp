@@ -5,6 +5,7 @@
 #include <initializer_list>
 #include <string>
 
+#include "ops/launch_geometry.h"
 #include "ops/matmul.h"
 // Angle brackets: a quoted name would find ops/attention.h beside this file, not the
 // shader header in shaders/.
@@ -72,7 +73,7 @@ void move_heads(vk::Commands& cmd, bool scatter, bool accumulate, vk::View token
                 uint32_t parts, uint32_t row, uint64_t part_stride, uint32_t n, uint32_t first,
                 uint32_t T, uint32_t NH, uint32_t HS) {
   // part_stride is a multiple of 64 (pad), row one of C and so of HS.
-  const bool vec4 = HS % 4 == 0 && tokens.offset % 16 == 0 && heads.offset % 16 == 0;
+  const bool vec4 = quads(HS, {tokens, heads});
   vk::Specialization spec;
   spec.set(BRIGADE_ATTENTION_SPEC_VEC4, vec4);
   if (scatter) spec.set(BRIGADE_ATTENTION_SPEC_ACCUMULATE, accumulate);
@@ -107,17 +108,10 @@ void check_head_size(uint32_t HS) {
                     "limit of " + std::to_string(BRIGADE_ATTENTION_MAX_HS) + "; use more heads");
 }
 
-// Whether head rows can be read as vec4s: HS a multiple of 4 and every view 16-byte aligned.
-bool aligned(uint32_t HS, std::initializer_list<vk::View> views) {
-  bool ok = HS % 4 == 0;
-  for (const vk::View& v : views) ok = ok && v.offset % 16 == 0;
-  return ok;
-}
-
 vk::Specialization spec(uint32_t HS, std::initializer_list<vk::View> views) {
   vk::Specialization s;
   s.set(BRIGADE_ATTENTION_SPEC_HS, HS);
-  s.set(BRIGADE_ATTENTION_SPEC_VEC4, aligned(HS, views));
+  s.set(BRIGADE_ATTENTION_SPEC_VEC4, quads(HS, views));
   return s;
 }
 

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "ops/conv2d_direct.h"
+#include "ops/launch_geometry.h"
 #include "ops/matmul.h"
 #include "shaders/push.h"
 #include "util/error.h"
@@ -43,13 +44,13 @@ uint32_t chunk_of(const Conv2dShape& s, vk::View scratch) {
 void im2col(vk::Commands& cmd, vk::View x, vk::View columns, const Conv2dShape& s, uint32_t first,
             uint32_t count) {
   // Four pixels an invocation, stored as one vec4, where every row of columns stays aligned.
-  const bool quads = pixels(s) % 4 == 0 && columns.offset % 16 == 0;
-  const vk::Groups groups{vk::groups_for(uint64_t(s.ic) * pixels(s) / (quads ? 4 : 1), BRIGADE_WG_CONV),
+  const bool vec4 = quads(pixels(s), {columns});
+  const vk::Groups groups{vk::groups_for(uint64_t(s.ic) * pixels(s) / (vec4 ? 4 : 1), BRIGADE_WG_CONV),
                           1, count};
   require_groups(groups, "columns");
   const shaders::Conv2dColumnsPush push{push_of(s), first, count};
   vk::Specialization spec;
-  spec.set(0, quads);
+  spec.set(0, vec4);
   cmd.dispatch(cmd.device().kernel("conv2d_im2col", spec), {x, columns}, push, groups);
 }
 
@@ -57,13 +58,13 @@ void im2col(vk::Commands& cmd, vk::View x, vk::View columns, const Conv2dShape& 
 void col2im(vk::Commands& cmd, vk::View columns, vk::View dx, const Conv2dShape& s, uint32_t first,
             uint32_t count) {
   // Four elements an invocation, added as one vec4, where every plane of dx stays aligned.
-  const bool quads = uint64_t(s.h) * s.w % 4 == 0 && dx.offset % 16 == 0;
-  const vk::Groups groups{vk::groups_for(uint64_t(s.ic) * s.h * s.w / (quads ? 4 : 1), BRIGADE_WG_CONV),
+  const bool vec4 = quads(uint64_t(s.h) * s.w, {dx});
+  const vk::Groups groups{vk::groups_for(uint64_t(s.ic) * s.h * s.w / (vec4 ? 4 : 1), BRIGADE_WG_CONV),
                           1, count};
   require_groups(groups, "columns");
   const shaders::Conv2dColumnsPush push{push_of(s), first, count};
   vk::Specialization spec;
-  spec.set(0, quads);
+  spec.set(0, vec4);
   cmd.dispatch(cmd.device().kernel("conv2d_col2im", spec), {columns, dx}, push, groups);
 }
 

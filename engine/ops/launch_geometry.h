@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 
 #include "shaders/elementwise.h"
 #include "shaders/workgroup_reduce.h"
@@ -15,6 +16,14 @@ namespace brigade::ops {
 // limit every device supports; the kernels loop over what the cap leaves out.
 inline vk::Groups capped_groups(uint64_t n, uint32_t per_group) {
   return {uint32_t(std::min<uint64_t>(vk::groups_for(n, per_group), BRIGADE_MAX_GROUPS_X))};
+}
+
+// Whether a kernel with a VEC4 variant may read and write these views as vec4s: the count it
+// walks in fours (elements, channels, pixels) a multiple of 4 and every view 16-byte aligned.
+inline bool quads(uint64_t n, std::initializer_list<vk::View> views) {
+  bool ok = n % 4 == 0;
+  for (const vk::View& v : views) ok = ok && v.offset % 16 == 0;
+  return ok;
 }
 
 // Workgroup width of a kernel that reduces `items` values per workgroup (see

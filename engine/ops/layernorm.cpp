@@ -1,21 +1,9 @@
 #include "ops/layernorm.h"
 
-#include <initializer_list>
-
 #include "shaders/norm.h"
 #include "ops/launch_geometry.h"
 
 namespace brigade::ops {
-
-namespace {
-// Whether rows of C channels can be read as vec4s: C a multiple of 4 and every view 16-byte
-// aligned.
-bool quads(uint32_t C, std::initializer_list<vk::View> views) {
-  bool ok = C % 4 == 0;
-  for (const vk::View& v : views) ok = ok && v.offset % 16 == 0;
-  return ok;
-}
-}  // namespace
 
 void layernorm_forward(vk::Commands& cmd, vk::View x, vk::View weight, vk::View bias,
                        vk::View y, vk::View mean, vk::View rstd, uint32_t N, uint32_t C,

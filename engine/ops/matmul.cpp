@@ -78,12 +78,12 @@ MatmulTiling matmul_tiling(const vk::PhysicalInfo& device, uint32_t rows, uint32
     // The same rule picks 16x8 blocks over 32x4 where that computes a sixteenth fewer rows
     // (M = 10, a weight gradient of ten outputs, computes 16 rows, not 32).
     if (rows) {
-      const uint32_t most = t.wg_y, tm = t.tm;
+      const uint32_t most = t.wg_y, tm = t.tm, tn = t.tn;
       uint64_t best = UINT64_MAX;
       for (uint32_t shape_tm : {tm, tm / 2})
         for (uint32_t wy = most; wy >= 1; --wy) {
           const uint64_t block = uint64_t(wy) * shape_tm, computed = (rows + block - 1) / block * block;
-          if (computed + computed / 16 < best) best = computed, t.wg_y = wy, t.tm = shape_tm, t.tn = 4 * tm / shape_tm;
+          if (computed + computed / 16 < best) best = computed, t.wg_y = wy, t.tm = shape_tm, t.tn = tn * tm / shape_tm;
         }
     }
     // Columns per invocation by the same rule, down to 4 (what vec4 loads of B need): a

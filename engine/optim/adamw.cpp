@@ -2,8 +2,8 @@
 
 #include <cmath>
 
+#include "ops/launch_geometry.h"
 #include "shaders/optim.h"
-#include "util/error.h"
 #include "util/error.h"
 
 namespace brigade::optim {
@@ -36,8 +36,7 @@ void adamw_step(vk::Commands& cmd, vk::View param, vk::View grad, vk::View exp_a
                                 float(step.lr / bias1),
                                 float(std::sqrt(bias2)),
                                 float(step.grad_scale)};
-  bool vec4 = n % 4 == 0;
-  for (const vk::View& v : {param, grad, exp_avg, exp_avg_sq}) vec4 = vec4 && v.offset % 16 == 0;
+  const bool vec4 = ops::quads(n, {param, grad, exp_avg, exp_avg_sq});
   vk::Specialization spec;
   spec.set(0, vec4);
   cmd.dispatch(cmd.device().kernel("adamw_step", spec), {param, grad, exp_avg, exp_avg_sq}, push,

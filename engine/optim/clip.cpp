@@ -22,7 +22,7 @@ Clip clip(double squared_sum, double max_norm) {
 }
 
 uint32_t grad_norm_groups(uint32_t n) {
-  const uint32_t groups = vk::groups_for(n, BRIGADE_WG_NORM * BRIGADE_NORM_ITEMS);
+  const uint32_t groups = vk::groups_for(n, BRIGADE_NORM_GROUP_ITEMS);
   return std::clamp<uint32_t>(groups, 1, BRIGADE_NORM_MAX_GROUPS);
 }
 
@@ -32,7 +32,7 @@ void grad_norm_partial(vk::Commands& cmd, vk::View grad, vk::View partial, uint3
                        "grad_norm_partial: " + std::to_string(groups) + " partial sums need " +
                            std::to_string(groups * 4) + " bytes, the view has " +
                            std::to_string(partial.range));
-  const bool vec4 = n % 4 == 0 && grad.offset % 16 == 0;
+  const bool vec4 = ops::quads(n, {grad});
   vk::Specialization spec = ops::reduction_spec(cmd.device(), uint64_t(n) / groups);
   spec.set(1, vec4);
   cmd.dispatch(cmd.device().kernel("grad_norm_partial", spec), {grad, partial}, shaders::GradNormPush{n},
