@@ -36,6 +36,7 @@ layout(constant_id = BRIGADE_MATMUL_SPEC_SUBGROUP) const uint SUBGROUP = 0;
 layout(constant_id = BRIGADE_MATMUL_SPEC_BIAS) const uint BIAS = BRIGADE_MATMUL_BIAS_NONE;
 layout(constant_id = BRIGADE_MATMUL_SPEC_EPILOGUE) const uint EPILOGUE = BRIGADE_MATMUL_EPILOGUE_NONE;
 layout(constant_id = BRIGADE_MATMUL_SPEC_K_TAIL) const bool K_TAIL = false;
+layout(constant_id = BRIGADE_MATMUL_SPEC_VEC4_C) const bool VEC4_C = false;
 
 const uint WG_X = gl_WorkGroupSize.x, WG_Y = gl_WorkGroupSize.y;
 const uint BM = WG_Y * TM, BN = WG_X * TN;  // outputs per workgroup
@@ -46,10 +47,14 @@ layout(binding = 0) readonly buffer A4 { vec4 a4[]; };
 layout(binding = 1) readonly buffer B { float b[]; };
 layout(binding = 1) readonly buffer B4 { vec4 b4[]; };
 layout(binding = 2) readonly buffer Bias { float bias[]; };
+layout(binding = 2) readonly buffer Bias4 { vec4 bias4[]; };
 layout(binding = 3) buffer C { float c[]; };
+layout(binding = 3) buffer C4 { vec4 c4[]; };
 // The epilogue's tensors, laid out as C (otherwise bound to anything, never touched).
 layout(binding = 4) readonly buffer Pre { float pre[]; };
+layout(binding = 4) readonly buffer Pre4 { vec4 pre4[]; };
 layout(binding = 5) writeonly buffer Act { float act[]; };
+layout(binding = 5) writeonly buffer Act4 { vec4 act4[]; };
 layout(push_constant) uniform Push { MatmulPush p; };
 
 // Shared tiles, [BK][BM + 1] and [BK][BN + 1]: the padding keeps invocations that stage
@@ -104,6 +109,13 @@ void load_a_chunk(uint base, uint m0, uint k, uint depth, bool share) {
     [[unroll]] for (uint v = 0; v < TM; ++v) put_a_quad(v, subgroupBroadcast(mine[v / SG1], v % SG1));
   } else if (depth == 4 && VEC4_A) {
     [[unroll]] for (uint v = 0; v < TM; ++v) put_a_quad(v, a_quad(base, m0, k, v));
+  } else if (share) {  // one k at a time, each lane loading a few rows
+    [[unroll]] for (uint kk = 0; kk < depth; ++kk) {
+      float mine[(TM + SG1 - 1) / SG1];
+      [[unroll]] for (uint r = 0; r < (TM + SG1 - 1) / SG1; ++r)
+        mine[r] = load_a(base, min(m0 + min(r * SG1 + gl_SubgroupInvocationID, TM - 1), p.M - 1), k + kk);
+      [[unroll]] for (uint i = 0; i < TM; ++i) av[kk * TM + i] = subgroupBroadcast(mine[i / SG1], i % SG1);
+    }
   } else {
     [[unroll]] for (uint kk = 0; kk < depth; ++kk)
       [[unroll]] for (uint i = 0; i < TM; ++i) av[kk * TM + i] = load_a(base, min(m0 + i, p.M - 1), k + kk);
@@ -139,8 +151,13 @@ void multiply(uint depth) {
 // compiler keeps rolled: unrolled, the TM x TN guarded stores dominate pipeline creation on
 // lavapipe (each becomes a loop over the lanes), and they run once per invocation anyway.
 float result[TM * TN];
+void store_quads(uint m0, uint n0);
 void store_block(uint m0, uint row_step, uint n0, uint col_step) {
   [[unroll]] for (uint i = 0; i < TM * TN; ++i) result[i] = p.alpha * acc[i];
+  if (VEC4_C) {
+    store_quads(m0, n0);
+    return;
+  }
   const uint base = p.offset_c + gl_WorkGroupID.z * p.stride_c;
   [[dont_unroll]] for (uint i = 0; i < TM * TN; ++i) {
     const uint m = m0 + (i / TN) * row_step, n = n0 + (i % TN) * col_step;
@@ -153,6 +170,39 @@ void store_block(uint m0, uint row_step, uint n0, uint col_step) {
     const float stored = p.accumulate != 0 ? c[at] + v : v;
     c[at] = stored;
     if (EPILOGUE == BRIGADE_MATMUL_EPILOGUE_GELU) act[at] = gelu(stored);
+  }
+}
+
+// The register variant's block with VEC4_C (the launcher proved N % 4 == 0, TN % 4 == 0 and
+// every row of C 16-byte aligned, and so for the bias and the epilogue's tensor): each row's
+// TN outputs as TN / 4 vec4s, a quad wholly inside or wholly past N. A quarter of the
+// stores, and of the bias's and the epilogue's loads, each a loop over the lanes on CPU
+// devices; the same arithmetic in the same order as one by one.
+void store_quads(uint m0, uint n0) {
+  const uint base = p.offset_c + gl_WorkGroupID.z * p.stride_c, QN = TN / 4;
+  vec4 column_bias[(TN + 3) / 4];  // not empty when TN < 4 (then VEC4_C is never set)
+  [[unroll]] for (uint q = 0; q < QN; ++q)
+    column_bias[q] = BIAS == BRIGADE_MATMUL_BIAS_COLUMNS ? bias4[min(n0 + 4 * q, p.N - 4) >> 2] : vec4(0.0);
+  [[dont_unroll]] for (uint i = 0; i < TM; ++i) {
+    const uint m = m0 + i;
+    if (m >= p.M) break;
+    const float row_bias = BIAS == BRIGADE_MATMUL_BIAS_ROWS ? bias[m] : 0.0;
+    [[unroll]] for (uint q = 0; q < QN; ++q) {
+      if (n0 + 4 * q >= p.N) break;
+      const uint at = (base + m * p.ldc + n0 + 4 * q) >> 2;
+      const uint r = i * TN + 4 * q;
+      vec4 v = vec4(result[r], result[r + 1], result[r + 2], result[r + 3]);
+      if (BIAS == BRIGADE_MATMUL_BIAS_COLUMNS) v += column_bias[q];
+      if (BIAS == BRIGADE_MATMUL_BIAS_ROWS) v += row_bias;
+      if (EPILOGUE == BRIGADE_MATMUL_EPILOGUE_GELU_GRAD) {
+        const vec4 g = pre4[at];
+        v *= vec4(gelu_grad(g.x), gelu_grad(g.y), gelu_grad(g.z), gelu_grad(g.w));
+      }
+      const vec4 stored = p.accumulate != 0 ? c4[at] + v : v;
+      c4[at] = stored;
+      if (EPILOGUE == BRIGADE_MATMUL_EPILOGUE_GELU)
+        act4[at] = vec4(gelu(stored.x), gelu(stored.y), gelu(stored.z), gelu(stored.w));
+    }
   }
 }
 
@@ -182,13 +232,13 @@ void register_tiles() {
       }
       if (K_TAIL)
         for (uint k = chunked; k < p.K; ++k) {
-          load_a_chunk(abase, m0, k, 1, false);
+          load_a_chunk(abase, m0, k, 1, share);
           load_b_chunk(bbase, n0, k, 1);
           multiply(1);
         }
     } else {
       for (uint k = 0; k < p.K; ++k) {
-        load_a_chunk(abase, m0, k, 1, false);
+        load_a_chunk(abase, m0, k, 1, share);
         load_b_chunk(bbase, n0, k, 1);
         multiply(1);
       }

@@ -26,6 +26,7 @@ using uint = std::uint32_t;
 #define BRIGADE_MATMUL_SPEC_BIAS 11     // 0: no bias; 1: add bias[n] to every row of C; 2: bias[m] to every column
 #define BRIGADE_MATMUL_SPEC_EPILOGUE 12 // what is done to each value as C is stored: BRIGADE_MATMUL_EPILOGUE_*
 #define BRIGADE_MATMUL_SPEC_K_TAIL 13   // register variant with vec4 loads: K % 4 != 0, the last k one by one
+#define BRIGADE_MATMUL_SPEC_VEC4_C 14   // register variant: store C (and read bias, pre, act) as vec4
 
 #define BRIGADE_MATMUL_VARIANT_REGISTERS 0
 #define BRIGADE_MATMUL_VARIANT_SHARED 1

@@ -141,6 +141,12 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
       regs && vec4_ok(a, p.offset_a, lda, p.stride_a, products, p.trans_a, p.M, t.tm);
   const bool vec4_b =
       regs && vec4_ok(b, p.offset_b, ldb, p.stride_b, products, !p.trans_b, p.N, t.tn);
+  // C's rows as vec4s: whole quads inside N, every row and batch matrix 16-byte aligned, and
+  // the bias and the epilogue's tensor (laid out as C) aligned with it.
+  const bool vec4_c = regs && t.tn % 4 == 0 && p.N % 4 == 0 &&
+                      vec4_ok(c, p.offset_c, ldc, p.stride_c, p.batch, false, 0, 0) &&
+                      (!bias || p.bias_rows || bias->offset % 16 == 0) &&
+                      (!epilogue || epilogue->offset % 16 == 0);
   vk::Specialization spec;
   spec.set(BRIGADE_MATMUL_SPEC_VARIANT, uint32_t(t.variant))
       .set(BRIGADE_MATMUL_SPEC_WG_X, t.wg_x)
@@ -155,6 +161,7 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
       .set(BRIGADE_MATMUL_SPEC_SUBGROUP, regs ? t.subgroup : 0)
       .set(BRIGADE_MATMUL_SPEC_EPILOGUE, uint32_t(p.epilogue))
       .set(BRIGADE_MATMUL_SPEC_K_TAIL, (vec4_a || vec4_b) && p.K % 4 != 0)
+      .set(BRIGADE_MATMUL_SPEC_VEC4_C, vec4_c)
       .set(BRIGADE_MATMUL_SPEC_BIAS, !bias         ? BRIGADE_MATMUL_BIAS_NONE
                                      : p.bias_rows ? BRIGADE_MATMUL_BIAS_ROWS
                                                    : BRIGADE_MATMUL_BIAS_COLUMNS);
