@@ -1,9 +1,12 @@
 // Shared by the MaxPool2d kernels: the window size and stride as specialization constants
 // (constant loops unroll, divisions by S become shifts), and the argmax of one window so
-// forward and backward pick the same element. Include after declaring `x` (the input) and
-// `p` (MaxPool2dPush).
+// forward and backward pick the same element. Include after declaring `x` and `x2` (the
+// input, as floats and as pairs) and `p` (MaxPool2dPush).
 layout(constant_id = 0) const uint K = 2;
 layout(constant_id = 1) const uint S = 2;
+// K = S = 2 over even H and W, the views 8-byte aligned (the launcher proves it): a window is
+// two aligned pairs, and the windows tile the input.
+layout(constant_id = 2) const bool PAIRS = false;
 
 // PyTorch's rule: scan the window in row-major order and take an element when it is greater
 // than the maximum so far, or NaN; ties keep the first maximum, a NaN wins (the last one).
@@ -19,6 +22,22 @@ uint window_argmax(uint plane, uint oh, uint ow) {
         top = v;
         best = at;
       }
+    }
+  return best;
+}
+
+// The same rule with PAIRS: the window at row0 read as two vec2 loads (on CPU devices each
+// load whose address differs between lanes costs a loop over the lanes: 2 instead of 5).
+// Returns the argmax's place in the window, 0 to 3 in row-major order, and its value.
+uint pair_argmax(uint row0, out float top) {
+  const vec2 r0 = x2[row0 >> 1], r1 = x2[(row0 + p.w) >> 1];
+  const float v[4] = float[4](r0.x, r0.y, r1.x, r1.y);
+  uint best = 0;
+  top = v[0];
+  for (uint c = 1; c < 4; ++c)
+    if (v[c] > top || isnan(v[c])) {
+      top = v[c];
+      best = c;
     }
   return best;
 }

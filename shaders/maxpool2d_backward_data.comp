@@ -1,40 +1,49 @@
 #version 450
 // MaxPool2d backward-data: each window's gradient goes to its argmax, recomputed from x.
-//   x (N, C, H, W)  dy (N, C, OH, OW)  ->  dx (N, C, H, W), accumulated
+//   x (N, C, H, W)  dy (N, C, OH, OW)  ->  dx (N, C, H, W), written whole (every element
+//   that no window picks gets 0), so the caller need not clear it.
 // No atomics, and no two invocations write the same dx:
-//  - windows apart (S >= K): one invocation per window adds dy to its argmax;
-//  - windows overlapping (S < K): one invocation per input element gathers from the windows
-//    that contain it.
+//  - PAIRS (2 x 2 windows tiling the input): one invocation per window writes its four
+//    elements as two vec2 stores;
+//  - otherwise one invocation per input element gathers from the windows that contain it
+//    (none, one, or several where windows overlap).
 #extension GL_GOOGLE_include_directive : require
 #include "conv.h"
 
 layout(local_size_x = BRIGADE_WG_POOL_X, local_size_y = BRIGADE_WG_POOL_Y) in;
 layout(binding = 0) readonly buffer X { float x[]; };
+layout(binding = 0) readonly buffer X2 { vec2 x2[]; };
 layout(binding = 1) readonly buffer DY { float dy[]; };
-layout(binding = 2) buffer DX { float dx[]; };
+layout(binding = 2) writeonly buffer DX { float dx[]; };
+layout(binding = 2) writeonly buffer DX2 { vec2 dx2[]; };
 layout(push_constant) uniform Push { MaxPool2dPush p; };
 
 #include "maxpool2d.glsl"
 
 void main() {
   const uint plane = gl_WorkGroupID.z;
-  if (S >= K) {
+  if (PAIRS) {
     // The grid covers windows (ow, oh).
     const uint ow = gl_GlobalInvocationID.x, oh = gl_GlobalInvocationID.y;
     if (ow >= p.ow || oh >= p.oh) return;
-    dx[window_argmax(plane, oh, ow)] += dy[(plane * p.oh + oh) * p.ow + ow];
-  } else {
-    // The grid covers input elements (iw, ih): windows oh with oh * S <= ih < oh * S + K.
-    const uint iw = gl_GlobalInvocationID.x, ih = gl_GlobalInvocationID.y;
-    if (iw >= p.w || ih >= p.h) return;
-    const uint i = (plane * p.h + ih) * p.w + iw;
-    const uint oh_lo = ih + 1 > K ? (ih + 1 - K + S - 1) / S : 0;
-    const uint ow_lo = iw + 1 > K ? (iw + 1 - K + S - 1) / S : 0;
-    const uint oh_hi = min(ih / S + 1, p.oh), ow_hi = min(iw / S + 1, p.ow);
-    float g = 0.0;
-    for (uint oh = oh_lo; oh < oh_hi; ++oh)
-      for (uint ow = ow_lo; ow < ow_hi; ++ow)
-        if (window_argmax(plane, oh, ow) == i) g += dy[(plane * p.oh + oh) * p.ow + ow];
-    dx[i] += g;
+    const uint row0 = (plane * p.h + oh * 2) * p.w + ow * 2;
+    float top;
+    const uint best = pair_argmax(row0, top);
+    const float g = dy[(plane * p.oh + oh) * p.ow + ow];
+    dx2[row0 >> 1] = vec2(best == 0 ? g : 0.0, best == 1 ? g : 0.0);
+    dx2[(row0 + p.w) >> 1] = vec2(best == 2 ? g : 0.0, best == 3 ? g : 0.0);
+    return;
   }
+  // The grid covers input elements (iw, ih): windows oh with oh * S <= ih < oh * S + K.
+  const uint iw = gl_GlobalInvocationID.x, ih = gl_GlobalInvocationID.y;
+  if (iw >= p.w || ih >= p.h) return;
+  const uint i = (plane * p.h + ih) * p.w + iw;
+  const uint oh_lo = ih + 1 > K ? (ih + 1 - K + S - 1) / S : 0;
+  const uint ow_lo = iw + 1 > K ? (iw + 1 - K + S - 1) / S : 0;
+  const uint oh_hi = min(ih / S + 1, p.oh), ow_hi = min(iw / S + 1, p.ow);
+  float g = 0.0;
+  for (uint oh = oh_lo; oh < oh_hi; ++oh)
+    for (uint ow = ow_lo; ow < ow_hi; ++ow)
+      if (window_argmax(plane, oh, ow) == i) g += dy[(plane * p.oh + oh) * p.ow + ow];
+  dx[i] = g;
 }

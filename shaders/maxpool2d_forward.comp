@@ -9,6 +9,7 @@
 
 layout(local_size_x = BRIGADE_WG_POOL_X, local_size_y = BRIGADE_WG_POOL_Y) in;
 layout(binding = 0) readonly buffer X { float x[]; };
+layout(binding = 0) readonly buffer X2 { vec2 x2[]; };
 layout(binding = 1) writeonly buffer Y { float y[]; };
 layout(push_constant) uniform Push { MaxPool2dPush p; };
 
@@ -17,5 +18,8 @@ layout(push_constant) uniform Push { MaxPool2dPush p; };
 void main() {
   const uint ow = gl_GlobalInvocationID.x, oh = gl_GlobalInvocationID.y, plane = gl_WorkGroupID.z;
   if (ow >= p.ow || oh >= p.oh) return;
-  y[(plane * p.oh + oh) * p.ow + ow] = x[window_argmax(plane, oh, ow)];
+  float top;
+  if (PAIRS) pair_argmax((plane * p.h + oh * 2) * p.w + ow * 2, top);
+  else top = x[window_argmax(plane, oh, ow)];
+  y[(plane * p.oh + oh) * p.ow + ow] = top;
 }

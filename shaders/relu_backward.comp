@@ -1,6 +1,6 @@
 #version 450
-// dx += dy where the forward output y was positive (PyTorch's threshold_backward on the
-// saved result).  y, dy, dx: (n)
+// dx = dy where the forward output y was positive, else 0 (PyTorch's threshold_backward on
+// the saved result), written whole so the caller need not clear it.  y, dy, dx: (n)
 // VEC4: four elements per invocation, as in relu_forward.comp.
 #extension GL_GOOGLE_include_directive : require
 #include "elementwise.h"
@@ -11,17 +11,17 @@ layout(binding = 0) readonly buffer Y { float y[]; };
 layout(binding = 0) readonly buffer Y4 { vec4 y4[]; };
 layout(binding = 1) readonly buffer DY { float dy[]; };
 layout(binding = 1) readonly buffer DY4 { vec4 dy4[]; };
-layout(binding = 2) buffer DX { float dx[]; };
-layout(binding = 2) buffer DX4 { vec4 dx4[]; };
+layout(binding = 2) writeonly buffer DX { float dx[]; };
+layout(binding = 2) writeonly buffer DX4 { vec4 dx4[]; };
 layout(push_constant) uniform Push { ElementwisePush p; };
 
 void main() {
   const uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
   if (VEC4) {
     for (uint i = gl_GlobalInvocationID.x; i < p.n / 4; i += stride)
-      dx4[i] += mix(vec4(0.0), dy4[i], greaterThan(y4[i], vec4(0.0)));
+      dx4[i] = mix(vec4(0.0), dy4[i], greaterThan(y4[i], vec4(0.0)));
     return;
   }
   for (uint i = gl_GlobalInvocationID.x; i < p.n; i += stride)
-    if (y[i] > 0.0) dx[i] += dy[i];
+    dx[i] = y[i] > 0.0 ? dy[i] : 0.0;
 }

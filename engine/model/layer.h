@@ -114,11 +114,15 @@ class Layer {
   // aside): a stage storing 16 bits unpacks only what they read.
   virtual bool backward_reads_input() const { return true; }
   virtual bool backward_reads_output() const { return false; }
+  // True when backward writes every element of dx (=) instead of adding into it, so the
+  // stage need not clear dx first (a pass over it on every micro-batch).
+  virtual bool writes_input_gradient() const { return false; }
 
   // Records the forward pass: t.y (and t.saved) are overwritten.
   virtual void forward(const Pass& p, const Tensors& t) const = 0;
   // Records the backward pass given dy (rows x output): gradients of Trainable params are
-  // ACCUMULATED (+=) into t.grads, and, when dx is given, the input gradient into *dx (+=).
+  // ACCUMULATED (+=) into t.grads, and, when dx is given, the input gradient into *dx (+=, or
+  // = where writes_input_gradient()).
   // dx is absent for the model's first layer.
   // With p.split (and a non-empty deferred()) it records dx and writes t.deferred instead,
   // leaving t.grads alone.

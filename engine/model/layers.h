@@ -77,6 +77,7 @@ class ReLU final : public ShapedLayer {
   std::string kind() const override { return "relu"; }
   bool backward_reads_input() const override { return false; }
   bool backward_reads_output() const override { return true; }
+  bool writes_input_gradient() const override { return true; }
   Cost cost() const override;
   void forward(const Pass& p, const Tensors& t) const override;
   void backward(const Pass& p, const Tensors& t, vk::View dy,
@@ -128,6 +129,7 @@ class MaxPool2d final : public ShapedLayer {
  public:
   MaxPool2d(const Shape& input, uint32_t kernel, uint32_t stride);
   std::string kind() const override { return "maxpool2d"; }
+  bool writes_input_gradient() const override { return true; }
   Cost cost() const override;
   void forward(const Pass& p, const Tensors& t) const override;
   void backward(const Pass& p, const Tensors& t, vk::View dy,

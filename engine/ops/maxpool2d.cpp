@@ -17,8 +17,16 @@ vk::Groups grid(uint32_t w, uint32_t h, const MaxPool2dShape& s, const char* pas
           uint32_t(planes)};
 }
 
-const vk::Kernel& kernel(vk::Commands& cmd, const char* name, const MaxPool2dShape& s) {
-  return cmd.device().kernel(name, vk::Specialization{}.set(0, s.k).set(1, s.s));
+// 2 x 2 windows, stride 2, tiling an input of even sides, read (and written) as aligned pairs.
+bool pairs(const MaxPool2dShape& s, std::initializer_list<vk::View> views) {
+  if (s.k != 2 || s.s != 2 || s.h % 2 || s.w % 2) return false;
+  for (const vk::View& v : views)
+    if (v.offset % 8) return false;
+  return true;
+}
+
+const vk::Kernel& kernel(vk::Commands& cmd, const char* name, const MaxPool2dShape& s, bool pairs) {
+  return cmd.device().kernel(name, vk::Specialization{}.set(0, s.k).set(1, s.s).set(2, pairs));
 }
 
 shaders::MaxPool2dPush push_of(const MaxPool2dShape& s) {
@@ -41,7 +49,7 @@ void maxpool2d_forward(vk::Commands& cmd, vk::View x, vk::View y, const MaxPool2
   maxpool2d_validate(s);
   BRIGADE_EXPECT_FLOATS(x, s.x_size(), "maxpool2d input");
   BRIGADE_EXPECT_FLOATS(y, s.y_size(), "maxpool2d output");
-  cmd.dispatch(kernel(cmd, "maxpool2d_forward", s), {x, y}, push_of(s),
+  cmd.dispatch(kernel(cmd, "maxpool2d_forward", s, pairs(s, {x})), {x, y}, push_of(s),
                grid(s.out_w(), s.out_h(), s, "forward"));
 }
 
@@ -51,10 +59,12 @@ void maxpool2d_backward_data(vk::Commands& cmd, vk::View x, vk::View dy, vk::Vie
   BRIGADE_EXPECT_FLOATS(x, s.x_size(), "maxpool2d input");
   BRIGADE_EXPECT_FLOATS(dy, s.y_size(), "maxpool2d output gradient");
   BRIGADE_EXPECT_FLOATS(dx, s.x_size(), "maxpool2d input gradient");
-  // Windows apart: one invocation per window; overlapping: one per input element.
-  const vk::Groups groups = s.s >= s.k ? grid(s.out_w(), s.out_h(), s, "backward-data")
-                                       : grid(s.w, s.h, s, "backward-data");
-  cmd.dispatch(kernel(cmd, "maxpool2d_backward_data", s), {x, dy, dx}, push_of(s), groups);
+  // Windows tiling the input in pairs: one invocation per window; otherwise one per input
+  // element.
+  const bool tiled = pairs(s, {x, dx});
+  const vk::Groups groups = tiled ? grid(s.out_w(), s.out_h(), s, "backward-data")
+                                  : grid(s.w, s.h, s, "backward-data");
+  cmd.dispatch(kernel(cmd, "maxpool2d_backward_data", s, tiled), {x, dy, dx}, push_of(s), groups);
 }
 
 }  // namespace brigade::ops

@@ -28,7 +28,8 @@ void maxpool2d_validate(const MaxPool2dShape& s);
 
 void maxpool2d_forward(vk::Commands& cmd, vk::View x, vk::View y, const MaxPool2dShape& s);
 
-// dx += dloss/dx: each dy goes to its window's argmax (summed where windows overlap).
+// dx = dloss/dx: each dy goes to its window's argmax (summed where windows overlap), and
+// every element no window picks is 0. dx is written whole, so it need not be cleared.
 void maxpool2d_backward_data(vk::Commands& cmd, vk::View x, vk::View dy, vk::View dx,
                              const MaxPool2dShape& s);
 

@@ -272,7 +272,8 @@ std::optional<vk::View> Cell::backward(vk::Commands& cmd, const MicroBatch& mb,
     p.split = split && splits(l);
     if (wants_dx) {
       const vk::View dx_view(*dx, 0, in_floats(l, mb) * kFloat);
-      cmd.fill(dx_view);  // only what the layer accumulates into, not the whole buffer
+      // Cleared where the layer adds into it: only its part, not the whole buffer.
+      if (!layer.writes_input_gradient()) cmd.fill(dx_view);
       layer.backward(p, t, dy_view, dx_view);
       ops::round_to(cmd, dx_view, uint32_t(in_floats(l, mb)), x_precision(l));
       std::swap(dy, dx);

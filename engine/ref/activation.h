@@ -13,11 +13,10 @@ void relu_forward(const T* x, T* y, uint32_t n) {
   for (uint32_t i = 0; i < n; ++i) y[i] = x[i] < T(0) ? T(0) : x[i];
 }
 
-// dx += dy where y > 0.  y, dy, dx: (n)
+// dx = dy where y > 0, else 0.  y, dy, dx: (n)
 template <class T>
 void relu_backward(const T* y, const T* dy, T* dx, uint32_t n) {
-  for (uint32_t i = 0; i < n; ++i)
-    if (y[i] > T(0)) dx[i] += dy[i];
+  for (uint32_t i = 0; i < n; ++i) dx[i] = y[i] > T(0) ? dy[i] : T(0);
 }
 
 template <class T>

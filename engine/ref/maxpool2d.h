@@ -35,10 +35,11 @@ void maxpool2d_forward(std::span<const T> x, std::span<T> y, const ops::MaxPool2
         y[i++] = x[maxpool2d_argmax(x, s, plane, oh, ow)];
 }
 
-// dx += dloss/dx.
+// dx = dloss/dx.
 template <class T>
 void maxpool2d_backward_data(std::span<const T> x, std::span<const T> dy, std::span<T> dx,
                              const ops::MaxPool2dShape& s) {
+  for (T& v : dx) v = T(0);
   size_t i = 0;
   for (size_t plane = 0; plane < size_t(s.n) * s.c; ++plane)
     for (uint32_t oh = 0; oh < s.out_h(); ++oh)

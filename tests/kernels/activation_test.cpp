@@ -65,7 +65,7 @@ TEST_CASE_FIXTURE(test::Gpu, "element-wise kernels cover tensors with more workg
   test::check_close(test::to_host(by), want, 0.0, 0.0, "relu over 2^24 + elements");
 }
 
-TEST_CASE_FIXTURE(test::Gpu, "relu backward adds the gradient only where the output was positive") {
+TEST_CASE_FIXTURE(test::Gpu, "relu backward passes the gradient where the output was positive and writes zero elsewhere") {
   vk::Device& dev = device();
   for (uint32_t n : kSizes) {
     const auto x = test::random_vector(n, n, -2.0f, 2.0f);
