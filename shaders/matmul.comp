@@ -57,6 +57,11 @@ layout(binding = 5) writeonly buffer Act { float act[]; };
 layout(binding = 5) writeonly buffer Act4 { vec4 act4[]; };
 layout(push_constant) uniform Push { MatmulPush p; };
 
+// Where matrix i of an operand starts (shaders/matmul.h): uniform across the workgroup.
+uint matrix_at(uint offset, uint i, uint stride, uint head_stride) {
+  return offset + (i / p.heads) * stride + (i % p.heads) * head_stride;
+}
+
 // Shared tiles, [BK][BM + 1] and [BK][BN + 1]: the padding keeps invocations that stage
 // consecutive k of one row out of the same bank. One float each in the register variant.
 const bool SHARED = VARIANT == BRIGADE_MATMUL_VARIANT_SHARED;
@@ -158,7 +163,7 @@ void store_block(uint m0, uint row_step, uint n0, uint col_step) {
     store_quads(m0, n0);
     return;
   }
-  const uint base = p.offset_c + gl_WorkGroupID.z * p.stride_c;
+  const uint base = matrix_at(p.offset_c, gl_WorkGroupID.z, p.stride_c, p.head_stride_c);
   [[dont_unroll]] for (uint i = 0; i < TM * TN; ++i) {
     const uint m = m0 + (i / TN) * row_step, n = n0 + (i % TN) * col_step;
     if (m >= p.M || n >= p.N) continue;
@@ -179,7 +184,7 @@ void store_block(uint m0, uint row_step, uint n0, uint col_step) {
 // stores, and of the bias's and the epilogue's loads, each a loop over the lanes on CPU
 // devices; the same arithmetic in the same order as one by one.
 void store_quads(uint m0, uint n0) {
-  const uint base = p.offset_c + gl_WorkGroupID.z * p.stride_c, QN = TN / 4;
+  const uint base = matrix_at(p.offset_c, gl_WorkGroupID.z, p.stride_c, p.head_stride_c), QN = TN / 4;
   vec4 column_bias[(TN + 3) / 4];  // not empty when TN < 4 (then VEC4_C is never set)
   [[unroll]] for (uint q = 0; q < QN; ++q)
     column_bias[q] = BIAS == BRIGADE_MATMUL_BIAS_COLUMNS ? bias4[min(n0 + 4 * q, p.N - 4) >> 2] : vec4(0.0);
@@ -220,7 +225,8 @@ void register_tiles() {
   const uint m0 = (gl_WorkGroupID.y * WG_Y + y) * TM, n0 = (gl_WorkGroupID.x * WG_X + x) * TN;
   for (uint r = 0; r < p.terms; ++r) {
     const uint term = gl_WorkGroupID.z * p.terms + r;
-    const uint abase = p.offset_a + term * p.stride_a, bbase = p.offset_b + term * p.stride_b;
+    const uint abase = matrix_at(p.offset_a, term, p.stride_a, p.head_stride_a),
+               bbase = matrix_at(p.offset_b, term, p.stride_b, p.head_stride_b);
     if (VEC4_A || VEC4_B) {
       // Chunks of 4 along K, then, only in pipelines specialized with K_TAIL, the last
       // K % 4 one by one: a second loop body makes pipeline creation slower on lavapipe.
@@ -255,7 +261,8 @@ void shared_tiles() {
   const uint tiles = (p.K + BK - 1) / BK;
   for (uint s = 0; s < p.terms * tiles; ++s) {
     const uint term = gl_WorkGroupID.z * p.terms + s / tiles, k0 = (s % tiles) * BK;
-    const uint abase = p.offset_a + term * p.stride_a, bbase = p.offset_b + term * p.stride_b;
+    const uint abase = matrix_at(p.offset_a, term, p.stride_a, p.head_stride_a),
+               bbase = matrix_at(p.offset_b, term, p.stride_b, p.head_stride_b);
     // Consecutive invocations read consecutive addresses of each operand's storage; what
     // lies past an edge is staged as zero.
     [[unroll]] for (uint r = 0; r < (BM * BK + threads - 1) / threads; ++r) {

@@ -45,10 +45,12 @@ using uint = std::uint32_t;
 // Per batch index z < batch (the dispatch's z dimension):
 //   C[z] = alpha * sum over r < terms of op(A[z*terms + r]) op(B[z*terms + r])
 //          (+ bias) (+ C[z] when accumulate != 0)
-// with op(A) (M,K), op(B) (K,N), C (M,N); all row-major with leading dimensions lda, ldb, ldc,
-// batch strides in elements (0 repeats one matrix for every batch index) and each operand's
-// first element at offset_a, offset_b, offset_c. The sum over `terms` runs in order inside one
-// invocation, so it is as deterministic as a longer K.
+// with op(A) (M,K), op(B) (K,N), C (M,N); all row-major with leading dimensions lda, ldb, ldc
+// and each operand's first element at offset_a, offset_b, offset_c. Matrix i of an operand
+// starts (i / heads) * stride + (i % heads) * head_stride elements after its first (strides 0
+// repeat one matrix): a grid of matrices, such as attention's heads side by side in each
+// sample's token rows; heads = 1 is a plain batch stride. The sum over `terms` runs in order
+// inside one invocation, so it is as deterministic as a longer K.
 struct MatmulPush {
   uint M, N, K;
   uint lda, ldb, ldc;
@@ -57,6 +59,8 @@ struct MatmulPush {
   uint accumulate;
   uint terms;
   uint offset_a, offset_b, offset_c;
+  uint heads;
+  uint head_stride_a, head_stride_b, head_stride_c;
 };
 
 // Threads per workgroup of linear_bias_backward (one per output feature).

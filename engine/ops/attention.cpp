@@ -15,7 +15,6 @@
 namespace brigade::ops {
 namespace {
 
-using shaders::AttentionHeadsPush;
 using shaders::AttentionPush;
 using shaders::AttentionSoftmaxPush;
 
@@ -32,17 +31,11 @@ uint32_t head_size(uint32_t C, uint32_t NH) {
   return C / NH;
 }
 
-// The scratch of one chunk of n samples, in floats. Forward: q, k, v heads, y heads, scores.
-// Backward: q, k, v heads, dy heads, dq, dk, dv heads, scores (then P), dP (then dS).
-struct Regions {
-  uint64_t heads;   // one part of the heads layout (n,NH,T,HS)
-  uint64_t scores;  // (n,NH,T,T)
-  uint64_t forward() const { return 4 * heads + scores; }
-  uint64_t backward() const { return 7 * heads + 2 * scores; }
-};
-
-Regions regions(uint64_t n, uint32_t T, uint32_t C, uint32_t NH) {
-  return {pad(n * T * C), pad(n * NH * T * T)};
+// The scratch of one chunk of n samples, in floats: the (n,NH,T,T) scores, and in backward
+// their gradient beside them.
+uint64_t scores(uint64_t n, uint32_t T, uint32_t NH) { return pad(n * NH * T * T); }
+uint64_t scratch_of(uint64_t n, uint32_t T, uint32_t NH, bool backward) {
+  return (backward ? 2 : 1) * scores(n, T, NH);
 }
 
 vk::View sub(vk::View v, uint64_t at, uint64_t floats) {
@@ -51,13 +44,9 @@ vk::View sub(vk::View v, uint64_t at, uint64_t floats) {
 
 // Samples per chunk: as many as the scratch holds, at most B, and few enough that the
 // matmuls' batch (samples * NH) stays within a dispatch's 65535 workgroups.
-uint32_t chunk_samples(vk::View scratch, uint32_t B, uint32_t T, uint32_t C, uint32_t NH,
-                       bool backward) {
+uint32_t chunk_samples(vk::View scratch, uint32_t B, uint32_t T, uint32_t NH, bool backward) {
   const uint64_t have = scratch.range / 4;
-  const auto need = [&](uint64_t n) {
-    const Regions r = regions(n, T, C, NH);
-    return backward ? r.backward() : r.forward();
-  };
+  const auto need = [&](uint64_t n) { return scratch_of(n, T, NH, backward); };
   BRIGADE_EXPECT(need(1) <= have, "attention scratch of " + std::to_string(have) +
                                       " floats is under the " + std::to_string(need(1)) +
                                       " one sample needs");
@@ -68,33 +57,37 @@ uint32_t chunk_samples(vk::View scratch, uint32_t B, uint32_t T, uint32_t C, uin
   return uint32_t(n);
 }
 
-// Moves `parts` heads tensors between the token layout (B,T,row) and the heads layout.
-void move_heads(vk::Commands& cmd, bool scatter, bool accumulate, vk::View tokens, vk::View heads,
-                uint32_t parts, uint32_t row, uint64_t part_stride, uint32_t n, uint32_t first,
-                uint32_t T, uint32_t NH, uint32_t HS) {
-  // part_stride is a multiple of 64 (pad), row one of C and so of HS.
-  const bool vec4 = quads(HS, {tokens, heads});
-  vk::Specialization spec;
-  spec.set(BRIGADE_ATTENTION_SPEC_VEC4, vec4);
-  if (scatter) spec.set(BRIGADE_ATTENTION_SPEC_ACCUMULATE, accumulate);
-  const AttentionHeadsPush push{n, T, NH, HS, row, uint32_t(part_stride), first};
-  cmd.dispatch(cmd.device().kernel(scatter ? "attention_scatter_heads" : "attention_gather_heads", spec),
-               {tokens, heads}, push,
-               {vk::groups_for(uint64_t(T) * HS / (vec4 ? 4 : 1), BRIGADE_WG_ATTENTION_HEADS), n * NH,
-                parts});
+// One operand of the per-head products: a view and where head h of sample b (batch index
+// b*NH + h) starts in it.
+struct Heads {
+  vk::View view;
+  uint32_t offset, ld, stride, head_stride;
+};
+
+// Part `part` (q, k, v: 0, 1, 2; y and dy: 0 with parts 1) of a token tensor (B,T,parts*C)
+// from sample `first` on: head h is HS columns at part*C + h*HS of every token row.
+Heads token_heads(vk::View v, uint32_t parts, uint32_t part, uint32_t first, uint32_t T, uint32_t C,
+                  uint32_t HS) {
+  const uint32_t row = parts * C;
+  return {v, first * T * row + part * C, row, T * row, HS};
 }
 
-// One product per head, C[z] (+)= alpha op(A[z]) op(B[z]) for z < n*NH, every operand packed
-// per head in the scratch: (T,HS) heads, (T,T) scores.
-void per_head(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, uint32_t M, uint32_t N,
-              uint32_t K, bool trans_a, bool trans_b, float alpha, uint32_t heads) {
-  const auto stride = [](uint32_t rows, uint32_t cols) { return rows * cols; };
-  ops::matmul(cmd, a, b, c,
-              MatmulParams{.M = M, .N = N, .K = K, .trans_a = trans_a, .trans_b = trans_b,
-                           .alpha = alpha, .batch = heads,
-                           .stride_a = trans_a ? stride(K, M) : stride(M, K),
-                           .stride_b = trans_b ? stride(N, K) : stride(K, N),
-                           .stride_c = stride(M, N)});
+// The (T,T) scores of the chunk's heads, packed in the scratch.
+Heads score_heads(vk::View v, uint32_t T, uint32_t NH) { return {v, 0, T, NH * T * T, T * T}; }
+
+// One product per head, C[z] (+)= alpha op(A[z]) op(B[z]) for z = b*NH + h < n*NH, each
+// operand read or written where it lies (no copies between layouts).
+void per_head(vk::Commands& cmd, const Heads& a, const Heads& b, const Heads& c, uint32_t M,
+              uint32_t N, uint32_t K, bool trans_a, bool trans_b, float alpha, bool accumulate,
+              uint32_t n, uint32_t NH) {
+  MatmulParams p{.M = M, .N = N, .K = K, .trans_a = trans_a, .trans_b = trans_b,
+                 .accumulate = accumulate, .alpha = alpha, .batch = n * NH};
+  p.lda = a.ld, p.ldb = b.ld, p.ldc = c.ld;
+  p.offset_a = a.offset, p.offset_b = b.offset, p.offset_c = c.offset;
+  p.stride_a = a.stride, p.stride_b = b.stride, p.stride_c = c.stride;
+  p.heads = NH, p.head_stride_a = a.head_stride, p.head_stride_b = b.head_stride,
+  p.head_stride_c = c.head_stride;
+  ops::matmul(cmd, a.view, b.view, c.view, p);
 }
 
 // The row kernels (Form::Direct): straight from the token layouts, no scratch but the
@@ -151,7 +144,8 @@ void expect_forward_views(vk::View qkv, vk::View y, vk::View lse, uint64_t rows,
 }  // namespace
 
 uint64_t attention_scratch_floats(uint32_t samples, uint32_t T, uint32_t C, uint32_t NH) {
-  return regions(samples, T, C, NH).backward();
+  head_size(C, NH);
+  return scratch_of(samples, T, NH, true);
 }
 
 void attention_forward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View lse,
@@ -162,21 +156,17 @@ void attention_forward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View lse
   if (B == 0 || T == 0) return;
   if (runs_direct(cmd, form)) return rows::forward(cmd, qkv, y, lse, B, T, C, NH, HS);
   const float scale = 1.0f / std::sqrt(float(HS));
-  const uint32_t most = chunk_samples(scratch, B, T, C, NH, false);
+  const uint32_t most = chunk_samples(scratch, B, T, NH, false);
   for (uint32_t first = 0; first < B; first += most) {
-    const uint32_t n = std::min(most, B - first), heads = n * NH;
-    const Regions r = regions(n, T, C, NH);
-    const vk::View q = sub(scratch, 0, r.heads), k = sub(scratch, r.heads, r.heads),
-                   v = sub(scratch, 2 * r.heads, r.heads), yh = sub(scratch, 3 * r.heads, r.heads),
-                   s = sub(scratch, 4 * r.heads, r.scores);
-    move_heads(cmd, false, false, qkv, sub(scratch, 0, 3 * r.heads), 3, 3 * C, r.heads, n, first,
-               T, NH, HS);
-    per_head(cmd, q, k, s, T, T, HS, false, true, scale, heads);  // S = scale Q K^T
-    cmd.dispatch(cmd.device().kernel("attention_softmax"), {s, lse},
+    const uint32_t n = std::min(most, B - first);
+    const Heads q = token_heads(qkv, 3, 0, first, T, C, HS), k = token_heads(qkv, 3, 1, first, T, C, HS),
+                v = token_heads(qkv, 3, 2, first, T, C, HS), yh = token_heads(y, 1, 0, first, T, C, HS),
+                s = score_heads(sub(scratch, 0, scores(n, T, NH)), T, NH);
+    per_head(cmd, q, k, s, T, T, HS, false, true, scale, false, n, NH);  // S = scale Q K^T
+    cmd.dispatch(cmd.device().kernel("attention_softmax"), {s.view, lse},
                  AttentionSoftmaxPush{n, T, NH, HS, first},
-                 {vk::groups_for(T, BRIGADE_WG_ATTENTION_ROWS), heads, 1});
-    per_head(cmd, s, v, yh, T, HS, T, false, false, 1.0f, heads);  // Y = P V
-    move_heads(cmd, true, false, y, yh, 1, C, r.heads, n, first, T, NH, HS);
+                 {vk::groups_for(T, BRIGADE_WG_ATTENTION_ROWS), n * NH, 1});
+    per_head(cmd, s, v, yh, T, HS, T, false, false, 1.0f, false, n, NH);  // Y = P V
   }
 }
 
@@ -191,28 +181,23 @@ void attention_backward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View ls
   if (B == 0 || T == 0) return;
   if (runs_direct(cmd, form)) return rows::backward(cmd, qkv, y, lse, dy, dqkv, scratch, B, T, C, NH, HS);
   const float scale = 1.0f / std::sqrt(float(HS));
-  const uint32_t most = chunk_samples(scratch, B, T, C, NH, true);
+  const uint32_t most = chunk_samples(scratch, B, T, NH, true);
   for (uint32_t first = 0; first < B; first += most) {
-    const uint32_t n = std::min(most, B - first), heads = n * NH;
-    const Regions r = regions(n, T, C, NH);
-    const uint64_t h = r.heads;
-    const vk::View q = sub(scratch, 0, h), k = sub(scratch, h, h), v = sub(scratch, 2 * h, h),
-                   dyh = sub(scratch, 3 * h, h), dq = sub(scratch, 4 * h, h),
-                   dk = sub(scratch, 5 * h, h), dv = sub(scratch, 6 * h, h),
-                   s = sub(scratch, 7 * h, r.scores), ds = sub(scratch, 7 * h + r.scores, r.scores);
-    move_heads(cmd, false, false, qkv, sub(scratch, 0, 3 * h), 3, 3 * C, h, n, first, T, NH, HS);
-    move_heads(cmd, false, false, dy, dyh, 1, C, h, n, first, T, NH, HS);
-    per_head(cmd, q, k, s, T, T, HS, false, true, scale, heads);     // S = scale Q K^T
-    per_head(cmd, dyh, v, ds, T, T, HS, false, true, 1.0f, heads);   // dP = dY V^T
-    cmd.dispatch(cmd.device().kernel("attention_softmax_backward"), {s, ds, lse, dy, y},
+    const uint32_t n = std::min(most, B - first);
+    const uint64_t r = scores(n, T, NH);
+    const auto part = [&](vk::View v, uint32_t i) { return token_heads(v, 3, i, first, T, C, HS); };
+    const Heads q = part(qkv, 0), k = part(qkv, 1), v = part(qkv, 2), dq = part(dqkv, 0),
+                dk = part(dqkv, 1), dv = part(dqkv, 2), dyh = token_heads(dy, 1, 0, first, T, C, HS),
+                s = score_heads(sub(scratch, 0, r), T, NH), ds = score_heads(sub(scratch, r, r), T, NH);
+    per_head(cmd, q, k, s, T, T, HS, false, true, scale, false, n, NH);    // S = scale Q K^T
+    per_head(cmd, dyh, v, ds, T, T, HS, false, true, 1.0f, false, n, NH);  // dP = dY V^T
+    cmd.dispatch(cmd.device().kernel("attention_softmax_backward"), {s.view, ds.view, lse, dy, y},
                  AttentionSoftmaxPush{n, T, NH, HS, first},
-                 {vk::groups_for(T, BRIGADE_WG_ATTENTION_ROWS), heads, 1});
-    // s holds P and ds holds dS now.
-    per_head(cmd, s, dyh, dv, T, HS, T, true, false, 1.0f, heads);   // dV = P^T dY
-    per_head(cmd, ds, k, dq, T, HS, T, false, false, scale, heads);  // dQ = scale dS K
-    per_head(cmd, ds, q, dk, T, HS, T, true, false, scale, heads);   // dK = scale dS^T Q
-    move_heads(cmd, true, true, dqkv, sub(scratch, 4 * h, 3 * h), 3, 3 * C, h, n, first, T, NH,
-               HS);
+                 {vk::groups_for(T, BRIGADE_WG_ATTENTION_ROWS), n * NH, 1});
+    // s holds P and ds holds dS now; the gradients are added into dqkv where they lie.
+    per_head(cmd, s, dyh, dv, T, HS, T, true, false, 1.0f, true, n, NH);   // dV += P^T dY
+    per_head(cmd, ds, k, dq, T, HS, T, false, false, scale, true, n, NH);  // dQ += scale dS K
+    per_head(cmd, ds, q, dk, T, HS, T, true, false, scale, true, n, NH);   // dK += scale dS^T Q
   }
 }
 

@@ -16,17 +16,25 @@ std::string dims(uint64_t rows, uint64_t cols) {
   return "(" + std::to_string(rows) + "," + std::to_string(cols) + ")";
 }
 
-// Elements a batch of stored (rows, cols) matrices spans in its buffer, from its offset.
-uint64_t span_elements(uint64_t batch, uint32_t stride, uint32_t rows, uint32_t cols, uint32_t ld) {
+// How an operand's matrices lie in its buffer: matrix i at offset + (i / heads) * stride +
+// (i % heads) * head_stride (shaders/matmul.h).
+struct Grid {
+  uint32_t offset, stride, heads = 1, head_stride = 0;
+};
+
+// Elements a batch of stored (rows, cols) matrices spans in its buffer, from its offset (the
+// batch whole rows of heads).
+uint64_t span_elements(uint64_t batch, const Grid& g, uint32_t rows, uint32_t cols, uint32_t ld) {
   if (rows == 0 || cols == 0) return 0;
-  return (batch - 1) * stride + uint64_t(rows - 1) * ld + cols;
+  return (batch / g.heads - 1) * g.stride + uint64_t(g.heads - 1) * g.head_stride +
+         uint64_t(rows - 1) * ld + cols;
 }
 
-void check_operand(const char* name, vk::View v, uint64_t batch, uint32_t stride, uint32_t offset,
+void check_operand(const char* name, vk::View v, uint64_t batch, const Grid& g,
                    uint32_t rows, uint32_t cols, uint32_t ld) {
   BRIGADE_EXPECT(ld >= cols, std::string(name) + ": leading dimension " + std::to_string(ld) +
                          " is less than the stored row length " + std::to_string(cols));
-  const uint64_t need = (offset + span_elements(batch, stride, rows, cols, ld)) * 4;
+  const uint64_t need = (g.offset + span_elements(batch, g, rows, cols, ld)) * 4;
   BRIGADE_EXPECT(need / 4 <= UINT32_MAX, std::string(name) + ": spans more than 2^32 elements");
   BRIGADE_EXPECT(v.range >= need, std::string(name) + ": view of '" + v.buffer->name() + "' holds " +
                               std::to_string(v.range) + " bytes, a batch of " +
@@ -38,9 +46,10 @@ void check_operand(const char* name, vk::View v, uint64_t batch, uint32_t stride
 // the loads run across the output block (along M or N), that extent is a multiple of 4, so a
 // load is either wholly inside the matrix or wholly clamped. The kernel walks K in chunks of
 // 4 and takes a K that is no multiple of 4 with a tail of single steps (K_TAIL).
-bool vec4_ok(vk::View v, uint32_t offset, uint32_t ld, uint32_t stride, uint64_t matrices,
-             bool along_block, uint32_t block_extent, uint32_t per_invocation) {
-  if (v.offset % 16 || offset % 4 || ld % 4 || (matrices > 1 && stride % 4)) return false;
+bool vec4_ok(vk::View v, const Grid& g, uint32_t ld, uint64_t matrices, bool along_block,
+             uint32_t block_extent, uint32_t per_invocation) {
+  if (v.offset % 16 || g.offset % 4 || ld % 4) return false;
+  if (matrices > 1 && (g.stride % 4 || g.head_stride % 4)) return false;
   return !along_block || (block_extent % 4 == 0 && per_invocation % 4 == 0);
 }
 
@@ -119,32 +128,36 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
   BRIGADE_EXPECT(!t.subgroup || (t.wg_x % t.subgroup == 0 && t.tm % 4 == 0),
          "tiling " + t.name() + " shares A by subgroups, which needs wg_x % subgroup == 0 and tm % 4 == 0");
   BRIGADE_EXPECT(p.batch <= 65535, "batch " + std::to_string(p.batch) + " is over 65535 workgroups");
-  BRIGADE_EXPECT(p.batch == 1 || p.stride_c != 0, "batched C needs a non-zero stride");
+  BRIGADE_EXPECT((p.batch <= p.heads || p.stride_c != 0) && (p.heads == 1 || p.head_stride_c != 0),
+                 "batched C needs a non-zero stride");
   BRIGADE_EXPECT(p.terms >= 1, "a matmul sums at least one product");
 
   const uint32_t lda = p.ld_a(), ldb = p.ld_b(), ldc = p.ld_c();
   const uint64_t products = uint64_t(p.batch) * p.terms;
-  check_operand("A", a, products, p.stride_a, p.offset_a, p.trans_a ? p.K : p.M, p.trans_a ? p.M : p.K, lda);
-  check_operand("B", b, products, p.stride_b, p.offset_b, p.trans_b ? p.N : p.K, p.trans_b ? p.K : p.N, ldb);
-  check_operand("C", c, p.batch, p.stride_c, p.offset_c, p.M, p.N, ldc);
+  BRIGADE_EXPECT(p.heads >= 1 && p.batch % p.heads == 0 && products % p.heads == 0,
+                 "a grid of " + std::to_string(p.heads) + " heads needs a batch of whole rows of heads");
+  const Grid ga{p.offset_a, p.stride_a, p.heads, p.head_stride_a},
+      gb{p.offset_b, p.stride_b, p.heads, p.head_stride_b},
+      gc{p.offset_c, p.stride_c, p.heads, p.head_stride_c};
+  check_operand("A", a, products, ga, p.trans_a ? p.K : p.M, p.trans_a ? p.M : p.K, lda);
+  check_operand("B", b, products, gb, p.trans_b ? p.N : p.K, p.trans_b ? p.K : p.N, ldb);
+  check_operand("C", c, p.batch, gc, p.M, p.N, ldc);
   const uint32_t bias_size = p.bias_rows ? p.M : p.N;
-  if (bias) check_operand("bias", *bias, 1, 0, 0, 1, bias_size, bias_size);
+  if (bias) check_operand("bias", *bias, 1, Grid{0, 0}, 1, bias_size, bias_size);
   using Epilogue = MatmulParams::Epilogue;
   BRIGADE_EXPECT((p.epilogue == Epilogue::None) == !epilogue,
                  "an epilogue and its tensor come together");
   BRIGADE_EXPECT(p.epilogue != Epilogue::Gelu || !p.accumulate,
                  "a GELU epilogue writes C's activation, so C cannot accumulate");
-  if (epilogue) check_operand("epilogue tensor", *epilogue, p.batch, p.stride_c, p.offset_c, p.M, p.N, ldc);
+  if (epilogue) check_operand("epilogue tensor", *epilogue, p.batch, gc, p.M, p.N, ldc);
 
   const bool regs = t.variant == MatmulTiling::Variant::Registers;
-  const bool vec4_a =
-      regs && vec4_ok(a, p.offset_a, lda, p.stride_a, products, p.trans_a, p.M, t.tm);
-  const bool vec4_b =
-      regs && vec4_ok(b, p.offset_b, ldb, p.stride_b, products, !p.trans_b, p.N, t.tn);
+  const bool vec4_a = regs && vec4_ok(a, ga, lda, products, p.trans_a, p.M, t.tm);
+  const bool vec4_b = regs && vec4_ok(b, gb, ldb, products, !p.trans_b, p.N, t.tn);
   // C's rows as vec4s: whole quads inside N, every row and batch matrix 16-byte aligned, and
   // the bias and the epilogue's tensor (laid out as C) aligned with it.
   const bool vec4_c = regs && t.tn % 4 == 0 && p.N % 4 == 0 &&
-                      vec4_ok(c, p.offset_c, ldc, p.stride_c, p.batch, false, 0, 0) &&
+                      vec4_ok(c, gc, ldc, p.batch, false, 0, 0) &&
                       (!bias || p.bias_rows || bias->offset % 16 == 0) &&
                       (!epilogue || epilogue->offset % 16 == 0);
   vk::Specialization spec;
@@ -167,7 +180,8 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
                                                    : BRIGADE_MATMUL_BIAS_COLUMNS);
   const shaders::MatmulPush push{p.M,        p.N,        p.K,        lda,        ldb,
                                  ldc,        p.stride_a, p.stride_b, p.stride_c, p.alpha,
-                                 p.accumulate ? 1u : 0u, p.terms, p.offset_a, p.offset_b, p.offset_c};
+                                 p.accumulate ? 1u : 0u, p.terms, p.offset_a, p.offset_b, p.offset_c,
+                                 p.heads,    p.head_stride_a, p.head_stride_b, p.head_stride_c};
   const vk::Groups groups{vk::groups_for(p.N, t.wg_x * t.tn), vk::groups_for(p.M, t.wg_y * t.tm),
                           p.batch};
   // Unused bindings stand in for what the dispatch already touches the same way, so they add

@@ -55,6 +55,12 @@ struct MatmulParams {
   // Elements between consecutive A, B (over z*terms + r) or C (over z) matrices; 0 repeats
   // one A or B for every index.
   uint32_t stride_a = 0, stride_b = 0, stride_c = 0;
+  // A grid of matrices instead: matrix i of an operand starts (i / heads) * stride +
+  // (i % heads) * head_stride elements in (attention's heads side by side in each sample's
+  // token rows: stride between samples, head_stride between heads). The products and the
+  // batch are whole multiples of heads.
+  uint32_t heads = 1;
+  uint32_t head_stride_a = 0, head_stride_b = 0, head_stride_c = 0;
   // Elements from the start of each view to its first matrix.
   uint32_t offset_a = 0, offset_b = 0, offset_c = 0;
   // Applied to each element as C is stored (shaders/matmul.h), with the other tensor laid out

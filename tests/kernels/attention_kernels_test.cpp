@@ -1,6 +1,5 @@
 // The kernels under ops::attention one by one, dispatched directly against plain CPU loops:
-// moving heads between the token and heads layouts, and the causal softmax and its backward
-// over rows of scores. (attention_test.cpp checks what they compute together with the
+// the causal softmax and its backward over rows of scores. (attention_test.cpp checks what they compute together with the
 // matmuls against the attention reference.)
 #include <doctest/doctest.h>
 
@@ -23,7 +22,6 @@ struct Dims {
   uint32_t first, B, T, NH, HS;
   uint32_t C() const { return NH * HS; }
   size_t tokens(uint32_t row) const { return size_t(first + B) * T * row; }
-  size_t heads() const { return size_t(B) * NH * T * HS; }
   size_t scores() const { return size_t(B) * NH * T * T; }
   size_t stats() const { return size_t(first + B) * NH * T; }
   std::string name() const {
@@ -32,83 +30,7 @@ struct Dims {
   }
 };
 
-// Where element d of head h of part p at time t of batch index b sits in each layout.
-size_t token_index(const Dims& s, uint32_t row, uint32_t p, uint32_t b, uint32_t h, uint32_t t,
-                   uint32_t d) {
-  return (size_t(s.first + b) * s.T + t) * row + (p * s.NH + h) * s.HS + d;
-}
-size_t head_index(const Dims& s, size_t part_stride, uint32_t p, uint32_t b, uint32_t h,
-                  uint32_t t, uint32_t d) {
-  return p * part_stride + ((size_t(b) * s.NH + h) * s.T + t) * s.HS + d;
-}
-
-// Moves vec4s where HS allows it (the caller makes row and part_stride multiples of 4 then).
-void move_heads(vk::Device& dev, const char* kernel, bool accumulate, const vk::Buffer& tokens,
-                const vk::Buffer& heads, const Dims& s, uint32_t parts, uint32_t row,
-                uint32_t part_stride) {
-  const bool vec4 = s.HS % 4 == 0;
-  vk::Commands cmd(dev, kernel);
-  const shaders::AttentionHeadsPush push{s.B, s.T, s.NH, s.HS, row, part_stride, s.first};
-  vk::Specialization spec;
-  spec.set(BRIGADE_ATTENTION_SPEC_ACCUMULATE, accumulate).set(BRIGADE_ATTENTION_SPEC_VEC4, vec4);
-  cmd.dispatch(dev.kernel(kernel, spec), {tokens, heads}, push,
-               {vk::groups_for(s.T * s.HS / (vec4 ? 4 : 1), BRIGADE_WG_ATTENTION_HEADS),
-                s.B * s.NH, parts});
-  cmd.run();
-}
-
-// Odd sizes everywhere (floats); T*HS over one workgroup of 256 in the second; vec4s in the
-// third, with an odd T.
-const Dims kHeadDims[] = {{0, 1, 1, 1, 1}, {1, 2, 23, 3, 13}, {1, 2, 9, 3, 8}};
-// Padding that keeps vec4 rows aligned where the head size allows them.
-uint32_t extra(const Dims& s, uint32_t odd) { return s.HS % 4 == 0 ? 4 : odd; }
-
 }  // namespace
-
-TEST_CASE_FIXTURE(test::Gpu, "attention_gather_heads copies each head's columns into its packed rows") {
-  for (const Dims& s : kHeadDims) {
-    const uint32_t parts = 3, row = 3 * s.C() + extra(s, 2);  // extra columns nobody reads
-    const uint32_t part_stride = uint32_t(s.heads()) + extra(s, 5);
-    const auto tokens = test::random_vector(s.tokens(row), 61);
-    std::vector<float> want(parts * size_t(part_stride), -7.0f);  // gaps keep their value
-    for (uint32_t p = 0; p < parts; ++p)
-      for (uint32_t b = 0; b < s.B; ++b)
-        for (uint32_t h = 0; h < s.NH; ++h)
-          for (uint32_t t = 0; t < s.T; ++t)
-            for (uint32_t d = 0; d < s.HS; ++d)
-              want[head_index(s, part_stride, p, b, h, t, d)] =
-                  tokens[token_index(s, row, p, b, h, t, d)];
-    vk::Buffer bt = test::to_device(device(), tokens, "tokens");
-    vk::Buffer bh = test::to_device(device(), std::vector<float>(want.size(), -7.0f), "heads");
-    move_heads(device(), "attention_gather_heads", false, bt, bh, s, parts, row, part_stride);
-    CHECK_MESSAGE(test::to_host(bh) == want, s.name());
-  }
-}
-
-TEST_CASE_FIXTURE(test::Gpu, "attention_scatter_heads writes or adds packed heads back at their columns") {
-  for (const Dims& s : kHeadDims)
-    for (bool accumulate : {false, true}) {
-      const uint32_t parts = 2, row = 2 * s.C() + extra(s, 3);
-      const uint32_t part_stride = uint32_t(s.heads()) + extra(s, 7);
-      const auto heads = test::random_vector(parts * size_t(part_stride), 62);
-      const auto prior = test::random_vector(s.tokens(row), 63);
-      auto want = prior;  // columns past the parts and samples before `first` keep their value
-      for (uint32_t p = 0; p < parts; ++p)
-        for (uint32_t b = 0; b < s.B; ++b)
-          for (uint32_t h = 0; h < s.NH; ++h)
-            for (uint32_t t = 0; t < s.T; ++t)
-              for (uint32_t d = 0; d < s.HS; ++d) {
-                float& out = want[token_index(s, row, p, b, h, t, d)];
-                const float v = heads[head_index(s, part_stride, p, b, h, t, d)];
-                out = accumulate ? out + v : v;
-              }
-      vk::Buffer bt = test::to_device(device(), prior, "tokens");
-      vk::Buffer bh = test::to_device(device(), heads, "heads");
-      move_heads(device(), "attention_scatter_heads", accumulate, bt, bh, s, parts, row,
-                 part_stride);
-      CHECK_MESSAGE(test::to_host(bt) == want, s.name(), accumulate ? " accumulating" : "");
-    }
-}
 
 TEST_CASE_FIXTURE(test::Gpu, "attention_softmax turns causal score rows into probabilities and lse") {
   // T=1: a single row of length 1; 13 and 70: row lengths that are no multiple of 8, and 70

@@ -276,8 +276,8 @@ TEST_CASE_FIXTURE(test::Gpu, "attention rejects widths that do not split into he
                        UserError);
   CHECK_THROWS_WITH_AS(ops::attention_forward(cmd, qkv, y, lse, scratch, 1, 100, 16, 2),
                        doctest::Contains("attention qkv 'qkv' view holds"), InternalError);
-  // T=32, C=16, NH=2: one sample's forward needs 4*512 + 2*32*32 floats, more than 2048.
-  CHECK_THROWS_WITH_AS(ops::attention_forward(cmd, qkv, y, lse, scratch, 1, 32, 16, 2, Form::Matrix),
+  // T=32, C=16, NH=4: one sample's forward needs its 4*32*32 scores, more than 2048 floats.
+  CHECK_THROWS_WITH_AS(ops::attention_forward(cmd, qkv, y, lse, scratch, 1, 32, 16, 4, Form::Matrix),
                        doctest::Contains("attention scratch of 2048 floats is under the 4096"),
                        InternalError);
   // The row kernels keep a head's row in registers: at most 256 channels per head.

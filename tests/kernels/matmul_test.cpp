@@ -47,14 +47,18 @@ std::string describe(const MatmulParams& p) {
          (p.tiling ? " " + p.tiling->name() : "");
 }
 
+// Elements up to the end of the last of `count` matrices of `rows` stored rows.
+uint64_t grid_end(const MatmulParams& p, uint64_t count, uint32_t offset, uint32_t stride,
+                  uint32_t head_stride, uint32_t rows, uint32_t ld) {
+  return offset + (count / p.heads - 1) * stride + uint64_t(p.heads - 1) * head_stride + uint64_t(rows) * ld;
+}
 uint64_t elements(const MatmulParams& p, bool a) {
   const uint32_t rows = a ? (p.trans_a ? p.K : p.M) : (p.trans_b ? p.N : p.K);
-  const uint32_t ld = a ? p.ld_a() : p.ld_b(), stride = a ? p.stride_a : p.stride_b;
-  return (a ? p.offset_a : p.offset_b) + (uint64_t(p.batch) * p.terms - 1) * stride +
-         uint64_t(rows) * ld;
+  return a ? grid_end(p, uint64_t(p.batch) * p.terms, p.offset_a, p.stride_a, p.head_stride_a, rows, p.ld_a())
+           : grid_end(p, uint64_t(p.batch) * p.terms, p.offset_b, p.stride_b, p.head_stride_b, rows, p.ld_b());
 }
 uint64_t elements_c(const MatmulParams& p) {
-  return p.offset_c + uint64_t(p.batch - 1) * p.stride_c + uint64_t(p.M) * p.ld_c();
+  return grid_end(p, p.batch, p.offset_c, p.stride_c, p.head_stride_c, p.M, p.ld_c());
 }
 
 // Runs matmul on random A and B (and a random bias, if asked) with C starting as `c0`;
@@ -282,6 +286,37 @@ TEST_CASE_FIXTURE(test::Gpu, "batched shared-memory matmul follows strides and l
   check_padded_batches(device(), kShared);
   check_aligned_batches(device(), kShared, false);
   check_aligned_batches(device(), kShared, true);
+}
+
+// Attention's layout: 2 samples of 3 heads each, heads side by side in every token row (head
+// stride = the head's width, leading dimension = the row), C packed or in token rows too, C
+// accumulated; heads 4 wide (vec4) and 5 wide (floats).
+void check_head_grids(vk::Device& dev, const MatmulTiling& tiling) {
+  for (uint32_t hs : {4u, 5u})
+    for (int t = 0; t < 4; ++t) {
+      const uint32_t T = 9, row = 3 * hs + 4;
+      MatmulParams p{.M = T, .N = t & 2 ? T : hs, .K = t & 2 ? hs : T, .trans_a = bool(t & 1),
+                     .trans_b = t == 2, .accumulate = t != 2, .batch = 6, .tiling = tiling};
+      p.heads = 3, p.lda = row, p.ldb = row, p.stride_a = T * row + 8, p.stride_b = T * row;
+      p.head_stride_a = hs, p.head_stride_b = hs, p.offset_a = 4, p.offset_b = hs;
+      if (t & 2) {  // scores: packed (T,T) per head
+        p.stride_c = 3 * T * T, p.head_stride_c = T * T;
+      } else {  // heads in token rows
+        p.ldc = row, p.stride_c = T * row, p.head_stride_c = hs, p.offset_c = 2 * hs;
+      }
+      check_matmul(dev, p, test::random_vector(elements_c(p), 40 + t), 41 + t);
+    }
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "matmul reads a grid of heads inside token rows as attention lays them out") {
+  check_head_grids(device(), kSubgroupRegisters);
+  check_head_grids(device(), kShared);
+  MatmulParams p{.M = 2, .N = 2, .K = 2, .batch = 4, .stride_c = 4};
+  p.heads = 3, p.head_stride_c = 4;
+  vk::Commands cmd(device(), "grid");
+  auto buffer = test::zeros(device(), 64, "any");
+  CHECK_THROWS_WITH_AS(ops::matmul(cmd, buffer, buffer, buffer, p),
+                       doctest::Contains("a grid of 3 heads needs a batch of whole rows of heads"), InternalError);
 }
 
 TEST_CASE_FIXTURE(test::Gpu, "matmul reads and writes only inside the views it is given") {
