@@ -1,5 +1,6 @@
 #include "ops/linear.h"
 
+#include "ops/launch_geometry.h"
 #include "shaders/matmul.h"
 
 namespace brigade::ops {
@@ -29,8 +30,12 @@ void linear_backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View
   matmul(cmd, dy, x, dweight,
          {.M = out, .N = in, .K = n, .trans_a = true, .accumulate = true, .tiling = tiling});
   if (!dbias || out == 0) return;
-  cmd.dispatch(cmd.device().kernel("linear_bias_backward"), {dy, *dbias},
-               shaders::LinearBiasPush{n, out}, {vk::groups_for(out, BRIGADE_WG_LINEAR_BIAS)});
+  const bool vec4 = quads(out, {dy, *dbias});
+  vk::Specialization spec;
+  spec.set(0, vec4);
+  cmd.dispatch(cmd.device().kernel("linear_bias_backward", spec), {dy, *dbias},
+               shaders::LinearBiasPush{n, out},
+               {vk::groups_for(vec4 ? out / 4 : out, BRIGADE_WG_LINEAR_BIAS)});
 }
 
 }  // namespace brigade::ops
