@@ -183,7 +183,11 @@ void conv2d_backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View
   else matrix_backward_weight(cmd, dy, x, dweight, s, scratch);
   if (!dbias) return;
   require_groups({s.oc}, "backward-bias");
-  cmd.dispatch(cmd.device().kernel("conv2d_backward_bias"), {dy, *dbias}, push_of(s), {s.oc});
+  const uint64_t plane = pixels(s);
+  const bool vec4 = quads(plane, {dy});
+  vk::Specialization spec = reduction_spec(cmd.device(), uint64_t(s.n) * plane / (vec4 ? 4 : 1));
+  spec.set(1, vec4);
+  cmd.dispatch(cmd.device().kernel("conv2d_backward_bias", spec), {dy, *dbias}, push_of(s), {s.oc});
 }
 
 }  // namespace brigade::ops
