@@ -10,6 +10,7 @@
 
 layout(local_size_x = BRIGADE_WG_CONV) in;
 layout(constant_id = 0) const bool QUADS = false;
+#include "conv_geometry.glsl"
 
 layout(binding = 0) readonly buffer Columns { float columns[]; };
 layout(binding = 1) buffer DX { float dx[]; };
@@ -19,16 +20,15 @@ layout(push_constant) uniform Push { Conv2dColumnsPush p; };
 // The sum of the column entries copied from input element (ih, iw), in padded coordinates,
 // of the plane of taps that starts at base.
 float gathered(uint base, uint ih, uint iw) {
-  const Conv2dPush c = p.conv;
-  const uint pixels = c.oh * c.ow;
+  const uint pixels = OH * OW;
   float sum = 0.0;
-  for (uint kh = 0; kh < c.kh && kh <= ih; ++kh) {
+  for (uint kh = 0; kh < KH && kh <= ih; ++kh) {
     const uint rh = ih - kh;
-    if (rh % c.stride_h != 0 || rh / c.stride_h >= c.oh) continue;
-    for (uint kw = 0; kw < c.kw && kw <= iw; ++kw) {
+    if (rh % SH != 0 || rh / SH >= OH) continue;
+    for (uint kw = 0; kw < KW && kw <= iw; ++kw) {
       const uint rw = iw - kw;
-      if (rw % c.stride_w != 0 || rw / c.stride_w >= c.ow) continue;
-      sum += columns[base + (kh * c.kw + kw) * pixels + (rh / c.stride_h) * c.ow + rw / c.stride_w];
+      if (rw % SW != 0 || rw / SW >= OW) continue;
+      sum += columns[base + (kh * KW + kw) * pixels + (rh / SH) * OW + rw / SW];
     }
   }
   return sum;
@@ -37,14 +37,14 @@ float gathered(uint base, uint ih, uint iw) {
 void main() {
   const Conv2dPush c = p.conv;
   const uint per = QUADS ? 4 : 1;
-  const uint plane = c.h * c.w, i = gl_GlobalInvocationID.x;
+  const uint plane = H * W, i = gl_GlobalInvocationID.x;
   if (i >= c.ic * plane / per) return;
   const uint ic = i / (plane / per), pixel = (i % (plane / per)) * per, z = gl_WorkGroupID.z;
-  const uint base = (z * c.ic + ic) * c.kh * c.kw * c.oh * c.ow;
+  const uint base = (z * c.ic + ic) * KH * KW * OH * OW;
   const uint at = ((p.first + z) * c.ic + ic) * plane + pixel;
   vec4 sums = vec4(0.0);
   for (uint q = 0; q < per; ++q)  // padded coordinates
-    sums[q] = gathered(base, (pixel + q) / c.w + c.pad_h, (pixel + q) % c.w + c.pad_w);
+    sums[q] = gathered(base, (pixel + q) / W + PH, (pixel + q) % W + PW);
   if (QUADS)
     dx4[at >> 2] += sums;
   else

@@ -12,6 +12,7 @@
 
 layout(local_size_x = BRIGADE_WG_CONV) in;
 layout(constant_id = 0) const bool QUADS = false;
+#include "conv_geometry.glsl"
 
 layout(binding = 0) readonly buffer X { float x[]; };
 layout(binding = 1) writeonly buffer Columns { float columns[]; };
@@ -22,27 +23,26 @@ layout(push_constant) uniform Push { Conv2dColumnsPush p; };
 // address, and the padding is selected afterwards: a CPU driver runs a load under a condition
 // that differs between lanes with the lanes masked, which costs more than the wasted load.
 float tap(uint plane, int ih, int iw) {
-  const Conv2dPush c = p.conv;
-  const bool inside = ih >= 0 && ih < int(c.h) && iw >= 0 && iw < int(c.w);
-  const float v = x[plane + uint(clamp(ih, 0, int(c.h) - 1)) * c.w + uint(clamp(iw, 0, int(c.w) - 1))];
+  const bool inside = ih >= 0 && ih < int(H) && iw >= 0 && iw < int(W);
+  const float v = x[plane + uint(clamp(ih, 0, int(H) - 1)) * W + uint(clamp(iw, 0, int(W) - 1))];
   return inside ? v : 0.0;
 }
 
 void main() {
   const Conv2dPush c = p.conv;
   const uint per = QUADS ? 4 : 1;
-  const uint pixels = c.oh * c.ow, i = gl_GlobalInvocationID.x;
+  const uint pixels = OH * OW, i = gl_GlobalInvocationID.x;
   if (i >= c.ic * pixels / per) return;
   const uint ic = i / (pixels / per), pixel = (i % (pixels / per)) * per, z = gl_WorkGroupID.z;
   ivec4 ih0 = ivec4(0), iw0 = ivec4(0);
   for (uint q = 0; q < per; ++q) {
-    ih0[q] = int(((pixel + q) / c.ow) * c.stride_h) - int(c.pad_h);
-    iw0[q] = int(((pixel + q) % c.ow) * c.stride_w) - int(c.pad_w);
+    ih0[q] = int(((pixel + q) / OW) * SH) - int(PH);
+    iw0[q] = int(((pixel + q) % OW) * SW) - int(PW);
   }
-  const uint plane = ((p.first + z) * c.ic + ic) * c.h * c.w;
-  uint at = ((z * c.ic + ic) * c.kh * c.kw) * pixels + pixel;
-  for (uint kh = 0; kh < c.kh; ++kh)
-    for (uint kw = 0; kw < c.kw; ++kw, at += pixels) {
+  const uint plane = ((p.first + z) * c.ic + ic) * H * W;
+  uint at = ((z * c.ic + ic) * KH * KW) * pixels + pixel;
+  for (uint kh = 0; kh < KH; ++kh)
+    for (uint kw = 0; kw < KW; ++kw, at += pixels) {
       if (QUADS) {
         columns4[at >> 2] = vec4(tap(plane, ih0.x + int(kh), iw0.x + int(kw)), tap(plane, ih0.y + int(kh), iw0.y + int(kw)),
                                  tap(plane, ih0.z + int(kh), iw0.z + int(kw)), tap(plane, ih0.w + int(kh), iw0.w + int(kw)));

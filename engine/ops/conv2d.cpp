@@ -40,6 +40,15 @@ uint32_t chunk_of(const Conv2dShape& s, vk::View scratch) {
   return uint32_t(std::min<uint64_t>({s.n, columns / per, 65535}));
 }
 
+// The columns kernels' specialization: four pixels an invocation or not, and the geometry
+// (shaders/conv_geometry.glsl).
+vk::Specialization columns_spec(const Conv2dShape& s, bool quads) {
+  vk::Specialization spec;
+  spec.set(0, quads).set(1, s.h).set(2, s.w).set(3, s.out_h()).set(4, s.out_w()).set(5, s.kh);
+  spec.set(6, s.kw).set(7, s.stride_h).set(8, s.stride_w).set(9, s.pad_h).set(10, s.pad_w);
+  return spec;
+}
+
 // Columns of samples first .. first + count - 1 from x.
 void im2col(vk::Commands& cmd, vk::View x, vk::View columns, const Conv2dShape& s, uint32_t first,
             uint32_t count) {
@@ -49,9 +58,7 @@ void im2col(vk::Commands& cmd, vk::View x, vk::View columns, const Conv2dShape& 
                           1, count};
   require_groups(groups, "columns");
   const shaders::Conv2dColumnsPush push{push_of(s), first, count};
-  vk::Specialization spec;
-  spec.set(0, vec4);
-  cmd.dispatch(cmd.device().kernel("conv2d_im2col", spec), {x, columns}, push, groups);
+  cmd.dispatch(cmd.device().kernel("conv2d_im2col", columns_spec(s, vec4)), {x, columns}, push, groups);
 }
 
 // dx of samples first .. first + count - 1 += what their columns' gradients gather.
@@ -63,9 +70,7 @@ void col2im(vk::Commands& cmd, vk::View columns, vk::View dx, const Conv2dShape&
                           1, count};
   require_groups(groups, "columns");
   const shaders::Conv2dColumnsPush push{push_of(s), first, count};
-  vk::Specialization spec;
-  spec.set(0, vec4);
-  cmd.dispatch(cmd.device().kernel("conv2d_col2im", spec), {columns, dx}, push, groups);
+  cmd.dispatch(cmd.device().kernel("conv2d_col2im", columns_spec(s, vec4)), {columns, dx}, push, groups);
 }
 
 // dweight += sum over the samples of dy[n] . columns[n]^T (see conv2d_backward_weight).
