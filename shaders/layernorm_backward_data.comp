@@ -1,5 +1,5 @@
 #version 450
-// LayerNorm input gradient, one workgroup per row. With xhat = (x - mean) * rstd and
+// LayerNorm input gradient, one workgroup per row at a time. With xhat = (x - mean) * rstd and
 // g = dy * weight:  dx += rstd * (g - mean_C(g) - xhat * mean_C(g * xhat)).
 // dy, x, dx: (N, C)  weight: (C)  mean, rstd: (N) from the forward.
 #extension GL_GOOGLE_include_directive : require
@@ -24,32 +24,44 @@ layout(binding = 5) buffer DX { float dx[]; };
 layout(binding = 5) buffer DX4 { vec4 dx4[]; };
 layout(push_constant) uniform Push { LayerNormPush p; };
 
-// One row of L elements of type T (float, or vec4 with L = C / 4) through the views of that
-// type.
-#define LAYERNORM_BACKWARD_ROW(T, L, DY, X, W, DX)                          \
+// KEEP = ceil(L / width) (specialization constant 2): the elements of a row each lane takes,
+// kept in registers between the two passes, as in layernorm_forward; the weight is kept
+// across the rows the workgroup walks.
+layout(constant_id = 2) const uint KEEP = 1;
+
+// The rows of this workgroup, each of L elements of type T (float, or vec4 with L = C / 4),
+// through the views of that type.
+#define LAYERNORM_BACKWARD_ROWS(T, L, DY, X, W, DX)                         \
   {                                                                         \
-    const uint base = row * L;                                              \
-    T sum_g = T(0.0), sum_gxhat = T(0.0);                                   \
-    for (uint c = lane; c < L; c += width) {                                \
-      const T g = DY[base + c] * W[c];                                      \
-      sum_g += g;                                                           \
-      sum_gxhat += g * (X[base + c] - mean) * rstd;                         \
-    }                                                                       \
-    const float mean_g = workgroup_sum(lanes_total(sum_g)) / float(C);      \
-    const float mean_gxhat = workgroup_sum(lanes_total(sum_gxhat)) / float(C); \
-    for (uint c = lane; c < L; c += width) {                                \
-      const T xhat = (X[base + c] - mean) * rstd;                           \
-      DX[base + c] += rstd * (DY[base + c] * W[c] - mean_g - xhat * mean_gxhat); \
+    T w[KEEP], g[KEEP], xs[KEEP];                                           \
+    for (uint j = 0; j < KEEP; ++j) w[j] = W[min(lane + j * width, L - 1)]; \
+    for (uint row = gl_WorkGroupID.x; row < p.rows; row += gl_NumWorkGroups.x) { \
+      const uint base = row * L;                                            \
+      const float mean = mean_in[row], rstd = rstd_in[row];                 \
+      T sum_g = T(0.0), sum_gxhat = T(0.0);                                 \
+      for (uint j = 0; j < KEEP; ++j) {                                     \
+        const uint c = min(lane + j * width, L - 1);                        \
+        g[j] = DY[base + c] * w[j];                                         \
+        xs[j] = X[base + c];                                                \
+        if (lane + j * width < L) {                                         \
+          sum_g += g[j];                                                    \
+          sum_gxhat += g[j] * (xs[j] - mean) * rstd;                        \
+        }                                                                   \
+      }                                                                     \
+      const float mean_g = workgroup_sum(lanes_total(sum_g)) / float(C);    \
+      const float mean_gxhat = workgroup_sum(lanes_total(sum_gxhat)) / float(C); \
+      for (uint j = 0; j < KEEP; ++j) {                                     \
+        const uint c = lane + j * width;                                    \
+        const T xhat = (xs[j] - mean) * rstd;                               \
+        if (c < L) DX[base + c] += rstd * (g[j] - mean_g - xhat * mean_gxhat); \
+      }                                                                     \
     }                                                                       \
   }
 
 void main() {
   const uint C = p.channels, lane = gl_LocalInvocationID.x, width = gl_WorkGroupSize.x;
-  for (uint row = gl_WorkGroupID.x; row < p.rows; row += gl_NumWorkGroups.x) {
-    const float mean = mean_in[row], rstd = rstd_in[row];
-    if (VEC4)
-      LAYERNORM_BACKWARD_ROW(vec4, C / 4, dy4, x4, weight4, dx4)
-    else
-      LAYERNORM_BACKWARD_ROW(float, C, dy, x, weight, dx)
-  }
+  if (VEC4)
+    LAYERNORM_BACKWARD_ROWS(vec4, C / 4, dy4, x4, weight4, dx4)
+  else
+    LAYERNORM_BACKWARD_ROWS(float, C, dy, x, weight, dx)
 }

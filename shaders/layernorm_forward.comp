@@ -1,6 +1,7 @@
 #version 450
-// LayerNorm over the last dimension, one workgroup per row (two passes over the row: the
-// mean first, then squared deviations from it, which stays accurate when |mean| >> std):
+// LayerNorm over the last dimension, one workgroup per row at a time (two passes over the
+// row: the mean first, then squared deviations from it, which stays accurate when
+// |mean| >> std):
 //   y = (x - mean) * rstd * weight + bias,  rstd = 1 / sqrt(var + eps),  var biased.
 // x, y: (N, C)  weight, bias: (C)  mean, rstd: (N), saved for the backward passes.
 #extension GL_GOOGLE_include_directive : require
@@ -26,35 +27,50 @@ layout(binding = 4) writeonly buffer Mean { float mean_out[]; };
 layout(binding = 5) writeonly buffer Rstd { float rstd_out[]; };
 layout(push_constant) uniform Push { LayerNormPush p; };
 
-// One row of L elements of type T (float, or vec4 with L = C / 4) through the views X, W, B
-// and Y of that type; sets mean and rstd.
-#define LAYERNORM_ROW(T, L, X, W, B, Y)                                    \
+// KEEP = ceil(L / width) (specialization constant 2, set by the launcher): the elements of a
+// row each lane takes, lane + j * width for j < KEEP. A lane keeps them in registers across
+// the two passes, and keeps its weight and bias across the rows its workgroup walks: each
+// element is loaded once (on a CPU driver every load is a loop over the lanes).
+layout(constant_id = 2) const uint KEEP = 1;
+
+// The rows of this workgroup, each of L elements of type T (float, or vec4 with L = C / 4),
+// through the views X, W, B and Y of that type. Past L a lane reads element L - 1 and
+// leaves it out.
+#define LAYERNORM_ROWS(T, L, X, W, B, Y)                                    \
   {                                                                         \
-    const uint base = row * L;                                              \
-    T sum = T(0.0);                                                         \
-    for (uint c = lane; c < L; c += width) sum += X[base + c];              \
-    mean = workgroup_sum(lanes_total(sum)) / float(C);                      \
-    T squares = T(0.0);                                                     \
-    for (uint c = lane; c < L; c += width) {                                \
-      const T d = X[base + c] - mean;                                       \
-      squares += d * d;                                                     \
+    T w[KEEP], b[KEEP], v[KEEP];                                            \
+    for (uint j = 0; j < KEEP; ++j) {                                       \
+      const uint c = min(lane + j * width, L - 1);                          \
+      w[j] = W[c];                                                          \
+      b[j] = B[c];                                                          \
     }                                                                       \
-    rstd = inversesqrt(workgroup_sum(lanes_total(squares)) / float(C) + p.eps); \
-    for (uint c = lane; c < L; c += width)                                  \
-      Y[base + c] = (X[base + c] - mean) * rstd * W[c] + B[c];              \
+    for (uint row = gl_WorkGroupID.x; row < p.rows; row += gl_NumWorkGroups.x) { \
+      const uint base = row * L;                                            \
+      T sum = T(0.0);                                                       \
+      for (uint j = 0; j < KEEP; ++j) {                                     \
+        v[j] = X[base + min(lane + j * width, L - 1)];                      \
+        if (lane + j * width < L) sum += v[j];                              \
+      }                                                                     \
+      const float mean = workgroup_sum(lanes_total(sum)) / float(C);        \
+      T squares = T(0.0);                                                   \
+      for (uint j = 0; j < KEEP; ++j) {                                     \
+        const T d = v[j] - mean;                                            \
+        if (lane + j * width < L) squares += d * d;                         \
+      }                                                                     \
+      const float rstd = inversesqrt(workgroup_sum(lanes_total(squares)) / float(C) + p.eps); \
+      for (uint j = 0; j < KEEP; ++j)                                       \
+        if (lane + j * width < L) Y[base + lane + j * width] = (v[j] - mean) * rstd * w[j] + b[j]; \
+      if (lane == 0u) {                                                     \
+        mean_out[row] = mean;                                               \
+        rstd_out[row] = rstd;                                               \
+      }                                                                     \
+    }                                                                       \
   }
 
 void main() {
   const uint C = p.channels, lane = gl_LocalInvocationID.x, width = gl_WorkGroupSize.x;
-  for (uint row = gl_WorkGroupID.x; row < p.rows; row += gl_NumWorkGroups.x) {
-    float mean, rstd;
-    if (VEC4)
-      LAYERNORM_ROW(vec4, C / 4, x4, weight4, bias4, y4)
-    else
-      LAYERNORM_ROW(float, C, x, weight, bias, y)
-    if (lane == 0u) {
-      mean_out[row] = mean;
-      rstd_out[row] = rstd;
-    }
-  }
+  if (VEC4)
+    LAYERNORM_ROWS(vec4, C / 4, x4, weight4, bias4, y4)
+  else
+    LAYERNORM_ROWS(float, C, x, weight, bias, y)
 }

@@ -43,4 +43,13 @@ inline vk::Specialization reduction_spec(const vk::Device& dev, uint64_t items) 
   return vk::Specialization().set(0, reduction_width(dev, items));
 }
 
+// Workgroups for a kernel that gives each row to one workgroup at a time and walks the rest
+// of the rows in steps of the grid: on CPU devices at most 256, so each takes many rows and
+// what it loads once (LayerNorm's weight and bias) serves them all; on GPUs one per row, up
+// to a dispatch's limit.
+inline vk::Groups row_groups(const vk::Device& dev, uint64_t rows) {
+  if (dev.info().type == VK_PHYSICAL_DEVICE_TYPE_CPU) return {uint32_t(std::min<uint64_t>(rows, 256))};
+  return capped_groups(rows, 1);
+}
+
 }  // namespace brigade::ops
