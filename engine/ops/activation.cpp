@@ -13,16 +13,6 @@ void launch(vk::Commands& cmd, const char* shader, std::initializer_list<vk::Vie
                capped_groups(n, BRIGADE_WG_ELEMENTWISE));
 }
 
-// Kernels with a VEC4 variant (four elements per invocation) take it when every view
-// starts 16-byte aligned and n is a multiple of 4.
-void launch_vec4(vk::Commands& cmd, const char* shader, std::initializer_list<vk::View> bindings,
-                 uint32_t n) {
-  if (n == 0) return;
-  const bool vec4 = quads(n, bindings);
-  cmd.dispatch(cmd.device().kernel(shader, vk::Specialization{}.set(0, vec4 ? 1 : 0)), bindings,
-               shaders::ElementwisePush{n}, capped_groups(vec4 ? n / 4 : n, BRIGADE_WG_ELEMENTWISE));
-}
-
 }  // namespace
 
 void relu_forward(vk::Commands& cmd, vk::View x, vk::View y, uint32_t n) {

@@ -26,6 +26,16 @@ inline bool quads(uint64_t n, std::initializer_list<vk::View> views) {
   return ok;
 }
 
+// An elementwise kernel over n elements (shaders/elementwise.h) with a VEC4 variant
+// (specialization constant 0: four elements an invocation), taken where quads() allows.
+inline void launch_vec4(vk::Commands& cmd, const char* shader,
+                        std::initializer_list<vk::View> bindings, uint32_t n) {
+  if (n == 0) return;
+  const bool vec4 = quads(n, bindings);
+  cmd.dispatch(cmd.device().kernel(shader, vk::Specialization{}.set(0, vec4 ? 1 : 0)), bindings,
+               shaders::ElementwisePush{n}, capped_groups(vec4 ? n / 4 : n, BRIGADE_WG_ELEMENTWISE));
+}
+
 // Workgroup width of a kernel that reduces `items` values per workgroup (see
 // shaders/workgroup_reduce.h). CPU devices get one subgroup, so no barrier runs; GPUs get
 // enough subgroups that each lane sums about four values, up to BRIGADE_WG_REDUCE_MAX.

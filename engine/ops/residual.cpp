@@ -6,15 +6,11 @@
 namespace brigade::ops {
 
 void residual_forward(vk::Commands& cmd, vk::View a, vk::View b, vk::View y, uint32_t n) {
-  if (n == 0) return;
-  cmd.dispatch(cmd.device().kernel("residual_forward"), {a, b, y}, shaders::ElementwisePush{n},
-               capped_groups(n, BRIGADE_WG_ELEMENTWISE));
+  launch_vec4(cmd, "residual_forward", {a, b, y}, n);
 }
 
 void residual_backward(vk::Commands& cmd, vk::View dy, vk::View da, vk::View db, uint32_t n) {
-  if (n == 0) return;
-  cmd.dispatch(cmd.device().kernel("residual_backward"), {dy, da, db},
-               shaders::ElementwisePush{n}, capped_groups(n, BRIGADE_WG_ELEMENTWISE));
+  launch_vec4(cmd, "residual_backward", {dy, da, db}, n);
 }
 
 }  // namespace brigade::ops

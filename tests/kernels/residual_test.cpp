@@ -11,9 +11,14 @@
 
 using namespace brigade;
 
+namespace {
+// Odd lengths one element at a time; 256 and 4096 four elements an invocation (vec4).
+const uint32_t kSizes[] = {1, 255, 256, 257, 3001, 4096};
+}  // namespace
+
 TEST_CASE_FIXTURE(test::Gpu, "residual forward adds its two inputs") {
   vk::Device& dev = device();
-  for (uint32_t n : {1u, 255u, 257u, 3001u}) {
+  for (uint32_t n : kSizes) {
     const auto a = test::random_vector(n, n), b = test::random_vector(n, n + 1);
     vk::Buffer ba = test::to_device(dev, a, "a"), bb = test::to_device(dev, b, "b"),
                by = test::zeros(dev, n, "y");
@@ -28,7 +33,7 @@ TEST_CASE_FIXTURE(test::Gpu, "residual forward adds its two inputs") {
 
 TEST_CASE_FIXTURE(test::Gpu, "residual backward adds the whole gradient into both branches") {
   vk::Device& dev = device();
-  for (uint32_t n : {1u, 255u, 257u, 3001u}) {
+  for (uint32_t n : kSizes) {
     const auto dy = test::random_vector(n, n), da0 = test::random_vector(n, n + 1),
                db0 = test::random_vector(n, n + 2);
     vk::Buffer bdy = test::to_device(dev, dy, "dy"), bda = test::to_device(dev, da0, "da"),
