@@ -12,11 +12,19 @@
 
 layout(local_size_x = BRIGADE_WG_ATTENTION_ROWS) in;
 
+// VEC4 (T and HS multiples of 4, every view 16-byte aligned): four keys, and four channels
+// of delta, at a time.
+layout(constant_id = BRIGADE_ATTENTION_SPEC_VEC4) const bool VEC4 = false;
+
 layout(binding = 0) buffer Scores { float s[]; };
+layout(binding = 0) buffer Scores4 { vec4 s4[]; };
 layout(binding = 1) buffer Dscores { float ds[]; };
+layout(binding = 1) buffer Dscores4 { vec4 ds4[]; };
 layout(binding = 2) readonly buffer Lse { float lse[]; };
 layout(binding = 3) readonly buffer Dy { float dy[]; };
+layout(binding = 3) readonly buffer Dy4 { vec4 dy4[]; };
 layout(binding = 4) readonly buffer Y { float y[]; };
+layout(binding = 4) readonly buffer Y4 { vec4 y4[]; };
 layout(push_constant) uniform Push { AttentionSoftmaxPush p; };
 
 void main() {
@@ -25,9 +33,23 @@ void main() {
   const uint b = bh / p.NH, h = bh % p.NH, row = (bh * p.T + i) * p.T;
   const uint token = ((p.first + b) * p.T + i) * p.NH * p.HS + h * p.HS;
 
+  const float lse_i = lse[(p.first * p.NH + bh) * p.T + i];
+  if (VEC4) {
+    vec4 dots = vec4(0.0);
+    for (uint d = 0; d < p.HS / 4; ++d) dots += dy4[token / 4 + d] * y4[token / 4 + d];
+    const float delta = (dots.x + dots.y) + (dots.z + dots.w);
+    const uint at = row / 4, last = i / 4;  // the quad that holds key i
+    for (uint q = 0; q <= last; ++q) {
+      const bvec4 in_row = lessThanEqual(uvec4(4 * q) + uvec4(0, 1, 2, 3), uvec4(i));
+      const vec4 prob = mix(vec4(0.0), exp(s4[at + q] - lse_i), in_row);
+      s4[at + q] = prob;
+      ds4[at + q] = prob * (ds4[at + q] - delta);
+    }
+    for (uint q = last + 1; q < p.T / 4; ++q) s4[at + q] = vec4(0.0), ds4[at + q] = vec4(0.0);
+    return;
+  }
   float delta = 0.0;
   for (uint d = 0; d < p.HS; ++d) delta += dy[token + d] * y[token + d];
-  const float lse_i = lse[(p.first * p.NH + bh) * p.T + i];
   for (uint j = 0; j <= i; ++j) {
     const float prob = exp(s[row + j] - lse_i);
     s[row + j] = prob;

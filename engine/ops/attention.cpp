@@ -163,7 +163,9 @@ void attention_forward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View lse
                 v = token_heads(qkv, 3, 2, first, T, C, HS), yh = token_heads(y, 1, 0, first, T, C, HS),
                 s = score_heads(sub(scratch, 0, scores(n, T, NH)), T, NH);
     per_head(cmd, q, k, s, T, T, HS, false, true, scale, false, n, NH);  // S = scale Q K^T
-    cmd.dispatch(cmd.device().kernel("attention_softmax"), {s.view, lse},
+    cmd.dispatch(cmd.device().kernel("attention_softmax", vk::Specialization().set(
+                                         BRIGADE_ATTENTION_SPEC_VEC4, quads(T, {s.view}))),
+                 {s.view, lse},
                  AttentionSoftmaxPush{n, T, NH, HS, first},
                  {vk::groups_for(T, BRIGADE_WG_ATTENTION_ROWS), n * NH, 1});
     per_head(cmd, s, v, yh, T, HS, T, false, false, 1.0f, false, n, NH);  // Y = P V
@@ -191,7 +193,10 @@ void attention_backward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View ls
                 s = score_heads(sub(scratch, 0, r), T, NH), ds = score_heads(sub(scratch, r, r), T, NH);
     per_head(cmd, q, k, s, T, T, HS, false, true, scale, false, n, NH);    // S = scale Q K^T
     per_head(cmd, dyh, v, ds, T, T, HS, false, true, 1.0f, false, n, NH);  // dP = dY V^T
-    cmd.dispatch(cmd.device().kernel("attention_softmax_backward"), {s.view, ds.view, lse, dy, y},
+    const bool vec4 = HS % 4 == 0 && quads(T, {s.view, ds.view, dy, y});
+    cmd.dispatch(cmd.device().kernel("attention_softmax_backward",
+                                     vk::Specialization().set(BRIGADE_ATTENTION_SPEC_VEC4, vec4)),
+                 {s.view, ds.view, lse, dy, y},
                  AttentionSoftmaxPush{n, T, NH, HS, first},
                  {vk::groups_for(T, BRIGADE_WG_ATTENTION_ROWS), n * NH, 1});
     // s holds P and ds holds dS now; the gradients are added into dqkv where they lie.
