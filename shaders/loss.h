@@ -12,6 +12,8 @@ using uint = std::uint32_t;
 
 // Threads per workgroup of the element-wise gradient kernel.
 #define BRIGADE_WG_LOSS 256
+// cross_entropy_backward: invocations along a row of logits (one row per workgroup row).
+#define BRIGADE_WG_LOSS_ROW 64
 
 // `rows` rows of `vocab` logits, out of `total_rows` rows in the whole mini-batch: the loss
 // is a mean over the mini-batch, so each micro-batch divides by the mini-batch's count.

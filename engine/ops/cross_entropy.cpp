@@ -28,10 +28,13 @@ void cross_entropy_backward(vk::Commands& cmd, vk::View logits, vk::View targets
   // The caller (the schedule) passes the mini-batch size: a broken invariant, not user input.
   BRIGADE_EXPECT(N_total != 0 && N_total >= N, "cross-entropy over " + std::to_string(N) +
                                                    " rows of a mini-batch of " + std::to_string(N_total));
-  const uint64_t n = uint64_t(N) * V;
-  if (n == 0) return;
-  cmd.dispatch(cmd.device().kernel("cross_entropy_backward"), {logits, targets, rows, dlogits},
-               shaders::CrossEntropyPush{N, V, N_total}, capped_groups(n, BRIGADE_WG_LOSS));
+  if (uint64_t(N) * V == 0) return;
+  const bool vec4 = quads(V, {logits, dlogits});
+  const uint32_t per_row = vec4 ? V / 4 : V;
+  cmd.dispatch(cmd.device().kernel("cross_entropy_backward", vk::Specialization().set(0, vec4)),
+               {logits, targets, rows, dlogits}, shaders::CrossEntropyPush{N, V, N_total},
+               {std::min<uint32_t>(vk::groups_for(per_row, BRIGADE_WG_LOSS_ROW), BRIGADE_MAX_GROUPS_X),
+                std::min<uint32_t>(N, 65535)});
 }
 
 void cross_entropy_accuracy(vk::Commands& cmd, vk::View logits, vk::View targets,
