@@ -37,6 +37,7 @@ layout(constant_id = BRIGADE_MATMUL_SPEC_BIAS) const uint BIAS = BRIGADE_MATMUL_
 layout(constant_id = BRIGADE_MATMUL_SPEC_EPILOGUE) const uint EPILOGUE = BRIGADE_MATMUL_EPILOGUE_NONE;
 layout(constant_id = BRIGADE_MATMUL_SPEC_K_TAIL) const bool K_TAIL = false;
 layout(constant_id = BRIGADE_MATMUL_SPEC_VEC4_C) const bool VEC4_C = false;
+layout(constant_id = BRIGADE_MATMUL_SPEC_CAUSAL) const uint CAUSAL = BRIGADE_MATMUL_CAUSAL_NONE;
 
 const uint WG_X = gl_WorkGroupSize.x, WG_Y = gl_WorkGroupSize.y;
 const uint BM = WG_Y * TM, BN = WG_X * TN;  // outputs per workgroup
@@ -223,6 +224,16 @@ void register_tiles() {
   }
   // No early exit past the edge: with `share`, every lane's loads are needed.
   const uint m0 = (gl_WorkGroupID.y * WG_Y + y) * TM, n0 = (gl_WorkGroupID.x * WG_X + x) * TN;
+  // The span of K this block needs (shaders/matmul.h), the same for every lane of a subgroup
+  // that shares A (its lanes share m0), kept to whole chunks of 4 inside [0, K).
+  uint k_begin = 0, k_end = p.K;
+  if (CAUSAL == BRIGADE_MATMUL_CAUSAL_K_TO_ROW) k_end = min(p.K, (m0 + TM + 3) & ~3u);
+  if (CAUSAL == BRIGADE_MATMUL_CAUSAL_K_FROM_ROW) k_begin = min(p.K, m0) & ~3u;
+  if (CAUSAL == BRIGADE_MATMUL_CAUSAL_SKIP_ABOVE) {
+    // The subgroup's first column when A is shared: a whole subgroup skips or none of it.
+    const uint first = share ? n0 - gl_SubgroupInvocationID * TN : n0;
+    if (first > m0 + TM - 1) k_end = 0;
+  }
   for (uint r = 0; r < p.terms; ++r) {
     const uint term = gl_WorkGroupID.z * p.terms + r;
     const uint abase = matrix_at(p.offset_a, term, p.stride_a, p.head_stride_a),
@@ -230,20 +241,20 @@ void register_tiles() {
     if (VEC4_A || VEC4_B) {
       // Chunks of 4 along K, then, only in pipelines specialized with K_TAIL, the last
       // K % 4 one by one: a second loop body makes pipeline creation slower on lavapipe.
-      const uint chunked = K_TAIL ? p.K & ~3u : p.K;
-      for (uint k = 0; k < chunked; k += 4) {
+      const uint chunked = K_TAIL ? k_end & ~3u : k_end;
+      for (uint k = k_begin; k < chunked; k += 4) {
         load_a_chunk(abase, m0, k, 4, share);
         load_b_chunk(bbase, n0, k, 4);
         multiply(4);
       }
       if (K_TAIL)
-        for (uint k = chunked; k < p.K; ++k) {
+        for (uint k = max(chunked, k_begin); k < k_end; ++k) {
           load_a_chunk(abase, m0, k, 1, share);
           load_b_chunk(bbase, n0, k, 1);
           multiply(1);
         }
     } else {
-      for (uint k = 0; k < p.K; ++k) {
+      for (uint k = k_begin; k < k_end; ++k) {
         load_a_chunk(abase, m0, k, 1, share);
         load_b_chunk(bbase, n0, k, 1);
         multiply(1);

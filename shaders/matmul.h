@@ -27,6 +27,7 @@ using uint = std::uint32_t;
 #define BRIGADE_MATMUL_SPEC_EPILOGUE 12 // what is done to each value as C is stored: BRIGADE_MATMUL_EPILOGUE_*
 #define BRIGADE_MATMUL_SPEC_K_TAIL 13   // register variant with vec4 loads: K % 4 != 0, the last k one by one
 #define BRIGADE_MATMUL_SPEC_VEC4_C 14   // register variant: store C (and read bias, pre, act) as vec4
+#define BRIGADE_MATMUL_SPEC_CAUSAL 15   // register variant: what of a causal product to leave out, BRIGADE_MATMUL_CAUSAL_*
 
 #define BRIGADE_MATMUL_VARIANT_REGISTERS 0
 #define BRIGADE_MATMUL_VARIANT_SHARED 1
@@ -38,6 +39,17 @@ using uint = std::uint32_t;
 // Epilogues, applied per element of C (same index in the other tensor):
 //   GELU:      C as usual, and gelu(C) into `act` (binding 5): a Linear and its activation
 //   GELU_GRAD: C = the product times gelu'(pre) (pre: binding 4): the activation's backward
+// Causal attention's products (M = N or M = K, a row or column per token) leave out work
+// whose result is known or never read, per block of an invocation's (or its subgroup's) rows:
+//   SKIP_ABOVE: no product for blocks wholly above the diagonal (column > row); what C holds
+//               there is unspecified (the scores' softmax never reads it)
+//   K_TO_ROW:   op(A)[m][k] is 0 for k > m (P, dS): K stops after the block's last row
+//   K_FROM_ROW: op(A)[m][k] is 0 for k < m (Pᵀ, dSᵀ): K starts at the block's first row
+#define BRIGADE_MATMUL_CAUSAL_NONE 0
+#define BRIGADE_MATMUL_CAUSAL_SKIP_ABOVE 1
+#define BRIGADE_MATMUL_CAUSAL_K_TO_ROW 2
+#define BRIGADE_MATMUL_CAUSAL_K_FROM_ROW 3
+
 #define BRIGADE_MATMUL_EPILOGUE_NONE 0
 #define BRIGADE_MATMUL_EPILOGUE_GELU 1
 #define BRIGADE_MATMUL_EPILOGUE_GELU_GRAD 2

@@ -15,6 +15,7 @@
 namespace brigade::ops {
 namespace {
 
+using Causal = MatmulParams::Causal;
 using shaders::AttentionPush;
 using shaders::AttentionSoftmaxPush;
 
@@ -77,11 +78,12 @@ Heads score_heads(vk::View v, uint32_t T, uint32_t NH) { return {v, 0, T, NH * T
 
 // One product per head, C[z] (+)= alpha op(A[z]) op(B[z]) for z = b*NH + h < n*NH, each
 // operand read or written where it lies (no copies between layouts).
+// `causal`: what of the causal mask the product may leave out (ops/matmul.h).
 void per_head(vk::Commands& cmd, const Heads& a, const Heads& b, const Heads& c, uint32_t M,
               uint32_t N, uint32_t K, bool trans_a, bool trans_b, float alpha, bool accumulate,
-              uint32_t n, uint32_t NH) {
+              uint32_t n, uint32_t NH, MatmulParams::Causal causal) {
   MatmulParams p{.M = M, .N = N, .K = K, .trans_a = trans_a, .trans_b = trans_b,
-                 .accumulate = accumulate, .alpha = alpha, .batch = n * NH};
+                 .accumulate = accumulate, .alpha = alpha, .batch = n * NH, .causal = causal};
   p.lda = a.ld, p.ldb = b.ld, p.ldc = c.ld;
   p.offset_a = a.offset, p.offset_b = b.offset, p.offset_c = c.offset;
   p.stride_a = a.stride, p.stride_b = b.stride, p.stride_c = c.stride;
@@ -162,13 +164,13 @@ void attention_forward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View lse
     const Heads q = token_heads(qkv, 3, 0, first, T, C, HS), k = token_heads(qkv, 3, 1, first, T, C, HS),
                 v = token_heads(qkv, 3, 2, first, T, C, HS), yh = token_heads(y, 1, 0, first, T, C, HS),
                 s = score_heads(sub(scratch, 0, scores(n, T, NH)), T, NH);
-    per_head(cmd, q, k, s, T, T, HS, false, true, scale, false, n, NH);  // S = scale Q K^T
+    per_head(cmd, q, k, s, T, T, HS, false, true, scale, false, n, NH, Causal::SkipAbove);  // S = scale Q K^T
     cmd.dispatch(cmd.device().kernel("attention_softmax", vk::Specialization().set(
                                          BRIGADE_ATTENTION_SPEC_VEC4, quads(T, {s.view}))),
                  {s.view, lse},
                  AttentionSoftmaxPush{n, T, NH, HS, first},
                  {vk::groups_for(T, BRIGADE_WG_ATTENTION_ROWS), n * NH, 1});
-    per_head(cmd, s, v, yh, T, HS, T, false, false, 1.0f, false, n, NH);  // Y = P V
+    per_head(cmd, s, v, yh, T, HS, T, false, false, 1.0f, false, n, NH, Causal::KToRow);  // Y = P V
   }
 }
 
@@ -191,8 +193,8 @@ void attention_backward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View ls
     const Heads q = part(qkv, 0), k = part(qkv, 1), v = part(qkv, 2), dq = part(dqkv, 0),
                 dk = part(dqkv, 1), dv = part(dqkv, 2), dyh = token_heads(dy, 1, 0, first, T, C, HS),
                 s = score_heads(sub(scratch, 0, r), T, NH), ds = score_heads(sub(scratch, r, r), T, NH);
-    per_head(cmd, q, k, s, T, T, HS, false, true, scale, false, n, NH);    // S = scale Q K^T
-    per_head(cmd, dyh, v, ds, T, T, HS, false, true, 1.0f, false, n, NH);  // dP = dY V^T
+    per_head(cmd, q, k, s, T, T, HS, false, true, scale, false, n, NH, Causal::SkipAbove);    // S = scale Q K^T
+    per_head(cmd, dyh, v, ds, T, T, HS, false, true, 1.0f, false, n, NH, Causal::SkipAbove);  // dP = dY V^T
     const bool vec4 = HS % 4 == 0 && quads(T, {s.view, ds.view, dy, y});
     cmd.dispatch(cmd.device().kernel("attention_softmax_backward",
                                      vk::Specialization().set(BRIGADE_ATTENTION_SPEC_VEC4, vec4)),
@@ -200,9 +202,9 @@ void attention_backward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View ls
                  AttentionSoftmaxPush{n, T, NH, HS, first},
                  {vk::groups_for(T, BRIGADE_WG_ATTENTION_ROWS), n * NH, 1});
     // s holds P and ds holds dS now; the gradients are added into dqkv where they lie.
-    per_head(cmd, s, dyh, dv, T, HS, T, true, false, 1.0f, true, n, NH);   // dV += P^T dY
-    per_head(cmd, ds, k, dq, T, HS, T, false, false, scale, true, n, NH);  // dQ += scale dS K
-    per_head(cmd, ds, q, dk, T, HS, T, true, false, scale, true, n, NH);   // dK += scale dS^T Q
+    per_head(cmd, s, dyh, dv, T, HS, T, true, false, 1.0f, true, n, NH, Causal::KFromRow);   // dV += P^T dY
+    per_head(cmd, ds, k, dq, T, HS, T, false, false, scale, true, n, NH, Causal::KToRow);    // dQ += scale dS K
+    per_head(cmd, ds, q, dk, T, HS, T, true, false, scale, true, n, NH, Causal::KFromRow);   // dK += scale dS^T Q
   }
 }
 

@@ -150,6 +150,9 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
   BRIGADE_EXPECT(p.epilogue != Epilogue::Gelu || !p.accumulate,
                  "a GELU epilogue writes C's activation, so C cannot accumulate");
   if (epilogue) check_operand("epilogue tensor", *epilogue, p.batch, gc, p.M, p.N, ldc);
+  using Causal = MatmulParams::Causal;
+  BRIGADE_EXPECT(p.causal == Causal::None || (p.causal == Causal::SkipAbove ? p.M == p.N : p.M == p.K),
+                 "a causal product is square along its diagonal");
 
   const bool regs = t.variant == MatmulTiling::Variant::Registers;
   const bool vec4_a = regs && vec4_ok(a, ga, lda, products, p.trans_a, p.M, t.tm);
@@ -175,6 +178,7 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
       .set(BRIGADE_MATMUL_SPEC_EPILOGUE, uint32_t(p.epilogue))
       .set(BRIGADE_MATMUL_SPEC_K_TAIL, (vec4_a || vec4_b) && p.K % 4 != 0)
       .set(BRIGADE_MATMUL_SPEC_VEC4_C, vec4_c)
+      .set(BRIGADE_MATMUL_SPEC_CAUSAL, regs ? uint32_t(p.causal) : 0)
       .set(BRIGADE_MATMUL_SPEC_BIAS, !bias         ? BRIGADE_MATMUL_BIAS_NONE
                                      : p.bias_rows ? BRIGADE_MATMUL_BIAS_ROWS
                                                    : BRIGADE_MATMUL_BIAS_COLUMNS);

@@ -68,6 +68,11 @@ struct MatmulParams {
   // gelu'(pre) before it is stored (so a Linear's backward-data through a GELU is one pass).
   enum class Epilogue : uint32_t { None = 0, Gelu = 1, GeluGrad = 2 };
   Epilogue epilogue = Epilogue::None;
+  // Causal attention's products may leave out work (shaders/matmul.h): SkipAbove (M = N)
+  // leaves C's blocks wholly above the diagonal unspecified; KToRow and KFromRow (M = K) take
+  // op(A) as zero right of, or left of, its diagonal. Devices that cannot use it compute all.
+  enum class Causal : uint32_t { None = 0, SkipAbove = 1, KToRow = 2, KFromRow = 3 };
+  Causal causal = Causal::None;
   std::optional<MatmulTiling> tiling;  // unset: matmul_tiling(the device)
 
   uint32_t ld_a() const { return lda ? lda : trans_a ? M : K; }

@@ -319,6 +319,47 @@ TEST_CASE_FIXTURE(test::Gpu, "matmul reads a grid of heads inside token rows as 
                        doctest::Contains("a grid of 3 heads needs a batch of whole rows of heads"), InternalError);
 }
 
+// Causal attention's products: with op(A) zero right of its diagonal (KToRow) or left of it
+// (KFromRow) the product is the whole one; SkipAbove's C is the whole one on and below the
+// diagonal. T = 9 lies in one block, T = 70 across several; K = T with vec4 loads and a tail.
+void check_causal(vk::Device& dev, std::optional<MatmulTiling> tiling) {
+  using Causal = MatmulParams::Causal;
+  for (uint32_t T : {9u, 70u, 128u})
+    for (const Causal causal : {Causal::SkipAbove, Causal::KToRow, Causal::KFromRow}) {
+      const bool skip = causal == Causal::SkipAbove;
+      MatmulParams p{.M = T, .N = skip ? T : 8, .K = skip ? 12 : T, .trans_a = causal == Causal::KFromRow,
+                     .trans_b = skip, .accumulate = !skip, .batch = 2, .causal = causal, .tiling = tiling};
+      p.stride_a = p.M * p.K, p.stride_b = p.N * p.K, p.stride_c = p.M * p.N;
+      auto a = test::random_vector(elements(p, true), T);
+      if (!skip)  // op(A)[m][k] = 0 where the product may leave it out
+        for (uint32_t z = 0; z < p.batch; ++z)
+          for (uint32_t m = 0; m < p.M; ++m)
+            for (uint32_t k = 0; k < p.K; ++k)
+              if (causal == Causal::KToRow ? k > m : k < m)
+                a[z * p.stride_a + (p.trans_a ? k * p.M + m : m * p.K + k)] = 0.0f;
+      const auto b = test::random_vector(elements(p, false), T + 1), c0 = test::random_vector(elements_c(p), T + 2);
+      auto ba = test::to_device(dev, a, "A"), bb = test::to_device(dev, b, "B"), bc = test::to_device(dev, c0, "C");
+      vk::Commands cmd(dev, "causal");
+      ops::matmul(cmd, ba, bb, bc, p);
+      cmd.run();
+      auto want = test::to_double(c0);
+      ref::matmul<double>(test::to_double(a), test::to_double(b), want, p);
+      auto got = test::to_host(bc);
+      if (skip)  // above the diagonal C is unspecified: compare what lies on and below it
+        for (uint32_t z = 0; z < p.batch; ++z)
+          for (uint32_t m = 0; m < T; ++m)
+            for (uint32_t n = m + 1; n < T; ++n) got[z * p.stride_c + m * T + n] = float(want[z * p.stride_c + m * T + n]);
+      test::check_close(got, test::to_float(want), kAtol, kRtol, describe(p) + " causal " + std::to_string(int(causal)));
+    }
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "matmul leaves out what a causal product does not need and nothing more") {
+  check_causal(device(), std::nullopt);
+  check_causal(device(), kSubgroupRegisters);
+  check_causal(device(), kRegisters);
+  check_causal(device(), kShared);
+}
+
 TEST_CASE_FIXTURE(test::Gpu, "matmul reads and writes only inside the views it is given") {
   // A, B and C are views into the middle of larger buffers whose other contents must survive.
   vk::Device& dev = device();
