@@ -53,5 +53,8 @@ struct AttentionPush {
 
 #ifdef __cplusplus
 }  // namespace brigade::shaders
+#else
+// The softmax kernels with VEC4: which of keys 4q .. 4q + 3 row i's causal mask keeps.
+bvec4 keys_kept(uint q, uint i) { return lessThanEqual(uvec4(4 * q) + uvec4(0, 1, 2, 3), uvec4(i)); }
 #endif
 #endif

@@ -27,14 +27,14 @@ void main() {
     const float none = uintBitsToFloat(0xff800000u);  // -inf: no key yet
     vec4 top = vec4(none);
     for (uint q = 0; q <= last; ++q)
-      top = max(top, mix(vec4(none), s4[at + q], lessThanEqual(uvec4(4 * q) + uvec4(0, 1, 2, 3), uvec4(i))));
+      top = max(top, mix(vec4(none), s4[at + q], keys_kept(q, i)));
     const float m = max(max(top.x, top.y), max(top.z, top.w));
     vec4 sum = vec4(0.0);
     for (uint q = 0; q <= last; ++q)
-      sum += mix(vec4(0.0), exp(s4[at + q] - m), lessThanEqual(uvec4(4 * q) + uvec4(0, 1, 2, 3), uvec4(i)));
+      sum += mix(vec4(0.0), exp(s4[at + q] - m), keys_kept(q, i));
     const float l = (sum.x + sum.y) + (sum.z + sum.w), inv = 1.0 / l;
     for (uint q = 0; q <= last; ++q)
-      s4[at + q] = mix(vec4(0.0), exp(s4[at + q] - m) * inv, lessThanEqual(uvec4(4 * q) + uvec4(0, 1, 2, 3), uvec4(i)));
+      s4[at + q] = mix(vec4(0.0), exp(s4[at + q] - m) * inv, keys_kept(q, i));
     for (uint q = last + 1; q < p.T / 4; ++q) s4[at + q] = vec4(0.0);
     lse[(p.first * p.NH + bh) * p.T + i] = m + log(l);
     return;

@@ -40,7 +40,7 @@ void main() {
     const float delta = (dots.x + dots.y) + (dots.z + dots.w);
     const uint at = row / 4, last = i / 4;  // the quad that holds key i
     for (uint q = 0; q <= last; ++q) {
-      const bvec4 in_row = lessThanEqual(uvec4(4 * q) + uvec4(0, 1, 2, 3), uvec4(i));
+      const bvec4 in_row = keys_kept(q, i);
       const vec4 prob = mix(vec4(0.0), exp(s4[at + q] - lse_i), in_row);
       s4[at + q] = prob;
       ds4[at + q] = prob * (ds4[at + q] - delta);

@@ -19,3 +19,7 @@ float gelu_grad(float v) {
   const float du = GELU_BETA * (1.0 + 3.0 * GELU_KAPPA * v2);
   return 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * du;
 }
+
+// Four at a time, each component as above.
+vec4 gelu(vec4 v) { return vec4(gelu(v.x), gelu(v.y), gelu(v.z), gelu(v.w)); }
+vec4 gelu_grad(vec4 v) { return vec4(gelu_grad(v.x), gelu_grad(v.y), gelu_grad(v.z), gelu_grad(v.w)); }

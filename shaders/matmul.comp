@@ -153,31 +153,8 @@ void multiply(uint depth) {
       [[unroll]] for (uint j = 0; j < TN; ++j) acc[i * TN + j] += av[kk * TM + i] * bv[kk * TN + j];
 }
 
-// Writes the block, row i at m0 + i * row_step, column j at n0 + j * col_step. A loop the
-// compiler keeps rolled: unrolled, the TM x TN guarded stores dominate pipeline creation on
-// lavapipe (each becomes a loop over the lanes), and they run once per invocation anyway.
+// The block's outputs, alpha * acc, as the store loops below index them.
 float result[TM * TN];
-void store_quads(uint m0, uint n0);
-void store_block(uint m0, uint row_step, uint n0, uint col_step) {
-  [[unroll]] for (uint i = 0; i < TM * TN; ++i) result[i] = p.alpha * acc[i];
-  if (VEC4_C) {
-    store_quads(m0, n0);
-    return;
-  }
-  const uint base = matrix_at(p.offset_c, gl_WorkGroupID.z, p.stride_c, p.head_stride_c);
-  [[dont_unroll]] for (uint i = 0; i < TM * TN; ++i) {
-    const uint m = m0 + (i / TN) * row_step, n = n0 + (i % TN) * col_step;
-    if (m >= p.M || n >= p.N) continue;
-    const uint at = base + m * p.ldc + n;
-    float v = BIAS == BRIGADE_MATMUL_BIAS_COLUMNS ? result[i] + bias[n]
-              : BIAS == BRIGADE_MATMUL_BIAS_ROWS  ? result[i] + bias[m]
-                                                  : result[i];
-    if (EPILOGUE == BRIGADE_MATMUL_EPILOGUE_GELU_GRAD) v *= gelu_grad(pre[at]);
-    const float stored = p.accumulate != 0 ? c[at] + v : v;
-    c[at] = stored;
-    if (EPILOGUE == BRIGADE_MATMUL_EPILOGUE_GELU) act[at] = gelu(stored);
-  }
-}
 
 // The register variant's block with VEC4_C (the launcher proved N % 4 == 0, TN % 4 == 0 and
 // every row of C 16-byte aligned, and so for the bias and the epilogue's tensor): each row's
@@ -200,15 +177,35 @@ void store_quads(uint m0, uint n0) {
       vec4 v = vec4(result[r], result[r + 1], result[r + 2], result[r + 3]);
       if (BIAS == BRIGADE_MATMUL_BIAS_COLUMNS) v += column_bias[q];
       if (BIAS == BRIGADE_MATMUL_BIAS_ROWS) v += row_bias;
-      if (EPILOGUE == BRIGADE_MATMUL_EPILOGUE_GELU_GRAD) {
-        const vec4 g = pre4[at];
-        v *= vec4(gelu_grad(g.x), gelu_grad(g.y), gelu_grad(g.z), gelu_grad(g.w));
-      }
+      if (EPILOGUE == BRIGADE_MATMUL_EPILOGUE_GELU_GRAD) v *= gelu_grad(pre4[at]);
       const vec4 stored = p.accumulate != 0 ? c4[at] + v : v;
       c4[at] = stored;
-      if (EPILOGUE == BRIGADE_MATMUL_EPILOGUE_GELU)
-        act4[at] = vec4(gelu(stored.x), gelu(stored.y), gelu(stored.z), gelu(stored.w));
+      if (EPILOGUE == BRIGADE_MATMUL_EPILOGUE_GELU) act4[at] = gelu(stored);
     }
+  }
+}
+
+// Writes the block, row i at m0 + i * row_step, column j at n0 + j * col_step. A loop the
+// compiler keeps rolled: unrolled, the TM x TN guarded stores dominate pipeline creation on
+// lavapipe (each becomes a loop over the lanes), and they run once per invocation anyway.
+void store_block(uint m0, uint row_step, uint n0, uint col_step) {
+  [[unroll]] for (uint i = 0; i < TM * TN; ++i) result[i] = p.alpha * acc[i];
+  if (VEC4_C) {
+    store_quads(m0, n0);
+    return;
+  }
+  const uint base = matrix_at(p.offset_c, gl_WorkGroupID.z, p.stride_c, p.head_stride_c);
+  [[dont_unroll]] for (uint i = 0; i < TM * TN; ++i) {
+    const uint m = m0 + (i / TN) * row_step, n = n0 + (i % TN) * col_step;
+    if (m >= p.M || n >= p.N) continue;
+    const uint at = base + m * p.ldc + n;
+    float v = BIAS == BRIGADE_MATMUL_BIAS_COLUMNS ? result[i] + bias[n]
+              : BIAS == BRIGADE_MATMUL_BIAS_ROWS  ? result[i] + bias[m]
+                                                  : result[i];
+    if (EPILOGUE == BRIGADE_MATMUL_EPILOGUE_GELU_GRAD) v *= gelu_grad(pre[at]);
+    const float stored = p.accumulate != 0 ? c[at] + v : v;
+    c[at] = stored;
+    if (EPILOGUE == BRIGADE_MATMUL_EPILOGUE_GELU) act[at] = gelu(stored);
   }
 }
 

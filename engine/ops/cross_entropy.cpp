@@ -33,8 +33,7 @@ void cross_entropy_backward(vk::Commands& cmd, vk::View logits, vk::View targets
   const uint32_t per_row = vec4 ? V / 4 : V;
   cmd.dispatch(cmd.device().kernel("cross_entropy_backward", vk::Specialization().set(0, vec4)),
                {logits, targets, rows, dlogits}, shaders::CrossEntropyPush{N, V, N_total},
-               {std::min<uint32_t>(vk::groups_for(per_row, BRIGADE_WG_LOSS_ROW), BRIGADE_MAX_GROUPS_X),
-                std::min<uint32_t>(N, 65535)});
+               {capped_groups(per_row, BRIGADE_WG_LOSS_ROW).x, capped_groups(N, 1).x});
 }
 
 void cross_entropy_accuracy(vk::Commands& cmd, vk::View logits, vk::View targets,

@@ -31,9 +31,7 @@ void linear_backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View
          {.M = out, .N = in, .K = n, .trans_a = true, .accumulate = true, .tiling = tiling});
   if (!dbias || out == 0) return;
   const bool vec4 = quads(out, {dy, *dbias});
-  vk::Specialization spec;
-  spec.set(0, vec4);
-  cmd.dispatch(cmd.device().kernel("linear_bias_backward", spec), {dy, *dbias},
+  cmd.dispatch(cmd.device().kernel("linear_bias_backward", vk::Specialization().set(0, vec4)), {dy, *dbias},
                shaders::LinearBiasPush{n, out},
                {vk::groups_for(vec4 ? out / 4 : out, BRIGADE_WG_LINEAR_BIAS)});
 }

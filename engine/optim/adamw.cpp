@@ -37,9 +37,8 @@ void adamw_step(vk::Commands& cmd, vk::View param, vk::View grad, vk::View exp_a
                                 float(std::sqrt(bias2)),
                                 float(step.grad_scale)};
   const bool vec4 = ops::quads(n, {param, grad, exp_avg, exp_avg_sq});
-  vk::Specialization spec;
-  spec.set(0, vec4);
-  cmd.dispatch(cmd.device().kernel("adamw_step", spec), {param, grad, exp_avg, exp_avg_sq}, push,
+  cmd.dispatch(cmd.device().kernel("adamw_step", vk::Specialization().set(0, vec4)),
+               {param, grad, exp_avg, exp_avg_sq}, push,
                {vk::groups_for(vec4 ? n / 4 : n, BRIGADE_WG_OPTIM)});
 }
 
