@@ -1,13 +1,12 @@
 #version 450
-// LayerNorm parameter gradients, one invocation per channel (or, with VEC4, per four
-// channels: C % 4 == 0 and the views 16-byte aligned) summing down the rows in order
-// (deterministic, no atomics; the same sums either way):
+// LayerNorm parameter gradients, summed down the rows as column_sums.h says (a column is a
+// channel, or with VEC4 four channels: C % 4 == 0 and the views 16-byte aligned):
 //   dweight += sum_N dy * xhat,  dbias += sum_N dy.
 // dy, x: (N, C)  mean, rstd: (N) from the forward  dweight, dbias: (C)
 #extension GL_GOOGLE_include_directive : require
 #include "norm.h"
+#include "column_sums.h"
 
-layout(local_size_x = BRIGADE_WG_NORM_COLUMNS) in;
 layout(constant_id = 0) const bool VEC4 = false;
 layout(binding = 0) readonly buffer DY { float dy[]; };
 layout(binding = 0) readonly buffer DY4 { vec4 dy4[]; };
@@ -21,24 +20,34 @@ layout(binding = 5) buffer DBias { float dbias[]; };
 layout(binding = 5) buffer DBias4 { vec4 dbias4[]; };
 layout(push_constant) uniform Push { LayerNormPush p; };
 
-// Channel (or quad) c of L per row, through views of type T.
-#define LAYERNORM_WEIGHT_COLUMN(T, L, DY, X, DW, DB)              \
-  {                                                               \
-    if (c >= L) return;                                           \
-    T dw = T(0.0), db = T(0.0);                                   \
-    for (uint row = 0u; row < p.rows; ++row) {                    \
-      const T g = DY[row * L + c];                                \
-      dw += g * (X[row * L + c] - mean_in[row]) * rstd_in[row];  \
-      db += g;                                                    \
-    }                                                             \
-    DW[c] += dw;                                                  \
-    DB[c] += db;                                                  \
+// Column c of L per row, through views of type T, into dw and db.
+#define LAYERNORM_WEIGHT_SUMS(T, L, DY, X)                                    \
+  {                                                                           \
+    T w = T(0.0), b = T(0.0);                                                 \
+    if (c < L)                                                                \
+      for (uint row = first_row(); row < p.rows; row += LANES) {              \
+        const T g = DY[row * L + c];                                          \
+        w += g * (X[row * L + c] - mean_in[row]) * rstd_in[row];              \
+        b += g;                                                               \
+      }                                                                       \
+    dw = vec4(w), db = vec4(b);                                               \
   }
 
 void main() {
-  const uint C = p.channels, c = gl_GlobalInvocationID.x;
+  const uint C = p.channels, c = sum_column(), items = VEC4 ? C / 4 : C;
+  vec4 dw, db;
   if (VEC4)
-    LAYERNORM_WEIGHT_COLUMN(vec4, C / 4, dy4, x4, dweight4, dbias4)
+    LAYERNORM_WEIGHT_SUMS(vec4, C / 4, dy4, x4)
   else
-    LAYERNORM_WEIGHT_COLUMN(float, C, dy, x, dweight, dbias)
+    LAYERNORM_WEIGHT_SUMS(float, C, dy, x)
+  dw = column_total(dw);
+  db = column_total(db);
+  if (c >= items || gl_LocalInvocationID.y != 0) return;
+  if (VEC4) {
+    dweight4[c] += dw;
+    dbias4[c] += db;
+  } else {
+    dweight[c] += dw.x;
+    dbias[c] += db.x;
+  }
 }

@@ -75,9 +75,6 @@ struct MatmulPush {
   uint head_stride_a, head_stride_b, head_stride_c;
 };
 
-// Threads per workgroup of linear_bias_backward (one per output feature, or per four).
-#define BRIGADE_WG_LINEAR_BIAS 8
-
 // linear_bias_backward: dbias[o] += sum over n of dy[n][o]. (The forward bias is added by
 // matmul as it stores y.)
 struct LinearBiasPush {

@@ -12,9 +12,6 @@ using uint = std::uint32_t;
 
 // Threads per workgroup of the per-column and per-element norm kernels.
 #define BRIGADE_WG_NORM 256
-// layernorm_backward_weight: one invocation per channel (or four), in small workgroups so a
-// few hundred channels still make several (a CPU device runs each workgroup on one thread).
-#define BRIGADE_WG_NORM_COLUMNS 8
 
 // LayerNorm over the last dimension: `rows` rows of `channels` values.
 struct LayerNormPush {

@@ -34,12 +34,12 @@ void layernorm_backward_data(vk::Commands& cmd, vk::View dy, vk::View x, vk::Vie
 
 void layernorm_backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View mean,
                                vk::View rstd, vk::View dweight, vk::View dbias, uint32_t N,
-                               uint32_t C) {
+                               uint32_t C, uint32_t lanes) {
   if (C == 0) return;
   const bool vec4 = quads(C, {dy, x, dweight, dbias});
-  cmd.dispatch(cmd.device().kernel("layernorm_backward_weight", vk::Specialization().set(0, vec4)),
-               {dy, x, mean, rstd, dweight, dbias}, shaders::LayerNormPush{N, C, 0.0f},
-               {vk::groups_for(vec4 ? C / 4 : C, BRIGADE_WG_NORM_COLUMNS)});
+  const ColumnLanes g = column_lanes(cmd.device(), vec4 ? C / 4 : C, lanes, vk::Specialization().set(0, vec4));
+  cmd.dispatch(cmd.device().kernel("layernorm_backward_weight", g.spec), {dy, x, mean, rstd, dweight, dbias},
+               shaders::LayerNormPush{N, C, 0.0f}, g.groups);
 }
 
 }  // namespace brigade::ops

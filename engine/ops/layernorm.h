@@ -17,10 +17,11 @@ void layernorm_forward(vk::Commands& cmd, vk::View x, vk::View weight, vk::View 
 void layernorm_backward_data(vk::Commands& cmd, vk::View dy, vk::View x, vk::View weight,
                              vk::View mean, vk::View rstd, vk::View dx, uint32_t N,
                              uint32_t C);
-// dweight += sum_N dy * xhat,  dbias += sum_N dy.
+// dweight += sum_N dy * xhat,  dbias += sum_N dy, `lanes` invocations down each channel
+// (shaders/column_sums.h; 0: the device's choice).
 // dy, x: (N, C)  mean, rstd: (N) from the forward  dweight, dbias: (C)
 void layernorm_backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View mean,
                                vk::View rstd, vk::View dweight, vk::View dbias, uint32_t N,
-                               uint32_t C);
+                               uint32_t C, uint32_t lanes = 0);
 
 }  // namespace brigade::ops

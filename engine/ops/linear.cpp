@@ -29,11 +29,16 @@ void linear_backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View
                             std::optional<MatmulTiling> tiling) {
   matmul(cmd, dy, x, dweight,
          {.M = out, .N = in, .K = n, .trans_a = true, .accumulate = true, .tiling = tiling});
-  if (!dbias || out == 0) return;
-  const bool vec4 = quads(out, {dy, *dbias});
-  cmd.dispatch(cmd.device().kernel("linear_bias_backward", vk::Specialization().set(0, vec4)), {dy, *dbias},
-               shaders::LinearBiasPush{n, out},
-               {vk::groups_for(vec4 ? out / 4 : out, BRIGADE_WG_LINEAR_BIAS)});
+  if (dbias) linear_bias_backward(cmd, dy, *dbias, n, out);
+}
+
+void linear_bias_backward(vk::Commands& cmd, vk::View dy, vk::View dbias, uint32_t n, uint32_t out,
+                          uint32_t lanes) {
+  if (out == 0) return;
+  const bool vec4 = quads(out, {dy, dbias});
+  const ColumnLanes g = column_lanes(cmd.device(), vec4 ? out / 4 : out, lanes, vk::Specialization().set(0, vec4));
+  cmd.dispatch(cmd.device().kernel("linear_bias_backward", g.spec), {dy, dbias}, shaders::LinearBiasPush{n, out},
+               g.groups);
 }
 
 }  // namespace brigade::ops

@@ -32,4 +32,9 @@ void linear_backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View
                             std::optional<vk::View> dbias, uint32_t n, uint32_t in, uint32_t out,
                             std::optional<MatmulTiling> tiling = std::nullopt);
 
+// dbias += the sum of dy (n, out) over its rows, `lanes` invocations down each column
+// (shaders/column_sums.h; 0: the device's choice).
+void linear_bias_backward(vk::Commands& cmd, vk::View dy, vk::View dbias, uint32_t n, uint32_t out,
+                          uint32_t lanes = 0);
+
 }  // namespace brigade::ops

@@ -38,10 +38,15 @@ Cell::Cell(vk::Device& device, const model::Model& model, CellLayout layout)
     grad_views_.push_back(std::move(gs));
   }
   const auto act = vk::Category::Activations;
+  // The batch's inputs (the model's first cell) and targets (its last) are written by the host:
+  // in host memory, loading a micro-batch is a copy, not a transfer through the queue, which
+  // would wait for all the queue's earlier work and hold a staging buffer the plan does not.
+  const auto input_residency = layout_.first_cell ? vk::Residency::Host : vk::Residency::Device;
   for (uint32_t i = 0; i < layout_.inputs; ++i) {
-    inputs_.emplace_back(device, layout_.input_bytes, act, tag + "input " + std::to_string(i));
+    inputs_.emplace_back(device, layout_.input_bytes, act, tag + "input " + std::to_string(i), input_residency);
     if (layout_.last_cell)
-      targets_.emplace_back(device, layout_.target_bytes, act, tag + "targets " + std::to_string(i));
+      targets_.emplace_back(device, layout_.target_bytes, act, tag + "targets " + std::to_string(i),
+                            vk::Residency::Host);
   }
   for (uint32_t s = 0; s < layout_.sets; ++s) {
     Set set;
@@ -75,9 +80,10 @@ Cell::Cell(vk::Device& device, const model::Model& model, CellLayout layout)
   if (layout_.gradient_out_bytes)
     grad_out_ = vk::Buffer(device, layout_.gradient_out_bytes, act, tag + "input gradient, packed");
   if (layout_.last_cell) {
-    loss_ = vk::Buffer(device, kFloat, vk::Category::Scratch, tag + "loss");
+    // The host reads the loss and the correct count: host memory, as the batch's targets.
+    loss_ = vk::Buffer(device, kFloat, vk::Category::Scratch, tag + "loss", vk::Residency::Host);
     discard_ = vk::Buffer(device, kFloat, vk::Category::Scratch, tag + "recomputed loss");
-    correct_ = vk::Buffer(device, kFloat, vk::Category::Scratch, tag + "correct");
+    correct_ = vk::Buffer(device, kFloat, vk::Category::Scratch, tag + "correct", vk::Residency::Host);
   }
 }
 

@@ -108,7 +108,12 @@ std::optional<double> StageRunner::step_sums() {
   const bool writer = k_ == sh.writer;
   if (writer) st.loss = loss[0];
   std::vector<double> bad_param(C, 0.0);
-  if (!std::isfinite(loss[0])) {  // every stage sees it: look for a parameter that already was
+  // Every stage sees the same loss and flags: on anything non-finite, look for a parameter
+  // that already was. (A NaN weight need not make the loss NaN: where a device's max() drops
+  // NaN, as NVIDIA's does, the loss can stay finite and only the gradients show it.)
+  const bool any_bad = !std::isfinite(loss[0]) ||
+                       std::any_of(stats.begin() + C, stats.begin() + 2 * C, [](double f) { return f != 0; });
+  if (any_bad) {
     for (uint32_t c : mine) {
       st.bad_param[c] = first_non_finite_parameter(c);
       bad_param[c] = !st.bad_param[c].empty();
@@ -156,8 +161,14 @@ std::string StageRunner::first_non_finite_parameter(uint32_t c) {
   cmd.run();
   std::vector<double> each;
   norm.squared(&each);
-  for (size_t i = 0; i < each.size(); ++i)
-    if (!std::isfinite(each[i])) return names[i];
+  // A sum of squares also overflows for huge finite values: those are read back to be sure.
+  for (size_t i = 0; i < each.size(); ++i) {
+    if (std::isfinite(each[i])) continue;
+    const vk::Buffer& b = s.param(names[i]);
+    std::vector<float> values(b.size() / kFloat);
+    vk::download(b, values.data(), b.size());
+    if (std::any_of(values.begin(), values.end(), [](float v) { return !std::isfinite(v); })) return names[i];
+  }
   return {};
 }
 

@@ -229,6 +229,14 @@ bool Device::wait_for(uint64_t value, uint64_t timeout_ns) {
   return true;
 }
 
+void Device::settle(uint64_t timeout_ns) noexcept {
+  try {
+    if (!lost_) wait_for(submitted_, timeout_ns);
+  } catch (const std::exception&) {
+    // a failed wait: nothing more to wait for
+  }
+}
+
 const Kernel& Device::kernel(const std::string& shader) { return kernel(shader, Specialization{}); }
 
 const Kernel& Device::kernel(const std::string& shader, const Specialization& spec) {

@@ -72,6 +72,10 @@ class Device {
   void wait(uint64_t value);
   // The same with a timeout; false when it expires first.
   bool wait_for(uint64_t value, uint64_t timeout_ns);
+  // For teardown: waits up to `timeout_ns` for everything submitted so far to finish, so
+  // that what it uses can be freed. A lost device, or work waiting for a signal no one will
+  // send, is not waited for past the timeout. Never throws.
+  void settle(uint64_t timeout_ns) noexcept;
   VkSemaphore queue_timeline() const { return queue_timeline_; }
   // The subgroup size every kernel must run with (DeviceOptions), or 0.
   uint32_t required_subgroup_size() const { return required_subgroup_size_; }

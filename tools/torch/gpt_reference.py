@@ -190,7 +190,7 @@ class GPT(nn.Module):
 
     def forward(self, idx):
         B, T = idx.size()
-        pos = torch.arange(T, dtype=torch.long)
+        pos = torch.arange(T, dtype=torch.long, device=idx.device)
         x = self.transformer.wte(idx) + self.transformer.wpe(pos)
         for block in self.transformer.h:
             x = block(x)

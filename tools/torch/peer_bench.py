@@ -51,17 +51,26 @@ FASHION = "/usr/share/datasets/fashion-mnist"
 PLAN = {
     "fashion-mlp": {"steps": 400, "warmup": 50, "rows": 64, "per_row": 1, "unit": "samples"},
     "fashion-cnn": {"steps": 60, "warmup": 10, "rows": 64, "per_row": 1, "unit": "samples"},
-    "gpt-mini": {"steps": 24, "warmup": 4, "rows": 16, "per_row": 128, "unit": "tokens"},
+    "gpt-mini": {"steps": 24, "warmup": 4, "rows": 16, "per_row": 128, "unit": "tokens",
+                 "gpt": (128, 256, 4, 4, 128)},
+    # The larger presets, for a GPU (--device cuda): windows of the whole block.
+    "gpt-small": {"steps": 30, "warmup": 5, "rows": 16, "per_row": 256, "unit": "tokens",
+                  "gpt": (256, 256, 6, 6, 384)},
+    "gpt2-small": {"steps": 8, "warmup": 3, "rows": 16, "per_row": 1024, "unit": "tokens",
+                   "gpt": (1024, 256, 12, 12, 768)},
 }
+TEXT = "/usr/share/doc/jargon-text/jargon.txt.gz"
 
 
-def brigade_run(binary, model, out, lavapipe):
+def brigade_run(binary, model, out, lavapipe, text):
     """samples (or tokens) per second of `brigade train` between the warm-up and the last step."""
     p = PLAN[model]
     steps, warmup = p["steps"], p["warmup"]
     cmd = [binary, "train", "--model", model, "-b", str(p["rows"]), "--steps", str(steps),
            "--eval-every", str(steps), "--eval-batches", "1", "--out", out]
-    env = dict(os.environ, BRIGADE_LAVAPIPE=lavapipe)
+    if "gpt" in p:
+        cmd += ["--data", text]
+    env = dict(os.environ, BRIGADE_LAVAPIPE=lavapipe) if lavapipe else os.environ
     done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     if done.returncode != 0:
         sys.exit(f"peer_bench: {' '.join(cmd)} failed with status {done.returncode}: {done.stderr.strip()}")
@@ -88,14 +97,23 @@ def lavapipe_name(binary, lavapipe):
     return lavapipe
 
 
+def device_zero(binary):
+    """The name of brigade's device 0, the one it trains on by default."""
+    done = subprocess.run([binary, "devices", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if done.returncode != 0:
+        sys.exit(f"peer_bench: brigade devices failed: {done.stderr.strip()}")
+    return json.loads(done.stdout)[0]["name"]
+
+
 def system_blas():
     """The BLAS library Debian's alternatives system points libblas.so.3 at."""
     return os.path.realpath("/usr/lib/x86_64-linux-gnu/libblas.so.3")
 
 
-def torch_run(model, threads):
+def torch_run(model, threads, device, text):
     """The same measurement in PyTorch, in a fresh process (this script with --worker)."""
-    cmd = [sys.executable, os.path.abspath(__file__), "--worker", model, "--threads", str(threads)]
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", model, "--threads", str(threads),
+           "--device", device, "--text", text]
     env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
     done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     if done.returncode != 0:
@@ -103,21 +121,24 @@ def torch_run(model, threads):
     return float(done.stdout.strip().splitlines()[-1])
 
 
-def worker(model, threads):
+def worker(model, threads, device, text):
     import torch
     import torch.nn.functional as F
     sys.path.insert(0, HERE)
     torch.set_num_threads(threads)
+    if device == "cuda":  # fp32 as brigade computes it: no TF32 in products or convolutions
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
     torch.manual_seed(0)
     p = PLAN[model]
     steps, warmup, rows, per_step = p["steps"], p["warmup"], p["rows"], p["rows"] * p["per_row"]
     if model.startswith("fashion"):
         from load_checkpoint import idx, module
-        net = module(model)
-        x = idx(f"{FASHION}/train-images-idx3-ubyte.gz").float().div(255).unsqueeze(1)
-        y = idx(f"{FASHION}/train-labels-idx1-ubyte.gz").long()
+        net = module(model).to(device)
+        x = idx(f"{FASHION}/train-images-idx3-ubyte.gz").float().div(255).unsqueeze(1).to(device)
+        y = idx(f"{FASHION}/train-labels-idx1-ubyte.gz").long().to(device)
         opt = torch.optim.AdamW(net.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0)
-        order = torch.randperm(len(y))
+        order = torch.randperm(len(y)).to(device)
 
         def batch(step):
             i = order[(step * rows) % (len(y) - rows):][:rows]
@@ -128,12 +149,12 @@ def worker(model, threads):
         clip = 0.0
     else:
         from gpt_reference import GPT, TextBytes, loss_of as gpt_loss
-        net = GPT(128, 256, 4, 4, 128)
-        data = TextBytes("/usr/share/doc/jargon-text/jargon.txt.gz", 128, 0)
+        net = GPT(*p["gpt"]).to(device)
+        data = TextBytes(text, p["gpt"][0], 0)
         opt = torch.optim.AdamW(net.parameters(), lr=1e-3, betas=(0.9, 0.99), eps=1e-8, weight_decay=0.1)
 
         def batch(step):
-            return data.train_batch(step, rows)
+            return tuple(t.to(device) for t in data.train_batch(step, rows))
 
         def loss_of(xb, yb):
             return gpt_loss(net, xb, yb)
@@ -201,12 +222,16 @@ def main():
     ap.add_argument("--lavapipe", default="project",
                     help="comma-separated BRIGADE_LAVAPIPE values brigade runs under in each round "
                          "(project, system; default project)")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                    help="where PyTorch trains: cpu (default), or cuda, where brigade's device 0 "
+                         "must be the same GPU (fp32 on both sides: TF32 off)")
+    ap.add_argument("--text", default=TEXT, help=f"the GPT models' text (default {TEXT})")
     ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
     ap.add_argument("--svg", help="also draw the ratios into this SVG file")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        worker(args.worker, args.threads)
+        worker(args.worker, args.threads, args.device, args.text)
         return
     models = [m for m in args.models.split(",") if m]
     for m in models:
@@ -219,9 +244,12 @@ def main():
     drivers = [d for d in args.lavapipe.split(",") if d]
     if not drivers or any(d not in ("project", "system") for d in drivers):
         sys.exit("peer_bench: --lavapipe takes project, system or both, comma-separated")
-    names = {d: lavapipe_name(args.brigade, d) for d in drivers}
-    blas = system_blas()
-    if "openblas" not in blas and "blis" not in blas and "mkl" not in blas:
+    if args.device == "cuda":
+        drivers, names = [""], {"": device_zero(args.brigade)}
+    else:
+        names = {d: lavapipe_name(args.brigade, d) for d in drivers}
+    blas = system_blas() if args.device == "cpu" else "cuBLAS"
+    if args.device == "cpu" and "openblas" not in blas and "blis" not in blas and "mkl" not in blas:
         print(f"peer_bench: warning: PyTorch's BLAS is {blas}, not an optimized one; "
               "install libopenblas0-pthread for a fair peer", file=sys.stderr)
     results = []
@@ -231,8 +259,8 @@ def main():
             ours, theirs = {d: [] for d in drivers}, []
             for r in range(args.runs):
                 for d in drivers:
-                    ours[d].append(brigade_run(args.brigade, m, os.path.join(tmp, f"{m}-{r}-{d}"), d))
-                theirs.append(torch_run(m, args.threads))
+                    ours[d].append(brigade_run(args.brigade, m, os.path.join(tmp, f"{m}-{r}-{d}"), d, args.text))
+                theirs.append(torch_run(m, args.threads, args.device, args.text))
                 mine = ", ".join(f"brigade on {names[d]} {ours[d][-1]:.0f}" for d in drivers)
                 print(f"{m} round {r + 1}/{args.runs}: {mine}, PyTorch {theirs[-1]:.0f} {p['unit']}/s",
                       file=sys.stderr)
@@ -249,11 +277,12 @@ def main():
         write_svg(args.svg, results)
         print(f"wrote {args.svg}", file=sys.stderr)
     if args.json:
-        print(json.dumps({"runs": args.runs, "threads": args.threads, "blas": blas, "results": results}, indent=2))
+        print(json.dumps({"runs": args.runs, "threads": args.threads, "device": args.device, "blas": blas,
+                          "results": results}, indent=2))
         return
     import torch
-    print(f"median of {args.runs} alternated runs each; PyTorch {torch.__version__} on {args.threads} thread(s), "
-          f"BLAS {blas}")
+    where = f"{args.threads} thread(s)" if args.device == "cpu" else torch.cuda.get_device_name(0) + ", fp32 (TF32 off)"
+    print(f"median of {args.runs} alternated runs each; PyTorch {torch.__version__} on {where}, BLAS {blas}")
     rows = [["model", "unit", "PyTorch"]]
     for d in drivers:
         rows[0] += [f"brigade ({names[d]})", "ratio", "per-round ratios"]

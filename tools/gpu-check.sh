@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# The checks of docs/BENCHMARKS.md "On a GPU", in one run on a machine with a GPU (and PyTorch
+# with CUDA for the peers):
+#   tools/gpu-check.sh OUTDIR [PARTS]
+# PARTS (comma-separated, default all): devices, kernels, suite, gpt, profile, drivers, stages.
+#   kernels  `bench kernels` up to 4096^3 beside torch.mm fp32 (TF32 off) on the same GPU
+#   suite    the test suites on the GPU under the validation layer (synchronization validation
+#            on): vk, kernels (each subgroup size), pipeline, model, io, cli; the ranks and mpi
+#            suites need mpirun and the vendors suite two CPU drivers, so they are not run
+#   gpt      training throughput against PyTorch eager fp32 on the same GPU (peer_bench.py)
+#   profile  where a gpt2-small step goes (`bench profile`)
+#   drivers  gpt-mini trained on the GPU alone, then pipelined over the GPU and SwiftShader and
+#            the GPU and lavapipe (--partition profile: each layer timed on each device), the
+#            losses compared step by step, and the plan of the second
+#   stages   K logical devices on the one GPU against one (`bench pipeline`)
+# Environment: BUILD (default build), GPU (the GPU's device spec, default 0), TEXT (the GPT
+# models' text, default jargon-text's), and the Vulkan loader's own variables choose what runs;
+# for the drivers part, MIXED_DRIVER_FILES (VK_DRIVER_FILES listing the GPU's driver, lavapipe's
+# and SwiftShader's) and LVP_LIBS (prepended to LD_LIBRARY_PATH: lavapipe's libraries), if set. Each part has a
+# time limit. Written to OUTDIR: summary.txt (a line per part, the suite's failures, the
+# peers' tables), log.txt (every part's output), suite.txt, kernels.json.
+set -uo pipefail
+out=${1:?usage: tools/gpu-check.sh OUTDIR [PARTS]}
+parts=${2:-devices,kernels,suite,gpt,profile,drivers,stages}
+build=${BUILD:-build}
+b=$build/brigade
+gpu=${GPU:-0}
+text=${TEXT:-/usr/share/doc/jargon-text/jargon.txt.gz}
+here=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "$out"
+py=$(command -v python3)
+
+say() { echo "$*" | tee -a "$out/summary.txt"; }
+want() { [[ ",$parts," == *",$1,"* ]]; }
+# part NAME SECONDS COMMAND...: runs COMMAND with a limit, its output to OUTDIR/log.txt
+part() {
+  local name=$1 limit=$2
+  shift 2
+  local t0=$SECONDS
+  echo "== $name: $*" >>"$out/log.txt"
+  timeout -k 5 "$limit" "$@" >>"$out/log.txt" 2>&1
+  local rc=$?
+  say "$name: exit $rc in $((SECONDS - t0)) s$([ $rc = 124 ] && echo " (stopped at its ${limit} s limit)")"
+  return $rc
+}
+
+if want devices && ! part devices 30 "$b" devices; then
+  tail -20 "$out/log.txt"
+  exit 1
+fi
+
+if want kernels; then
+  t0=$SECONDS
+  timeout -k 5 60 "$b" bench kernels --device "$gpu" --square 256,1024,2048,4096 --reps 9 --json \
+    >"$out/kernels.json" 2>>"$out/log.txt"
+  say "kernels: exit $? in $((SECONDS - t0)) s"
+  part kernels 40 "$py" "$here/torch/mm_peer.py" --device cuda --brigade-json "$out/kernels.json"
+  sed -n '/^== kernels: .*mm_peer/,$p' "$out/log.txt" | tail -n +2 >>"$out/summary.txt"
+fi
+
+if want suite; then
+  # Every suite at once, the long ones in shards (doctest's --first/--last over its cases).
+  export BRIGADE_TEST_DEVICE=$gpu
+  run_suite() {  # SUITE SHARDS [ARGS]
+    local s=$1 k=$2
+    shift 2
+    local n
+    n=$("$build/tests/test_$s" --count "$@" 2>/dev/null | grep -o '[0-9]\+' | tail -1)
+    for ((i = 0; i < k; ++i)); do
+      local first=$((i * n / k + 1)) last=$(((i + 1) * n / k))
+      (timeout -k 5 "${SUITE_LIMIT:-150}" "$build/tests/test_$s" "$@" --first=$first --last=$last \
+         >"$out/suite-$s-$i.log" 2>&1; echo "test_$s [$first..$last of $n]: exit $?" >>"$out/suite-$s-$i.log") &
+    done
+  }
+  t0=$SECONDS
+  run_suite pipeline 6
+  run_suite kernels 3 --each-subgroup-size --device="$gpu"
+  run_suite cli 3
+  run_suite model 1
+  run_suite io 1
+  run_suite vk 1
+  wait
+  cat "$out"/suite-*.log >"$out/suite.txt"
+  rm -f "$out"/suite-*.log
+  say "suite: $((SECONDS - t0)) s; $(grep -c ': exit 0$' "$out/suite.txt") shards passed, $(grep -c ': exit [1-9]' "$out/suite.txt") failed"
+  grep -E '^\[doctest\] (test cases|assertions)|: exit [0-9]+$' "$out/suite.txt" | tee -a "$out/summary.txt"
+  grep -E 'ERROR: |TEST CASE:' "$out/suite.txt" | sort | uniq -c | head -40 | tee -a "$out/summary.txt"
+fi
+
+if want gpt; then
+  for m in gpt-mini:30 gpt-small:40 gpt2-small:60; do
+    part gpt "${m#*:}" "$py" "$here/torch/peer_bench.py" --device cuda --runs 1 --models "${m%:*}" \
+      --brigade "$b" --text "$text" && tail -2 "$out/log.txt" >>"$out/summary.txt"
+  done
+fi
+
+want profile && part profile 45 "$b" bench profile --model gpt2-small -b 16 --reps 3 --devices "$gpu"
+
+if want drivers; then
+  run_train() {  # NAME DEVICES [FLAGS]
+    local name=$1 devices=$2
+    shift 2
+    rm -rf "$out/run-$name"
+    LD_LIBRARY_PATH=${LVP_LIBS:-}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
+      VK_DRIVER_FILES=${MIXED_DRIVER_FILES:-${VK_DRIVER_FILES:-}} part drivers 35 "$b" train --model gpt-mini --steps 5 --eval-every 5 --eval-batches 1 --data "$text" \
+      --devices "$devices" -m 4 --out "$out/run-$name" "$@"
+  }
+  run_train one "$gpu"
+  run_train swiftshader "$gpu,swiftshader" --partition profile
+  run_train lavapipe "$gpu,llvmpipe" --partition profile
+  LD_LIBRARY_PATH=${LVP_LIBS:-}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
+    VK_DRIVER_FILES=${MIXED_DRIVER_FILES:-${VK_DRIVER_FILES:-}} part drivers 35 "$b" plan --model gpt-mini \
+    --devices "$gpu,llvmpipe" -m 4 --partition profile
+  for r in swiftshader lavapipe; do
+    "$py" "$here/torch/compare.py" "$out/run-one" "$out/run-$r" --tolerance 1e-4 >>"$out/log.txt" 2>&1
+    say "drivers: $r pipeline against the GPU alone: compare exit $?"
+  done
+  rm -rf "$out"/run-*
+fi
+
+want stages && part stages 45 "$b" bench pipeline --model gpt-small -b 16 --stages 1 2 4 -m 1 4 \
+  --remat never --device "$gpu" --reps 3
+exit 0

@@ -1,0 +1,93 @@
+#!/usr/bin/python3
+"""PyTorch's fp32 matrix product (torch.mm) on the square sizes `brigade bench kernels` times,
+beside brigade's figures for the same sizes: the peer of the matrix kernel on a GPU (cuBLAS,
+TF32 off) or on the CPU (PyTorch's BLAS).
+
+    brigade bench kernels --square 256,1024,4096 --json > kernels.json
+    python3 tools/torch/mm_peer.py --device cuda --brigade-json kernels.json [--reps 20]
+
+Inputs are uniform in [-1, 1) (never zeros); each size is timed --reps times after three
+warm-up products, by CUDA events on a GPU and the wall clock on the CPU, and the median is
+reported. Per size the table gives PyTorch's GFLOPS, brigade's under its default tiling and
+under its fastest candidate (from the JSON), and the ratios brigade / PyTorch.
+"""
+
+import argparse
+import json
+import statistics
+import sys
+import time
+
+
+def torch_gflops(n, device, reps):
+    import torch
+    a = torch.rand(n, n, device=device) * 2 - 1
+    b = torch.rand(n, n, device=device) * 2 - 1
+    c = torch.empty(n, n, device=device)
+    times = []
+    for i in range(reps + 3):
+        if device == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            torch.mm(a, b, out=c)
+            end.record()
+            end.synchronize()
+            ms = start.elapsed_time(end)
+        else:
+            t = time.perf_counter()
+            torch.mm(a, b, out=c)
+            ms = (time.perf_counter() - t) * 1e3
+        if i >= 3:
+            times.append(ms)
+    return 2.0 * n ** 3 / (statistics.median(times) * 1e6)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    ap.add_argument("--sizes", help="square sizes n (default: those in --brigade-json)")
+    ap.add_argument("--brigade-json", help="`brigade bench kernels --json` output to compare with")
+    ap.add_argument("--reps", type=int, default=20)
+    args = ap.parse_args()
+    import torch
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    ours = {}
+    device_name = "brigade: none given"
+    if args.brigade_json:
+        with open(args.brigade_json) as f:
+            report = json.load(f)
+        device_name = "brigade: " + report["device"]
+        for r in report["results"]:
+            if r["op"] != "matmul" or not r["valid"]:
+                continue
+            n = r["M"]
+            mine = ours.setdefault(n, {"default": None, "best": 0.0, "best_tiling": ""})
+            if r["tiling"].startswith("default"):
+                mine["default"] = r["gflops"]
+            if r["gflops"] > mine["best"]:
+                mine["best"], mine["best_tiling"] = r["gflops"], r["tiling"]
+    sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else sorted(ours)
+    if not sizes:
+        sys.exit("mm_peer: no sizes: give --sizes or a --brigade-json with square products")
+    where = torch.cuda.get_device_name(0) if args.device == "cuda" else f"CPU, {torch.get_num_threads()} threads"
+    print(f"PyTorch {torch.__version__} torch.mm fp32 (TF32 off) on {where}, median of {args.reps}")
+    print(device_name)
+    rows = [["n", "PyTorch GFLOPS", "brigade default", "ratio", "brigade best", "ratio", "best tiling"]]
+    for n in sizes:
+        peer = torch_gflops(n, args.device, args.reps)
+        mine = ours.get(n)
+        row = [str(n), f"{peer:.0f}"]
+        if mine and mine["default"]:
+            row += [f"{mine['default']:.0f}", f"{mine['default'] / peer:.2f}"]
+        else:
+            row += ["-", "-"]
+        row += [f"{mine['best']:.0f}", f"{mine['best'] / peer:.2f}", mine["best_tiling"]] if mine else ["-", "-", "-"]
+        rows.append(row)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+
+
+if __name__ == "__main__":
+    main()
