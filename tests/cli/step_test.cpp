@@ -101,7 +101,9 @@ TEST_CASE("brigade step under each schedule gives one stage's gradients, and pla
   r = brigade_run("plan --model fashion-mlp --devices 0,0 -m 4 -b 12 --schedule interleaved --virtual-stages 4");
   CHECK(r.status == 2);
   CHECK(r.output == "brigade: error: 8 cells (2 stages x 4 virtual stages) for a model of 6 layers; use at most 6 cells\n");
-  r = brigade_run("train --model fashion-mlp --schedule cosine --steps 1 --out " + (d / "run").string());
+  // Said before any data is read: the data folder here does not exist.
+  r = brigade_run("train --model fashion-mlp --schedule cosine --steps 1 --data " + (d / "no-data").string() +
+                  " --out " + (d / "run").string());
   CHECK(r.status == 2);
   CHECK(r.output.find("the learning rate's is --lr-schedule cosine") != std::string::npos);
   CHECK_FALSE(fs::exists(d / "run"));

@@ -19,6 +19,7 @@
 #include "optim/adamw.h"
 #include "optim/lr_schedule.h"
 #include "optim/sgd.h"
+#include "pipeline/schedule.h"
 #include "pipeline_flags.h"
 #include "progress.h"
 #include "ranks.h"
@@ -212,6 +213,7 @@ void run_train(TrainArgs& a) {
   const std::vector<uint8_t>* from = saved_bytes.empty() ? nullptr : &saved_bytes;
 
   Settings& s = a.s;
+  pipeline::parse_schedule_kind(a.pipeline.schedule);  // a misspelt schedule: said before any data is read
   std::optional<io::Checkpoint> resumed;
   std::unique_ptr<io::Dataset> data;
   model::Model m;
