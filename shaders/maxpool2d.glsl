@@ -7,17 +7,24 @@ layout(constant_id = 1) const uint S = 2;
 // K = S = 2 over even H and W, the views 8-byte aligned (the launcher proves it): a window is
 // two aligned pairs, and the windows tile the input.
 layout(constant_id = 2) const bool PAIRS = false;
+// A ReLU folded in before the pooling (ops/maxpool2d.h): windows see relu(x), NaN passing.
+layout(constant_id = 3) const bool RELU = false;
+
+float seen(float v) { return RELU && v < 0.0 ? 0.0 : v; }
+// Whether the gradient reaches the argmax, whose value (as seen) is `top`: past a ReLU only
+// where it is positive, as the ReLU's backward would mask it.
+bool passes(float top) { return !RELU || top > 0.0; }
 
 // PyTorch's rule: scan the window in row-major order and take an element when it is greater
 // than the maximum so far, or NaN; ties keep the first maximum, a NaN wins (the last one).
 uint window_argmax(uint plane, uint oh, uint ow) {
   const uint row0 = (plane * p.h + oh * S) * p.w + ow * S;
   uint best = row0;
-  float top = x[best];
+  float top = seen(x[best]);
   for (uint r = 0; r < K; ++r)
     for (uint c = 0; c < K; ++c) {
       const uint at = row0 + r * p.w + c;
-      const float v = x[at];
+      const float v = seen(x[at]);
       if (v > top || isnan(v)) {
         top = v;
         best = at;
@@ -31,7 +38,7 @@ uint window_argmax(uint plane, uint oh, uint ow) {
 // Returns the argmax's place in the window, 0 to 3 in row-major order, and its value.
 uint pair_argmax(uint row0, out float top) {
   const vec2 r0 = x2[row0 >> 1], r1 = x2[(row0 + p.w) >> 1];
-  const float v[4] = float[4](r0.x, r0.y, r1.x, r1.y);
+  const float v[4] = float[4](seen(r0.x), seen(r0.y), seen(r1.x), seen(r1.y));
   uint best = 0;
   top = v[0];
   for (uint c = 1; c < 4; ++c)

@@ -29,7 +29,7 @@ void main() {
     const uint row0 = (plane * p.h + oh * 2) * p.w + ow * 2;
     float top;
     const uint best = pair_argmax(row0, top);
-    const float g = dy[(plane * p.oh + oh) * p.ow + ow];
+    const float g = passes(top) ? dy[(plane * p.oh + oh) * p.ow + ow] : 0.0;
     dx2[row0 >> 1] = vec2(best == 0 ? g : 0.0, best == 1 ? g : 0.0);
     dx2[(row0 + p.w) >> 1] = vec2(best == 2 ? g : 0.0, best == 3 ? g : 0.0);
     return;
@@ -44,6 +44,6 @@ void main() {
   float g = 0.0;
   for (uint oh = oh_lo; oh < oh_hi; ++oh)
     for (uint ow = ow_lo; ow < ow_hi; ++ow)
-      if (window_argmax(plane, oh, ow) == i) g += dy[(plane * p.oh + oh) * p.ow + ow];
+      if (window_argmax(plane, oh, ow) == i && passes(seen(x[i]))) g += dy[(plane * p.oh + oh) * p.ow + ow];
   dx[i] = g;
 }

@@ -20,6 +20,6 @@ void main() {
   if (ow >= p.ow || oh >= p.oh) return;
   float top;
   if (PAIRS) pair_argmax((plane * p.h + oh * 2) * p.w + ow * 2, top);
-  else top = x[window_argmax(plane, oh, ow)];
+  else top = seen(x[window_argmax(plane, oh, ow)]);
   y[(plane * p.oh + oh) * p.ow + ow] = top;
 }

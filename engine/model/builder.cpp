@@ -164,15 +164,16 @@ class Reader {
   std::string where_;
 };
 
-// One [[layers]] table of a Sequential, `index` in it, given the incoming shape.
+// One [[layers]] table of a Sequential, `index` in it, given the incoming shape. `fold`: a
+// relu right before a maxpool2d (that relu, and that maxpool2d): the pooling applies the ReLU.
 std::unique_ptr<Layer> sequential_layer(const Reader& r, const std::string& type, uint32_t index,
-                                        const Shape& in) {
+                                        const Shape& in, bool fold) {
   const std::string prefix = std::to_string(index) + ".";
   const uint32_t channels = in.empty() ? 0 : in.front(), features = in.empty() ? 0 : in.back();
   if (type == "flatten" || type == "relu" || type == "gelu") {
     r.only({"type"});
     if (type == "flatten") return std::make_unique<Flatten>(in);
-    if (type == "relu") return std::make_unique<ReLU>(in);
+    if (type == "relu") return std::make_unique<ReLU>(in, fold);
     return std::make_unique<GELU>(in);
   }
   if (type == "linear") {
@@ -189,7 +190,7 @@ std::unique_ptr<Layer> sequential_layer(const Reader& r, const std::string& type
   if (type == "maxpool2d") {
     r.only({"type", "kernel", "stride"});
     const uint32_t kernel = r.count("kernel");
-    return std::make_unique<MaxPool2d>(in, kernel, r.count_or("stride", kernel));
+    return std::make_unique<MaxPool2d>(in, kernel, r.count_or("stride", kernel), fold);
   }
   if (type == "batchnorm2d") {
     r.only({"type", "features"});
@@ -220,8 +221,15 @@ Model sequential(const toml::table& table, const Reader& r, const std::string& d
     if (!layer) throw UserError(where + ": must be a table with a 'type' key");
     const Reader lr(*layer, where);
     const std::string type = lr.text("type");
+    auto type_at = [&](size_t j) -> std::string {
+      const toml::table* t = j < layers->size() ? (*layers)[j].as_table() : nullptr;
+      const auto name = t ? (*t)["type"].value<std::string>() : std::nullopt;
+      return name.value_or("");
+    };
+    const bool fold = (type == "relu" && type_at(i + 1) == "maxpool2d") ||
+                      (type == "maxpool2d" && i > 0 && type_at(i - 1) == "relu");
     try {
-      m.layers.push_back(sequential_layer(Reader(*layer, where + " (" + type + ")"), type, i, shape));
+      m.layers.push_back(sequential_layer(Reader(*layer, where + " (" + type + ")"), type, i, shape, fold));
       check_sizes(*m.layers.back());
     } catch (const UserError& e) {
       const std::string what = e.what();

@@ -71,10 +71,13 @@ class Linear final : public ShapedLayer {
 };
 
 // nn.ReLU(); its backward reads the output.
+// `folded`: a MaxPool2d right after it applies it (ops/maxpool2d.h, `relu`), so this layer is
+// a view: it computes nothing and holds no output (the builder folds every such pair).
 class ReLU final : public ShapedLayer {
  public:
-  explicit ReLU(const Shape& input) : ShapedLayer(input, input) {}
+  explicit ReLU(const Shape& input, bool folded = false) : ShapedLayer(input, input), folded_(folded) {}
   std::string kind() const override { return "relu"; }
+  bool is_view() const override { return folded_; }
   bool backward_reads_input() const override { return false; }
   bool backward_reads_output() const override { return true; }
   bool writes_input_gradient() const override { return true; }
@@ -82,6 +85,9 @@ class ReLU final : public ShapedLayer {
   void forward(const Pass& p, const Tensors& t) const override;
   void backward(const Pass& p, const Tensors& t, vk::View dy,
                 std::optional<vk::View> dx) const override;
+
+ private:
+  bool folded_;
 };
 
 // nn.GELU(approximate='tanh'); its backward reads the input.
@@ -125,9 +131,10 @@ class Conv2d final : public ShapedLayer {
 };
 
 // nn.MaxPool2d(kernel, stride) on [C, H, W].
+// `relu_first`: the ReLU layer before it is folded in (ReLU's `folded`).
 class MaxPool2d final : public ShapedLayer {
  public:
-  MaxPool2d(const Shape& input, uint32_t kernel, uint32_t stride);
+  MaxPool2d(const Shape& input, uint32_t kernel, uint32_t stride, bool relu_first = false);
   std::string kind() const override { return "maxpool2d"; }
   bool writes_input_gradient() const override { return true; }
   Cost cost() const override;
@@ -137,6 +144,7 @@ class MaxPool2d final : public ShapedLayer {
 
  private:
   uint32_t kernel_, stride_;
+  bool relu_first_;
 };
 
 // nn.BatchNorm2d(C) on [C, H, W] with GPipe's statistics (ops/batchnorm.h): each training

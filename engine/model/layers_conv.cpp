@@ -33,8 +33,8 @@ Shape conv_output(const Shape& input, uint32_t in, uint32_t out, uint32_t kernel
 }
 
 ops::MaxPool2dShape pool_shape(const Shape& input, uint32_t kernel, uint32_t stride,
-                               uint32_t n = 1) {
-  return {n, input[0], input[1], input[2], kernel, stride};
+                               uint32_t n = 1, bool relu = false) {
+  return {n, input[0], input[1], input[2], kernel, stride, relu};
 }
 
 Shape pool_output(const Shape& input, uint32_t kernel, uint32_t stride) {
@@ -104,8 +104,9 @@ void Conv2d::backward_weight(const Pass& p, const Tensors& t, vk::View dy) const
   ops::conv2d_backward_weight(p.cmd, dy, t.x, t.grads[0], dbias, shape(p.rows), *t.scratch);
 }
 
-MaxPool2d::MaxPool2d(const Shape& input, uint32_t kernel, uint32_t stride)
-    : ShapedLayer(input, pool_output(input, kernel, stride)), kernel_(kernel), stride_(stride) {}
+MaxPool2d::MaxPool2d(const Shape& input, uint32_t kernel, uint32_t stride, bool relu_first)
+    : ShapedLayer(input, pool_output(input, kernel, stride)), kernel_(kernel), stride_(stride),
+      relu_first_(relu_first) {}
 
 // One comparison per window element.
 Cost MaxPool2d::cost() const {
@@ -113,12 +114,13 @@ Cost MaxPool2d::cost() const {
 }
 
 void MaxPool2d::forward(const Pass& p, const Tensors& t) const {
-  ops::maxpool2d_forward(p.cmd, t.x, t.y, pool_shape(input_, kernel_, stride_, p.rows));
+  ops::maxpool2d_forward(p.cmd, t.x, t.y, pool_shape(input_, kernel_, stride_, p.rows, relu_first_));
 }
 
 void MaxPool2d::backward(const Pass& p, const Tensors& t, vk::View dy,
                          std::optional<vk::View> dx) const {
-  if (dx) ops::maxpool2d_backward_data(p.cmd, t.x, dy, *dx, pool_shape(input_, kernel_, stride_, p.rows));
+  if (dx)
+    ops::maxpool2d_backward_data(p.cmd, t.x, dy, *dx, pool_shape(input_, kernel_, stride_, p.rows, relu_first_));
 }
 
 }  // namespace brigade::model

@@ -90,12 +90,12 @@ void Linear::backward_weight(const Pass& p, const Tensors& t, vk::View dy) const
 Cost ReLU::cost() const { return standard_cost(*this, double(elements(output_))); }
 
 void ReLU::forward(const Pass& p, const Tensors& t) const {
-  ops::relu_forward(p.cmd, t.x, t.y, uint32_t(p.rows * elements(input_)));
+  if (!folded_) ops::relu_forward(p.cmd, t.x, t.y, uint32_t(p.rows * elements(input_)));
 }
 
 void ReLU::backward(const Pass& p, const Tensors& t, vk::View dy,
                     std::optional<vk::View> dx) const {
-  if (dx) ops::relu_backward(p.cmd, t.y, dy, *dx, uint32_t(p.rows * elements(input_)));
+  if (dx && !folded_) ops::relu_backward(p.cmd, t.y, dy, *dx, uint32_t(p.rows * elements(input_)));
 }
 
 // About 8 FLOPs per element for the tanh approximation (multiplies, adds and the tanh).

@@ -26,7 +26,7 @@ bool pairs(const MaxPool2dShape& s, std::initializer_list<vk::View> views) {
 }
 
 const vk::Kernel& kernel(vk::Commands& cmd, const char* name, const MaxPool2dShape& s, bool pairs) {
-  return cmd.device().kernel(name, vk::Specialization{}.set(0, s.k).set(1, s.s).set(2, pairs));
+  return cmd.device().kernel(name, vk::Specialization{}.set(0, s.k).set(1, s.s).set(2, pairs).set(3, s.relu));
 }
 
 shaders::MaxPool2dPush push_of(const MaxPool2dShape& s) {

@@ -3,6 +3,8 @@
 //   x (N, C, H, W)  y (N, C, OH, OW)  with OH = (H - k) / s + 1, OW likewise
 // Forward saves nothing; backward recomputes each window's argmax from x, with PyTorch's
 // rule for ties (the first maximum in row-major order) and NaN (a NaN is the maximum).
+// With `relu`, a ReLU before the pooling is folded in: one pass over x instead of two, and
+// no tensor between them; the values and gradients are the two layers' bit for bit.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +17,9 @@ namespace brigade::ops {
 struct MaxPool2dShape {
   uint32_t n = 1, c = 1, h = 1, w = 1;  // input (N, C, H, W)
   uint32_t k = 2, s = 2;                // k x k window, stride s
+  // The window's values pass through ReLU first: y = max(relu(x)), and the gradient reaches
+  // the argmax only where its relu(x) > 0, as a ReLU layer before the pooling would give.
+  bool relu = false;
 
   uint32_t out_h() const { return (h - k) / s + 1; }
   uint32_t out_w() const { return (w - k) / s + 1; }

@@ -11,6 +11,12 @@
 
 namespace brigade::ref {
 
+// What the window sees of x[i]: relu(x[i]) with s.relu (NaN passing), else x[i].
+template <class T>
+T maxpool2d_seen(std::span<const T> x, const ops::MaxPool2dShape& s, size_t i) {
+  return s.relu && x[i] < T(0) ? T(0) : x[i];
+}
+
 // Index into x of the maximum of window (plane, oh, ow), as PyTorch picks it: row-major
 // scan, strictly greater or NaN replaces, so ties keep the first maximum.
 template <class T>
@@ -21,7 +27,8 @@ size_t maxpool2d_argmax(std::span<const T> x, const ops::MaxPool2dShape& s, size
   for (uint32_t r = 0; r < s.k; ++r)
     for (uint32_t c = 0; c < s.k; ++c) {
       const size_t at = row0 + size_t(r) * s.w + c;
-      if (x[at] > x[best] || std::isnan(x[at])) best = at;
+      const T v = maxpool2d_seen(x, s, at);
+      if (v > maxpool2d_seen(x, s, best) || std::isnan(v)) best = at;
     }
   return best;
 }
@@ -32,7 +39,7 @@ void maxpool2d_forward(std::span<const T> x, std::span<T> y, const ops::MaxPool2
   for (size_t plane = 0; plane < size_t(s.n) * s.c; ++plane)
     for (uint32_t oh = 0; oh < s.out_h(); ++oh)
       for (uint32_t ow = 0; ow < s.out_w(); ++ow)
-        y[i++] = x[maxpool2d_argmax(x, s, plane, oh, ow)];
+        y[i++] = maxpool2d_seen(x, s, maxpool2d_argmax(x, s, plane, oh, ow));
 }
 
 // dx = dloss/dx.
@@ -43,8 +50,10 @@ void maxpool2d_backward_data(std::span<const T> x, std::span<const T> dy, std::s
   size_t i = 0;
   for (size_t plane = 0; plane < size_t(s.n) * s.c; ++plane)
     for (uint32_t oh = 0; oh < s.out_h(); ++oh)
-      for (uint32_t ow = 0; ow < s.out_w(); ++ow)
-        dx[maxpool2d_argmax(x, s, plane, oh, ow)] += dy[i++];
+      for (uint32_t ow = 0; ow < s.out_w(); ++ow, ++i) {
+        const size_t at = maxpool2d_argmax(x, s, plane, oh, ow);
+        if (!s.relu || maxpool2d_seen(x, s, at) > T(0)) dx[at] += dy[i];  // past a ReLU: where positive
+      }
 }
 
 }  // namespace brigade::ref

@@ -148,3 +148,37 @@ TEST_CASE("maxpool2d refuses a window larger than the input with one clear line"
                        doctest::Contains("window is larger than the input"), UserError);
   CHECK_THROWS_AS(ops::maxpool2d_validate(MaxPool2dShape{.h = 4, .w = 4, .k = 2, .s = 0}), UserError);
 }
+
+TEST_CASE_FIXTURE(test::Gpu, "maxpool2d with a ReLU folded in is ReLU then MaxPool2d, forward and backward") {
+  // The two layers apart, on the CPU: r = relu(x) (NaN passing), y = maxpool(r); backward
+  // the pooling's gradient of r, then ReLU's mask r > 0. Values from {-2, ..., 2} make ties,
+  // zeros and windows with nothing positive; one NaN rides along.
+  uint32_t seed = 700;
+  for (MaxPool2dShape s : kShapes) {
+    auto x = test::random_vector(s.x_size(), ++seed, -2.0f, 3.0f);
+    for (auto& v : x) v = std::floor(v);
+    x[x.size() / 3] = std::numeric_limits<float>::quiet_NaN();
+    std::vector<float> r(x.size());
+    for (size_t i = 0; i < x.size(); ++i) r[i] = x[i] < 0 ? 0.0f : x[i];
+    const auto dy = test::random_vector(s.y_size(), ++seed);
+    const auto dx0 = test::random_vector(s.x_size(), ++seed, 1.0f, 2.0f);
+    const std::vector<float> y_apart = cpu_forward(r, s);
+    std::vector<float> dx_apart = cpu_backward(r, dy, dx0, s);
+    for (size_t i = 0; i < r.size(); ++i)
+      if (!(r[i] > 0)) dx_apart[i] = 0.0f;
+
+    s.relu = true;
+    const std::string what = "relu folded " + describe(s);
+    auto same = [&](const std::vector<float>& got, const std::vector<float>& want, double tol, const std::string& w) {
+      REQUIRE(got.size() == want.size());
+      for (size_t i = 0; i < got.size(); ++i) {
+        INFO(w, " element ", i, ": ", got[i], " against ", want[i]);
+        CHECK((std::isnan(want[i]) ? std::isnan(got[i]) : std::abs(double(got[i]) - want[i]) <= tol));
+      }
+    };
+    same(cpu_forward(x, s), y_apart, 0, "CPU forward " + what);
+    same(cpu_backward(x, dy, dx0, s), dx_apart, 1e-6, "CPU backward " + what);
+    same(gpu_forward(device(), x, s), y_apart, 0, "forward " + what);
+    same(gpu_backward(device(), x, dy, dx0, s), dx_apart, 1e-6, "backward " + what);
+  }
+}

@@ -12,6 +12,7 @@
 #include "check.h"
 #include "equivalence.h"
 #include "gpu.h"
+#include "model/layers.h"
 #include "model/model.h"
 #include "pipeline/executor.h"
 #include "pipeline/plan.h"
@@ -333,4 +334,31 @@ TEST_CASE_FIXTURE(test::Gpu, "a pipeline with more boundaries than its topology 
                        UserError);
   pipeline::Executor ex(m, devices(*this, 2), plan, {LinkKind::Auto, 2}, std::make_unique<NarrowTopology>(2, 3));
   CHECK(ex.cells() == 4);
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "a ReLU folded into the max pooling after it trains as the two layers apart") {
+  // fashion-cnn as built (each relu before a maxpool2d folded into it) against the same
+  // model with those layers apart: the same loss, gradients and parameters after three SGD
+  // steps, bit for bit, on one device and cut in two right after a folded ReLU.
+  const model::Model folded = model::build("fashion-cnn");
+  model::Model apart = model::build("fashion-cnn");
+  for (size_t i : {1, 4}) {
+    REQUIRE(folded.layers[i]->is_view());
+    const model::Shape in = apart.layers[i]->input_shape();
+    apart.layers[i] = std::make_unique<model::ReLU>(in);
+    apart.layers[i + 1] = std::make_unique<model::MaxPool2d>(in, 2, 2);
+  }
+  const std::vector<pipeline::Batch> batches{random_batch(folded, 6, 1), random_batch(folded, 6, 2),
+                                             random_batch(folded, 6, 3)};
+  const Outcome want = test::run(apart, devices(*this, 1), {}, batches, 3);
+  const Outcome got = test::run(folded, devices(*this, 1), {}, batches, 3);
+  CHECK(got.losses == want.losses);
+  CHECK(got.grads == want.grads);
+  CHECK(got.params == want.params);
+  // Cut where the planner cuts, just before the second folded ReLU: the boundary carries the
+  // convolution's output, and the next stage pools it through the ReLU.
+  test::PipelineConfig c;
+  c.M = 2;
+  const Outcome cut = test::run(folded, devices(*this, 2), c, batches, 3);
+  check_equal(cut, want, "fashion-cnn cut before its second relu", true);
 }
