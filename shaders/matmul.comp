@@ -7,7 +7,7 @@
 //          anything, never read)
 //   C:     (M,N)
 //   pre, act: (M,N) like C, for the epilogue (EPILOGUE, shaders/matmul.h): C's product times
-//          gelu'(pre), or gelu(C) written to act
+//          gelu'(pre), or gelu(C) written to act; or relu(C) stored (no tensor)
 // Two tilings, picked by specialization constants per device (ops::matmul_tiling):
 //   registers: each invocation computes a TM x TN block from loads straight out of the
 //     buffers, vec4 where the launcher proved alignment. No barriers, which is what CPU
@@ -178,6 +178,7 @@ void store_quads(uint m0, uint n0) {
       if (BIAS == BRIGADE_MATMUL_BIAS_COLUMNS) v += column_bias[q];
       if (BIAS == BRIGADE_MATMUL_BIAS_ROWS) v += row_bias;
       if (EPILOGUE == BRIGADE_MATMUL_EPILOGUE_GELU_GRAD) v *= gelu_grad(pre4[at]);
+      if (EPILOGUE == BRIGADE_MATMUL_EPILOGUE_RELU) v = mix(v, vec4(0.0), lessThan(v, vec4(0.0)));
       const vec4 stored = p.accumulate != 0 ? c4[at] + v : v;
       c4[at] = stored;
       if (EPILOGUE == BRIGADE_MATMUL_EPILOGUE_GELU) act4[at] = gelu(stored);
@@ -203,6 +204,7 @@ void store_block(uint m0, uint row_step, uint n0, uint col_step) {
               : BIAS == BRIGADE_MATMUL_BIAS_ROWS  ? result[i] + bias[m]
                                                   : result[i];
     if (EPILOGUE == BRIGADE_MATMUL_EPILOGUE_GELU_GRAD) v *= gelu_grad(pre[at]);
+    if (EPILOGUE == BRIGADE_MATMUL_EPILOGUE_RELU) v = v < 0.0 ? 0.0 : v;
     const float stored = p.accumulate != 0 ? c[at] + v : v;
     c[at] = stored;
     if (EPILOGUE == BRIGADE_MATMUL_EPILOGUE_GELU) act[at] = gelu(stored);

@@ -39,6 +39,7 @@ using uint = std::uint32_t;
 // Epilogues, applied per element of C (same index in the other tensor):
 //   GELU:      C as usual, and gelu(C) into `act` (binding 5): a Linear and its activation
 //   GELU_GRAD: C = the product times gelu'(pre) (pre: binding 4): the activation's backward
+//   RELU:      C = relu(C), NaN passing (no other tensor): a Linear whose ReLU is folded in
 // Causal attention's products (M = N or M = K, a row or column per token) leave out work
 // whose result is known or never read, per block of an invocation's (or its subgroup's) rows:
 //   SKIP_ABOVE: no product for blocks wholly above the diagonal (column > row); what C holds
@@ -53,6 +54,7 @@ using uint = std::uint32_t;
 #define BRIGADE_MATMUL_EPILOGUE_NONE 0
 #define BRIGADE_MATMUL_EPILOGUE_GELU 1
 #define BRIGADE_MATMUL_EPILOGUE_GELU_GRAD 2
+#define BRIGADE_MATMUL_EPILOGUE_RELU 3
 
 // Per batch index z < batch (the dispatch's z dimension):
 //   C[z] = alpha * sum over r < terms of op(A[z*terms + r]) op(B[z*terms + r])

@@ -164,8 +164,19 @@ class Reader {
   std::string where_;
 };
 
+// Whether a layer of `type` (after `prev`, before `next` and `after_next`) takes part in a
+// ReLU fold: a relu goes into the maxpool2d right after it, else into the linear right before
+// it (ReLU's `folded`). One pass over memory fewer, no tensor between them, the same values.
+bool fold_relu(const std::string& type, const std::string& prev, const std::string& next,
+               const std::string& after_next) {
+  if (type == "relu") return next == "maxpool2d" || prev == "linear";
+  if (type == "maxpool2d") return prev == "relu";
+  if (type == "linear") return next == "relu" && after_next != "maxpool2d";
+  return false;
+}
+
 // One [[layers]] table of a Sequential, `index` in it, given the incoming shape. `fold`: a
-// relu right before a maxpool2d (that relu, and that maxpool2d): the pooling applies the ReLU.
+// relu and the neighbour that applies it (fold_relu), both given it.
 std::unique_ptr<Layer> sequential_layer(const Reader& r, const std::string& type, uint32_t index,
                                         const Shape& in, bool fold) {
   const std::string prefix = std::to_string(index) + ".";
@@ -179,7 +190,7 @@ std::unique_ptr<Layer> sequential_layer(const Reader& r, const std::string& type
   if (type == "linear") {
     r.only({"type", "in", "out", "bias"});
     return std::make_unique<Linear>(in, r.count_or("in", features), r.count("out"),
-                                    r.flag_or("bias", true), prefix);
+                                    r.flag_or("bias", true), prefix, fold);
   }
   if (type == "conv2d") {
     r.only({"type", "in", "out", "kernel", "stride", "padding", "bias"});
@@ -226,8 +237,7 @@ Model sequential(const toml::table& table, const Reader& r, const std::string& d
       const auto name = t ? (*t)["type"].value<std::string>() : std::nullopt;
       return name.value_or("");
     };
-    const bool fold = (type == "relu" && type_at(i + 1) == "maxpool2d") ||
-                      (type == "maxpool2d" && i > 0 && type_at(i - 1) == "relu");
+    const bool fold = fold_relu(type, i > 0 ? type_at(i - 1) : "", type_at(i + 1), type_at(i + 2));
     try {
       m.layers.push_back(sequential_layer(Reader(*layer, where + " (" + type + ")"), type, i, shape, fold));
       check_sizes(*m.layers.back());

@@ -48,12 +48,17 @@ class Flatten final : public ShapedLayer {
 
 // nn.Linear(in_features, out_features, bias) on [..., in_features]. PyTorch's default
 // initialization: weight and bias Uniform(-1/sqrt(in), 1/sqrt(in)).
+// `relu`: the ReLU layer after it is folded in (ReLU's `folded`): the product's epilogue
+// stores relu(y), and backward first masks dy where y is not positive (into the scratch, or
+// for a split backward into its deferred dy).
 class Linear final : public ShapedLayer {
  public:
   Linear(const Shape& input, uint32_t in_features, uint32_t out_features, bool bias,
-         std::string prefix);
+         std::string prefix, bool relu = false);
   std::string kind() const override { return "linear"; }
   std::vector<ParamSpec> params() const override;
+  bool backward_reads_output() const override { return relu_; }
+  uint64_t scratch_floats(uint32_t rows) const override;
   Cost cost() const override;
   void forward(const Pass& p, const Tensors& t) const override;
   // A split backward keeps the output gradient ("dy") for backward_params.
@@ -68,11 +73,13 @@ class Linear final : public ShapedLayer {
   uint32_t in_, out_, rows_per_sample_;
   bool bias_;
   std::string prefix_;
+  bool relu_;
 };
 
 // nn.ReLU(); its backward reads the output.
-// `folded`: a MaxPool2d right after it applies it (ops/maxpool2d.h, `relu`), so this layer is
-// a view: it computes nothing and holds no output (the builder folds every such pair).
+// `folded`: a neighbour applies it, the MaxPool2d right after it (ops/maxpool2d.h, `relu`)
+// or else the Linear right before it (its product's epilogue), so this layer is a view: it
+// computes nothing and holds no output (the builder folds every such pair).
 class ReLU final : public ShapedLayer {
  public:
   explicit ReLU(const Shape& input, bool folded = false) : ShapedLayer(input, input), folded_(folded) {}

@@ -36,13 +36,14 @@ Shape with_last(Shape s, uint32_t last) {
 }  // namespace
 
 Linear::Linear(const Shape& input, uint32_t in_features, uint32_t out_features, bool bias,
-               std::string prefix)
+               std::string prefix, bool relu)
     : ShapedLayer(input, input.empty() ? input : with_last(input, out_features)),
       in_(in_features),
       out_(out_features),
       rows_per_sample_(0),
       bias_(bias),
-      prefix_(std::move(prefix)) {
+      prefix_(std::move(prefix)),
+      relu_(relu) {
   if (in_ == 0 || out_ == 0) throw UserError("linear features must be positive");
   if (input.empty() || input.back() != in_)
     throw UserError("linear in_features " + std::to_string(in_) +
@@ -60,9 +61,16 @@ std::vector<ParamSpec> Linear::params() const {
 
 Cost Linear::cost() const { return standard_cost(*this, 2.0 * rows_per_sample_ * in_ * out_); }
 
+// The masked output gradient of a folded ReLU: one pass's rows.
+uint64_t Linear::scratch_floats(uint32_t rows) const {
+  return relu_ ? uint64_t(rows) * rows_per_sample_ * out_ : 0;
+}
+
 void Linear::forward(const Pass& p, const Tensors& t) const {
   const std::optional<vk::View> bias = bias_ ? std::optional(t.params[1]) : std::nullopt;
-  ops::linear_forward(p.cmd, t.x, t.params[0], bias, t.y, p.rows * rows_per_sample_, in_, out_);
+  const uint32_t n = p.rows * rows_per_sample_;
+  if (relu_) ops::linear_relu_forward(p.cmd, t.x, t.params[0], bias, t.y, n, in_, out_);
+  else ops::linear_forward(p.cmd, t.x, t.params[0], bias, t.y, n, in_, out_);
 }
 
 std::vector<SavedSpec> Linear::deferred() const {
@@ -72,9 +80,16 @@ std::vector<SavedSpec> Linear::deferred() const {
 void Linear::backward(const Pass& p, const Tensors& t, vk::View dy,
                       std::optional<vk::View> dx) const {
   const uint32_t n = p.rows * rows_per_sample_;
-  if (p.split) copy_floats(p.cmd, dy, t.deferred[0], uint64_t(n) * out_);
-  else backward_weight(p, t, dy);
-  if (dx) ops::linear_backward_data(p.cmd, dy, t.params[0], *dx, n, in_, out_);
+  const uint64_t floats = uint64_t(n) * out_;
+  vk::View g = dy;  // the gradient at the product: dy, or dy through the folded ReLU
+  if (relu_) {
+    g = p.split ? t.deferred[0] : vk::View(*t.scratch->buffer, t.scratch->offset, floats * 4);
+    ops::relu_backward(p.cmd, t.y, dy, g, uint32_t(floats));
+  } else if (p.split) {
+    copy_floats(p.cmd, dy, t.deferred[0], floats);
+  }
+  if (!p.split) backward_weight(p, t, g);
+  if (dx) ops::linear_backward_data(p.cmd, g, t.params[0], *dx, n, in_, out_);
 }
 
 void Linear::backward_params(const Pass& p, const Tensors& t) const {

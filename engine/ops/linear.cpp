@@ -18,6 +18,12 @@ void linear_gelu_forward(vk::Commands& cmd, vk::View x, vk::View weight, vk::Vie
          act);
 }
 
+void linear_relu_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optional<vk::View> bias,
+                         vk::View y, uint32_t n, uint32_t in, uint32_t out) {
+  matmul(cmd, x, weight, y,
+         {.M = n, .N = out, .K = in, .trans_b = true, .epilogue = MatmulParams::Epilogue::Relu}, bias);
+}
+
 void linear_backward_data(vk::Commands& cmd, vk::View dy, vk::View weight, vk::View dx,
                           uint32_t n, uint32_t in, uint32_t out,
                           std::optional<MatmulTiling> tiling) {

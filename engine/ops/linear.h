@@ -22,6 +22,10 @@ void linear_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optiona
 void linear_gelu_forward(vk::Commands& cmd, vk::View x, vk::View weight, vk::View bias, vk::View y,
                          vk::View act, uint32_t n, uint32_t in, uint32_t out);
 
+// y = relu(x weight^T + bias) as y is stored: a Linear followed by a ReLU in one pass.
+void linear_relu_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optional<vk::View> bias,
+                         vk::View y, uint32_t n, uint32_t in, uint32_t out);
+
 // dx += dy weight
 void linear_backward_data(vk::Commands& cmd, vk::View dy, vk::View weight, vk::View dx,
                           uint32_t n, uint32_t in, uint32_t out,

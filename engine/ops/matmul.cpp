@@ -145,10 +145,10 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
   const uint32_t bias_size = p.bias_rows ? p.M : p.N;
   if (bias) check_operand("bias", *bias, 1, Grid{0, 0}, 1, bias_size, bias_size);
   using Epilogue = MatmulParams::Epilogue;
-  BRIGADE_EXPECT((p.epilogue == Epilogue::None) == !epilogue,
-                 "an epilogue and its tensor come together");
-  BRIGADE_EXPECT(p.epilogue != Epilogue::Gelu || !p.accumulate,
-                 "a GELU epilogue writes C's activation, so C cannot accumulate");
+  const bool has_tensor = p.epilogue == Epilogue::Gelu || p.epilogue == Epilogue::GeluGrad;
+  BRIGADE_EXPECT(has_tensor == bool(epilogue), "an epilogue and its tensor come together");
+  BRIGADE_EXPECT((p.epilogue != Epilogue::Gelu && p.epilogue != Epilogue::Relu) || !p.accumulate,
+                 "a GELU or ReLU epilogue applies to the whole of C, so C cannot accumulate");
   if (epilogue) check_operand("epilogue tensor", *epilogue, p.batch, gc, p.M, p.N, ldc);
   using Causal = MatmulParams::Causal;
   BRIGADE_EXPECT(p.causal == Causal::None || (p.causal == Causal::SkipAbove ? p.M == p.N : p.M == p.K),

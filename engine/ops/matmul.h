@@ -66,7 +66,8 @@ struct MatmulParams {
   // Applied to each element as C is stored (shaders/matmul.h), with the other tensor laid out
   // as C: Gelu also writes gelu(C) into that tensor; GeluGrad multiplies the product by
   // gelu'(pre) before it is stored (so a Linear's backward-data through a GELU is one pass).
-  enum class Epilogue : uint32_t { None = 0, Gelu = 1, GeluGrad = 2 };
+  // Relu stores relu(C) (NaN passing) and takes no tensor (a Linear with its ReLU folded in).
+  enum class Epilogue : uint32_t { None = 0, Gelu = 1, GeluGrad = 2, Relu = 3 };
   Epilogue epilogue = Epilogue::None;
   // Causal attention's products may leave out work (shaders/matmul.h): SkipAbove (M = N)
   // leaves C's blocks wholly above the diagonal unspecified; KToRow and KFromRow (M = K) take

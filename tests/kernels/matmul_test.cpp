@@ -1,6 +1,8 @@
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <bit>
+#include <limits>
 #include <optional>
 #include <span>
 #include <cmath>
@@ -217,6 +219,42 @@ TEST_CASE_FIXTURE(test::Gpu, "matmul's GELU-gradient epilogue multiplies the pro
       ref::gelu_backward(pre_d.data(), product.data(), want.data(), uint32_t(want.size()));
       test::check_close(test::to_host(bc), test::to_float(want), kAtol, kRtol, describe(p));
       CHECK(test::to_host(bpre) == pre);  // read, never written
+    }
+}
+
+// The ReLU epilogue (a Linear with its ReLU folded in): relu of the biased product, NaN
+// passing, against the reference product; both register layouts (vec4 and one by one) and
+// the shared variant.
+TEST_CASE_FIXTURE(test::Gpu, "matmul's ReLU epilogue stores relu of the biased product") {
+  uint32_t seed = 500;
+  for (const MatmulTiling& tiling : {kSubgroupRegisters, kRegisters, kShared})
+    for (const Shape& s : {Shape{7, 13, 5}, Shape{16, 32, 12}, Shape{65, 36, 129}}) {
+      const MatmulParams p{.M = s.M, .N = s.N, .K = s.K, .trans_b = true,
+                           .epilogue = MatmulParams::Epilogue::Relu, .tiling = tiling};
+      auto a = test::random_vector(size_t(s.M) * s.K, ++seed);
+      a[0] = std::numeric_limits<float>::quiet_NaN();  // row 0 of C is NaN throughout
+      const auto b = test::random_vector(size_t(s.N) * s.K, ++seed);
+      const auto bias = test::random_vector(s.N, ++seed);
+      auto ba = test::to_device(device(), a, "A"), bb = test::to_device(device(), b, "B");
+      auto bbias = test::to_device(device(), bias, "bias");
+      auto bc = test::to_device(device(), test::random_vector(size_t(s.M) * s.N, ++seed), "C");
+      vk::Commands cmd(device(), "matmul relu");
+      ops::matmul(cmd, ba, bb, bc, p, vk::View(bbias));
+      cmd.run();
+      std::vector<double> want(size_t(s.M) * s.N, 0.0);
+      ref::matmul<double>(test::to_double(a), test::to_double(b), want, p, test::to_double(bias));
+      const std::vector<float> got = test::to_host(bc);
+      size_t zeros = 0;
+      for (size_t i = 0; i < want.size(); ++i) {
+        INFO(describe(p), " element ", i);
+        if (std::isnan(want[i])) {
+          CHECK(std::isnan(got[i]));
+          continue;
+        }
+        zeros += want[i] < 0;
+        CHECK(std::abs(double(got[i]) - std::max(want[i], 0.0)) <= kAtol + kRtol * std::abs(want[i]));
+      }
+      CHECK(zeros > 0);  // the mask did something
     }
 }
 

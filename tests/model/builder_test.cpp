@@ -96,9 +96,9 @@ TEST_CASE("fashion-mlp matches PyTorch's Sequential") {
   REQUIRE(m.layers.size() == 6);
   const char* kinds[] = {"flatten", "linear", "relu", "linear", "relu", "linear"};
   for (size_t i = 0; i < 6; ++i) CHECK(m.layers[i]->kind() == kinds[i]);
-  // No pooling follows its ReLUs: they compute (only a relu right before a maxpool2d folds).
-  CHECK(!m.layers[2]->is_view());
-  CHECK(!m.layers[4]->is_view());
+  // Each relu is folded into the linear before it: a view that keeps its index and kind.
+  CHECK(m.layers[2]->is_view());
+  CHECK(m.layers[4]->is_view());
   check_params(m, {{"1.weight", {256, 784}}, {"1.bias", {256}}, {"3.weight", {128, 256}},
                    {"3.bias", {128}}, {"5.weight", {10, 128}}, {"5.bias", {10}}});
   CHECK(m.parameter_count() == 235146);
@@ -112,7 +112,7 @@ TEST_CASE("fashion-cnn matches PyTorch's Sequential") {
     CHECK(m.layers[i]->kind() == "relu");
     CHECK(m.layers[i]->is_view());
   }
-  CHECK(!m.layers[8]->is_view());  // the one before the last linear computes
+  CHECK(m.layers[8]->is_view());  // folded into the linear before it
   CHECK(m.layers[6]->input_shape() == model::Shape{64, 7, 7});
   CHECK(m.layers.back()->output_shape() == model::Shape{10});
   check_params(m, {{"0.weight", {32, 1, 3, 3}}, {"0.bias", {32}}, {"3.weight", {64, 32, 3, 3}},

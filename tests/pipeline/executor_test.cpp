@@ -336,29 +336,53 @@ TEST_CASE_FIXTURE(test::Gpu, "a pipeline with more boundaries than its topology 
   CHECK(ex.cells() == 4);
 }
 
-TEST_CASE_FIXTURE(test::Gpu, "a ReLU folded into the max pooling after it trains as the two layers apart") {
-  // fashion-cnn as built (each relu before a maxpool2d folded into it) against the same
-  // model with those layers apart: the same loss, gradients and parameters after three SGD
-  // steps, bit for bit, on one device and cut in two right after a folded ReLU.
-  const model::Model folded = model::build("fashion-cnn");
-  model::Model apart = model::build("fashion-cnn");
-  for (size_t i : {1, 4}) {
-    REQUIRE(folded.layers[i]->is_view());
-    const model::Shape in = apart.layers[i]->input_shape();
-    apart.layers[i] = std::make_unique<model::ReLU>(in);
-    apart.layers[i + 1] = std::make_unique<model::MaxPool2d>(in, 2, 2);
+// The preset as the builder folds it, with each folded ReLU and the neighbour that applied
+// it (the maxpool2d after it, else the linear before it) rebuilt apart.
+model::Model unfolded(const std::string& preset) {
+  model::Model m = model::build(preset);
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    if (m.layers[i]->kind() != "relu" || !m.layers[i]->is_view()) continue;
+    const model::Shape in = m.layers[i]->input_shape();
+    m.layers[i] = std::make_unique<model::ReLU>(in);
+    if (i + 1 < m.layers.size() && m.layers[i + 1]->kind() == "maxpool2d") {
+      m.layers[i + 1] = std::make_unique<model::MaxPool2d>(in, 2, 2);  // the presets' pools
+      continue;
+    }
+    const model::Layer& linear = *m.layers[i - 1];
+    REQUIRE(linear.kind() == "linear");
+    const std::vector<model::ParamSpec> ps = linear.params();
+    const std::string prefix = ps[0].name.substr(0, ps[0].name.size() - std::string("weight").size());
+    m.layers[i - 1] = std::make_unique<model::Linear>(linear.input_shape(), linear.input_shape().back(), in.back(),
+                                                      ps.size() == 2, prefix);
   }
-  const std::vector<pipeline::Batch> batches{random_batch(folded, 6, 1), random_batch(folded, 6, 2),
-                                             random_batch(folded, 6, 3)};
-  const Outcome want = test::run(apart, devices(*this, 1), {}, batches, 3);
-  const Outcome got = test::run(folded, devices(*this, 1), {}, batches, 3);
-  CHECK(got.losses == want.losses);
-  CHECK(got.grads == want.grads);
-  CHECK(got.params == want.params);
-  // Cut where the planner cuts, just before the second folded ReLU: the boundary carries the
-  // convolution's output, and the next stage pools it through the ReLU.
-  test::PipelineConfig c;
-  c.M = 2;
-  const Outcome cut = test::run(folded, devices(*this, 2), c, batches, 3);
-  check_equal(cut, want, "fashion-cnn cut before its second relu", true);
+  return m;
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "a ReLU folded into its neighbour trains as the layers apart") {
+  // Each preset as built (every relu folded into the maxpool2d after it or the linear before
+  // it) against the same model with those layers apart: the same losses, gradients and
+  // parameters after three SGD steps, bit for bit, on one device; and cut in two where the
+  // planner cuts (fashion-cnn: just before its second relu, so the boundary carries the
+  // convolution's output and the next stage pools it through the ReLU), under every schedule
+  // and, with a split backward (zb), the folded linear's deferred gradient masked.
+  for (const char* preset : {"fashion-cnn", "fashion-mlp"}) {
+    const model::Model folded = model::build(preset), apart = unfolded(preset);
+    size_t views = 0;
+    for (size_t i = 0; i < folded.layers.size(); ++i)
+      views += folded.layers[i]->is_view() && !apart.layers[i]->is_view();
+    CHECK(views == (std::string(preset) == "fashion-cnn" ? 3u : 2u));
+    const std::vector<pipeline::Batch> batches{random_batch(folded, 6, 1), random_batch(folded, 6, 2),
+                                               random_batch(folded, 6, 3)};
+    const Outcome want = test::run(apart, devices(*this, 1), {}, batches, 3);
+    const Outcome got = test::run(folded, devices(*this, 1), {}, batches, 3);
+    CHECK(got.losses == want.losses);
+    CHECK(got.grads == want.grads);
+    CHECK(got.params == want.params);
+    for (pipeline::ScheduleKind kind : {pipeline::ScheduleKind::GPipe, pipeline::ScheduleKind::ZeroBubble}) {
+      test::PipelineConfig c;
+      c.M = 2, c.schedule = kind;
+      const Outcome cut = test::run(folded, devices(*this, 2), c, batches, 3);
+      check_equal(cut, want, std::string(preset) + " in two stages, " + test::describe(c), true);
+    }
+  }
 }
