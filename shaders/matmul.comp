@@ -20,6 +20,7 @@
 #extension GL_KHR_shader_subgroup_ballot : require
 #include "matmul.h"
 #include "gelu.glsl"
+#include "relu.glsl"
 
 layout(local_size_x = 8, local_size_y = 8) in;
 layout(local_size_x_id = BRIGADE_MATMUL_SPEC_WG_X, local_size_y_id = BRIGADE_MATMUL_SPEC_WG_Y) in;
@@ -178,7 +179,7 @@ void store_quads(uint m0, uint n0) {
       if (BIAS == BRIGADE_MATMUL_BIAS_COLUMNS) v += column_bias[q];
       if (BIAS == BRIGADE_MATMUL_BIAS_ROWS) v += row_bias;
       if (EPILOGUE == BRIGADE_MATMUL_EPILOGUE_GELU_GRAD) v *= gelu_grad(pre4[at]);
-      if (EPILOGUE == BRIGADE_MATMUL_EPILOGUE_RELU) v = mix(v, vec4(0.0), lessThan(v, vec4(0.0)));
+      if (EPILOGUE == BRIGADE_MATMUL_EPILOGUE_RELU) v = relu(v);
       const vec4 stored = p.accumulate != 0 ? c4[at] + v : v;
       c4[at] = stored;
       if (EPILOGUE == BRIGADE_MATMUL_EPILOGUE_GELU) act4[at] = gelu(stored);
@@ -204,7 +205,7 @@ void store_block(uint m0, uint row_step, uint n0, uint col_step) {
               : BIAS == BRIGADE_MATMUL_BIAS_ROWS  ? result[i] + bias[m]
                                                   : result[i];
     if (EPILOGUE == BRIGADE_MATMUL_EPILOGUE_GELU_GRAD) v *= gelu_grad(pre[at]);
-    if (EPILOGUE == BRIGADE_MATMUL_EPILOGUE_RELU) v = v < 0.0 ? 0.0 : v;
+    if (EPILOGUE == BRIGADE_MATMUL_EPILOGUE_RELU) v = relu(v);
     const float stored = p.accumulate != 0 ? c[at] + v : v;
     c[at] = stored;
     if (EPILOGUE == BRIGADE_MATMUL_EPILOGUE_GELU) act[at] = gelu(stored);

@@ -10,7 +10,8 @@ layout(constant_id = 2) const bool PAIRS = false;
 // A ReLU folded in before the pooling (ops/maxpool2d.h): windows see relu(x), NaN passing.
 layout(constant_id = 3) const bool RELU = false;
 
-float seen(float v) { return RELU && v < 0.0 ? 0.0 : v; }
+#include "relu.glsl"
+float seen(float v) { return RELU ? relu(v) : v; }
 // Whether the gradient reaches the argmax, whose value (as seen) is `top`: past a ReLU only
 // where it is positive, as the ReLU's backward would mask it.
 bool passes(float top) { return !RELU || top > 0.0; }

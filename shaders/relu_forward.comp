@@ -1,11 +1,12 @@
 #version 450
-// y = max(x, 0), NaN passing through as in PyTorch.  x, y: (n)
+// y = relu(x), NaN passing through as in PyTorch (relu.glsl).  x, y: (n)
 // With VEC4 (the launcher proved n % 4 == 0 and 16-byte aligned views) each invocation
 // handles four elements with one vector load and store: on CPU devices a scalar load
 // whose address differs between lanes costs a loop over the lanes, so this moves a
 // quarter of the loads.
 #extension GL_GOOGLE_include_directive : require
 #include "elementwise.h"
+#include "relu.glsl"
 
 layout(local_size_x = BRIGADE_WG_ELEMENTWISE) in;
 layout(constant_id = 0) const bool VEC4 = false;
@@ -20,9 +21,9 @@ void main() {
   if (VEC4) {
     for (uint i = gl_GlobalInvocationID.x; i < p.n / 4; i += stride) {
       const vec4 v = x4[i];
-      y4[i] = mix(v, vec4(0.0), lessThan(v, vec4(0.0)));
+      y4[i] = relu(v);
     }
     return;
   }
-  for (uint i = gl_GlobalInvocationID.x; i < p.n; i += stride) y[i] = x[i] < 0.0 ? 0.0 : x[i];
+  for (uint i = gl_GlobalInvocationID.x; i < p.n; i += stride) y[i] = relu(x[i]);
 }

@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,31 @@ TEST_CASE_FIXTURE(test::Gpu, "relu forward matches the CPU reference at sizes of
     std::vector<float> want(n);
     ref::relu_forward(x.data(), want.data(), n);
     test::check_close(test::to_host(by), want, 0.0, 0.0, "relu n=" + std::to_string(n));
+  }
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "relu passes a NaN through as PyTorch does, on both paths, and keeps the sign of zero") {
+  // torch.relu(nan) is nan: a driver that compiles the select into a max() dropping NaN
+  // operands would give 0 here (relu.glsl decides on the bits). -inf gives 0, +inf and -0.0
+  // stay. Sizes 8 (vec4) and 7 (one by one).
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  for (uint32_t n : {8u, 7u}) {
+    std::vector<float> x = {nan, -nan, -inf, inf, -0.0f, 0.0f, -1.5f, 2.5f};
+    x.resize(n);
+    vk::Buffer bx = test::to_device(device(), x, "x"), by = test::zeros(device(), n, "y");
+    vk::Commands cmd(device(), "relu special values");
+    ops::relu_forward(cmd, bx, by, n);
+    cmd.run();
+    const std::vector<float> y = test::to_host(by);
+    INFO("n=", n);
+    CHECK(std::isnan(y[0]));
+    CHECK(std::isnan(y[1]));
+    CHECK(y[2] == 0.0f);
+    CHECK(y[3] == inf);
+    CHECK((y[4] == 0.0f && std::signbit(y[4])));
+    CHECK((y[5] == 0.0f && !std::signbit(y[5])));
+    CHECK(y[6] == 0.0f);
+    if (n > 7) CHECK(y[7] == 2.5f);
   }
 }
 
