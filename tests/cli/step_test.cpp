@@ -37,6 +37,18 @@ TEST_CASE("brigade init and step: pipelined gradients equal one stage's, under P
   REQUIRE_MESSAGE(r.status == 0, r.output);
   CHECK(r.output.find("bubble: measured") != std::string::npos);
   CHECK(fs::file_size(d / "trace.json") > 100);
+  // The trace puts GPU times on the host's clock: no action starts before it was submitted
+  // (beyond the calibration's window, well under a millisecond; a first-run calibration was
+  // once off by 2.3 ms).
+  const nlohmann::json trace = nlohmann::json::parse(test::slurp(d / "trace.json"));
+  size_t actions = 0;
+  for (const auto& e : trace.at("traceEvents"))
+    if (e.value("cat", "") == "gpu") {
+      ++actions;
+      INFO(e.dump());
+      CHECK(e.at("ts").get<double>() >= e.at("args").at("submitted_us").get<double>() - 1000.0);
+    }
+  CHECK(actions > 0);
 
   const io::SafeTensors g1 = io::SafeTensors::load((d / "g1.safetensors").string());
   const io::SafeTensors g4 = io::SafeTensors::load((d / "g4.safetensors").string());
