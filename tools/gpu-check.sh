@@ -2,8 +2,12 @@
 # The checks of docs/BENCHMARKS.md "On a GPU", in one run on a machine with a GPU (and PyTorch
 # with CUDA for the peers):
 #   tools/gpu-check.sh OUTDIR [PARTS]
-# PARTS (comma-separated, default all): devices, kernels, suite, gpt, profile, drivers, stages.
+# PARTS (comma-separated, default all): devices, kernels, tilings, suite, gpt, profile, drivers,
+# stages.
 #   kernels  `bench kernels` up to 4096^3 beside torch.mm fp32 (TF32 off) on the same GPU
+#   tilings  every candidate tiling on the presets' Linear shapes (`bench kernels --compare`):
+#            what choosing the GPU default by measurement needs (about 300 cases, each
+#            warmed for 0.25 s on a GPU)
 #   suite    the test suites on the GPU under the validation layer (synchronization validation
 #            on): vk, kernels (each subgroup size), pipeline, model, io, cli; the ranks and mpi
 #            suites need mpirun and the vendors suite two CPU drivers, so they are not run
@@ -21,7 +25,7 @@
 # peers' tables), log.txt (every part's output), suite.txt, kernels.json.
 set -uo pipefail
 out=${1:?usage: tools/gpu-check.sh OUTDIR [PARTS]}
-parts=${2:-devices,kernels,suite,gpt,profile,drivers,stages}
+parts=${2:-devices,kernels,tilings,suite,gpt,profile,drivers,stages}
 build=${BUILD:-build}
 b=$build/brigade
 gpu=${GPU:-0}
@@ -56,6 +60,11 @@ if want kernels; then
   say "kernels: exit $? in $((SECONDS - t0)) s"
   part kernels 40 "$py" "$here/torch/mm_peer.py" --device cuda --brigade-json "$out/kernels.json"
   sed -n '/^== kernels: .*mm_peer/,$p' "$out/log.txt" | tail -n +2 >>"$out/summary.txt"
+fi
+
+if want tilings; then
+  part tilings 120 "$b" bench kernels --device "$gpu" --square 1024 --reps 9 --compare
+  sed -n '/all the presets/,$p' "$out/log.txt" >>"$out/summary.txt"
 fi
 
 if want suite; then
