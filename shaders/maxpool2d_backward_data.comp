@@ -42,8 +42,9 @@ void main() {
   const uint ow_lo = iw + 1 > K ? (iw + 1 - K + S - 1) / S : 0;
   const uint oh_hi = min(ih / S + 1, p.oh), ow_hi = min(iw / S + 1, p.ow);
   float g = 0.0;
-  for (uint oh = oh_lo; oh < oh_hi; ++oh)
-    for (uint ow = ow_lo; ow < ow_hi; ++ow)
-      if (window_argmax(plane, oh, ow) == i && passes(seen(x[i]))) g += dy[(plane * p.oh + oh) * p.ow + ow];
+  if (passes(seen(x[i])))  // past a ReLU, nothing reaches an element that is not positive
+    for (uint oh = oh_lo; oh < oh_hi; ++oh)
+      for (uint ow = ow_lo; ow < ow_hi; ++ow)
+        if (window_argmax(plane, oh, ow) == i) g += dy[(plane * p.oh + oh) * p.ow + ow];
   dx[i] = g;
 }

@@ -225,6 +225,12 @@ Model sequential(const toml::table& table, const Reader& r, const std::string& d
   const toml::array* layers = table["layers"].as_array();
   if (!layers || layers->empty())
     r.fail("missing [[layers]] (a Sequential needs at least one layer table)");
+  // The type of layer j, "" past the ends or where it is not a table with a string type.
+  auto type_at = [&](size_t j) -> std::string {
+    const toml::table* t = j < layers->size() ? (*layers)[j].as_table() : nullptr;
+    const auto name = t ? (*t)["type"].value<std::string>() : std::nullopt;
+    return name.value_or("");
+  };
   Shape shape = m.input;
   for (uint32_t i = 0; i < layers->size(); ++i) {
     const std::string where = r.where() + ": layers[" + std::to_string(i) + "]";
@@ -232,11 +238,6 @@ Model sequential(const toml::table& table, const Reader& r, const std::string& d
     if (!layer) throw UserError(where + ": must be a table with a 'type' key");
     const Reader lr(*layer, where);
     const std::string type = lr.text("type");
-    auto type_at = [&](size_t j) -> std::string {
-      const toml::table* t = j < layers->size() ? (*layers)[j].as_table() : nullptr;
-      const auto name = t ? (*t)["type"].value<std::string>() : std::nullopt;
-      return name.value_or("");
-    };
     const bool fold = fold_relu(type, i > 0 ? type_at(i - 1) : "", type_at(i + 1), type_at(i + 2));
     try {
       m.layers.push_back(sequential_layer(Reader(*layer, where + " (" + type + ")"), type, i, shape, fold));

@@ -109,8 +109,8 @@ std::optional<double> StageRunner::step_sums() {
   if (writer) st.loss = loss[0];
   std::vector<double> bad_param(C, 0.0);
   // Every stage sees the same loss and flags: on anything non-finite, look for a parameter
-  // that already was. (A NaN weight need not make the loss NaN: where a device's max() drops
-  // NaN, as NVIDIA's does, the loss can stay finite and only the gradients show it.)
+  // that already was. (A NaN weight need not make the loss NaN: on an NVIDIA H200 the loss
+  // stayed finite and only the gradients showed it.)
   const bool any_bad = !std::isfinite(loss[0]) ||
                        std::any_of(stats.begin() + C, stats.begin() + 2 * C, [](double f) { return f != 0; });
   if (any_bad) {

@@ -24,11 +24,12 @@ size_t maxpool2d_argmax(std::span<const T> x, const ops::MaxPool2dShape& s, size
                         uint32_t oh, uint32_t ow) {
   const size_t row0 = (plane * s.h + size_t(oh) * s.s) * s.w + size_t(ow) * s.s;
   size_t best = row0;
+  T top = maxpool2d_seen(x, s, row0);
   for (uint32_t r = 0; r < s.k; ++r)
     for (uint32_t c = 0; c < s.k; ++c) {
       const size_t at = row0 + size_t(r) * s.w + c;
       const T v = maxpool2d_seen(x, s, at);
-      if (v > maxpool2d_seen(x, s, best) || std::isnan(v)) best = at;
+      if (v > top || std::isnan(v)) best = at, top = v;
     }
   return best;
 }

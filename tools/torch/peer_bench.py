@@ -84,14 +84,20 @@ def brigade_run(binary, model, out, lavapipe, text):
     return (steps - warmup) * p["rows"] * p["per_row"] / seconds
 
 
-def lavapipe_name(binary, lavapipe):
-    """The Mesa release of the lavapipe `brigade devices` lists under BRIGADE_LAVAPIPE."""
-    env = dict(os.environ, BRIGADE_LAVAPIPE=lavapipe)
+def brigade_devices(binary, lavapipe=None):
+    """`brigade devices --json`, under BRIGADE_LAVAPIPE=lavapipe when given."""
+    env = dict(os.environ, BRIGADE_LAVAPIPE=lavapipe) if lavapipe else os.environ
     done = subprocess.run([binary, "devices", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           text=True, env=env)
     if done.returncode != 0:
-        sys.exit(f"peer_bench: brigade devices under BRIGADE_LAVAPIPE={lavapipe} failed: {done.stderr.strip()}")
-    for d in json.loads(done.stdout):
+        under = f" under BRIGADE_LAVAPIPE={lavapipe}" if lavapipe else ""
+        sys.exit(f"peer_bench: brigade devices{under} failed: {done.stderr.strip()}")
+    return json.loads(done.stdout)
+
+
+def lavapipe_name(binary, lavapipe):
+    """The Mesa release of the lavapipe `brigade devices` lists under BRIGADE_LAVAPIPE."""
+    for d in brigade_devices(binary, lavapipe):
         if d["name"].startswith("llvmpipe"):
             return d["driver_info"].split(" (")[0]
     return lavapipe
@@ -99,10 +105,7 @@ def lavapipe_name(binary, lavapipe):
 
 def device_zero(binary):
     """The name of brigade's device 0, the one it trains on by default."""
-    done = subprocess.run([binary, "devices", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if done.returncode != 0:
-        sys.exit(f"peer_bench: brigade devices failed: {done.stderr.strip()}")
-    return json.loads(done.stdout)[0]["name"]
+    return brigade_devices(binary)[0]["name"]
 
 
 def system_blas():
