@@ -274,7 +274,7 @@ std::vector<std::optional<ops::MatmulTiling>> candidate_tilings(const vk::Physic
   const ops::MatmulTiling chosen = ops::matmul_tiling(info);
   std::vector<ops::MatmulTiling> all = {
       chosen,
-      {V::Registers, 8, 8, 16, 8, 16, chosen.subgroup},
+      {V::Registers, chosen.wg_x, chosen.wg_y, 16, 8, 16, chosen.subgroup},
       {V::Registers, 8, 8, 8, 8, 16, 0},
       {V::Registers, 8, 8, 16, 8, 16, 0},
       {V::Shared, 16, 16, 4, 4, 16, 0},
