@@ -21,6 +21,7 @@
 #include "matmul.h"
 #include "gelu.glsl"
 #include "relu.glsl"
+#include "formats.glsl"
 
 layout(local_size_x = 8, local_size_y = 8) in;
 layout(local_size_x_id = BRIGADE_MATMUL_SPEC_WG_X, local_size_y_id = BRIGADE_MATMUL_SPEC_WG_Y) in;
@@ -39,19 +40,30 @@ layout(constant_id = BRIGADE_MATMUL_SPEC_EPILOGUE) const uint EPILOGUE = BRIGADE
 layout(constant_id = BRIGADE_MATMUL_SPEC_K_TAIL) const bool K_TAIL = false;
 layout(constant_id = BRIGADE_MATMUL_SPEC_VEC4_C) const bool VEC4_C = false;
 layout(constant_id = BRIGADE_MATMUL_SPEC_CAUSAL) const uint CAUSAL = BRIGADE_MATMUL_CAUSAL_NONE;
+layout(constant_id = BRIGADE_MATMUL_SPEC_FORMAT_A) const uint FORMAT_A = BRIGADE_FORMAT_FP32;
+layout(constant_id = BRIGADE_MATMUL_SPEC_FORMAT_B) const uint FORMAT_B = BRIGADE_FORMAT_FP32;
+layout(constant_id = BRIGADE_MATMUL_SPEC_FORMAT_C) const uint FORMAT_C = BRIGADE_FORMAT_FP32;
+layout(constant_id = BRIGADE_MATMUL_SPEC_ROUND_C) const uint ROUND_C = BRIGADE_FORMAT_FP32;
 
 const uint WG_X = gl_WorkGroupSize.x, WG_Y = gl_WorkGroupSize.y;
 const uint BM = WG_Y * TM, BN = WG_X * TN;  // outputs per workgroup
 
-// Each operand is bound twice: as floats, and as vec4 for the aligned loads.
+// Each operand is bound as floats and as vec4 for the aligned loads, and A, B and C as words
+// and word pairs where FORMAT_* keeps them in 16 bits (shaders/formats.glsl).
 layout(binding = 0) readonly buffer A { float a[]; };
 layout(binding = 0) readonly buffer A4 { vec4 a4[]; };
+layout(binding = 0) readonly buffer AW { uint aw[]; };
+layout(binding = 0) readonly buffer AW2 { uvec2 aw2[]; };
 layout(binding = 1) readonly buffer B { float b[]; };
 layout(binding = 1) readonly buffer B4 { vec4 b4[]; };
+layout(binding = 1) readonly buffer BW { uint bw[]; };
+layout(binding = 1) readonly buffer BW2 { uvec2 bw2[]; };
 layout(binding = 2) readonly buffer Bias { float bias[]; };
 layout(binding = 2) readonly buffer Bias4 { vec4 bias4[]; };
 layout(binding = 3) buffer C { float c[]; };
 layout(binding = 3) buffer C4 { vec4 c4[]; };
+layout(binding = 3) buffer CW { uint cw[]; };
+layout(binding = 3) buffer CW2 { uvec2 cw2[]; };
 // The epilogue's tensors, laid out as C (otherwise bound to anything, never touched).
 layout(binding = 4) readonly buffer Pre { float pre[]; };
 layout(binding = 4) readonly buffer Pre4 { vec4 pre4[]; };
@@ -74,8 +86,14 @@ float acc[TM * TN];
 float av[4 * TM];  // av[kk * TM + i] = op(A)[m0 + i][k + kk]
 float bv[4 * TN];  // bv[kk * TN + j] = op(B)[k + kk][n0 + j]
 
-float load_a(uint base, uint m, uint k) { return a[base + (TRANS_A ? k * p.lda + m : m * p.lda + k)]; }
-float load_b(uint base, uint k, uint n) { return b[base + (TRANS_B ? n * p.ldb + k : k * p.ldb + n)]; }
+// Element i, and quad q (elements 4q .. 4q + 3), of A and B as stored.
+float fetch_a(uint i) { return FORMAT_A == BRIGADE_FORMAT_FP32 ? a[i] : half_in(aw[i >> 1], i, FORMAT_A); }
+vec4 fetch_a4(uint q) { return FORMAT_A == BRIGADE_FORMAT_FP32 ? a4[q] : quad_in(aw2[q], FORMAT_A); }
+float fetch_b(uint i) { return FORMAT_B == BRIGADE_FORMAT_FP32 ? b[i] : half_in(bw[i >> 1], i, FORMAT_B); }
+vec4 fetch_b4(uint q) { return FORMAT_B == BRIGADE_FORMAT_FP32 ? b4[q] : quad_in(bw2[q], FORMAT_B); }
+
+float load_a(uint base, uint m, uint k) { return fetch_a(base + (TRANS_A ? k * p.lda + m : m * p.lda + k)); }
+float load_b(uint base, uint k, uint n) { return fetch_b(base + (TRANS_B ? n * p.ldb + k : k * p.ldb + n)); }
 
 // Rows and columns past the edge are clamped to the last one: their outputs are computed
 // from valid data and never stored, so the inner loop needs no bounds checks.
@@ -86,13 +104,13 @@ const uint QUADS_M = (TM + 3) / 4;
 vec4 a_quad(uint base, uint m0, uint k, uint v) {
   if (!TRANS_A) {
     const uint at = base + min(m0 + v, p.M - 1) * p.lda + k;
-    if (VEC4_A) return a4[at >> 2];
-    return vec4(a[at], a[at + 1], a[at + 2], a[at + 3]);
+    if (VEC4_A) return fetch_a4(at >> 2);
+    return vec4(fetch_a(at), fetch_a(at + 1), fetch_a(at + 2), fetch_a(at + 3));
   }
   const uint row = base + (k + v / QUADS_M) * p.lda, i = m0 + 4 * (v % QUADS_M);
-  if (VEC4_A) return a4[(row + min(i, p.M - 4)) >> 2];  // M % 4 == 0
-  return vec4(a[row + min(i, p.M - 1)], a[row + min(i + 1, p.M - 1)],
-              a[row + min(i + 2, p.M - 1)], a[row + min(i + 3, p.M - 1)]);
+  if (VEC4_A) return fetch_a4((row + min(i, p.M - 4)) >> 2);  // M % 4 == 0
+  return vec4(fetch_a(row + min(i, p.M - 1)), fetch_a(row + min(i + 1, p.M - 1)),
+              fetch_a(row + min(i + 2, p.M - 1)), fetch_a(row + min(i + 3, p.M - 1)));
 }
 
 void put_a_quad(uint v, vec4 q) {
@@ -132,13 +150,13 @@ void load_a_chunk(uint base, uint m0, uint k, uint depth, bool share) {
 void load_b_chunk(uint base, uint n0, uint k, uint depth) {
   if (VEC4_B && depth == 4 && TRANS_B) {  // rows of B's storage run along k
     [[unroll]] for (uint j = 0; j < TN; ++j) {
-      const vec4 v = b4[(base + min(n0 + j, p.N - 1) * p.ldb + k) >> 2];
+      const vec4 v = fetch_b4((base + min(n0 + j, p.N - 1) * p.ldb + k) >> 2);
       bv[j] = v.x, bv[TN + j] = v.y, bv[2 * TN + j] = v.z, bv[3 * TN + j] = v.w;
     }
   } else if (VEC4_B && depth == 4) {  // rows of B run along n, and N % 4 == 0
     [[unroll]] for (uint kk = 0; kk < 4; ++kk)
       [[unroll]] for (uint j = 0; j < TN; j += 4) {
-        const vec4 v = b4[(base + (k + kk) * p.ldb + min(n0 + j, p.N - 4)) >> 2];
+        const vec4 v = fetch_b4((base + (k + kk) * p.ldb + min(n0 + j, p.N - 4)) >> 2);
         bv[kk * TN + j] = v.x, bv[kk * TN + j + 1] = v.y, bv[kk * TN + j + 2] = v.z,
                           bv[kk * TN + j + 3] = v.w;
       }
@@ -180,11 +198,22 @@ void store_quads(uint m0, uint n0) {
       if (BIAS == BRIGADE_MATMUL_BIAS_ROWS) v += row_bias;
       if (EPILOGUE == BRIGADE_MATMUL_EPILOGUE_GELU_GRAD) v *= gelu_grad(pre4[at]);
       if (EPILOGUE == BRIGADE_MATMUL_EPILOGUE_RELU) v = relu(v);
-      const vec4 stored = p.accumulate != 0 ? c4[at] + v : v;
-      c4[at] = stored;
+      const vec4 stored = rounded(p.accumulate != 0 ? c4[at] + v : v, ROUND_C);
+      if (FORMAT_C == BRIGADE_FORMAT_FP32) c4[at] = stored;
+      else cw2[at] = quad_out(stored, FORMAT_C);  // the launcher's VEC4_C: a whole quad
       if (EPILOGUE == BRIGADE_MATMUL_EPILOGUE_GELU) act4[at] = gelu(stored);
     }
   }
+}
+
+// Output i of the block, C[m][n] at element `at`: bias, epilogue, accumulation and rounding.
+float output_at(uint i, uint m, uint n, uint at) {
+  float v = BIAS == BRIGADE_MATMUL_BIAS_COLUMNS ? result[i] + bias[n]
+            : BIAS == BRIGADE_MATMUL_BIAS_ROWS  ? result[i] + bias[m]
+                                                : result[i];
+  if (EPILOGUE == BRIGADE_MATMUL_EPILOGUE_GELU_GRAD) v *= gelu_grad(pre[at]);
+  if (EPILOGUE == BRIGADE_MATMUL_EPILOGUE_RELU) v = relu(v);
+  return rounded(p.accumulate != 0 ? c[at] + v : v, ROUND_C);
 }
 
 // Writes the block, row i at m0 + i * row_step, column j at n0 + j * col_step. A loop the
@@ -197,16 +226,22 @@ void store_block(uint m0, uint row_step, uint n0, uint col_step) {
     return;
   }
   const uint base = matrix_at(p.offset_c, gl_WorkGroupID.z, p.stride_c, p.head_stride_c);
+  if (FORMAT_C != BRIGADE_FORMAT_FP32) {
+    // A 16-bit C without whole quads: a row's outputs two at a time, a word each (the
+    // launcher proved the register tiling, TN, N, the row starts and C's matrices even).
+    [[dont_unroll]] for (uint i = 0; i < TM * TN; i += 2) {
+      const uint m = m0 + i / TN, n = n0 + i % TN;
+      if (m >= p.M || n >= p.N) continue;
+      const uint at = base + m * p.ldc + n;
+      cw[at >> 1] = to_half(output_at(i, m, n, at), FORMAT_C) | (to_half(output_at(i + 1, m, n + 1, at + 1), FORMAT_C) << 16u);
+    }
+    return;
+  }
   [[dont_unroll]] for (uint i = 0; i < TM * TN; ++i) {
     const uint m = m0 + (i / TN) * row_step, n = n0 + (i % TN) * col_step;
     if (m >= p.M || n >= p.N) continue;
     const uint at = base + m * p.ldc + n;
-    float v = BIAS == BRIGADE_MATMUL_BIAS_COLUMNS ? result[i] + bias[n]
-              : BIAS == BRIGADE_MATMUL_BIAS_ROWS  ? result[i] + bias[m]
-                                                  : result[i];
-    if (EPILOGUE == BRIGADE_MATMUL_EPILOGUE_GELU_GRAD) v *= gelu_grad(pre[at]);
-    if (EPILOGUE == BRIGADE_MATMUL_EPILOGUE_RELU) v = relu(v);
-    const float stored = p.accumulate != 0 ? c[at] + v : v;
+    const float stored = output_at(i, m, n, at);
     c[at] = stored;
     if (EPILOGUE == BRIGADE_MATMUL_EPILOGUE_GELU) act[at] = gelu(stored);
   }

@@ -28,6 +28,10 @@ using uint = std::uint32_t;
 #define BRIGADE_MATMUL_SPEC_K_TAIL 13   // register variant with vec4 loads: K % 4 != 0, the last k one by one
 #define BRIGADE_MATMUL_SPEC_VEC4_C 14   // register variant: store C (and read bias, pre, act) as vec4
 #define BRIGADE_MATMUL_SPEC_CAUSAL 15   // register variant: what of a causal product to leave out, BRIGADE_MATMUL_CAUSAL_*
+#define BRIGADE_MATMUL_SPEC_FORMAT_A 16 // how A is stored: BRIGADE_FORMAT_* (shaders/precision.h)
+#define BRIGADE_MATMUL_SPEC_FORMAT_B 17 // how B is stored
+#define BRIGADE_MATMUL_SPEC_FORMAT_C 18 // how C is stored; 16 bits only with VEC4_C and no accumulation
+#define BRIGADE_MATMUL_SPEC_ROUND_C 19  // C stored in fp32 holding values rounded to this format
 
 #define BRIGADE_MATMUL_VARIANT_REGISTERS 0
 #define BRIGADE_MATMUL_VARIANT_SHARED 1

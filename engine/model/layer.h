@@ -12,7 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "ops/precision.h"
 #include "vk/commands.h"
+#include "vk/physical.h"
 
 namespace brigade::model {
 
@@ -86,6 +88,9 @@ struct Tensors {
   std::span<const vk::View> grads;    // one per params() entry; meaningful for Trainable only
   std::optional<vk::View> scratch;    // scratch_floats(rows) floats, when nonzero
   std::span<const vk::View> deferred; // deferred(), in order; only for a split backward
+  // How x and y (and saved tensors) are stored, for a layer the Cell gives its stored
+  // tensors (Layer::stores_half); fp32 for every other, which gets fp32 copies.
+  ops::Precision x_precision = ops::Precision::Fp32, y_precision = ops::Precision::Fp32;
 };
 
 class Layer {
@@ -117,6 +122,11 @@ class Layer {
   // True when backward writes every element of dx (=) instead of adding into it, so the
   // stage need not clear dx first (a pass over it on every micro-batch).
   virtual bool writes_input_gradient() const { return false; }
+  // True when, on `device`, the layer's kernels read x, y and saved tensors as Tensors says
+  // they are stored, write y and saved tensors in their precision, and round dx to x's: the
+  // Cell then hands it the stored tensors instead of fp32 copies converted around it (the
+  // same bits, fewer passes).
+  virtual bool stores_half(const vk::PhysicalInfo& /*device*/) const { return false; }
 
   // Records the forward pass: t.y (and t.saved) are overwritten.
   virtual void forward(const Pass& p, const Tensors& t) const = 0;

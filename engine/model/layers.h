@@ -58,6 +58,7 @@ class Linear final : public ShapedLayer {
   std::string kind() const override { return "linear"; }
   std::vector<ParamSpec> params() const override;
   bool backward_reads_output() const override { return relu_; }
+  bool stores_half(const vk::PhysicalInfo& device) const override;
   uint64_t scratch_floats(uint32_t rows) const override;
   Cost cost() const override;
   void forward(const Pass& p, const Tensors& t) const override;

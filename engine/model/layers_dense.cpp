@@ -66,11 +66,14 @@ uint64_t Linear::scratch_floats(uint32_t rows) const {
   return relu_ ? uint64_t(rows) * rows_per_sample_ * out_ : 0;
 }
 
+bool Linear::stores_half(const vk::PhysicalInfo& device) const { return ops::matmul_stores_half(device, out_); }
+
 void Linear::forward(const Pass& p, const Tensors& t) const {
   const std::optional<vk::View> bias = bias_ ? std::optional(t.params[1]) : std::nullopt;
   const uint32_t n = p.rows * rows_per_sample_;
-  if (relu_) ops::linear_relu_forward(p.cmd, t.x, t.params[0], bias, t.y, n, in_, out_);
-  else ops::linear_forward(p.cmd, t.x, t.params[0], bias, t.y, n, in_, out_);
+  const ops::LinearFormats f{t.x_precision, t.y_precision};
+  if (relu_) ops::linear_relu_forward(p.cmd, t.x, t.params[0], bias, t.y, n, in_, out_, f);
+  else ops::linear_forward(p.cmd, t.x, t.params[0], bias, t.y, n, in_, out_, std::nullopt, f);
 }
 
 std::vector<SavedSpec> Linear::deferred() const {
@@ -84,12 +87,12 @@ void Linear::backward(const Pass& p, const Tensors& t, vk::View dy,
   vk::View g = dy;  // the gradient at the product: dy, or dy through the folded ReLU
   if (relu_) {
     g = p.split ? t.deferred[0] : vk::View(*t.scratch->buffer, t.scratch->offset, floats * 4);
-    ops::relu_backward(p.cmd, t.y, dy, g, uint32_t(floats));
+    ops::relu_backward(p.cmd, t.y, dy, g, uint32_t(floats), t.y_precision);
   } else if (p.split) {
     copy_floats(p.cmd, dy, t.deferred[0], floats);
   }
   if (!p.split) backward_weight(p, t, g);
-  if (dx) ops::linear_backward_data(p.cmd, g, t.params[0], *dx, n, in_, out_);
+  if (dx) ops::linear_backward_data(p.cmd, g, t.params[0], *dx, n, in_, out_, std::nullopt, {t.x_precision});
 }
 
 void Linear::backward_params(const Pass& p, const Tensors& t) const {
@@ -99,7 +102,7 @@ void Linear::backward_params(const Pass& p, const Tensors& t) const {
 void Linear::backward_weight(const Pass& p, const Tensors& t, vk::View dy) const {
   const std::optional<vk::View> dbias = bias_ ? std::optional(t.grads[1]) : std::nullopt;
   ops::linear_backward_weight(p.cmd, dy, t.x, t.grads[0], dbias, p.rows * rows_per_sample_, in_,
-                              out_);
+                              out_, std::nullopt, {t.x_precision});
 }
 
 Cost ReLU::cost() const { return standard_cost(*this, double(elements(output_))); }

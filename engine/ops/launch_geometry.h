@@ -28,12 +28,14 @@ inline bool quads(uint64_t n, std::initializer_list<vk::View> views) {
 }
 
 // An elementwise kernel over n elements (shaders/elementwise.h) with a VEC4 variant
-// (specialization constant 0: four elements an invocation), taken where quads() allows.
+// (specialization constant 0: four elements an invocation), taken where quads() allows;
+// `spec` holds the kernel's other constants.
 inline void launch_vec4(vk::Commands& cmd, const char* shader,
-                        std::initializer_list<vk::View> bindings, uint32_t n) {
+                        std::initializer_list<vk::View> bindings, uint32_t n,
+                        vk::Specialization spec = {}) {
   if (n == 0) return;
   const bool vec4 = quads(n, bindings);
-  cmd.dispatch(cmd.device().kernel(shader, vk::Specialization{}.set(0, vec4 ? 1 : 0)), bindings,
+  cmd.dispatch(cmd.device().kernel(shader, spec.set(0, vec4 ? 1 : 0)), bindings,
                shaders::ElementwisePush{n}, capped_groups(vec4 ? n / 4 : n, BRIGADE_WG_ELEMENTWISE));
 }
 

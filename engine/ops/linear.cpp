@@ -7,8 +7,9 @@ namespace brigade::ops {
 
 void linear_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optional<vk::View> bias,
                     vk::View y, uint32_t n, uint32_t in, uint32_t out,
-                    std::optional<MatmulTiling> tiling) {
-  matmul(cmd, x, weight, y, {.M = n, .N = out, .K = in, .trans_b = true, .tiling = tiling}, bias);
+                    std::optional<MatmulTiling> tiling, LinearFormats f) {
+  matmul(cmd, x, weight, y,
+         {.M = n, .N = out, .K = in, .trans_b = true, .a_format = f.x, .c_format = f.y, .tiling = tiling}, bias);
 }
 
 void linear_gelu_forward(vk::Commands& cmd, vk::View x, vk::View weight, vk::View bias, vk::View y,
@@ -19,22 +20,24 @@ void linear_gelu_forward(vk::Commands& cmd, vk::View x, vk::View weight, vk::Vie
 }
 
 void linear_relu_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optional<vk::View> bias,
-                         vk::View y, uint32_t n, uint32_t in, uint32_t out) {
+                         vk::View y, uint32_t n, uint32_t in, uint32_t out, LinearFormats f) {
   matmul(cmd, x, weight, y,
-         {.M = n, .N = out, .K = in, .trans_b = true, .epilogue = MatmulParams::Epilogue::Relu}, bias);
+         {.M = n, .N = out, .K = in, .trans_b = true, .epilogue = MatmulParams::Epilogue::Relu,
+          .a_format = f.x, .c_format = f.y},
+         bias);
 }
 
 void linear_backward_data(vk::Commands& cmd, vk::View dy, vk::View weight, vk::View dx,
                           uint32_t n, uint32_t in, uint32_t out,
-                          std::optional<MatmulTiling> tiling) {
-  matmul(cmd, dy, weight, dx, {.M = n, .N = in, .K = out, .accumulate = true, .tiling = tiling});
+                          std::optional<MatmulTiling> tiling, LinearFormats f) {
+  matmul(cmd, dy, weight, dx, {.M = n, .N = in, .K = out, .accumulate = true, .c_round = f.x, .tiling = tiling});
 }
 
 void linear_backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View dweight,
                             std::optional<vk::View> dbias, uint32_t n, uint32_t in, uint32_t out,
-                            std::optional<MatmulTiling> tiling) {
+                            std::optional<MatmulTiling> tiling, LinearFormats f) {
   matmul(cmd, dy, x, dweight,
-         {.M = out, .N = in, .K = n, .trans_a = true, .accumulate = true, .tiling = tiling});
+         {.M = out, .N = in, .K = n, .trans_a = true, .accumulate = true, .b_format = f.x, .tiling = tiling});
   if (dbias) linear_bias_backward(cmd, dy, *dbias, n, out);
 }
 

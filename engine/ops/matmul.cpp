@@ -31,11 +31,12 @@ uint64_t span_elements(uint64_t batch, const Grid& g, uint32_t rows, uint32_t co
 }
 
 void check_operand(const char* name, vk::View v, uint64_t batch, const Grid& g,
-                   uint32_t rows, uint32_t cols, uint32_t ld) {
+                   uint32_t rows, uint32_t cols, uint32_t ld, Precision format = Precision::Fp32) {
   BRIGADE_EXPECT(ld >= cols, std::string(name) + ": leading dimension " + std::to_string(ld) +
                          " is less than the stored row length " + std::to_string(cols));
-  const uint64_t need = (g.offset + span_elements(batch, g, rows, cols, ld)) * 4;
-  BRIGADE_EXPECT(need / 4 <= UINT32_MAX, std::string(name) + ": spans more than 2^32 elements");
+  const uint64_t elements = g.offset + span_elements(batch, g, rows, cols, ld);
+  const uint64_t need = stored_bytes(elements, format);
+  BRIGADE_EXPECT(elements <= UINT32_MAX, std::string(name) + ": spans more than 2^32 elements");
   BRIGADE_EXPECT(v.range >= need, std::string(name) + ": view of '" + v.buffer->name() + "' holds " +
                               std::to_string(v.range) + " bytes, a batch of " +
                               std::to_string(batch) + " stored " + dims(rows, cols) +
@@ -46,9 +47,10 @@ void check_operand(const char* name, vk::View v, uint64_t batch, const Grid& g,
 // the loads run across the output block (along M or N), that extent is a multiple of 4, so a
 // load is either wholly inside the matrix or wholly clamped. The kernel walks K in chunks of
 // 4 and takes a K that is no multiple of 4 with a tail of single steps (K_TAIL).
+// A 16-bit operand's quads are word pairs: 8-byte aligned.
 bool vec4_ok(vk::View v, const Grid& g, uint32_t ld, uint64_t matrices, bool along_block,
-             uint32_t block_extent, uint32_t per_invocation) {
-  if (v.offset % 16 || g.offset % 4 || ld % 4) return false;
+             uint32_t block_extent, uint32_t per_invocation, Precision format = Precision::Fp32) {
+  if (v.offset % (is_half(format) ? 8 : 16) || g.offset % 4 || ld % 4) return false;
   if (matrices > 1 && (g.stride % 4 || g.head_stride % 4)) return false;
   return !along_block || (block_extent % 4 == 0 && per_invocation % 4 == 0);
 }
@@ -66,6 +68,10 @@ std::string MatmulTiling::name() const {
 uint32_t MatmulTiling::shared_bytes() const {
   if (variant != Variant::Shared) return 8;  // the one-float placeholders of matmul.comp
   return 4 * bk * (wg_y * tm + 1 + wg_x * tn + 1);
+}
+
+bool matmul_stores_half(const vk::PhysicalInfo& device, uint32_t N) {
+  return matmul_tiling(device).variant == MatmulTiling::Variant::Registers && N % 2 == 0;
 }
 
 MatmulTiling matmul_tiling(const vk::PhysicalInfo& device, uint32_t rows, uint32_t cols) {
@@ -139,9 +145,9 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
   const Grid ga{p.offset_a, p.stride_a, p.heads, p.head_stride_a},
       gb{p.offset_b, p.stride_b, p.heads, p.head_stride_b},
       gc{p.offset_c, p.stride_c, p.heads, p.head_stride_c};
-  check_operand("A", a, products, ga, p.trans_a ? p.K : p.M, p.trans_a ? p.M : p.K, lda);
-  check_operand("B", b, products, gb, p.trans_b ? p.N : p.K, p.trans_b ? p.K : p.N, ldb);
-  check_operand("C", c, p.batch, gc, p.M, p.N, ldc);
+  check_operand("A", a, products, ga, p.trans_a ? p.K : p.M, p.trans_a ? p.M : p.K, lda, p.a_format);
+  check_operand("B", b, products, gb, p.trans_b ? p.N : p.K, p.trans_b ? p.K : p.N, ldb, p.b_format);
+  check_operand("C", c, p.batch, gc, p.M, p.N, ldc, p.c_format);
   const uint32_t bias_size = p.bias_rows ? p.M : p.N;
   if (bias) check_operand("bias", *bias, 1, Grid{0, 0}, 1, bias_size, bias_size);
   using Epilogue = MatmulParams::Epilogue;
@@ -155,14 +161,22 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
                  "a causal product is square along its diagonal");
 
   const bool regs = t.variant == MatmulTiling::Variant::Registers;
-  const bool vec4_a = regs && vec4_ok(a, ga, lda, products, p.trans_a, p.M, t.tm);
-  const bool vec4_b = regs && vec4_ok(b, gb, ldb, products, !p.trans_b, p.N, t.tn);
+  const bool vec4_a = regs && vec4_ok(a, ga, lda, products, p.trans_a, p.M, t.tm, p.a_format);
+  const bool vec4_b = regs && vec4_ok(b, gb, ldb, products, !p.trans_b, p.N, t.tn, p.b_format);
   // C's rows as vec4s: whole quads inside N, every row and batch matrix 16-byte aligned, and
   // the bias and the epilogue's tensor (laid out as C) aligned with it.
   const bool vec4_c = regs && t.tn % 4 == 0 && p.N % 4 == 0 &&
-                      vec4_ok(c, gc, ldc, p.batch, false, 0, 0) &&
+                      vec4_ok(c, gc, ldc, p.batch, false, 0, 0, p.c_format) &&
                       (!bias || p.bias_rows || bias->offset % 16 == 0) &&
                       (!epilogue || epilogue->offset % 16 == 0);
+  // A 16-bit C is stored a whole quad, or an even pair of a row, at a time: two invocations
+  // never share a word.
+  const bool pairs_c = regs && t.tn % 2 == 0 && p.N % 2 == 0 && ldc % 2 == 0 && gc.offset % 2 == 0 &&
+                       c.offset % 4 == 0 && (p.batch == 1 || (gc.stride % 2 == 0 && gc.head_stride % 2 == 0));
+  BRIGADE_EXPECT(!is_half(p.c_format) || ((vec4_c || pairs_c) && !p.accumulate && p.epilogue != Epilogue::Gelu),
+                 "a 16-bit C needs even pairs of a row in one invocation (the register tiling, even N, "
+                 "row starts and matrices), no accumulation and no GELU epilogue");
+  BRIGADE_EXPECT(p.c_round == Precision::Fp32 || !is_half(p.c_format), "C is either rounded in fp32 or stored in 16 bits");
   vk::Specialization spec;
   spec.set(BRIGADE_MATMUL_SPEC_VARIANT, uint32_t(t.variant))
       .set(BRIGADE_MATMUL_SPEC_WG_X, t.wg_x)
@@ -179,6 +193,10 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
       .set(BRIGADE_MATMUL_SPEC_K_TAIL, (vec4_a || vec4_b) && p.K % 4 != 0)
       .set(BRIGADE_MATMUL_SPEC_VEC4_C, vec4_c)
       .set(BRIGADE_MATMUL_SPEC_CAUSAL, regs ? uint32_t(p.causal) : 0)
+      .set(BRIGADE_MATMUL_SPEC_FORMAT_A, uint32_t(p.a_format))
+      .set(BRIGADE_MATMUL_SPEC_FORMAT_B, uint32_t(p.b_format))
+      .set(BRIGADE_MATMUL_SPEC_FORMAT_C, uint32_t(p.c_format))
+      .set(BRIGADE_MATMUL_SPEC_ROUND_C, uint32_t(p.c_round))
       .set(BRIGADE_MATMUL_SPEC_BIAS, !bias         ? BRIGADE_MATMUL_BIAS_NONE
                                      : p.bias_rows ? BRIGADE_MATMUL_BIAS_ROWS
                                                    : BRIGADE_MATMUL_BIAS_COLUMNS);

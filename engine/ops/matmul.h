@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "ops/precision.h"
 #include "vk/commands.h"
 #include "vk/physical.h"
 
@@ -74,6 +75,12 @@ struct MatmulParams {
   // op(A) as zero right of, or left of, its diagonal. Devices that cannot use it compute all.
   enum class Causal : uint32_t { None = 0, SkipAbove = 1, KToRow = 2, KFromRow = 3 };
   Causal causal = Causal::None;
+  // How A, B and C are stored: fp32, or 16 bits packed two to a word (ops/precision.h), read
+  // and written by the kernel itself. A 16-bit C needs matmul_stores_half. c_round: C is
+  // stored in fp32 holding values rounded to that precision (a gradient kept at its
+  // tensor's precision).
+  Precision a_format = Precision::Fp32, b_format = Precision::Fp32, c_format = Precision::Fp32;
+  Precision c_round = Precision::Fp32;
   std::optional<MatmulTiling> tiling;  // unset: matmul_tiling(the device)
 
   uint32_t ld_a() const { return lda ? lda : trans_a ? M : K; }
@@ -81,9 +88,15 @@ struct MatmulParams {
   uint32_t ld_c() const { return ldc ? ldc : N; }
 };
 
-// Records C (+)= alpha * op(A) op(B) (+ bias), then the epilogue. A, B, C, bias and the
-// epilogue's tensor (`epilogue`: pre for GeluGrad, activation for Gelu) are views of fp32
-// buffers; C must not overlap the others.
+// Whether the device's default tiling stores a 16-bit C of N columns (packed rows, no
+// accumulation, no GELU epilogue): CPU devices' register blocks store a row's outputs in
+// even pairs (whole quads where N % 4 == 0) where N is even; GPUs' shared tiles spread a
+// row's neighbours over invocations.
+bool matmul_stores_half(const vk::PhysicalInfo& device, uint32_t N);
+
+// Records C (+)= alpha * op(A) op(B) (+ bias), then the epilogue. A, B and C are stored as
+// their formats say; the bias and the epilogue's tensor (`epilogue`: pre for GeluGrad,
+// activation for Gelu) are fp32; C must not overlap the others.
 void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulParams& p,
             std::optional<vk::View> bias = std::nullopt,
             std::optional<vk::View> epilogue = std::nullopt);

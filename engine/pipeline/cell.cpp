@@ -109,6 +109,13 @@ bool Cell::narrow(uint32_t l, const model::SavedSpec& s) const {
   return ops::is_half(layout_.output_precision[l]) && !s.wide && !model_.layers[layout_.first + l]->is_view();
 }
 
+bool Cell::direct(uint32_t l) const {
+  const model::Layer& layer = *model_.layers[layout_.first + l];
+  return !layout_.fp32_copies && !layer.integer_input() &&
+         (ops::is_half(x_precision(l)) || ops::is_half(layout_.output_precision[l])) &&
+         layer.stores_half(device_.info());
+}
+
 vk::View Cell::work(uint32_t part, uint64_t floats, uint64_t offset) {
   const uint64_t at = part * layout_.gradient_bytes + offset * kFloat;
   BRIGADE_EXPECT(work_ && at + floats * kFloat <= work_.size(), "16-bit tensors fit the cell's fp32 work");
@@ -126,6 +133,10 @@ model::Tensors Cell::unpacked(vk::Commands& cmd, uint32_t l, const MicroBatch& m
                               std::vector<vk::View>& saved32) {
   const model::Layer& layer = *model_.layers[layout_.first + l];
   model::Tensors w = t;  // what the layer does not read stays as stored
+  if (direct(l)) {
+    w.x_precision = x_precision(l), w.y_precision = layout_.output_precision[l];
+    return w;
+  }
   if (!layer.integer_input() && layer.backward_reads_input()) w.x = fp32(cmd, t.x, x_precision(l), in_floats(l, mb), 0);
   if (layer.backward_reads_output()) w.y = fp32(cmd, t.y, layout_.output_precision[l], out_floats(l, mb), 1);
   const std::vector<model::SavedSpec> specs = layer.saved();
@@ -197,6 +208,12 @@ vk::View Cell::forward(vk::Commands& cmd, const MicroBatch& mb, std::optional<vk
     const ops::Precision py = layout_.output_precision[l];
     const uint32_t in = live >= 0 ? uint32_t(live) : 0;
     model::Tensors w = t;
+    if (direct(l)) {  // reads its input as stored, whatever work holds
+      w.x_precision = x_precision(l), w.y_precision = py;
+      layer.forward(pass(cmd, mb, l, recompute), w);
+      live = -1;
+      continue;
+    }
     if (ops::is_half(x_precision(l)) && !layer.integer_input())
       w.x = live >= 0 ? work(in, in_floats(l, mb)) : fp32(cmd, t.x, x_precision(l), in_floats(l, mb), in);
     const std::vector<model::SavedSpec> specs = layer.saved();
@@ -281,7 +298,7 @@ std::optional<vk::View> Cell::backward(vk::Commands& cmd, const MicroBatch& mb,
       // Cleared where the layer adds into it: only its part, not the whole buffer.
       if (!layer.writes_input_gradient()) cmd.fill(dx_view);
       layer.backward(p, t, dy_view, dx_view);
-      ops::round_to(cmd, dx_view, uint32_t(in_floats(l, mb)), x_precision(l));
+      if (!direct(l)) ops::round_to(cmd, dx_view, uint32_t(in_floats(l, mb)), x_precision(l));
       std::swap(dy, dx);
     } else {
       layer.backward(p, t, dy_view, std::nullopt);

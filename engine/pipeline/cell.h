@@ -91,6 +91,9 @@ class Cell {
   }
   // Whether layer l keeps its saved tensor s in 16 bits.
   bool narrow(uint32_t l, const model::SavedSpec& s) const;
+  // Whether layer l touches 16-bit tensors and its kernels take them as stored
+  // (Layer::stores_half on this device): then it gets no fp32 copies.
+  bool direct(uint32_t l) const;
   // fp32 memory for 16-bit tensors: part 0 and 1 a layer's input or output, part 2 its
   // saved tensors from `offset` floats.
   vk::View work(uint32_t part, uint64_t floats, uint64_t offset = 0);

@@ -261,6 +261,7 @@ Plan plan(const model::Model& m, const PlanOptions& o) {
     CellLayout s = layout_cell(m, uint32_t(c), uint32_t(first), uint32_t(last), last == L, p.micro_rows[0],
                                {slots.inputs[c], slots.sets[c], slots.deferreds[c]}, precisions(c, first, last));
     s.link_bytes = link_bytes(m, s, K == 1);
+    s.fp32_copies = o.fp32_copies;
     return s;
   };
   // A cell's footprint depends on its layers and how many inputs and sets it keeps, not on

@@ -47,7 +47,10 @@ struct CellLayout {
   std::vector<ops::Precision> output_precision;   // per layer of the cell
   // 16-bit tensors are unpacked into fp32 for the kernels and packed after: two buffers for
   // a layer's input and output and one for its 16-bit saved tensors, the largest of the cell.
+  // (A layer whose kernels read and write 16 bits on the cell's device, Layer::stores_half,
+  // takes the stored tensors instead, unless `fp32_copies`.)
   uint64_t work_bytes = 0;
+  bool fp32_copies = false;
   uint64_t gradient_out_bytes = 0;  // a 16-bit input's gradient, packed for the link
   // Split backward (zero-bubble): per layer, per deferred() spec, kept from B to W.
   std::vector<std::vector<uint64_t>> deferred_bytes;
@@ -120,6 +123,9 @@ struct PlanOptions {
   // given (one per layer of the model), replaces it layer by layer.
   std::vector<ops::Precision> precision;
   std::vector<ops::Precision> layer_precision;
+  // Every 16-bit layer on fp32 copies, even where its kernels take 16 bits: the same bits,
+  // more passes; the reference the 16-bit kernels are held to.
+  bool fp32_copies = false;
 };
 
 // The cut minimizes the slowest stage among those whose exact footprint fits each cap; when

@@ -25,7 +25,7 @@ pipeline::Plan make_plan(const model::Model& m, uint32_t K, const PipelineConfig
   pipeline::PlanOptions o;
   o.rows = rows, o.micro_batches = c.M, o.remat = c.remat, o.optimizer_states = optimizer_states;
   o.schedule = c.schedule, o.virtual_stages = c.V;
-  o.precision = c.precision, o.layer_precision = c.layer_precision;
+  o.precision = c.precision, o.layer_precision = c.layer_precision, o.fp32_copies = c.fp32_copies;
   o.stages.assign(K, pipeline::StageSpec{});
   return pipeline::plan(m, o);
 }

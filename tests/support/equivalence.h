@@ -28,6 +28,7 @@ struct PipelineConfig {
   std::vector<ops::Precision> precision = {};
   std::vector<ops::Precision> layer_precision = {};
   double loss_scale = 1;  // pipeline::Update::loss_scale of every step
+  bool fp32_copies = false;  // pipeline::PlanOptions::fp32_copies
 };
 
 // "1f1b M=4 remat always link host" (K comes from the devices).

@@ -1,0 +1,36 @@
+// Reading and writing tensors kept in a storage format (shaders/precision.h): fp32, or 16
+// bits packed two to a 32-bit word, element 2i in the low half. A kernel that reads a 16-bit
+// tensor itself sees exactly the fp32 values an unpack would have given it, and one that
+// stores 16 bits rounds as a pack would: the same bits as converting around an fp32 kernel.
+#ifndef BRIGADE_SHADERS_FORMATS_GLSL
+#define BRIGADE_SHADERS_FORMATS_GLSL
+#include "precision.h"
+
+float from_half(uint h, uint format) { return uintBitsToFloat(bits_from_half(h, format)); }
+uint to_half(float v, uint format) { return half_from_bits(floatBitsToUint(v), format); }
+
+// Element i of a packed tensor, from the word that holds it (word i / 2).
+float half_in(uint word, uint i, uint format) {
+  return from_half((i & 1u) != 0u ? word >> 16u : word & 0xFFFFu, format);
+}
+
+// Four consecutive elements from the two words that hold them (a uvec2 at element 4q).
+vec4 quad_in(uvec2 w, uint format) {
+  return vec4(from_half(w.x & 0xFFFFu, format), from_half(w.x >> 16u, format),
+              from_half(w.y & 0xFFFFu, format), from_half(w.y >> 16u, format));
+}
+
+uvec2 quad_out(vec4 v, uint format) {
+  return uvec2(to_half(v.x, format) | (to_half(v.y, format) << 16u),
+               to_half(v.z, format) | (to_half(v.w, format) << 16u));
+}
+
+// v as the format keeps it, held in an fp32.
+float rounded(float v, uint format) {
+  return format == BRIGADE_FORMAT_FP32 ? v : from_half(to_half(v, format), format);
+}
+vec4 rounded(vec4 v, uint format) {
+  return vec4(rounded(v.x, format), rounded(v.y, format), rounded(v.z, format), rounded(v.w, format));
+}
+
+#endif
