@@ -10,6 +10,7 @@
 // pipelining the same micro-batches does not.
 #include <doctest/doctest.h>
 
+#include <bit>
 #include <cmath>
 #include <map>
 #include <string>
@@ -53,6 +54,23 @@ struct Run {
   uint32_t K;
   PipelineConfig c;
 };
+
+bool same_bits(float a, float b) { return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b); }
+
+// Bit for bit: losses, every gradient and every parameter.
+void check_same_bits(const Outcome& got, const Outcome& want, const std::string& what) {
+  CHECK_MESSAGE(got.losses == want.losses, what, ": losses");
+  CHECK_MESSAGE(std::bit_cast<uint64_t>(got.loss) == std::bit_cast<uint64_t>(want.loss), what, ": loss ", got.loss,
+                " against ", want.loss);
+  for (auto maps : {&Outcome::grads, &Outcome::params})
+    for (const auto& [name, values] : want.*maps) {
+      const std::vector<float>& other = (got.*maps).at(name);
+      REQUIRE(other.size() == values.size());
+      size_t differ = 0;
+      for (size_t i = 0; i < values.size(); ++i) differ += !same_bits(other[i], values[i]);
+      CHECK_MESSAGE(differ == 0, what, ": ", differ, " of ", values.size(), " values of ", name, " differ");
+    }
+}
 
 // `p` on every stage, at `loss_scale` (fp16's gradients need one).
 void check_precision(test::Gpu& gpu, const model::Model& m, uint32_t rows, Precision p = Precision::Bf16,
@@ -103,6 +121,16 @@ void check_precision(test::Gpu& gpu, const model::Model& m, uint32_t rows, Preci
   // Three AdamW steps: fp32 master weights and optimizer state under bf16 activations.
   const Outcome trained = test::run(m, devices(gpu, 1), one(all[0].c.M), batches, 3, test::Update::AdamW);
   CHECK(trained.losses[2] != trained.losses[0]);
+  // Layers whose kernels read and write 16 bits themselves (a Linear on a CPU device)
+  // compute exactly what they compute on fp32 copies converted around them.
+  PipelineConfig copies = one(all[0].c.M);
+  copies.fp32_copies = true;
+  check_same_bits(test::run(m, devices(gpu, 1), copies, batches, 3, test::Update::AdamW), trained,
+                  m.name + " 3 AdamW steps, fp32 copies against 16-bit kernels");
+  copies = all[1].c, copies.fp32_copies = true;
+  check_same_bits(test::run(m, devices(gpu, all[1].K), copies, batches, 0),
+                  test::run(m, devices(gpu, all[1].K), all[1].c, batches, 0),
+                  m.name + " " + test::describe(all[1].c) + ", fp32 copies against 16-bit kernels");
   check_equal(test::run(m, devices(gpu, all[0].K), all[0].c, batches, 3, test::Update::AdamW), trained,
               m.name + " 3 AdamW steps " + test::describe(all[0].c), true, 3e-6);
 

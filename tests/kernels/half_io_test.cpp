@@ -1,0 +1,144 @@
+// Kernels that read and write 16-bit tensors themselves (shaders/formats.glsl) compute what
+// the fp32 kernel computes on the unpacked values, and store what a pack of its fp32 result
+// would: the same bits, without the conversion passes around the kernel.
+#include <doctest/doctest.h>
+
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "check.h"
+#include "gpu.h"
+#include "ops/activation.h"
+#include "ops/matmul.h"
+#include "shaders/precision.h"
+#include "util/error.h"
+#include "vk/commands.h"
+
+using namespace brigade;
+using ops::MatmulParams;
+using ops::MatmulTiling;
+using ops::Precision;
+
+namespace {
+
+const MatmulTiling kSubgroupRegisters{MatmulTiling::Variant::Registers, 8, 8, 32, 4, 16, 8};
+const MatmulTiling kSubgroupRegisters16x8{MatmulTiling::Variant::Registers, 8, 8, 16, 8, 16, 8};
+const MatmulTiling kRegisters{MatmulTiling::Variant::Registers, 8, 8, 8, 8, 16, 0};
+const MatmulTiling kShared{MatmulTiling::Variant::Shared, 16, 16, 4, 4, 16, 0};
+
+std::vector<float> rounded(std::vector<float> v, Precision p) {
+  for (float& x : v) x = ops::round_on_host(x, p);
+  return v;
+}
+
+// Host packing, two values to a word (element 2i in the low half), as words held in floats
+// so the test helpers upload and download them.
+std::vector<float> packed(const std::vector<float>& v, Precision p) {
+  std::vector<float> words((v.size() + 1) / 2, 0.0f);
+  for (size_t i = 0; i < v.size(); ++i) {
+    const uint32_t h = shaders::half_from_bits(std::bit_cast<uint32_t>(v[i]), uint32_t(p));
+    words[i / 2] = std::bit_cast<float>(std::bit_cast<uint32_t>(words[i / 2]) | (h << (i % 2 ? 16 : 0)));
+  }
+  return words;
+}
+
+void check_bits(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
+  REQUIRE(got.size() >= want.size());
+  size_t wrong = 0, first = 0;
+  for (size_t i = 0; i < want.size(); ++i)
+    if (std::bit_cast<uint32_t>(got[i]) != std::bit_cast<uint32_t>(want[i]) && !(std::isnan(got[i]) && std::isnan(want[i])))
+      if (wrong++ == 0) first = i;
+  CHECK_MESSAGE(wrong == 0, what, ": ", wrong, " of ", want.size(), " words differ, the first at ", first, " (",
+                std::bit_cast<uint32_t>(got[first]), " against ", std::bit_cast<uint32_t>(want[first]), ")");
+}
+
+struct Case {
+  uint32_t M, N, K;
+  bool trans_a, trans_b;
+};
+
+// op(A) op(B) + bias, ReLU'd, with A and B in `p`: C in `p` (pairs or quads of a row), or C
+// in fp32 rounded to `p` (accumulated onto zeros, as a Linear's dx), against the fp32 kernel
+// on the same values, rounded and packed on the host.
+void check_formats(vk::Device& dev, const MatmulTiling& tiling, const Case& c, Precision p, uint32_t seed) {
+  const uint64_t na = uint64_t(c.M) * c.K, nb = uint64_t(c.K) * c.N, nc = uint64_t(c.M) * c.N;
+  std::vector<float> a = rounded(test::random_vector(na, seed, -2, 2), p);
+  const std::vector<float> b = rounded(test::random_vector(nb, seed + 1, -2, 2), p);
+  const std::vector<float> bias = test::random_vector(c.N, seed + 2);
+  a[1] = std::numeric_limits<float>::quiet_NaN();  // a NaN row or column keeps its NaN
+  MatmulParams fp32{.M = c.M, .N = c.N, .K = c.K, .trans_a = c.trans_a, .trans_b = c.trans_b,
+                    .epilogue = MatmulParams::Epilogue::Relu, .tiling = tiling};
+  auto ba = test::to_device(dev, a, "A"), bb = test::to_device(dev, b, "B"), bbias = test::to_device(dev, bias, "bias");
+  auto ha = test::to_device(dev, packed(a, p), "A, 16 bits"), hb = test::to_device(dev, packed(b, p), "B, 16 bits");
+  // C in 16 bits where the tiling stores it a word at a time, else in fp32.
+  const bool stores = tiling.variant == MatmulTiling::Variant::Registers && c.N % 2 == 0;
+  MatmulParams half = fp32;
+  half.a_format = half.b_format = p, half.c_format = stores ? p : Precision::Fp32;
+  MatmulParams plain = fp32;
+  plain.epilogue = MatmulParams::Epilogue::None, plain.accumulate = true;
+  MatmulParams round = plain;
+  round.c_round = p;
+  auto wide = test::zeros(dev, nc, "C"), direct = test::zeros(dev, stores ? (nc + 1) / 2 : nc, "C from 16 bits");
+  auto plain_c = test::zeros(dev, nc, "C accumulated"), round_c = test::zeros(dev, nc, "C accumulated, rounded");
+  vk::Commands cmd(dev, "16-bit matmul");
+  ops::matmul(cmd, ba, bb, wide, fp32, vk::View(bbias));
+  ops::matmul(cmd, ha, hb, direct, half, vk::View(bbias));
+  ops::matmul(cmd, ba, bb, plain_c, plain, vk::View(bbias));
+  ops::matmul(cmd, ba, bb, round_c, round, vk::View(bbias));
+  cmd.run();
+  const std::string what = tiling.name() + " " + std::to_string(c.M) + "x" + std::to_string(c.N) + "x" +
+                           std::to_string(c.K) + (c.trans_a ? " A^T" : "") + (c.trans_b ? " B^T" : "") + " " +
+                           ops::precision_name(p);
+  const std::vector<float> want = test::to_host(wide);
+  check_bits(test::to_host(direct), stores ? packed(want, p) : want,
+             what + (stores ? ": C stored in 16 bits" : ": 16-bit A and B, fp32 C"));
+  check_bits(test::to_host(round_c), rounded(test::to_host(plain_c), p), what + ": C rounded in fp32");
+}
+
+}  // namespace
+
+TEST_CASE_FIXTURE(test::Gpu, "matmul on 16-bit A and B, storing C in 16 bits or rounded, gives the fp32 kernel's bits") {
+  const Case cases[] = {{7, 12, 5, false, true},  {16, 32, 12, false, false}, {33, 10, 9, true, false},
+                        {9, 6, 16, true, true},   {64, 36, 40, false, true},  {5, 13, 8, false, false}};
+  uint32_t seed = 900;
+  for (Precision p : {Precision::Bf16, Precision::Fp16})
+    for (const MatmulTiling& tiling : {kSubgroupRegisters, kSubgroupRegisters16x8, kRegisters, kShared})
+      for (const Case& c : cases) check_formats(device(), tiling, c, p, seed += 3);
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "matmul refuses a 16-bit C it cannot store a word at a time") {
+  vk::Device& dev = device();
+  auto a = test::zeros(dev, 64, "A"), b = test::zeros(dev, 64, "B"), c = test::zeros(dev, 64, "C");
+  vk::Commands cmd(dev, "refusals");
+  const MatmulParams odd{.M = 4, .N = 5, .K = 4, .c_format = Precision::Bf16, .tiling = kRegisters};
+  CHECK_THROWS_WITH_AS(ops::matmul(cmd, a, b, c, odd), doctest::Contains("a 16-bit C needs"), InternalError);
+  const MatmulParams shared{.M = 4, .N = 8, .K = 4, .c_format = Precision::Bf16, .tiling = kShared};
+  CHECK_THROWS_WITH_AS(ops::matmul(cmd, a, b, c, shared), doctest::Contains("a 16-bit C needs"), InternalError);
+  const MatmulParams sums{.M = 4, .N = 8, .K = 4, .accumulate = true, .c_format = Precision::Fp16, .tiling = kRegisters};
+  CHECK_THROWS_WITH_AS(ops::matmul(cmd, a, b, c, sums), doctest::Contains("no accumulation"), InternalError);
+  const MatmulParams both{.M = 4, .N = 8, .K = 4, .c_format = Precision::Bf16, .c_round = Precision::Bf16,
+                          .tiling = kRegisters};
+  CHECK_THROWS_WITH_AS(ops::matmul(cmd, a, b, c, both), doctest::Contains("either rounded"), InternalError);
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "relu_backward reads a 16-bit y as the fp32 kernel reads its unpacked values") {
+  for (Precision p : {Precision::Bf16, Precision::Fp16})
+    for (uint32_t n : {1u, 7u, 64u, 1001u}) {
+      std::vector<float> y = rounded(test::random_vector(n, n), p);
+      y[0] = 0.0f;  // the boundary: not positive
+      const std::vector<float> dy = test::random_vector(n, n + 1);
+      auto by = test::to_device(device(), y, "y"), hy = test::to_device(device(), packed(y, p), "y, 16 bits");
+      auto bdy = test::to_device(device(), dy, "dy");
+      auto want = test::to_device(device(), test::random_vector(n, 3), "dx");
+      auto got = test::to_device(device(), test::random_vector(n, 4), "dx from 16 bits");
+      vk::Commands cmd(device(), "relu backward");
+      ops::relu_backward(cmd, by, bdy, want, n);
+      ops::relu_backward(cmd, hy, bdy, got, n, p);
+      cmd.run();
+      check_bits(test::to_host(got), test::to_host(want), std::string(ops::precision_name(p)) + " n=" + std::to_string(n));
+    }
+}
