@@ -49,6 +49,7 @@ struct Conv2dColumnsPush {
 struct MaxPool2dPush {
   uint h, w;
   uint oh, ow;
+  uint planes;  // N x C
 };
 
 // Embedding: invocations per workgroup, one channel each (forward, token gradient) or one

@@ -7,10 +7,13 @@
 // a fixed order: deterministic, no atomics.
 #extension GL_GOOGLE_include_directive : require
 #include "conv.h"
+#include "formats.glsl"
 
 layout(local_size_x = BRIGADE_WG_CONV) in;
 layout(constant_id = 0) const bool QUADS = false;
 #include "conv_geometry.glsl"
+// dx holds fp32 values rounded to this format (its input's precision).
+layout(constant_id = 11) const uint ROUND = BRIGADE_FORMAT_FP32;
 
 layout(binding = 0) readonly buffer Columns { float columns[]; };
 layout(binding = 1) buffer DX { float dx[]; };
@@ -46,7 +49,7 @@ void main() {
   for (uint q = 0; q < per; ++q)  // padded coordinates
     sums[q] = gathered(base, (pixel + q) / W + PH, (pixel + q) % W + PW);
   if (QUADS)
-    dx4[at >> 2] += sums;
+    dx4[at >> 2] = rounded(dx4[at >> 2] + sums, ROUND);
   else
-    dx[at] += sums.x;
+    dx[at] = rounded(dx[at] + sums.x, ROUND);
 }

@@ -6,15 +6,18 @@
 // with zero where the tap falls in the padding. One invocation per input channel and output
 // pixel (x, flattened, so that workgroups are few and full), or per four consecutive output
 // pixels with QUADS (OH*OW % 4 == 0, columns 16-byte aligned), writes its KH*KW taps; the
-// sample is on z.
+// sample is on z. FORMAT_X: how x is stored (shaders/formats.glsl).
 #extension GL_GOOGLE_include_directive : require
 #include "conv.h"
+#include "formats.glsl"
 
 layout(local_size_x = BRIGADE_WG_CONV) in;
 layout(constant_id = 0) const bool QUADS = false;
 #include "conv_geometry.glsl"
+layout(constant_id = 11) const uint FORMAT_X = BRIGADE_FORMAT_FP32;
 
 layout(binding = 0) readonly buffer X { float x[]; };
+layout(binding = 0) readonly buffer XW { uint xw[]; };
 layout(binding = 1) writeonly buffer Columns { float columns[]; };
 layout(binding = 1) writeonly buffer Columns4 { vec4 columns4[]; };
 layout(push_constant) uniform Push { Conv2dColumnsPush p; };
@@ -24,7 +27,8 @@ layout(push_constant) uniform Push { Conv2dColumnsPush p; };
 // that differs between lanes with the lanes masked, which costs more than the wasted load.
 float tap(uint plane, int ih, int iw) {
   const bool inside = ih >= 0 && ih < int(H) && iw >= 0 && iw < int(W);
-  const float v = x[plane + uint(clamp(ih, 0, int(H) - 1)) * W + uint(clamp(iw, 0, int(W) - 1))];
+  const uint i = plane + uint(clamp(ih, 0, int(H) - 1)) * W + uint(clamp(iw, 0, int(W) - 1));
+  const float v = FORMAT_X == BRIGADE_FORMAT_FP32 ? x[i] : half_in(xw[i >> 1], i, FORMAT_X);
   return inside ? v : 0.0;
 }
 

@@ -1,7 +1,7 @@
 // Shared by the MaxPool2d kernels: the window size and stride as specialization constants
 // (constant loops unroll, divisions by S become shifts), and the argmax of one window so
-// forward and backward pick the same element. Include after declaring `x` and `x2` (the
-// input, as floats and as pairs) and `p` (MaxPool2dPush).
+// forward and backward pick the same element. Include after declaring `x`, `x2` and `xw`
+// (the input, as floats, as pairs and as words) and `p` (MaxPool2dPush).
 layout(constant_id = 0) const uint K = 2;
 layout(constant_id = 1) const uint S = 2;
 // K = S = 2 over even H and W, the views 8-byte aligned (the launcher proves it): a window is
@@ -9,8 +9,17 @@ layout(constant_id = 1) const uint S = 2;
 layout(constant_id = 2) const bool PAIRS = false;
 // A ReLU folded in before the pooling (ops/maxpool2d.h): windows see relu(x), NaN passing.
 layout(constant_id = 3) const bool RELU = false;
-
 #include "relu.glsl"
+#include "formats.glsl"
+// How x is stored (shaders/formats.glsl).
+layout(constant_id = 4) const uint FORMAT_X = BRIGADE_FORMAT_FP32;
+float x_at(uint i) { return FORMAT_X == BRIGADE_FORMAT_FP32 ? x[i] : half_in(xw[i >> 1], i, FORMAT_X); }
+// Elements i and i + 1, i even.
+vec2 x_pair(uint i) {
+  if (FORMAT_X == BRIGADE_FORMAT_FP32) return x2[i >> 1];
+  const uint w = xw[i >> 1];
+  return vec2(from_half(w & 0xFFFFu, FORMAT_X), from_half(w >> 16u, FORMAT_X));
+}
 float seen(float v) { return RELU ? relu(v) : v; }
 // Whether the gradient reaches the argmax, whose value (as seen) is `top`: past a ReLU only
 // where it is positive, as the ReLU's backward would mask it.
@@ -21,11 +30,11 @@ bool passes(float top) { return !RELU || top > 0.0; }
 uint window_argmax(uint plane, uint oh, uint ow) {
   const uint row0 = (plane * p.h + oh * S) * p.w + ow * S;
   uint best = row0;
-  float top = seen(x[best]);
+  float top = seen(x_at(best));
   for (uint r = 0; r < K; ++r)
     for (uint c = 0; c < K; ++c) {
       const uint at = row0 + r * p.w + c;
-      const float v = seen(x[at]);
+      const float v = seen(x_at(at));
       if (v > top || isnan(v)) {
         top = v;
         best = at;
@@ -38,7 +47,7 @@ uint window_argmax(uint plane, uint oh, uint ow) {
 // load whose address differs between lanes costs a loop over the lanes: 2 instead of 5).
 // Returns the argmax's place in the window, 0 to 3 in row-major order, and its value.
 uint pair_argmax(uint row0, out float top) {
-  const vec2 r0 = x2[row0 >> 1], r1 = x2[(row0 + p.w) >> 1];
+  const vec2 r0 = x_pair(row0), r1 = x_pair(row0 + p.w);
   const float v[4] = float[4](seen(r0.x), seen(r0.y), seen(r1.x), seen(r1.y));
   uint best = 0;
   top = v[0];

@@ -13,12 +13,15 @@
 layout(local_size_x = BRIGADE_WG_POOL_X, local_size_y = BRIGADE_WG_POOL_Y) in;
 layout(binding = 0) readonly buffer X { float x[]; };
 layout(binding = 0) readonly buffer X2 { vec2 x2[]; };
+layout(binding = 0) readonly buffer XW { uint xw[]; };
 layout(binding = 1) readonly buffer DY { float dy[]; };
 layout(binding = 2) writeonly buffer DX { float dx[]; };
 layout(binding = 2) writeonly buffer DX2 { vec2 dx2[]; };
 layout(push_constant) uniform Push { MaxPool2dPush p; };
 
 #include "maxpool2d.glsl"
+// dx holds fp32 values rounded to this format (its input's precision).
+layout(constant_id = 5) const uint ROUND = BRIGADE_FORMAT_FP32;
 
 void main() {
   const uint plane = gl_WorkGroupID.z;
@@ -29,7 +32,7 @@ void main() {
     const uint row0 = (plane * p.h + oh * 2) * p.w + ow * 2;
     float top;
     const uint best = pair_argmax(row0, top);
-    const float g = passes(top) ? dy[(plane * p.oh + oh) * p.ow + ow] : 0.0;
+    const float g = rounded(passes(top) ? dy[(plane * p.oh + oh) * p.ow + ow] : 0.0, ROUND);
     dx2[row0 >> 1] = vec2(best == 0 ? g : 0.0, best == 1 ? g : 0.0);
     dx2[(row0 + p.w) >> 1] = vec2(best == 2 ? g : 0.0, best == 3 ? g : 0.0);
     return;
@@ -42,9 +45,9 @@ void main() {
   const uint ow_lo = iw + 1 > K ? (iw + 1 - K + S - 1) / S : 0;
   const uint oh_hi = min(ih / S + 1, p.oh), ow_hi = min(iw / S + 1, p.ow);
   float g = 0.0;
-  if (passes(seen(x[i])))  // past a ReLU, nothing reaches an element that is not positive
+  if (passes(seen(x_at(i))))  // past a ReLU, nothing reaches an element that is not positive
     for (uint oh = oh_lo; oh < oh_hi; ++oh)
       for (uint ow = ow_lo; ow < ow_hi; ++ow)
         if (window_argmax(plane, oh, ow) == i) g += dy[(plane * p.oh + oh) * p.ow + ow];
-  dx[i] = g;
+  dx[i] = rounded(g, ROUND);
 }

@@ -3,23 +3,46 @@
 //   x (N, C, H, W)  ->  y (N, C, OH, OW), OH = (H - K) / S + 1 (floored, as PyTorch)
 // One invocation per output: x and y of the workgroup grid are ow and oh, z is the plane
 // (n, c), so no index needs a division. Nothing is saved for backward: it recomputes the
-// argmax.
+// argmax. A 16-bit y (FORMAT_Y) is written a word at a time: one invocation per two
+// consecutive outputs of the whole tensor, on a flat grid (x, then y, of workgroups).
 #extension GL_GOOGLE_include_directive : require
 #include "conv.h"
 
 layout(local_size_x = BRIGADE_WG_POOL_X, local_size_y = BRIGADE_WG_POOL_Y) in;
 layout(binding = 0) readonly buffer X { float x[]; };
 layout(binding = 0) readonly buffer X2 { vec2 x2[]; };
+layout(binding = 0) readonly buffer XW { uint xw[]; };
 layout(binding = 1) writeonly buffer Y { float y[]; };
+layout(binding = 1) writeonly buffer YW { uint yw[]; };
 layout(push_constant) uniform Push { MaxPool2dPush p; };
-
 #include "maxpool2d.glsl"
+layout(constant_id = 5) const uint FORMAT_Y = BRIGADE_FORMAT_FP32;
 
-void main() {
-  const uint ow = gl_GlobalInvocationID.x, oh = gl_GlobalInvocationID.y, plane = gl_WorkGroupID.z;
-  if (ow >= p.ow || oh >= p.oh) return;
+float pooled(uint plane, uint oh, uint ow) {
   float top;
   if (PAIRS) pair_argmax((plane * p.h + oh * 2) * p.w + ow * 2, top);
-  else top = seen(x[window_argmax(plane, oh, ow)]);
-  y[(plane * p.oh + oh) * p.ow + ow] = top;
+  else top = seen(x_at(window_argmax(plane, oh, ow)));
+  return top;
+}
+
+// Output f of the whole tensor (planes one after another).
+float pooled_at(uint f) {
+  const uint per = p.oh * p.ow, r = f % per;
+  return pooled(f / per, r / p.ow, r % p.ow);
+}
+
+void main() {
+  if (FORMAT_Y != BRIGADE_FORMAT_FP32) {
+    const uint group = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+    const uint pair = group * (BRIGADE_WG_POOL_X * BRIGADE_WG_POOL_Y) + gl_LocalInvocationIndex;
+    const uint total = p.planes * p.oh * p.ow;
+    if (2 * pair >= total) return;
+    const uint lo = to_half(pooled_at(2 * pair), FORMAT_Y);
+    const uint hi = 2 * pair + 1 < total ? to_half(pooled_at(2 * pair + 1), FORMAT_Y) : 0u;
+    yw[pair] = lo | (hi << 16u);
+    return;
+  }
+  const uint ow = gl_GlobalInvocationID.x, oh = gl_GlobalInvocationID.y, plane = gl_WorkGroupID.z;
+  if (ow >= p.ow || oh >= p.oh) return;
+  y[(plane * p.oh + oh) * p.ow + ow] = pooled(plane, oh, ow);
 }

@@ -116,6 +116,7 @@ class Conv2d final : public ShapedLayer {
   Conv2d(const Shape& input, uint32_t in_channels, uint32_t out_channels, uint32_t kernel,
          uint32_t stride, uint32_t padding, bool bias, std::string prefix);
   std::string kind() const override { return "conv2d"; }
+  bool stores_half(const vk::PhysicalInfo& device) const override;
   std::vector<ParamSpec> params() const override;
   Cost cost() const override;
   void forward(const Pass& p, const Tensors& t) const override;
@@ -145,6 +146,7 @@ class MaxPool2d final : public ShapedLayer {
   MaxPool2d(const Shape& input, uint32_t kernel, uint32_t stride, bool relu_first = false);
   std::string kind() const override { return "maxpool2d"; }
   bool writes_input_gradient() const override { return true; }
+  bool stores_half(const vk::PhysicalInfo& device) const override;
   Cost cost() const override;
   void forward(const Pass& p, const Tensors& t) const override;
   void backward(const Pass& p, const Tensors& t, vk::View dy,

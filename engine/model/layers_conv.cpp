@@ -79,9 +79,12 @@ uint64_t Conv2d::scratch_floats(uint32_t rows) const {
   return ops::conv2d_scratch_floats(shape(1), uint32_t(samples));
 }
 
+bool Conv2d::stores_half(const vk::PhysicalInfo& device) const { return ops::conv2d_stores_half(device, shape(1)); }
+
 void Conv2d::forward(const Pass& p, const Tensors& t) const {
   const std::optional<vk::View> bias = bias_ ? std::optional(t.params[1]) : std::nullopt;
-  ops::conv2d_forward(p.cmd, t.x, t.params[0], bias, t.y, shape(p.rows), *t.scratch);
+  ops::conv2d_forward(p.cmd, t.x, t.params[0], bias, t.y, shape(p.rows), *t.scratch, std::nullopt,
+                      {t.x_precision, t.y_precision});
 }
 
 std::vector<SavedSpec> Conv2d::deferred() const { return {{"dy", elements(output_)}}; }
@@ -92,7 +95,9 @@ void Conv2d::backward(const Pass& p, const Tensors& t, vk::View dy,
   else backward_weight(p, t, dy);
   // After the weight gradient, which reads the columns this overwrites (recorded in order:
   // vk::Commands puts a barrier between).
-  if (dx) ops::conv2d_backward_data(p.cmd, dy, t.params[0], *dx, shape(p.rows), *t.scratch);
+  if (dx)
+    ops::conv2d_backward_data(p.cmd, dy, t.params[0], *dx, shape(p.rows), *t.scratch, std::nullopt,
+                              {t.x_precision, t.y_precision});
 }
 
 void Conv2d::backward_params(const Pass& p, const Tensors& t) const {
@@ -101,7 +106,8 @@ void Conv2d::backward_params(const Pass& p, const Tensors& t) const {
 
 void Conv2d::backward_weight(const Pass& p, const Tensors& t, vk::View dy) const {
   const std::optional<vk::View> dbias = bias_ ? std::optional(t.grads[1]) : std::nullopt;
-  ops::conv2d_backward_weight(p.cmd, dy, t.x, t.grads[0], dbias, shape(p.rows), *t.scratch);
+  ops::conv2d_backward_weight(p.cmd, dy, t.x, t.grads[0], dbias, shape(p.rows), *t.scratch, std::nullopt,
+                              {t.x_precision, t.y_precision});
 }
 
 MaxPool2d::MaxPool2d(const Shape& input, uint32_t kernel, uint32_t stride, bool relu_first)
@@ -113,14 +119,19 @@ Cost MaxPool2d::cost() const {
   return standard_cost(*this, double(elements(output_)) * kernel_ * kernel_);
 }
 
+// Every device: the kernels store a 16-bit y a word at a time.
+bool MaxPool2d::stores_half(const vk::PhysicalInfo&) const { return true; }
+
 void MaxPool2d::forward(const Pass& p, const Tensors& t) const {
-  ops::maxpool2d_forward(p.cmd, t.x, t.y, pool_shape(input_, kernel_, stride_, p.rows, relu_first_));
+  ops::maxpool2d_forward(p.cmd, t.x, t.y, pool_shape(input_, kernel_, stride_, p.rows, relu_first_),
+                         {t.x_precision, t.y_precision});
 }
 
 void MaxPool2d::backward(const Pass& p, const Tensors& t, vk::View dy,
                          std::optional<vk::View> dx) const {
   if (dx)
-    ops::maxpool2d_backward_data(p.cmd, t.x, dy, *dx, pool_shape(input_, kernel_, stride_, p.rows, relu_first_));
+    ops::maxpool2d_backward_data(p.cmd, t.x, dy, *dx, pool_shape(input_, kernel_, stride_, p.rows, relu_first_),
+                                 {t.x_precision, t.y_precision});
 }
 
 }  // namespace brigade::model

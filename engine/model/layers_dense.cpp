@@ -71,7 +71,7 @@ bool Linear::stores_half(const vk::PhysicalInfo& device) const { return ops::mat
 void Linear::forward(const Pass& p, const Tensors& t) const {
   const std::optional<vk::View> bias = bias_ ? std::optional(t.params[1]) : std::nullopt;
   const uint32_t n = p.rows * rows_per_sample_;
-  const ops::LinearFormats f{t.x_precision, t.y_precision};
+  const ops::Formats f{t.x_precision, t.y_precision};
   if (relu_) ops::linear_relu_forward(p.cmd, t.x, t.params[0], bias, t.y, n, in_, out_, f);
   else ops::linear_forward(p.cmd, t.x, t.params[0], bias, t.y, n, in_, out_, std::nullopt, f);
 }

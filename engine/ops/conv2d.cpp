@@ -49,33 +49,36 @@ vk::Specialization columns_spec(const Conv2dShape& s, bool quads) {
   return spec;
 }
 
-// Columns of samples first .. first + count - 1 from x.
+// Columns of samples first .. first + count - 1 from x, stored as `format` says.
 void im2col(vk::Commands& cmd, vk::View x, vk::View columns, const Conv2dShape& s, uint32_t first,
-            uint32_t count) {
+            uint32_t count, Precision format) {
   // Four pixels an invocation, stored as one vec4, where every row of columns stays aligned.
   const bool vec4 = quads(pixels(s), {columns});
   const vk::Groups groups{vk::groups_for(uint64_t(s.ic) * pixels(s) / (vec4 ? 4 : 1), BRIGADE_WG_CONV),
                           1, count};
   require_groups(groups, "columns");
   const shaders::Conv2dColumnsPush push{push_of(s), first, count};
-  cmd.dispatch(cmd.device().kernel("conv2d_im2col", columns_spec(s, vec4)), {x, columns}, push, groups);
+  cmd.dispatch(cmd.device().kernel("conv2d_im2col", columns_spec(s, vec4).set(11, uint32_t(format))), {x, columns},
+               push, groups);
 }
 
-// dx of samples first .. first + count - 1 += what their columns' gradients gather.
+// dx of samples first .. first + count - 1 += what their columns' gradients gather, rounded
+// to `round`.
 void col2im(vk::Commands& cmd, vk::View columns, vk::View dx, const Conv2dShape& s, uint32_t first,
-            uint32_t count) {
+            uint32_t count, Precision round) {
   // Four elements an invocation, added as one vec4, where every plane of dx stays aligned.
   const bool vec4 = quads(uint64_t(s.h) * s.w, {dx});
   const vk::Groups groups{vk::groups_for(uint64_t(s.ic) * s.h * s.w / (vec4 ? 4 : 1), BRIGADE_WG_CONV),
                           1, count};
   require_groups(groups, "columns");
   const shaders::Conv2dColumnsPush push{push_of(s), first, count};
-  cmd.dispatch(cmd.device().kernel("conv2d_col2im", columns_spec(s, vec4)), {columns, dx}, push, groups);
+  cmd.dispatch(cmd.device().kernel("conv2d_col2im", columns_spec(s, vec4).set(11, uint32_t(round))), {columns, dx},
+               push, groups);
 }
 
 // dweight += sum over the samples of dy[n] . columns[n]^T (see conv2d_backward_weight).
 void matrix_backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View dweight,
-                            const Conv2dShape& s, vk::View scratch) {
+                            const Conv2dShape& s, vk::View scratch, Precision x_format) {
   const uint32_t K = taps(s), P = pixels(s), chunk = chunk_of(s, scratch);
   const vk::View columns(*scratch.buffer, scratch.offset, uint64_t(chunk) * K * P * 4);
   const MatmulTiling t = matmul_tiling(cmd.device().info(), s.oc, K);
@@ -83,7 +86,7 @@ void matrix_backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View
   const uint64_t stride = padded(s.weight_size());
   for (uint32_t first = 0; first < s.n; first += chunk) {
     const uint32_t count = std::min(chunk, s.n - first);
-    im2col(cmd, x, columns, s, first, count);
+    im2col(cmd, x, columns, s, first, count, x_format);
     // The chunk's samples are the terms of one sum, added in order after what dweight holds;
     // or, for a weight of few tiles, summed in equal groups side by side (as many groups as
     // divide the chunk, up to kGroups), which are then added to dweight in order.
@@ -110,7 +113,17 @@ void matrix_backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View
 }
 
 
+// A 16-bit tensor has no direct form.
+void expect_matrix_form(const vk::Commands& cmd, std::optional<Form> method, Formats f) {
+  BRIGADE_EXPECT(!(is_half(f.x) || is_half(f.y)) || !runs_direct(cmd, method),
+                 "conv2d's direct form reads and writes fp32 only");
+}
+
 }  // namespace
+
+bool conv2d_stores_half(const vk::PhysicalInfo& device, const Conv2dShape& s) {
+  return form_for(device) == Form::Matrix && matmul_stores_half(device, pixels(s));
+}
 
 uint64_t conv2d_columns_per_sample(const Conv2dShape& s) { return uint64_t(taps(s)) * pixels(s); }
 
@@ -139,19 +152,20 @@ void conv2d_validate(const Conv2dShape& s) {
 
 void conv2d_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optional<vk::View> bias,
                     vk::View y, const Conv2dShape& s, vk::View scratch,
-                    std::optional<Form> method) {
+                    std::optional<Form> method, Formats f) {
   conv2d_validate(s);
-  BRIGADE_EXPECT_FLOATS(x, s.x_size(), "conv2d input");
+  BRIGADE_EXPECT_BYTES(x, stored_bytes(s.x_size(), f.x), "conv2d input");
   BRIGADE_EXPECT_FLOATS(weight, s.weight_size(), "conv2d weight");
   if (bias) BRIGADE_EXPECT_FLOATS(*bias, s.oc, "conv2d bias");
-  BRIGADE_EXPECT_FLOATS(y, s.y_size(), "conv2d output");
+  BRIGADE_EXPECT_BYTES(y, stored_bytes(s.y_size(), f.y), "conv2d output");
+  expect_matrix_form(cmd, method, f);
   if (runs_direct(cmd, method)) return direct::forward(cmd, x, weight, bias, y, s);
   const uint32_t K = taps(s), P = pixels(s), chunk = chunk_of(s, scratch);
   const vk::View columns(*scratch.buffer, scratch.offset, uint64_t(chunk) * K * P * 4);
   for (uint32_t first = 0; first < s.n; first += chunk) {
     const uint32_t count = std::min(chunk, s.n - first);
-    im2col(cmd, x, columns, s, first, count);
-    MatmulParams mm{.M = s.oc, .N = P, .K = K, .batch = count, .bias_rows = true};
+    im2col(cmd, x, columns, s, first, count, f.x);
+    MatmulParams mm{.M = s.oc, .N = P, .K = K, .batch = count, .bias_rows = true, .c_format = f.y};
     mm.stride_b = K * P, mm.stride_c = s.oc * P, mm.offset_c = first * s.oc * P;
     matmul(cmd, weight, columns, y, mm, bias);
   }
@@ -159,11 +173,12 @@ void conv2d_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optiona
 
 void conv2d_backward_data(vk::Commands& cmd, vk::View dy, vk::View weight, vk::View dx,
                           const Conv2dShape& s, vk::View scratch,
-                          std::optional<Form> method) {
+                          std::optional<Form> method, Formats f) {
   conv2d_validate(s);
   BRIGADE_EXPECT_FLOATS(dy, s.y_size(), "conv2d output gradient");
   BRIGADE_EXPECT_FLOATS(weight, s.weight_size(), "conv2d weight");
   BRIGADE_EXPECT_FLOATS(dx, s.x_size(), "conv2d input gradient");
+  expect_matrix_form(cmd, method, f);
   if (runs_direct(cmd, method)) return direct::backward_data(cmd, dy, weight, dx, s);
   const uint32_t K = taps(s), P = pixels(s), chunk = chunk_of(s, scratch);
   const vk::View columns(*scratch.buffer, scratch.offset, uint64_t(chunk) * K * P * 4);
@@ -172,20 +187,21 @@ void conv2d_backward_data(vk::Commands& cmd, vk::View dy, vk::View weight, vk::V
     MatmulParams mm{.M = K, .N = P, .K = s.oc, .trans_a = true, .batch = count};
     mm.stride_b = s.oc * P, mm.stride_c = K * P, mm.offset_b = first * s.oc * P;
     matmul(cmd, weight, dy, columns, mm);
-    col2im(cmd, columns, dx, s, first, count);
+    col2im(cmd, columns, dx, s, first, count, f.x);
   }
 }
 
 void conv2d_backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View dweight,
                             std::optional<vk::View> dbias, const Conv2dShape& s,
-                            vk::View scratch, std::optional<Form> method) {
+                            vk::View scratch, std::optional<Form> method, Formats f) {
   conv2d_validate(s);
   BRIGADE_EXPECT_FLOATS(dy, s.y_size(), "conv2d output gradient");
-  BRIGADE_EXPECT_FLOATS(x, s.x_size(), "conv2d input");
+  BRIGADE_EXPECT_BYTES(x, stored_bytes(s.x_size(), f.x), "conv2d input");
+  expect_matrix_form(cmd, method, f);
   BRIGADE_EXPECT_FLOATS(dweight, s.weight_size(), "conv2d weight gradient");
   if (dbias) BRIGADE_EXPECT_FLOATS(*dbias, s.oc, "conv2d bias gradient");
   if (runs_direct(cmd, method)) direct::backward_weight(cmd, dy, x, dweight, s);
-  else matrix_backward_weight(cmd, dy, x, dweight, s, scratch);
+  else matrix_backward_weight(cmd, dy, x, dweight, s, scratch, f.x);
   if (!dbias) return;
   require_groups({s.oc}, "backward-bias");
   const uint64_t plane = pixels(s);

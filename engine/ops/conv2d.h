@@ -21,6 +21,7 @@
 
 #include "shaders/conv.h"
 #include "ops/form.h"
+#include "ops/precision.h"
 #include "vk/commands.h"
 
 namespace brigade::ops {
@@ -49,19 +50,25 @@ uint64_t conv2d_scratch_floats(const Conv2dShape& s, uint32_t samples);
 void conv2d_validate(const Conv2dShape& s);
 
 // y = conv(x, weight) + bias; without a bias, y = conv(x, weight).
+// x and y may be kept in 16 bits (`f`), in the matrix form only (conv2d_stores_half): the
+// kernels read and write them as stored, and dx holds fp32 values rounded to x's precision.
 void conv2d_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optional<vk::View> bias,
                     vk::View y, const Conv2dShape& s, vk::View scratch,
-                    std::optional<Form> method = {});
+                    std::optional<Form> method = {}, Formats f = {});
 
 // dx += gradient of the loss with respect to x, given dy = dloss/dy.
 void conv2d_backward_data(vk::Commands& cmd, vk::View dy, vk::View weight, vk::View dx,
                           const Conv2dShape& s, vk::View scratch,
-                          std::optional<Form> method = {});
+                          std::optional<Form> method = {}, Formats f = {});
 
 // dweight += dloss/dweight and, when given, dbias += dloss/dbias. Reductions over
 // N * OH * OW run in a fixed order: the same inputs give bit-identical gradients.
 void conv2d_backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View dweight,
                             std::optional<vk::View> dbias, const Conv2dShape& s,
-                            vk::View scratch, std::optional<Form> method = {});
+                            vk::View scratch, std::optional<Form> method = {}, Formats f = {});
+
+// Whether `device`'s form of the convolution stores a 16-bit output: the matrix form, with
+// an even number of output pixels (matmul_stores_half).
+bool conv2d_stores_half(const vk::PhysicalInfo& device, const Conv2dShape& s);
 
 }  // namespace brigade::ops

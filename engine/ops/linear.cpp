@@ -7,7 +7,7 @@ namespace brigade::ops {
 
 void linear_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optional<vk::View> bias,
                     vk::View y, uint32_t n, uint32_t in, uint32_t out,
-                    std::optional<MatmulTiling> tiling, LinearFormats f) {
+                    std::optional<MatmulTiling> tiling, Formats f) {
   matmul(cmd, x, weight, y,
          {.M = n, .N = out, .K = in, .trans_b = true, .a_format = f.x, .c_format = f.y, .tiling = tiling}, bias);
 }
@@ -20,7 +20,7 @@ void linear_gelu_forward(vk::Commands& cmd, vk::View x, vk::View weight, vk::Vie
 }
 
 void linear_relu_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optional<vk::View> bias,
-                         vk::View y, uint32_t n, uint32_t in, uint32_t out, LinearFormats f) {
+                         vk::View y, uint32_t n, uint32_t in, uint32_t out, Formats f) {
   matmul(cmd, x, weight, y,
          {.M = n, .N = out, .K = in, .trans_b = true, .epilogue = MatmulParams::Epilogue::Relu,
           .a_format = f.x, .c_format = f.y},
@@ -29,13 +29,13 @@ void linear_relu_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::op
 
 void linear_backward_data(vk::Commands& cmd, vk::View dy, vk::View weight, vk::View dx,
                           uint32_t n, uint32_t in, uint32_t out,
-                          std::optional<MatmulTiling> tiling, LinearFormats f) {
+                          std::optional<MatmulTiling> tiling, Formats f) {
   matmul(cmd, dy, weight, dx, {.M = n, .N = in, .K = out, .accumulate = true, .c_round = f.x, .tiling = tiling});
 }
 
 void linear_backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View dweight,
                             std::optional<vk::View> dbias, uint32_t n, uint32_t in, uint32_t out,
-                            std::optional<MatmulTiling> tiling, LinearFormats f) {
+                            std::optional<MatmulTiling> tiling, Formats f) {
   matmul(cmd, dy, x, dweight,
          {.M = out, .N = in, .K = n, .trans_a = true, .accumulate = true, .b_format = f.x, .tiling = tiling});
   if (dbias) linear_bias_backward(cmd, dy, *dbias, n, out);

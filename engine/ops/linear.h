@@ -2,8 +2,8 @@
 //   x (N,IN)   weight (OUT,IN)   bias (OUT), optional   y (N,OUT)
 // forward y = x weight^T + bias; the backward passes accumulate (+=) into their outputs, so
 // summing over micro-batches costs nothing extra.
-// x and y may be kept in 16 bits (LinearFormats), read and written by the kernels
-// themselves; then dx holds fp32 values rounded to x's precision.
+// x and y may be kept in 16 bits (Formats), read and written by the kernels themselves;
+// then dx holds fp32 values rounded to x's precision.
 #pragma once
 
 #include <cstdint>
@@ -14,15 +14,12 @@
 
 namespace brigade::ops {
 
-// How x and y are stored (ops/precision.h). A 16-bit y needs matmul_stores_half(OUT).
-struct LinearFormats {
-  Precision x = Precision::Fp32, y = Precision::Fp32;
-};
+// A 16-bit y needs matmul_stores_half(OUT).
 
 // y = x weight^T (+ bias)
 void linear_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optional<vk::View> bias,
                     vk::View y, uint32_t n, uint32_t in, uint32_t out,
-                    std::optional<MatmulTiling> tiling = std::nullopt, LinearFormats f = {});
+                    std::optional<MatmulTiling> tiling = std::nullopt, Formats f = {});
 
 // y = x weight^T + bias and, as y is stored, act = gelu(y): a Linear followed by a GELU in
 // one pass over the output
@@ -31,17 +28,17 @@ void linear_gelu_forward(vk::Commands& cmd, vk::View x, vk::View weight, vk::Vie
 
 // y = relu(x weight^T + bias) as y is stored: a Linear followed by a ReLU in one pass.
 void linear_relu_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optional<vk::View> bias,
-                         vk::View y, uint32_t n, uint32_t in, uint32_t out, LinearFormats f = {});
+                         vk::View y, uint32_t n, uint32_t in, uint32_t out, Formats f = {});
 
 // dx += dy weight
 void linear_backward_data(vk::Commands& cmd, vk::View dy, vk::View weight, vk::View dx,
                           uint32_t n, uint32_t in, uint32_t out,
-                          std::optional<MatmulTiling> tiling = std::nullopt, LinearFormats f = {});
+                          std::optional<MatmulTiling> tiling = std::nullopt, Formats f = {});
 
 // dweight += dy^T x; dbias += the sum of dy over rows (when given)
 void linear_backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View dweight,
                             std::optional<vk::View> dbias, uint32_t n, uint32_t in, uint32_t out,
-                            std::optional<MatmulTiling> tiling = std::nullopt, LinearFormats f = {});
+                            std::optional<MatmulTiling> tiling = std::nullopt, Formats f = {});
 
 // dbias += the sum of dy (n, out) over its rows, `lanes` invocations down each column
 // (shaders/column_sums.h; 0: the device's choice).

@@ -1,5 +1,6 @@
 #include "ops/maxpool2d.h"
 
+#include <algorithm>
 #include <string>
 
 #include "util/error.h"
@@ -25,12 +26,25 @@ bool pairs(const MaxPool2dShape& s, std::initializer_list<vk::View> views) {
   return true;
 }
 
-const vk::Kernel& kernel(vk::Commands& cmd, const char* name, const MaxPool2dShape& s, bool pairs) {
-  return cmd.device().kernel(name, vk::Specialization{}.set(0, s.k).set(1, s.s).set(2, pairs).set(3, s.relu));
+// `out`: the forward's y format, or the backward's rounding of dx.
+const vk::Kernel& kernel(vk::Commands& cmd, const char* name, const MaxPool2dShape& s, bool pairs, Precision x,
+                         Precision out) {
+  return cmd.device().kernel(name, vk::Specialization{}.set(0, s.k).set(1, s.s).set(2, pairs).set(3, s.relu)
+                                       .set(4, uint32_t(x)).set(5, uint32_t(out)));
 }
 
 shaders::MaxPool2dPush push_of(const MaxPool2dShape& s) {
-  return {s.h, s.w, s.out_h(), s.out_w()};
+  return {s.h, s.w, s.out_h(), s.out_w(), s.n * s.c};
+}
+
+// A 16-bit y: one invocation per word (two outputs), on a flat grid of workgroups.
+vk::Groups word_grid(const MaxPool2dShape& s) {
+  const uint64_t words = (s.y_size() + 1) / 2;
+  const uint64_t groups = (words + BRIGADE_WG_POOL_X * BRIGADE_WG_POOL_Y - 1) / (BRIGADE_WG_POOL_X * BRIGADE_WG_POOL_Y);
+  const uint32_t x = uint32_t(std::min<uint64_t>(groups, 65535));
+  const uint64_t y = (groups + x - 1) / x;
+  if (y > 65535) throw UserError("maxpool2d forward: the output is too large for one dispatch; use smaller micro-batches");
+  return {x, uint32_t(y), 1};
 }
 
 }  // namespace
@@ -45,18 +59,18 @@ void maxpool2d_validate(const MaxPool2dShape& s) {
     throw UserError("maxpool2d: the window is larger than the input (" + dims + ")");
 }
 
-void maxpool2d_forward(vk::Commands& cmd, vk::View x, vk::View y, const MaxPool2dShape& s) {
+void maxpool2d_forward(vk::Commands& cmd, vk::View x, vk::View y, const MaxPool2dShape& s, Formats f) {
   maxpool2d_validate(s);
-  BRIGADE_EXPECT_FLOATS(x, s.x_size(), "maxpool2d input");
-  BRIGADE_EXPECT_FLOATS(y, s.y_size(), "maxpool2d output");
-  cmd.dispatch(kernel(cmd, "maxpool2d_forward", s, pairs(s, {x})), {x, y}, push_of(s),
-               grid(s.out_w(), s.out_h(), s, "forward"));
+  BRIGADE_EXPECT_BYTES(x, stored_bytes(s.x_size(), f.x), "maxpool2d input");
+  BRIGADE_EXPECT_BYTES(y, stored_bytes(s.y_size(), f.y), "maxpool2d output");
+  const vk::Groups groups = is_half(f.y) ? word_grid(s) : grid(s.out_w(), s.out_h(), s, "forward");
+  cmd.dispatch(kernel(cmd, "maxpool2d_forward", s, pairs(s, {x}), f.x, f.y), {x, y}, push_of(s), groups);
 }
 
 void maxpool2d_backward_data(vk::Commands& cmd, vk::View x, vk::View dy, vk::View dx,
-                             const MaxPool2dShape& s) {
+                             const MaxPool2dShape& s, Formats f) {
   maxpool2d_validate(s);
-  BRIGADE_EXPECT_FLOATS(x, s.x_size(), "maxpool2d input");
+  BRIGADE_EXPECT_BYTES(x, stored_bytes(s.x_size(), f.x), "maxpool2d input");
   BRIGADE_EXPECT_FLOATS(dy, s.y_size(), "maxpool2d output gradient");
   BRIGADE_EXPECT_FLOATS(dx, s.x_size(), "maxpool2d input gradient");
   // Windows tiling the input in pairs: one invocation per window; otherwise one per input
@@ -64,7 +78,7 @@ void maxpool2d_backward_data(vk::Commands& cmd, vk::View x, vk::View dy, vk::Vie
   const bool tiled = pairs(s, {x, dx});
   const vk::Groups groups = tiled ? grid(s.out_w(), s.out_h(), s, "backward-data")
                                   : grid(s.w, s.h, s, "backward-data");
-  cmd.dispatch(kernel(cmd, "maxpool2d_backward_data", s, tiled), {x, dy, dx}, push_of(s), groups);
+  cmd.dispatch(kernel(cmd, "maxpool2d_backward_data", s, tiled, f.x, f.x), {x, dy, dx}, push_of(s), groups);
 }
 
 }  // namespace brigade::ops

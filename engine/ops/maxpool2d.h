@@ -9,6 +9,7 @@
 
 #include <cstdint>
 
+#include "ops/precision.h"
 #include "shaders/conv.h"
 #include "vk/commands.h"
 
@@ -31,11 +32,13 @@ struct MaxPool2dShape {
 // window larger than the input).
 void maxpool2d_validate(const MaxPool2dShape& s);
 
-void maxpool2d_forward(vk::Commands& cmd, vk::View x, vk::View y, const MaxPool2dShape& s);
+// x and y may be kept in 16 bits (`f`), read and written by the kernels themselves; dx then
+// holds fp32 values rounded to x's precision.
+void maxpool2d_forward(vk::Commands& cmd, vk::View x, vk::View y, const MaxPool2dShape& s, Formats f = {});
 
 // dx = dloss/dx: each dy goes to its window's argmax (summed where windows overlap), and
 // every element no window picks is 0. dx is written whole, so it need not be cleared.
 void maxpool2d_backward_data(vk::Commands& cmd, vk::View x, vk::View dy, vk::View dx,
-                             const MaxPool2dShape& s);
+                             const MaxPool2dShape& s, Formats f = {});
 
 }  // namespace brigade::ops

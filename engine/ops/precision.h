@@ -20,6 +20,12 @@ const char* precision_name(Precision p);  // "fp32", "bf16", "fp16"
 Precision parse_precision(const std::string& text);
 inline bool is_half(Precision p) { return p != Precision::Fp32; }
 
+// How a layer's input x and output y are stored, for kernels that read and write 16 bits
+// themselves (shaders/formats.glsl); their dx then holds fp32 values rounded to x's.
+struct Formats {
+  Precision x = Precision::Fp32, y = Precision::Fp32;
+};
+
 // Bytes of `elements` values stored in `p`: 4 each in fp32, whole words of two in 16 bits.
 inline uint64_t stored_bytes(uint64_t elements, Precision p) {
   return is_half(p) ? (elements + 1) / 2 * 4 : elements * 4;

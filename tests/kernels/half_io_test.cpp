@@ -13,7 +13,9 @@
 #include "check.h"
 #include "gpu.h"
 #include "ops/activation.h"
+#include "ops/conv2d.h"
 #include "ops/matmul.h"
+#include "ops/maxpool2d.h"
 #include "shaders/precision.h"
 #include "util/error.h"
 #include "vk/commands.h"
@@ -140,5 +142,79 @@ TEST_CASE_FIXTURE(test::Gpu, "relu_backward reads a 16-bit y as the fp32 kernel 
       ops::relu_backward(cmd, hy, bdy, got, n, p);
       cmd.run();
       check_bits(test::to_host(got), test::to_host(want), std::string(ops::precision_name(p)) + " n=" + std::to_string(n));
+    }
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "conv2d in its matrix form reads and writes 16 bits as the fp32 kernels on the values") {
+  // 36 output pixels: y stored in 16 bits; 25: an odd count, y in fp32 from a 16-bit x.
+  const ops::Conv2dShape shapes[] = {{3, 2, 6, 6, 4, 3, 3, 1, 1, 1, 1}, {2, 3, 5, 5, 6, 3, 3, 1, 1, 1, 1},
+                                     {2, 4, 9, 8, 4, 3, 2, 2, 2, 0, 1}};
+  uint32_t seed = 50;
+  for (Precision p : {Precision::Bf16, Precision::Fp16})
+    for (const ops::Conv2dShape& s : shapes) {
+      const std::string what = std::string(ops::precision_name(p)) + " " + std::to_string(s.h) + "x" +
+                               std::to_string(s.w) + " to " + std::to_string(s.out_h()) + "x" + std::to_string(s.out_w());
+      const ops::Formats f{p, s.out_h() * s.out_w() % 2 == 0 ? p : Precision::Fp32};
+      const std::vector<float> x = rounded(test::random_vector(s.x_size(), seed += 4), p);
+      const std::vector<float> w = test::random_vector(s.weight_size(), seed + 1);
+      const std::vector<float> bias = test::random_vector(s.oc, seed + 2), dy = test::random_vector(s.y_size(), seed + 3);
+      auto bx = test::to_device(device(), x, "x"), hx = test::to_device(device(), packed(x, p), "x, 16 bits");
+      auto bw = test::to_device(device(), w, "weight"), bb = test::to_device(device(), bias, "bias");
+      auto bdy = test::to_device(device(), dy, "dy");
+      auto y = test::zeros(device(), s.y_size(), "y"), hy = test::zeros(device(), s.y_size(), "y from 16 bits");
+      auto dx = test::zeros(device(), s.x_size(), "dx"), rdx = test::zeros(device(), s.x_size(), "dx, rounded");
+      auto dw = test::zeros(device(), s.weight_size(), "dweight"), hdw = test::zeros(device(), s.weight_size(), "dweight");
+      auto columns = test::zeros(device(), ops::conv2d_scratch_floats(s, s.n), "scratch", vk::Category::Scratch);
+      vk::Commands cmd(device(), "conv2d 16 bits");
+      const ops::Form matrix = ops::Form::Matrix;
+      ops::conv2d_forward(cmd, bx, bw, vk::View(bb), y, s, columns, matrix);
+      ops::conv2d_forward(cmd, hx, bw, vk::View(bb), hy, s, columns, matrix, f);
+      ops::conv2d_backward_data(cmd, bdy, bw, dx, s, columns, matrix);
+      ops::conv2d_backward_data(cmd, bdy, bw, rdx, s, columns, matrix, f);
+      ops::conv2d_backward_weight(cmd, bdy, bx, dw, std::nullopt, s, columns, matrix);
+      ops::conv2d_backward_weight(cmd, bdy, hx, hdw, std::nullopt, s, columns, matrix, f);
+      cmd.run();
+      const std::vector<float> want = test::to_host(y);
+      if (is_half(f.y)) {
+        std::vector<float> got = test::to_host(hy);
+        got.resize((want.size() + 1) / 2);
+        check_bits(got, packed(want, p), what + ": y");
+      } else {
+        check_bits(test::to_host(hy), want, what + ": y");
+      }
+      check_bits(test::to_host(rdx), rounded(test::to_host(dx), p), what + ": dx");
+      check_bits(test::to_host(hdw), test::to_host(dw), what + ": dweight");
+      // The layer takes 16 bits where its device's form is the matrix one (SwiftShader's is not).
+      CHECK_MESSAGE(ops::conv2d_stores_half(device().info(), s) ==
+                        (is_half(f.y) && ops::form_for(device().info()) == ops::Form::Matrix),
+                    what, ": conv2d_stores_half");
+    }
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "maxpool2d reads and writes 16 bits as the fp32 kernels on the values") {
+  // 2x2 windows read as pairs (even planes; 7x7 outputs: an odd count per plane); 3x3
+  // windows at stride 2 (overlapping, gathered), ReLU folded in or not.
+  const ops::MaxPool2dShape shapes[] = {{2, 3, 14, 14, 2, 2, false}, {3, 1, 14, 14, 2, 2, true},
+                                        {2, 3, 9, 7, 3, 2, false}, {1, 3, 5, 5, 2, 2, true}};
+  uint32_t seed = 70;
+  for (Precision p : {Precision::Bf16, Precision::Fp16})
+    for (const ops::MaxPool2dShape& s : shapes) {
+      const std::string what = std::string(ops::precision_name(p)) + " " + std::to_string(s.h) + "x" +
+                               std::to_string(s.w) + " window " + std::to_string(s.k) + (s.relu ? " relu" : "");
+      std::vector<float> x = rounded(test::random_vector(s.x_size(), seed += 3), p);
+      x[4] = x[5];  // a tie
+      const std::vector<float> dy = test::random_vector(s.y_size(), seed + 1);
+      auto bx = test::to_device(device(), x, "x"), hx = test::to_device(device(), packed(x, p), "x, 16 bits");
+      auto bdy = test::to_device(device(), dy, "dy");
+      auto y = test::zeros(device(), s.y_size(), "y"), hy = test::zeros(device(), (s.y_size() + 1) / 2, "y, 16 bits");
+      auto dx = test::zeros(device(), s.x_size(), "dx"), rdx = test::zeros(device(), s.x_size(), "dx, rounded");
+      vk::Commands cmd(device(), "maxpool2d 16 bits");
+      ops::maxpool2d_forward(cmd, bx, y, s);
+      ops::maxpool2d_forward(cmd, hx, hy, s, {p, p});
+      ops::maxpool2d_backward_data(cmd, bx, bdy, dx, s);
+      ops::maxpool2d_backward_data(cmd, hx, bdy, rdx, s, {p, p});
+      cmd.run();
+      check_bits(test::to_host(hy), packed(test::to_host(y), p), what + ": y");
+      check_bits(test::to_host(rdx), rounded(test::to_host(dx), p), what + ": dx");
     }
 }
