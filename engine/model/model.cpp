@@ -32,6 +32,12 @@ std::vector<ParamSpec> Model::params() const {
   return out;
 }
 
+std::vector<bool> Model::stores_half(const vk::PhysicalInfo& device) const {
+  std::vector<bool> out;
+  for (const auto& layer : layers) out.push_back(layer->stores_half(device));
+  return out;
+}
+
 uint64_t Model::parameter_count() const {
   uint64_t n = 0;
   for (const ParamSpec& p : params())

@@ -28,6 +28,9 @@ struct Model {
   // Every distinct parameter in model order (a tied parameter appears once).
   std::vector<ParamSpec> params() const;
   uint64_t parameter_count() const;  // Trainable elements, tied ones counted once
+  // Per layer: whether its kernels take 16-bit tensors as stored on `device`
+  // (Layer::stores_half): what a stage's plan needs to know of its device.
+  std::vector<bool> stores_half(const vk::PhysicalInfo& device) const;
 };
 
 // The presets shipped in models/: {"fashion-cnn", "fashion-cnn-bn", "fashion-mlp", "gpt-mini", ...}.

@@ -77,6 +77,9 @@ Cell::Cell(vk::Device& device, const model::Model& model, CellLayout layout)
   if (layout_.scratch_bytes)
     scratch_ = vk::Buffer(device, layout_.scratch_bytes, vk::Category::Scratch, tag + "scratch");
   if (layout_.work_bytes) work_ = vk::Buffer(device, layout_.work_bytes, vk::Category::Scratch, tag + "fp32 work");
+  for (uint32_t l = 0; l < layout_.direct.size(); ++l)
+    BRIGADE_EXPECT(!layout_.direct[l] || model_.layers[layout_.first + l]->stores_half(device.info()),
+                   "layer " + std::to_string(layout_.first + l) + " was planned to take 16 bits on another device");
   if (layout_.gradient_out_bytes)
     grad_out_ = vk::Buffer(device, layout_.gradient_out_bytes, act, tag + "input gradient, packed");
   if (layout_.last_cell) {
@@ -109,15 +112,10 @@ bool Cell::narrow(uint32_t l, const model::SavedSpec& s) const {
   return ops::is_half(layout_.output_precision[l]) && !s.wide && !model_.layers[layout_.first + l]->is_view();
 }
 
-bool Cell::direct(uint32_t l) const {
-  const model::Layer& layer = *model_.layers[layout_.first + l];
-  return !layout_.fp32_copies && !layer.integer_input() &&
-         (ops::is_half(x_precision(l)) || ops::is_half(layout_.output_precision[l])) &&
-         layer.stores_half(device_.info());
-}
+bool Cell::direct(uint32_t l) const { return !layout_.direct.empty() && layout_.direct[l]; }
 
 vk::View Cell::work(uint32_t part, uint64_t floats, uint64_t offset) {
-  const uint64_t at = part * layout_.gradient_bytes + offset * kFloat;
+  const uint64_t at = part * layout_.work_part_bytes + offset * kFloat;
   BRIGADE_EXPECT(work_ && at + floats * kFloat <= work_.size(), "16-bit tensors fit the cell's fp32 work");
   return vk::View(work_, at, floats * kFloat);
 }

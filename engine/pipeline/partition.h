@@ -31,6 +31,10 @@ struct StageSpec {
   // Measured time of every layer of the model on this stage's own device (profiled). When
   // given, it replaces LayerCost::time / speed for this stage.
   std::vector<double> layer_times;
+  // Per layer of the model: whether its kernels read and write 16-bit tensors themselves on
+  // this stage's device (model::Layer::stores_half). Empty: none do, every 16-bit layer
+  // runs on fp32 copies.
+  std::vector<bool> stores_half;
   // Time of layers [first, last) on this stage.
   double time(const std::vector<LayerCost>& layers, size_t first, size_t last) const;
 };

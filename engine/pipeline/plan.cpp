@@ -77,8 +77,9 @@ std::vector<ops::Precision> output_precisions(const model::Model& m, const std::
 
 CellLayout layout_cell(const model::Model& m, uint32_t cell, uint32_t first, uint32_t last,
                        bool last_cell, uint32_t max_rows, const CellBuffers& buffers,
-                       const std::vector<ops::Precision>& precision) {
+                       const std::vector<ops::Precision>& precision, const std::vector<bool>& stores_half) {
   BRIGADE_EXPECT(first < last && last <= m.layers.size(), "a cell holds layers [first, last)");
+  BRIGADE_EXPECT(stores_half.empty() || stores_half.size() == m.layers.size(), "stores_half has one entry per layer");
   CellLayout s;
   s.cell = cell, s.first = first, s.last = last;
   s.first_cell = first == 0, s.last_cell = last_cell;
@@ -88,14 +89,22 @@ CellLayout layout_cell(const model::Model& m, uint32_t cell, uint32_t first, uin
   const uint64_t in = model::elements(m.layers[first]->input_shape()) * max_rows;
   s.input_bytes = ops::stored_bytes(in, s.input_precision);
   if (!s.first_cell && ops::is_half(s.input_precision)) s.gradient_out_bytes = s.input_bytes;
-  bool half = ops::is_half(s.input_precision);
-  uint64_t widest = 0, scratch = 0, saved_work = 0;
+  uint64_t widest = 0, scratch = 0, saved_work = 0, work_part = 0;
+  bool copies = false;  // a layer on fp32 copies
   std::set<std::string> seen;
   for (uint32_t l = first; l < last; ++l) {
     const model::Layer& layer = *m.layers[l];
     const uint64_t out = model::elements(layer.output_shape());
     const ops::Precision prec = stored[l];
-    half = half || ops::is_half(prec);
+    const ops::Precision before = l == first ? s.input_precision : stored[l - 1];
+    const bool x_half = ops::is_half(before) && !layer.integer_input();
+    const bool touches_half = !layer.is_view() && (x_half || ops::is_half(prec));
+    const bool direct = touches_half && !stores_half.empty() && stores_half[l];
+    s.direct.push_back(direct);
+    if (touches_half && !direct) {
+      copies = true;
+      work_part = std::max({work_part, x_half ? model::elements(layer.input_shape()) : 0, out});
+    }
     s.output_precision.push_back(prec);
     s.output_bytes.push_back(layer.is_view() ? 0 : ops::stored_bytes(out * max_rows, prec));
     std::vector<uint64_t> saved;
@@ -103,7 +112,7 @@ CellLayout layout_cell(const model::Model& m, uint32_t cell, uint32_t first, uin
     for (const model::SavedSpec& sv : layer.saved()) {
       const bool narrow = ops::is_half(prec) && !sv.wide && !layer.is_view();
       saved.push_back(ops::stored_bytes(sv.floats(max_rows), narrow ? prec : ops::Precision::Fp32));
-      if (narrow) saved_half += sv.floats(max_rows);
+      if (narrow && !direct) saved_half += sv.floats(max_rows);
     }
     saved_work = std::max(saved_work, saved_half);
     s.saved_bytes.push_back(std::move(saved));
@@ -123,7 +132,13 @@ CellLayout layout_cell(const model::Model& m, uint32_t cell, uint32_t first, uin
   }
   s.gradient_bytes = widest * max_rows * kFloat;
   s.scratch_bytes = scratch * kFloat;
-  if (half) s.work_bytes = 2 * s.gradient_bytes + saved_work * kFloat;
+  // The loss reads the last layer's output in fp32 from part 0.
+  if (last_cell && ops::is_half(stored[last - 1]))
+    copies = true, work_part = std::max(work_part, model::elements(m.layers[last - 1]->output_shape()));
+  if (copies) {
+    s.work_part_bytes = work_part * max_rows * kFloat;
+    s.work_bytes = 2 * s.work_part_bytes + saved_work * kFloat;
+  }
   if (last_cell) {
     s.target_bytes = uint64_t(m.targets_per_sample) * max_rows * kFloat;
     s.loss_rows_bytes = uint64_t(m.targets_per_sample) * max_rows * 2 * kFloat;
@@ -259,19 +274,23 @@ Plan plan(const model::Model& m, const PlanOptions& o) {
   };
   auto layout = [&](size_t c, size_t first, size_t last) {
     CellLayout s = layout_cell(m, uint32_t(c), uint32_t(first), uint32_t(last), last == L, p.micro_rows[0],
-                               {slots.inputs[c], slots.sets[c], slots.deferreds[c]}, precisions(c, first, last));
+                               {slots.inputs[c], slots.sets[c], slots.deferreds[c]}, precisions(c, first, last),
+                               o.stages[c % K].stores_half);
     s.link_bytes = link_bytes(m, s, K == 1);
-    s.fp32_copies = o.fp32_copies;
     return s;
   };
   // A cell's footprint depends on its layers and how many inputs and sets it keeps, not on
   // which cell it is: each is laid out once, however often the partitioner asks.
-  // (and on its stage's precision and the one before).
-  std::map<std::tuple<size_t, size_t, uint32_t, uint32_t, uint32_t, ops::Precision, ops::Precision>, uint64_t> footprints;
+  // (and on its stage's precision, the one before, and which layers its device's kernels
+  // take in 16 bits).
+  std::map<std::tuple<size_t, size_t, uint32_t, uint32_t, uint32_t, ops::Precision, ops::Precision, std::vector<bool>>,
+           uint64_t>
+      footprints;
   const CellMemory exact = [&](size_t c, size_t first, size_t last) {
     const ops::Precision before = c ? stage_precision(c - 1) : ops::Precision::Fp32;
-    const auto [it, fresh] = footprints.try_emplace(
-        {first, last, slots.inputs[c], slots.sets[c], slots.deferreds[c], stage_precision(c), before}, 0);
+    const auto [it, fresh] = footprints.try_emplace({first, last, slots.inputs[c], slots.sets[c], slots.deferreds[c],
+                                                     stage_precision(c), before, o.stages[c % K].stores_half},
+                                                    0);
     if (fresh) it->second = total(layout(c, first, last).memory(o.optimizer_states));
     return it->second;
   };

@@ -45,12 +45,14 @@ struct CellLayout {
   // precision both ways.
   ops::Precision input_precision = ops::Precision::Fp32;
   std::vector<ops::Precision> output_precision;   // per layer of the cell
-  // 16-bit tensors are unpacked into fp32 for the kernels and packed after: two buffers for
-  // a layer's input and output and one for its 16-bit saved tensors, the largest of the cell.
-  // (A layer whose kernels read and write 16 bits on the cell's device, Layer::stores_half,
-  // takes the stored tensors instead, unless `fp32_copies`.)
+  // Per layer of the cell: whether its kernels take its 16-bit tensors as stored
+  // (StageSpec::stores_half). The others run on fp32 copies: 16-bit tensors unpacked into
+  // fp32 work memory for the kernels and packed after, in two parts of `work_part_bytes`
+  // (a layer's input and output, or the last layer's output for the loss) and one for its
+  // 16-bit saved tensors, the largest of the cell.
+  std::vector<bool> direct;
+  uint64_t work_part_bytes = 0;
   uint64_t work_bytes = 0;
-  bool fp32_copies = false;
   uint64_t gradient_out_bytes = 0;  // a 16-bit input's gradient, packed for the link
   // Split backward (zero-bubble): per layer, per deferred() spec, kept from B to W.
   std::vector<std::vector<uint64_t>> deferred_bytes;
@@ -74,10 +76,12 @@ struct CellBuffers {
 };
 
 // `precision`: one per layer of the model (the layers of [first, last) and those before it
-// matter), empty for fp32 throughout.
+// matter), empty for fp32 throughout. `stores_half`: per layer of the model, as
+// StageSpec::stores_half (empty: none).
 CellLayout layout_cell(const model::Model& m, uint32_t cell, uint32_t first, uint32_t last,
                        bool last_cell, uint32_t max_rows, const CellBuffers& buffers,
-                       const std::vector<ops::Precision>& precision = {});
+                       const std::vector<ops::Precision>& precision = {},
+                       const std::vector<bool>& stores_half = {});
 // The precision each layer's output is stored in: its own, a view's that of its input, fp32
 // before the first 16-bit layer. `precision` as for layout_cell.
 std::vector<ops::Precision> output_precisions(const model::Model& m, const std::vector<ops::Precision>& precision);
@@ -123,9 +127,6 @@ struct PlanOptions {
   // given (one per layer of the model), replaces it layer by layer.
   std::vector<ops::Precision> precision;
   std::vector<ops::Precision> layer_precision;
-  // Every 16-bit layer on fp32 copies, even where its kernels take 16 bits: the same bits,
-  // more passes; the reference the 16-bit kernels are held to.
-  bool fp32_copies = false;
 };
 
 // The cut minimizes the slowest stage among those whose exact footprint fits each cap; when

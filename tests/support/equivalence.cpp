@@ -21,12 +21,14 @@ std::string describe(const PipelineConfig& c) {
 }
 
 pipeline::Plan make_plan(const model::Model& m, uint32_t K, const PipelineConfig& c, uint32_t rows,
-                         uint32_t optimizer_states) {
+                         uint32_t optimizer_states, const std::vector<vk::Device*>& devices) {
   pipeline::PlanOptions o;
   o.rows = rows, o.micro_batches = c.M, o.remat = c.remat, o.optimizer_states = optimizer_states;
   o.schedule = c.schedule, o.virtual_stages = c.V;
-  o.precision = c.precision, o.layer_precision = c.layer_precision, o.fp32_copies = c.fp32_copies;
+  o.precision = c.precision, o.layer_precision = c.layer_precision;
   o.stages.assign(K, pipeline::StageSpec{});
+  if (!c.fp32_copies)
+    for (uint32_t k = 0; k < K && k < devices.size(); ++k) o.stages[k].stores_half = m.stores_half(devices[k]->info());
   return pipeline::plan(m, o);
 }
 
@@ -34,7 +36,7 @@ Outcome run(const model::Model& m, const std::vector<vk::Device*>& devices, cons
             const std::vector<pipeline::Batch>& batches, uint32_t steps, Update update) {
   const bool train = steps > 0;
   const uint32_t states = !train ? 0 : update == Update::AdamW ? 2 : 1;
-  const pipeline::Plan plan = make_plan(m, uint32_t(devices.size()), c, batches[0].rows, states);
+  const pipeline::Plan plan = make_plan(m, uint32_t(devices.size()), c, batches[0].rows, states, devices);
   pipeline::Executor ex(m, devices, plan, {c.link, 2});
   ex.initialize_parameters(7);
   optim::Sgd sgd(optim::SgdOptions{.momentum = 0.9, .weight_decay = 1e-4});
@@ -88,7 +90,7 @@ void check_equal(const Outcome& got, const Outcome& want, const std::string& wha
 
 Evaluation evaluate(const model::Model& m, const std::vector<vk::Device*>& devices,
                     const PipelineConfig& c, const pipeline::Batch& b) {
-  pipeline::Executor ex(m, devices, make_plan(m, uint32_t(devices.size()), c, b.rows, 1), {c.link, 2});
+  pipeline::Executor ex(m, devices, make_plan(m, uint32_t(devices.size()), c, b.rows, 1, devices), {c.link, 2});
   ex.initialize_parameters(7);
   Evaluation e;
   e.result = ex.evaluate(b, &e.logits);

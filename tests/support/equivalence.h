@@ -28,7 +28,9 @@ struct PipelineConfig {
   std::vector<ops::Precision> precision = {};
   std::vector<ops::Precision> layer_precision = {};
   double loss_scale = 1;  // pipeline::Update::loss_scale of every step
-  bool fp32_copies = false;  // pipeline::PlanOptions::fp32_copies
+  // Every 16-bit layer on fp32 copies, even where its kernels take 16 bits: the same bits,
+  // more passes; the reference the 16-bit kernels are held to.
+  bool fp32_copies = false;
 };
 
 // "1f1b M=4 remat always link host" (K comes from the devices).
@@ -46,8 +48,10 @@ struct Outcome {
   std::vector<double> losses;                        // one per step
 };
 
+// With `devices`, the layers their kernels take in 16 bits do (unless c.fp32_copies); without,
+// every 16-bit layer runs on fp32 copies.
 pipeline::Plan make_plan(const model::Model& m, uint32_t K, const PipelineConfig& c, uint32_t rows,
-                         uint32_t optimizer_states);
+                         uint32_t optimizer_states, const std::vector<vk::Device*>& devices = {});
 
 // Runs `steps` mini-batches (0: one forward and backward without an update) with the
 // model's initial parameters of seed 7, one stage per device of `devices`.

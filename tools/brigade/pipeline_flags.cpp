@@ -206,6 +206,18 @@ pipeline::Plan make_plan(const model::Model& m, const PipelineFlags& f, Devices&
     po.stages.push_back({1.0, d.caps[k], (s.rank.empty() ? "" : s.rank + ", ") + "device " + std::to_string(s.index) + ", " + s.name,
                          s.index, s.heap, {}});
   }
+  // Which layers each stage's device runs on 16-bit tensors as stored: every rank learns the
+  // others' (the plan is the same on every rank).
+  if (world().multi()) {
+    const auto here = std::find_if(d.devices.begin(), d.devices.end(), [](const auto& dev) { return dev != nullptr; });
+    std::string mine;
+    for (bool b : m.stores_half((*here)->info())) mine += b ? '1' : '0';
+    const std::vector<std::string> all = world().allgather(mine);
+    for (uint32_t k = 0; k < K; ++k)
+      for (char c : all[k]) po.stages[k].stores_half.push_back(c == '1');
+  } else {
+    for (uint32_t k = 0; k < K; ++k) po.stages[k].stores_half = m.stores_half(d.devices[k]->info());
+  }
   if (f.partition == "profile" && world().multi()) {
     // Each rank times every layer on its own device; every rank plans on all the times.
     const uint32_t micro_rows = pipeline::split_rows(rows, f.micro_batches).front();
