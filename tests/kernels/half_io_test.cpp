@@ -28,7 +28,6 @@ using ops::Precision;
 namespace {
 
 const MatmulTiling kSubgroupRegisters{MatmulTiling::Variant::Registers, 8, 8, 32, 4, 16, 8};
-const MatmulTiling kSubgroupRegisters16x8{MatmulTiling::Variant::Registers, 8, 8, 16, 8, 16, 8};
 const MatmulTiling kRegisters{MatmulTiling::Variant::Registers, 8, 8, 8, 8, 16, 0};
 const MatmulTiling kShared{MatmulTiling::Variant::Shared, 16, 16, 4, 4, 16, 0};
 
@@ -104,12 +103,15 @@ void check_formats(vk::Device& dev, const MatmulTiling& tiling, const Case& c, P
 }  // namespace
 
 TEST_CASE_FIXTURE(test::Gpu, "matmul on 16-bit A and B, storing C in 16 bits or rounded, gives the fp32 kernel's bits") {
-  const Case cases[] = {{7, 12, 5, false, true},  {16, 32, 12, false, false}, {33, 10, 9, true, false},
-                        {9, 6, 16, true, true},   {64, 36, 40, false, true},  {5, 13, 8, false, false}};
+  // Pairs of C (N = 10) and quads (N % 4 == 0), a C it cannot store in 16 bits (N = 13),
+  // vec4 and single loads of each operand, K tails. Each tiling and case compiles its own
+  // pipelines (slow on SwiftShader): fp16 shares the loads and stores, so it takes one tiling.
+  const Case cases[] = {{33, 10, 9, true, false}, {64, 36, 40, false, true}, {5, 13, 8, false, false}};
   uint32_t seed = 900;
-  for (Precision p : {Precision::Bf16, Precision::Fp16})
-    for (const MatmulTiling& tiling : {kSubgroupRegisters, kSubgroupRegisters16x8, kRegisters, kShared})
-      for (const Case& c : cases) check_formats(device(), tiling, c, p, seed += 3);
+  for (const MatmulTiling& tiling : {kSubgroupRegisters, kRegisters, kShared})
+    for (const Case& c : cases) check_formats(device(), tiling, c, Precision::Bf16, seed += 3);
+  for (const Case& c : {Case{9, 6, 16, true, true}, Case{7, 12, 5, false, true}})
+    check_formats(device(), kSubgroupRegisters, c, Precision::Fp16, seed += 3);
 }
 
 TEST_CASE_FIXTURE(test::Gpu, "matmul refuses a 16-bit C it cannot store a word at a time") {
