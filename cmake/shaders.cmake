@@ -1,6 +1,11 @@
 # Compiles every shaders/*.comp with glslc (Vulkan 1.2 target) and embeds the SPIR-V words
 # in the engine. A shader that does not compile fails the build with glslc's file:line.
+# The kernels that read and write 16-bit tensors themselves are built twice
+# (shaders/formats.glsl): NAME with every format fp32 at compile time, and NAME_half with
+# the formats as specialization constants, so fp32 pipelines carry none of the 16-bit code.
 find_program(GLSLC glslc REQUIRED)
+set(BRIGADE_FORMAT_SHADERS matmul conv2d_im2col conv2d_col2im maxpool2d_forward maxpool2d_backward_data
+    relu_backward)
 
 function(brigade_embed_shaders target shader_dir)
   file(GLOB shaders CONFIGURE_DEPENDS "${shader_dir}/*.comp")
@@ -9,16 +14,31 @@ function(brigade_embed_shaders target shader_dir)
   set(includes "")
   set(entries "")
   set(outputs "")
+  set(builds "")
   foreach(shader ${shaders})
     get_filename_component(name "${shader}" NAME_WE)
+    list(APPEND builds "${name}|${shader}|")
+    if(name IN_LIST BRIGADE_FORMAT_SHADERS)
+      list(APPEND builds "${name}_half|${shader}|-DBRIGADE_FORMATS")
+    endif()
+  endforeach()
+  foreach(build ${builds})
+    string(REPLACE "|" ";" parts "${build}")
+    list(GET parts 0 name)
+    list(GET parts 1 shader)
+    list(LENGTH parts n)
+    set(defines "")
+    if(n GREATER 2)
+      list(GET parts 2 defines)
+    endif()
     set(inc "${out_dir}/${name}.inc")
     add_custom_command(
       OUTPUT "${inc}"
-      COMMAND ${GLSLC} --target-env=vulkan1.2 -O -Werror -mfmt=num -I "${shader_dir}"
+      COMMAND ${GLSLC} --target-env=vulkan1.2 -O -Werror -mfmt=num -I "${shader_dir}" ${defines}
               -MD -MF "${inc}.d" -o "${inc}" "${shader}"
       DEPENDS "${shader}"
       DEPFILE "${inc}.d"
-      COMMENT "glslc ${name}.comp"
+      COMMENT "glslc ${name}"
       VERBATIM)
     list(APPEND outputs "${inc}")
     string(APPEND includes "const uint32_t k_${name}[] = {\n#include \"${name}.inc\"\n};\n")

@@ -13,7 +13,7 @@ layout(local_size_x = BRIGADE_WG_CONV) in;
 layout(constant_id = 0) const bool QUADS = false;
 #include "conv_geometry.glsl"
 // dx holds fp32 values rounded to this format (its input's precision).
-layout(constant_id = 11) const uint ROUND = BRIGADE_FORMAT_FP32;
+BRIGADE_FORMAT(11, ROUND);
 
 layout(binding = 0) readonly buffer Columns { float columns[]; };
 layout(binding = 1) buffer DX { float dx[]; };

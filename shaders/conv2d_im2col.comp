@@ -14,7 +14,7 @@
 layout(local_size_x = BRIGADE_WG_CONV) in;
 layout(constant_id = 0) const bool QUADS = false;
 #include "conv_geometry.glsl"
-layout(constant_id = 11) const uint FORMAT_X = BRIGADE_FORMAT_FP32;
+BRIGADE_FORMAT(11, FORMAT_X);
 
 layout(binding = 0) readonly buffer X { float x[]; };
 layout(binding = 0) readonly buffer XW { uint xw[]; };

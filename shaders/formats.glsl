@@ -6,6 +6,15 @@
 #define BRIGADE_SHADERS_FORMATS_GLSL
 #include "precision.h"
 
+// A storage format a kernel takes: a specialization constant in the kernel's _half build
+// (cmake/shaders.cmake compiles it with BRIGADE_FORMATS), fp32 at compile time in its plain
+// build, which then holds none of the 16-bit code (smaller SPIR-V, faster pipeline creation).
+#ifdef BRIGADE_FORMATS
+#define BRIGADE_FORMAT(id, name) layout(constant_id = id) const uint name = BRIGADE_FORMAT_FP32
+#else
+#define BRIGADE_FORMAT(id, name) const uint name = BRIGADE_FORMAT_FP32
+#endif
+
 float from_half(uint h, uint format) { return uintBitsToFloat(bits_from_half(h, format)); }
 uint to_half(float v, uint format) { return half_from_bits(floatBitsToUint(v), format); }
 
@@ -27,9 +36,11 @@ uvec2 quad_out(vec4 v, uint format) {
 
 // v as the format keeps it, held in an fp32.
 float rounded(float v, uint format) {
-  return format == BRIGADE_FORMAT_FP32 ? v : from_half(to_half(v, format), format);
+  if (format == BRIGADE_FORMAT_FP32) return v;
+  return from_half(to_half(v, format), format);
 }
 vec4 rounded(vec4 v, uint format) {
+  if (format == BRIGADE_FORMAT_FP32) return v;
   return vec4(rounded(v.x, format), rounded(v.y, format), rounded(v.z, format), rounded(v.w, format));
 }
 

@@ -40,10 +40,10 @@ layout(constant_id = BRIGADE_MATMUL_SPEC_EPILOGUE) const uint EPILOGUE = BRIGADE
 layout(constant_id = BRIGADE_MATMUL_SPEC_K_TAIL) const bool K_TAIL = false;
 layout(constant_id = BRIGADE_MATMUL_SPEC_VEC4_C) const bool VEC4_C = false;
 layout(constant_id = BRIGADE_MATMUL_SPEC_CAUSAL) const uint CAUSAL = BRIGADE_MATMUL_CAUSAL_NONE;
-layout(constant_id = BRIGADE_MATMUL_SPEC_FORMAT_A) const uint FORMAT_A = BRIGADE_FORMAT_FP32;
-layout(constant_id = BRIGADE_MATMUL_SPEC_FORMAT_B) const uint FORMAT_B = BRIGADE_FORMAT_FP32;
-layout(constant_id = BRIGADE_MATMUL_SPEC_FORMAT_C) const uint FORMAT_C = BRIGADE_FORMAT_FP32;
-layout(constant_id = BRIGADE_MATMUL_SPEC_ROUND_C) const uint ROUND_C = BRIGADE_FORMAT_FP32;
+BRIGADE_FORMAT(BRIGADE_MATMUL_SPEC_FORMAT_A, FORMAT_A);
+BRIGADE_FORMAT(BRIGADE_MATMUL_SPEC_FORMAT_B, FORMAT_B);
+BRIGADE_FORMAT(BRIGADE_MATMUL_SPEC_FORMAT_C, FORMAT_C);
+BRIGADE_FORMAT(BRIGADE_MATMUL_SPEC_ROUND_C, ROUND_C);
 
 const uint WG_X = gl_WorkGroupSize.x, WG_Y = gl_WorkGroupSize.y;
 const uint BM = WG_Y * TM, BN = WG_X * TN;  // outputs per workgroup
@@ -86,11 +86,24 @@ float acc[TM * TN];
 float av[4 * TM];  // av[kk * TM + i] = op(A)[m0 + i][k + kk]
 float bv[4 * TN];  // bv[kk * TN + j] = op(B)[k + kk][n0 + j]
 
-// Element i, and quad q (elements 4q .. 4q + 3), of A and B as stored.
-float fetch_a(uint i) { return FORMAT_A == BRIGADE_FORMAT_FP32 ? a[i] : half_in(aw[i >> 1], i, FORMAT_A); }
-vec4 fetch_a4(uint q) { return FORMAT_A == BRIGADE_FORMAT_FP32 ? a4[q] : quad_in(aw2[q], FORMAT_A); }
-float fetch_b(uint i) { return FORMAT_B == BRIGADE_FORMAT_FP32 ? b[i] : half_in(bw[i >> 1], i, FORMAT_B); }
-vec4 fetch_b4(uint q) { return FORMAT_B == BRIGADE_FORMAT_FP32 ? b4[q] : quad_in(bw2[q], FORMAT_B); }
+// Element i, and quad q (elements 4q .. 4q + 3), of A and B as stored. Branches, not
+// selects: the driver drops the other format's code before it unrolls the loops around.
+float fetch_a(uint i) {
+  if (FORMAT_A == BRIGADE_FORMAT_FP32) return a[i];
+  return half_in(aw[i >> 1], i, FORMAT_A);
+}
+vec4 fetch_a4(uint q) {
+  if (FORMAT_A == BRIGADE_FORMAT_FP32) return a4[q];
+  return quad_in(aw2[q], FORMAT_A);
+}
+float fetch_b(uint i) {
+  if (FORMAT_B == BRIGADE_FORMAT_FP32) return b[i];
+  return half_in(bw[i >> 1], i, FORMAT_B);
+}
+vec4 fetch_b4(uint q) {
+  if (FORMAT_B == BRIGADE_FORMAT_FP32) return b4[q];
+  return quad_in(bw2[q], FORMAT_B);
+}
 
 float load_a(uint base, uint m, uint k) { return fetch_a(base + (TRANS_A ? k * p.lda + m : m * p.lda + k)); }
 float load_b(uint base, uint k, uint n) { return fetch_b(base + (TRANS_B ? n * p.ldb + k : k * p.ldb + n)); }

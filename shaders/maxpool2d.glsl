@@ -12,7 +12,7 @@ layout(constant_id = 3) const bool RELU = false;
 #include "relu.glsl"
 #include "formats.glsl"
 // How x is stored (shaders/formats.glsl).
-layout(constant_id = 4) const uint FORMAT_X = BRIGADE_FORMAT_FP32;
+BRIGADE_FORMAT(4, FORMAT_X);
 float x_at(uint i) { return FORMAT_X == BRIGADE_FORMAT_FP32 ? x[i] : half_in(xw[i >> 1], i, FORMAT_X); }
 // Elements i and i + 1, i even.
 vec2 x_pair(uint i) {

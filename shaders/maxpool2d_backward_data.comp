@@ -21,7 +21,7 @@ layout(push_constant) uniform Push { MaxPool2dPush p; };
 
 #include "maxpool2d.glsl"
 // dx holds fp32 values rounded to this format (its input's precision).
-layout(constant_id = 5) const uint ROUND = BRIGADE_FORMAT_FP32;
+BRIGADE_FORMAT(5, ROUND);
 
 void main() {
   const uint plane = gl_WorkGroupID.z;

@@ -16,7 +16,7 @@ layout(binding = 1) writeonly buffer Y { float y[]; };
 layout(binding = 1) writeonly buffer YW { uint yw[]; };
 layout(push_constant) uniform Push { MaxPool2dPush p; };
 #include "maxpool2d.glsl"
-layout(constant_id = 5) const uint FORMAT_Y = BRIGADE_FORMAT_FP32;
+BRIGADE_FORMAT(5, FORMAT_Y);
 
 float pooled(uint plane, uint oh, uint ow) {
   float top;

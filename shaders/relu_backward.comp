@@ -9,7 +9,7 @@
 
 layout(local_size_x = BRIGADE_WG_ELEMENTWISE) in;
 layout(constant_id = 0) const bool VEC4 = false;
-layout(constant_id = 1) const uint FORMAT_Y = BRIGADE_FORMAT_FP32;
+BRIGADE_FORMAT(1, FORMAT_Y);
 layout(binding = 0) readonly buffer Y { float y[]; };
 layout(binding = 0) readonly buffer Y4 { vec4 y4[]; };
 layout(binding = 0) readonly buffer YW { uint yw[]; };

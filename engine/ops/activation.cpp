@@ -21,7 +21,8 @@ void relu_forward(vk::Commands& cmd, vk::View x, vk::View y, uint32_t n) {
 
 void relu_backward(vk::Commands& cmd, vk::View y, vk::View dy, vk::View dx, uint32_t n,
                    Precision y_format) {
-  launch_vec4(cmd, "relu_backward", {y, dy, dx}, n, vk::Specialization().set(1, uint32_t(y_format)));
+  launch_vec4(cmd, format_kernel("relu_backward", {y_format}).c_str(), {y, dy, dx}, n,
+              vk::Specialization().set(1, uint32_t(y_format)));
 }
 
 void gelu_forward(vk::Commands& cmd, vk::View x, vk::View y, uint32_t n) {

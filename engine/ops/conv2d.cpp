@@ -58,7 +58,7 @@ void im2col(vk::Commands& cmd, vk::View x, vk::View columns, const Conv2dShape& 
                           1, count};
   require_groups(groups, "columns");
   const shaders::Conv2dColumnsPush push{push_of(s), first, count};
-  cmd.dispatch(cmd.device().kernel("conv2d_im2col", columns_spec(s, vec4).set(11, uint32_t(format))), {x, columns},
+  cmd.dispatch(cmd.device().kernel(format_kernel("conv2d_im2col", {format}), columns_spec(s, vec4).set(11, uint32_t(format))), {x, columns},
                push, groups);
 }
 
@@ -72,7 +72,7 @@ void col2im(vk::Commands& cmd, vk::View columns, vk::View dx, const Conv2dShape&
                           1, count};
   require_groups(groups, "columns");
   const shaders::Conv2dColumnsPush push{push_of(s), first, count};
-  cmd.dispatch(cmd.device().kernel("conv2d_col2im", columns_spec(s, vec4).set(11, uint32_t(round))), {columns, dx},
+  cmd.dispatch(cmd.device().kernel(format_kernel("conv2d_col2im", {round}), columns_spec(s, vec4).set(11, uint32_t(round))), {columns, dx},
                push, groups);
 }
 

@@ -210,7 +210,8 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
   // no barrier: A for the read-only ones, C for the written one.
   const bool gelu = p.epilogue == Epilogue::Gelu;
   const vk::View pre = !gelu && epilogue ? *epilogue : a, act = gelu ? *epilogue : c;
-  cmd.dispatch(dev.kernel("matmul", spec), {a, b, bias.value_or(a), c, pre, act}, push, groups);
+  cmd.dispatch(dev.kernel(format_kernel("matmul", {p.a_format, p.b_format, p.c_format, p.c_round}), spec),
+               {a, b, bias.value_or(a), c, pre, act}, push, groups);
 }
 
 }  // namespace brigade::ops

@@ -29,7 +29,7 @@ bool pairs(const MaxPool2dShape& s, std::initializer_list<vk::View> views) {
 // `out`: the forward's y format, or the backward's rounding of dx.
 const vk::Kernel& kernel(vk::Commands& cmd, const char* name, const MaxPool2dShape& s, bool pairs, Precision x,
                          Precision out) {
-  return cmd.device().kernel(name, vk::Specialization{}.set(0, s.k).set(1, s.s).set(2, pairs).set(3, s.relu)
+  return cmd.device().kernel(format_kernel(name, {x, out}), vk::Specialization{}.set(0, s.k).set(1, s.s).set(2, pairs).set(3, s.relu)
                                        .set(4, uint32_t(x)).set(5, uint32_t(out)));
 }
 

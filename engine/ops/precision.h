@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <span>
 #include <string>
 
@@ -25,6 +26,14 @@ inline bool is_half(Precision p) { return p != Precision::Fp32; }
 struct Formats {
   Precision x = Precision::Fp32, y = Precision::Fp32;
 };
+
+// The build of kernel `name` for these formats: NAME_half where one is 16 bits, NAME (with
+// no 16-bit code) where all are fp32 (cmake/shaders.cmake).
+inline std::string format_kernel(const char* name, std::initializer_list<Precision> formats) {
+  for (Precision p : formats)
+    if (is_half(p)) return std::string(name) + "_half";
+  return name;
+}
 
 // Bytes of `elements` values stored in `p`: 4 each in fp32, whole words of two in 16 bits.
 inline uint64_t stored_bytes(uint64_t elements, Precision p) {
