@@ -91,8 +91,8 @@ class Cell {
   }
   // Whether layer l keeps its saved tensor s in 16 bits.
   bool narrow(uint32_t l, const model::SavedSpec& s) const;
-  // Whether layer l touches 16-bit tensors and its kernels take them as stored
-  // (Layer::stores_half on this device): then it gets no fp32 copies.
+  // Whether layer l takes its 16-bit tensors as stored, as the plan decided
+  // (CellLayout::direct): then it gets no fp32 copies.
   bool direct(uint32_t l) const;
   // fp32 memory for 16-bit tensors: part 0 and 1 a layer's input or output, part 2 its
   // saved tensors from `offset` floats.
