@@ -1,11 +1,13 @@
 #version 450
-// C[z] = alpha * sum_r op(A[z,r]) op(B[z,r]) (+ bias) (+ C[z] when accumulating), fp32, for
+// C[z] = alpha * sum_r op(A[z,r]) op(B[z,r]) (+ bias) (+ C[z] when accumulating), in fp32, for
 // z < batch and r < terms (shaders/matmul.h).
 //   op(A): (M,K), stored (M,K) or, with TRANS_A, (K,M)
 //   op(B): (K,N), stored (K,N) or, with TRANS_B, (N,K)
 //   bias:  (N) added to every row, or (M) to every column, as BIAS says (otherwise bound to
 //          anything, never read)
 //   C:     (M,N)
+//   A, B and C stored in fp32, or in 16 bits as FORMAT_* say (the _half build,
+//          shaders/formats.glsl); C may instead hold fp32 values rounded to ROUND_C
 //   pre, act: (M,N) like C, for the epilogue (EPILOGUE, shaders/matmul.h): C's product times
 //          gelu'(pre), or gelu(C) written to act; or relu(C) stored (no tensor)
 // Two tilings, picked by specialization constants per device (ops::matmul_tiling):

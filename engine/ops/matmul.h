@@ -1,4 +1,5 @@
-// fp32 matmul, the kernel under Linear, Conv2d and attention:
+// matmul, the kernel under Linear, Conv2d and attention, in fp32 arithmetic on operands stored
+// in fp32 or 16 bits (MatmulParams' formats):
 //   C[z] = alpha * sum_r op(A[z,r]) op(B[z,r]) + bias   or, accumulating,   C[z] += ...
 // for each batch index z and r < terms (usually 1), with op(A) (M,K), op(B) (K,N), C (M,N),
 // all row-major, and an optional bias added as C is stored: (N) to every row or (M) to every
