@@ -101,6 +101,7 @@ CellLayout layout_cell(const model::Model& m, uint32_t cell, uint32_t first, uin
     const bool touches_half = !layer.is_view() && (x_half || ops::is_half(prec));
     const bool direct = touches_half && !stores_half.empty() && stores_half[l];
     s.direct.push_back(direct);
+    s.converted.push_back(touches_half && !direct);
     if (touches_half && !direct) {
       copies = true;
       work_part = std::max({work_part, x_half ? model::elements(layer.input_shape()) : 0, out});

@@ -51,6 +51,7 @@ struct CellLayout {
   // (a layer's input and output, or the last layer's output for the loss) and one for its
   // 16-bit saved tensors, the largest of the cell.
   std::vector<bool> direct;
+  std::vector<bool> converted;  // per layer of the cell: touches 16 bits, on fp32 copies
   uint64_t work_part_bytes = 0;
   uint64_t work_bytes = 0;
   uint64_t gradient_out_bytes = 0;  // a 16-bit input's gradient, packed for the link

@@ -237,6 +237,19 @@ TEST_CASE("--precision: plan shows each stage's, and bad values are refused in o
   CHECK(half.output.find("gpt_block..lm_head    fp16") != std::string::npos);
   CHECK(half.output.find("fp16 stages train with dynamic loss scaling") != std::string::npos);
   CHECK(automatic.output.find("loss scaling from") == std::string::npos);
+  // Where the 16-bit tensors are: a stage names the layers whose kernels take them and those
+  // on fp32 copies (an fp32 stage's first layer reads its bf16 input); fp32 alone says nothing.
+  CHECK(mixed.output.find("stage 0 bf16: 16-bit tensors taken by none; on fp32 copies: 0 embedding, 1 gpt_block, 2 gpt_block; fp32 work ") !=
+        std::string::npos);
+  CHECK(mixed.output.find("stage 1 fp32: 16-bit tensors taken by none; on fp32 copies: 3 gpt_block; fp32 work ") !=
+        std::string::npos);
+  const auto wide = test::brigade_run("plan --model gpt-mini --devices 0,0 -b 16");
+  CHECK(wide.status == 0);
+  CHECK(wide.output.find("16-bit tensors") == std::string::npos);
+  const auto cnn = test::brigade_run("plan --model fashion-cnn-bn --devices 0 -b 16 --precision bf16");
+  INFO(cnn.output);
+  CHECK(cnn.output.find("stage 0 bf16: 16-bit tensors taken by 0 conv2d, 3 maxpool2d, 4 conv2d, 7 maxpool2d, 9 linear, "
+                        "11 linear; on fp32 copies: 1 batchnorm2d, 5 batchnorm2d; fp32 work ") != std::string::npos);
   const std::pair<std::string, std::string> refused[] = {
       {"--precision fp8", "brigade: error: unknown --precision 'fp8'; expected fp32, bf16, fp16 or auto\n"},
       {"--precision bf16,bf16,fp32", "brigade: error: --precision: 3 values for 2 stages; give one for all or one per stage\n"},

@@ -77,6 +77,20 @@ int run_plan(const PlanArgs& a) {
     for (uint32_t k = 0; k < K; ++k) row("stage " + std::to_string(k), k, "", "", p.stage_memory(k, states), true);
   print_table(rows);
   if (a.pipeline.precision.find("auto") != std::string::npos) std::printf("precision %s\n", kAutoPrecision);
+  // Where 16-bit tensors are: which layers' kernels take them, which run on fp32 copies.
+  for (uint32_t c = 0; c < C; ++c) {
+    const pipeline::CellLayout& l = p.cells[c];
+    std::string own, copied;
+    for (uint32_t j = 0; j < l.direct.size(); ++j) {
+      std::string& list = l.direct[j] ? own : copied;
+      if (l.direct[j] || l.converted[j]) list += (list.empty() ? "" : ", ") + std::to_string(l.first + j) + " " + m.layers[l.first + j]->kind();
+    }
+    if (own.empty() && copied.empty()) continue;
+    std::printf("%s %s: 16-bit tensors taken by %s; on fp32 copies: %s; fp32 work %s\n",
+                C > K ? ("cell " + std::to_string(c)).c_str() : ("stage " + std::to_string(c)).c_str(),
+                ops::precision_name(precision[c % K]), own.empty() ? "none" : own.c_str(),
+                copied.empty() ? "none" : copied.c_str(), format_bytes(l.work_bytes).c_str());
+  }
   if (scales_loss(precision))
     std::printf("fp16 stages train with dynamic loss scaling from %.0f (halved when a step's gradients overflow, "
                 "which skips the step; doubled after %llu good steps)\n",
