@@ -1,8 +1,10 @@
 // Storage precision of activations: fp32, or 16 bits (bf16 or fp16) packed two values to a
 // 32-bit word, which every device can store (no 16-bit storage feature needed). Kernels keep
-// computing in fp32: a 16-bit tensor is unpacked into fp32 before a kernel reads it, and a
-// kernel's fp32 result is rounded and packed after (shaders/precision.h rounds, to nearest
-// with ties to even, identically on every device and on the CPU).
+// computing in fp32: some read and write 16-bit tensors themselves (Formats,
+// shaders/formats.glsl); around the others a 16-bit tensor is unpacked into fp32 before the
+// kernel reads it, and its fp32 result rounded and packed after (pack, unpack below). Either
+// way shaders/precision.h rounds, to nearest with ties to even, identically on every device
+// and on the CPU.
 #pragma once
 
 #include <cstdint>
