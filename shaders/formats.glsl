@@ -23,16 +23,13 @@ float half_in(uint word, uint i, uint format) {
   return from_half((i & 1u) != 0u ? word >> 16u : word & 0xFFFFu, format);
 }
 
-// Four consecutive elements from the two words that hold them (a uvec2 at element 4q).
-vec4 quad_in(uvec2 w, uint format) {
-  return vec4(from_half(w.x & 0xFFFFu, format), from_half(w.x >> 16u, format),
-              from_half(w.y & 0xFFFFu, format), from_half(w.y >> 16u, format));
-}
+// The two elements a word holds (elements 2w, 2w + 1), and the word that holds two.
+vec2 pair_in(uint w, uint format) { return vec2(from_half(w & 0xFFFFu, format), from_half(w >> 16u, format)); }
+uint pair_out(float lo, float hi, uint format) { return to_half(lo, format) | (to_half(hi, format) << 16u); }
 
-uvec2 quad_out(vec4 v, uint format) {
-  return uvec2(to_half(v.x, format) | (to_half(v.y, format) << 16u),
-               to_half(v.z, format) | (to_half(v.w, format) << 16u));
-}
+// Four consecutive elements from the two words that hold them (a uvec2 at element 4q).
+vec4 quad_in(uvec2 w, uint format) { return vec4(pair_in(w.x, format), pair_in(w.y, format)); }
+uvec2 quad_out(vec4 v, uint format) { return uvec2(pair_out(v.x, v.y, format), pair_out(v.z, v.w, format)); }
 
 // v as the format keeps it, held in an fp32.
 float rounded(float v, uint format) {

@@ -88,8 +88,7 @@ float acc[TM * TN];
 float av[4 * TM];  // av[kk * TM + i] = op(A)[m0 + i][k + kk]
 float bv[4 * TN];  // bv[kk * TN + j] = op(B)[k + kk][n0 + j]
 
-// Element i, and quad q (elements 4q .. 4q + 3), of A and B as stored. Branches, not
-// selects: the driver drops the other format's code before it unrolls the loops around.
+// Element i, and quad q (elements 4q .. 4q + 3), of A and B as stored.
 float fetch_a(uint i) {
   if (FORMAT_A == BRIGADE_FORMAT_FP32) return a[i];
   return half_in(aw[i >> 1], i, FORMAT_A);
@@ -248,7 +247,7 @@ void store_block(uint m0, uint row_step, uint n0, uint col_step) {
       const uint m = m0 + i / TN, n = n0 + i % TN;
       if (m >= p.M || n >= p.N) continue;
       const uint at = base + m * p.ldc + n;
-      cw[at >> 1] = to_half(output_at(i, m, n, at), FORMAT_C) | (to_half(output_at(i + 1, m, n + 1, at + 1), FORMAT_C) << 16u);
+      cw[at >> 1] = pair_out(output_at(i, m, n, at), output_at(i + 1, m, n + 1, at + 1), FORMAT_C);
     }
     return;
   }

@@ -13,12 +13,14 @@ layout(constant_id = 3) const bool RELU = false;
 #include "formats.glsl"
 // How x is stored (shaders/formats.glsl).
 BRIGADE_FORMAT(4, FORMAT_X);
-float x_at(uint i) { return FORMAT_X == BRIGADE_FORMAT_FP32 ? x[i] : half_in(xw[i >> 1], i, FORMAT_X); }
+float x_at(uint i) {
+  if (FORMAT_X == BRIGADE_FORMAT_FP32) return x[i];
+  return half_in(xw[i >> 1], i, FORMAT_X);
+}
 // Elements i and i + 1, i even.
 vec2 x_pair(uint i) {
   if (FORMAT_X == BRIGADE_FORMAT_FP32) return x2[i >> 1];
-  const uint w = xw[i >> 1];
-  return vec2(from_half(w & 0xFFFFu, FORMAT_X), from_half(w >> 16u, FORMAT_X));
+  return pair_in(xw[i >> 1], FORMAT_X);
 }
 float seen(float v) { return RELU ? relu(v) : v; }
 // Whether the gradient reaches the argmax, whose value (as seen) is `top`: past a ReLU only

@@ -37,9 +37,9 @@ void main() {
     const uint pair = group * (BRIGADE_WG_POOL_X * BRIGADE_WG_POOL_Y) + gl_LocalInvocationIndex;
     const uint total = p.planes * p.oh * p.ow;
     if (2 * pair >= total) return;
-    const uint lo = to_half(pooled_at(2 * pair), FORMAT_Y);
-    const uint hi = 2 * pair + 1 < total ? to_half(pooled_at(2 * pair + 1), FORMAT_Y) : 0u;
-    yw[pair] = lo | (hi << 16u);
+    // An odd count's last word keeps its upper half zero, as a pack leaves it.
+    const float hi = 2 * pair + 1 < total ? pooled_at(2 * pair + 1) : 0.0;
+    yw[pair] = pair_out(pooled_at(2 * pair), hi, FORMAT_Y);
     return;
   }
   const uint ow = gl_GlobalInvocationID.x, oh = gl_GlobalInvocationID.y, plane = gl_WorkGroupID.z;

@@ -40,13 +40,16 @@ uint32_t chunk_of(const Conv2dShape& s, vk::View scratch) {
   return uint32_t(std::min<uint64_t>({s.n, columns / per, 65535}));
 }
 
-// The columns kernels' specialization: four pixels an invocation or not, and the geometry
-// (shaders/conv_geometry.glsl).
-vk::Specialization columns_spec(const Conv2dShape& s, bool quads) {
+// A columns kernel (`name`, built for `format`: im2col's x, col2im's rounding of dx),
+// specialized for four pixels an invocation or not, the geometry
+// (shaders/conv_geometry.glsl) and the format.
+const vk::Kernel& columns_kernel(vk::Commands& cmd, const char* name, const Conv2dShape& s, bool quads,
+                                 Precision format) {
   vk::Specialization spec;
   spec.set(0, quads).set(1, s.h).set(2, s.w).set(3, s.out_h()).set(4, s.out_w()).set(5, s.kh);
   spec.set(6, s.kw).set(7, s.stride_h).set(8, s.stride_w).set(9, s.pad_h).set(10, s.pad_w);
-  return spec;
+  spec.set(11, uint32_t(format));
+  return cmd.device().kernel(format_kernel(name, {format}), spec);
 }
 
 // Columns of samples first .. first + count - 1 from x, stored as `format` says.
@@ -58,8 +61,7 @@ void im2col(vk::Commands& cmd, vk::View x, vk::View columns, const Conv2dShape& 
                           1, count};
   require_groups(groups, "columns");
   const shaders::Conv2dColumnsPush push{push_of(s), first, count};
-  cmd.dispatch(cmd.device().kernel(format_kernel("conv2d_im2col", {format}), columns_spec(s, vec4).set(11, uint32_t(format))), {x, columns},
-               push, groups);
+  cmd.dispatch(columns_kernel(cmd, "conv2d_im2col", s, vec4, format), {x, columns}, push, groups);
 }
 
 // dx of samples first .. first + count - 1 += what their columns' gradients gather, rounded
@@ -72,8 +74,7 @@ void col2im(vk::Commands& cmd, vk::View columns, vk::View dx, const Conv2dShape&
                           1, count};
   require_groups(groups, "columns");
   const shaders::Conv2dColumnsPush push{push_of(s), first, count};
-  cmd.dispatch(cmd.device().kernel(format_kernel("conv2d_col2im", {round}), columns_spec(s, vec4).set(11, uint32_t(round))), {columns, dx},
-               push, groups);
+  cmd.dispatch(columns_kernel(cmd, "conv2d_col2im", s, vec4, round), {columns, dx}, push, groups);
 }
 
 // dweight += sum over the samples of dy[n] . columns[n]^T (see conv2d_backward_weight).

@@ -39,8 +39,7 @@ shaders::MaxPool2dPush push_of(const MaxPool2dShape& s) {
 
 // A 16-bit y: one invocation per word (two outputs), on a flat grid of workgroups.
 vk::Groups word_grid(const MaxPool2dShape& s) {
-  const uint64_t words = (s.y_size() + 1) / 2;
-  const uint64_t groups = (words + BRIGADE_WG_POOL_X * BRIGADE_WG_POOL_Y - 1) / (BRIGADE_WG_POOL_X * BRIGADE_WG_POOL_Y);
+  const uint64_t groups = vk::groups_for((s.y_size() + 1) / 2, BRIGADE_WG_POOL_X * BRIGADE_WG_POOL_Y);
   const uint32_t x = uint32_t(std::min<uint64_t>(groups, 65535));
   const uint64_t y = (groups + x - 1) / x;
   if (y > 65535) throw UserError("maxpool2d forward: the output is too large for one dispatch; use smaller micro-batches");
