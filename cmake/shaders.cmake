@@ -4,8 +4,8 @@
 # (shaders/formats.glsl): NAME with every format fp32 at compile time, and NAME_half with
 # the formats as specialization constants, so fp32 pipelines carry none of the 16-bit code.
 find_program(GLSLC glslc REQUIRED)
-set(BRIGADE_FORMAT_SHADERS matmul conv2d_im2col conv2d_col2im maxpool2d_forward maxpool2d_backward_data
-    relu_backward)
+set(BRIGADE_FORMAT_SHADERS matmul conv2d_im2col conv2d_col2im conv2d_winograd_input conv2d_winograd_output
+    maxpool2d_forward maxpool2d_backward_data relu_backward)
 
 function(brigade_embed_shaders target shader_dir)
   file(GLOB shaders CONFIGURE_DEPENDS "${shader_dir}/*.comp")

@@ -44,6 +44,14 @@ struct Conv2dColumnsPush {
   uint first, count;
 };
 
+// The Winograd kernels (conv2d_winograd_*.comp, ops/conv2d_winograd.h) work on samples
+// first .. first + count - 1 of tensors with `channels` planes; the weight transforms on a
+// (rows, channels, 3, 3) weight.
+struct WinogradPush {
+  uint channels, rows;
+  uint first, count;
+};
+
 // MaxPool2d over (N * C planes, h, w) with a K x K window, stride S (specialization
 // constants 0 and 1), no padding; oh = (h - K) / S + 1 (floored, as PyTorch).
 struct MaxPool2dPush {

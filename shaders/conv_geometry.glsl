@@ -2,6 +2,7 @@
 // shape (the push constants carry the same values): every division by a size or stride and
 // every tap loop is then over constants. With push constants, a division whose operands
 // differ between lanes becomes one scalar division per lane on CPU devices.
+#define BRIGADE_CONV_GEOMETRY
 layout(constant_id = 1) const uint H = 1;
 layout(constant_id = 2) const uint W = 1;
 layout(constant_id = 3) const uint OH = 1;

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "ops/conv2d_direct.h"
+#include "ops/conv2d_winograd.h"
 #include "ops/launch_geometry.h"
 #include "ops/matmul.h"
 #include "shaders/push.h"
@@ -114,22 +115,40 @@ void matrix_backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View
 }
 
 
-// A 16-bit tensor has no direct form.
-void expect_matrix_form(const vk::Commands& cmd, std::optional<Form> method, Formats f) {
-  BRIGADE_EXPECT(!(is_half(f.x) || is_half(f.y)) || !runs_direct(cmd, method),
+// The form of the device: the matrix form takes Winograd's for the shapes that fit.
+Form device_form(const vk::PhysicalInfo& device, const Conv2dShape& s) {
+  const Form form = form_for(device);
+  return form == Form::Matrix && winograd::fits(s) ? Form::Winograd : form;
+}
+
+// The form a pass runs: `chosen`, else the device's. A 16-bit tensor has no direct form, and
+// Winograd's stores a 16-bit output a row's pair at a time.
+Form form_of(const vk::Commands& cmd, std::optional<Form> chosen, const Conv2dShape& s, Formats f) {
+  const Form form = chosen.value_or(device_form(cmd.device().info(), s));
+  BRIGADE_EXPECT(form != Form::Winograd || winograd::fits(s),
+                 "conv2d's Winograd form takes 3x3 kernels at stride 1 with padding at most 2 only");
+  BRIGADE_EXPECT(!(is_half(f.x) || is_half(f.y)) || form != Form::Direct,
                  "conv2d's direct form reads and writes fp32 only");
+  BRIGADE_EXPECT(!is_half(f.y) || form != Form::Winograd || s.out_w() % 2 == 0,
+                 "conv2d's Winograd form stores a 16-bit output of even width only");
+  return form;
 }
 
 }  // namespace
 
 bool conv2d_stores_half(const vk::PhysicalInfo& device, const Conv2dShape& s) {
-  return form_for(device) == Form::Matrix && matmul_stores_half(device, pixels(s));
+  switch (device_form(device, s)) {
+    case Form::Winograd: return s.out_w() % 2 == 0;
+    case Form::Matrix: return matmul_stores_half(device, pixels(s));
+    default: return false;
+  }
 }
 
 uint64_t conv2d_columns_per_sample(const Conv2dShape& s) { return uint64_t(taps(s)) * pixels(s); }
 
 uint64_t conv2d_scratch_floats(const Conv2dShape& s, uint32_t samples) {
-  return padded(samples * conv2d_columns_per_sample(s)) + partial_floats(s);
+  const uint64_t columns = padded(samples * conv2d_columns_per_sample(s)) + partial_floats(s);
+  return winograd::fits(s) ? std::max(columns, winograd::scratch_floats(s, samples)) : columns;
 }
 
 void conv2d_validate(const Conv2dShape& s) {
@@ -159,8 +178,9 @@ void conv2d_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optiona
   BRIGADE_EXPECT_FLOATS(weight, s.weight_size(), "conv2d weight");
   if (bias) BRIGADE_EXPECT_FLOATS(*bias, s.oc, "conv2d bias");
   BRIGADE_EXPECT_BYTES(y, stored_bytes(s.y_size(), f.y), "conv2d output");
-  expect_matrix_form(cmd, method, f);
-  if (runs_direct(cmd, method)) return direct::forward(cmd, x, weight, bias, y, s);
+  const Form form = form_of(cmd, method, s, f);
+  if (form == Form::Direct) return direct::forward(cmd, x, weight, bias, y, s);
+  if (form == Form::Winograd) return winograd::forward(cmd, x, weight, bias, y, s, scratch, f);
   const uint32_t K = taps(s), P = pixels(s), chunk = chunk_of(s, scratch);
   const vk::View columns(*scratch.buffer, scratch.offset, uint64_t(chunk) * K * P * 4);
   for (uint32_t first = 0; first < s.n; first += chunk) {
@@ -179,8 +199,9 @@ void conv2d_backward_data(vk::Commands& cmd, vk::View dy, vk::View weight, vk::V
   BRIGADE_EXPECT_FLOATS(dy, s.y_size(), "conv2d output gradient");
   BRIGADE_EXPECT_FLOATS(weight, s.weight_size(), "conv2d weight");
   BRIGADE_EXPECT_FLOATS(dx, s.x_size(), "conv2d input gradient");
-  expect_matrix_form(cmd, method, f);
-  if (runs_direct(cmd, method)) return direct::backward_data(cmd, dy, weight, dx, s);
+  const Form form = form_of(cmd, method, s, f);
+  if (form == Form::Direct) return direct::backward_data(cmd, dy, weight, dx, s);
+  if (form == Form::Winograd) return winograd::backward_data(cmd, dy, weight, dx, s, scratch, f.x);
   const uint32_t K = taps(s), P = pixels(s), chunk = chunk_of(s, scratch);
   const vk::View columns(*scratch.buffer, scratch.offset, uint64_t(chunk) * K * P * 4);
   for (uint32_t first = 0; first < s.n; first += chunk) {
@@ -198,10 +219,11 @@ void conv2d_backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View
   conv2d_validate(s);
   BRIGADE_EXPECT_FLOATS(dy, s.y_size(), "conv2d output gradient");
   BRIGADE_EXPECT_BYTES(x, stored_bytes(s.x_size(), f.x), "conv2d input");
-  expect_matrix_form(cmd, method, f);
+  const Form form = form_of(cmd, method, s, f);
   BRIGADE_EXPECT_FLOATS(dweight, s.weight_size(), "conv2d weight gradient");
   if (dbias) BRIGADE_EXPECT_FLOATS(*dbias, s.oc, "conv2d bias gradient");
-  if (runs_direct(cmd, method)) direct::backward_weight(cmd, dy, x, dweight, s);
+  if (form == Form::Direct) direct::backward_weight(cmd, dy, x, dweight, s);
+  else if (form == Form::Winograd) winograd::backward_weight(cmd, dy, x, dweight, s, scratch, f.x);
   else matrix_backward_weight(cmd, dy, x, dweight, s, scratch, f.x);
   if (!dbias) return;
   require_groups({s.oc}, "backward-bias");

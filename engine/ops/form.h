@@ -12,7 +12,10 @@
 
 namespace brigade::ops {
 
-enum class Form { Matrix, Direct };
+// Winograd: the convolution's 3x3 stride-1 passes through Winograd's transforms and 16
+// products (ops/conv2d_winograd.h), the matrix form's choice for those shapes; convolution
+// only.
+enum class Form { Matrix, Winograd, Direct };
 
 // The form `info`'s device runs.
 Form form_for(const vk::PhysicalInfo& info);

@@ -8,6 +8,7 @@
 #include "check.h"
 #include "gpu.h"
 #include "ops/conv2d.h"
+#include "ops/conv2d_winograd.h"
 #include "ref/conv2d.h"
 #include "vk/commands.h"
 
@@ -39,12 +40,25 @@ const std::vector<Conv2dShape> kShapes = {
     {.n = 1, .ic = 1, .h = 2, .w = 2, .oc = 2, .kh = 1, .kw = 1, .stride_h = 3, .stride_w = 3},
     {.n = 2, .ic = 1, .h = 28, .w = 28, .oc = 32, .kh = 3, .kw = 3, .pad_h = 1, .pad_w = 1},
     {.n = 1, .ic = 32, .h = 14, .w = 14, .oc = 64, .kh = 3, .kw = 3, .pad_h = 1, .pad_w = 1},
+    // 3x3 at stride 1 (Winograd's form): no padding and odd outputs (a half tile at the
+    // right and bottom edges), padding 2, an output one row high, unequal paddings.
+    {.n = 2, .ic = 3, .h = 7, .w = 9, .oc = 5, .kh = 3, .kw = 3},
+    {.n = 1, .ic = 4, .h = 5, .w = 6, .oc = 3, .kh = 3, .kw = 3, .pad_h = 2, .pad_w = 2},
+    {.n = 3, .ic = 2, .h = 1, .w = 2, .oc = 3, .kh = 3, .kw = 3, .pad_h = 1, .pad_w = 1},
+    {.n = 2, .ic = 5, .h = 6, .w = 4, .oc = 6, .kh = 3, .kw = 3, .pad_h = 0, .pad_w = 2},
 };
 
 using ops::Form;
-// Both forms on every device, whichever the device runs by default.
-constexpr Form kMethods[] = {Form::Matrix, Form::Direct};
-std::string name(Form m) { return m == Form::Matrix ? " (matrix)" : " (direct)"; }
+// Every form on every device, whichever the device runs by default; Winograd's on the
+// shapes it takes (takes()).
+constexpr Form kMethods[] = {Form::Matrix, Form::Winograd, Form::Direct};
+std::string name(Form m) {
+  return m == Form::Matrix ? " (matrix)" : m == Form::Winograd ? " (winograd)" : " (direct)";
+}
+bool takes(Form m, const Conv2dShape& s) { return m != Form::Winograd || ops::winograd::fits(s); }
+
+// How many of kShapes Winograd's form takes: each test over them checks that many.
+constexpr int kWinogradShapes = 7;
 
 // Columns for `chunk` samples at a time (0: all of them).
 vk::Buffer columns_for(vk::Device& dev, const Conv2dShape& s, uint32_t chunk) {
@@ -143,13 +157,17 @@ WeightGrads nonzero_start(const Conv2dShape& s, uint32_t seed) {
 
 TEST_CASE_FIXTURE(test::Gpu, "conv2d forward matches the CPU reference with and without bias") {
   uint32_t seed = 10;
+  int winograd = 0;
   for (const auto& s : kShapes) {
     const Problem p(s, seed += 10);
+    winograd += takes(Form::Winograd, s);
     for (Form m : kMethods)
       for (bool with_bias : {true, false})
+        if (takes(m, s))
         test::check_close(gpu_forward(device(), p, with_bias, 0, m), cpu_forward(p, with_bias), kAtol,
                           kRtol, "conv2d forward " + describe(s) + (with_bias ? " bias" : " no bias") + name(m));
   }
+  CHECK(winograd == kWinogradShapes);
 }
 
 TEST_CASE_FIXTURE(test::Gpu, "conv2d backward-data adds the input gradient to what dx held") {
@@ -158,7 +176,8 @@ TEST_CASE_FIXTURE(test::Gpu, "conv2d backward-data adds the input gradient to wh
     const Problem p(s, seed += 10);
     const auto dx0 = test::random_vector(s.x_size(), seed + 7, 1.0f, 2.0f);
     for (Form m : kMethods)
-      test::check_close(gpu_backward_data(device(), p, dx0, 0, m), cpu_backward_data(p, dx0), kAtol,
+      if (takes(m, s))
+        test::check_close(gpu_backward_data(device(), p, dx0, 0, m), cpu_backward_data(p, dx0), kAtol,
                         kRtol, "conv2d backward-data " + describe(s) + name(m));
   }
 }
@@ -170,6 +189,7 @@ TEST_CASE_FIXTURE(test::Gpu, "conv2d backward-weight adds weight and bias gradie
     const auto start = nonzero_start(s, seed + 7);
     const auto cpu = cpu_backward_weight(p, start);
     for (Form m : kMethods) {
+      if (!takes(m, s)) continue;
       const auto gpu = gpu_backward_weight(device(), p, start, 0, true, m);
       // The weight gradient sums N * OH * OW products: up to a few thousand in these shapes.
       test::check_close(gpu.dweight, cpu.dweight, 1e-4, kRtol, "conv2d dweight " + describe(s) + name(m));
@@ -179,7 +199,7 @@ TEST_CASE_FIXTURE(test::Gpu, "conv2d backward-weight adds weight and bias gradie
 }
 
 TEST_CASE_FIXTURE(test::Gpu, "conv2d backward-weight without a bias computes the weight gradient alone") {
-  const Problem p(kShapes[3], 250);
+  const Problem p(kShapes[8], 250);
   const auto start = nonzero_start(p.s, 251);
   for (Form m : kMethods) {
     const auto gpu = gpu_backward_weight(device(), p, start, 0, false, m);
@@ -201,30 +221,48 @@ TEST_CASE_FIXTURE(test::Gpu, "conv2d results do not depend on how many samples t
     const auto start = nonzero_start(s, 302);
     const auto want_y = cpu_forward(p, true), want_dx = cpu_backward_data(p, dx0);
     const auto want_w = cpu_backward_weight(p, start);
-    for (uint32_t chunk : {1u, 2u, s.n}) {
-      const std::string t = " " + describe(s) + ", chunks of " + std::to_string(chunk);
-      test::check_close(gpu_forward(device(), p, true, chunk), want_y, kAtol, kRtol, "forward" + t);
-      test::check_close(gpu_backward_data(device(), p, dx0, chunk), want_dx, kAtol, kRtol,
-                        "backward-data" + t);
-      const auto got_w = gpu_backward_weight(device(), p, start, chunk);
-      test::check_close(got_w.dweight, want_w.dweight, 1e-4, kRtol, "dweight" + t);
-      test::check_close(got_w.dbias, want_w.dbias, 1e-4, kRtol, "dbias" + t);
+    for (Form m : {Form::Matrix, Form::Winograd}) {
+      if (!takes(m, s)) continue;
+      for (uint32_t chunk : {1u, 2u, s.n}) {
+        const std::string t = " " + describe(s) + ", chunks of " + std::to_string(chunk) + name(m);
+        test::check_close(gpu_forward(device(), p, true, chunk, m), want_y, kAtol, kRtol, "forward" + t);
+        test::check_close(gpu_backward_data(device(), p, dx0, chunk, m), want_dx, kAtol, kRtol,
+                          "backward-data" + t);
+        const auto got_w = gpu_backward_weight(device(), p, start, chunk, true, m);
+        test::check_close(got_w.dweight, want_w.dweight, 1e-4, kRtol, "dweight" + t);
+        test::check_close(got_w.dbias, want_w.dbias, 1e-4, kRtol, "dbias" + t);
+      }
     }
   }
 }
 
 TEST_CASE_FIXTURE(test::Gpu, "conv2d refuses scratch that holds less than one sample") {
-  const Problem p(kShapes[0], 350);
+  // Each form's own need: the columns of a shape Winograd's form does not take, and
+  // Winograd's transformed tiles.
+  for (const auto& [form, shape] : {std::pair{Form::Matrix, kShapes[1]}, std::pair{Form::Winograd, kShapes[0]}}) {
+    const Problem p(shape, 350);
+    auto x = test::to_device(device(), p.x, "x"), w = test::to_device(device(), p.weight, "weight");
+    auto y = test::zeros(device(), p.s.y_size(), "y");
+    const uint64_t need = form == Form::Winograd ? ops::winograd::scratch_floats(p.s, 1) : ops::conv2d_scratch_floats(p.s, 1);
+    auto columns = test::zeros(device(), need - 1, "scratch");
+    vk::Commands cmd(device(), "conv2d small columns");
+    CHECK_THROWS_WITH(ops::conv2d_forward(cmd, x, w, std::nullopt, y, p.s, columns, form),
+                      doctest::Contains("holds less than one sample"));
+  }
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "conv2d refuses Winograd's form for a shape it does not take") {
+  const Problem p(kShapes[1], 360);  // stride 2
   auto x = test::to_device(device(), p.x, "x"), w = test::to_device(device(), p.weight, "weight");
   auto y = test::zeros(device(), p.s.y_size(), "y");
-  auto columns = test::zeros(device(), ops::conv2d_scratch_floats(p.s, 1) - 1, "scratch");
-  vk::Commands cmd(device(), "conv2d small columns");
-  CHECK_THROWS_WITH(ops::conv2d_forward(cmd, x, w, std::nullopt, y, p.s, columns, Form::Matrix),
-                    doctest::Contains("holds less than one sample"));
+  auto scratch = columns_for(device(), p.s, 0);
+  vk::Commands cmd(device(), "conv2d winograd refused");
+  CHECK_THROWS_WITH(ops::conv2d_forward(cmd, x, w, std::nullopt, y, p.s, scratch, Form::Winograd),
+                    doctest::Contains("3x3 kernels at stride 1"));
 }
 
 TEST_CASE_FIXTURE(test::Gpu, "conv2d backward-weight is bit-identical from run to run") {
-  const Problem p(kShapes[6], 400);
+  const Problem p(kShapes[7], 400);
   const auto start = nonzero_start(p.s, 401);
   for (Form m : kMethods) {
     const auto a = gpu_backward_weight(device(), p, start, 0, true, m);

@@ -1,0 +1,170 @@
+#include "ops/conv2d_winograd.h"
+
+#include <algorithm>
+#include <string>
+
+#include "ops/conv2d_direct.h"
+#include "ops/matmul.h"
+#include "shaders/conv.h"
+#include "util/error.h"
+
+namespace brigade::ops::winograd {
+namespace {
+
+constexpr uint32_t kPoints = 16;  // a 4x4 tile
+constexpr uint64_t kAlign = 64;   // floats between parts: every device's offset alignment
+
+uint64_t padded(uint64_t floats) { return (floats + kAlign - 1) / kAlign * kAlign; }
+uint64_t tiles(uint32_t h, uint32_t w) { return uint64_t((h + 1) / 2) * ((w + 1) / 2); }
+
+// Tiles per sample of the larger of the two outputs the passes cover: y's, and dx's.
+uint64_t tiles_per_sample(const Conv2dShape& s) {
+  return std::max(tiles(s.out_h(), s.out_w()), tiles(s.h, s.w));
+}
+
+uint64_t filters_floats(const Conv2dShape& s) { return padded(kPoints * uint64_t(s.ic) * s.oc); }
+
+// The scratch's parts for `count` samples: the transformed filters, the transformed input of
+// a pass (its `in` channels) and its products (`out` channels).
+struct Parts {
+  vk::View filters, in, out;
+};
+Parts parts_of(vk::View scratch, uint32_t in, uint32_t out, uint64_t columns, const Conv2dShape& s) {
+  const vk::Buffer& b = *scratch.buffer;
+  const uint64_t at_in = scratch.offset + filters_floats(s) * 4;
+  return {vk::View(b, scratch.offset, kPoints * uint64_t(s.ic) * s.oc * 4),
+          vk::View(b, at_in, kPoints * in * columns * 4),
+          vk::View(b, at_in + padded(kPoints * in * columns) * 4, kPoints * out * columns * 4)};
+}
+
+// Samples per chunk: as many as the scratch holds (at least one), at most a dispatch's 65535.
+uint32_t chunk_of(const Conv2dShape& s, vk::View scratch) {
+  BRIGADE_EXPECT(scratch.range >= scratch_floats(s, 1) * 4,
+                 "conv2d scratch of " + std::to_string(scratch.range) + " bytes holds less than one sample (" +
+                     std::to_string(scratch_floats(s, 1) * 4) + " bytes)");
+  const uint64_t per = kPoints * uint64_t(s.ic + s.oc) * tiles_per_sample(s);
+  uint64_t count = std::min<uint64_t>({s.n, (scratch.range / 4 - filters_floats(s)) / per, 65535});
+  while (count > 1 && scratch_floats(s, uint32_t(count)) * 4 > scratch.range) --count;
+  return uint32_t(std::max<uint64_t>(count, 1));
+}
+
+// The geometry of a transform kernel: planes of h x w padded by (ph, pw), an output of
+// oh x ow (shaders/conv_geometry.glsl).
+struct Geometry {
+  uint32_t h, w, oh, ow, ph, pw;
+};
+Geometry forward_geometry(const Conv2dShape& s) { return {s.h, s.w, s.out_h(), s.out_w(), s.pad_h, s.pad_w}; }
+// The input gradient's convolution: dy's planes padded by 2 - pad, dx's size out.
+Geometry backward_geometry(const Conv2dShape& s) {
+  return {s.out_h(), s.out_w(), s.h, s.w, 2 - s.pad_h, 2 - s.pad_w};
+}
+
+vk::Specialization geometry_spec(const Geometry& g) {
+  vk::Specialization spec;
+  spec.set(1, g.h).set(2, g.w).set(3, g.oh).set(4, g.ow).set(5, 3u).set(6, 3u).set(7, 1u).set(8, 1u);
+  spec.set(9, g.ph).set(10, g.pw);
+  return spec;
+}
+
+// A tile kernel over `channels` planes of samples first .. first + count - 1.
+void tile_pass(vk::Commands& cmd, const std::string& kernel, const vk::Specialization& spec,
+               std::initializer_list<vk::View> views, const Geometry& g, uint32_t channels,
+               uint32_t first, uint32_t count) {
+  const vk::Groups groups{vk::groups_for(uint64_t(channels) * tiles(g.oh, g.ow), BRIGADE_WG_CONV), 1, count};
+  direct::require_groups(groups, "winograd tiles");
+  cmd.dispatch(cmd.device().kernel(kernel, spec), views, shaders::WinogradPush{channels, 0, first, count},
+               groups);
+}
+
+void input_transform(vk::Commands& cmd, vk::View x, vk::View v, const Geometry& g, uint32_t channels,
+                     uint32_t first, uint32_t count, Precision format) {
+  vk::Specialization spec = geometry_spec(g);
+  spec.set(11, uint32_t(format));
+  tile_pass(cmd, format_kernel("conv2d_winograd_input", {format}), spec, {x, v}, g, channels, first, count);
+}
+
+// A pass over the filters: U from the weight (flipped for the input gradient), or the
+// weight gradient from dU.
+void filter_pass(vk::Commands& cmd, const char* kernel, vk::Specialization spec, vk::View from, vk::View to,
+                 const Conv2dShape& s) {
+  cmd.dispatch(cmd.device().kernel(kernel, spec), {from, to}, shaders::WinogradPush{s.ic, s.oc, 0, 0},
+               {vk::groups_for(uint64_t(s.ic) * s.oc, BRIGADE_WG_CONV)});
+}
+
+// The 16 products of one chunk: C[p] (M, N) = A[p] (M, K) . B[p] (K, N), or with B stored
+// (N, K) and C accumulated, the weight gradient's sum.
+void products(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, uint32_t M, uint32_t N, uint32_t K,
+              bool weight_gradient = false, bool accumulate = false) {
+  MatmulParams mm{.M = M, .N = N, .K = K, .trans_b = weight_gradient, .accumulate = accumulate,
+                  .batch = kPoints};
+  mm.stride_a = M * K, mm.stride_b = K * N, mm.stride_c = M * N;
+  matmul(cmd, a, b, c, mm);
+}
+
+}  // namespace
+
+bool fits(const Conv2dShape& s) {
+  return s.kh == 3 && s.kw == 3 && s.stride_h == 1 && s.stride_w == 1 && s.pad_h <= 2 && s.pad_w <= 2;
+}
+
+uint64_t scratch_floats(const Conv2dShape& s, uint32_t samples) {
+  const uint64_t columns = uint64_t(samples) * tiles_per_sample(s);
+  return padded(kPoints * s.ic * columns) + padded(kPoints * s.oc * columns) + filters_floats(s);
+}
+
+void forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optional<vk::View> bias, vk::View y,
+             const Conv2dShape& s, vk::View scratch, Formats f) {
+  const Geometry g = forward_geometry(s);
+  const uint32_t chunk = chunk_of(s, scratch);
+  const uint64_t per = tiles(g.oh, g.ow);
+    const vk::View u = parts_of(scratch, s.ic, s.oc, 0, s).filters;
+  filter_pass(cmd, "conv2d_winograd_filter", vk::Specialization().set(0, false), weight, u, s);
+  vk::Specialization out_spec = geometry_spec(g);
+  out_spec.set(0, false).set(11, uint32_t(f.y)).set(13, bool(bias));
+  for (uint32_t first = 0; first < s.n; first += chunk) {
+    const uint32_t count = std::min(chunk, s.n - first);
+    const Parts p = parts_of(scratch, s.ic, s.oc, count * per, s);
+    input_transform(cmd, x, p.in, g, s.ic, first, count, f.x);
+    products(cmd, u, p.in, p.out, s.oc, uint32_t(count * per), s.ic);
+    tile_pass(cmd, format_kernel("conv2d_winograd_output", {f.y}), out_spec, {p.out, y, bias.value_or(p.out)}, g,
+              s.oc, first, count);
+  }
+}
+
+void backward_data(vk::Commands& cmd, vk::View dy, vk::View weight, vk::View dx, const Conv2dShape& s,
+                   vk::View scratch, Precision dx_round) {
+  const Geometry g = backward_geometry(s);
+  const uint32_t chunk = chunk_of(s, scratch);
+  const uint64_t per = tiles(g.oh, g.ow);
+    const vk::View u = parts_of(scratch, s.oc, s.ic, 0, s).filters;
+  filter_pass(cmd, "conv2d_winograd_filter", vk::Specialization().set(0, true), weight, u, s);
+  vk::Specialization out_spec = geometry_spec(g);
+  out_spec.set(0, true).set(12, uint32_t(dx_round));
+  for (uint32_t first = 0; first < s.n; first += chunk) {
+    const uint32_t count = std::min(chunk, s.n - first);
+    const Parts p = parts_of(scratch, s.oc, s.ic, count * per, s);
+    input_transform(cmd, dy, p.in, g, s.oc, first, count, Precision::Fp32);
+    products(cmd, u, p.in, p.out, s.ic, uint32_t(count * per), s.oc);
+    tile_pass(cmd, format_kernel("conv2d_winograd_output", {dx_round}), out_spec, {p.out, dx, p.out}, g, s.ic,
+              first, count);
+  }
+}
+
+void backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View dweight, const Conv2dShape& s,
+                     vk::View scratch, Precision x_format) {
+  const Geometry g = forward_geometry(s);
+  const uint32_t chunk = chunk_of(s, scratch);
+  const uint64_t per = tiles(g.oh, g.ow);
+  const vk::View du = parts_of(scratch, s.ic, s.oc, 0, s).filters;
+  for (uint32_t first = 0; first < s.n; first += chunk) {
+    const uint32_t count = std::min(chunk, s.n - first);
+    const Parts p = parts_of(scratch, s.ic, s.oc, count * per, s);
+    input_transform(cmd, x, p.in, g, s.ic, first, count, x_format);
+    tile_pass(cmd, "conv2d_winograd_output_grad", geometry_spec(g), {dy, p.out}, g, s.oc, first, count);
+    // dU[p] (OC, IC) = dM[p] (OC, tiles) . V[p] (IC, tiles)^T, the chunks summed in order.
+    products(cmd, p.out, p.in, du, s.oc, s.ic, uint32_t(count * per), true, first > 0);
+  }
+  filter_pass(cmd, "conv2d_winograd_filter_grad", {}, du, dweight, s);
+}
+
+}  // namespace brigade::ops::winograd

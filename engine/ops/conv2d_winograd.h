@@ -1,0 +1,40 @@
+// Conv2d's 3x3, stride-1 passes by Winograd's F(2x2, 3x3) (shaders/winograd.glsl): each
+// pass transforms its operands into 16 points per 2x2 tile, multiplies them as 16 matrix
+// products on the matrix kernel (ops/matmul.h), and transforms back. 16 multiplies per tile
+// and channel pair where the columns form (ops/conv2d.h) takes 36:
+//   forward          M[p] (OC, tiles) = U[p] (OC, IC) . V[p] (IC, tiles), then y = A^T M A
+//   backward-data    the convolution of dy with the filters rotated by 180 degrees and their
+//                    channels swapped, padded by 2 - pad: the same three steps, added into dx
+//   backward-weight  dU[p] (OC, IC) = sum of dM[p] (OC, tiles) . V[p] (IC, tiles)^T with
+//                    dM = A dy A^T, then dweight += G^T dU G
+// U = G g G^T (the filters), V = B^T d B (4x4 input patches at stride 2). The samples are
+// worked through in chunks of as many as the scratch holds (winograd_scratch_floats).
+// Rounding differs from the columns form in the last bits (the transforms add and halve),
+// deterministically: the same inputs give the same bits.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "ops/conv2d.h"
+
+namespace brigade::ops::winograd {
+
+// Whether the shape is one the passes take: a 3x3 kernel at stride 1 with padding at most 2.
+bool fits(const Conv2dShape& s);
+
+// Floats of scratch for `samples` samples at a time: the transformed operands of the
+// largest pass and the transformed filters.
+uint64_t scratch_floats(const Conv2dShape& s, uint32_t samples);
+
+// The three passes, for a shape that fits; views are checked by the caller. x and y may be
+// 16-bit (y with an even width, so that each row of a tile is one word); dx is rounded to
+// `dx_round`.
+void forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optional<vk::View> bias,
+             vk::View y, const Conv2dShape& s, vk::View scratch, Formats f);
+void backward_data(vk::Commands& cmd, vk::View dy, vk::View weight, vk::View dx,
+                   const Conv2dShape& s, vk::View scratch, Precision dx_round);
+void backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View dweight,
+                     const Conv2dShape& s, vk::View scratch, Precision x_format);
+
+}  // namespace brigade::ops::winograd
