@@ -115,10 +115,10 @@ void matrix_backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View
 }
 
 
-// The form of the device: the matrix form takes Winograd's for the shapes that fit.
+// The form of the device: the matrix form takes Winograd's where it pays (winograd::pays).
 Form device_form(const vk::PhysicalInfo& device, const Conv2dShape& s) {
   const Form form = form_for(device);
-  return form == Form::Matrix && winograd::fits(s) ? Form::Winograd : form;
+  return form == Form::Matrix && winograd::pays(s) ? Form::Winograd : form;
 }
 
 // The form a pass runs: `chosen`, else the device's. A 16-bit tensor has no direct form, and
@@ -148,7 +148,7 @@ uint64_t conv2d_columns_per_sample(const Conv2dShape& s) { return uint64_t(taps(
 
 uint64_t conv2d_scratch_floats(const Conv2dShape& s, uint32_t samples) {
   const uint64_t columns = padded(samples * conv2d_columns_per_sample(s)) + partial_floats(s);
-  return winograd::fits(s) ? std::max(columns, winograd::scratch_floats(s, samples)) : columns;
+  return winograd::pays(s) ? std::max(columns, winograd::scratch_floats(s, samples)) : columns;
 }
 
 void conv2d_validate(const Conv2dShape& s) {

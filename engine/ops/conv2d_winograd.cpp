@@ -107,6 +107,8 @@ bool fits(const Conv2dShape& s) {
   return s.kh == 3 && s.kw == 3 && s.stride_h == 1 && s.stride_w == 1 && s.pad_h <= 2 && s.pad_w <= 2;
 }
 
+bool pays(const Conv2dShape& s) { return fits(s) && s.ic >= 16; }
+
 uint64_t scratch_floats(const Conv2dShape& s, uint32_t samples) {
   const uint64_t columns = uint64_t(samples) * tiles_per_sample(s);
   return padded(kPoints * s.ic * columns) + padded(kPoints * s.oc * columns) + filters_floats(s);

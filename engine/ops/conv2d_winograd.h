@@ -23,6 +23,13 @@ namespace brigade::ops::winograd {
 // Whether the shape is one the passes take: a 3x3 kernel at stride 1 with padding at most 2.
 bool fits(const Conv2dShape& s);
 
+// Whether it also pays: at least 16 input channels. Its transforms pass over 16 values per
+// tile for every input and output channel, the columns over 36 per tile for every input
+// channel, so with few input channels the saved products do not pay for the transforms. On
+// lavapipe, a 3x3 convolution's forward and weight gradient over 64 samples took 1.2x to 1.7x
+// less time for 16 to 32 input channels, and 1.4x to 4x more for 1 to 8 (docs/BENCHMARKS.md).
+bool pays(const Conv2dShape& s);
+
 // Floats of scratch for `samples` samples at a time: the transformed operands of the
 // largest pass and the transformed filters.
 uint64_t scratch_floats(const Conv2dShape& s, uint32_t samples);
