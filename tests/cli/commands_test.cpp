@@ -192,8 +192,11 @@ TEST_CASE("brigade bench profile times every layer and dispatch, and splits a st
     kernels[{layer, d["pass"]}].insert(k.substr(0, k.find('|')));
   }
   CHECK(kernels[{0, "forward"}] == std::set<std::string>{"conv2d_im2col", "matmul"});
+  // The second convolution (32 input channels) runs Winograd's form.
   CHECK(kernels[{3, "backward"}] ==
-        std::set<std::string>{"conv2d_im2col", "matmul", "axpy", "conv2d_col2im", "conv2d_backward_bias"});
+        std::set<std::string>{"conv2d_winograd_input", "conv2d_winograd_filter", "matmul",
+                              "conv2d_winograd_output", "conv2d_winograd_output_grad",
+                              "conv2d_winograd_filter_grad", "conv2d_backward_bias"});
   CHECK(kernels[{0, "backward"}].count("conv2d_col2im") == 0);  // the input needs no gradient
   CHECK(kernels[{10, "forward"}].count("cross_entropy_forward") == 1);
   // The step: two stages, two micro-batches; busy time within the wall time.

@@ -60,10 +60,14 @@ bool takes(Form m, const Conv2dShape& s) { return m != Form::Winograd || ops::wi
 // How many of kShapes Winograd's form takes: each test over them checks that many.
 constexpr int kWinogradShapes = 7;
 
-// Columns for `chunk` samples at a time (0: all of them).
-vk::Buffer columns_for(vk::Device& dev, const Conv2dShape& s, uint32_t chunk) {
-  return test::zeros(dev, ops::conv2d_scratch_floats(s, chunk ? chunk : s.n), "scratch",
-                     vk::Category::Scratch);
+// Scratch for `chunk` samples at a time (0: all of them) in `form`. conv2d_scratch_floats
+// holds Winograd's tiles only where that form pays, and may hold more samples' than a chunk's
+// when the columns need more, so Winograd's form gets exactly its own.
+vk::Buffer columns_for(vk::Device& dev, const Conv2dShape& s, uint32_t chunk, Form form = Form::Matrix) {
+  const uint32_t samples = chunk ? chunk : s.n;
+  const uint64_t floats = form == Form::Winograd ? ops::winograd::scratch_floats(s, samples)
+                                                 : ops::conv2d_scratch_floats(s, samples);
+  return test::zeros(dev, floats, "scratch", vk::Category::Scratch);
 }
 
 template <class T>
@@ -86,7 +90,7 @@ std::vector<float> gpu_forward(vk::Device& dev, const Problem& p, bool with_bias
                                Form method = Form::Matrix) {
   auto x = test::to_device(dev, p.x, "x"), w = test::to_device(dev, p.weight, "weight");
   auto b = test::to_device(dev, p.bias, "bias"), y = test::zeros(dev, p.s.y_size(), "y");
-  auto columns = columns_for(dev, p.s, chunk);
+  auto columns = columns_for(dev, p.s, chunk, method);
   vk::Commands cmd(dev, "conv2d forward");
   ops::conv2d_forward(cmd, x, w, with_bias ? std::optional<vk::View>(b) : std::nullopt, y, p.s,
                       columns, method);
@@ -108,7 +112,7 @@ std::vector<float> gpu_backward_data(vk::Device& dev, const Problem& p,
                                      Form method = Form::Matrix) {
   auto dy = test::to_device(dev, p.dy, "dy"), w = test::to_device(dev, p.weight, "weight");
   auto dx = test::to_device(dev, dx0, "dx");
-  auto columns = columns_for(dev, p.s, chunk);
+  auto columns = columns_for(dev, p.s, chunk, method);
   vk::Commands cmd(dev, "conv2d backward-data");
   ops::conv2d_backward_data(cmd, dy, w, dx, p.s, columns, method);
   cmd.run();
@@ -133,7 +137,7 @@ WeightGrads gpu_backward_weight(vk::Device& dev, const Problem& p, const WeightG
   auto dy = test::to_device(dev, p.dy, "dy"), x = test::to_device(dev, p.x, "x");
   auto dw = test::to_device(dev, start.dweight, "dweight", vk::Category::Gradients);
   auto db = test::to_device(dev, start.dbias, "dbias", vk::Category::Gradients);
-  auto columns = columns_for(dev, p.s, chunk);
+  auto columns = columns_for(dev, p.s, chunk, method);
   vk::Commands cmd(dev, "conv2d backward-weight");
   ops::conv2d_backward_weight(cmd, dy, x, dw, with_bias ? std::optional<vk::View>(db) : std::nullopt,
                               p.s, columns, method);
