@@ -2,8 +2,9 @@
 // Winograd's input transform (shaders/winograd.glsl): V = B^T d B of every 4x4 patch at
 // stride 2 of x's samples first .. first + count - 1, zero in the padding.
 //   x (N, C, H, W)  ->  V (16, C, count * TILES), point-major
-// One invocation per channel and tile (flattened on x), the sample on z. FORMAT_X: how x is
-// stored (shaders/formats.glsl).
+// One invocation per column of V (a sample's tile), the channel on y. (Four columns an
+// invocation, stored as vec4s, measured slower on lavapipe: its loads of x dominate.)
+// FORMAT_X: how x is stored (shaders/formats.glsl).
 #extension GL_GOOGLE_include_directive : require
 #include "conv.h"
 #include "formats.glsl"
@@ -28,9 +29,9 @@ float tap(uint plane, int ih, int iw) {
 }
 
 void main() {
-  const uint i = gl_GlobalInvocationID.x, z = gl_WorkGroupID.z;
-  if (i >= p.channels * TILES) return;
-  const uint c = i / TILES, tile = i % TILES;
+  const uint columns = p.count * TILES, c = gl_WorkGroupID.y, zt = gl_GlobalInvocationID.x;
+  if (zt >= columns) return;
+  const uint z = zt / TILES, tile = zt % TILES;
   const int ih = int((tile / TW) * 2) - int(PH), iw = int((tile % TW) * 2) - int(PW);
   const uint plane = ((p.first + z) * p.channels + c) * H * W;
   vec4 d[4];
@@ -40,6 +41,6 @@ void main() {
   // The rows are done; B^T on the columns.
   for (uint col = 0; col < 4; ++col) {
     const vec4 t = bt(vec4(d[0][col], d[1][col], d[2][col], d[3][col]));
-    for (uint r = 0; r < 4; ++r) v[point_at(r * 4 + col, c, z, tile, p.channels, p.count)] = t[r];
+    for (uint r = 0; r < 4; ++r) v[point_at(r * 4 + col, c, zt, p.channels, columns)] = t[r];
   }
 }

@@ -26,11 +26,10 @@ vec3 gt(vec4 u) { return vec3(u.x + 0.5 * (u.y + u.z), 0.5 * (u.y - u.z), 0.5 * 
 #ifdef BRIGADE_CONV_GEOMETRY
 const uint TH = (OH + 1u) / 2u, TW = (OW + 1u) / 2u, TILES = TH * TW;
 
-// Point p (0..15, row-major in the 4x4 tile) of the transformed tile of `channel` and `tile`
-// in a buffer of `channels` x (count x TILES) columns per point, sample `z` of the count.
-uint point_at(uint p, uint channel, uint z, uint tile, uint channels, uint count) {
-  return ((p * channels + channel) * count + z) * TILES + tile;
-}
+// Element `at` (channel c, column zt) of point p's (channels, columns) matrix, in a
+// buffer of the 16 points' matrices one after another. Column zt is tile zt % TILES of
+// sample zt / TILES of the count the pass covers.
+uint point_at(uint p, uint c, uint zt, uint channels, uint columns) { return (p * channels + c) * columns + zt; }
 #endif
 
 #endif

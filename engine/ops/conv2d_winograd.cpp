@@ -4,6 +4,7 @@
 #include <string>
 
 #include "ops/conv2d_direct.h"
+#include "ops/launch_geometry.h"
 #include "ops/matmul.h"
 #include "shaders/conv.h"
 #include "util/error.h"
@@ -66,11 +67,16 @@ vk::Specialization geometry_spec(const Geometry& g) {
   return spec;
 }
 
-// A tile kernel over `channels` planes of samples first .. first + count - 1.
-void tile_pass(vk::Commands& cmd, const std::string& kernel, const vk::Specialization& spec,
-               std::initializer_list<vk::View> views, const Geometry& g, uint32_t channels,
-               uint32_t first, uint32_t count) {
-  const vk::Groups groups{vk::groups_for(uint64_t(channels) * tiles(g.oh, g.ow), BRIGADE_WG_CONV), 1, count};
+// A tile kernel over `channels` planes of samples first .. first + count - 1 (the geometry's
+// output tiles). One whose specialization constant 0 says QUADS takes four columns of
+// `points`, its transformed tensor, an invocation where quads() allows.
+void tile_pass(vk::Commands& cmd, const std::string& kernel, vk::Specialization spec,
+               std::initializer_list<vk::View> views, std::optional<vk::View> points, const Geometry& g,
+               uint32_t channels, uint32_t first, uint32_t count) {
+  const uint64_t columns = count * tiles(g.oh, g.ow);
+  const bool vec4 = points && quads(columns, {*points});
+  if (points) spec.set(0, vec4);
+  const vk::Groups groups{vk::groups_for(columns / (vec4 ? 4 : 1), BRIGADE_WG_CONV), channels, 1};
   direct::require_groups(groups, "winograd tiles");
   cmd.dispatch(cmd.device().kernel(kernel, spec), views, shaders::WinogradPush{channels, 0, first, count},
                groups);
@@ -80,7 +86,7 @@ void input_transform(vk::Commands& cmd, vk::View x, vk::View v, const Geometry& 
                      uint32_t first, uint32_t count, Precision format) {
   vk::Specialization spec = geometry_spec(g);
   spec.set(11, uint32_t(format));
-  tile_pass(cmd, format_kernel("conv2d_winograd_input", {format}), spec, {x, v}, g, channels, first, count);
+  tile_pass(cmd, format_kernel("conv2d_winograd_input", {format}), spec, {x, v}, {}, g, channels, first, count);
 }
 
 // A pass over the filters: U from the weight (flipped for the input gradient), or the
@@ -122,13 +128,13 @@ void forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optional<vk::V
     const vk::View u = parts_of(scratch, s.ic, s.oc, 0, s).filters;
   filter_pass(cmd, "conv2d_winograd_filter", vk::Specialization().set(0, false), weight, u, s);
   vk::Specialization out_spec = geometry_spec(g);
-  out_spec.set(0, false).set(11, uint32_t(f.y)).set(13, bool(bias));
+  out_spec.set(11, uint32_t(f.y)).set(13, bool(bias));
   for (uint32_t first = 0; first < s.n; first += chunk) {
     const uint32_t count = std::min(chunk, s.n - first);
     const Parts p = parts_of(scratch, s.ic, s.oc, count * per, s);
     input_transform(cmd, x, p.in, g, s.ic, first, count, f.x);
     products(cmd, u, p.in, p.out, s.oc, uint32_t(count * per), s.ic);
-    tile_pass(cmd, format_kernel("conv2d_winograd_output", {f.y}), out_spec, {p.out, y, bias.value_or(p.out)}, g,
+    tile_pass(cmd, format_kernel("conv2d_winograd_output", {f.y}), out_spec, {p.out, y, bias.value_or(p.out)}, {}, g,
               s.oc, first, count);
   }
 }
@@ -147,7 +153,7 @@ void backward_data(vk::Commands& cmd, vk::View dy, vk::View weight, vk::View dx,
     const Parts p = parts_of(scratch, s.oc, s.ic, count * per, s);
     input_transform(cmd, dy, p.in, g, s.oc, first, count, Precision::Fp32);
     products(cmd, u, p.in, p.out, s.ic, uint32_t(count * per), s.oc);
-    tile_pass(cmd, format_kernel("conv2d_winograd_output", {dx_round}), out_spec, {p.out, dx, p.out}, g, s.ic,
+    tile_pass(cmd, format_kernel("conv2d_winograd_output", {dx_round}), out_spec, {p.out, dx, p.out}, {}, g, s.ic,
               first, count);
   }
 }
@@ -162,7 +168,7 @@ void backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View dweigh
     const uint32_t count = std::min(chunk, s.n - first);
     const Parts p = parts_of(scratch, s.ic, s.oc, count * per, s);
     input_transform(cmd, x, p.in, g, s.ic, first, count, x_format);
-    tile_pass(cmd, "conv2d_winograd_output_grad", geometry_spec(g), {dy, p.out}, g, s.oc, first, count);
+    tile_pass(cmd, "conv2d_winograd_output_grad", geometry_spec(g), {dy, p.out}, p.out, g, s.oc, first, count);
     // dU[p] (OC, IC) = dM[p] (OC, tiles) . V[p] (IC, tiles)^T, the chunks summed in order.
     products(cmd, p.out, p.in, du, s.oc, s.ic, uint32_t(count * per), true, first > 0);
   }
