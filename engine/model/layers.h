@@ -125,10 +125,11 @@ class Conv2d final : public ShapedLayer {
   void backward(const Pass& p, const Tensors& t, vk::View dy,
                 std::optional<vk::View> dx) const override;
   void backward_params(const Pass& p, const Tensors& t) const override;
-  // The columns of the matrix form (ops/conv2d.h): every sample's, up to kColumnsCap bytes;
-  // past the cap the passes work through the samples in chunks (one sample at least).
+  // The scratch of the matrix form (ops/conv2d.h), its columns or Winograd's tiles: every
+  // sample's, up to kScratchCap bytes; past the cap the passes work through the samples in
+  // chunks (one sample at least).
   uint64_t scratch_floats(uint32_t rows) const override;
-  static constexpr uint64_t kColumnsCap = 32ull << 20;
+  static constexpr uint64_t kScratchCap = 32ull << 20;
 
  private:
   // dweight (and dbias) += the gradient from dy.

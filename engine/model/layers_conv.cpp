@@ -74,8 +74,8 @@ ops::Conv2dShape Conv2d::shape(uint32_t rows) const {
 }
 
 uint64_t Conv2d::scratch_floats(uint32_t rows) const {
-  const uint64_t per = ops::conv2d_columns_per_sample(shape(1));
-  const uint64_t samples = std::clamp<uint64_t>(kColumnsCap / 4 / per, 1, std::max(rows, 1u));
+  const uint64_t per = ops::conv2d_scratch_per_sample(shape(1));
+  const uint64_t samples = std::clamp<uint64_t>(kScratchCap / 4 / per, 1, std::max(rows, 1u));
   return ops::conv2d_scratch_floats(shape(1), uint32_t(samples));
 }
 

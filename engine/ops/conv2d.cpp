@@ -18,6 +18,7 @@ using direct::require_groups;
 
 uint32_t taps(const Conv2dShape& s) { return s.ic * s.kh * s.kw; }
 uint32_t pixels(const Conv2dShape& s) { return s.out_h() * s.out_w(); }
+uint64_t columns_per_sample(const Conv2dShape& s) { return uint64_t(taps(s)) * pixels(s); }
 
 // The grouped weight gradient: up to kGroups partial sums, each padded to 64 floats (256
 // bytes, every device's largest minStorageBufferOffsetAlignment), for weights of at most
@@ -33,7 +34,7 @@ uint64_t partial_floats(const Conv2dShape& s) {
 // Samples per chunk: as many as the scratch holds columns for (at least one), at most a
 // dispatch's 65535.
 uint32_t chunk_of(const Conv2dShape& s, vk::View scratch) {
-  const uint64_t per = conv2d_columns_per_sample(s), need = padded(per) + partial_floats(s);
+  const uint64_t per = columns_per_sample(s), need = padded(per) + partial_floats(s);
   BRIGADE_EXPECT(scratch.range >= need * 4, "conv2d scratch of " + std::to_string(scratch.range) +
                                                 " bytes holds less than one sample (" +
                                                 std::to_string(need * 4) + " bytes)");
@@ -144,10 +145,13 @@ bool conv2d_stores_half(const vk::PhysicalInfo& device, const Conv2dShape& s) {
   }
 }
 
-uint64_t conv2d_columns_per_sample(const Conv2dShape& s) { return uint64_t(taps(s)) * pixels(s); }
+uint64_t conv2d_scratch_per_sample(const Conv2dShape& s) {
+  const uint64_t columns = columns_per_sample(s);
+  return winograd::pays(s) ? std::max(columns, winograd::floats_per_sample(s)) : columns;
+}
 
 uint64_t conv2d_scratch_floats(const Conv2dShape& s, uint32_t samples) {
-  const uint64_t columns = padded(samples * conv2d_columns_per_sample(s)) + partial_floats(s);
+  const uint64_t columns = padded(samples * columns_per_sample(s)) + partial_floats(s);
   return winograd::pays(s) ? std::max(columns, winograd::scratch_floats(s, samples)) : columns;
 }
 

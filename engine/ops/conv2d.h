@@ -39,8 +39,9 @@ struct Conv2dShape {
 };
 
 
-// Floats of columns one sample takes: (IC*KH*KW) x (OH*OW).
-uint64_t conv2d_columns_per_sample(const Conv2dShape& s);
+// Floats of scratch one sample takes in the form the matrix-form devices run: its columns,
+// (IC*KH*KW) x (OH*OW), or its Winograd tiles where that form pays (ops/conv2d_winograd.h).
+uint64_t conv2d_scratch_per_sample(const Conv2dShape& s);
 // Floats of scratch for the passes over `samples` samples at a time: their columns, and room
 // for the grouped weight gradient where the weight is small.
 uint64_t conv2d_scratch_floats(const Conv2dShape& s, uint32_t samples);

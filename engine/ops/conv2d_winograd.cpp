@@ -43,7 +43,7 @@ uint32_t chunk_of(const Conv2dShape& s, vk::View scratch) {
   BRIGADE_EXPECT(scratch.range >= scratch_floats(s, 1) * 4,
                  "conv2d scratch of " + std::to_string(scratch.range) + " bytes holds less than one sample (" +
                      std::to_string(scratch_floats(s, 1) * 4) + " bytes)");
-  const uint64_t per = kPoints * uint64_t(s.ic + s.oc) * tiles_per_sample(s);
+  const uint64_t per = floats_per_sample(s);
   uint64_t count = std::min<uint64_t>({s.n, (scratch.range / 4 - filters_floats(s)) / per, 65535});
   while (count > 1 && scratch_floats(s, uint32_t(count)) * 4 > scratch.range) --count;
   return uint32_t(std::max<uint64_t>(count, 1));
@@ -114,6 +114,8 @@ bool fits(const Conv2dShape& s) {
 }
 
 bool pays(const Conv2dShape& s) { return fits(s) && s.ic >= 16; }
+
+uint64_t floats_per_sample(const Conv2dShape& s) { return kPoints * uint64_t(s.ic + s.oc) * tiles_per_sample(s); }
 
 uint64_t scratch_floats(const Conv2dShape& s, uint32_t samples) {
   const uint64_t columns = uint64_t(samples) * tiles_per_sample(s);

@@ -30,6 +30,9 @@ bool fits(const Conv2dShape& s);
 // less time for 16 to 32 input channels, and 1.4x to 4x more for 1 to 8 (docs/BENCHMARKS.md).
 bool pays(const Conv2dShape& s);
 
+// Floats of scratch each sample adds (the transformed operands of the largest pass).
+uint64_t floats_per_sample(const Conv2dShape& s);
+
 // Floats of scratch for `samples` samples at a time: the transformed operands of the
 // largest pass and the transformed filters.
 uint64_t scratch_floats(const Conv2dShape& s, uint32_t samples);
