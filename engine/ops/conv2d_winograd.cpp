@@ -107,6 +107,31 @@ void products(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, uint32_t M,
   matmul(cmd, a, b, c, mm);
 }
 
+// One Winograd convolution, the forward's or the input gradient's: `out` (`to` planes a
+// sample) from `in` (`from` planes, stored as `in_format`) and the weight's filters, flipped
+// for the input gradient; `out_spec` says how the output transform stores (`out_format`).
+struct Convolution {
+  vk::View in, out;
+  uint32_t from, to;
+  bool flip;
+  Precision in_format, out_format;
+};
+void convolve(vk::Commands& cmd, const Convolution& c, vk::View weight, std::optional<vk::View> bias,
+              const Geometry& g, vk::Specialization out_spec, const Conv2dShape& s, vk::View scratch) {
+  const uint32_t chunk = chunk_of(s, scratch);
+  const uint64_t per = tiles(g.oh, g.ow);
+  const vk::View u = parts_of(scratch, c.from, c.to, 0, s).filters;
+  filter_pass(cmd, "conv2d_winograd_filter", vk::Specialization().set(0, c.flip), weight, u, s);
+  for (uint32_t first = 0; first < s.n; first += chunk) {
+    const uint32_t count = std::min(chunk, s.n - first);
+    const Parts p = parts_of(scratch, c.from, c.to, count * per, s);
+    input_transform(cmd, c.in, p.in, g, c.from, first, count, c.in_format);
+    products(cmd, u, p.in, p.out, c.to, uint32_t(count * per), c.from);
+    tile_pass(cmd, format_kernel("conv2d_winograd_output", {c.out_format}), out_spec,
+              {p.out, c.out, bias.value_or(p.out)}, {}, g, c.to, first, count);
+  }
+}
+
 }  // namespace
 
 bool fits(const Conv2dShape& s) {
@@ -125,39 +150,18 @@ uint64_t scratch_floats(const Conv2dShape& s, uint32_t samples) {
 void forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optional<vk::View> bias, vk::View y,
              const Conv2dShape& s, vk::View scratch, Formats f) {
   const Geometry g = forward_geometry(s);
-  const uint32_t chunk = chunk_of(s, scratch);
-  const uint64_t per = tiles(g.oh, g.ow);
-    const vk::View u = parts_of(scratch, s.ic, s.oc, 0, s).filters;
-  filter_pass(cmd, "conv2d_winograd_filter", vk::Specialization().set(0, false), weight, u, s);
   vk::Specialization out_spec = geometry_spec(g);
   out_spec.set(11, uint32_t(f.y)).set(13, bool(bias));
-  for (uint32_t first = 0; first < s.n; first += chunk) {
-    const uint32_t count = std::min(chunk, s.n - first);
-    const Parts p = parts_of(scratch, s.ic, s.oc, count * per, s);
-    input_transform(cmd, x, p.in, g, s.ic, first, count, f.x);
-    products(cmd, u, p.in, p.out, s.oc, uint32_t(count * per), s.ic);
-    tile_pass(cmd, format_kernel("conv2d_winograd_output", {f.y}), out_spec, {p.out, y, bias.value_or(p.out)}, {}, g,
-              s.oc, first, count);
-  }
+  convolve(cmd, {x, y, s.ic, s.oc, false, f.x, f.y}, weight, bias, g, out_spec, s, scratch);
 }
 
 void backward_data(vk::Commands& cmd, vk::View dy, vk::View weight, vk::View dx, const Conv2dShape& s,
                    vk::View scratch, Precision dx_round) {
   const Geometry g = backward_geometry(s);
-  const uint32_t chunk = chunk_of(s, scratch);
-  const uint64_t per = tiles(g.oh, g.ow);
-    const vk::View u = parts_of(scratch, s.oc, s.ic, 0, s).filters;
-  filter_pass(cmd, "conv2d_winograd_filter", vk::Specialization().set(0, true), weight, u, s);
   vk::Specialization out_spec = geometry_spec(g);
-  out_spec.set(0, true).set(12, uint32_t(dx_round));
-  for (uint32_t first = 0; first < s.n; first += chunk) {
-    const uint32_t count = std::min(chunk, s.n - first);
-    const Parts p = parts_of(scratch, s.oc, s.ic, count * per, s);
-    input_transform(cmd, dy, p.in, g, s.oc, first, count, Precision::Fp32);
-    products(cmd, u, p.in, p.out, s.ic, uint32_t(count * per), s.oc);
-    tile_pass(cmd, format_kernel("conv2d_winograd_output", {dx_round}), out_spec, {p.out, dx, p.out}, {}, g, s.ic,
-              first, count);
-  }
+  out_spec.set(0, true).set(12, uint32_t(dx_round));  // dx += the tiles, rounded
+  convolve(cmd, {dy, dx, s.oc, s.ic, true, Precision::Fp32, dx_round}, weight, std::nullopt, g, out_spec, s,
+           scratch);
 }
 
 void backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View dweight, const Conv2dShape& s,
