@@ -38,13 +38,14 @@ Parts parts_of(vk::View scratch, uint32_t in, uint32_t out, uint64_t columns, co
           vk::View(b, at_in + padded(kPoints * in * columns) * 4, kPoints * out * columns * 4)};
 }
 
-// Samples per chunk: as many as the scratch holds (at least one), at most a dispatch's 65535.
+// Samples per chunk: as many as the scratch holds (at least one), and as a dispatch's 65535
+// workgroups of BRIGADE_WG_CONV tiles hold.
 uint32_t chunk_of(const Conv2dShape& s, vk::View scratch) {
   BRIGADE_EXPECT(scratch.range >= scratch_floats(s, 1) * 4,
                  "conv2d scratch of " + std::to_string(scratch.range) + " bytes holds less than one sample (" +
                      std::to_string(scratch_floats(s, 1) * 4) + " bytes)");
-  const uint64_t per = floats_per_sample(s);
-  uint64_t count = std::min<uint64_t>({s.n, (scratch.range / 4 - filters_floats(s)) / per, 65535});
+  const uint64_t per = floats_per_sample(s), dispatch = 65535ull * BRIGADE_WG_CONV / tiles_per_sample(s);
+  uint64_t count = std::min<uint64_t>({s.n, (scratch.range / 4 - filters_floats(s)) / per, dispatch});
   while (count > 1 && scratch_floats(s, uint32_t(count)) * 4 > scratch.range) --count;
   return uint32_t(std::max<uint64_t>(count, 1));
 }
