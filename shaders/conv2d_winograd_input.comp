@@ -1,7 +1,7 @@
 #version 450
-// Winograd's input transform (shaders/winograd.glsl): V = B^T d B of every 4x4 patch at
-// stride 2 of x's samples first .. first + count - 1, zero in the padding.
-//   x (N, C, H, W)  ->  V (16, C, count * TILES), point-major
+// Winograd's input transform (shaders/winograd.glsl): V = B^T d B of every ALPHA x ALPHA
+// patch at stride TILE of x's samples first .. first + count - 1, zero in the padding.
+//   x (N, C, H, W)  ->  V (POINTS, C, count * TILES), point-major
 // One invocation per column of V (a sample's tile), the channel on y. (Four columns an
 // invocation, stored as vec4s, measured slower on lavapipe: its loads of x dominate.)
 // FORMAT_X: how x is stored (shaders/formats.glsl).
@@ -32,15 +32,19 @@ void main() {
   const uint columns = p.count * TILES, c = gl_WorkGroupID.y, zt = gl_GlobalInvocationID.x;
   if (zt >= columns) return;
   const uint z = zt / TILES, tile = zt % TILES;
-  const int ih = int((tile / TW) * 2) - int(PH), iw = int((tile % TW) * 2) - int(PW);
+  const int ih = int((tile / TW) * TILE) - int(PH), iw = int((tile % TW) * TILE) - int(PW);
   const uint plane = ((p.first + z) * p.channels + c) * H * W;
-  vec4 d[4];
-  for (int r = 0; r < 4; ++r)
-    d[r] = bt(vec4(tap(plane, ih + r, iw), tap(plane, ih + r, iw + 1), tap(plane, ih + r, iw + 2),
-                   tap(plane, ih + r, iw + 3)));
+  float d[6][6];  // B^T on each row of the patch
+  for (uint r = 0; r < ALPHA; ++r) {
+    float row[6];
+    for (uint k = 0; k < ALPHA; ++k) row[k] = tap(plane, ih + int(r), iw + int(k));
+    d[r] = bt(row);
+  }
   // The rows are done; B^T on the columns.
-  for (uint col = 0; col < 4; ++col) {
-    const vec4 t = bt(vec4(d[0][col], d[1][col], d[2][col], d[3][col]));
-    for (uint r = 0; r < 4; ++r) v[point_at(r * 4 + col, c, zt, p.channels, columns)] = t[r];
+  for (uint col = 0; col < ALPHA; ++col) {
+    float column[6];
+    for (uint r = 0; r < ALPHA; ++r) column[r] = d[r][col];
+    const float t[6] = bt(column);
+    for (uint r = 0; r < ALPHA; ++r) v[point_at(r * ALPHA + col, c, zt, p.channels, columns)] = t[r];
   }
 }

@@ -1,8 +1,8 @@
 #version 450
 // The adjoint of Winograd's output transform (shaders/winograd.glsl), for the weight
-// gradient: each 2x2 tile of dy, zero past the edges, becomes A e A^T, for samples
+// gradient: each TILE x TILE tile of dy, zero past the edges, becomes A e A^T, for samples
 // first .. first + count - 1.
-//   dy (N, C, OH, OW)  ->  dM (16, C, count * TILES), point-major
+//   dy (N, C, OH, OW)  ->  dM (POINTS, C, count * TILES), point-major
 // One invocation per column of dM (a sample's tile), or per four consecutive columns with
 // QUADS (count * TILES % 4 == 0, dM 16-byte aligned), stored as one vec4 per point; the
 // channel on y. (Its stores dominate: four columns an invocation measured faster on
@@ -30,19 +30,25 @@ void main() {
   const uint per = QUADS ? 4 : 1, columns = p.count * TILES, c = gl_WorkGroupID.y;
   const uint zt = gl_GlobalInvocationID.x * per;
   if (zt >= columns) return;
-  vec4 points[16];  // the points of each tile q in component q
+  vec4 points[36];  // the points of each tile q in component q
   for (uint q = 0; q < per; ++q) {
     const uint z = (zt + q) / TILES, tile = (zt + q) % TILES;
-    const uint oh = (tile / TW) * 2, ow = (tile % TW) * 2;
+    const uint oh = (tile / TW) * TILE, ow = (tile % TW) * TILE;
     const uint plane = ((p.first + z) * p.channels + c) * OH * OW;
-    const vec4 left = a2(vec2(grad(plane, oh, ow), grad(plane, oh + 1, ow)));
-    const vec4 right = a2(vec2(grad(plane, oh, ow + 1), grad(plane, oh + 1, ow + 1)));
-    for (uint r = 0; r < 4; ++r) {
-      const vec4 row = a2(vec2(left[r], right[r]));
-      for (uint col = 0; col < 4; ++col) points[r * 4 + col][q] = row[col];
+    float columns_[6][6];  // A on each column of the tile
+    for (uint j = 0; j < TILE; ++j) {
+      float column[6];
+      for (uint i = 0; i < TILE; ++i) column[i] = grad(plane, oh + i, ow + j);
+      columns_[j] = a_(column);
+    }
+    for (uint r = 0; r < ALPHA; ++r) {
+      float row[6];
+      for (uint j = 0; j < TILE; ++j) row[j] = columns_[j][r];
+      const float t[6] = a_(row);
+      for (uint k = 0; k < ALPHA; ++k) points[r * ALPHA + k][q] = t[k];
     }
   }
-  for (uint pt = 0; pt < 16; ++pt) {
+  for (uint pt = 0; pt < POINTS; ++pt) {
     const uint at = point_at(pt, c, zt, p.channels, columns);
     if (QUADS) dm4[at >> 2] = points[pt];
     else dm[at] = points[pt].x;

@@ -1,16 +1,18 @@
-// Conv2d's 3x3, stride-1 passes by Winograd's F(2x2, 3x3) (shaders/winograd.glsl): each
-// pass transforms its operands into 16 points per 2x2 tile, multiplies them as 16 matrix
-// products on the matrix kernel (ops/matmul.h), and transforms back. 16 multiplies per tile
-// and channel pair where the columns form (ops/conv2d.h) takes 36:
+// Conv2d's 3x3, stride-1 passes by Winograd's F(m x m, 3x3), m = 2 or 4
+// (shaders/winograd.glsl): each pass transforms its operands into (m + 2)^2 points per m x m
+// tile, multiplies them as (m + 2)^2 matrix products on the matrix kernel (ops/matmul.h), and
+// transforms back: 16 multiplies per 2x2 tile and channel pair, or 36 per 4x4, where the
+// columns form (ops/conv2d.h) takes 36 or 144.
 //   forward          M[p] (OC, tiles) = U[p] (OC, IC) . V[p] (IC, tiles), then y = A^T M A
 //   backward-data    the convolution of dy with the filters rotated by 180 degrees and their
 //                    channels swapped, padded by 2 - pad: the same three steps, added into dx
 //   backward-weight  dU[p] (OC, IC) = sum of dM[p] (OC, tiles) . V[p] (IC, tiles)^T with
 //                    dM = A dy A^T, then dweight += G^T dU G
-// U = G g G^T (the filters), V = B^T d B (4x4 input patches at stride 2). The samples are
-// worked through in chunks of as many as the scratch holds (winograd_scratch_floats).
-// Rounding differs from the columns form in the last bits (the transforms add and halve),
-// deterministically: the same inputs give the same bits.
+// U = G g G^T (the filters), V = B^T d B (input patches of (m + 2)^2 at stride m). The
+// samples are worked through in chunks of as many as the scratch holds (scratch_floats).
+// Rounding differs from the columns form (the transforms add and scale; F(4x4)'s
+// coefficients reach 8, so its error is several times F(2x2)'s), deterministically: the same
+// inputs give the same bits.
 #pragma once
 
 #include <cstdint>
@@ -30,21 +32,27 @@ bool fits(const Conv2dShape& s);
 // less time for 16 to 32 input channels, and 1.4x to 4x more for 1 to 8 (docs/BENCHMARKS.md).
 bool pays(const Conv2dShape& s);
 
+// The output tile the passes take for this shape: m of F(m x m, 3x3), 2 or 4, whichever
+// takes fewer products over the planes (4 for 7 x 7 and larger; on lavapipe F(4x4) took 1.05x
+// to 1.5x less time than F(2x2) for 14 x 14 to 28 x 28 planes, docs/BENCHMARKS.md). Every
+// function below takes the tile as `tile`, 0 meaning tile_for(s).
+uint32_t tile_for(const Conv2dShape& s);
+
 // Floats of scratch each sample adds (the transformed operands of the largest pass).
-uint64_t floats_per_sample(const Conv2dShape& s);
+uint64_t floats_per_sample(const Conv2dShape& s, uint32_t tile = 0);
 
 // Floats of scratch for `samples` samples at a time: the transformed operands of the
 // largest pass and the transformed filters.
-uint64_t scratch_floats(const Conv2dShape& s, uint32_t samples);
+uint64_t scratch_floats(const Conv2dShape& s, uint32_t samples, uint32_t tile = 0);
 
 // The three passes, for a shape that fits; views are checked by the caller. x and y may be
 // 16-bit (y with an even width, so that each row of a tile is one word); dx is rounded to
 // `dx_round`.
 void forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optional<vk::View> bias,
-             vk::View y, const Conv2dShape& s, vk::View scratch, Formats f);
+             vk::View y, const Conv2dShape& s, vk::View scratch, Formats f, uint32_t tile = 0);
 void backward_data(vk::Commands& cmd, vk::View dy, vk::View weight, vk::View dx,
-                   const Conv2dShape& s, vk::View scratch, Precision dx_round);
+                   const Conv2dShape& s, vk::View scratch, Precision dx_round, uint32_t tile = 0);
 void backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View dweight,
-                     const Conv2dShape& s, vk::View scratch, Precision x_format);
+                     const Conv2dShape& s, vk::View scratch, Precision x_format, uint32_t tile = 0);
 
 }  // namespace brigade::ops::winograd

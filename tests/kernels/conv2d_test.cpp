@@ -19,6 +19,11 @@ namespace {
 
 // fp32 sums of at most a few hundred products of values in [-1, 1] against a double reference.
 constexpr double kAtol = 2e-5, kRtol = 2e-5;
+// Winograd's F(4x4, 3x3) scales the terms before they are summed by up to 10 (B^T's largest
+// row, 4 + 5 + 1) and the sums after by up to 19 (A^T's), so its error can be two orders of
+// magnitude over a direct sum's: up to 1.6e-4 measured on these shapes. A wrong coefficient
+// or index is off by tenths or more.
+constexpr double kWinogradAtol = 5e-4;
 
 std::string describe(const Conv2dShape& s) {
   std::ostringstream o;
@@ -56,6 +61,8 @@ std::string name(Form m) {
   return m == Form::Matrix ? " (matrix)" : m == Form::Winograd ? " (winograd)" : " (direct)";
 }
 bool takes(Form m, const Conv2dShape& s) { return m != Form::Winograd || ops::winograd::fits(s); }
+// The absolute tolerance of a form whose other forms' is `atol`.
+double atol_of(Form m, double atol) { return m == Form::Winograd ? kWinogradAtol : atol; }
 
 // How many of kShapes Winograd's form takes: each test over them checks that many.
 constexpr int kWinogradShapes = 7;
@@ -168,7 +175,7 @@ TEST_CASE_FIXTURE(test::Gpu, "conv2d forward matches the CPU reference with and 
     for (Form m : kMethods)
       for (bool with_bias : {true, false})
         if (takes(m, s))
-        test::check_close(gpu_forward(device(), p, with_bias, 0, m), cpu_forward(p, with_bias), kAtol,
+        test::check_close(gpu_forward(device(), p, with_bias, 0, m), cpu_forward(p, with_bias), atol_of(m, kAtol),
                           kRtol, "conv2d forward " + describe(s) + (with_bias ? " bias" : " no bias") + name(m));
   }
   CHECK(winograd == kWinogradShapes);
@@ -181,7 +188,7 @@ TEST_CASE_FIXTURE(test::Gpu, "conv2d backward-data adds the input gradient to wh
     const auto dx0 = test::random_vector(s.x_size(), seed + 7, 1.0f, 2.0f);
     for (Form m : kMethods)
       if (takes(m, s))
-        test::check_close(gpu_backward_data(device(), p, dx0, 0, m), cpu_backward_data(p, dx0), kAtol,
+        test::check_close(gpu_backward_data(device(), p, dx0, 0, m), cpu_backward_data(p, dx0), atol_of(m, kAtol),
                         kRtol, "conv2d backward-data " + describe(s) + name(m));
   }
 }
@@ -196,7 +203,7 @@ TEST_CASE_FIXTURE(test::Gpu, "conv2d backward-weight adds weight and bias gradie
       if (!takes(m, s)) continue;
       const auto gpu = gpu_backward_weight(device(), p, start, 0, true, m);
       // The weight gradient sums N * OH * OW products: up to a few thousand in these shapes.
-      test::check_close(gpu.dweight, cpu.dweight, 1e-4, kRtol, "conv2d dweight " + describe(s) + name(m));
+      test::check_close(gpu.dweight, cpu.dweight, atol_of(m, 1e-4), kRtol, "conv2d dweight " + describe(s) + name(m));
       test::check_close(gpu.dbias, cpu.dbias, 1e-4, kRtol, "conv2d dbias " + describe(s) + name(m));
     }
   }
@@ -207,7 +214,8 @@ TEST_CASE_FIXTURE(test::Gpu, "conv2d backward-weight without a bias computes the
   const auto start = nonzero_start(p.s, 251);
   for (Form m : kMethods) {
     const auto gpu = gpu_backward_weight(device(), p, start, 0, false, m);
-    test::check_close(gpu.dweight, cpu_backward_weight(p, start).dweight, 1e-4, kRtol, "dweight" + name(m));
+    test::check_close(gpu.dweight, cpu_backward_weight(p, start).dweight, atol_of(m, 1e-4), kRtol,
+                      "dweight" + name(m));
     CHECK(gpu.dbias == start.dbias);
   }
 }
@@ -229,15 +237,53 @@ TEST_CASE_FIXTURE(test::Gpu, "conv2d results do not depend on how many samples t
       if (!takes(m, s)) continue;
       for (uint32_t chunk : {1u, 2u, s.n}) {
         const std::string t = " " + describe(s) + ", chunks of " + std::to_string(chunk) + name(m);
-        test::check_close(gpu_forward(device(), p, true, chunk, m), want_y, kAtol, kRtol, "forward" + t);
-        test::check_close(gpu_backward_data(device(), p, dx0, chunk, m), want_dx, kAtol, kRtol,
+        test::check_close(gpu_forward(device(), p, true, chunk, m), want_y, atol_of(m, kAtol), kRtol, "forward" + t);
+        test::check_close(gpu_backward_data(device(), p, dx0, chunk, m), want_dx, atol_of(m, kAtol), kRtol,
                           "backward-data" + t);
         const auto got_w = gpu_backward_weight(device(), p, start, chunk, true, m);
-        test::check_close(got_w.dweight, want_w.dweight, 1e-4, kRtol, "dweight" + t);
+        test::check_close(got_w.dweight, want_w.dweight, atol_of(m, 1e-4), kRtol, "dweight" + t);
         test::check_close(got_w.dbias, want_w.dbias, 1e-4, kRtol, "dbias" + t);
       }
     }
   }
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "conv2d's Winograd passes in 2x2 and 4x4 tiles match the CPU reference") {
+  // Every shape Winograd's form takes, in both tiles whichever tile_for picks, each pass with
+  // scratch for one sample (chunks) and for all.
+  uint32_t seed = 500;
+  int shapes = 0;
+  for (const auto& s : kShapes) {
+    if (!ops::winograd::fits(s)) continue;
+    ++shapes;
+    const Problem p(s, seed += 10);
+    const auto dx0 = test::random_vector(s.x_size(), seed + 7, 1.0f, 2.0f);
+    const auto start = nonzero_start(s, seed + 8);
+    const auto want_y = cpu_forward(p, true), want_dx = cpu_backward_data(p, dx0);
+    const auto want_w = cpu_backward_weight(p, start);
+    for (uint32_t tile : {2u, 4u})
+      for (uint32_t chunk : {1u, s.n}) {
+        const std::string what = describe(s) + ", F(" + std::to_string(tile) + "x" + std::to_string(tile) +
+                                 ", 3x3), chunks of " + std::to_string(chunk);
+        const double atol = tile == 2 ? kAtol : kWinogradAtol;
+        auto x = test::to_device(device(), p.x, "x"), w = test::to_device(device(), p.weight, "weight");
+        auto b = test::to_device(device(), p.bias, "bias"), dy = test::to_device(device(), p.dy, "dy");
+        auto y = test::zeros(device(), s.y_size(), "y"), dx = test::to_device(device(), dx0, "dx");
+        auto dw = test::to_device(device(), start.dweight, "dweight");
+        auto scratch = test::zeros(device(), ops::winograd::scratch_floats(s, chunk, tile), "scratch",
+                                   vk::Category::Scratch);
+        vk::Commands cmd(device(), "conv2d winograd tiles");
+        ops::winograd::forward(cmd, x, w, vk::View(b), y, s, scratch, {}, tile);
+        ops::winograd::backward_data(cmd, dy, w, dx, s, scratch, ops::Precision::Fp32, tile);
+        ops::winograd::backward_weight(cmd, dy, x, dw, s, scratch, ops::Precision::Fp32, tile);
+        cmd.run();
+        test::check_close(test::to_host(y), want_y, atol, kRtol, "forward " + what);
+        test::check_close(test::to_host(dx), want_dx, atol, kRtol, "backward-data " + what);
+        test::check_close(test::to_host(dw), want_w.dweight, tile == 2 ? 1e-4 : kWinogradAtol, kRtol,
+                          "dweight " + what);
+      }
+  }
+  CHECK(shapes == kWinogradShapes);
 }
 
 TEST_CASE_FIXTURE(test::Gpu, "conv2d refuses scratch that holds less than one sample") {

@@ -151,10 +151,12 @@ TEST_CASE_FIXTURE(test::Gpu, "relu_backward reads a 16-bit y as the fp32 kernel 
 
 TEST_CASE_FIXTURE(test::Gpu, "conv2d in its matrix and Winograd forms reads and writes 16 bits as the fp32 kernels on the values") {
   // 36 output pixels: y stored in 16 bits; 25: an odd count, y in fp32 from a 16-bit x; 20
-  // pixels five wide: y in 16 bits in the matrix form, in fp32 in Winograd's, which stores a
-  // row's pair at a time (its forms: those of 3x3 at stride 1).
+  // pixels five wide: y in 16 bits in the matrix form, in fp32 in Winograd's, which stores
+  // two of a row at a time (its forms: those of 3x3 at stride 1); 7x8: Winograd's 4x4 tiles
+  // (tile_for), the last row of tiles cut short.
   const ops::Conv2dShape shapes[] = {{3, 2, 6, 6, 4, 3, 3, 1, 1, 1, 1}, {2, 3, 5, 5, 6, 3, 3, 1, 1, 1, 1},
-                                     {2, 4, 9, 8, 4, 3, 2, 2, 2, 0, 1}, {2, 2, 4, 5, 3, 3, 3, 1, 1, 1, 1}};
+                                     {2, 4, 9, 8, 4, 3, 2, 2, 2, 0, 1}, {2, 2, 4, 5, 3, 3, 3, 1, 1, 1, 1},
+                                     {2, 2, 7, 8, 3, 3, 3, 1, 1, 1, 1}};
   uint32_t seed = 50;
   for (Precision p : {Precision::Bf16, Precision::Fp16})
     for (const ops::Conv2dShape& s : shapes)
