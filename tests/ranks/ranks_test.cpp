@@ -129,8 +129,12 @@ TEST_CASE("three AdamW steps with clipping: 2 and 4 ranks, and 2 replicas x 2 st
         CHECK(got[i].at("loss").get<double>() == doctest::Approx(one[i].at("loss").get<double>()).epsilon(1e-4));
         CHECK(got[i].at("grad_norm").get<double>() == doctest::Approx(one[i].at("grad_norm").get<double>()).epsilon(1e-4));
       }
-      // Every parameter, running statistic and AdamW moment after the three steps.
-      check_same(ckpt(d, run), ckpt(d, "one-" + model), 1e-4);
+      // Every parameter, running statistic and AdamW moment after the three steps. Replicas add
+      // the gradient in another order than one process (each replica's micro-batches, then the
+      // replicas' sums), and three AdamW steps carry that rounding on: within 2e-4 of each
+      // tensor's largest value (one element of fashion-cnn-bn's Linear was 1.4e-4 off under
+      // Winograd's F(4x4) convolution).
+      check_same(ckpt(d, run), ckpt(d, "one-" + model), 2e-4);
     }
   }
   fs::remove_all(d);
