@@ -123,7 +123,7 @@ Form device_form(const vk::PhysicalInfo& device, const Conv2dShape& s) {
 }
 
 // The form a pass runs: `chosen`, else the device's. A 16-bit tensor has no direct form, and
-// Winograd's stores a 16-bit output a row's pair at a time.
+// Winograd's stores a 16-bit output two of a row at a time.
 Form form_of(const vk::Commands& cmd, std::optional<Form> chosen, const Conv2dShape& s, Formats f) {
   const Form form = chosen.value_or(device_form(cmd.device().info(), s));
   BRIGADE_EXPECT(form != Form::Winograd || winograd::fits(s),
