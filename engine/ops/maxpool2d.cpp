@@ -26,11 +26,20 @@ bool pairs(const MaxPool2dShape& s, std::initializer_list<vk::View> views) {
   return true;
 }
 
+// Pairs, two neighbouring windows of a row read (and written) as aligned quads: rows of a
+// multiple of 4 (so an even number of windows a row).
+bool window_quads(const MaxPool2dShape& s, std::initializer_list<vk::View> views) {
+  if (!pairs(s, views) || s.w % 4) return false;
+  for (const vk::View& v : views)
+    if (v.offset % 16) return false;
+  return true;
+}
+
 // `out`: the forward's y format, or the backward's rounding of dx.
-const vk::Kernel& kernel(vk::Commands& cmd, const char* name, const MaxPool2dShape& s, bool pairs, Precision x,
-                         Precision out) {
+const vk::Kernel& kernel(vk::Commands& cmd, const char* name, const MaxPool2dShape& s, bool pairs, bool quads,
+                         Precision x, Precision out) {
   return cmd.device().kernel(format_kernel(name, {x, out}), vk::Specialization{}.set(0, s.k).set(1, s.s).set(2, pairs).set(3, s.relu)
-                                       .set(4, uint32_t(x)).set(5, uint32_t(out)));
+                                       .set(4, uint32_t(x)).set(5, uint32_t(out)).set(6, quads));
 }
 
 shaders::MaxPool2dPush push_of(const MaxPool2dShape& s) {
@@ -62,8 +71,12 @@ void maxpool2d_forward(vk::Commands& cmd, vk::View x, vk::View y, const MaxPool2
   maxpool2d_validate(s);
   BRIGADE_EXPECT_BYTES(x, stored_bytes(s.x_size(), f.x), "maxpool2d input");
   BRIGADE_EXPECT_BYTES(y, stored_bytes(s.y_size(), f.y), "maxpool2d output");
-  const vk::Groups groups = is_half(f.y) ? word_grid(s) : grid(s.out_w(), s.out_h(), s, "forward");
-  cmd.dispatch(kernel(cmd, "maxpool2d_forward", s, pairs(s, {x}), f.x, f.y), {x, y}, push_of(s), groups);
+  // Two windows an invocation where window_quads() allows (y stored a pair or word at a time).
+  const bool four = window_quads(s, {x}) && y.offset % 8 == 0;
+  const vk::Groups groups = four          ? grid(s.out_w() / 2, s.out_h(), s, "forward")
+                            : is_half(f.y) ? word_grid(s)
+                                           : grid(s.out_w(), s.out_h(), s, "forward");
+  cmd.dispatch(kernel(cmd, "maxpool2d_forward", s, pairs(s, {x}), four, f.x, f.y), {x, y}, push_of(s), groups);
 }
 
 void maxpool2d_backward_data(vk::Commands& cmd, vk::View x, vk::View dy, vk::View dx,
@@ -72,12 +85,14 @@ void maxpool2d_backward_data(vk::Commands& cmd, vk::View x, vk::View dy, vk::Vie
   BRIGADE_EXPECT_BYTES(x, stored_bytes(s.x_size(), f.x), "maxpool2d input");
   BRIGADE_EXPECT_FLOATS(dy, s.y_size(), "maxpool2d output gradient");
   BRIGADE_EXPECT_FLOATS(dx, s.x_size(), "maxpool2d input gradient");
-  // Windows tiling the input in pairs: one invocation per window; otherwise one per input
-  // element.
-  const bool tiled = pairs(s, {x, dx});
-  const vk::Groups groups = tiled ? grid(s.out_w(), s.out_h(), s, "backward-data")
-                                  : grid(s.w, s.h, s, "backward-data");
-  cmd.dispatch(kernel(cmd, "maxpool2d_backward_data", s, tiled, f.x, f.x), {x, dy, dx}, push_of(s), groups);
+  // Windows tiling the input in pairs: one invocation per window, or per two with
+  // window_quads(); otherwise one per input element.
+  const bool tiled = pairs(s, {x, dx}), four = window_quads(s, {x, dx}) && dy.offset % 8 == 0;
+  const vk::Groups groups = four    ? grid(s.out_w() / 2, s.out_h(), s, "backward-data")
+                            : tiled ? grid(s.out_w(), s.out_h(), s, "backward-data")
+                                    : grid(s.w, s.h, s, "backward-data");
+  cmd.dispatch(kernel(cmd, "maxpool2d_backward_data", s, tiled, four, f.x, f.x), {x, dy, dx}, push_of(s),
+               groups);
 }
 
 }  // namespace brigade::ops

@@ -217,9 +217,11 @@ TEST_CASE_FIXTURE(test::Gpu, "conv2d in its matrix and Winograd forms reads and 
 
 
 TEST_CASE_FIXTURE(test::Gpu, "maxpool2d reads and writes 16 bits as the fp32 kernels on the values") {
-  // 2x2 windows read as pairs (even planes; 7x7 outputs: an odd count per plane); 3x3
-  // windows at stride 2 (overlapping, gathered), ReLU folded in or not.
+  // 2x2 windows read as pairs (even planes; 7x7 outputs: an odd count per plane) or, two
+  // windows an invocation, as quads (rows of 12 and 28); 3x3 windows at stride 2 (overlapping,
+  // gathered), ReLU folded in or not.
   const ops::MaxPool2dShape shapes[] = {{2, 3, 14, 14, 2, 2, false}, {3, 1, 14, 14, 2, 2, true},
+                                        {3, 1, 10, 12, 2, 2, true}, {1, 2, 28, 28, 2, 2, false},
                                         {2, 3, 9, 7, 3, 2, false}, {1, 3, 5, 5, 2, 2, true}};
   uint32_t seed = 70;
   for (Precision p : {Precision::Bf16, Precision::Fp16})

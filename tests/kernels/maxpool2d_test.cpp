@@ -23,11 +23,13 @@ std::string describe(const MaxPool2dShape& s) {
   return o.str();
 }
 
-// The fashion-cnn pools (28 -> 14 -> 7, and 7 -> 3 where the last row and column are
-// dropped), odd sizes, overlapping windows (s < k), gaps (s > k) and a window as large as
-// the input.
+// The fashion-cnn pools (28 -> 14, two windows an invocation; 14 -> 7, one; and 7 -> 3
+// where the last row and column are dropped), two windows an invocation on an odd number of
+// rows, odd sizes, overlapping windows (s < k), gaps (s > k) and a window as large as the
+// input.
 const std::vector<MaxPool2dShape> kShapes = {
-    {.n = 2, .c = 3, .h = 28, .w = 28, .k = 2, .s = 2}, {.n = 3, .c = 2, .h = 7, .w = 7, .k = 2, .s = 2},
+    {.n = 2, .c = 3, .h = 28, .w = 28, .k = 2, .s = 2}, {.n = 1, .c = 3, .h = 14, .w = 14, .k = 2, .s = 2},
+    {.n = 3, .c = 1, .h = 10, .w = 12, .k = 2, .s = 2}, {.n = 3, .c = 2, .h = 7, .w = 7, .k = 2, .s = 2},
     {.n = 1, .c = 4, .h = 14, .w = 15, .k = 2, .s = 2}, {.n = 2, .c = 2, .h = 9, .w = 8, .k = 3, .s = 2},
     {.n = 1, .c = 3, .h = 10, .w = 7, .k = 3, .s = 1}, {.n = 2, .c = 1, .h = 7, .w = 9, .k = 2, .s = 3},
     {.n = 1, .c = 2, .h = 5, .w = 5, .k = 5, .s = 5},
