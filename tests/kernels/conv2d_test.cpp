@@ -175,8 +175,9 @@ TEST_CASE_FIXTURE(test::Gpu, "conv2d forward matches the CPU reference with and 
     for (Form m : kMethods)
       for (bool with_bias : {true, false})
         if (takes(m, s))
-        test::check_close(gpu_forward(device(), p, with_bias, 0, m), cpu_forward(p, with_bias), atol_of(m, kAtol),
-                          kRtol, "conv2d forward " + describe(s) + (with_bias ? " bias" : " no bias") + name(m));
+          test::check_close(gpu_forward(device(), p, with_bias, 0, m), cpu_forward(p, with_bias),
+                            atol_of(m, kAtol), kRtol,
+                            "conv2d forward " + describe(s) + (with_bias ? " bias" : " no bias") + name(m));
   }
   CHECK(winograd == kWinogradShapes);
 }
@@ -188,8 +189,8 @@ TEST_CASE_FIXTURE(test::Gpu, "conv2d backward-data adds the input gradient to wh
     const auto dx0 = test::random_vector(s.x_size(), seed + 7, 1.0f, 2.0f);
     for (Form m : kMethods)
       if (takes(m, s))
-        test::check_close(gpu_backward_data(device(), p, dx0, 0, m), cpu_backward_data(p, dx0), atol_of(m, kAtol),
-                        kRtol, "conv2d backward-data " + describe(s) + name(m));
+        test::check_close(gpu_backward_data(device(), p, dx0, 0, m), cpu_backward_data(p, dx0),
+                          atol_of(m, kAtol), kRtol, "conv2d backward-data " + describe(s) + name(m));
   }
 }
 

@@ -161,60 +161,57 @@ TEST_CASE_FIXTURE(test::Gpu, "conv2d in its matrix and Winograd forms reads and 
   for (Precision p : {Precision::Bf16, Precision::Fp16})
     for (const ops::Conv2dShape& s : shapes)
       for (ops::Form form : {ops::Form::Matrix, ops::Form::Winograd}) {
-      if (form == ops::Form::Winograd && !ops::winograd::fits(s)) continue;
-      const bool half_y = form == ops::Form::Winograd ? s.out_w() % 2 == 0 : s.out_h() * s.out_w() % 2 == 0;
-      const std::string what = std::string(ops::precision_name(p)) + " " + std::to_string(s.h) + "x" +
-                               std::to_string(s.w) + " to " + std::to_string(s.out_h()) + "x" + std::to_string(s.out_w()) +
-                               (form == ops::Form::Winograd ? " winograd" : " matrix");
-      const ops::Formats f{p, half_y ? p : Precision::Fp32};
-      const std::vector<float> x = rounded(test::random_vector(s.x_size(), seed += 4), p);
-      const std::vector<float> w = test::random_vector(s.weight_size(), seed + 1);
-      const std::vector<float> bias = test::random_vector(s.oc, seed + 2), dy = test::random_vector(s.y_size(), seed + 3);
-      auto bx = test::to_device(device(), x, "x"), hx = test::to_device(device(), packed(x, p), "x, 16 bits");
-      auto bw = test::to_device(device(), w, "weight"), bb = test::to_device(device(), bias, "bias");
-      auto bdy = test::to_device(device(), dy, "dy");
-      auto y = test::zeros(device(), s.y_size(), "y"), hy = test::zeros(device(), s.y_size(), "y from 16 bits");
-      auto dx = test::zeros(device(), s.x_size(), "dx"), rdx = test::zeros(device(), s.x_size(), "dx, rounded");
-      auto dw = test::zeros(device(), s.weight_size(), "dweight"), hdw = test::zeros(device(), s.weight_size(), "dweight");
-      const uint64_t scratch = std::max(ops::conv2d_scratch_floats(s, s.n),
-                                        ops::winograd::fits(s) ? ops::winograd::scratch_floats(s, s.n) : 0);
-      auto columns = test::zeros(device(), scratch, "scratch", vk::Category::Scratch);
-      vk::Commands cmd(device(), "conv2d 16 bits");
-      const ops::Form matrix = form;
-      ops::conv2d_forward(cmd, bx, bw, vk::View(bb), y, s, columns, matrix);
-      ops::conv2d_forward(cmd, hx, bw, vk::View(bb), hy, s, columns, matrix, f);
-      ops::conv2d_backward_data(cmd, bdy, bw, dx, s, columns, matrix);
-      ops::conv2d_backward_data(cmd, bdy, bw, rdx, s, columns, matrix, f);
-      ops::conv2d_backward_weight(cmd, bdy, bx, dw, std::nullopt, s, columns, matrix);
-      ops::conv2d_backward_weight(cmd, bdy, hx, hdw, std::nullopt, s, columns, matrix, f);
-      cmd.run();
-      const std::vector<float> want = test::to_host(y);
-      if (is_half(f.y)) {
-        std::vector<float> got = test::to_host(hy);
-        got.resize((want.size() + 1) / 2);
-        check_bits(got, packed(want, p), what + ": y");
-      } else {
-        check_bits(test::to_host(hy), want, what + ": y");
+        if (form == ops::Form::Winograd && !ops::winograd::fits(s)) continue;
+        const bool half_y = form == ops::Form::Winograd ? s.out_w() % 2 == 0 : s.out_h() * s.out_w() % 2 == 0;
+        const std::string what = std::string(ops::precision_name(p)) + " " + std::to_string(s.h) + "x" +
+                                 std::to_string(s.w) + " to " + std::to_string(s.out_h()) + "x" + std::to_string(s.out_w()) +
+                                 (form == ops::Form::Winograd ? " winograd" : " matrix");
+        const ops::Formats f{p, half_y ? p : Precision::Fp32};
+        const std::vector<float> x = rounded(test::random_vector(s.x_size(), seed += 4), p);
+        const std::vector<float> w = test::random_vector(s.weight_size(), seed + 1);
+        const std::vector<float> bias = test::random_vector(s.oc, seed + 2), dy = test::random_vector(s.y_size(), seed + 3);
+        auto bx = test::to_device(device(), x, "x"), hx = test::to_device(device(), packed(x, p), "x, 16 bits");
+        auto bw = test::to_device(device(), w, "weight"), bb = test::to_device(device(), bias, "bias");
+        auto bdy = test::to_device(device(), dy, "dy");
+        auto y = test::zeros(device(), s.y_size(), "y"), hy = test::zeros(device(), s.y_size(), "y from 16 bits");
+        auto dx = test::zeros(device(), s.x_size(), "dx"), rdx = test::zeros(device(), s.x_size(), "dx, rounded");
+        auto dw = test::zeros(device(), s.weight_size(), "dweight"), hdw = test::zeros(device(), s.weight_size(), "dweight");
+        const uint64_t scratch = std::max(ops::conv2d_scratch_floats(s, s.n),
+                                          ops::winograd::fits(s) ? ops::winograd::scratch_floats(s, s.n) : 0);
+        auto columns = test::zeros(device(), scratch, "scratch", vk::Category::Scratch);
+        vk::Commands cmd(device(), "conv2d 16 bits");
+        ops::conv2d_forward(cmd, bx, bw, vk::View(bb), y, s, columns, form);
+        ops::conv2d_forward(cmd, hx, bw, vk::View(bb), hy, s, columns, form, f);
+        ops::conv2d_backward_data(cmd, bdy, bw, dx, s, columns, form);
+        ops::conv2d_backward_data(cmd, bdy, bw, rdx, s, columns, form, f);
+        ops::conv2d_backward_weight(cmd, bdy, bx, dw, std::nullopt, s, columns, form);
+        ops::conv2d_backward_weight(cmd, bdy, hx, hdw, std::nullopt, s, columns, form, f);
+        cmd.run();
+        const std::vector<float> want = test::to_host(y);
+        if (is_half(f.y)) {
+          std::vector<float> got = test::to_host(hy);
+          got.resize((want.size() + 1) / 2);
+          check_bits(got, packed(want, p), what + ": y");
+        } else {
+          check_bits(test::to_host(hy), want, what + ": y");
+        }
+        check_bits(test::to_host(rdx), rounded(test::to_host(dx), p), what + ": dx");
+        check_bits(test::to_host(hdw), test::to_host(dw), what + ": dweight");
+        // The layer takes 16 bits where its device's form is the matrix one (SwiftShader's is not);
+        // these shapes have too few channels for Winograd's to pay.
+        if (form == ops::Form::Matrix)
+          CHECK_MESSAGE(ops::conv2d_stores_half(device().info(), s) ==
+                            (is_half(f.y) && ops::form_for(device().info()) == ops::Form::Matrix),
+                        what, ": conv2d_stores_half");
+        else if (!is_half(f.y))
+          CHECK_THROWS_WITH(ops::conv2d_forward(cmd, hx, bw, vk::View(bb), hy, s, columns, form, {p, p}),
+                            doctest::Contains("16-bit output of even width"));
       }
-      check_bits(test::to_host(rdx), rounded(test::to_host(dx), p), what + ": dx");
-      check_bits(test::to_host(hdw), test::to_host(dw), what + ": dweight");
-      // The layer takes 16 bits where its device's form is the matrix one (SwiftShader's is not);
-      // these shapes have too few channels for Winograd's to pay.
-      if (form == ops::Form::Matrix)
-        CHECK_MESSAGE(ops::conv2d_stores_half(device().info(), s) ==
-                          (is_half(f.y) && ops::form_for(device().info()) == ops::Form::Matrix),
-                      what, ": conv2d_stores_half");
-      else if (!is_half(f.y))
-        CHECK_THROWS_WITH(ops::conv2d_forward(cmd, hx, bw, vk::View(bb), hy, s, columns, form, {p, p}),
-                          doctest::Contains("16-bit output of even width"));
-    }
   // Where Winograd's form pays (16 input channels), the layer stores 16 bits for an even width.
   const bool matrix = ops::form_for(device().info()) == ops::Form::Matrix;
   CHECK(ops::conv2d_stores_half(device().info(), {1, 16, 4, 6, 8, 3, 3, 1, 1, 1, 1}) == matrix);
   CHECK_FALSE(ops::conv2d_stores_half(device().info(), {1, 16, 4, 5, 8, 3, 3, 1, 1, 1, 1}));
 }
-
-
 
 TEST_CASE_FIXTURE(test::Gpu, "maxpool2d reads and writes 16 bits as the fp32 kernels on the values") {
   // 2x2 windows read as pairs (even planes; 7x7 outputs: an odd count per plane) or, two
