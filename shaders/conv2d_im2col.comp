@@ -21,16 +21,7 @@ layout(binding = 0) readonly buffer XW { uint xw[]; };
 layout(binding = 1) writeonly buffer Columns { float columns[]; };
 layout(binding = 1) writeonly buffer Columns4 { vec4 columns4[]; };
 layout(push_constant) uniform Push { Conv2dColumnsPush p; };
-
-// x at (ih, iw) of a plane, zero in the padding. The load always happens, at a clamped
-// address, and the padding is selected afterwards: a CPU driver runs a load under a condition
-// that differs between lanes with the lanes masked, which costs more than the wasted load.
-float tap(uint plane, int ih, int iw) {
-  const bool inside = ih >= 0 && ih < int(H) && iw >= 0 && iw < int(W);
-  const uint i = plane + uint(clamp(ih, 0, int(H) - 1)) * W + uint(clamp(iw, 0, int(W) - 1));
-  const float v = FORMAT_X == BRIGADE_FORMAT_FP32 ? x[i] : half_in(xw[i >> 1], i, FORMAT_X);
-  return inside ? v : 0.0;
-}
+#include "conv_tap.glsl"
 
 void main() {
   const Conv2dPush c = p.conv;

@@ -18,15 +18,7 @@ layout(binding = 0) readonly buffer X { float x[]; };
 layout(binding = 0) readonly buffer XW { uint xw[]; };
 layout(binding = 1) writeonly buffer V { float v[]; };
 layout(push_constant) uniform Push { WinogradPush p; };
-
-// x at (ih, iw) of a plane, zero in the padding: loaded at a clamped address and selected,
-// as conv2d_im2col does.
-float tap(uint plane, int ih, int iw) {
-  const bool inside = ih >= 0 && ih < int(H) && iw >= 0 && iw < int(W);
-  const uint i = plane + uint(clamp(ih, 0, int(H) - 1)) * W + uint(clamp(iw, 0, int(W) - 1));
-  const float value = FORMAT_X == BRIGADE_FORMAT_FP32 ? x[i] : half_in(xw[i >> 1], i, FORMAT_X);
-  return inside ? value : 0.0;
-}
+#include "conv_tap.glsl"
 
 void main() {
   const uint columns = p.count * TILES, c = gl_WorkGroupID.y, zt = gl_GlobalInvocationID.x;

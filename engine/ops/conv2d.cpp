@@ -130,7 +130,7 @@ Form form_of(const vk::Commands& cmd, std::optional<Form> chosen, const Conv2dSh
                  "conv2d's Winograd form takes 3x3 kernels at stride 1 with padding at most 2 only");
   BRIGADE_EXPECT(!(is_half(f.x) || is_half(f.y)) || form != Form::Direct,
                  "conv2d's direct form reads and writes fp32 only");
-  BRIGADE_EXPECT(!is_half(f.y) || form != Form::Winograd || s.out_w() % 2 == 0,
+  BRIGADE_EXPECT(!is_half(f.y) || form != Form::Winograd || winograd::stores_half(s),
                  "conv2d's Winograd form stores a 16-bit output of even width only");
   return form;
 }
@@ -139,7 +139,7 @@ Form form_of(const vk::Commands& cmd, std::optional<Form> chosen, const Conv2dSh
 
 bool conv2d_stores_half(const vk::PhysicalInfo& device, const Conv2dShape& s) {
   switch (device_form(device, s)) {
-    case Form::Winograd: return s.out_w() % 2 == 0;
+    case Form::Winograd: return winograd::stores_half(s);
     case Form::Matrix: return matmul_stores_half(device, pixels(s));
     default: return false;
   }

@@ -26,6 +26,8 @@ struct Tiled {
   // Tiles per sample of the larger of the two outputs the passes cover: y's, and dx's.
   uint64_t per_sample() const { return std::max(tiles(s.out_h(), s.out_w()), tiles(s.h, s.w)); }
   uint64_t filters_floats() const { return padded(uint64_t(points()) * s.ic * s.oc); }
+  // Floats each sample adds: its transformed input and products, of the larger pass.
+  uint64_t sample_floats() const { return uint64_t(points()) * (s.ic + s.oc) * per_sample(); }
   uint64_t scratch(uint32_t samples) const {
     const uint64_t columns = uint64_t(samples) * per_sample();
     return padded(points() * s.ic * columns) + padded(points() * s.oc * columns) + filters_floats();
@@ -49,12 +51,12 @@ Parts parts_of(vk::View scratch, uint32_t in, uint32_t out, uint64_t columns, co
 // Samples per chunk: as many as the scratch holds (at least one), and as a dispatch's 65535
 // workgroups of BRIGADE_WG_CONV tiles hold.
 uint32_t chunk_of(const Tiled& t, vk::View scratch) {
-  BRIGADE_EXPECT(scratch.range >= t.scratch(1) * 4,
-                 "conv2d scratch of " + std::to_string(scratch.range) + " bytes holds less than one sample (" +
-                     std::to_string(t.scratch(1) * 4) + " bytes)");
-  const uint64_t per = uint64_t(t.points()) * (t.s.ic + t.s.oc) * t.per_sample();
+  const uint64_t one = t.scratch(1) * 4;
+  BRIGADE_EXPECT(scratch.range >= one, "conv2d scratch of " + std::to_string(scratch.range) +
+                                           " bytes holds less than one sample (" + std::to_string(one) + " bytes)");
   const uint64_t dispatch = 65535ull * BRIGADE_WG_CONV / t.per_sample();
-  uint64_t count = std::min<uint64_t>({t.s.n, (scratch.range / 4 - t.filters_floats()) / per, dispatch});
+  uint64_t count =
+      std::min<uint64_t>({t.s.n, (scratch.range / 4 - t.filters_floats()) / t.sample_floats(), dispatch});
   while (count > 1 && t.scratch(uint32_t(count)) * 4 > scratch.range) --count;
   return uint32_t(std::max<uint64_t>(count, 1));
 }
@@ -81,12 +83,11 @@ vk::Specialization geometry_spec(const Geometry& g) {
   return spec;
 }
 
-// A tile kernel over `channels` planes of samples first .. first + count - 1 (the geometry's
-// output tiles). One whose specialization constant 0 says QUADS takes four columns of
-// `points`, its transformed tensor, an invocation where quads() allows.
+// A tile kernel over `channels` planes of samples first .. first + count - 1: `columns` tiles
+// (the geometry's, in `spec`) an invocation each. One whose specialization constant 0 says
+// QUADS takes four columns of `points`, its transformed tensor, where quads() allows.
 void tile_pass(vk::Commands& cmd, const std::string& kernel, vk::Specialization spec,
-               std::initializer_list<vk::View> views, std::optional<vk::View> points, const Geometry& g,
-               uint64_t columns, uint32_t channels, uint32_t first, uint32_t count) {
+               std::initializer_list<vk::View> views, std::optional<vk::View> points, uint64_t columns, uint32_t channels, uint32_t first, uint32_t count) {
   const bool vec4 = points && quads(columns, {*points});
   if (points) spec.set(0, vec4);
   const vk::Groups groups{vk::groups_for(columns / (vec4 ? 4 : 1), BRIGADE_WG_CONV), channels, 1};
@@ -99,7 +100,7 @@ void input_transform(vk::Commands& cmd, vk::View x, vk::View v, const Geometry& 
                      uint32_t channels, uint32_t first, uint32_t count, Precision format) {
   vk::Specialization spec = geometry_spec(g);
   spec.set(11, uint32_t(format));
-  tile_pass(cmd, format_kernel("conv2d_winograd_input", {format}), spec, {x, v}, {}, g, columns, channels, first,
+  tile_pass(cmd, format_kernel("conv2d_winograd_input", {format}), spec, {x, v}, {}, columns, channels, first,
             count);
 }
 
@@ -142,7 +143,7 @@ void convolve(vk::Commands& cmd, const Convolution& c, vk::View weight, std::opt
     input_transform(cmd, c.in, p.in, g, count * per, c.from, first, count, c.in_format);
     products(cmd, u, p.in, p.out, c.to, uint32_t(count * per), c.from, t);
     tile_pass(cmd, format_kernel("conv2d_winograd_output", {c.out_format}), out_spec,
-              {p.out, c.out, bias.value_or(p.out)}, {}, g, count * per, c.to, first, count);
+              {p.out, c.out, bias.value_or(p.out)}, {}, count * per, c.to, first, count);
   }
 }
 
@@ -154,6 +155,8 @@ bool fits(const Conv2dShape& s) {
 
 bool pays(const Conv2dShape& s) { return fits(s) && s.ic >= 16; }
 
+bool stores_half(const Conv2dShape& s) { return s.out_w() % 2 == 0; }
+
 uint32_t tile_for(const Conv2dShape& s) {
   // The tile that takes fewer products for the larger output the passes cover (4x4 tiles
   // cover a plane whose sides are not multiples of 4 with waste); a tie goes to 2x2, whose
@@ -162,10 +165,7 @@ uint32_t tile_for(const Conv2dShape& s) {
   return four.points() * four.per_sample() < two.points() * two.per_sample() ? 4 : 2;
 }
 
-uint64_t floats_per_sample(const Conv2dShape& s, uint32_t tile) {
-  const Tiled t = tiled(s, tile);
-  return uint64_t(t.points()) * (s.ic + s.oc) * t.per_sample();
-}
+uint64_t floats_per_sample(const Conv2dShape& s, uint32_t tile) { return tiled(s, tile).sample_floats(); }
 
 uint64_t scratch_floats(const Conv2dShape& s, uint32_t samples, uint32_t tile) {
   return tiled(s, tile).scratch(samples);
@@ -201,7 +201,7 @@ void backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View dweigh
     const uint32_t count = std::min(chunk, s.n - first);
     const Parts p = parts_of(scratch, s.ic, s.oc, count * per, t);
     input_transform(cmd, x, p.in, g, count * per, s.ic, first, count, x_format);
-    tile_pass(cmd, "conv2d_winograd_output_grad", geometry_spec(g), {dy, p.out}, p.out, g, count * per, s.oc,
+    tile_pass(cmd, "conv2d_winograd_output_grad", geometry_spec(g), {dy, p.out}, p.out, count * per, s.oc,
               first, count);
     // dU[p] (OC, IC) = dM[p] (OC, tiles) . V[p] (IC, tiles)^T, the chunks summed in order.
     products(cmd, p.out, p.in, du, s.oc, s.ic, uint32_t(count * per), t, true, first > 0);

@@ -32,6 +32,10 @@ bool fits(const Conv2dShape& s);
 // less time for 16 to 32 input channels, and 1.4x to 4x more for 1 to 8 (docs/BENCHMARKS.md).
 bool pays(const Conv2dShape& s);
 
+// Whether the forward stores a 16-bit y for this shape: two outputs of a row are one word
+// only where the planes' width is even.
+bool stores_half(const Conv2dShape& s);
+
 // The output tile the passes take for this shape: m of F(m x m, 3x3), 2 or 4, whichever
 // takes fewer products over the planes (4 for 7 x 7 and larger; on lavapipe F(4x4) took 1.05x
 // to 1.5x less time than F(2x2) for 14 x 14 to 28 x 28 planes, docs/BENCHMARKS.md). Every
