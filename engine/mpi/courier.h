@@ -2,11 +2,14 @@
 // sends and receives from and into mapped memory, each started once the device work it
 // depends on has completed (the producer's writes, or the last read of a receive slot), and
 // completed by MPI_Testsome. Between polls it sleeps, in the driver's wait on the oldest
-// send's device work when there is one, and never spins. While a stage thread of this
-// process waits on a transfer it polls at most a sixteenth of the usual time between two
-// completed messages apart (within 20 µs and 2 ms), and while none does, backing off to 5 ms:
-// each wake-up takes the core from the device's own threads (a CPU device shares it), and
-// two one-core ranks of gpt-mini took 14% longer polling every 200 µs than every 2 ms.
+// send's device work when there is one, and never spins. It hurries (polls at most a
+// sixteenth of the usual time between two completed messages apart, within 20 us and 2 ms)
+// while a stage thread of this process waits on a transfer with nothing left for its device
+// to do; otherwise it backs off to 5 ms. Each wake-up takes the core from a CPU device's own
+// threads: two one-core ranks of gpt-mini took 14% longer polling every 200 us than every
+// 2 ms, and a stage thread waits for its next transfer while its device still runs the
+// previous action, so on a CPU device the courier sleeps in the driver until that work is
+// done before it hurries.
 #pragma once
 
 #include <mpi.h>
@@ -15,6 +18,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <list>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -25,6 +29,12 @@
 namespace brigade::mpi {
 
 class Courier {
+  // A stage thread waiting on a transfer: urgent once `device` (null: at once) reaches `value`.
+  struct Waiter {
+    vk::Device* device = nullptr;
+    uint64_t value = 0;
+  };
+
  public:
   struct Item {
     bool send = true;
@@ -43,13 +53,19 @@ class Courier {
   Courier& operator=(const Courier&) = delete;
 
   void push(Item item);
-  // While one is alive, a stage thread waits on a transfer: the courier polls often.
+  // While one is alive, a stage thread waits on a transfer: the courier polls often. A CPU
+  // device's thread passes it: the courier then hurries only once that device has finished
+  // the work submitted so far (a GPU's work does not share the host's cores).
   class Urgent {
    public:
-    explicit Urgent(Courier& c);
+    explicit Urgent(Courier& c, vk::Device* device = nullptr);
     ~Urgent();
+    Urgent(const Urgent&) = delete;
+    Urgent& operator=(const Urgent&) = delete;
+
    private:
     Courier& c_;
+    std::list<Waiter>::iterator at_;
   };
   // Blocks until every pushed send has completed and every receive has started.
   void drain();
@@ -65,7 +81,8 @@ class Courier {
   std::deque<Item> incoming_;
   bool stop_ = false;
   uint64_t unfinished_ = 0;  // sends not completed, receives not started
-  int urgent_ = 0;           // stage threads waiting on a transfer
+  std::list<Waiter> waiters_;  // stage threads waiting on a transfer
+  uint64_t arrivals_ = 0;      // waiters ever added: the courier notices a new one
   std::thread thread_;
 };
 

@@ -55,13 +55,13 @@ void MpiLink::complete(pipeline::Counter& counter, std::set<uint64_t>& done, uin
 bool MpiLink::wait_free(uint64_t n, const pipeline::StopFn& stop) {
   const uint64_t S = slots_.size();
   if (n < S || freed_.value() >= n - S + 1) return true;
-  Courier::Urgent urgent(courier_);
+  Courier::Urgent urgent(courier_, end_.device);
   return freed_.wait(n - S + 1, stop);
 }
 
 bool MpiLink::wait_arrived(uint64_t n, const pipeline::StopFn& stop) {
   if (arrived_.value() >= n + 1) return true;
-  Courier::Urgent urgent(courier_);
+  Courier::Urgent urgent(courier_, end_.device);
   return arrived_.wait(n + 1, stop);
 }
 

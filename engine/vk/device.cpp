@@ -199,6 +199,11 @@ uint64_t Device::submit(VkCommandBuffer cmd, const std::vector<SemaphoreValue>& 
   return done;
 }
 
+uint64_t Device::submitted() {
+  std::lock_guard lock(queue_mutex_);
+  return submitted_;
+}
+
 void Device::wait(uint64_t value) { wait_for(value, UINT64_MAX); }
 
 bool Device::wait_for(uint64_t value, uint64_t timeout_ns) {

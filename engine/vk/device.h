@@ -77,6 +77,8 @@ class Device {
   // send, is not waited for past the timeout. Never throws.
   void settle(uint64_t timeout_ns) noexcept;
   VkSemaphore queue_timeline() const { return queue_timeline_; }
+  // The value of the latest submission: the queue has nothing left to do once it reaches it.
+  uint64_t submitted();
   // The subgroup size every kernel must run with (DeviceOptions), or 0.
   uint32_t required_subgroup_size() const { return required_subgroup_size_; }
 
