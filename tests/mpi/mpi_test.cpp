@@ -20,6 +20,7 @@
 #include "mpi/courier.h"
 #include "mpi/mpi_link.h"
 #include "mpi/world.h"
+#include "ops/matmul.h"
 
 using namespace brigade;
 
@@ -162,6 +163,52 @@ TEST_CASE_FIXTURE(test::Gpu, "an MpiLink carries transfers through its slots in 
     link.drain();
     const std::vector<pipeline::Transfer> t = link.take_transfers();
     CHECK(t.size() == (me == 0 ? kTransfers : 0u));  // the producer's side traces its sends
+    MPI_Barrier(comm);
+  }
+  MPI_Comm_free(&comm);
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "a transfer arrives while the waiting stage's device is still busy") {
+  // On a CPU device the courier hurries only once the waiting stage's device has finished
+  // its work; until then its calm naps must still complete the transfer (a courier that
+  // waited for the device would deliver it only after the work below).
+  MPI_Comm comm = dup_world();
+  const uint32_t me = world().rank();
+  constexpr uint32_t kFloats = 64;
+  {
+    mpi::Courier courier(comm, [](const std::string& what) { FAIL(what); });
+    vk::Device& dev = device(0);
+    pipeline::RemoteEnd end{0, 1, false, me == 0, 1 - me, &dev, kFloats * 4, 2, "link 0->1 activations"};
+    mpi::MpiLink link(courier, end, int(1 - me));
+    if (me == 0) {
+      MPI_Barrier(comm);  // the other rank's device is busy; it is about to wait
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      REQUIRE(link.wait_free(0, [] { return false; }));
+      float* p = static_cast<float*>(link.send(0).mapped());
+      for (uint32_t i = 0; i < kFloats; ++i) p[i] = float(7 * i);
+      link.post(0, dev, 0, "sA0");
+    } else {
+      // Products queued first: the device is busy for a good part of a second.
+      constexpr uint32_t kN = 512;
+      vk::Buffer a(dev, kN * kN * 4, vk::Category::Scratch, "a"), c(dev, kN * kN * 4, vk::Category::Scratch, "c");
+      vk::Commands work(dev, "products");
+      work.fill(vk::View(a), 0);
+      for (int r = 0; r < 24; ++r)
+        ops::matmul(work, vk::View(a), vk::View(a), vk::View(c), ops::MatmulParams{.M = kN, .N = kN, .K = kN});
+      const uint64_t busy = work.submit();
+      MPI_Barrier(comm);
+      const auto start = std::chrono::steady_clock::now();
+      const pipeline::StopFn give_up = [&] { return std::chrono::steady_clock::now() - start > std::chrono::seconds(30); };
+      CHECK(link.wait_arrived(0, give_up));
+      CHECK_FALSE(dev.wait_for(busy, 0));  // it arrived while the device was still busy
+      const float* p = static_cast<const float*>(link.receive(0).mapped());
+      uint32_t wrong = 0;
+      for (uint32_t i = 0; i < kFloats; ++i) wrong += p[i] != float(7 * i);
+      CHECK(wrong == 0);
+      dev.wait(busy);
+      link.release(0, dev, busy);
+    }
+    link.drain();
     MPI_Barrier(comm);
   }
   MPI_Comm_free(&comm);
