@@ -256,8 +256,10 @@ void Cell::count_correct(vk::Commands& cmd, const MicroBatch& mb) {
                               model_.classes, mb.total_rows * tps);
 }
 
-std::optional<vk::View> Cell::backward(vk::Commands& cmd, const MicroBatch& mb,
-                                        std::optional<vk::View> received, bool split) {
+std::optional<vk::View> Cell::backward(vk::Commands& first, const MicroBatch& mb,
+                                        std::optional<vk::View> received, bool split,
+                                        const AfterLayer& after_layer) {
+  vk::Commands* c = &first;
   BRIGADE_EXPECT(!split || layout_.deferreds == 0 || mb.deferred < deferred_.size(),
                  "a split backward keeps its deferred gradients in a slot of the layout");
   const uint32_t n = uint32_t(layout_.output_bytes.size());
@@ -270,44 +272,48 @@ std::optional<vk::View> Cell::backward(vk::Commands& cmd, const MicroBatch& mb,
   const uint64_t n_out = out_floats(n - 1, mb);
   if (layout_.last_cell) {
     const uint32_t tps = model_.targets_per_sample;
-    ops::cross_entropy_backward(cmd, fp32(cmd, out, p_out, n_out, 0), targets_view(mb), sets_[mb.set].loss_rows,
+    ops::cross_entropy_backward(*c, fp32(*c, out, p_out, n_out, 0), targets_view(mb), sets_[mb.set].loss_rows,
                                 vk::View(*dy, 0, n_out * kFloat), mb.rows * tps, model_.classes,
                                 mb.total_rows * tps);
-    if (mb.loss_scale != 1) optim::scale(cmd, vk::View(*dy, 0, n_out * kFloat), uint32_t(n_out), mb.loss_scale);
-    ops::round_to(cmd, vk::View(*dy, 0, n_out * kFloat), uint32_t(n_out), p_out);
+    if (mb.loss_scale != 1) optim::scale(*c, vk::View(*dy, 0, n_out * kFloat), uint32_t(n_out), mb.loss_scale);
+    ops::round_to(*c, vk::View(*dy, 0, n_out * kFloat), uint32_t(n_out), p_out);
   } else {
     BRIGADE_EXPECT(received.has_value(), "a stage before the last needs its output's gradient");
-    if (ops::is_half(p_out)) ops::unpack(cmd, *received, vk::View(*dy, 0, n_out * kFloat), uint32_t(n_out), p_out);
-    else cmd.copy(*received->buffer, *dy, out.range, received->offset, 0);
+    if (ops::is_half(p_out)) ops::unpack(*c, *received, vk::View(*dy, 0, n_out * kFloat), uint32_t(n_out), p_out);
+    else c->copy(*received->buffer, *dy, out.range, received->offset, 0);
   }
-  if (backward_marks_) backward_marks_->push_back(cmd.timestamp());
+  if (backward_marks_) backward_marks_->push_back(c->timestamp());
   for (uint32_t l = n; l-- > 0;) {
     const model::Layer& layer = *model_.layers[layout_.first + l];
-    if (backward_marks_ && l + 1 < n) backward_marks_->push_back(cmd.timestamp());
-    if (layer.is_view()) continue;  // the gradient of a view is the view of the gradient
+    if (backward_marks_ && l + 1 < n) backward_marks_->push_back(c->timestamp());
+    if (layer.is_view()) {  // the gradient of a view is the view of the gradient
+      if (after_layer) c = &after_layer(l, *c);
+      continue;
+    }
     const bool wants_dx = wants_input_gradient(l);
     std::vector<vk::View> saved, deferred, saved32;
-    const model::Tensors t = unpacked(cmd, l, mb, tensors(l, mb, saved, deferred), saved32);
+    const model::Tensors t = unpacked(*c, l, mb, tensors(l, mb, saved, deferred), saved32);
     const vk::View dy_view(*dy, 0, out_floats(l, mb) * kFloat);
-    model::Pass p = pass(cmd, mb, l, false);
+    model::Pass p = pass(*c, mb, l, false);
     p.split = split && splits(l);
     if (wants_dx) {
       const vk::View dx_view(*dx, 0, in_floats(l, mb) * kFloat);
       // Cleared where the layer adds into it: only its part, not the whole buffer.
-      if (!layer.writes_input_gradient()) cmd.fill(dx_view);
+      if (!layer.writes_input_gradient()) c->fill(dx_view);
       layer.backward(p, t, dy_view, dx_view);
-      if (!direct(l)) ops::round_to(cmd, dx_view, uint32_t(in_floats(l, mb)), x_precision(l));
+      if (!direct(l)) ops::round_to(*c, dx_view, uint32_t(in_floats(l, mb)), x_precision(l));
       std::swap(dy, dx);
     } else {
       layer.backward(p, t, dy_view, std::nullopt);
     }
+    if (after_layer) c = &after_layer(l, *c);
   }
-  if (backward_marks_) backward_marks_->push_back(cmd.timestamp());
+  if (backward_marks_) backward_marks_->push_back(c->timestamp());
   if (layout_.first_cell) return std::nullopt;
   const vk::View gradient(*dy, 0, in_floats(0, mb) * kFloat);
   if (!ops::is_half(layout_.input_precision)) return gradient;
   const vk::View packed(grad_out_, 0, x_view(0, mb).range);
-  ops::pack(cmd, gradient, packed, uint32_t(in_floats(0, mb)), layout_.input_precision, false);
+  ops::pack(*c, gradient, packed, uint32_t(in_floats(0, mb)), layout_.input_precision, false);
   return packed;
 }
 

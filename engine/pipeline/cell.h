@@ -5,6 +5,7 @@
 #pragma once
 
 #include <map>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -51,8 +52,13 @@ class Cell {
   // accumulate. Returns the gradient of the stage's input (absent on the first stage).
   // `split`: the parameter gradients of layers that can defer them are left for
   // backward_params (zero-bubble's W), which must follow with the same micro-batch and set.
+  // `after_layer`, when given, is called after each layer's backward is recorded, with the
+  // layer's index in the cell, and returns the Commands to record the rest into (a caller
+  // may submit what it has so far: the replicas' sum in buckets, buckets.h).
+  using AfterLayer = std::function<vk::Commands&(uint32_t layer, vk::Commands& cmd)>;
   std::optional<vk::View> backward(vk::Commands& cmd, const MicroBatch& mb,
-                                   std::optional<vk::View> received, bool split = false);
+                                   std::optional<vk::View> received, bool split = false,
+                                   const AfterLayer& after_layer = {});
   void backward_params(vk::Commands& cmd, const MicroBatch& mb);
   // Evaluation only: records cross-entropy's accuracy count of micro-batch mb into correct().
   void count_correct(vk::Commands& cmd, const MicroBatch& mb);

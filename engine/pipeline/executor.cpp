@@ -180,6 +180,9 @@ void Executor::build_ring() {
     if (!devices_[k]) continue;
     size_t gpu_actions = 0;
     for (const Action& a : schedule_.actions[k]) gpu_actions += computes(a.op) || a.op == Op::Step;
+    // A backward summed in buckets is submitted in pieces: at most one more per layer.
+    if (topology_->replicas() > 1 && options_.bucket_bytes > 0)
+      for (uint32_t c = k; c < cells(); c += K) gpu_actions += plan_.cells[c].last - plan_.cells[c].first;
     for (size_t i = 0; i < gpu_actions; ++i)
       shared_->ring[k].push_back(std::make_unique<vk::Commands>(
           *devices_[k], "stage " + std::to_string(k) + " action " + std::to_string(i)));

@@ -40,6 +40,9 @@ struct ExecutorOptions {
   // The path of each boundary between cells c and c+1, chosen beforehand (choose_links, as
   // `brigade plan` shows); empty: the executor chooses them from `link` itself.
   std::vector<LinkChoice> links;
+  // Data-parallel replicas: the gradients summed in buckets of about this many bytes while
+  // the backward goes on (pipeline/buckets.h); 0 sums them all after the backward.
+  uint64_t bucket_bytes = uint64_t(25) << 20;  // PyTorch DDP's bucket_cap_mb
 };
 
 // The path of each boundary between neighbouring cells of a K-stage pipeline with `cells`

@@ -186,16 +186,35 @@ void StageRunner::backward(const Action& a, const MicroBatch& mb) {
   if (m.first_backward) s.zero_gradients(cmd), m.first_backward = false;
   std::optional<vk::View> received;
   if (c + 1 < C) received = vk::View(ex_.grad_links_[c]->receive(m.grad_in[i]));
-  const std::optional<vk::View> dx = s.backward(cmd, mb, received, schedule_.split);
+  // The cell's last backward of the step, with replicas: its gradients summed in buckets as
+  // its layers finish (buckets.h), each bucket's piece submitted on its own.
+  Cell::AfterLayer after;
+  std::vector<Bucket> buckets;
+  vk::Commands* piece = &cmd;  // what the rest of the backward is recorded into
+  Group& replicas = ex_.topology_->replica_group();
+  if (x_ == m.last_gradient && replicas.size() > 1 && ex_.options_.bucket_bytes > 0 && !schedule_.split) {
+    buckets = plan_buckets(ex_.model_, s.layout().first, s.layout().last, ex_.options_.bucket_bytes);
+    if (!sums_) sums_ = std::make_unique<BucketSums>(replicas);
+    summed_.resize(C), summed_[c] = true;
+    after = [&, next = size_t(0)](uint32_t l, vk::Commands& open) mutable -> vk::Commands& {
+      if (next == buckets.size() || buckets[next].after != l) return open;
+      std::vector<vk::Buffer*> grads;
+      for (const std::string& name : buckets[next++].names) grads.push_back(&s.gradient(name));
+      sums_->push(dev_, submit(open), std::move(grads));
+      piece = &begin(a);
+      return *piece;
+    };
+  }
+  const std::optional<vk::View> dx = s.backward(cmd, mb, received, schedule_.split, after);
   if (c > 0) {
     Link& link = *ex_.grad_links_[c - 1];
     m.grad_out[i] = m.send_grad++;
     wait([&](const StopFn& stop) { link.wait_free(m.grad_out[i], stop); });
-    cmd.copy(*dx->buffer, link.send(m.grad_out[i]), dx->range, dx->offset, 0);
+    piece->copy(*dx->buffer, link.send(m.grad_out[i]), dx->range, dx->offset, 0);
   }
   Executor::Shared::Norm& norm = ex_.shared_->norms[c];
-  if (x_ == m.last_gradient && norm.in_backward) norm.reduce->record(cmd);
-  m.bwd_value[i] = used(mb, submit(cmd));
+  if (x_ == m.last_gradient && norm.in_backward) norm.reduce->record(*piece);
+  m.bwd_value[i] = used(mb, submit(*piece));
   if (c + 1 < C) ex_.grad_links_[c]->release(m.grad_in[i], dev_, m.bwd_value[i]);
 }
 

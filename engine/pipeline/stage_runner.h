@@ -7,10 +7,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
 
+#include "pipeline/buckets.h"
 #include "pipeline/executor.h"
 
 namespace brigade::pipeline {
@@ -82,6 +84,9 @@ class StageRunner {
   size_t next_cmd_ = 0;
   std::vector<std::pair<vk::Commands*, ActionEvent>> recorded_;
   uint64_t last_value_ = 0;
+  // The replicas' sums of the buckets of the cells' last backward, and those cells.
+  std::unique_ptr<BucketSums> sums_;
+  std::vector<bool> summed_;
   // The action being recorded: its start, less the waits so far, and its Commands' counts.
   double open_start_us_ = 0;
   uint32_t open_dispatches_ = 0, open_barriers_ = 0;

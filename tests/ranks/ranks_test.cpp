@@ -159,6 +159,46 @@ TEST_CASE("gpt-mini's tied embedding across ranks: the first and last stages' gr
   fs::remove_all(d);
 }
 
+TEST_CASE("replicas summing their gradients in buckets during the backward give the bits of one sum after it") {
+  const fs::path d = scratch_dir("ranks-buckets");
+  // gpt-mini's embedding is tied to its head: within one stage its gradient is complete only
+  // after the last layer's backward.
+  const std::string model = "gpt-mini --set n_layer=2 --set n_head=2 --set n_embd=32 --set block_size=16";
+  REQUIRE(brigade_run("init --model " + model + " --seed 4 --out " + (d / "p.safetensors").string()).status == 0);
+  const uint32_t rows = 8, T = 16;
+  std::vector<int32_t> tokens(rows * T), targets(rows * T);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = int32_t(i * 29 % 71), targets[i] = int32_t(i * 13 % 71);
+  io::SafeTensorsWriter w;
+  w.add("input", {rows, T}, std::span<const int32_t>(tokens));
+  w.add("target", {rows, T}, std::span<const int32_t>(targets));
+  w.write((d / "b.safetensors").string());
+  // Pieces of the backward in rank 0's trace: "B0" once per submission.
+  auto pieces = [&](const std::string& trace) {
+    const nlohmann::json j = nlohmann::json::parse(test::slurp(trace));
+    int n = 0;
+    for (const auto& e : j.at("traceEvents")) n += e.value("name", "") == "B0" && e.value("pid", 0) == 1;
+    return n;
+  };
+  for (const auto& [ranks, flags] : {std::pair{2u, " -m 1 --replicas 2"}, std::pair{4u, " -m 2 --replicas 2"}}) {
+    CAPTURE(flags);
+    const std::string after = (d / "after.safetensors").string();
+    Result r = ranks_run(ranks, step_args(d, model, "after.safetensors") + flags + " --bucket-size 0 --trace " +
+                                    (d / "after.json").string());
+    REQUIRE_MESSAGE(r.status == 0, r.output);
+    CHECK(pieces((d / "after.json").string()) == 1);
+    for (const char* size : {"1KiB", "64KiB"}) {
+      CAPTURE(size);
+      r = ranks_run(ranks, step_args(d, model, "buckets.safetensors") + flags + " --bucket-size " + size +
+                               " --trace " + (d / "buckets.json").string());
+      REQUIRE_MESSAGE(r.status == 0, r.output);
+      CHECK(test::slurp((d / "buckets.safetensors").string()) == test::slurp(after));
+      // 1 KiB: one bucket per layer with parameters; 64 KiB: the blocks' and the rest.
+      CHECK(pieces((d / "buckets.json").string()) > 1);
+    }
+  }
+  fs::remove_all(d);
+}
+
 TEST_CASE("a 4-rank checkpoint resumes in one process, and a one-process checkpoint under 2 replicas, as one run would") {
   const fs::path d = scratch_dir("ranks-resume");
   test::write_tiny_fashion(d / "data", 48, 24);

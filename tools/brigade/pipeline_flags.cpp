@@ -51,6 +51,10 @@ void add_pipeline_flags(CLI::App& cmd, PipelineFlags& f) {
                  "taking its share of every mini-batch")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  cmd.add_option("--bucket-size", f.bucket_size,
+                 "with --replicas: the gradients are summed over the replicas in buckets of about "
+                 "this size while the backward goes on (64KiB, 4MiB, ...); 0 sums them all after it")
+      ->capture_default_str();
 }
 
 std::vector<uint32_t> parse_devices(const std::string& text, const vk::Instance& instance) {
@@ -251,6 +255,7 @@ Pipeline open_pipeline(const model::Model& m, const PipelineFlags& f, uint32_t r
   else
     topology = std::make_unique<pipeline::OneProcess>(K);
   pipeline::ExecutorOptions eo;
+  eo.bucket_bytes = f.bucket_size == "0" ? 0 : parse_size(f.bucket_size, "--bucket-size");
   eo.link = pipeline::parse_link(f.link);
   eo.links = choose_links(f, d, eo.link);
   p.link_lines = link_lines(eo.links, d);

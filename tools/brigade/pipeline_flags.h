@@ -21,6 +21,7 @@ namespace brigade::cli {
 struct PipelineFlags {
   std::string devices = "0";
   uint32_t replicas = 1;  // under mpirun: data-parallel copies of the pipeline
+  std::string bucket_size = "25MiB";  // replicas' gradients summed in buckets of this size
   uint32_t micro_batches = 1;
   std::string schedule = "gpipe";
   uint32_t virtual_stages = 1;
