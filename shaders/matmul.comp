@@ -241,10 +241,11 @@ void store_block(uint m0, uint row_step, uint n0, uint col_step) {
   }
   const uint base = matrix_at(p.offset_c, gl_WorkGroupID.z, p.stride_c, p.head_stride_c);
   if (FORMAT_C != BRIGADE_FORMAT_FP32) {
-    // A 16-bit C without whole quads: a row's outputs two at a time, a word each (the
-    // launcher proved the register tiling, TN, N, the row starts and C's matrices even).
+    // A 16-bit C without whole quads: a row's outputs two at a time, a word each, pairs
+    // col_step apart per output (the launcher proved TN, N, the row starts and C's matrices
+    // even).
     [[dont_unroll]] for (uint i = 0; i < TM * TN; i += 2) {
-      const uint m = m0 + i / TN, n = n0 + i % TN;
+      const uint m = m0 + (i / TN) * row_step, n = n0 + (i % TN) * col_step;
       if (m >= p.M || n >= p.N) continue;
       const uint at = base + m * p.ldc + n;
       cw[at >> 1] = pair_out(output_at(i, m, n, at), output_at(i + 1, m, n + 1, at + 1), FORMAT_C);
@@ -313,6 +314,13 @@ void register_tiles() {
   store_block(m0, 1, n0, 1);
 }
 
+// The shared variant's column j of invocation tx within the tile: WG_X apart, or, for a
+// 16-bit C, in neighbouring pairs 2 WG_X apart, so one invocation writes a word's two halves
+// (store_block's 16-bit path steps a pair by 2 WG_X from column(tx, 0)).
+uint column(uint tx, uint j) {
+  return FORMAT_C == BRIGADE_FORMAT_FP32 ? tx + j * WG_X : 2u * tx + (j / 2u) * 2u * WG_X + (j & 1u);
+}
+
 void shared_tiles() {
   const uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y;
   const uint t = ty * WG_X + tx, threads = WG_X * WG_Y;
@@ -344,12 +352,12 @@ void shared_tiles() {
     barrier();
     [[unroll]] for (uint kk = 0; kk < BK; ++kk) {
       [[unroll]] for (uint i = 0; i < TM; ++i) av[i] = As[kk * (BM + 1) + ty + i * WG_Y];
-      [[unroll]] for (uint j = 0; j < TN; ++j) bv[j] = Bs[kk * (BN + 1) + tx + j * WG_X];
+      [[unroll]] for (uint j = 0; j < TN; ++j) bv[j] = Bs[kk * (BN + 1) + column(tx, j)];
       multiply(1);
     }
     barrier();
   }
-  store_block(mb + ty, WG_Y, nb + tx, WG_X);
+  store_block(mb + ty, WG_Y, nb + column(tx, 0), WG_X);
 }
 
 void main() {

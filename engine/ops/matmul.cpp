@@ -70,8 +70,10 @@ uint32_t MatmulTiling::shared_bytes() const {
   return 4 * bk * (wg_y * tm + 1 + wg_x * tn + 1);
 }
 
+bool MatmulTiling::stores_pairs() const { return tn % 2 == 0; }
+
 bool matmul_stores_half(const vk::PhysicalInfo& device, uint32_t N) {
-  return matmul_tiling(device).variant == MatmulTiling::Variant::Registers && N % 2 == 0;
+  return matmul_tiling(device).stores_pairs() && N % 2 == 0;
 }
 
 MatmulTiling matmul_tiling(const vk::PhysicalInfo& device, uint32_t rows, uint32_t cols) {
@@ -171,10 +173,10 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
                       (!epilogue || epilogue->offset % 16 == 0);
   // A 16-bit C is stored a whole quad, or an even pair of a row, at a time: two invocations
   // never share a word.
-  const bool pairs_c = regs && t.tn % 2 == 0 && p.N % 2 == 0 && ldc % 2 == 0 && gc.offset % 2 == 0 &&
+  const bool pairs_c = t.stores_pairs() && p.N % 2 == 0 && ldc % 2 == 0 && gc.offset % 2 == 0 &&
                        c.offset % 4 == 0 && (p.batch == 1 || (gc.stride % 2 == 0 && gc.head_stride % 2 == 0));
   BRIGADE_EXPECT(!is_half(p.c_format) || ((vec4_c || pairs_c) && !p.accumulate && p.epilogue != Epilogue::Gelu),
-                 "a 16-bit C needs even pairs of a row in one invocation (the register tiling, even N, "
+                 "a 16-bit C needs even pairs of a row in one invocation (an even block width, even N, "
                  "row starts and matrices), no accumulation and no GELU epilogue");
   BRIGADE_EXPECT(p.c_round == Precision::Fp32 || !is_half(p.c_format), "C is either rounded in fp32 or stored in 16 bits");
   vk::Specialization spec;

@@ -32,6 +32,9 @@ struct MatmulTiling {
   std::string name() const;
   // Workgroup shared memory the kernel declares with this tiling.
   uint32_t shared_bytes() const;
+  // Whether an invocation can write a 16-bit C's neighbouring outputs as one word (an even
+  // number of columns per invocation).
+  bool stores_pairs() const;
 };
 
 // Register blocking on CPU devices (lavapipe runs barriers by switching invocations, so
@@ -90,9 +93,9 @@ struct MatmulParams {
 };
 
 // Whether the device's default tiling stores a 16-bit C of N columns (packed rows, no
-// accumulation, no GELU epilogue): CPU devices' register blocks store a row's outputs in
-// even pairs (whole quads where N % 4 == 0) where N is even; GPUs' shared tiles spread a
-// row's neighbours over invocations.
+// accumulation, no GELU epilogue): where N is even, each invocation writes a row's outputs
+// in even pairs (register blocks, whole quads where N % 4 == 0; shared tiles lay out an
+// invocation's columns in neighbouring pairs).
 bool matmul_stores_half(const vk::PhysicalInfo& device, uint32_t N);
 
 // Records C (+)= alpha * op(A) op(B) (+ bias), then the epilogue. A, B and C are stored as

@@ -78,7 +78,7 @@ void check_formats(vk::Device& dev, const MatmulTiling& tiling, const Case& c, P
   auto ba = test::to_device(dev, a, "A"), bb = test::to_device(dev, b, "B"), bbias = test::to_device(dev, bias, "bias");
   auto ha = test::to_device(dev, packed(a, p), "A, 16 bits"), hb = test::to_device(dev, packed(b, p), "B, 16 bits");
   // C in 16 bits where the tiling stores it a word at a time, else in fp32.
-  const bool stores = tiling.variant == MatmulTiling::Variant::Registers && c.N % 2 == 0;
+  const bool stores = tiling.tn % 2 == 0 && c.N % 2 == 0;
   MatmulParams half = fp32;
   half.a_format = half.b_format = p, half.c_format = stores ? p : Precision::Fp32;
   MatmulParams plain = fp32;
@@ -106,7 +106,7 @@ void check_formats(vk::Device& dev, const MatmulTiling& tiling, const Case& c, P
 
 TEST_CASE_FIXTURE(test::Gpu, "matmul on 16-bit A and B, storing C in 16 bits or rounded, gives the fp32 kernel's bits") {
   // Pairs of C (N = 10) and quads (N % 4 == 0), a C it cannot store in 16 bits (N = 13),
-  // vec4 and single loads of each operand, K tails. Each tiling and case compiles its own
+  // vec4 and single loads of each operand, K tails; the shared tiles store pairs too. Each tiling and case compiles its own
   // pipelines (slow on SwiftShader): fp16 shares the loads and stores, so it takes one tiling.
   const Case cases[] = {{33, 10, 9, true, false}, {64, 36, 40, false, true}, {5, 13, 8, false, false}};
   uint32_t seed = 900;
@@ -122,8 +122,11 @@ TEST_CASE_FIXTURE(test::Gpu, "matmul refuses a 16-bit C it cannot store a word a
   vk::Commands cmd(dev, "refusals");
   const MatmulParams odd{.M = 4, .N = 5, .K = 4, .c_format = Precision::Bf16, .tiling = kRegisters};
   CHECK_THROWS_WITH_AS(ops::matmul(cmd, a, b, c, odd), doctest::Contains("a 16-bit C needs"), InternalError);
-  const MatmulParams shared{.M = 4, .N = 8, .K = 4, .c_format = Precision::Bf16, .tiling = kShared};
+  const MatmulParams shared{.M = 4, .N = 7, .K = 4, .c_format = Precision::Bf16, .tiling = kShared};
   CHECK_THROWS_WITH_AS(ops::matmul(cmd, a, b, c, shared), doctest::Contains("a 16-bit C needs"), InternalError);
+  MatmulParams odd_block = shared;
+  odd_block.N = 8, odd_block.tiling = MatmulTiling{MatmulTiling::Variant::Shared, 16, 16, 4, 3, 16, 0};
+  CHECK_THROWS_WITH_AS(ops::matmul(cmd, a, b, c, odd_block), doctest::Contains("a 16-bit C needs"), InternalError);
   const MatmulParams sums{.M = 4, .N = 8, .K = 4, .accumulate = true, .c_format = Precision::Fp16, .tiling = kRegisters};
   CHECK_THROWS_WITH_AS(ops::matmul(cmd, a, b, c, sums), doctest::Contains("no accumulation"), InternalError);
   const MatmulParams both{.M = 4, .N = 8, .K = 4, .c_format = Precision::Bf16, .c_round = Precision::Bf16,
