@@ -143,6 +143,7 @@ TEST_CASE("brigade step refuses bad input with one line naming the problem") {
        "parameter '0.weight' of fashion-cnn is missing"},
       {base + " --mem-limit 64KiB", "stage 0 (device 0, "},
       {base + " --mem-limit 64KiB", "over its 64.0 KiB --mem-limit: "},
+      {base + " --bucket-size 4MB", "--bucket-size: '4MB' has an unknown unit"},
       {"init --model fashion-nothing --out " + p, "fashion-nothing"},
   };
   for (const Case& c : cases) {
