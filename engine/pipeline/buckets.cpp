@@ -46,7 +46,6 @@ void BucketSums::push(vk::Device& device, uint64_t value, std::vector<vk::Buffer
   {
     std::lock_guard lock(mutex_);
     todo_.push_back({&device, value, std::move(buffers), {}});
-    ++pushed_;
   }
   cv_.notify_all();
 }

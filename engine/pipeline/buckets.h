@@ -51,7 +51,6 @@ class BucketSums {
   // Waits for every bucket pushed and uploads the sums into their gradients. False when a
   // sum failed (a member left); rethrows what failed on the thread (a lost device).
   bool finish();
-  bool empty() const { return pushed_ == 0; }
 
  private:
   struct Job {
@@ -67,7 +66,6 @@ class BucketSums {
   std::condition_variable cv_;
   std::deque<Job> todo_;
   std::vector<Job> done_;
-  uint64_t pushed_ = 0;
   bool stop_ = false, failed_ = false;
   std::exception_ptr error_;
   std::thread thread_;
