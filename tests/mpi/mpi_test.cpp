@@ -193,7 +193,7 @@ TEST_CASE_FIXTURE(test::Gpu, "a transfer arrives while the waiting stage's devic
       vk::Buffer a(dev, kN * kN * 4, vk::Category::Scratch, "a"), c(dev, kN * kN * 4, vk::Category::Scratch, "c");
       vk::Commands work(dev, "products");
       work.fill(vk::View(a), 0);
-      for (int r = 0; r < 24; ++r)
+      for (int r = 0; r < 48; ++r)
         ops::matmul(work, vk::View(a), vk::View(a), vk::View(c), ops::MatmulParams{.M = kN, .N = kN, .K = kN});
       const uint64_t busy = work.submit();
       MPI_Barrier(comm);
