@@ -159,7 +159,7 @@ void Executor::build_norms() {
     // must wait for the host to sum the copies, and reduces them in a submission of its own.
     Shared::Norm& norm = shared_->norms[c];
     std::vector<vk::View> grads;
-    // Replicas' gradients are summed on the host at the step: the norm must come after.
+    // Replicas' gradients are summed on the host (BucketSums), before the step: the norm comes after.
     norm.in_backward = topology_->replicas() == 1;
     for (const std::string& name : cells_[c]->trainable()) {
       const std::vector<uint32_t>& holders = shared_->holders.at(name);

@@ -188,19 +188,15 @@ void StageRunner::backward(const Action& a, const MicroBatch& mb) {
   if (c + 1 < C) received = vk::View(ex_.grad_links_[c]->receive(m.grad_in[i]));
   // The cell's last backward of the step, with replicas: its gradients summed in buckets as
   // its layers finish (buckets.h), each bucket's piece submitted on its own.
+  const bool sums = x_ == m.last_gradient && ex_.topology_->replicas() > 1;
   Cell::AfterLayer after;
   std::vector<Bucket> buckets;
   vk::Commands* piece = &cmd;  // what the rest of the backward is recorded into
-  Group& replicas = ex_.topology_->replica_group();
-  if (x_ == m.last_gradient && replicas.size() > 1 && ex_.options_.bucket_bytes > 0 && !schedule_.split) {
+  if (sums && ex_.options_.bucket_bytes > 0 && !schedule_.split) {
     buckets = plan_buckets(ex_.model_, s.layout().first, s.layout().last, ex_.options_.bucket_bytes);
-    if (!sums_) sums_ = std::make_unique<BucketSums>(replicas);
-    summed_.resize(C), summed_[c] = true;
     after = [&, next = size_t(0)](uint32_t l, vk::Commands& open) mutable -> vk::Commands& {
       if (next == buckets.size() || buckets[next].after != l) return open;
-      std::vector<vk::Buffer*> grads;
-      for (const std::string& name : buckets[next++].names) grads.push_back(&s.gradient(name));
-      sums_->push(dev_, submit(open), std::move(grads));
+      sum_over_replicas(s, submit(open), buckets[next++].names);
       piece = &begin(a);
       return *piece;
     };
@@ -215,6 +211,7 @@ void StageRunner::backward(const Action& a, const MicroBatch& mb) {
   Executor::Shared::Norm& norm = ex_.shared_->norms[c];
   if (x_ == m.last_gradient && norm.in_backward) norm.reduce->record(*piece);
   m.bwd_value[i] = used(mb, submit(*piece));
+  if (sums && !after) sum_over_replicas(s, m.bwd_value[i], s.trainable());  // one bucket
   if (c + 1 < C) ex_.grad_links_[c]->release(m.grad_in[i], dev_, m.bwd_value[i]);
 }
 
@@ -231,7 +228,16 @@ void StageRunner::weight_gradient(const Action& a, const MicroBatch& mb) {
   ex_.cells_[c]->backward_params(cmd, mb);
   Executor::Shared::Norm& norm = ex_.shared_->norms[c];
   if (x_ == cursors_[a.cell].last_gradient && norm.in_backward) norm.reduce->record(cmd);
-  used(mb, submit(cmd));
+  const uint64_t value = used(mb, submit(cmd));
+  if (x_ == cursors_[a.cell].last_gradient && ex_.topology_->replicas() > 1)
+    sum_over_replicas(*ex_.cells_[c], value, ex_.cells_[c]->trainable());
+}
+
+void StageRunner::sum_over_replicas(Cell& s, uint64_t value, const std::vector<std::string>& names) {
+  if (!sums_) sums_ = std::make_unique<BucketSums>(ex_.topology_->replica_group());
+  std::vector<vk::Buffer*> grads;
+  for (const std::string& name : names) grads.push_back(&s.gradient(name));
+  sums_->push(dev_, value, std::move(grads));
 }
 
 bool StageRunner::step(const Action& a) {

@@ -47,6 +47,9 @@ class StageRunner {
   void weight_gradient(const Action& a, const MicroBatch& mb);
   // False when the step must not go on (a non-finite step another stage reports, an abort).
   bool step(const Action& a);
+  // Sums cell s's gradients `names` over the replicas once the queue reaches `value`, on the
+  // BucketSums thread; the Step waits for every sum and uploads them.
+  void sum_over_replicas(Cell& s, uint64_t value, const std::vector<std::string>& names);
 
   // The Step's host part (stage_runner_step.cpp): sums over replicas, tied copies and the
   // pipeline; the clip coefficient, or nothing when the step must not update.
@@ -84,9 +87,8 @@ class StageRunner {
   size_t next_cmd_ = 0;
   std::vector<std::pair<vk::Commands*, ActionEvent>> recorded_;
   uint64_t last_value_ = 0;
-  // The replicas' sums of the buckets of the cells' last backward, and those cells.
+  // The replicas' sums of the cells' gradients, pushed by their last backward (buckets.h).
   std::unique_ptr<BucketSums> sums_;
-  std::vector<bool> summed_;
   // The action being recorded: its start, less the waits so far, and its Commands' counts.
   double open_start_us_ = 0;
   uint32_t open_dispatches_ = 0, open_barriers_ = 0;

@@ -33,7 +33,7 @@ std::optional<double> StageRunner::step_sums() {
   // replica's loss is its share of the whole batch's), and BatchNorm's statistics
   // accumulators merged, as if one process had run every micro-batch.
   Group& replicas = topology.replica_group();
-  // Those summed in buckets during the backward (buckets.h) are uploaded; the others summed here.
+  // The gradients were summed as each cell's last backward finished (sum_over_replicas).
   if (sums_) {
     const bool ok = sums_->finish();
     sums_.reset();
@@ -42,19 +42,6 @@ std::optional<double> StageRunner::step_sums() {
   if (replicas.size() > 1)
     for (uint32_t c : mine) {
       Cell& s = *cells[c];
-      if (c >= summed_.size() || !summed_[c]) {
-        std::vector<float> grads;
-        for (const std::string& name : s.trainable()) {
-          const std::vector<float> v = download(s.gradient(name));
-          grads.insert(grads.end(), v.begin(), v.end());
-        }
-        if (!replicas.sum(grads)) return std::nullopt;
-        uint64_t at = 0;
-        for (const std::string& name : s.trainable()) {
-          vk::Buffer& b = s.gradient(name);
-          vk::upload(b, grads.data() + at, b.size()), at += b.size() / kFloat;
-        }
-      }
       for (const model::ParamSpec& p : ex_.plan_.cells[c].params)
         if (p.kind == model::ParamKind::State) {  // BatchNorm's, the only kind there is
           std::vector<float> words = download(s.param(p.name));
