@@ -30,6 +30,8 @@ using uint = std::uint32_t;
 // The row kernels: move vec4s, each row buffer bound both as floats and as vec4s (HS a
 // multiple of 4, views 16-byte aligned).
 #define BRIGADE_ATTENTION_SPEC_VEC4 1
+// attention_softmax_backward: how y is stored (shaders/formats.glsl, its _half build).
+#define BRIGADE_ATTENTION_SPEC_FORMAT_Y 2
 
 struct AttentionSoftmaxPush {
   uint B, T, NH, HS;  // B: samples in this chunk

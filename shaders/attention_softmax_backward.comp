@@ -9,6 +9,7 @@
 //   scores, dscores (B,NH,T,T); lse (B,NH,T); dy, y (B,T,C)
 #extension GL_GOOGLE_include_directive : require
 #include "attention.h"
+#include "formats.glsl"
 
 layout(local_size_x = BRIGADE_WG_ATTENTION_ROWS) in;
 
@@ -25,7 +26,20 @@ layout(binding = 3) readonly buffer Dy { float dy[]; };
 layout(binding = 3) readonly buffer Dy4 { vec4 dy4[]; };
 layout(binding = 4) readonly buffer Y { float y[]; };
 layout(binding = 4) readonly buffer Y4 { vec4 y4[]; };
+layout(binding = 4) readonly buffer YW { uint yw[]; };
+layout(binding = 4) readonly buffer YW2 { uvec2 yw2[]; };
 layout(push_constant) uniform Push { AttentionSoftmaxPush p; };
+// How y is stored (shaders/formats.glsl).
+BRIGADE_FORMAT(BRIGADE_ATTENTION_SPEC_FORMAT_Y, FORMAT_Y);
+
+float y_at(uint i) {
+  if (FORMAT_Y == BRIGADE_FORMAT_FP32) return y[i];
+  return half_in(yw[i >> 1], i, FORMAT_Y);
+}
+vec4 y_quad(uint q) {
+  if (FORMAT_Y == BRIGADE_FORMAT_FP32) return y4[q];
+  return quad_in(yw2[q], FORMAT_Y);
+}
 
 void main() {
   const uint i = gl_GlobalInvocationID.x, bh = gl_WorkGroupID.y;
@@ -36,7 +50,7 @@ void main() {
   const float lse_i = lse[(p.first * p.NH + bh) * p.T + i];
   if (VEC4) {
     vec4 dots = vec4(0.0);
-    for (uint d = 0; d < p.HS / 4; ++d) dots += dy4[token / 4 + d] * y4[token / 4 + d];
+    for (uint d = 0; d < p.HS / 4; ++d) dots += dy4[token / 4 + d] * y_quad(token / 4 + d);
     const float delta = (dots.x + dots.y) + (dots.z + dots.w);
     const uint at = row / 4, last = i / 4;  // the quad that holds key i
     for (uint q = 0; q <= last; ++q) {
@@ -49,7 +63,7 @@ void main() {
     return;
   }
   float delta = 0.0;
-  for (uint d = 0; d < p.HS; ++d) delta += dy[token + d] * y[token + d];
+  for (uint d = 0; d < p.HS; ++d) delta += dy[token + d] * y_at(token + d);
   for (uint j = 0; j <= i; ++j) {
     const float prob = exp(s[row + j] - lse_i);
     s[row + j] = prob;

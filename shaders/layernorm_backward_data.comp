@@ -7,6 +7,7 @@
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #include "norm.h"
 #include "workgroup_reduce.h"
+#include "formats.glsl"
 
 layout(local_size_x_id = 0) in;
 // With VEC4 (C % 4 == 0, every view 16-byte aligned) a lane takes four consecutive channels
@@ -16,6 +17,7 @@ layout(binding = 0) readonly buffer DY { float dy[]; };
 layout(binding = 0) readonly buffer DY4 { vec4 dy4[]; };
 layout(binding = 1) readonly buffer X { float x[]; };
 layout(binding = 1) readonly buffer X4 { vec4 x4[]; };
+layout(binding = 1) readonly buffer XW2 { uvec2 xw2[]; };
 layout(binding = 2) readonly buffer Weight { float weight[]; };
 layout(binding = 2) readonly buffer Weight4 { vec4 weight4[]; };
 layout(binding = 3) readonly buffer Mean { float mean_in[]; };
@@ -28,9 +30,19 @@ layout(push_constant) uniform Push { LayerNormPush p; };
 // kept in registers between the two passes, as in layernorm_forward; the weight is kept
 // across the rows the workgroup walks.
 layout(constant_id = 2) const uint KEEP = 1;
+// How x is stored, and the precision dx's sums are rounded to (an input gradient kept at its
+// tensor's precision): 16 bits only with VEC4 (shaders/formats.glsl).
+BRIGADE_FORMAT(3, FORMAT_X);
+BRIGADE_FORMAT(4, ROUND_DX);
+
+float x_at(uint i) { return x[i]; }
+vec4 x_quad(uint q) {
+  if (FORMAT_X == BRIGADE_FORMAT_FP32) return x4[q];
+  return quad_in(xw2[q], FORMAT_X);
+}
 
 // The rows of this workgroup, each of L elements of type T (float, or vec4 with L = C / 4),
-// through the views of that type.
+// through the views of that type, x read by X(i).
 #define LAYERNORM_BACKWARD_ROWS(T, L, DY, X, W, DX)                         \
   {                                                                         \
     T w[KEEP], g[KEEP], xs[KEEP];                                           \
@@ -42,7 +54,7 @@ layout(constant_id = 2) const uint KEEP = 1;
       for (uint j = 0; j < KEEP; ++j) {                                     \
         const uint c = min(lane + j * width, L - 1);                        \
         g[j] = DY[base + c] * w[j];                                         \
-        xs[j] = X[base + c];                                                \
+        xs[j] = X(base + c);                                                \
         if (lane + j * width < L) {                                         \
           sum_g += g[j];                                                    \
           sum_gxhat += g[j] * (xs[j] - mean) * rstd;                        \
@@ -53,7 +65,7 @@ layout(constant_id = 2) const uint KEEP = 1;
       for (uint j = 0; j < KEEP; ++j) {                                     \
         const uint c = lane + j * width;                                    \
         const T xhat = (xs[j] - mean) * rstd;                               \
-        if (c < L) DX[base + c] += rstd * (g[j] - mean_g - xhat * mean_gxhat); \
+        if (c < L) DX[base + c] = rounded(DX[base + c] + rstd * (g[j] - mean_g - xhat * mean_gxhat), ROUND_DX); \
       }                                                                     \
     }                                                                       \
   }
@@ -61,7 +73,7 @@ layout(constant_id = 2) const uint KEEP = 1;
 void main() {
   const uint C = p.channels, lane = gl_LocalInvocationID.x, width = gl_WorkGroupSize.x;
   if (VEC4)
-    LAYERNORM_BACKWARD_ROWS(vec4, C / 4, dy4, x4, weight4, dx4)
+    LAYERNORM_BACKWARD_ROWS(vec4, C / 4, dy4, x_quad, weight4, dx4)
   else
-    LAYERNORM_BACKWARD_ROWS(float, C, dy, x, weight, dx)
+    LAYERNORM_BACKWARD_ROWS(float, C, dy, x_at, weight, dx)
 }

@@ -9,7 +9,8 @@
 //   A, B and C stored in fp32, or in 16 bits as FORMAT_* say (the _half build,
 //          shaders/formats.glsl); C may instead hold fp32 values rounded to ROUND_C
 //   pre, act: (M,N) like C, for the epilogue (EPILOGUE, shaders/matmul.h): C's product times
-//          gelu'(pre), or gelu(C) written to act; or relu(C) stored (no tensor)
+//          gelu'(pre), or gelu(C as stored) written to act; or relu(C) stored (no tensor);
+//          stored as FORMAT_E says (act a 16-bit C's)
 // Two tilings, picked by specialization constants per device (ops::matmul_tiling):
 //   registers: each invocation computes a TM x TN block from loads straight out of the
 //     buffers, vec4 where the launcher proved alignment. No barriers, which is what CPU
@@ -46,6 +47,7 @@ BRIGADE_FORMAT(BRIGADE_MATMUL_SPEC_FORMAT_A, FORMAT_A);
 BRIGADE_FORMAT(BRIGADE_MATMUL_SPEC_FORMAT_B, FORMAT_B);
 BRIGADE_FORMAT(BRIGADE_MATMUL_SPEC_FORMAT_C, FORMAT_C);
 BRIGADE_FORMAT(BRIGADE_MATMUL_SPEC_ROUND_C, ROUND_C);
+BRIGADE_FORMAT(BRIGADE_MATMUL_SPEC_FORMAT_E, FORMAT_E);
 
 const uint WG_X = gl_WorkGroupSize.x, WG_Y = gl_WorkGroupSize.y;
 const uint BM = WG_Y * TM, BN = WG_X * TN;  // outputs per workgroup
@@ -69,8 +71,12 @@ layout(binding = 3) buffer CW2 { uvec2 cw2[]; };
 // The epilogue's tensors, laid out as C (otherwise bound to anything, never touched).
 layout(binding = 4) readonly buffer Pre { float pre[]; };
 layout(binding = 4) readonly buffer Pre4 { vec4 pre4[]; };
+layout(binding = 4) readonly buffer PreW { uint prew[]; };
+layout(binding = 4) readonly buffer PreW2 { uvec2 prew2[]; };
 layout(binding = 5) writeonly buffer Act { float act[]; };
 layout(binding = 5) writeonly buffer Act4 { vec4 act4[]; };
+layout(binding = 5) writeonly buffer ActW { uint actw[]; };
+layout(binding = 5) writeonly buffer ActW2 { uvec2 actw2[]; };
 layout(push_constant) uniform Push { MatmulPush p; };
 
 // Where matrix i of an operand starts (shaders/matmul.h): uniform across the workgroup.
@@ -104,6 +110,16 @@ float fetch_b(uint i) {
 vec4 fetch_b4(uint q) {
   if (FORMAT_B == BRIGADE_FORMAT_FP32) return b4[q];
   return quad_in(bw2[q], FORMAT_B);
+}
+
+// The epilogue's pre at element i, and quad q, as FORMAT_E stores it.
+float pre_at(uint i) {
+  if (FORMAT_E == BRIGADE_FORMAT_FP32) return pre[i];
+  return half_in(prew[i >> 1], i, FORMAT_E);
+}
+vec4 pre_quad(uint q) {
+  if (FORMAT_E == BRIGADE_FORMAT_FP32) return pre4[q];
+  return quad_in(prew2[q], FORMAT_E);
 }
 
 float load_a(uint base, uint m, uint k) { return fetch_a(base + (TRANS_A ? k * p.lda + m : m * p.lda + k)); }
@@ -210,12 +226,16 @@ void store_quads(uint m0, uint n0) {
       vec4 v = vec4(result[r], result[r + 1], result[r + 2], result[r + 3]);
       if (BIAS == BRIGADE_MATMUL_BIAS_COLUMNS) v += column_bias[q];
       if (BIAS == BRIGADE_MATMUL_BIAS_ROWS) v += row_bias;
-      if (EPILOGUE == BRIGADE_MATMUL_EPILOGUE_GELU_GRAD) v *= gelu_grad(pre4[at]);
+      if (EPILOGUE == BRIGADE_MATMUL_EPILOGUE_GELU_GRAD) v *= gelu_grad(pre_quad(at));
       if (EPILOGUE == BRIGADE_MATMUL_EPILOGUE_RELU) v = relu(v);
       const vec4 stored = rounded(p.accumulate != 0 ? c4[at] + v : v, ROUND_C);
       if (FORMAT_C == BRIGADE_FORMAT_FP32) c4[at] = stored;
       else cw2[at] = quad_out(stored, FORMAT_C);  // the launcher's VEC4_C: a whole quad
-      if (EPILOGUE == BRIGADE_MATMUL_EPILOGUE_GELU) act4[at] = gelu(stored);
+      if (EPILOGUE == BRIGADE_MATMUL_EPILOGUE_GELU) {  // of C as stored, and stored as C
+        const vec4 g = gelu(rounded(stored, FORMAT_C));
+        if (FORMAT_E == BRIGADE_FORMAT_FP32) act4[at] = g;
+        else actw2[at] = quad_out(g, FORMAT_E);
+      }
     }
   }
 }
@@ -225,7 +245,7 @@ float output_at(uint i, uint m, uint n, uint at) {
   float v = BIAS == BRIGADE_MATMUL_BIAS_COLUMNS ? result[i] + bias[n]
             : BIAS == BRIGADE_MATMUL_BIAS_ROWS  ? result[i] + bias[m]
                                                 : result[i];
-  if (EPILOGUE == BRIGADE_MATMUL_EPILOGUE_GELU_GRAD) v *= gelu_grad(pre[at]);
+  if (EPILOGUE == BRIGADE_MATMUL_EPILOGUE_GELU_GRAD) v *= gelu_grad(pre_at(at));
   if (EPILOGUE == BRIGADE_MATMUL_EPILOGUE_RELU) v = relu(v);
   return rounded(p.accumulate != 0 ? c[at] + v : v, ROUND_C);
 }
@@ -248,7 +268,10 @@ void store_block(uint m0, uint row_step, uint n0, uint col_step) {
       const uint m = m0 + (i / TN) * row_step, n = n0 + (i % TN) * col_step;
       if (m >= p.M || n >= p.N) continue;
       const uint at = base + m * p.ldc + n;
-      cw[at >> 1] = pair_out(output_at(i, m, n, at), output_at(i + 1, m, n + 1, at + 1), FORMAT_C);
+      const float lo = output_at(i, m, n, at), hi = output_at(i + 1, m, n + 1, at + 1);
+      cw[at >> 1] = pair_out(lo, hi, FORMAT_C);
+      if (EPILOGUE == BRIGADE_MATMUL_EPILOGUE_GELU)  // of C as stored, and stored as C
+        actw[at >> 1] = pair_out(gelu(rounded(lo, FORMAT_C)), gelu(rounded(hi, FORMAT_C)), FORMAT_E);
     }
     return;
   }

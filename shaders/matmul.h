@@ -32,6 +32,7 @@ using uint = std::uint32_t;
 #define BRIGADE_MATMUL_SPEC_FORMAT_B 17 // how B is stored
 #define BRIGADE_MATMUL_SPEC_FORMAT_C 18 // how C is stored; 16 bits only with VEC4_C and no accumulation
 #define BRIGADE_MATMUL_SPEC_ROUND_C 19  // C stored in fp32 holding values rounded to this format
+#define BRIGADE_MATMUL_SPEC_FORMAT_E 20 // how the epilogue's tensor (pre or act) is stored; act as C is
 
 #define BRIGADE_MATMUL_VARIANT_REGISTERS 0
 #define BRIGADE_MATMUL_VARIANT_SHARED 1

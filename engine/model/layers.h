@@ -249,6 +249,7 @@ class GptBlock final : public ShapedLayer {
  public:
   GptBlock(uint32_t index, uint32_t T, uint32_t C, uint32_t n_head, uint32_t n_layer);
   std::string kind() const override { return "gpt_block"; }
+  bool stores_half(const vk::PhysicalInfo& device) const override;
   std::vector<ParamSpec> params() const override;
   std::vector<SavedSpec> saved() const override;
   uint64_t scratch_floats(uint32_t rows) const override;

@@ -8,8 +8,10 @@
 
 #include "model/layers.h"
 #include "ops/attention.h"
+#include "ops/form.h"
 #include "ops/layernorm.h"
 #include "ops/linear.h"
+#include "ops/matmul.h"
 #include "ops/residual.h"
 #include "util/error.h"
 
@@ -86,10 +88,10 @@ void write_backward_data(vk::Commands& cmd, vk::View dy, vk::View weight, vk::Vi
 // The same through the GELU whose output the Linear read: out = (dy weight) * gelu'(pre), in
 // the product's epilogue.
 void write_backward_data_gelu(vk::Commands& cmd, vk::View dy, vk::View weight, vk::View pre,
-                              vk::View out, uint32_t rows, uint32_t cols, uint32_t k) {
+                              vk::View out, uint32_t rows, uint32_t cols, uint32_t k, ops::Precision pre_format) {
   ops::matmul(cmd, dy, weight, out,
               ops::MatmulParams{.M = rows, .N = cols, .K = k,
-                                .epilogue = ops::MatmulParams::Epilogue::GeluGrad},
+                                .epilogue = ops::MatmulParams::Epilogue::GeluGrad, .e_format = pre_format},
               std::nullopt, pre);
 }
 
@@ -105,22 +107,23 @@ void record_param_grad(vk::Commands& cmd, const Tensors& t, Deferred k, vk::View
                        uint32_t C) {
   const auto& g = t.grads;
   const auto& s = t.saved;
+  const ops::Formats h{t.y_precision};  // the saved tensors' format, as the linear's x
   switch (k) {
     case kDy:
       return ops::linear_backward_weight(cmd, grad, s[kGelu], g[kMlpProjW], g[kMlpProjB], N, 4 * C,
-                                         C);
+                                         C, std::nullopt, h);
     case kDfc:
-      return ops::linear_backward_weight(cmd, grad, s[kLn2], g[kFcW], g[kFcB], N, C, 4 * C);
+      return ops::linear_backward_weight(cmd, grad, s[kLn2], g[kFcW], g[kFcB], N, C, 4 * C, std::nullopt, h);
     case kDln2:
       return ops::layernorm_backward_weight(cmd, grad, s[kX1], s[kLn2Mean], s[kLn2Rstd], g[kLn2W],
-                                            g[kLn2B], N, C);
+                                            g[kLn2B], N, C, 0, t.y_precision);
     case kDx1:
-      return ops::linear_backward_weight(cmd, grad, s[kAttn], g[kProjW], g[kProjB], N, C, C);
+      return ops::linear_backward_weight(cmd, grad, s[kAttn], g[kProjW], g[kProjB], N, C, C, std::nullopt, h);
     case kDqkv:
-      return ops::linear_backward_weight(cmd, grad, s[kLn1], g[kAttnW], g[kAttnB], N, C, 3 * C);
+      return ops::linear_backward_weight(cmd, grad, s[kLn1], g[kAttnW], g[kAttnB], N, C, 3 * C, std::nullopt, h);
     case kDln1:
       return ops::layernorm_backward_weight(cmd, grad, t.x, s[kLn1Mean], s[kLn1Rstd], g[kLn1W],
-                                            g[kLn1B], N, C);
+                                            g[kLn1B], N, C, 0, t.x_precision);
     case kDeferredCount:
       break;
   }
@@ -177,6 +180,15 @@ uint64_t GptBlock::scratch_floats(uint32_t rows) const {
          kScratchRegions * kAlignFloats;
 }
 
+// Where its kernels take 16 bits: attention in the matrix form, LayerNorm and the residual
+// adds a quad at a time (C % 4 == 0), and the products storing 16-bit outputs of 3C, 4C and
+// HS columns (HS even).
+bool GptBlock::stores_half(const vk::PhysicalInfo& device) const {
+  const uint32_t HS = C_ / NH_;
+  return ops::form_for(device) != ops::Form::Direct && C_ % 4 == 0 && HS % 2 == 0 &&
+         ops::matmul_stores_half(device, HS);
+}
+
 Cost GptBlock::cost() const {
   const double T = T_, C = C_;
   const double linear = 2 * T * (3 * C * C + C * C + 4 * C * C + 4 * C * C);
@@ -191,15 +203,19 @@ void GptBlock::forward(const Pass& p, const Tensors& t) const {
   const auto& s = t.saved;
   const Scratch scratch = carve(*t.scratch, p.rows, T_, C_, NH_);
   vk::Commands& cmd = p.cmd;
-  ops::layernorm_forward(cmd, t.x, w[kLn1W], w[kLn1B], s[kLn1], s[kLn1Mean], s[kLn1Rstd], N, C);
-  ops::linear_forward(cmd, s[kLn1], w[kAttnW], w[kAttnB], s[kQkv], N, C, 3 * C);
-  ops::attention_forward(cmd, s[kQkv], s[kAttn], s[kLse], scratch.attention, p.rows, T_, C, NH_);
-  ops::linear_forward(cmd, s[kAttn], w[kProjW], w[kProjB], scratch.narrow_a, N, C, C);
-  ops::residual_forward(cmd, t.x, scratch.narrow_a, s[kX1], N * C);
-  ops::layernorm_forward(cmd, s[kX1], w[kLn2W], w[kLn2B], s[kLn2], s[kLn2Mean], s[kLn2Rstd], N, C);
-  ops::linear_gelu_forward(cmd, s[kLn2], w[kFcW], w[kFcB], s[kFc], s[kGelu], N, C, 4 * C);
-  ops::linear_forward(cmd, s[kGelu], w[kMlpProjW], w[kMlpProjB], scratch.narrow_a, N, 4 * C, C);
-  ops::residual_forward(cmd, s[kX1], scratch.narrow_a, t.y, N * C);
+  // Stored tensors as Tensors says (16 bits where the Cell hands them so, stores_half): x,
+  // every saved tensor but the statistics (h), y; the branches' outputs in the scratch are fp32.
+  using ops::Formats;
+  const ops::Precision fx = t.x_precision, h = t.y_precision, f32 = ops::Precision::Fp32;
+  ops::layernorm_forward(cmd, t.x, w[kLn1W], w[kLn1B], s[kLn1], s[kLn1Mean], s[kLn1Rstd], N, C, 1e-5f, {fx, h});
+  ops::linear_forward(cmd, s[kLn1], w[kAttnW], w[kAttnB], s[kQkv], N, C, 3 * C, std::nullopt, {h, h});
+  ops::attention_forward(cmd, s[kQkv], s[kAttn], s[kLse], scratch.attention, p.rows, T_, C, NH_, std::nullopt, {h, h});
+  ops::linear_forward(cmd, s[kAttn], w[kProjW], w[kProjB], scratch.narrow_a, N, C, C, std::nullopt, {h, f32});
+  ops::residual_forward(cmd, t.x, scratch.narrow_a, s[kX1], N * C, {fx, h});
+  ops::layernorm_forward(cmd, s[kX1], w[kLn2W], w[kLn2B], s[kLn2], s[kLn2Mean], s[kLn2Rstd], N, C, 1e-5f, {h, h});
+  ops::linear_gelu_forward(cmd, s[kLn2], w[kFcW], w[kFcB], s[kFc], s[kGelu], N, C, 4 * C, {h, h});
+  ops::linear_forward(cmd, s[kGelu], w[kMlpProjW], w[kMlpProjB], scratch.narrow_a, N, 4 * C, C, std::nullopt, {h, f32});
+  ops::residual_forward(cmd, s[kX1], scratch.narrow_a, t.y, N * C, {h, t.y_precision});
 }
 
 // One kernel sequence for both kinds of backward. A whole backward keeps the internal
@@ -231,14 +247,14 @@ void GptBlock::backward(const Pass& p, const Tensors& t, vk::View dy,
   // MLP branch: y = x1 + mlp.c_proj(gelu(mlp.c_fc(ln_2(x1)))).
   const vk::View dfc = kept(kDfc, scratch.wide_b), dln2 = kept(kDln2, scratch.narrow_b);
   param_grad(kDy, dy);
-  write_backward_data_gelu(cmd, dy, w[kMlpProjW], s[kFc], dfc, N, 4 * C, C);
+  write_backward_data_gelu(cmd, dy, w[kMlpProjW], s[kFc], dfc, N, 4 * C, C, t.y_precision);
   param_grad(kDfc, dfc);
   write_backward_data(cmd, dfc, w[kFcW], dln2, N, C, 4 * C);
 
   // dx1 = dy (the residual) + the gradient through ln_2.
   const vk::View dx1 = kept(kDx1, scratch.narrow_a);
   copy_floats(cmd, dy, dx1, uint64_t(N) * C);
-  ops::layernorm_backward_data(cmd, dln2, s[kX1], w[kLn2W], s[kLn2Mean], s[kLn2Rstd], dx1, N, C);
+  ops::layernorm_backward_data(cmd, dln2, s[kX1], w[kLn2W], s[kLn2Mean], s[kLn2Rstd], dx1, N, C, t.y_precision);
   param_grad(kDln2, dln2);
 
   // Attention branch: x1 = x + attn.c_proj(attention(attn.c_attn(ln_1(x)))). The residual
@@ -251,14 +267,15 @@ void GptBlock::backward(const Pass& p, const Tensors& t, vk::View dy,
   write_backward_data(cmd, dx1, w[kProjW], dattn, N, C, C);
   zero(cmd, dqkv, N, 3 * C);
   ops::attention_backward(cmd, s[kQkv], s[kAttn], s[kLse], dattn, dqkv, scratch.attention, p.rows,
-                          T_, C, NH_);
+                          T_, C, NH_, std::nullopt, {t.y_precision, t.y_precision});
   // dqkv (in the scratch buffer for a whole backward) was written last by attention_backward:
   // vk::Commands records a barrier before the first dispatch that reads it.
   write_backward_data(cmd, dqkv, w[kAttnW], dln1, N, C, 3 * C);
   param_grad(kDqkv, dqkv);
   param_grad(kDln1, dln1);
   if (dx)
-    ops::layernorm_backward_data(cmd, dln1, t.x, w[kLn1W], s[kLn1Mean], s[kLn1Rstd], *dx, N, C);
+    ops::layernorm_backward_data(cmd, dln1, t.x, w[kLn1W], s[kLn1Mean], s[kLn1Rstd], *dx, N, C,
+                                 t.x_precision, t.x_precision);
 }
 
 // The second half of a split backward: the parameter kernels a whole backward records, in its

@@ -63,14 +63,15 @@ uint32_t chunk_samples(vk::View scratch, uint32_t B, uint32_t T, uint32_t NH, bo
 struct Heads {
   vk::View view;
   uint32_t offset, ld, stride, head_stride;
+  Precision format = Precision::Fp32;  // how the view stores it
 };
 
 // Part `part` (q, k, v: 0, 1, 2; y and dy: 0 with parts 1) of a token tensor (B,T,parts*C)
 // from sample `first` on: head h is HS columns at part*C + h*HS of every token row.
 Heads token_heads(vk::View v, uint32_t parts, uint32_t part, uint32_t first, uint32_t T, uint32_t C,
-                  uint32_t HS) {
+                  uint32_t HS, Precision format = Precision::Fp32) {
   const uint32_t row = parts * C;
-  return {v, first * T * row + part * C, row, T * row, HS};
+  return {v, first * T * row + part * C, row, T * row, HS, format};
 }
 
 // The (T,T) scores of the chunk's heads, packed in the scratch.
@@ -89,6 +90,7 @@ void per_head(vk::Commands& cmd, const Heads& a, const Heads& b, const Heads& c,
   p.stride_a = a.stride, p.stride_b = b.stride, p.stride_c = c.stride;
   p.heads = NH, p.head_stride_a = a.head_stride, p.head_stride_b = b.head_stride,
   p.head_stride_c = c.head_stride;
+  p.a_format = a.format, p.b_format = b.format, p.c_format = c.format;
   ops::matmul(cmd, a.view, b.view, c.view, p);
 }
 
@@ -110,17 +112,24 @@ vk::Specialization spec(uint32_t HS, std::initializer_list<vk::View> views) {
   return s;
 }
 
+// The row kernels read and write fp32 only.
+void expect_fp32(Formats f) {
+  BRIGADE_EXPECT(!is_half(f.x) && !is_half(f.y), "attention's row kernels take fp32 tensors only");
+}
+
 void forward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View lse, uint32_t B, uint32_t T,
-             uint32_t C, uint32_t NH, uint32_t HS) {
+             uint32_t C, uint32_t NH, uint32_t HS, Formats f) {
   check_head_size(HS);
+  expect_fp32(f);
   cmd.dispatch(cmd.device().kernel("attention_rows_forward", spec(HS, {qkv, y})), {qkv, y, lse},
                AttentionPush{B, T, C, NH, 1.0f / std::sqrt(float(HS))},
                {vk::groups_for(T, BRIGADE_WG_ATTENTION), NH, B});
 }
 
 void backward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View lse, vk::View dy, vk::View dqkv,
-              vk::View scratch, uint32_t B, uint32_t T, uint32_t C, uint32_t NH, uint32_t HS) {
+              vk::View scratch, uint32_t B, uint32_t T, uint32_t C, uint32_t NH, uint32_t HS, Formats f) {
   check_head_size(HS);
+  expect_fp32(f);
   const uint64_t rows = uint64_t(B) * T * NH;
   BRIGADE_EXPECT(scratch.range / 4 >= rows, "attention scratch of " + std::to_string(scratch.range / 4) +
                                                " floats is under the row kernels' delta of " + std::to_string(rows));
@@ -137,9 +146,9 @@ void backward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View lse, vk::Vie
 
 // The forward's tensors over `rows` = B*T tokens, which the backward reads again.
 void expect_forward_views(vk::View qkv, vk::View y, vk::View lse, uint64_t rows, uint32_t C,
-                          uint32_t NH) {
-  BRIGADE_EXPECT_FLOATS(qkv, rows * 3 * C, "attention qkv");
-  BRIGADE_EXPECT_FLOATS(y, rows * C, "attention y");
+                          uint32_t NH, Formats f) {
+  BRIGADE_EXPECT_BYTES(qkv, stored_bytes(rows * 3 * C, f.x), "attention qkv");
+  BRIGADE_EXPECT_BYTES(y, stored_bytes(rows * C, f.y), "attention y");
   BRIGADE_EXPECT_FLOATS(lse, rows * NH, "attention lse");
 }
 
@@ -152,17 +161,17 @@ uint64_t attention_scratch_floats(uint32_t samples, uint32_t T, uint32_t C, uint
 
 void attention_forward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View lse,
                        vk::View scratch, uint32_t B, uint32_t T, uint32_t C, uint32_t NH,
-                       std::optional<Form> form) {
+                       std::optional<Form> form, Formats f) {
   const uint32_t HS = head_size(C, NH);
-  expect_forward_views(qkv, y, lse, uint64_t(B) * T, C, NH);
+  expect_forward_views(qkv, y, lse, uint64_t(B) * T, C, NH, f);
   if (B == 0 || T == 0) return;
-  if (runs_direct(cmd, form)) return rows::forward(cmd, qkv, y, lse, B, T, C, NH, HS);
+  if (runs_direct(cmd, form)) return rows::forward(cmd, qkv, y, lse, B, T, C, NH, HS, f);
   const float scale = 1.0f / std::sqrt(float(HS));
   const uint32_t most = chunk_samples(scratch, B, T, NH, false);
   for (uint32_t first = 0; first < B; first += most) {
     const uint32_t n = std::min(most, B - first);
-    const Heads q = token_heads(qkv, 3, 0, first, T, C, HS), k = token_heads(qkv, 3, 1, first, T, C, HS),
-                v = token_heads(qkv, 3, 2, first, T, C, HS), yh = token_heads(y, 1, 0, first, T, C, HS),
+    const Heads q = token_heads(qkv, 3, 0, first, T, C, HS, f.x), k = token_heads(qkv, 3, 1, first, T, C, HS, f.x),
+                v = token_heads(qkv, 3, 2, first, T, C, HS, f.x), yh = token_heads(y, 1, 0, first, T, C, HS, f.y),
                 s = score_heads(sub(scratch, 0, scores(n, T, NH)), T, NH);
     per_head(cmd, q, k, s, T, T, HS, false, true, scale, false, n, NH, Causal::SkipAbove);  // S = scale Q K^T
     cmd.dispatch(cmd.device().kernel("attention_softmax", vk::Specialization().set(
@@ -176,28 +185,29 @@ void attention_forward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View lse
 
 void attention_backward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View lse, vk::View dy,
                         vk::View dqkv, vk::View scratch, uint32_t B, uint32_t T, uint32_t C,
-                        uint32_t NH, std::optional<Form> form) {
+                        uint32_t NH, std::optional<Form> form, Formats f) {
   const uint32_t HS = head_size(C, NH);
   const uint64_t rows = uint64_t(B) * T;
-  expect_forward_views(qkv, y, lse, rows, C, NH);
+  expect_forward_views(qkv, y, lse, rows, C, NH, f);
   BRIGADE_EXPECT_FLOATS(dy, rows * C, "attention dy");
   BRIGADE_EXPECT_FLOATS(dqkv, rows * 3 * C, "attention dqkv");
   if (B == 0 || T == 0) return;
-  if (runs_direct(cmd, form)) return rows::backward(cmd, qkv, y, lse, dy, dqkv, scratch, B, T, C, NH, HS);
+  if (runs_direct(cmd, form)) return rows::backward(cmd, qkv, y, lse, dy, dqkv, scratch, B, T, C, NH, HS, f);
   const float scale = 1.0f / std::sqrt(float(HS));
   const uint32_t most = chunk_samples(scratch, B, T, NH, true);
   for (uint32_t first = 0; first < B; first += most) {
     const uint32_t n = std::min(most, B - first);
     const uint64_t r = scores(n, T, NH);
-    const auto part = [&](vk::View v, uint32_t i) { return token_heads(v, 3, i, first, T, C, HS); };
-    const Heads q = part(qkv, 0), k = part(qkv, 1), v = part(qkv, 2), dq = part(dqkv, 0),
-                dk = part(dqkv, 1), dv = part(dqkv, 2), dyh = token_heads(dy, 1, 0, first, T, C, HS),
+    const auto part = [&](vk::View v, uint32_t i, Precision p) { return token_heads(v, 3, i, first, T, C, HS, p); };
+    const Heads q = part(qkv, 0, f.x), k = part(qkv, 1, f.x), v = part(qkv, 2, f.x), dq = part(dqkv, 0, Precision::Fp32),
+                dk = part(dqkv, 1, Precision::Fp32), dv = part(dqkv, 2, Precision::Fp32), dyh = token_heads(dy, 1, 0, first, T, C, HS),
                 s = score_heads(sub(scratch, 0, r), T, NH), ds = score_heads(sub(scratch, r, r), T, NH);
     per_head(cmd, q, k, s, T, T, HS, false, true, scale, false, n, NH, Causal::SkipAbove);    // S = scale Q K^T
     per_head(cmd, dyh, v, ds, T, T, HS, false, true, 1.0f, false, n, NH, Causal::SkipAbove);  // dP = dY V^T
     const bool vec4 = HS % 4 == 0 && quads(T, {s.view, ds.view, dy, y});
-    cmd.dispatch(cmd.device().kernel("attention_softmax_backward",
-                                     vk::Specialization().set(BRIGADE_ATTENTION_SPEC_VEC4, vec4)),
+    cmd.dispatch(cmd.device().kernel(format_kernel("attention_softmax_backward", {f.y}),
+                                     vk::Specialization().set(BRIGADE_ATTENTION_SPEC_VEC4, vec4)
+                                         .set(BRIGADE_ATTENTION_SPEC_FORMAT_Y, uint32_t(f.y))),
                  {s.view, ds.view, lse, dy, y},
                  AttentionSoftmaxPush{n, T, NH, HS, first},
                  {vk::groups_for(T, BRIGADE_WG_ATTENTION_ROWS), n * NH, 1});

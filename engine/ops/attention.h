@@ -23,12 +23,17 @@
 //
 // Results are deterministic: every sum runs in a fixed order (the matmul's and one
 // invocation's per softmax row).
+//
+// qkv (f.x) and y (f.y) may be kept in 16 bits (Formats), read and written by the matrix
+// form's kernels themselves (the row kernels take fp32 only); y is then stored as the
+// rounded fp32 result, and every gradient stays fp32.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 
 #include "ops/form.h"
+#include "ops/precision.h"
 #include "vk/commands.h"
 
 namespace brigade::ops {
@@ -44,13 +49,13 @@ uint64_t attention_scratch_floats(uint32_t samples, uint32_t T, uint32_t C, uint
 // the samples are done in chunks that fit.
 void attention_forward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View lse,
                        vk::View scratch, uint32_t B, uint32_t T, uint32_t C, uint32_t NH,
-                       std::optional<Form> form = {});
+                       std::optional<Form> form = {}, Formats f = {});
 
 // Walks the forward in reverse: dqkv (B,T,3C) += the gradient of the loss with respect to
 // qkv, given the forward's qkv (B,T,3C), y (B,T,C), lse (B,NH,T) and the output gradient
 // dy (B,T,C). `scratch` as for attention_forward.
 void attention_backward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View lse, vk::View dy,
                         vk::View dqkv, vk::View scratch, uint32_t B, uint32_t T, uint32_t C,
-                        uint32_t NH, std::optional<Form> form = {});
+                        uint32_t NH, std::optional<Form> form = {}, Formats f = {});
 
 }  // namespace brigade::ops

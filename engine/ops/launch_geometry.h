@@ -30,7 +30,7 @@ inline bool quads(uint64_t n, std::initializer_list<vk::View> views) {
 // An elementwise kernel over n elements (shaders/elementwise.h) with a VEC4 variant
 // (specialization constant 0: four elements an invocation), taken where quads() allows;
 // `spec` holds the kernel's other constants.
-inline void launch_vec4(vk::Commands& cmd, const char* shader,
+inline void launch_vec4(vk::Commands& cmd, const std::string& shader,
                         std::initializer_list<vk::View> bindings, uint32_t n,
                         vk::Specialization spec = {}) {
   if (n == 0) return;

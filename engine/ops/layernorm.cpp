@@ -2,6 +2,7 @@
 
 #include "shaders/norm.h"
 #include "ops/launch_geometry.h"
+#include "util/error.h"
 
 namespace brigade::ops {
 namespace {
@@ -12,33 +13,48 @@ vk::Specialization row_spec(const vk::Device& dev, uint32_t C, bool vec4) {
   return vk::Specialization().set(0, width).set(1, vec4).set(2, (L + width - 1) / width);
 }
 
+// A 16-bit x or y is read and written a quad (two words) at a time.
+void expect_quads(bool vec4, Formats f, const char* pass) {
+  BRIGADE_EXPECT(vec4 || !(is_half(f.x) || is_half(f.y)),
+                 std::string("layernorm ") + pass + " on 16 bits needs C % 4 == 0 and 16-byte aligned views");
+}
+
 }  // namespace
 
 void layernorm_forward(vk::Commands& cmd, vk::View x, vk::View weight, vk::View bias,
                        vk::View y, vk::View mean, vk::View rstd, uint32_t N, uint32_t C,
-                       float eps) {
+                       float eps, Formats f) {
   if (N == 0 || C == 0) return;
   vk::Device& dev = cmd.device();
-  cmd.dispatch(dev.kernel("layernorm_forward", row_spec(dev, C, quads(C, {x, weight, bias, y}))),
+  const bool vec4 = quads(C, {x, weight, bias, y});
+  expect_quads(vec4, f, "forward");
+  cmd.dispatch(dev.kernel(format_kernel("layernorm_forward", {f.x, f.y}),
+                          row_spec(dev, C, vec4).set(3, uint32_t(f.x)).set(4, uint32_t(f.y))),
                {x, weight, bias, y, mean, rstd}, shaders::LayerNormPush{N, C, eps}, row_groups(dev, N));
 }
 
 void layernorm_backward_data(vk::Commands& cmd, vk::View dy, vk::View x, vk::View weight,
                              vk::View mean, vk::View rstd, vk::View dx, uint32_t N,
-                             uint32_t C) {
+                             uint32_t C, Precision x_format, Precision dx_round) {
   if (N == 0 || C == 0) return;
   vk::Device& dev = cmd.device();
-  cmd.dispatch(dev.kernel("layernorm_backward_data", row_spec(dev, C, quads(C, {dy, x, weight, dx}))),
+  const bool vec4 = quads(C, {dy, x, weight, dx});
+  expect_quads(vec4, {x_format}, "backward");
+  cmd.dispatch(dev.kernel(format_kernel("layernorm_backward_data", {x_format, dx_round}),
+                          row_spec(dev, C, vec4).set(3, uint32_t(x_format)).set(4, uint32_t(dx_round))),
                {dy, x, weight, mean, rstd, dx}, shaders::LayerNormPush{N, C, 0.0f}, row_groups(dev, N));
 }
 
 void layernorm_backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View mean,
                                vk::View rstd, vk::View dweight, vk::View dbias, uint32_t N,
-                               uint32_t C, uint32_t lanes) {
+                               uint32_t C, uint32_t lanes, Precision x_format) {
   if (C == 0) return;
   const bool vec4 = quads(C, {dy, x, dweight, dbias});
-  const ColumnLanes g = column_lanes(cmd.device(), vec4 ? C / 4 : C, lanes, vk::Specialization().set(0, vec4));
-  cmd.dispatch(cmd.device().kernel("layernorm_backward_weight", g.spec), {dy, x, mean, rstd, dweight, dbias},
+  expect_quads(vec4, {x_format}, "weight gradient");
+  const ColumnLanes g = column_lanes(cmd.device(), vec4 ? C / 4 : C, lanes,
+                                     vk::Specialization().set(0, vec4).set(3, uint32_t(x_format)));
+  cmd.dispatch(cmd.device().kernel(format_kernel("layernorm_backward_weight", {x_format}), g.spec),
+               {dy, x, mean, rstd, dweight, dbias},
                shaders::LayerNormPush{N, C, 0.0f}, g.groups);
 }
 

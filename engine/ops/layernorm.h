@@ -1,10 +1,15 @@
 // LayerNorm over the last dimension C, as torch.nn.LayerNorm(C) (eps 1e-5, affine).
 // Forward saves each row's mean and rstd = 1 / sqrt(var + eps) for the backward passes;
 // backward passes accumulate (+=) into dx, dweight and dbias.
+// x and y may be kept in 16 bits, read and written by the kernels themselves where C % 4 == 0
+// and the views are 16-byte aligned: the forward's as Formats says, the backward passes' x as
+// x_format says; backward-data rounds dx's sums to dx_round (a layer's input gradient is kept
+// at its input's precision; a GPT block's internal gradients stay fp32).
 #pragma once
 
 #include <cstdint>
 
+#include "ops/precision.h"
 #include "vk/commands.h"
 
 namespace brigade::ops {
@@ -12,16 +17,17 @@ namespace brigade::ops {
 // x, y: (N, C)  weight, bias: (C)  mean, rstd: (N)
 void layernorm_forward(vk::Commands& cmd, vk::View x, vk::View weight, vk::View bias,
                        vk::View y, vk::View mean, vk::View rstd, uint32_t N, uint32_t C,
-                       float eps = 1e-5f);
+                       float eps = 1e-5f, Formats f = {});
 // dx += dL/dx.  dy, x, dx: (N, C)  weight: (C)  mean, rstd: (N) from the forward
 void layernorm_backward_data(vk::Commands& cmd, vk::View dy, vk::View x, vk::View weight,
                              vk::View mean, vk::View rstd, vk::View dx, uint32_t N,
-                             uint32_t C);
+                             uint32_t C, Precision x_format = Precision::Fp32,
+                             Precision dx_round = Precision::Fp32);
 // dweight += sum_N dy * xhat,  dbias += sum_N dy, `lanes` invocations down each channel
 // (shaders/column_sums.h; 0: the device's choice).
 // dy, x: (N, C)  mean, rstd: (N) from the forward  dweight, dbias: (C)
 void layernorm_backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View mean,
                                vk::View rstd, vk::View dweight, vk::View dbias, uint32_t N,
-                               uint32_t C, uint32_t lanes = 0);
+                               uint32_t C, uint32_t lanes = 0, Precision x_format = Precision::Fp32);
 
 }  // namespace brigade::ops

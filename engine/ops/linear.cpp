@@ -13,10 +13,11 @@ void linear_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optiona
 }
 
 void linear_gelu_forward(vk::Commands& cmd, vk::View x, vk::View weight, vk::View bias, vk::View y,
-                         vk::View act, uint32_t n, uint32_t in, uint32_t out) {
+                         vk::View act, uint32_t n, uint32_t in, uint32_t out, Formats f) {
   matmul(cmd, x, weight, y,
-         {.M = n, .N = out, .K = in, .trans_b = true, .epilogue = MatmulParams::Epilogue::Gelu}, bias,
-         act);
+         {.M = n, .N = out, .K = in, .trans_b = true, .epilogue = MatmulParams::Epilogue::Gelu,
+          .a_format = f.x, .c_format = f.y, .e_format = f.y},
+         bias, act);
 }
 
 void linear_relu_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optional<vk::View> bias,

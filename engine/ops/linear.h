@@ -21,10 +21,10 @@ void linear_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optiona
                     vk::View y, uint32_t n, uint32_t in, uint32_t out,
                     std::optional<MatmulTiling> tiling = std::nullopt, Formats f = {});
 
-// y = x weight^T + bias and, as y is stored, act = gelu(y): a Linear followed by a GELU in
-// one pass over the output
+// y = x weight^T + bias and, as y is stored, act = gelu(y as stored): a Linear followed by a
+// GELU in one pass over the output; act is stored as y is (f.y).
 void linear_gelu_forward(vk::Commands& cmd, vk::View x, vk::View weight, vk::View bias, vk::View y,
-                         vk::View act, uint32_t n, uint32_t in, uint32_t out);
+                         vk::View act, uint32_t n, uint32_t in, uint32_t out, Formats f = {});
 
 // y = relu(x weight^T + bias) as y is stored: a Linear followed by a ReLU in one pass.
 void linear_relu_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optional<vk::View> bias,

@@ -157,7 +157,10 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
   BRIGADE_EXPECT(has_tensor == bool(epilogue), "an epilogue and its tensor come together");
   BRIGADE_EXPECT((p.epilogue != Epilogue::Gelu && p.epilogue != Epilogue::Relu) || !p.accumulate,
                  "a GELU or ReLU epilogue applies to the whole of C, so C cannot accumulate");
-  if (epilogue) check_operand("epilogue tensor", *epilogue, p.batch, gc, p.M, p.N, ldc);
+  if (epilogue) check_operand("epilogue tensor", *epilogue, p.batch, gc, p.M, p.N, ldc, p.e_format);
+  BRIGADE_EXPECT(p.epilogue == Epilogue::Gelu ? p.e_format == p.c_format
+                                              : p.epilogue == Epilogue::GeluGrad || p.e_format == Precision::Fp32,
+                 "a GELU epilogue stores its activation as C; only a GELU gradient reads a 16-bit tensor");
   using Causal = MatmulParams::Causal;
   BRIGADE_EXPECT(p.causal == Causal::None || (p.causal == Causal::SkipAbove ? p.M == p.N : p.M == p.K),
                  "a causal product is square along its diagonal");
@@ -175,9 +178,9 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
   // never share a word.
   const bool pairs_c = t.stores_pairs() && p.N % 2 == 0 && ldc % 2 == 0 && gc.offset % 2 == 0 &&
                        c.offset % 4 == 0 && (p.batch == 1 || (gc.stride % 2 == 0 && gc.head_stride % 2 == 0));
-  BRIGADE_EXPECT(!is_half(p.c_format) || ((vec4_c || pairs_c) && !p.accumulate && p.epilogue != Epilogue::Gelu),
+  BRIGADE_EXPECT(!is_half(p.c_format) || ((vec4_c || pairs_c) && !p.accumulate),
                  "a 16-bit C needs even pairs of a row in one invocation (an even block width, even N, "
-                 "row starts and matrices), no accumulation and no GELU epilogue");
+                 "row starts and matrices) and no accumulation");
   BRIGADE_EXPECT(p.c_round == Precision::Fp32 || !is_half(p.c_format), "C is either rounded in fp32 or stored in 16 bits");
   vk::Specialization spec;
   spec.set(BRIGADE_MATMUL_SPEC_VARIANT, uint32_t(t.variant))
@@ -199,6 +202,7 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
       .set(BRIGADE_MATMUL_SPEC_FORMAT_B, uint32_t(p.b_format))
       .set(BRIGADE_MATMUL_SPEC_FORMAT_C, uint32_t(p.c_format))
       .set(BRIGADE_MATMUL_SPEC_ROUND_C, uint32_t(p.c_round))
+      .set(BRIGADE_MATMUL_SPEC_FORMAT_E, uint32_t(p.e_format))
       .set(BRIGADE_MATMUL_SPEC_BIAS, !bias         ? BRIGADE_MATMUL_BIAS_NONE
                                      : p.bias_rows ? BRIGADE_MATMUL_BIAS_ROWS
                                                    : BRIGADE_MATMUL_BIAS_COLUMNS);
@@ -212,7 +216,7 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
   // no barrier: A for the read-only ones, C for the written one.
   const bool gelu = p.epilogue == Epilogue::Gelu;
   const vk::View pre = !gelu && epilogue ? *epilogue : a, act = gelu ? *epilogue : c;
-  cmd.dispatch(dev.kernel(format_kernel("matmul", {p.a_format, p.b_format, p.c_format, p.c_round}), spec),
+  cmd.dispatch(dev.kernel(format_kernel("matmul", {p.a_format, p.b_format, p.c_format, p.c_round, p.e_format}), spec),
                {a, b, bias.value_or(a), c, pre, act}, push, groups);
 }
 

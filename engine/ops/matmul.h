@@ -85,6 +85,9 @@ struct MatmulParams {
   // tensor's precision).
   Precision a_format = Precision::Fp32, b_format = Precision::Fp32, c_format = Precision::Fp32;
   Precision c_round = Precision::Fp32;
+  // How the epilogue's tensor is stored: pre (GeluGrad) in any format; act (Gelu) as C is,
+  // holding gelu of C as stored.
+  Precision e_format = Precision::Fp32;
   std::optional<MatmulTiling> tiling;  // unset: matmul_tiling(the device)
 
   uint32_t ld_a() const { return lda ? lda : trans_a ? M : K; }
@@ -93,14 +96,14 @@ struct MatmulParams {
 };
 
 // Whether the device's default tiling stores a 16-bit C of N columns (packed rows, no
-// accumulation, no GELU epilogue): where N is even, each invocation writes a row's outputs
+// accumulation): where N is even, each invocation writes a row's outputs
 // in even pairs (register blocks, whole quads where N % 4 == 0; shared tiles lay out an
 // invocation's columns in neighbouring pairs).
 bool matmul_stores_half(const vk::PhysicalInfo& device, uint32_t N);
 
 // Records C (+)= alpha * op(A) op(B) (+ bias), then the epilogue. A, B and C are stored as
-// their formats say; the bias and the epilogue's tensor (`epilogue`: pre for GeluGrad,
-// activation for Gelu) are fp32; C must not overlap the others.
+// their formats say, the epilogue's tensor (`epilogue`: pre for GeluGrad, activation for
+// Gelu) as e_format says; the bias is fp32; C must not overlap the others.
 void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulParams& p,
             std::optional<vk::View> bias = std::nullopt,
             std::optional<vk::View> epilogue = std::nullopt);

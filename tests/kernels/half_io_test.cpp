@@ -13,6 +13,7 @@
 
 #include "check.h"
 #include "gpu.h"
+#include "half_check.h"
 #include "ops/activation.h"
 #include "ops/conv2d.h"
 #include "ops/conv2d_winograd.h"
@@ -26,38 +27,13 @@ using namespace brigade;
 using ops::MatmulParams;
 using ops::MatmulTiling;
 using ops::Precision;
+using test::check_bits, test::packed, test::rounded;
 
 namespace {
 
 const MatmulTiling kSubgroupRegisters{MatmulTiling::Variant::Registers, 8, 8, 32, 4, 16, 8};
 const MatmulTiling kRegisters{MatmulTiling::Variant::Registers, 8, 8, 8, 8, 16, 0};
 const MatmulTiling kShared{MatmulTiling::Variant::Shared, 16, 16, 4, 4, 16, 0};
-
-std::vector<float> rounded(std::vector<float> v, Precision p) {
-  for (float& x : v) x = ops::round_on_host(x, p);
-  return v;
-}
-
-// Host packing, two values to a word (element 2i in the low half), as words held in floats
-// so the test helpers upload and download them.
-std::vector<float> packed(const std::vector<float>& v, Precision p) {
-  std::vector<float> words((v.size() + 1) / 2, 0.0f);
-  for (size_t i = 0; i < v.size(); ++i) {
-    const uint32_t h = shaders::half_from_bits(std::bit_cast<uint32_t>(v[i]), uint32_t(p));
-    words[i / 2] = std::bit_cast<float>(std::bit_cast<uint32_t>(words[i / 2]) | (h << (i % 2 ? 16 : 0)));
-  }
-  return words;
-}
-
-void check_bits(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
-  REQUIRE(got.size() >= want.size());
-  size_t wrong = 0, first = 0;
-  for (size_t i = 0; i < want.size(); ++i)
-    if (std::bit_cast<uint32_t>(got[i]) != std::bit_cast<uint32_t>(want[i]) && !(std::isnan(got[i]) && std::isnan(want[i])))
-      if (wrong++ == 0) first = i;
-  CHECK_MESSAGE(wrong == 0, what, ": ", wrong, " of ", want.size(), " words differ, the first at ", first, " (",
-                std::bit_cast<uint32_t>(got[first]), " against ", std::bit_cast<uint32_t>(want[first]), ")");
-}
 
 struct Case {
   uint32_t M, N, K;

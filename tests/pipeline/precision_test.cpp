@@ -56,6 +56,27 @@ struct Run {
   PipelineConfig c;
 };
 
+// The unit roundoff of a 16-bit format: 2^-8 for bf16's 8 significant bits, 2^-11 for fp16's 11.
+double unit_roundoff(Precision p) { return std::ldexp(1.0, p == Precision::Fp16 ? -11 : -8); }
+
+// The largest difference between two runs' gradients, relative to each gradient's largest
+// magnitude, and the gradient it is in.
+std::pair<double, std::string> worst_gradient_error(const Outcome& got, const Outcome& want) {
+  double worst = 0;
+  std::string where;
+  for (const auto& [name, g] : want.grads) {
+    const double scale = std::max(test::max_abs(g), 1e-12);
+    const std::vector<float>& h = got.grads.at(name);
+    for (size_t i = 0; i < g.size(); ++i)
+      if (std::abs(double(h[i]) - g[i]) / scale > worst) worst = std::abs(double(h[i]) - g[i]) / scale, where = name;
+  }
+  return {worst, where};
+}
+
+bool has_gpt_block(const model::Model& m) {
+  return std::any_of(m.layers.begin(), m.layers.end(), [](const auto& l) { return l->kind() == "gpt_block"; });
+}
+
 bool same_bits(float a, float b) { return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b); }
 
 // Bit for bit: losses, every gradient and every parameter.
@@ -123,17 +144,34 @@ void check_precision(test::Gpu& gpu, const model::Model& m, uint32_t rows, Preci
   const Outcome trained = test::run(m, devices(gpu, 1), one(all[0].c.M), batches, 3, test::Update::AdamW);
   CHECK(trained.losses[2] != trained.losses[0]);
   // Layers whose kernels read and write 16 bits themselves (a Linear on a CPU device)
-  // compute exactly what they compute on fp32 copies converted around them.
+  // compute exactly what they compute on fp32 copies converted around them. A GPT block
+  // taking 16 bits also rounds the tensors inside it as it stores them, which on copies stay
+  // fp32 between its kernels (only their saved copies round): there the two are held to the
+  // format's rounding, one unit roundoff of each gradient's largest magnitude per layer.
   PipelineConfig copies = one(all[0].c.M);
   copies.fp32_copies = true;
-  check_same_bits(test::run(m, devices(gpu, 1), copies, batches, 3, test::Update::AdamW), trained,
-                  m.name + " 3 AdamW steps, fp32 copies against 16-bit kernels");
+  const Outcome on_copies = test::run(m, devices(gpu, 1), copies, batches, 3, test::Update::AdamW);
   copies = all[1].c, copies.fp32_copies = true;
-  check_same_bits(test::run(m, devices(gpu, all[1].K), copies, batches, 0),
-                  test::run(m, devices(gpu, all[1].K), all[1].c, batches, 0),
-                  m.name + " " + test::describe(all[1].c) + ", fp32 copies against 16-bit kernels");
+  const Outcome split_copies = test::run(m, devices(gpu, all[1].K), copies, batches, 0),
+                split_kernels = test::run(m, devices(gpu, all[1].K), all[1].c, batches, 0);
+  if (!has_gpt_block(m)) {
+    check_same_bits(on_copies, trained, m.name + " 3 AdamW steps, fp32 copies against 16-bit kernels");
+    check_same_bits(split_copies, split_kernels,
+                    m.name + " " + test::describe(all[1].c) + ", fp32 copies against 16-bit kernels");
+  } else {
+    const auto [worst, where] = worst_gradient_error(split_kernels, split_copies);
+    const double bound = double(m.layers.size()) * unit_roundoff(p);
+    MESSAGE(m.name, " ", test::describe(all[1].c), ": 16-bit kernels against fp32 copies, worst gradient error ",
+            worst, " (", where, ") against ", bound);
+    CHECK(worst > 0);
+    CHECK_MESSAGE(worst <= bound, m.name, ": ", where);
+  }
+  // After the first update the two runs' parameters differ in fp32's last bits (the tied
+  // embedding's sum and the gradient norm add over stages in another order), so a value near
+  // a 16-bit rounding boundary can round the other way: a gradient then moves by about one
+  // unit roundoff of the format.
   check_equal(test::run(m, devices(gpu, all[0].K), all[0].c, batches, 3, test::Update::AdamW), trained,
-              m.name + " 3 AdamW steps " + test::describe(all[0].c), true, 3e-6);
+              m.name + " 3 AdamW steps " + test::describe(all[0].c), true, 3e-6, unit_roundoff(p));
 
   // Evaluation: the outputs come back to the host from 16 bits.
   const test::Evaluation want = test::evaluate(m, devices(gpu, 1), one(all[1].c.M), batches[0]);
@@ -289,8 +327,8 @@ TEST_CASE_FIXTURE(test::Gpu, "a step whose scaled gradients overflow fp16 update
 // roundoff u (2^-8 for bf16's 8 significant bits, 2^-11 for fp16's 11), relative to itself.
 // To first order those errors add up along the L layers of the forward and the L of the
 // backward, so each gradient is within 2 L u of fp32's, relative to its largest magnitude
-// (measured: fashion-mlp 0.004 and 0.0005 against 0.047 and 0.006; gpt-mini 0.006 and 0.001
-// against 0.055 and 0.007). That holds where every layer is smooth. Max pooling is not: a tie
+// (measured: fashion-mlp 0.004 and 0.0005 against 0.047 and 0.006; gpt-mini, whose blocks
+// round the tensors inside them too, 0.010 and 0.001 against 0.055 and 0.007). That holds where every layer is smooth. Max pooling is not: a tie
 // that rounding creates in a window sends that window's whole gradient to another position,
 // a step not proportional to u (fashion-cnn measured 0.07 in bf16 and 0.04 in fp16, only half
 // as much), and BatchNorm over 8 samples amplifies further (fashion-cnn-bn: 0.15 and 0.09).
@@ -304,19 +342,13 @@ TEST_CASE_FIXTURE(test::Gpu, "16-bit gradients are fp32's to within 2 L u of the
     const bool pools = m.name.starts_with("fashion-cnn");
     const std::vector<pipeline::Batch> batches{random_batch(m, 8, 5)};
     const Outcome wide = test::run(m, devices(*this, 1), {}, batches, 0);
-    for (const auto& [p, u] : {std::pair{Precision::Bf16, std::ldexp(1.0, -8)}, std::pair{Precision::Fp16, std::ldexp(1.0, -11)}}) {
+    for (Precision p : {Precision::Bf16, Precision::Fp16}) {
+      const double u = unit_roundoff(p);
       PipelineConfig c;
       c.precision = {p}, c.loss_scale = p == Precision::Fp16 ? 1024 : 1;
       const Outcome narrow = test::run(m, devices(*this, 1), c, batches, 0);
       const double bound = pools ? 0.5 : 2.0 * double(m.layers.size()) * u;
-      double worst = 0;
-      std::string where;
-      for (const auto& [name, g] : wide.grads) {
-        const double scale = std::max(test::max_abs(g), 1e-12);
-        const std::vector<float>& h = narrow.grads.at(name);
-        for (size_t i = 0; i < g.size(); ++i)
-          if (std::abs(double(h[i]) - g[i]) / scale > worst) worst = std::abs(double(h[i]) - g[i]) / scale, where = name;
-      }
+      const auto [worst, where] = worst_gradient_error(narrow, wide);
       MESSAGE(m.name, " ", std::string(ops::precision_name(p)), ": worst gradient error ", worst, " (", where, ") against ", bound);
       CHECK_MESSAGE(worst <= bound, m.name, " ", std::string(ops::precision_name(p)), ": ", where);
       CHECK(std::abs(narrow.loss - wide.loss) <= bound * std::abs(wide.loss));

@@ -31,6 +31,9 @@ struct PipelineConfig {
   // Every 16-bit layer on fp32 copies, even where its kernels take 16 bits: the same bits,
   // more passes; the reference the 16-bit kernels are held to.
   bool fp32_copies = false;
+  // With layer_precision on one device: which layers take 16 bits themselves (as the devices of
+  // the pipeline being matched said), in place of the device's own answers.
+  std::vector<bool> layer_stores_half = {};
 };
 
 // "1f1b M=4 remat always link host" (K comes from the devices).
@@ -61,9 +64,10 @@ Outcome run(const model::Model& m, const std::vector<vk::Device*>& devices, cons
 double max_abs(const std::vector<float>& v);
 
 // Losses, gradients and (with `params`) parameters of `got` equal `want` to fp32 rounding;
-// parameters to within `param_atol` at least.
+// parameters to within `param_atol` at least, gradients to within `grad_rel` of their largest
+// magnitude at least.
 void check_equal(const Outcome& got, const Outcome& want, const std::string& what, bool params,
-                 double param_atol = 0);
+                 double param_atol = 0, double grad_rel = 0);
 
 struct Evaluation {
   pipeline::EvalResult result;

@@ -1,0 +1,43 @@
+// Helpers of the tests of kernels that read and write 16-bit tensors themselves: values as a
+// format keeps them, packed on the host as the kernels store them, and a bit-for-bit check.
+#pragma once
+
+#include <bit>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include "ops/precision.h"
+#include "shaders/precision.h"
+
+namespace brigade::test {
+
+inline std::vector<float> rounded(std::vector<float> v, ops::Precision p) {
+  for (float& x : v) x = ops::round_on_host(x, p);
+  return v;
+}
+
+// Host packing, two values to a word (element 2i in the low half), as words held in floats
+// so the test helpers upload and download them.
+inline std::vector<float> packed(const std::vector<float>& v, ops::Precision p) {
+  std::vector<float> words((v.size() + 1) / 2, 0.0f);
+  for (size_t i = 0; i < v.size(); ++i) {
+    const uint32_t h = shaders::half_from_bits(std::bit_cast<uint32_t>(v[i]), uint32_t(p));
+    words[i / 2] = std::bit_cast<float>(std::bit_cast<uint32_t>(words[i / 2]) | (h << (i % 2 ? 16 : 0)));
+  }
+  return words;
+}
+
+inline void check_bits(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
+  REQUIRE(got.size() >= want.size());
+  size_t wrong = 0, first = 0;
+  for (size_t i = 0; i < want.size(); ++i)
+    if (std::bit_cast<uint32_t>(got[i]) != std::bit_cast<uint32_t>(want[i]) && !(std::isnan(got[i]) && std::isnan(want[i])))
+      if (wrong++ == 0) first = i;
+  CHECK_MESSAGE(wrong == 0, what, ": ", wrong, " of ", want.size(), " words differ, the first at ", first, " (",
+                std::bit_cast<uint32_t>(got[first]), " against ", std::bit_cast<uint32_t>(want[first]), ")");
+}
+
+}  // namespace brigade::test
