@@ -186,6 +186,7 @@ class LayerNorm final : public ShapedLayer {
  public:
   LayerNorm(const Shape& input, uint32_t features, std::string prefix);
   std::string kind() const override { return "layernorm"; }
+  bool stores_half(const vk::PhysicalInfo& device) const override;
   std::vector<ParamSpec> params() const override;
   std::vector<SavedSpec> saved() const override;
   Cost cost() const override;
@@ -227,6 +228,7 @@ class LmHead final : public ShapedLayer {
  public:
   LmHead(uint32_t T, uint32_t C, uint32_t vocab_size);
   std::string kind() const override { return "lm_head"; }
+  bool stores_half(const vk::PhysicalInfo& device) const override;
   std::vector<ParamSpec> params() const override;
   Cost cost() const override;
   void forward(const Pass& p, const Tensors& t) const override;

@@ -48,8 +48,11 @@ std::vector<ParamSpec> LmHead::params() const { return {wte(vocab_, C_)}; }
 
 Cost LmHead::cost() const { return standard_cost(*this, 2.0 * T_ * C_ * vocab_); }
 
+bool LmHead::stores_half(const vk::PhysicalInfo& device) const { return ops::matmul_stores_half(device, vocab_); }
+
 void LmHead::forward(const Pass& p, const Tensors& t) const {
-  ops::linear_forward(p.cmd, t.x, t.params[0], std::nullopt, t.y, p.rows * T_, C_, vocab_);
+  ops::linear_forward(p.cmd, t.x, t.params[0], std::nullopt, t.y, p.rows * T_, C_, vocab_, std::nullopt,
+                      {t.x_precision, t.y_precision});
 }
 
 std::vector<SavedSpec> LmHead::deferred() const { return {{"dy", uint64_t(T_) * vocab_}}; }
@@ -58,13 +61,13 @@ void LmHead::backward(const Pass& p, const Tensors& t, vk::View dy,
                       std::optional<vk::View> dx) const {
   const uint32_t n = p.rows * T_;
   if (p.split) copy_floats(p.cmd, dy, t.deferred[0], uint64_t(n) * vocab_);
-  else ops::linear_backward_weight(p.cmd, dy, t.x, t.grads[0], std::nullopt, n, C_, vocab_);
-  if (dx) ops::linear_backward_data(p.cmd, dy, t.params[0], *dx, n, C_, vocab_);
+  else ops::linear_backward_weight(p.cmd, dy, t.x, t.grads[0], std::nullopt, n, C_, vocab_, std::nullopt, {t.x_precision});
+  if (dx) ops::linear_backward_data(p.cmd, dy, t.params[0], *dx, n, C_, vocab_, std::nullopt, {t.x_precision});
 }
 
 void LmHead::backward_params(const Pass& p, const Tensors& t) const {
   ops::linear_backward_weight(p.cmd, t.deferred[0], t.x, t.grads[0], std::nullopt, p.rows * T_, C_,
-                              vocab_);
+                              vocab_, std::nullopt, {t.x_precision});
 }
 
 }  // namespace brigade::model

@@ -84,9 +84,12 @@ std::vector<SavedSpec> LayerNorm::saved() const {
 
 Cost LayerNorm::cost() const { return standard_cost(*this, kNormFlops * double(elements(input_))); }
 
+// The kernels take 16 bits a quad at a time.
+bool LayerNorm::stores_half(const vk::PhysicalInfo&) const { return channels_ % 4 == 0; }
+
 void LayerNorm::forward(const Pass& p, const Tensors& t) const {
   ops::layernorm_forward(p.cmd, t.x, t.params[0], t.params[1], t.y, t.saved[0], t.saved[1],
-                         p.rows * rows_per_sample_, channels_);
+                         p.rows * rows_per_sample_, channels_, 1e-5f, {t.x_precision, t.y_precision});
 }
 
 std::vector<SavedSpec> LayerNorm::deferred() const {
@@ -100,15 +103,15 @@ void LayerNorm::backward(const Pass& p, const Tensors& t, vk::View dy,
     copy_floats(p.cmd, dy, t.deferred[0], uint64_t(n) * channels_);
   else
     ops::layernorm_backward_weight(p.cmd, dy, t.x, t.saved[0], t.saved[1], t.grads[0],
-                                   t.grads[1], n, channels_);
+                                   t.grads[1], n, channels_, 0, t.x_precision);
   if (dx)
     ops::layernorm_backward_data(p.cmd, dy, t.x, t.params[0], t.saved[0], t.saved[1], *dx, n,
-                                 channels_);
+                                 channels_, t.x_precision, t.x_precision);
 }
 
 void LayerNorm::backward_params(const Pass& p, const Tensors& t) const {
   ops::layernorm_backward_weight(p.cmd, t.deferred[0], t.x, t.saved[0], t.saved[1], t.grads[0],
-                                 t.grads[1], p.rows * rows_per_sample_, channels_);
+                                 t.grads[1], p.rows * rows_per_sample_, channels_, 0, t.x_precision);
 }
 
 }  // namespace brigade::model
