@@ -176,9 +176,10 @@ bool fold_relu(const std::string& type, const std::string& prev, const std::stri
 }
 
 // One [[layers]] table of a Sequential, `index` in it, given the incoming shape. `fold`: a
-// relu and the neighbour that applies it (fold_relu), both given it.
+// relu and the neighbour that applies it (fold_relu), both given it. `pool`: a conv2d offered
+// the relu and 2x2 maxpool2d after it (Conv2d's `pool`), or that maxpool2d, taken by it.
 std::unique_ptr<Layer> sequential_layer(const Reader& r, const std::string& type, uint32_t index,
-                                        const Shape& in, bool fold) {
+                                        const Shape& in, bool fold, bool pool) {
   const std::string prefix = std::to_string(index) + ".";
   const uint32_t channels = in.empty() ? 0 : in.front(), features = in.empty() ? 0 : in.back();
   if (type == "flatten" || type == "relu" || type == "gelu") {
@@ -196,12 +197,12 @@ std::unique_ptr<Layer> sequential_layer(const Reader& r, const std::string& type
     r.only({"type", "in", "out", "kernel", "stride", "padding", "bias"});
     return std::make_unique<Conv2d>(in, r.count_or("in", channels), r.count("out"),
                                     r.count("kernel"), r.count_or("stride", 1),
-                                    r.count_or("padding", 0, true), r.flag_or("bias", true), prefix);
+                                    r.count_or("padding", 0, true), r.flag_or("bias", true), prefix, pool);
   }
   if (type == "maxpool2d") {
     r.only({"type", "kernel", "stride"});
     const uint32_t kernel = r.count("kernel");
-    return std::make_unique<MaxPool2d>(in, kernel, r.count_or("stride", kernel), fold);
+    return std::make_unique<MaxPool2d>(in, kernel, r.count_or("stride", kernel), fold, pool);
   }
   if (type == "batchnorm2d") {
     r.only({"type", "features"});
@@ -231,6 +232,14 @@ Model sequential(const toml::table& table, const Reader& r, const std::string& d
     const auto name = t ? (*t)["type"].value<std::string>() : std::nullopt;
     return name.value_or("");
   };
+  // A conv2d, relu and maxpool2d of window and stride 2: the conv2d is offered the other two
+  // (Conv2d's `pool`); `pooled_at`: the maxpool2d a conv2d took, a view from then on.
+  auto pools_by_two = [&](size_t j) {
+    const toml::table* t = j < layers->size() ? (*layers)[j].as_table() : nullptr;
+    const auto kernel = t ? (*t)["kernel"].value<int64_t>() : std::nullopt;
+    return type_at(j) == "maxpool2d" && kernel == 2 && (*t)["stride"].value<int64_t>().value_or(2) == 2;
+  };
+  size_t pooled_at = layers->size();
   Shape shape = m.input;
   for (uint32_t i = 0; i < layers->size(); ++i) {
     const std::string where = r.where() + ": layers[" + std::to_string(i) + "]";
@@ -239,8 +248,11 @@ Model sequential(const toml::table& table, const Reader& r, const std::string& d
     const Reader lr(*layer, where);
     const std::string type = lr.text("type");
     const bool fold = fold_relu(type, i > 0 ? type_at(i - 1) : "", type_at(i + 1), type_at(i + 2));
+    const bool pool = type == "conv2d" ? type_at(i + 1) == "relu" && pools_by_two(i + 2) : i == pooled_at;
     try {
-      m.layers.push_back(sequential_layer(Reader(*layer, where + " (" + type + ")"), type, i, shape, fold));
+      m.layers.push_back(sequential_layer(Reader(*layer, where + " (" + type + ")"), type, i, shape, fold, pool));
+      if (const auto* conv = dynamic_cast<const Conv2d*>(m.layers.back().get()); conv && conv->pools())
+        pooled_at = i + 2;
       check_sizes(*m.layers.back());
     } catch (const UserError& e) {
       const std::string what = e.what();

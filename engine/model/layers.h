@@ -78,9 +78,10 @@ class Linear final : public ShapedLayer {
 };
 
 // nn.ReLU(); its backward reads the output.
-// `folded`: a neighbour applies it, the MaxPool2d right after it (ops/maxpool2d.h, `relu`)
-// or else the Linear right before it (its product's epilogue), so this layer is a view: it
-// computes nothing and holds no output (the builder folds every such pair).
+// `folded`: a neighbour applies it, the MaxPool2d right after it (ops/maxpool2d.h, `relu`),
+// or the Conv2d before it together with that MaxPool2d (Conv2d's `pool`), or else the Linear
+// right before it (its product's epilogue), so this layer is a view: it computes nothing and
+// holds no output (the builder folds every such pair).
 class ReLU final : public ShapedLayer {
  public:
   explicit ReLU(const Shape& input, bool folded = false) : ShapedLayer(input, input), folded_(folded) {}
@@ -111,13 +112,20 @@ class GELU final : public ShapedLayer {
 
 // nn.Conv2d(in, out, kernel, stride, padding, bias) on [in, H, W]. PyTorch's default
 // initialization: Uniform(-1/sqrt(in*k*k), 1/sqrt(in*k*k)).
+// `pool`: the ReLU and the MaxPool2d(2) after it are folded in where the shape allows
+// (ops/conv2d_pool.h; both then views): the output is the pooled one, the convolution's is
+// never stored, and the layer keeps each pooled output's code ("codes") for its backward,
+// which spreads the gradient back into the scratch before the convolution's passes.
 class Conv2d final : public ShapedLayer {
  public:
   Conv2d(const Shape& input, uint32_t in_channels, uint32_t out_channels, uint32_t kernel,
-         uint32_t stride, uint32_t padding, bool bias, std::string prefix);
+         uint32_t stride, uint32_t padding, bool bias, std::string prefix, bool pool = false);
   std::string kind() const override { return "conv2d"; }
+  // Whether the ReLU and pooling after it are folded in (`pool`, where the shape allows).
+  bool pools() const { return pool_; }
   bool stores_half(const vk::PhysicalInfo& device) const override;
   std::vector<ParamSpec> params() const override;
+  std::vector<SavedSpec> saved() const override;
   Cost cost() const override;
   void forward(const Pass& p, const Tensors& t) const override;
   // A split backward keeps the output gradient ("dy") for backward_params.
@@ -132,20 +140,29 @@ class Conv2d final : public ShapedLayer {
   static constexpr uint64_t kScratchCap = 32ull << 20;
 
  private:
-  // dweight (and dbias) += the gradient from dy.
+  // dweight (and dbias) += the gradient from dy (the convolution's output gradient).
   void backward_weight(const Pass& p, const Tensors& t, vk::View dy) const;
+  // With `pool`: the convolution's output gradient from the pooled one, in the scratch.
+  vk::View unpooled(const Pass& p, const Tensors& t, vk::View dy) const;
+  // The scratch of the convolution's passes: past the unpooled gradient, with `pool`.
+  vk::View conv_scratch(const Pass& p, const Tensors& t) const;
+  uint64_t unpooled_floats(uint32_t rows) const;
   ops::Conv2dShape shape(uint32_t rows) const;
   uint32_t in_, out_, kernel_, stride_, padding_;
   bool bias_;
   std::string prefix_;
+  bool pool_;
 };
 
 // nn.MaxPool2d(kernel, stride) on [C, H, W].
 // `relu_first`: the ReLU layer before it is folded in (ReLU's `folded`).
+// `folded`: the Conv2d before the ReLU applies both (Conv2d's `pool`), so this layer is a
+// view of its input, already pooled.
 class MaxPool2d final : public ShapedLayer {
  public:
-  MaxPool2d(const Shape& input, uint32_t kernel, uint32_t stride, bool relu_first = false);
+  MaxPool2d(const Shape& input, uint32_t kernel, uint32_t stride, bool relu_first = false, bool folded = false);
   std::string kind() const override { return "maxpool2d"; }
+  bool is_view() const override { return folded_; }
   bool writes_input_gradient() const override { return true; }
   bool stores_half(const vk::PhysicalInfo& device) const override;
   Cost cost() const override;
@@ -155,7 +172,7 @@ class MaxPool2d final : public ShapedLayer {
 
  private:
   uint32_t kernel_, stride_;
-  bool relu_first_;
+  bool relu_first_, folded_;
 };
 
 // nn.BatchNorm2d(C) on [C, H, W] with GPipe's statistics (ops/batchnorm.h): each training

@@ -4,6 +4,8 @@
 
 #include "model/layers.h"
 #include "ops/conv2d.h"
+#include "ops/conv2d_pool.h"
+#include "ops/form.h"
 #include "ops/maxpool2d.h"
 #include "util/error.h"
 
@@ -21,7 +23,7 @@ ops::Conv2dShape conv_shape(const Shape& input, uint32_t out, uint32_t kernel, u
 }
 
 Shape conv_output(const Shape& input, uint32_t in, uint32_t out, uint32_t kernel, uint32_t stride,
-                  uint32_t padding) {
+                  uint32_t padding, bool pool) {
   expect_chw(input, "conv2d");
   if (input[0] != in)
     throw UserError("conv2d in_channels " + std::to_string(in) +
@@ -29,8 +31,13 @@ Shape conv_output(const Shape& input, uint32_t in, uint32_t out, uint32_t kernel
                     " (its first dimension must equal in_channels)");
   const ops::Conv2dShape s = conv_shape(input, out, kernel, stride, padding);
   ops::conv2d_validate(s);
+  if (pool) return {out, s.out_h() / 2, s.out_w() / 2};
   return {out, s.out_h(), s.out_w()};
 }
+
+// Scratch sub-views start 256 bytes apart (every device's largest storage offset alignment).
+constexpr uint64_t kAlignFloats = 64;
+uint64_t aligned(uint64_t floats) { return (floats + kAlignFloats - 1) / kAlignFloats * kAlignFloats; }
 
 ops::MaxPool2dShape pool_shape(const Shape& input, uint32_t kernel, uint32_t stride,
                                uint32_t n = 1, bool relu = false) {
@@ -47,15 +54,18 @@ Shape pool_output(const Shape& input, uint32_t kernel, uint32_t stride) {
 }  // namespace
 
 Conv2d::Conv2d(const Shape& input, uint32_t in_channels, uint32_t out_channels, uint32_t kernel,
-               uint32_t stride, uint32_t padding, bool bias, std::string prefix)
-    : ShapedLayer(input, conv_output(input, in_channels, out_channels, kernel, stride, padding)),
+               uint32_t stride, uint32_t padding, bool bias, std::string prefix, bool pool)
+    : ShapedLayer(input, conv_output(input, in_channels, out_channels, kernel, stride, padding, false)),
       in_(in_channels),
       out_(out_channels),
       kernel_(kernel),
       stride_(stride),
       padding_(padding),
       bias_(bias),
-      prefix_(std::move(prefix)) {}
+      prefix_(std::move(prefix)),
+      pool_(pool && ops::conv2d_pool_fits(conv_shape(input, out_channels, kernel, stride, padding))) {
+  if (pool_) output_ = conv_output(input, in_channels, out_channels, kernel, stride, padding, true);
+}
 
 std::vector<ParamSpec> Conv2d::params() const {
   const float bound = 1.0f / std::sqrt(float(double(in_) * kernel_ * kernel_));
@@ -65,24 +75,51 @@ std::vector<ParamSpec> Conv2d::params() const {
   return p;
 }
 
+std::vector<SavedSpec> Conv2d::saved() const {
+  if (!pool_) return {};
+  return {{"codes", ops::conv2d_pool_code_words(shape(1)), 0, true}};  // words, whatever the precision
+}
+
 Cost Conv2d::cost() const {
-  return standard_cost(*this, 2.0 * double(elements(output_)) * in_ * kernel_ * kernel_);
+  return standard_cost(*this, 2.0 * double(shape(1).y_size()) * in_ * kernel_ * kernel_);
 }
 
 ops::Conv2dShape Conv2d::shape(uint32_t rows) const {
   return conv_shape(input_, out_, kernel_, stride_, padding_, rows);
 }
 
+// With `pool`, the convolution's output gradient for every sample comes first.
+uint64_t Conv2d::unpooled_floats(uint32_t rows) const { return pool_ ? aligned(shape(rows).y_size()) : 0; }
+
 uint64_t Conv2d::scratch_floats(uint32_t rows) const {
   const uint64_t per = ops::conv2d_scratch_per_sample(shape(1));
   const uint64_t samples = std::clamp<uint64_t>(kScratchCap / 4 / per, 1, std::max(rows, 1u));
-  return ops::conv2d_scratch_floats(shape(1), uint32_t(samples));
+  return unpooled_floats(rows) + ops::conv2d_scratch_floats(shape(1), uint32_t(samples));
 }
 
-bool Conv2d::stores_half(const vk::PhysicalInfo& device) const { return ops::conv2d_stores_half(device, shape(1)); }
+vk::View Conv2d::conv_scratch(const Pass& p, const Tensors& t) const {
+  const uint64_t skip = unpooled_floats(p.rows) * 4;
+  return vk::View(*t.scratch->buffer, t.scratch->offset + skip, t.scratch->range - skip);
+}
+
+vk::View Conv2d::unpooled(const Pass& p, const Tensors& t, vk::View dy) const {
+  const vk::View dconv(*t.scratch->buffer, t.scratch->offset, shape(p.rows).y_size() * 4);
+  ops::conv2d_pool_unpool(p.cmd, dy, t.saved[0], dconv, shape(p.rows));
+  return dconv;
+}
+
+// The fold's kernel takes 16 bits on every device; its backward runs the convolution's
+// passes on an fp32 gradient, which read a 16-bit x in the matrix and Winograd forms.
+bool Conv2d::stores_half(const vk::PhysicalInfo& device) const {
+  if (pool_) return ops::form_for(device) != ops::Form::Direct;
+  return ops::conv2d_stores_half(device, shape(1));
+}
 
 void Conv2d::forward(const Pass& p, const Tensors& t) const {
   const std::optional<vk::View> bias = bias_ ? std::optional(t.params[1]) : std::nullopt;
+  if (pool_)
+    return ops::conv2d_pool_forward(p.cmd, t.x, t.params[0], bias, t.y, t.saved[0], shape(p.rows),
+                                    {t.x_precision, t.y_precision});
   ops::conv2d_forward(p.cmd, t.x, t.params[0], bias, t.y, shape(p.rows), *t.scratch, std::nullopt,
                       {t.x_precision, t.y_precision});
 }
@@ -92,27 +129,28 @@ std::vector<SavedSpec> Conv2d::deferred() const { return {{"dy", elements(output
 void Conv2d::backward(const Pass& p, const Tensors& t, vk::View dy,
                       std::optional<vk::View> dx) const {
   if (p.split) copy_floats(p.cmd, dy, t.deferred[0], p.rows * elements(output_));
-  else backward_weight(p, t, dy);
+  const vk::View g = pool_ ? unpooled(p, t, dy) : dy;  // the convolution's output gradient
+  if (!p.split) backward_weight(p, t, g);
   // After the weight gradient, which reads the columns this overwrites (recorded in order:
   // vk::Commands puts a barrier between).
   if (dx)
-    ops::conv2d_backward_data(p.cmd, dy, t.params[0], *dx, shape(p.rows), *t.scratch, std::nullopt,
-                              {t.x_precision, t.y_precision});
+    ops::conv2d_backward_data(p.cmd, g, t.params[0], *dx, shape(p.rows), conv_scratch(p, t), std::nullopt,
+                              {t.x_precision, pool_ ? ops::Precision::Fp32 : t.y_precision});
 }
 
 void Conv2d::backward_params(const Pass& p, const Tensors& t) const {
-  backward_weight(p, t, t.deferred[0]);
+  backward_weight(p, t, pool_ ? unpooled(p, t, t.deferred[0]) : t.deferred[0]);
 }
 
 void Conv2d::backward_weight(const Pass& p, const Tensors& t, vk::View dy) const {
   const std::optional<vk::View> dbias = bias_ ? std::optional(t.grads[1]) : std::nullopt;
-  ops::conv2d_backward_weight(p.cmd, dy, t.x, t.grads[0], dbias, shape(p.rows), *t.scratch, std::nullopt,
-                              {t.x_precision, t.y_precision});
+  ops::conv2d_backward_weight(p.cmd, dy, t.x, t.grads[0], dbias, shape(p.rows), conv_scratch(p, t), std::nullopt,
+                              {t.x_precision, pool_ ? ops::Precision::Fp32 : t.y_precision});
 }
 
-MaxPool2d::MaxPool2d(const Shape& input, uint32_t kernel, uint32_t stride, bool relu_first)
-    : ShapedLayer(input, pool_output(input, kernel, stride)), kernel_(kernel), stride_(stride),
-      relu_first_(relu_first) {}
+MaxPool2d::MaxPool2d(const Shape& input, uint32_t kernel, uint32_t stride, bool relu_first, bool folded)
+    : ShapedLayer(input, folded ? input : pool_output(input, kernel, stride)), kernel_(kernel), stride_(stride),
+      relu_first_(relu_first), folded_(folded) {}
 
 // One comparison per window element.
 Cost MaxPool2d::cost() const {

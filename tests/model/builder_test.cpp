@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "model/layers.h"
 #include "model/model.h"
 #include "util/error.h"
 
@@ -113,12 +114,40 @@ TEST_CASE("fashion-cnn matches PyTorch's Sequential") {
     CHECK(m.layers[i]->is_view());
   }
   CHECK(m.layers[8]->is_view());  // folded into the linear before it
+  // The first conv2d is small enough to take its relu and maxpool2d too: its output is the
+  // pooled one, and the maxpool2d a view; the second is not (18432 weights), and its
+  // maxpool2d pools.
+  CHECK(static_cast<const model::Conv2d&>(*m.layers[0]).pools());
+  CHECK(m.layers[0]->output_shape() == model::Shape{32, 14, 14});
+  CHECK(m.layers[2]->is_view());
+  CHECK(m.layers[2]->output_shape() == model::Shape{32, 14, 14});
+  CHECK_FALSE(static_cast<const model::Conv2d&>(*m.layers[3]).pools());
+  CHECK_FALSE(m.layers[5]->is_view());
+  CHECK(m.layers[5]->output_shape() == model::Shape{64, 7, 7});
   CHECK(m.layers[6]->input_shape() == model::Shape{64, 7, 7});
   CHECK(m.layers.back()->output_shape() == model::Shape{10});
   check_params(m, {{"0.weight", {32, 1, 3, 3}}, {"0.bias", {32}}, {"3.weight", {64, 32, 3, 3}},
                    {"3.bias", {64}}, {"7.weight", {128, 3136}}, {"7.bias", {128}},
                    {"9.weight", {10, 128}}, {"9.bias", {10}}});
   CHECK(m.parameter_count() == 421642);
+}
+
+TEST_CASE("a conv2d takes the relu and maxpool2d after it only for 2x2 windows at stride 2 it can keep in registers") {
+  const auto pools = [](const std::string& pool, uint32_t channels, uint32_t side) {
+    const std::string text = "name = \"t\"\ninput = [1, 8, 8]\nclasses = 2\n"
+                             "[[layers]]\ntype = \"conv2d\"\nin = 1\nout = " + std::to_string(channels) +
+                             "\nkernel = 3\npadding = 1\n[[layers]]\ntype = \"relu\"\n[[layers]]\ntype = \"maxpool2d\"\n" + pool +
+                             "[[layers]]\ntype = \"flatten\"\n[[layers]]\ntype = \"linear\"\nout = 2\n";
+    const model::Model m = model::build_from_toml(text, "t.toml");
+    const bool taken = static_cast<const model::Conv2d&>(*m.layers[0]).pools();
+    CHECK(m.layers[2]->is_view() == taken);
+    CHECK(m.layers[3]->output_shape() == model::Shape{channels * side * side});
+    return taken;
+  };
+  CHECK(pools("kernel = 2\n", 4, 4));
+  CHECK(pools("kernel = 2\nstride = 2\n", 8, 4));
+  CHECK_FALSE(pools("kernel = 3\nstride = 2\n", 4, 3));
+  CHECK_FALSE(pools("kernel = 2\n", 6, 4));  // codes of 6 channels are not whole words
 }
 
 TEST_CASE("fashion-cnn-bn matches PyTorch's Sequential") {

@@ -1,0 +1,54 @@
+#include "ops/conv2d_pool.h"
+
+#include "ops/conv2d_direct.h"
+#include "util/error.h"
+
+namespace brigade::ops {
+namespace {
+
+uint32_t pairs_of(const Conv2dShape& s) { return (s.out_h() / 2) * (s.out_w() / 4); }
+
+// Pairs of pooled outputs on x, samples (forward) or planes (unpool) on z.
+vk::Groups grid(const Conv2dShape& s, uint32_t z, const char* pass) {
+  const vk::Groups g{vk::groups_for(pairs_of(s), BRIGADE_WG_CONV), 1, z};
+  direct::require_groups(g, pass);
+  return g;
+}
+
+}  // namespace
+
+bool conv2d_pool_fits(const Conv2dShape& s) {
+  const uint64_t patch = uint64_t(s.ic) * (s.stride_h + s.kh) * (3 * s.stride_w + s.kw);
+  return s.out_h() % 2 == 0 && s.out_w() % 4 == 0 && s.oc % 4 == 0 && s.weight_size() <= kPoolFoldWeights &&
+         patch <= kPoolFoldPatch;
+}
+
+uint64_t conv2d_pool_code_words(const Conv2dShape& s) { return uint64_t(pairs_of(s)) * s.oc / 4; }
+
+void conv2d_pool_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optional<vk::View> bias,
+                         vk::View y, vk::View codes, const Conv2dShape& s, Formats f) {
+  BRIGADE_EXPECT(conv2d_pool_fits(s), "conv2d with its pooling folded in needs a shape conv2d_pool_fits takes");
+  BRIGADE_EXPECT_BYTES(x, stored_bytes(s.x_size(), f.x), "conv2d input");
+  BRIGADE_EXPECT_BYTES(y, stored_bytes(s.y_size() / 4, f.y), "pooled output");
+  BRIGADE_EXPECT_BYTES(codes, conv2d_pool_code_words(s) * s.n * 4, "pooling codes");
+  BRIGADE_EXPECT(y.offset % 8 == 0, "the pooled output is stored a pair at a time (8-byte aligned)");
+  vk::Specialization spec;
+  spec.set(1, s.h).set(2, s.w).set(3, s.out_h()).set(4, s.out_w()).set(5, s.kh).set(6, s.kw);
+  spec.set(7, s.stride_h).set(8, s.stride_w).set(9, s.pad_h).set(10, s.pad_w);
+  spec.set(11, s.ic).set(12, s.oc).set(13, bool(bias)).set(14, uint32_t(f.x)).set(15, uint32_t(f.y));
+  cmd.dispatch(cmd.device().kernel(format_kernel("conv2d_pool_forward", {f.x, f.y}), spec),
+               {x, weight, bias.value_or(weight), y, codes}, direct::push_of(s), grid(s, s.n, "forward"));
+}
+
+void conv2d_pool_unpool(vk::Commands& cmd, vk::View dy, vk::View codes, vk::View dconv, const Conv2dShape& s) {
+  BRIGADE_EXPECT(conv2d_pool_fits(s), "conv2d with its pooling folded in needs a shape conv2d_pool_fits takes");
+  BRIGADE_EXPECT_FLOATS(dy, s.y_size() / 4, "pooled output gradient");
+  BRIGADE_EXPECT_BYTES(codes, conv2d_pool_code_words(s) * s.n * 4, "pooling codes");
+  BRIGADE_EXPECT_FLOATS(dconv, s.y_size(), "convolution output gradient");
+  BRIGADE_EXPECT(dy.offset % 8 == 0 && dconv.offset % 16 == 0, "the unpooling's views are aligned for pairs and quads");
+  const vk::Specialization spec = vk::Specialization().set(0, s.out_h()).set(1, s.out_w()).set(2, s.oc);
+  cmd.dispatch(cmd.device().kernel("conv2d_pool_unpool", spec), {dy, codes, dconv}, direct::push_of(s),
+               grid(s, s.n * s.oc, "backward"));
+}
+
+}  // namespace brigade::ops

@@ -1,0 +1,44 @@
+// A Conv2d followed by a ReLU and a 2x2 max pooling at stride 2, as one layer's fold (the
+// builder's, model/layers.h): the convolution's output, four times the pooled one, is never
+// stored. shaders/conv2d_pool_forward.comp computes each pooled output straight from the
+// input patch under it and keeps, per output, a code for where its gradient goes; the
+// backward spreads the pooled gradient back into the convolution's output gradient
+// (shaders/conv2d_pool_unpool.comp) for the convolution's own backward passes (ops/conv2d.h).
+// It pays where the convolution is small (the first layer of an image network: one input
+// channel, 3x3): its weights are loaded once per workgroup and its input once per output pair.
+//   x (N, IC, H, W)  weight (OC, IC, KH, KW)  bias (OC)  ->  y (N, OC, OH / 2, OW / 2)
+// with OH, OW the convolution's output (Conv2dShape::out_h, out_w).
+// The values and gradients are those of Conv2d, ReLU and MaxPool2d(2) on the same
+// convolution outputs (PyTorch's rules: the first maximum, a NaN wins, no gradient through a
+// maximum not positive); the convolution's own sums run in another order than its matrix
+// form's, so they agree with it to fp32's rounding.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "ops/conv2d.h"
+#include "ops/precision.h"
+#include "vk/commands.h"
+
+namespace brigade::ops {
+
+// Whether the fold takes this convolution: even output sides, an even number of pooled
+// outputs a row, whole words of codes (OC % 4 == 0), and weights and an input patch small
+// enough to keep in registers (kPoolFoldWeights, kPoolFoldPatch).
+constexpr uint32_t kPoolFoldWeights = 1024, kPoolFoldPatch = 96;
+bool conv2d_pool_fits(const Conv2dShape& s);
+
+// Words of codes per sample: a byte per pair of pooled outputs and channel.
+uint64_t conv2d_pool_code_words(const Conv2dShape& s);
+
+// y = maxpool2(relu(conv(x, weight) + bias)), and the codes. x and y may be kept in 16 bits
+// (`f`), read and written by the kernel itself.
+void conv2d_pool_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optional<vk::View> bias,
+                         vk::View y, vk::View codes, const Conv2dShape& s, Formats f = {});
+
+// dconv (N, OC, OH, OW) = dy at the element each code names, 0 elsewhere: the gradient of the
+// convolution's output, written whole.
+void conv2d_pool_unpool(vk::Commands& cmd, vk::View dy, vk::View codes, vk::View dconv, const Conv2dShape& s);
+
+}  // namespace brigade::ops

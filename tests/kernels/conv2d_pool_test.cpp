@@ -1,0 +1,150 @@
+// Conv2d, ReLU and a 2x2 max pooling in one pass (ops/conv2d_pool.h) against the CPU
+// reference of the three layers, forward and backward, in fp32 and with 16-bit x and y.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "check.h"
+#include "gpu.h"
+#include "half_check.h"
+#include "ops/conv2d.h"
+#include "ops/conv2d_pool.h"
+#include "ref/conv2d.h"
+#include "ref/maxpool2d.h"
+#include "util/error.h"
+#include "vk/commands.h"
+
+using namespace brigade;
+using ops::Conv2dShape;
+using ops::Precision;
+
+namespace {
+
+struct Reference {
+  std::vector<double> conv, y, dconv;
+};
+
+// conv(x) + bias, then MaxPool2d(2) with the ReLU folded in, and its backward, in double.
+Reference reference(const std::vector<float>& x, const std::vector<float>& w, const std::vector<float>& b,
+                    const std::vector<float>& dy, const Conv2dShape& s) {
+  const std::vector<double> xd(x.begin(), x.end()), wd(w.begin(), w.end()), bd(b.begin(), b.end()),
+      dyd(dy.begin(), dy.end());
+  Reference r{std::vector<double>(s.y_size()), std::vector<double>(s.y_size() / 4), std::vector<double>(s.y_size())};
+  ref::conv2d_forward<double>(xd, wd, bd, r.conv, s);
+  const ops::MaxPool2dShape pool{s.n, s.oc, s.out_h(), s.out_w(), 2, 2, true};
+  ref::maxpool2d_forward<double>(r.conv, r.y, pool);
+  ref::maxpool2d_backward_data<double>(r.conv, dyd, r.dconv, pool);
+  return r;
+}
+
+std::vector<float> narrowed(const std::vector<double>& v) { return {v.begin(), v.end()}; }
+
+double largest(const std::vector<float>& v) {
+  double m = 0;
+  for (float x : v) m = std::max(m, double(std::abs(x)));
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE_FIXTURE(test::Gpu, "conv2d with ReLU and pooling folded in matches the three layers' CPU reference") {
+  // fashion-cnn's first convolution (1 to 32 channels, 3x3, padding 1, 28x28) on 3 samples; a
+  // 5x3 kernel at stride 2; three input channels without padding. Samples whose first rows
+  // are zero make windows of equal values (the bias): ties go to the first element, and a
+  // negative bias leaves the whole window's gradient out.
+  const Conv2dShape shapes[] = {{3, 1, 28, 28, 32, 3, 3, 1, 1, 1, 1}, {2, 1, 19, 15, 8, 5, 3, 2, 2, 2, 1},
+                                {1, 3, 10, 10, 4, 3, 3, 1, 1, 0, 0}};
+  uint32_t seed = 600;
+  for (const Conv2dShape& s : shapes)
+    for (Precision p : {Precision::Fp32, Precision::Bf16}) {
+      REQUIRE(ops::conv2d_pool_fits(s));
+      const std::string what = std::to_string(s.ic) + " to " + std::to_string(s.oc) + " channels, " +
+                               std::to_string(s.h) + "x" + std::to_string(s.w) + " " + ops::precision_name(p);
+      std::vector<float> x = test::rounded(test::random_vector(s.x_size(), seed += 5, -2, 2), p);
+      std::fill(x.begin(), x.begin() + 3 * s.w, 0.0f);  // the first sample's first rows
+      const std::vector<float> w = test::random_vector(s.weight_size(), seed + 1);
+      std::vector<float> b = test::random_vector(s.oc, seed + 2);
+      b[0] = 0.5f, b[1] = -0.5f;
+      const std::vector<float> dy = test::random_vector(s.y_size() / 4, seed + 3);
+      const Reference want = reference(x, w, b, dy, s);
+
+      vk::Device& dev = device();
+      auto bx = test::to_device(dev, ops::is_half(p) ? test::packed(x, p) : x, "x");
+      auto bw = test::to_device(dev, w, "weight"), bb = test::to_device(dev, b, "bias");
+      auto bdy = test::to_device(dev, dy, "dy");
+      auto y = test::zeros(dev, s.y_size() / 4, "y"), codes = test::zeros(dev, ops::conv2d_pool_code_words(s) * s.n, "codes");
+      auto dconv = test::to_device(dev, test::random_vector(s.y_size(), seed + 4), "dconv");  // written whole
+      vk::Commands cmd(dev, "conv2d pool");
+      ops::conv2d_pool_forward(cmd, bx, bw, vk::View(bb), y, codes, s, {p, p});
+      ops::conv2d_pool_unpool(cmd, bdy, codes, dconv, s);
+      cmd.run();
+      std::vector<float> got_y = test::to_host(y);
+      if (ops::is_half(p)) {
+        std::vector<uint32_t> words(got_y.size());
+        for (size_t i = 0; i < words.size(); ++i) words[i] = std::bit_cast<uint32_t>(got_y[i]);
+        std::vector<float> values(s.y_size() / 4);
+        ops::unpack_on_host(std::span<const uint32_t>(words.data(), (values.size() + 1) / 2), values, p);
+        got_y = values;
+      }
+      // The convolution's sums run in another order than the reference's; 16 bits round the result.
+      const double scale = largest(narrowed(want.y));
+      test::check_close(got_y, narrowed(want.y), (ops::is_half(p) ? std::ldexp(1.0, -8) : 1e-5) * scale, 0,
+                        what + ": y");
+      test::check_close(test::to_host(dconv), narrowed(want.dconv), 0, 0, what + ": dconv");
+    }
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "conv2d's weight gradient through the pooling fold matches finite differences") {
+  // The loss sum(y * r) of the folded layer; its weight gradient is the convolution's
+  // backward on the unpooled gradient (r), against central differences of the CPU forward.
+  const Conv2dShape s{2, 1, 8, 8, 4, 3, 3, 1, 1, 1, 1};
+  const std::vector<float> x = test::random_vector(s.x_size(), 71, -2, 2), w = test::random_vector(s.weight_size(), 72);
+  const std::vector<float> b = test::random_vector(s.oc, 73), r = test::random_vector(s.y_size() / 4, 74);
+  vk::Device& dev = device();
+  auto bx = test::to_device(dev, x, "x"), bw = test::to_device(dev, w, "weight"), bb = test::to_device(dev, b, "bias");
+  auto br = test::to_device(dev, r, "dy");
+  auto y = test::zeros(dev, s.y_size() / 4, "y"), codes = test::zeros(dev, ops::conv2d_pool_code_words(s) * s.n, "codes");
+  auto dconv = test::zeros(dev, s.y_size(), "dconv"), dw = test::zeros(dev, s.weight_size(), "dweight");
+  auto db = test::zeros(dev, s.oc, "dbias");
+  auto scratch = test::zeros(dev, ops::conv2d_scratch_floats(s, s.n), "scratch", vk::Category::Scratch);
+  vk::Commands cmd(dev, "conv2d pool gradient");
+  ops::conv2d_pool_forward(cmd, bx, bw, vk::View(bb), y, codes, s);
+  ops::conv2d_pool_unpool(cmd, br, codes, dconv, s);
+  ops::conv2d_backward_weight(cmd, dconv, bx, dw, vk::View(db), s, scratch);
+  cmd.run();
+  const auto loss = [&](const std::vector<float>& weight, const std::vector<float>& bias) {
+    const Reference f = reference(x, weight, bias, r, s);
+    double l = 0;
+    for (size_t i = 0; i < f.y.size(); ++i) l += f.y[i] * r[i];
+    return l;
+  };
+  const double eps = 1e-3;
+  std::vector<float> fd_w(w.size()), fd_b(b.size());
+  for (size_t i = 0; i < w.size(); ++i) {
+    std::vector<float> up = w, down = w;
+    up[i] += float(eps), down[i] -= float(eps);
+    fd_w[i] = float((loss(up, b) - loss(down, b)) / (double(up[i]) - down[i]));
+  }
+  for (size_t i = 0; i < b.size(); ++i) {
+    std::vector<float> up = b, down = b;
+    up[i] += float(eps), down[i] -= float(eps);
+    fd_b[i] = float((loss(w, up) - loss(w, down)) / (double(up[i]) - down[i]));
+  }
+  CHECK(largest(fd_w) > 0.1);
+  test::check_close(test::to_host(dw), fd_w, 1e-3 * largest(fd_w), 1e-3, "dweight");
+  test::check_close(test::to_host(db), fd_b, 1e-3 * largest(fd_b), 1e-3, "dbias");
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "conv2d's pooling fold takes only the shapes it can keep in registers") {
+  CHECK(ops::conv2d_pool_fits({1, 1, 28, 28, 32, 3, 3, 1, 1, 1, 1}));
+  CHECK_FALSE(ops::conv2d_pool_fits({1, 32, 14, 14, 64, 3, 3, 1, 1, 1, 1}));  // 18432 weights
+  CHECK_FALSE(ops::conv2d_pool_fits({1, 1, 14, 14, 32, 3, 3, 1, 1, 1, 1}));   // 7 pooled a row: no pairs
+  CHECK_FALSE(ops::conv2d_pool_fits({1, 1, 28, 28, 6, 3, 3, 1, 1, 1, 1}));    // codes not whole words
+  auto t = test::zeros(device(), 64, "t");
+  vk::Commands cmd(device(), "refusal");
+  CHECK_THROWS_WITH_AS(ops::conv2d_pool_forward(cmd, t, t, std::nullopt, t, t, {1, 1, 14, 14, 32, 3, 3, 1, 1, 1, 1}),
+                       doctest::Contains("conv2d_pool_fits"), InternalError);
+}
