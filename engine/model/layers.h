@@ -114,8 +114,9 @@ class GELU final : public ShapedLayer {
 // initialization: Uniform(-1/sqrt(in*k*k), 1/sqrt(in*k*k)).
 // `pool`: the ReLU and the MaxPool2d(2) after it are folded in where the shape allows
 // (ops/conv2d_pool.h; both then views): the output is the pooled one, the convolution's is
-// never stored, and the layer keeps each pooled output's code ("codes") for its backward,
-// which spreads the gradient back into the scratch before the convolution's passes.
+// never stored, and the layer keeps each pooled output's code ("codes") for its backward:
+// the weight gradient comes straight from the pooled gradient and the codes, and the input
+// gradient from the convolution's backward-data pass on the gradient spread back.
 class Conv2d final : public ShapedLayer {
  public:
   Conv2d(const Shape& input, uint32_t in_channels, uint32_t out_channels, uint32_t kernel,
@@ -140,7 +141,7 @@ class Conv2d final : public ShapedLayer {
   static constexpr uint64_t kScratchCap = 32ull << 20;
 
  private:
-  // dweight (and dbias) += the gradient from dy (the convolution's output gradient).
+  // dweight (and dbias) += the gradient from dy (the output gradient, pooled with `pool`).
   void backward_weight(const Pass& p, const Tensors& t, vk::View dy) const;
   // With `pool`: the convolution's output gradient from the pooled one, in the scratch.
   vk::View unpooled(const Pass& p, const Tensors& t, vk::View dy) const;

@@ -91,10 +91,13 @@ ops::Conv2dShape Conv2d::shape(uint32_t rows) const {
 // With `pool`, the convolution's output gradient for every sample comes first.
 uint64_t Conv2d::unpooled_floats(uint32_t rows) const { return pool_ ? aligned(shape(rows).y_size()) : 0; }
 
+// With `pool`, the weight gradient's partial sums, or for the input gradient the unpooled
+// gradient then the convolution's scratch.
 uint64_t Conv2d::scratch_floats(uint32_t rows) const {
   const uint64_t per = ops::conv2d_scratch_per_sample(shape(1));
   const uint64_t samples = std::clamp<uint64_t>(kScratchCap / 4 / per, 1, std::max(rows, 1u));
-  return unpooled_floats(rows) + ops::conv2d_scratch_floats(shape(1), uint32_t(samples));
+  const uint64_t conv = unpooled_floats(rows) + ops::conv2d_scratch_floats(shape(1), uint32_t(samples));
+  return pool_ ? std::max(conv, ops::conv2d_pool_weight_scratch_floats(shape(rows))) : conv;
 }
 
 vk::View Conv2d::conv_scratch(const Pass& p, const Tensors& t) const {
@@ -129,23 +132,26 @@ std::vector<SavedSpec> Conv2d::deferred() const { return {{"dy", elements(output
 void Conv2d::backward(const Pass& p, const Tensors& t, vk::View dy,
                       std::optional<vk::View> dx) const {
   if (p.split) copy_floats(p.cmd, dy, t.deferred[0], p.rows * elements(output_));
-  const vk::View g = pool_ ? unpooled(p, t, dy) : dy;  // the convolution's output gradient
-  if (!p.split) backward_weight(p, t, g);
-  // After the weight gradient, which reads the columns this overwrites (recorded in order:
+  else backward_weight(p, t, dy);
+  // After the weight gradient, which reads the scratch this overwrites (recorded in order:
   // vk::Commands puts a barrier between).
   if (dx)
-    ops::conv2d_backward_data(p.cmd, g, t.params[0], *dx, shape(p.rows), conv_scratch(p, t), std::nullopt,
+    ops::conv2d_backward_data(p.cmd, pool_ ? unpooled(p, t, dy) : dy, t.params[0], *dx, shape(p.rows),
+                              conv_scratch(p, t), std::nullopt,
                               {t.x_precision, pool_ ? ops::Precision::Fp32 : t.y_precision});
 }
 
 void Conv2d::backward_params(const Pass& p, const Tensors& t) const {
-  backward_weight(p, t, pool_ ? unpooled(p, t, t.deferred[0]) : t.deferred[0]);
+  backward_weight(p, t, t.deferred[0]);
 }
 
 void Conv2d::backward_weight(const Pass& p, const Tensors& t, vk::View dy) const {
   const std::optional<vk::View> dbias = bias_ ? std::optional(t.grads[1]) : std::nullopt;
-  ops::conv2d_backward_weight(p.cmd, dy, t.x, t.grads[0], dbias, shape(p.rows), conv_scratch(p, t), std::nullopt,
-                              {t.x_precision, pool_ ? ops::Precision::Fp32 : t.y_precision});
+  if (pool_)
+    return ops::conv2d_pool_backward_weight(p.cmd, dy, t.saved[0], t.x, t.grads[0], dbias, shape(p.rows), *t.scratch,
+                                            t.x_precision);
+  ops::conv2d_backward_weight(p.cmd, dy, t.x, t.grads[0], dbias, shape(p.rows), *t.scratch, std::nullopt,
+                              {t.x_precision, t.y_precision});
 }
 
 MaxPool2d::MaxPool2d(const Shape& input, uint32_t kernel, uint32_t stride, bool relu_first, bool folded)

@@ -1,12 +1,19 @@
 #include "ops/conv2d_pool.h"
 
 #include "ops/conv2d_direct.h"
+#include "ops/linear.h"
 #include "util/error.h"
 
 namespace brigade::ops {
 namespace {
 
 uint32_t pairs_of(const Conv2dShape& s) { return (s.out_h() / 2) * (s.out_w() / 4); }
+
+// The weight gradient's partial sums: a row per sample and column of pairs, weights then
+// (256 bytes on) biases. Channels per invocation: 8 where they divide OC, else 4.
+uint64_t partial_rows(const Conv2dShape& s) { return uint64_t(s.n) * (s.out_w() / 4); }
+uint64_t weight_partial_floats(const Conv2dShape& s) { return (partial_rows(s) * s.weight_size() + 63) / 64 * 64; }
+uint32_t channels_per_invocation(const Conv2dShape& s) { return s.oc % 8 == 0 ? 8 : 4; }
 
 // Pairs of pooled outputs on x, samples (forward) or planes (unpool) on z.
 vk::Groups grid(const Conv2dShape& s, uint32_t z, const char* pass) {
@@ -38,6 +45,35 @@ void conv2d_pool_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::op
   spec.set(11, s.ic).set(12, s.oc).set(13, bool(bias)).set(14, uint32_t(f.x)).set(15, uint32_t(f.y));
   cmd.dispatch(cmd.device().kernel(format_kernel("conv2d_pool_forward", {f.x, f.y}), spec),
                {x, weight, bias.value_or(weight), y, codes}, direct::push_of(s), grid(s, s.n, "forward"));
+}
+
+uint64_t conv2d_pool_weight_scratch_floats(const Conv2dShape& s) {
+  return weight_partial_floats(s) + partial_rows(s) * s.oc;
+}
+
+void conv2d_pool_backward_weight(vk::Commands& cmd, vk::View dy, vk::View codes, vk::View x, vk::View dweight,
+                                 std::optional<vk::View> dbias, const Conv2dShape& s, vk::View scratch,
+                                 Precision x_format) {
+  BRIGADE_EXPECT(conv2d_pool_fits(s), "conv2d with its pooling folded in needs a shape conv2d_pool_fits takes");
+  BRIGADE_EXPECT_FLOATS(dy, s.y_size() / 4, "pooled output gradient");
+  BRIGADE_EXPECT_BYTES(codes, conv2d_pool_code_words(s) * s.n * 4, "pooling codes");
+  BRIGADE_EXPECT_BYTES(x, stored_bytes(s.x_size(), x_format), "conv2d input");
+  BRIGADE_EXPECT_FLOATS(scratch, conv2d_pool_weight_scratch_floats(s), "conv2d pooling scratch");
+  BRIGADE_EXPECT(dy.offset % 8 == 0, "the pooled gradient is read a pair at a time (8-byte aligned)");
+  const uint64_t rows = partial_rows(s), taps = s.weight_size() / s.oc;
+  const vk::View pw(*scratch.buffer, scratch.offset, rows * s.weight_size() * 4),
+      pb(*scratch.buffer, scratch.offset + weight_partial_floats(s) * 4, rows * s.oc * 4);
+  const uint32_t ocb = channels_per_invocation(s);
+  vk::Specialization spec;
+  spec.set(1, s.h).set(2, s.w).set(3, s.out_h()).set(4, s.out_w()).set(5, s.kh).set(6, s.kw);
+  spec.set(7, s.stride_h).set(8, s.stride_w).set(9, s.pad_h).set(10, s.pad_w);
+  spec.set(11, s.ic).set(12, s.oc).set(13, ocb).set(14, uint32_t(x_format));
+  const vk::Groups g{vk::groups_for(rows, BRIGADE_WG_CONV), s.oc / ocb, 1};
+  direct::require_groups(g, "weight gradient");
+  cmd.dispatch(cmd.device().kernel(format_kernel("conv2d_pool_weight", {x_format}), spec), {dy, codes, x, pw, pb},
+               direct::push_of(s), g);
+  linear_bias_backward(cmd, pw, dweight, uint32_t(rows), uint32_t(s.oc * taps));
+  if (dbias) linear_bias_backward(cmd, pb, *dbias, uint32_t(rows), s.oc);
 }
 
 void conv2d_pool_unpool(vk::Commands& cmd, vk::View dy, vk::View codes, vk::View dconv, const Conv2dShape& s) {

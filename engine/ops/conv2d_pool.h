@@ -38,7 +38,18 @@ void conv2d_pool_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::op
                          vk::View y, vk::View codes, const Conv2dShape& s, Formats f = {});
 
 // dconv (N, OC, OH, OW) = dy at the element each code names, 0 elsewhere: the gradient of the
-// convolution's output, written whole.
+// convolution's output, written whole (what its backward-data pass reads).
 void conv2d_pool_unpool(vk::Commands& cmd, vk::View dy, vk::View codes, vk::View dconv, const Conv2dShape& s);
+
+// Floats of scratch conv2d_pool_backward_weight needs: a row of partial sums per pair of
+// pooled outputs of a row and sample.
+uint64_t conv2d_pool_weight_scratch_floats(const Conv2dShape& s);
+
+// dweight += dloss/dweight and, when given, dbias += dloss/dbias, from the pooled dy and
+// the codes, with x read as `x_format` stores it; the partial sums go down their columns in
+// a fixed order, so the same inputs give the same bits.
+void conv2d_pool_backward_weight(vk::Commands& cmd, vk::View dy, vk::View codes, vk::View x, vk::View dweight,
+                                 std::optional<vk::View> dbias, const Conv2dShape& s, vk::View scratch,
+                                 Precision x_format = Precision::Fp32);
 
 }  // namespace brigade::ops

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "check.h"
@@ -98,44 +99,59 @@ TEST_CASE_FIXTURE(test::Gpu, "conv2d with ReLU and pooling folded in matches the
 }
 
 TEST_CASE_FIXTURE(test::Gpu, "conv2d's weight gradient through the pooling fold matches finite differences") {
-  // The loss sum(y * r) of the folded layer; its weight gradient is the convolution's
-  // backward on the unpooled gradient (r), against central differences of the CPU forward.
-  const Conv2dShape s{2, 1, 8, 8, 4, 3, 3, 1, 1, 1, 1};
-  const std::vector<float> x = test::random_vector(s.x_size(), 71, -2, 2), w = test::random_vector(s.weight_size(), 72);
-  const std::vector<float> b = test::random_vector(s.oc, 73), r = test::random_vector(s.y_size() / 4, 74);
-  vk::Device& dev = device();
-  auto bx = test::to_device(dev, x, "x"), bw = test::to_device(dev, w, "weight"), bb = test::to_device(dev, b, "bias");
-  auto br = test::to_device(dev, r, "dy");
-  auto y = test::zeros(dev, s.y_size() / 4, "y"), codes = test::zeros(dev, ops::conv2d_pool_code_words(s) * s.n, "codes");
-  auto dconv = test::zeros(dev, s.y_size(), "dconv"), dw = test::zeros(dev, s.weight_size(), "dweight");
-  auto db = test::zeros(dev, s.oc, "dbias");
-  auto scratch = test::zeros(dev, ops::conv2d_scratch_floats(s, s.n), "scratch", vk::Category::Scratch);
-  vk::Commands cmd(dev, "conv2d pool gradient");
-  ops::conv2d_pool_forward(cmd, bx, bw, vk::View(bb), y, codes, s);
-  ops::conv2d_pool_unpool(cmd, br, codes, dconv, s);
-  ops::conv2d_backward_weight(cmd, dconv, bx, dw, vk::View(db), s, scratch);
-  cmd.run();
-  const auto loss = [&](const std::vector<float>& weight, const std::vector<float>& bias) {
-    const Reference f = reference(x, weight, bias, r, s);
-    double l = 0;
-    for (size_t i = 0; i < f.y.size(); ++i) l += f.y[i] * r[i];
-    return l;
-  };
-  const double eps = 1e-3;
-  std::vector<float> fd_w(w.size()), fd_b(b.size());
-  for (size_t i = 0; i < w.size(); ++i) {
-    std::vector<float> up = w, down = w;
-    up[i] += float(eps), down[i] -= float(eps);
-    fd_w[i] = float((loss(up, b) - loss(down, b)) / (double(up[i]) - down[i]));
+  // The loss sum(y * r) of the folded layer. Its weight gradient straight from the pooled
+  // gradient and the codes (conv2d_pool_backward_weight), and the convolution's own backward
+  // on the gradient spread back (the input gradient's path), against central differences of
+  // the CPU forward; 12 output channels: invocations of 4 channels.
+  for (const Conv2dShape& s : {Conv2dShape{2, 1, 8, 8, 4, 3, 3, 1, 1, 1, 1}, Conv2dShape{3, 2, 8, 12, 12, 3, 3, 1, 1, 1, 1}}) {
+    const std::string what = std::to_string(s.ic) + " to " + std::to_string(s.oc) + " channels";
+    const std::vector<float> x = test::rounded(test::random_vector(s.x_size(), 71, -2, 2), Precision::Bf16);
+    const std::vector<float> w = test::random_vector(s.weight_size(), 72);
+    const std::vector<float> b = test::random_vector(s.oc, 73), r = test::random_vector(s.y_size() / 4, 74);
+    vk::Device& dev = device();
+    auto bx = test::to_device(dev, x, "x"), hx = test::to_device(dev, test::packed(x, Precision::Bf16), "x, 16 bits");
+    auto bw = test::to_device(dev, w, "weight"), bb = test::to_device(dev, b, "bias");
+    auto br = test::to_device(dev, r, "dy");
+    auto y = test::zeros(dev, s.y_size() / 4, "y"), codes = test::zeros(dev, ops::conv2d_pool_code_words(s) * s.n, "codes");
+    auto dconv = test::zeros(dev, s.y_size(), "dconv");
+    auto dw = test::zeros(dev, s.weight_size(), "dweight"), db = test::zeros(dev, s.oc, "dbias");
+    auto pdw = test::zeros(dev, s.weight_size(), "dweight, pooled"), pdb = test::zeros(dev, s.oc, "dbias, pooled");
+    auto hdw = test::zeros(dev, s.weight_size(), "dweight, 16-bit x"), hdb = test::zeros(dev, s.oc, "dbias, 16-bit x");
+    auto scratch = test::zeros(dev, std::max(ops::conv2d_scratch_floats(s, s.n), ops::conv2d_pool_weight_scratch_floats(s)),
+                               "scratch", vk::Category::Scratch);
+    vk::Commands cmd(dev, "conv2d pool gradient");
+    ops::conv2d_pool_forward(cmd, bx, bw, vk::View(bb), y, codes, s);
+    ops::conv2d_pool_unpool(cmd, br, codes, dconv, s);
+    ops::conv2d_backward_weight(cmd, dconv, bx, dw, vk::View(db), s, scratch);
+    ops::conv2d_pool_backward_weight(cmd, br, codes, bx, pdw, vk::View(pdb), s, scratch);
+    ops::conv2d_pool_backward_weight(cmd, br, codes, hx, hdw, vk::View(hdb), s, scratch, Precision::Bf16);
+    cmd.run();
+    const auto loss = [&](const std::vector<float>& weight, const std::vector<float>& bias) {
+      const Reference f = reference(x, weight, bias, r, s);
+      double l = 0;
+      for (size_t i = 0; i < f.y.size(); ++i) l += f.y[i] * r[i];
+      return l;
+    };
+    const double eps = 1e-3;
+    std::vector<float> fd_w(w.size()), fd_b(b.size());
+    for (size_t i = 0; i < w.size(); ++i) {
+      std::vector<float> up = w, down = w;
+      up[i] += float(eps), down[i] -= float(eps);
+      fd_w[i] = float((loss(up, b) - loss(down, b)) / (double(up[i]) - down[i]));
+    }
+    for (size_t i = 0; i < b.size(); ++i) {
+      std::vector<float> up = b, down = b;
+      up[i] += float(eps), down[i] -= float(eps);
+      fd_b[i] = float((loss(w, up) - loss(w, down)) / (double(up[i]) - down[i]));
+    }
+    CHECK(largest(fd_w) > 0.1);
+    for (const auto& [gw, gb, how] : {std::tuple{&dw, &db, "spread back"}, std::tuple{&pdw, &pdb, "from the pooled gradient"}}) {
+      test::check_close(test::to_host(*gw), fd_w, 1e-3 * largest(fd_w), 1e-3, what + ": dweight, " + how);
+      test::check_close(test::to_host(*gb), fd_b, 1e-3 * largest(fd_b), 1e-3, what + ": dbias, " + how);
+    }
+    test::check_bits(test::to_host(hdw), test::to_host(pdw), what + ": dweight from a 16-bit x");
+    test::check_bits(test::to_host(hdb), test::to_host(pdb), what + ": dbias from a 16-bit x");
   }
-  for (size_t i = 0; i < b.size(); ++i) {
-    std::vector<float> up = b, down = b;
-    up[i] += float(eps), down[i] -= float(eps);
-    fd_b[i] = float((loss(w, up) - loss(w, down)) / (double(up[i]) - down[i]));
-  }
-  CHECK(largest(fd_w) > 0.1);
-  test::check_close(test::to_host(dw), fd_w, 1e-3 * largest(fd_w), 1e-3, "dweight");
-  test::check_close(test::to_host(db), fd_b, 1e-3 * largest(fd_b), 1e-3, "dbias");
 }
 
 TEST_CASE_FIXTURE(test::Gpu, "conv2d's pooling fold takes only the shapes it can keep in registers") {

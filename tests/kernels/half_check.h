@@ -9,10 +9,17 @@
 
 #include <doctest/doctest.h>
 
+#include "ops/matmul.h"
 #include "ops/precision.h"
 #include "shaders/precision.h"
 
 namespace brigade::test {
+
+// Tilings the 16-bit matrix tests force on any device: CPU register blocks, with and without
+// A shared by subgroups, and the GPU's shared-memory tiles.
+inline const ops::MatmulTiling kSubgroupRegisters{ops::MatmulTiling::Variant::Registers, 8, 8, 32, 4, 16, 8};
+inline const ops::MatmulTiling kRegisters{ops::MatmulTiling::Variant::Registers, 8, 8, 8, 8, 16, 0};
+inline const ops::MatmulTiling kShared{ops::MatmulTiling::Variant::Shared, 16, 16, 4, 4, 16, 0};
 
 inline std::vector<float> rounded(std::vector<float> v, ops::Precision p) {
   for (float& x : v) x = ops::round_on_host(x, p);

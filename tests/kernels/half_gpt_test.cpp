@@ -108,9 +108,7 @@ TEST_CASE_FIXTURE(test::Gpu, "the products' GELU epilogues store and read 16 bit
   // y = x w^T + bias in 16 bits with gelu(y as stored) beside it (N = 12: quads; 10: pairs),
   // under the CPU register blocks and the GPU's shared tiles; and dx = (dy w) * gelu'(pre)
   // reading a 16-bit pre.
-  const MatmulTiling tilings[] = {ops::matmul_tiling(device().info()),
-                                  {MatmulTiling::Variant::Registers, 8, 8, 8, 8, 16, 0},
-                                  {MatmulTiling::Variant::Shared, 16, 16, 4, 4, 16, 0}};
+  const MatmulTiling tilings[] = {ops::matmul_tiling(device().info()), test::kRegisters, test::kShared};
   uint32_t seed = 400;
   for (Precision p : {Precision::Bf16, Precision::Fp16})
     for (const MatmulTiling& tiling : tilings)

@@ -27,13 +27,9 @@ using namespace brigade;
 using ops::MatmulParams;
 using ops::MatmulTiling;
 using ops::Precision;
-using test::check_bits, test::packed, test::rounded;
+using test::check_bits, test::packed, test::rounded, test::kRegisters, test::kShared, test::kSubgroupRegisters;
 
 namespace {
-
-const MatmulTiling kSubgroupRegisters{MatmulTiling::Variant::Registers, 8, 8, 32, 4, 16, 8};
-const MatmulTiling kRegisters{MatmulTiling::Variant::Registers, 8, 8, 8, 8, 16, 0};
-const MatmulTiling kShared{MatmulTiling::Variant::Shared, 16, 16, 4, 4, 16, 0};
 
 struct Case {
   uint32_t M, N, K;
