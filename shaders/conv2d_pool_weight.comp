@@ -19,7 +19,7 @@ layout(local_size_x = BRIGADE_WG_CONV) in;
 #include "conv_geometry.glsl"
 layout(constant_id = 11) const uint IC = 1;
 layout(constant_id = 12) const uint OC = 4;
-layout(constant_id = 13) const uint OCB = 4;  // divides OC, a multiple of 4
+layout(constant_id = 13) const uint OCB = 4;  // divides OC
 BRIGADE_FORMAT(14, FORMAT_X);
 
 layout(binding = 0) readonly buffer DY2 { vec2 dy2[]; };
