@@ -16,6 +16,7 @@
 #include "conv.h"
 #include "formats.glsl"
 #include "relu.glsl"
+#include "pooling.glsl"
 
 layout(local_size_x = BRIGADE_WG_CONV) in;
 #include "conv_geometry.glsl"
@@ -38,22 +39,6 @@ layout(push_constant) uniform Push { Conv2dPush p; };
 const uint POH = OH / 2u, POW = OW / 2u, PAIRS = POW / 2u;
 // The patch under a pair: two convolution rows of four outputs.
 const uint PATCH_H = SH + KH, PATCH_W = 3u * SW + KW;
-
-// Of a window's four values (row-major), the one PyTorch's max pooling picks, seen through
-// the ReLU; its code: where it is, or 4 where the gradient stops (not positive, or NaN).
-float pooled(vec4 v, out uint code) {
-  uint best = 0u;
-  float top = relu(v[0]);
-  [[unroll]] for (uint c = 1u; c < 4u; ++c) {
-    const float s = relu(v[c]);
-    if (s > top || isnan(s)) {
-      top = s;
-      best = c;
-    }
-  }
-  code = top > 0.0 ? best : 4u;
-  return top;
-}
 
 void main() {
   const uint i = gl_GlobalInvocationID.x, n = gl_WorkGroupID.z;

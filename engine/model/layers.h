@@ -112,18 +112,18 @@ class GELU final : public ShapedLayer {
 
 // nn.Conv2d(in, out, kernel, stride, padding, bias) on [in, H, W]. PyTorch's default
 // initialization: Uniform(-1/sqrt(in*k*k), 1/sqrt(in*k*k)).
-// `pool`: the ReLU and the MaxPool2d(2) after it are folded in where the shape allows
-// (ops/conv2d_pool.h; both then views): the output is the pooled one, the convolution's is
-// never stored, and the layer keeps each pooled output's code ("codes") for its backward:
-// the weight gradient comes straight from the pooled gradient and the codes, and the input
-// gradient from the convolution's backward-data pass on the gradient spread back.
+// `pool`: the ReLU and the MaxPool2d(2) after it are folded in (ops/conv2d_pool.h; both then
+// views): the output is the pooled one, the convolution's is not kept, and the layer keeps
+// each pooled output's code ("codes") for its backward. With the one-pass kernel the weight
+// gradient comes straight from the pooled gradient and the codes; otherwise, and for the
+// input gradient, the convolution's passes run on the gradient spread back.
 class Conv2d final : public ShapedLayer {
  public:
   Conv2d(const Shape& input, uint32_t in_channels, uint32_t out_channels, uint32_t kernel,
          uint32_t stride, uint32_t padding, bool bias, std::string prefix, bool pool = false);
   std::string kind() const override { return "conv2d"; }
   // Whether the ReLU and pooling after it are folded in (`pool`, where the shape allows).
-  bool pools() const { return pool_; }
+  bool pools() const { return fold_ != Fold::None; }
   bool stores_half(const vk::PhysicalInfo& device) const override;
   std::vector<ParamSpec> params() const override;
   std::vector<SavedSpec> saved() const override;
@@ -141,8 +141,9 @@ class Conv2d final : public ShapedLayer {
   static constexpr uint64_t kScratchCap = 32ull << 20;
 
  private:
-  // dweight (and dbias) += the gradient from dy (the output gradient, pooled with `pool`).
-  void backward_weight(const Pass& p, const Tensors& t, vk::View dy) const;
+  // dweight (and dbias) += the gradient from dy (the output gradient, pooled with a fold;
+  // `g`: the tiles fold's spread back already).
+  void backward_weight(const Pass& p, const Tensors& t, vk::View dy, std::optional<vk::View> g = {}) const;
   // With `pool`: the convolution's output gradient from the pooled one, in the scratch.
   vk::View unpooled(const Pass& p, const Tensors& t, vk::View dy) const;
   // The scratch of the convolution's passes: past the unpooled gradient, with `pool`.
@@ -152,7 +153,11 @@ class Conv2d final : public ShapedLayer {
   uint32_t in_, out_, kernel_, stride_, padding_;
   bool bias_;
   std::string prefix_;
-  bool pool_;
+  // How the ReLU and pooling are folded in (ops/conv2d_pool.h): the one-pass kernel on the
+  // input patches where the convolution fits in registers, else the convolution's own form
+  // with the pooling on tiles of its output.
+  enum class Fold { None, Patch, Tiles };
+  Fold fold_ = Fold::None;
 };
 
 // nn.MaxPool2d(kernel, stride) on [C, H, W].

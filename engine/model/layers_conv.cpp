@@ -62,9 +62,11 @@ Conv2d::Conv2d(const Shape& input, uint32_t in_channels, uint32_t out_channels, 
       stride_(stride),
       padding_(padding),
       bias_(bias),
-      prefix_(std::move(prefix)),
-      pool_(pool && ops::conv2d_pool_fits(conv_shape(input, out_channels, kernel, stride, padding))) {
-  if (pool_) output_ = conv_output(input, in_channels, out_channels, kernel, stride, padding, true);
+      prefix_(std::move(prefix)) {
+  if (pool) fold_ = ops::conv2d_pool_fits(shape(1))         ? Fold::Patch
+                    : ops::conv2d_pool_tiles_fit(shape(1)) ? Fold::Tiles
+                                                           : Fold::None;
+  if (pools()) output_ = conv_output(input, in_channels, out_channels, kernel, stride, padding, true);
 }
 
 std::vector<ParamSpec> Conv2d::params() const {
@@ -75,9 +77,11 @@ std::vector<ParamSpec> Conv2d::params() const {
   return p;
 }
 
+// The codes, words whatever the precision.
 std::vector<SavedSpec> Conv2d::saved() const {
-  if (!pool_) return {};
-  return {{"codes", ops::conv2d_pool_code_words(shape(1)), 0, true}};  // words, whatever the precision
+  if (fold_ == Fold::Patch) return {{"codes", ops::conv2d_pool_code_words(shape(1)), 0, true}};
+  if (fold_ == Fold::Tiles) return {{"codes", ops::conv2d_pool_tile_code_words(shape(1)), 0, true}};
+  return {};
 }
 
 Cost Conv2d::cost() const {
@@ -88,16 +92,15 @@ ops::Conv2dShape Conv2d::shape(uint32_t rows) const {
   return conv_shape(input_, out_, kernel_, stride_, padding_, rows);
 }
 
-// With `pool`, the convolution's output gradient for every sample comes first.
-uint64_t Conv2d::unpooled_floats(uint32_t rows) const { return pool_ ? aligned(shape(rows).y_size()) : 0; }
+// With a fold, the convolution's output (or its gradient) for every sample comes first.
+uint64_t Conv2d::unpooled_floats(uint32_t rows) const { return pools() ? aligned(shape(rows).y_size()) : 0; }
 
-// With `pool`, the weight gradient's partial sums, or for the input gradient the unpooled
-// gradient then the convolution's scratch.
+// With the patch fold, at least the weight gradient's partial sums.
 uint64_t Conv2d::scratch_floats(uint32_t rows) const {
   const uint64_t per = ops::conv2d_scratch_per_sample(shape(1));
   const uint64_t samples = std::clamp<uint64_t>(kScratchCap / 4 / per, 1, std::max(rows, 1u));
   const uint64_t conv = unpooled_floats(rows) + ops::conv2d_scratch_floats(shape(1), uint32_t(samples));
-  return pool_ ? std::max(conv, ops::conv2d_pool_weight_scratch_floats(shape(rows))) : conv;
+  return fold_ == Fold::Patch ? std::max(conv, ops::conv2d_pool_weight_scratch_floats(shape(rows))) : conv;
 }
 
 vk::View Conv2d::conv_scratch(const Pass& p, const Tensors& t) const {
@@ -106,23 +109,28 @@ vk::View Conv2d::conv_scratch(const Pass& p, const Tensors& t) const {
 }
 
 vk::View Conv2d::unpooled(const Pass& p, const Tensors& t, vk::View dy) const {
+  if (fold_ == Fold::Tiles) return ops::conv2d_pool_tiles_unpool(p.cmd, dy, t.saved[0], shape(p.rows), *t.scratch);
   const vk::View dconv(*t.scratch->buffer, t.scratch->offset, shape(p.rows).y_size() * 4);
   ops::conv2d_pool_unpool(p.cmd, dy, t.saved[0], dconv, shape(p.rows));
   return dconv;
 }
 
-// The fold's kernel takes 16 bits on every device; its backward runs the convolution's
-// passes on an fp32 gradient, which read a 16-bit x in the matrix and Winograd forms.
+// The patch fold's kernel takes 16 bits on every device, and its backward runs the
+// convolution's passes on an fp32 gradient, which read a 16-bit x in the matrix and Winograd
+// forms. The tiles fold stores an fp32 y (its pooled outputs are not whole words a tile).
 bool Conv2d::stores_half(const vk::PhysicalInfo& device) const {
-  if (pool_) return ops::form_for(device) != ops::Form::Direct;
+  if (fold_ == Fold::Patch) return ops::form_for(device) != ops::Form::Direct;
+  if (fold_ == Fold::Tiles) return false;
   return ops::conv2d_stores_half(device, shape(1));
 }
 
 void Conv2d::forward(const Pass& p, const Tensors& t) const {
   const std::optional<vk::View> bias = bias_ ? std::optional(t.params[1]) : std::nullopt;
-  if (pool_)
+  if (fold_ == Fold::Patch)
     return ops::conv2d_pool_forward(p.cmd, t.x, t.params[0], bias, t.y, t.saved[0], shape(p.rows),
                                     {t.x_precision, t.y_precision});
+  if (fold_ == Fold::Tiles)
+    return ops::conv2d_pool_tiles_forward(p.cmd, t.x, t.params[0], bias, t.y, t.saved[0], shape(p.rows), *t.scratch);
   ops::conv2d_forward(p.cmd, t.x, t.params[0], bias, t.y, shape(p.rows), *t.scratch, std::nullopt,
                       {t.x_precision, t.y_precision});
 }
@@ -132,24 +140,30 @@ std::vector<SavedSpec> Conv2d::deferred() const { return {{"dy", elements(output
 void Conv2d::backward(const Pass& p, const Tensors& t, vk::View dy,
                       std::optional<vk::View> dx) const {
   if (p.split) copy_floats(p.cmd, dy, t.deferred[0], p.rows * elements(output_));
-  else backward_weight(p, t, dy);
-  // After the weight gradient, which reads the scratch this overwrites (recorded in order:
+  // The convolution's output gradient: spread back once for both passes with the tiles fold.
+  std::optional<vk::View> g;
+  if (fold_ == Fold::Tiles && (!p.split || dx)) g = unpooled(p, t, dy);
+  if (!p.split) backward_weight(p, t, dy, g);
+  // After the weight gradient, which reads the scratch this may overwrite (recorded in order:
   // vk::Commands puts a barrier between).
-  if (dx)
-    ops::conv2d_backward_data(p.cmd, pool_ ? unpooled(p, t, dy) : dy, t.params[0], *dx, shape(p.rows),
-                              conv_scratch(p, t), std::nullopt,
-                              {t.x_precision, pool_ ? ops::Precision::Fp32 : t.y_precision});
+  if (!dx) return;
+  if (!g) g = fold_ == Fold::Patch ? unpooled(p, t, dy) : dy;
+  ops::conv2d_backward_data(p.cmd, *g, t.params[0], *dx, shape(p.rows), conv_scratch(p, t), std::nullopt,
+                            {t.x_precision, pools() ? ops::Precision::Fp32 : t.y_precision});
 }
 
 void Conv2d::backward_params(const Pass& p, const Tensors& t) const {
-  backward_weight(p, t, t.deferred[0]);
+  backward_weight(p, t, t.deferred[0], std::nullopt);
 }
 
-void Conv2d::backward_weight(const Pass& p, const Tensors& t, vk::View dy) const {
+void Conv2d::backward_weight(const Pass& p, const Tensors& t, vk::View dy, std::optional<vk::View> g) const {
   const std::optional<vk::View> dbias = bias_ ? std::optional(t.grads[1]) : std::nullopt;
-  if (pool_)
+  if (fold_ == Fold::Patch)
     return ops::conv2d_pool_backward_weight(p.cmd, dy, t.saved[0], t.x, t.grads[0], dbias, shape(p.rows), *t.scratch,
                                             t.x_precision);
+  if (fold_ == Fold::Tiles)
+    return ops::conv2d_backward_weight(p.cmd, g ? *g : unpooled(p, t, dy), t.x, t.grads[0], dbias, shape(p.rows),
+                                       conv_scratch(p, t), std::nullopt, {t.x_precision, ops::Precision::Fp32});
   ops::conv2d_backward_weight(p.cmd, dy, t.x, t.grads[0], dbias, shape(p.rows), *t.scratch, std::nullopt,
                               {t.x_precision, t.y_precision});
 }

@@ -116,16 +116,10 @@ void matrix_backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View
 }
 
 
-// The form of the device: the matrix form takes Winograd's where it pays (winograd::pays).
-Form device_form(const vk::PhysicalInfo& device, const Conv2dShape& s) {
-  const Form form = form_for(device);
-  return form == Form::Matrix && winograd::pays(s) ? Form::Winograd : form;
-}
-
-// The form a pass runs: `chosen`, else the device's. A 16-bit tensor has no direct form, and
+// The form a pass runs: `chosen`, else the device's (conv2d_form). A 16-bit tensor has no direct form, and
 // Winograd's stores a 16-bit output two of a row at a time.
 Form form_of(const vk::Commands& cmd, std::optional<Form> chosen, const Conv2dShape& s, Formats f) {
-  const Form form = chosen.value_or(device_form(cmd.device().info(), s));
+  const Form form = chosen.value_or(conv2d_form(cmd.device().info(), s));
   BRIGADE_EXPECT(form != Form::Winograd || winograd::fits(s),
                  "conv2d's Winograd form takes 3x3 kernels at stride 1 with padding at most 2 only");
   BRIGADE_EXPECT(!(is_half(f.x) || is_half(f.y)) || form != Form::Direct,
@@ -137,8 +131,13 @@ Form form_of(const vk::Commands& cmd, std::optional<Form> chosen, const Conv2dSh
 
 }  // namespace
 
+Form conv2d_form(const vk::PhysicalInfo& device, const Conv2dShape& s) {
+  const Form form = form_for(device);
+  return form == Form::Matrix && winograd::pays(s) ? Form::Winograd : form;
+}
+
 bool conv2d_stores_half(const vk::PhysicalInfo& device, const Conv2dShape& s) {
-  switch (device_form(device, s)) {
+  switch (conv2d_form(device, s)) {
     case Form::Winograd: return winograd::stores_half(s);
     case Form::Matrix: return matmul_stores_half(device, pixels(s));
     default: return false;

@@ -68,6 +68,10 @@ void conv2d_backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View
                             std::optional<vk::View> dbias, const Conv2dShape& s,
                             vk::View scratch, std::optional<Form> method = {}, Formats f = {});
 
+// The form `device` runs the convolution in: the matrix form takes Winograd's where it pays
+// (winograd::pays), else the device's (form_for).
+Form conv2d_form(const vk::PhysicalInfo& device, const Conv2dShape& s);
+
 // Whether `device`'s form of the convolution stores a 16-bit output: the matrix form, with
 // an even number of output pixels (matmul_stores_half).
 bool conv2d_stores_half(const vk::PhysicalInfo& device, const Conv2dShape& s);

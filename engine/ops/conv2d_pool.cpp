@@ -1,6 +1,7 @@
 #include "ops/conv2d_pool.h"
 
 #include "ops/conv2d_direct.h"
+#include "ops/conv2d_winograd.h"
 #include "ops/linear.h"
 #include "util/error.h"
 
@@ -75,6 +76,67 @@ void conv2d_pool_backward_weight(vk::Commands& cmd, vk::View dy, vk::View codes,
                direct::push_of(s), g);
   linear_bias_backward(cmd, pw, dweight, uint32_t(rows), uint32_t(s.oc * taps));
   if (dbias) linear_bias_backward(cmd, pb, *dbias, uint32_t(rows), s.oc);
+}
+
+bool conv2d_pool_tiles_fit(const Conv2dShape& s) { return s.out_h() >= 2 && s.out_w() >= 2; }
+
+uint32_t conv2d_pool_tile(const vk::PhysicalInfo& device, const Conv2dShape& s) {
+  return conv2d_form(device, s) == Form::Winograd ? winograd::tile_for(s) : 4;
+}
+
+uint64_t conv2d_pool_tile_code_words(const Conv2dShape& s) {
+  return uint64_t(s.oc) * ((s.out_h() + 1) / 2) * ((s.out_w() + 1) / 2);
+}
+
+namespace {
+
+uint64_t dense_floats(const Conv2dShape& s) { return (s.y_size() + 63) / 64 * 64; }
+
+// The pooling pass (mode 0) or the spreading back (mode 1) over tiles of `tile`.
+void tiles_pass(vk::Commands& cmd, uint32_t mode, vk::View dense, vk::View pooled, vk::View codes,
+                const Conv2dShape& s, uint32_t tile) {
+  const uint64_t tiles = uint64_t((s.out_h() + tile - 1) / tile) * ((s.out_w() + tile - 1) / tile);
+  const vk::Groups g{vk::groups_for(tiles, BRIGADE_WG_CONV), 1, s.n * s.oc};
+  direct::require_groups(g, mode ? "pooling backward" : "pooling");
+  const vk::Specialization spec = vk::Specialization().set(0, s.out_h()).set(1, s.out_w()).set(2, tile).set(3, mode);
+  cmd.dispatch(cmd.device().kernel("conv2d_pool_tiles", spec), {dense, pooled, codes}, nullptr, 0, g);
+}
+
+}  // namespace
+
+uint64_t conv2d_pool_tiles_scratch_floats(const Conv2dShape& s, uint32_t samples) {
+  return dense_floats(s) + conv2d_scratch_floats(s, samples);
+}
+
+vk::View conv2d_pool_tiles_conv_scratch(const Conv2dShape& s, vk::View scratch) {
+  const uint64_t skip = dense_floats(s) * 4;
+  BRIGADE_EXPECT(scratch.range > skip, "conv2d pooling scratch holds the convolution's output");
+  return vk::View(*scratch.buffer, scratch.offset + skip, scratch.range - skip);
+}
+
+void conv2d_pool_tiles_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optional<vk::View> bias,
+                               vk::View y, vk::View codes, const Conv2dShape& s, vk::View scratch,
+                               Precision x_format) {
+  BRIGADE_EXPECT(conv2d_pool_tiles_fit(s), "conv2d with its pooling folded in needs an output of 2 x 2 at least");
+  BRIGADE_EXPECT_FLOATS(y, uint64_t(s.n) * s.oc * (s.out_h() / 2) * (s.out_w() / 2), "pooled output");
+  BRIGADE_EXPECT_BYTES(codes, conv2d_pool_tile_code_words(s) * s.n * 4, "pooling codes");
+  const uint32_t tile = conv2d_pool_tile(cmd.device().info(), s);
+  const vk::View rest = conv2d_pool_tiles_conv_scratch(s, scratch);
+  if (conv2d_form(cmd.device().info(), s) == Form::Winograd)
+    return winograd::forward(cmd, x, weight, bias, y, s, rest, {x_format, Precision::Fp32}, tile, codes);
+  const vk::View dense(*scratch.buffer, scratch.offset, s.y_size() * 4);
+  conv2d_forward(cmd, x, weight, bias, dense, s, rest, std::nullopt, {x_format, Precision::Fp32});
+  tiles_pass(cmd, 0, dense, y, codes, s, tile);
+}
+
+vk::View conv2d_pool_tiles_unpool(vk::Commands& cmd, vk::View dy, vk::View codes, const Conv2dShape& s,
+                                  vk::View scratch) {
+  BRIGADE_EXPECT_FLOATS(dy, uint64_t(s.n) * s.oc * (s.out_h() / 2) * (s.out_w() / 2), "pooled output gradient");
+  BRIGADE_EXPECT_BYTES(codes, conv2d_pool_tile_code_words(s) * s.n * 4, "pooling codes");
+  BRIGADE_EXPECT(scratch.offset % 8 == 0, "the spread-back gradient is written a pair at a time (8-byte aligned)");
+  const vk::View dense(*scratch.buffer, scratch.offset, s.y_size() * 4);
+  tiles_pass(cmd, 1, dense, dy, codes, s, conv2d_pool_tile(cmd.device().info(), s));
+  return dense;
 }
 
 void conv2d_pool_unpool(vk::Commands& cmd, vk::View dy, vk::View codes, vk::View dconv, const Conv2dShape& s) {

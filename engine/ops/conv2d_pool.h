@@ -52,4 +52,30 @@ void conv2d_pool_backward_weight(vk::Commands& cmd, vk::View dy, vk::View codes,
                                  std::optional<vk::View> dbias, const Conv2dShape& s, vk::View scratch,
                                  Precision x_format = Precision::Fp32);
 
+// The fold for a convolution the one-pass kernel does not take ("tiles"): the convolution runs
+// in its device's form and the pooling works on tiles of its output (TILE x TILE, whole 2x2
+// windows): in Winograd's form the output transform pools its own tiles and the output is
+// never stored; in another form the output goes to the scratch and a pass pools it
+// (shaders/conv2d_pool_tiles.comp). The backward spreads the pooled gradient back into the
+// convolution's output gradient (in the scratch) for the convolution's own passes.
+// Codes: one word per tile and channel, four bits a window. y is fp32.
+bool conv2d_pool_tiles_fit(const Conv2dShape& s);
+// The tile on `device`: Winograd's where the device runs that form, else 4.
+uint32_t conv2d_pool_tile(const vk::PhysicalInfo& device, const Conv2dShape& s);
+// Words of codes per sample, for the smallest tile (2).
+uint64_t conv2d_pool_tile_code_words(const Conv2dShape& s);
+// Floats of scratch for `samples` samples at a time: the convolution's output (its gradient
+// in the backward) for every sample, then the convolution's own scratch.
+uint64_t conv2d_pool_tiles_scratch_floats(const Conv2dShape& s, uint32_t samples);
+// y = maxpool2(relu(conv(x, weight) + bias)), and the codes; x may be 16-bit (f.x).
+void conv2d_pool_tiles_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optional<vk::View> bias,
+                               vk::View y, vk::View codes, const Conv2dShape& s, vk::View scratch,
+                               Precision x_format = Precision::Fp32);
+// The convolution's output gradient, written whole at the start of `scratch`, from the
+// pooled dy and the codes; returns its view.
+vk::View conv2d_pool_tiles_unpool(vk::Commands& cmd, vk::View dy, vk::View codes, const Conv2dShape& s,
+                                  vk::View scratch);
+// The rest of `scratch`, past the convolution's output (gradient): the convolution's own.
+vk::View conv2d_pool_tiles_conv_scratch(const Conv2dShape& s, vk::View scratch);
+
 }  // namespace brigade::ops

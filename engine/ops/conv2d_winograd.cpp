@@ -130,6 +130,7 @@ struct Convolution {
   uint32_t from, to;
   bool flip;
   Precision in_format, out_format;
+  std::optional<vk::View> codes = {};  // the output transform pools (POOL) and writes them
 };
 void convolve(vk::Commands& cmd, const Convolution& c, vk::View weight, std::optional<vk::View> bias,
               const Geometry& g, vk::Specialization out_spec, const Tiled& t, vk::View scratch) {
@@ -143,7 +144,7 @@ void convolve(vk::Commands& cmd, const Convolution& c, vk::View weight, std::opt
     input_transform(cmd, c.in, p.in, g, count * per, c.from, first, count, c.in_format);
     products(cmd, u, p.in, p.out, c.to, uint32_t(count * per), c.from, t);
     tile_pass(cmd, format_kernel("conv2d_winograd_output", {c.out_format}), out_spec,
-              {p.out, c.out, bias.value_or(p.out)}, {}, count * per, c.to, first, count);
+              {p.out, c.out, bias.value_or(p.out), c.codes.value_or(c.out)}, {}, count * per, c.to, first, count);
   }
 }
 
@@ -172,12 +173,13 @@ uint64_t scratch_floats(const Conv2dShape& s, uint32_t samples, uint32_t tile) {
 }
 
 void forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optional<vk::View> bias, vk::View y,
-             const Conv2dShape& s, vk::View scratch, Formats f, uint32_t tile) {
+             const Conv2dShape& s, vk::View scratch, Formats f, uint32_t tile, std::optional<vk::View> codes) {
+  BRIGADE_EXPECT(!codes || !is_half(f.y), "Winograd's pooling output transform stores fp32 only");
   const Tiled t = tiled(s, tile);
   const Geometry g = forward_geometry(t);
   vk::Specialization out_spec = geometry_spec(g);
-  out_spec.set(11, uint32_t(f.y)).set(13, bool(bias));
-  convolve(cmd, {x, y, s.ic, s.oc, false, f.x, f.y}, weight, bias, g, out_spec, t, scratch);
+  out_spec.set(11, uint32_t(f.y)).set(13, bool(bias)).set(14, bool(codes));
+  convolve(cmd, {x, y, s.ic, s.oc, false, f.x, f.y, codes}, weight, bias, g, out_spec, t, scratch);
 }
 
 void backward_data(vk::Commands& cmd, vk::View dy, vk::View weight, vk::View dx, const Conv2dShape& s,

@@ -52,8 +52,11 @@ uint64_t scratch_floats(const Conv2dShape& s, uint32_t samples, uint32_t tile = 
 // The three passes, for a shape that fits; views are checked by the caller. x and y may be
 // 16-bit (y with an even width, so that each row of a tile is one word); dx is rounded to
 // `dx_round`.
+// With `codes`, the forward also takes the ReLU and 2x2 pooling after it (ops/conv2d_pool.h):
+// y is the pooled output (fp32), codes one word per tile and channel.
 void forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optional<vk::View> bias,
-             vk::View y, const Conv2dShape& s, vk::View scratch, Formats f, uint32_t tile = 0);
+             vk::View y, const Conv2dShape& s, vk::View scratch, Formats f, uint32_t tile = 0,
+             std::optional<vk::View> codes = std::nullopt);
 void backward_data(vk::Commands& cmd, vk::View dy, vk::View weight, vk::View dx,
                    const Conv2dShape& s, vk::View scratch, Precision dx_round, uint32_t tile = 0);
 void backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View dweight,

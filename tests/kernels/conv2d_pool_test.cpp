@@ -33,7 +33,8 @@ Reference reference(const std::vector<float>& x, const std::vector<float>& w, co
                     const std::vector<float>& dy, const Conv2dShape& s) {
   const std::vector<double> xd(x.begin(), x.end()), wd(w.begin(), w.end()), bd(b.begin(), b.end()),
       dyd(dy.begin(), dy.end());
-  Reference r{std::vector<double>(s.y_size()), std::vector<double>(s.y_size() / 4), std::vector<double>(s.y_size())};
+  const size_t pooled = size_t(s.n) * s.oc * (s.out_h() / 2) * (s.out_w() / 2);
+  Reference r{std::vector<double>(s.y_size()), std::vector<double>(pooled), std::vector<double>(s.y_size())};
   ref::conv2d_forward<double>(xd, wd, bd, r.conv, s);
   const ops::MaxPool2dShape pool{s.n, s.oc, s.out_h(), s.out_w(), 2, 2, true};
   ref::maxpool2d_forward<double>(r.conv, r.y, pool);
@@ -151,6 +152,47 @@ TEST_CASE_FIXTURE(test::Gpu, "conv2d's weight gradient through the pooling fold 
     }
     test::check_bits(test::to_host(hdw), test::to_host(pdw), what + ": dweight from a 16-bit x");
     test::check_bits(test::to_host(hdb), test::to_host(pdb), what + ": dbias from a 16-bit x");
+  }
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "conv2d's pooling on tiles of its output matches the three layers' CPU reference") {
+  // The fold for convolutions the one-pass kernel does not take: 16 input channels on 14 x 14
+  // (Winograd's form on lavapipe, its output transform pooling 4x4 tiles), on 7 x 9 (an odd
+  // side: the last row and column in no window) and on 6 x 6 (2x2 tiles); two input channels
+  // with a 5x3 kernel (the matrix form, pooled by its own pass). SwiftShader runs every one in
+  // its direct form, pooled by that pass.
+  const Conv2dShape shapes[] = {{2, 16, 14, 14, 8, 3, 3, 1, 1, 1, 1}, {2, 16, 7, 9, 4, 3, 3, 1, 1, 1, 1},
+                                {1, 16, 6, 6, 4, 3, 3, 1, 1, 1, 1}, {2, 2, 11, 9, 4, 5, 3, 1, 1, 1, 1}};
+  uint32_t seed = 800;
+  for (const Conv2dShape& s : shapes) {
+    REQUIRE_FALSE(ops::conv2d_pool_fits(s));
+    REQUIRE(ops::conv2d_pool_tiles_fit(s));
+    const std::string what = std::to_string(s.ic) + " to " + std::to_string(s.oc) + " channels, " + std::to_string(s.h) +
+                             "x" + std::to_string(s.w) + ", tile " +
+                             std::to_string(ops::conv2d_pool_tile(device().info(), s));
+    std::vector<float> x = test::random_vector(s.x_size(), seed += 5, -2, 2);
+    std::fill(x.begin(), x.begin() + 3 * s.w, 0.0f);
+    const std::vector<float> w = test::random_vector(s.weight_size(), seed + 1);
+    std::vector<float> b = test::random_vector(s.oc, seed + 2);
+    b[0] = 0.5f, b[1] = -0.5f;
+    const uint64_t pooled = uint64_t(s.n) * s.oc * (s.out_h() / 2) * (s.out_w() / 2);
+    const std::vector<float> dy = test::random_vector(pooled, seed + 3);
+    const Reference want = reference(x, w, b, dy, s);
+
+    vk::Device& dev = device();
+    auto bx = test::to_device(dev, x, "x"), bw = test::to_device(dev, w, "weight"), bb = test::to_device(dev, b, "bias");
+    auto bdy = test::to_device(dev, dy, "dy");
+    auto y = test::zeros(dev, pooled, "y"), codes = test::zeros(dev, ops::conv2d_pool_tile_code_words(s) * s.n, "codes");
+    auto scratch = test::to_device(dev, test::random_vector(ops::conv2d_pool_tiles_scratch_floats(s, s.n), seed + 4),
+                                   "scratch", vk::Category::Scratch);  // the spreading back writes it whole
+    vk::Commands cmd(dev, "conv2d pool tiles");
+    ops::conv2d_pool_tiles_forward(cmd, bx, bw, vk::View(bb), y, codes, s, scratch);
+    const vk::View dconv = ops::conv2d_pool_tiles_unpool(cmd, bdy, codes, s, scratch);
+    cmd.run();
+    test::check_close(test::to_host(y), narrowed(want.y), 1e-5 * largest(narrowed(want.y)), 0, what + ": y");
+    std::vector<float> got = test::to_host(scratch);
+    got.resize(dconv.range / 4);
+    test::check_close(got, narrowed(want.dconv), 0, 0, what + ": dconv");
   }
 }
 

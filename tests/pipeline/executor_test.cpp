@@ -371,17 +371,17 @@ model::Model unfolded(const std::string& preset, bool convolutions) {
 
 TEST_CASE_FIXTURE(test::Gpu, "a ReLU folded into its neighbour trains as the layers apart") {
   // Each preset as built (every relu folded into the maxpool2d after it or the linear before
-  // it) against the same model with those layers apart: the same losses, gradients and
-  // parameters after three SGD steps, bit for bit, on one device; and cut in two where the
-  // planner cuts (fashion-cnn: just before its second relu, so the boundary carries the
-  // convolution's output and the next stage pools it through the ReLU), under every schedule
+  // it; fashion-cnn's convolutions keep theirs) against the same model with those layers
+  // apart: the same losses, gradients and parameters after three SGD steps, bit for bit, on
+  // one device; and cut in two where the planner cuts, under every schedule
   // and, with a split backward (zb), the folded linear's deferred gradient masked.
   for (const char* preset : {"fashion-cnn", "fashion-mlp"}) {
     const model::Model folded = model::build(preset), apart = unfolded(preset, false);
     size_t views = 0;
     for (size_t i = 0; i < folded.layers.size(); ++i)
       views += folded.layers[i]->is_view() && !apart.layers[i]->is_view();
-    CHECK(views == 2u);
+    // fashion-cnn's other relus and pools go into its convolutions.
+    CHECK(views == (std::string(preset) == "fashion-cnn" ? 1u : 2u));
     const std::vector<pipeline::Batch> batches{random_batch(folded, 6, 1), random_batch(folded, 6, 2),
                                                random_batch(folded, 6, 3)};
     const Outcome want = test::run(apart, devices(*this, 1), {}, batches, 3);
