@@ -1,17 +1,22 @@
 // A Conv2d followed by a ReLU and a 2x2 max pooling at stride 2, as one layer's fold (the
-// builder's, model/layers.h): the convolution's output, four times the pooled one, is never
-// stored. shaders/conv2d_pool_forward.comp computes each pooled output straight from the
-// input patch under it and keeps, per output, a code for where its gradient goes; the
-// backward spreads the pooled gradient back into the convolution's output gradient
-// (shaders/conv2d_pool_unpool.comp) for the convolution's own backward passes (ops/conv2d.h).
-// It pays where the convolution is small (the first layer of an image network: one input
-// channel, 3x3): its weights are loaded once per workgroup and its input once per output pair.
+// builder's, model/layers.h): the layer's output is the pooled one, and it keeps per pooled
+// output a code for where its gradient goes. Two ways:
+// - the patch fold, where the convolution is small (the first layer of an image network: one
+//   input channel, 3x3): shaders/conv2d_pool_forward.comp computes each pooled output
+//   straight from the input patch under it, weights loaded once for all lanes, and the weight
+//   gradient comes straight from the pooled gradient (shaders/conv2d_pool_weight.comp); the
+//   convolution's output is never stored;
+// - the tiles fold, for any other convolution: it runs in its device's form, and the pooling
+//   works on tiles of its output, in Winograd's output transform (the output never stored) or
+//   in a pass of its own (shaders/conv2d_pool_tiles.comp).
+// Either backward spreads the pooled gradient back into the convolution's output gradient for
+// the convolution's own passes (ops/conv2d.h) where it needs them.
 //   x (N, IC, H, W)  weight (OC, IC, KH, KW)  bias (OC)  ->  y (N, OC, OH / 2, OW / 2)
-// with OH, OW the convolution's output (Conv2dShape::out_h, out_w).
+// with OH, OW the convolution's output (Conv2dShape::out_h, out_w), halves floored.
 // The values and gradients are those of Conv2d, ReLU and MaxPool2d(2) on the same
 // convolution outputs (PyTorch's rules: the first maximum, a NaN wins, no gradient through a
-// maximum not positive); the convolution's own sums run in another order than its matrix
-// form's, so they agree with it to fp32's rounding.
+// maximum not positive); the patch fold's sums run in another order than the matrix form's,
+// so they agree with it to fp32's rounding.
 #pragma once
 
 #include <cstdint>
@@ -23,7 +28,7 @@
 
 namespace brigade::ops {
 
-// Whether the fold takes this convolution: even output sides, an even number of pooled
+// Whether the patch fold takes this convolution: even output sides, an even number of pooled
 // outputs a row, whole words of codes (OC % 4 == 0), and weights and an input patch small
 // enough to keep in registers (kPoolFoldWeights, kPoolFoldPatch).
 constexpr uint32_t kPoolFoldWeights = 1024, kPoolFoldPatch = 96;
@@ -52,13 +57,8 @@ void conv2d_pool_backward_weight(vk::Commands& cmd, vk::View dy, vk::View codes,
                                  std::optional<vk::View> dbias, const Conv2dShape& s, vk::View scratch,
                                  Precision x_format = Precision::Fp32);
 
-// The fold for a convolution the one-pass kernel does not take ("tiles"): the convolution runs
-// in its device's form and the pooling works on tiles of its output (TILE x TILE, whole 2x2
-// windows): in Winograd's form the output transform pools its own tiles and the output is
-// never stored; in another form the output goes to the scratch and a pass pools it
-// (shaders/conv2d_pool_tiles.comp). The backward spreads the pooled gradient back into the
-// convolution's output gradient (in the scratch) for the convolution's own passes.
-// Codes: one word per tile and channel, four bits a window. y is fp32.
+// The tiles fold: tiles of TILE x TILE of the convolution's output hold whole 2x2 windows;
+// codes are one word per tile and channel, four bits a window. y is fp32.
 bool conv2d_pool_tiles_fit(const Conv2dShape& s);
 // The tile on `device`: Winograd's where the device runs that form, else 4.
 uint32_t conv2d_pool_tile(const vk::PhysicalInfo& device, const Conv2dShape& s);
