@@ -144,11 +144,8 @@ class Conv2d final : public ShapedLayer {
   // dweight (and dbias) += the gradient from dy (the output gradient, pooled with a fold;
   // `g`: the tiles fold's spread back already).
   void backward_weight(const Pass& p, const Tensors& t, vk::View dy, std::optional<vk::View> g = {}) const;
-  // With `pool`: the convolution's output gradient from the pooled one, in the scratch.
-  vk::View unpooled(const Pass& p, const Tensors& t, vk::View dy) const;
-  // The scratch of the convolution's passes: past the unpooled gradient, with `pool`.
+  // The scratch of the convolution's passes: past its output (gradient), with a fold.
   vk::View conv_scratch(const Pass& p, const Tensors& t) const;
-  uint64_t unpooled_floats(uint32_t rows) const;
   ops::Conv2dShape shape(uint32_t rows) const;
   uint32_t in_, out_, kernel_, stride_, padding_;
   bool bias_;

@@ -35,9 +35,6 @@ Shape conv_output(const Shape& input, uint32_t in, uint32_t out, uint32_t kernel
   return {out, s.out_h(), s.out_w()};
 }
 
-// Scratch sub-views start 256 bytes apart (every device's largest storage offset alignment).
-constexpr uint64_t kAlignFloats = 64;
-uint64_t aligned(uint64_t floats) { return (floats + kAlignFloats - 1) / kAlignFloats * kAlignFloats; }
 
 ops::MaxPool2dShape pool_shape(const Shape& input, uint32_t kernel, uint32_t stride,
                                uint32_t n = 1, bool relu = false) {
@@ -79,9 +76,8 @@ std::vector<ParamSpec> Conv2d::params() const {
 
 // The codes, words whatever the precision.
 std::vector<SavedSpec> Conv2d::saved() const {
-  if (fold_ == Fold::Patch) return {{"codes", ops::conv2d_pool_code_words(shape(1)), 0, true}};
-  if (fold_ == Fold::Tiles) return {{"codes", ops::conv2d_pool_tile_code_words(shape(1)), 0, true}};
-  return {};
+  if (!pools()) return {};
+  return {{"codes", ops::conv2d_pool_code_words(shape(1)), 0, true}};
 }
 
 Cost Conv2d::cost() const {
@@ -92,27 +88,15 @@ ops::Conv2dShape Conv2d::shape(uint32_t rows) const {
   return conv_shape(input_, out_, kernel_, stride_, padding_, rows);
 }
 
-// With a fold, the convolution's output (or its gradient) for every sample comes first.
-uint64_t Conv2d::unpooled_floats(uint32_t rows) const { return pools() ? aligned(shape(rows).y_size()) : 0; }
-
-// With the patch fold, at least the weight gradient's partial sums.
 uint64_t Conv2d::scratch_floats(uint32_t rows) const {
   const uint64_t per = ops::conv2d_scratch_per_sample(shape(1));
-  const uint64_t samples = std::clamp<uint64_t>(kScratchCap / 4 / per, 1, std::max(rows, 1u));
-  const uint64_t conv = unpooled_floats(rows) + ops::conv2d_scratch_floats(shape(1), uint32_t(samples));
-  return fold_ == Fold::Patch ? std::max(conv, ops::conv2d_pool_weight_scratch_floats(shape(rows))) : conv;
+  const uint32_t samples = uint32_t(std::clamp<uint64_t>(kScratchCap / 4 / per, 1, std::max(rows, 1u)));
+  if (pools()) return ops::conv2d_pool_scratch_floats(shape(rows), samples);
+  return ops::conv2d_scratch_floats(shape(1), samples);
 }
 
 vk::View Conv2d::conv_scratch(const Pass& p, const Tensors& t) const {
-  const uint64_t skip = unpooled_floats(p.rows) * 4;
-  return vk::View(*t.scratch->buffer, t.scratch->offset + skip, t.scratch->range - skip);
-}
-
-vk::View Conv2d::unpooled(const Pass& p, const Tensors& t, vk::View dy) const {
-  if (fold_ == Fold::Tiles) return ops::conv2d_pool_tiles_unpool(p.cmd, dy, t.saved[0], shape(p.rows), *t.scratch);
-  const vk::View dconv(*t.scratch->buffer, t.scratch->offset, shape(p.rows).y_size() * 4);
-  ops::conv2d_pool_unpool(p.cmd, dy, t.saved[0], dconv, shape(p.rows));
-  return dconv;
+  return pools() ? ops::conv2d_pool_conv_scratch(shape(p.rows), *t.scratch) : *t.scratch;
 }
 
 // The patch fold's kernel takes 16 bits on every device, and its backward runs the
@@ -126,11 +110,9 @@ bool Conv2d::stores_half(const vk::PhysicalInfo& device) const {
 
 void Conv2d::forward(const Pass& p, const Tensors& t) const {
   const std::optional<vk::View> bias = bias_ ? std::optional(t.params[1]) : std::nullopt;
-  if (fold_ == Fold::Patch)
-    return ops::conv2d_pool_forward(p.cmd, t.x, t.params[0], bias, t.y, t.saved[0], shape(p.rows),
+  if (pools())
+    return ops::conv2d_pool_forward(p.cmd, t.x, t.params[0], bias, t.y, t.saved[0], shape(p.rows), *t.scratch,
                                     {t.x_precision, t.y_precision});
-  if (fold_ == Fold::Tiles)
-    return ops::conv2d_pool_tiles_forward(p.cmd, t.x, t.params[0], bias, t.y, t.saved[0], shape(p.rows), *t.scratch);
   ops::conv2d_forward(p.cmd, t.x, t.params[0], bias, t.y, shape(p.rows), *t.scratch, std::nullopt,
                       {t.x_precision, t.y_precision});
 }
@@ -142,12 +124,12 @@ void Conv2d::backward(const Pass& p, const Tensors& t, vk::View dy,
   if (p.split) copy_floats(p.cmd, dy, t.deferred[0], p.rows * elements(output_));
   // The convolution's output gradient: spread back once for both passes with the tiles fold.
   std::optional<vk::View> g;
-  if (fold_ == Fold::Tiles && (!p.split || dx)) g = unpooled(p, t, dy);
+  if (fold_ == Fold::Tiles && (!p.split || dx)) g = ops::conv2d_pool_unpool(p.cmd, dy, t.saved[0], shape(p.rows), *t.scratch);
   if (!p.split) backward_weight(p, t, dy, g);
   // After the weight gradient, which reads the scratch this may overwrite (recorded in order:
   // vk::Commands puts a barrier between).
   if (!dx) return;
-  if (!g) g = fold_ == Fold::Patch ? unpooled(p, t, dy) : dy;
+  if (!g) g = fold_ == Fold::Patch ? ops::conv2d_pool_unpool(p.cmd, dy, t.saved[0], shape(p.rows), *t.scratch) : dy;
   ops::conv2d_backward_data(p.cmd, *g, t.params[0], *dx, shape(p.rows), conv_scratch(p, t), std::nullopt,
                             {t.x_precision, pools() ? ops::Precision::Fp32 : t.y_precision});
 }
@@ -161,11 +143,9 @@ void Conv2d::backward_weight(const Pass& p, const Tensors& t, vk::View dy, std::
   if (fold_ == Fold::Patch)
     return ops::conv2d_pool_backward_weight(p.cmd, dy, t.saved[0], t.x, t.grads[0], dbias, shape(p.rows), *t.scratch,
                                             t.x_precision);
-  if (fold_ == Fold::Tiles)
-    return ops::conv2d_backward_weight(p.cmd, g ? *g : unpooled(p, t, dy), t.x, t.grads[0], dbias, shape(p.rows),
-                                       conv_scratch(p, t), std::nullopt, {t.x_precision, ops::Precision::Fp32});
-  ops::conv2d_backward_weight(p.cmd, dy, t.x, t.grads[0], dbias, shape(p.rows), *t.scratch, std::nullopt,
-                              {t.x_precision, t.y_precision});
+  if (fold_ == Fold::Tiles && !g) g = ops::conv2d_pool_unpool(p.cmd, dy, t.saved[0], shape(p.rows), *t.scratch);
+  ops::conv2d_backward_weight(p.cmd, g.value_or(dy), t.x, t.grads[0], dbias, shape(p.rows), conv_scratch(p, t),
+                              std::nullopt, {t.x_precision, pools() ? ops::Precision::Fp32 : t.y_precision});
 }
 
 MaxPool2d::MaxPool2d(const Shape& input, uint32_t kernel, uint32_t stride, bool relu_first, bool folded)

@@ -1,5 +1,7 @@
 #include "ops/conv2d_pool.h"
 
+#include <algorithm>
+
 #include "ops/conv2d_direct.h"
 #include "ops/conv2d_winograd.h"
 #include "ops/linear.h"
@@ -25,6 +27,20 @@ vk::Groups grid(const Conv2dShape& s, uint32_t z, const char* pass) {
   return g;
 }
 
+
+uint64_t dense_floats(const Conv2dShape& s) { return (s.y_size() + 63) / 64 * 64; }
+
+// The pooling pass (mode 0) or the spreading back (mode 1) over tiles of `tile`
+// (shaders/conv2d_pool_tiles.comp).
+void tiles_pass(vk::Commands& cmd, uint32_t mode, vk::View dense, vk::View pooled, vk::View codes,
+                const Conv2dShape& s, uint32_t tile) {
+  const uint64_t tiles = uint64_t((s.out_h() + tile - 1) / tile) * ((s.out_w() + tile - 1) / tile);
+  const vk::Groups g{vk::groups_for(tiles, BRIGADE_WG_CONV), 1, s.n * s.oc};
+  direct::require_groups(g, mode ? "pooling backward" : "pooling");
+  const vk::Specialization spec = vk::Specialization().set(0, s.out_h()).set(1, s.out_w()).set(2, tile).set(3, mode);
+  cmd.dispatch(cmd.device().kernel("conv2d_pool_tiles", spec), {dense, pooled, codes}, nullptr, 0, g);
+}
+
 }  // namespace
 
 bool conv2d_pool_fits(const Conv2dShape& s) {
@@ -33,14 +49,45 @@ bool conv2d_pool_fits(const Conv2dShape& s) {
          patch <= kPoolFoldPatch;
 }
 
-uint64_t conv2d_pool_code_words(const Conv2dShape& s) { return uint64_t(pairs_of(s)) * s.oc / 4; }
+bool conv2d_pool_tiles_fit(const Conv2dShape& s) { return s.out_h() >= 2 && s.out_w() >= 2; }
+
+uint32_t conv2d_pool_tile(const vk::PhysicalInfo& device, const Conv2dShape& s) {
+  return conv2d_form(device, s) == Form::Winograd ? winograd::tile_for(s) : 4;
+}
+
+uint64_t conv2d_pool_code_words(const Conv2dShape& s) {
+  if (conv2d_pool_fits(s)) return uint64_t(pairs_of(s)) * s.oc / 4;
+  return uint64_t(s.oc) * ((s.out_h() + 1) / 2) * ((s.out_w() + 1) / 2);
+}
+
+uint64_t conv2d_pool_scratch_floats(const Conv2dShape& s, uint32_t samples) {
+  const uint64_t passes = dense_floats(s) + conv2d_scratch_floats(s, samples);
+  return conv2d_pool_fits(s) ? std::max(passes, weight_partial_floats(s) + partial_rows(s) * s.oc) : passes;
+}
+
+vk::View conv2d_pool_conv_scratch(const Conv2dShape& s, vk::View scratch) {
+  const uint64_t skip = dense_floats(s) * 4;
+  BRIGADE_EXPECT(scratch.range > skip, "conv2d pooling scratch holds the convolution's output");
+  return vk::View(*scratch.buffer, scratch.offset + skip, scratch.range - skip);
+}
 
 void conv2d_pool_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optional<vk::View> bias,
-                         vk::View y, vk::View codes, const Conv2dShape& s, Formats f) {
-  BRIGADE_EXPECT(conv2d_pool_fits(s), "conv2d with its pooling folded in needs a shape conv2d_pool_fits takes");
+                         vk::View y, vk::View codes, const Conv2dShape& s, vk::View scratch, Formats f) {
+  const uint64_t pooled = uint64_t(s.n) * s.oc * (s.out_h() / 2) * (s.out_w() / 2);
+  BRIGADE_EXPECT(conv2d_pool_tiles_fit(s), "conv2d with its pooling folded in needs an output of 2 x 2 at least");
   BRIGADE_EXPECT_BYTES(x, stored_bytes(s.x_size(), f.x), "conv2d input");
-  BRIGADE_EXPECT_BYTES(y, stored_bytes(s.y_size() / 4, f.y), "pooled output");
+  BRIGADE_EXPECT_BYTES(y, stored_bytes(pooled, f.y), "pooled output");
   BRIGADE_EXPECT_BYTES(codes, conv2d_pool_code_words(s) * s.n * 4, "pooling codes");
+  if (!conv2d_pool_fits(s)) {  // the tiles fold
+    BRIGADE_EXPECT(!is_half(f.y), "conv2d's pooling on tiles stores an fp32 output only");
+    const uint32_t tile = conv2d_pool_tile(cmd.device().info(), s);
+    const vk::View rest = conv2d_pool_conv_scratch(s, scratch);
+    if (conv2d_form(cmd.device().info(), s) == Form::Winograd)
+      return winograd::forward(cmd, x, weight, bias, y, s, rest, f, tile, codes);
+    const vk::View dense(*scratch.buffer, scratch.offset, s.y_size() * 4);
+    conv2d_forward(cmd, x, weight, bias, dense, s, rest, std::nullopt, {f.x, Precision::Fp32});
+    return tiles_pass(cmd, 0, dense, y, codes, s, tile);
+  }
   BRIGADE_EXPECT(y.offset % 8 == 0, "the pooled output is stored a pair at a time (8-byte aligned)");
   vk::Specialization spec;
   spec.set(1, s.h).set(2, s.w).set(3, s.out_h()).set(4, s.out_w()).set(5, s.kh).set(6, s.kw);
@@ -50,18 +97,30 @@ void conv2d_pool_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::op
                {x, weight, bias.value_or(weight), y, codes}, direct::push_of(s), grid(s, s.n, "forward"));
 }
 
-uint64_t conv2d_pool_weight_scratch_floats(const Conv2dShape& s) {
-  return weight_partial_floats(s) + partial_rows(s) * s.oc;
+vk::View conv2d_pool_unpool(vk::Commands& cmd, vk::View dy, vk::View codes, const Conv2dShape& s, vk::View scratch) {
+  BRIGADE_EXPECT_FLOATS(dy, uint64_t(s.n) * s.oc * (s.out_h() / 2) * (s.out_w() / 2), "pooled output gradient");
+  BRIGADE_EXPECT_BYTES(codes, conv2d_pool_code_words(s) * s.n * 4, "pooling codes");
+  BRIGADE_EXPECT(dy.offset % 8 == 0 && scratch.offset % 16 == 0,
+                 "the spreading back reads pairs and writes quads (8- and 16-byte aligned)");
+  const vk::View dense(*scratch.buffer, scratch.offset, s.y_size() * 4);
+  if (!conv2d_pool_fits(s)) {
+    tiles_pass(cmd, 1, dense, dy, codes, s, conv2d_pool_tile(cmd.device().info(), s));
+    return dense;
+  }
+  const vk::Specialization spec = vk::Specialization().set(0, s.out_h()).set(1, s.out_w()).set(2, s.oc);
+  cmd.dispatch(cmd.device().kernel("conv2d_pool_unpool", spec), {dy, codes, dense}, direct::push_of(s),
+               grid(s, s.n * s.oc, "backward"));
+  return dense;
 }
 
 void conv2d_pool_backward_weight(vk::Commands& cmd, vk::View dy, vk::View codes, vk::View x, vk::View dweight,
                                  std::optional<vk::View> dbias, const Conv2dShape& s, vk::View scratch,
                                  Precision x_format) {
-  BRIGADE_EXPECT(conv2d_pool_fits(s), "conv2d with its pooling folded in needs a shape conv2d_pool_fits takes");
+  BRIGADE_EXPECT(conv2d_pool_fits(s), "the pooling fold's own weight gradient needs a shape conv2d_pool_fits takes");
   BRIGADE_EXPECT_FLOATS(dy, s.y_size() / 4, "pooled output gradient");
   BRIGADE_EXPECT_BYTES(codes, conv2d_pool_code_words(s) * s.n * 4, "pooling codes");
   BRIGADE_EXPECT_BYTES(x, stored_bytes(s.x_size(), x_format), "conv2d input");
-  BRIGADE_EXPECT_FLOATS(scratch, conv2d_pool_weight_scratch_floats(s), "conv2d pooling scratch");
+  BRIGADE_EXPECT_FLOATS(scratch, weight_partial_floats(s) + partial_rows(s) * s.oc, "conv2d pooling scratch");
   BRIGADE_EXPECT(dy.offset % 8 == 0, "the pooled gradient is read a pair at a time (8-byte aligned)");
   const uint64_t rows = partial_rows(s), taps = s.weight_size() / s.oc;
   const vk::View pw(*scratch.buffer, scratch.offset, rows * s.weight_size() * 4),
@@ -76,78 +135,6 @@ void conv2d_pool_backward_weight(vk::Commands& cmd, vk::View dy, vk::View codes,
                direct::push_of(s), g);
   linear_bias_backward(cmd, pw, dweight, uint32_t(rows), uint32_t(s.oc * taps));
   if (dbias) linear_bias_backward(cmd, pb, *dbias, uint32_t(rows), s.oc);
-}
-
-bool conv2d_pool_tiles_fit(const Conv2dShape& s) { return s.out_h() >= 2 && s.out_w() >= 2; }
-
-uint32_t conv2d_pool_tile(const vk::PhysicalInfo& device, const Conv2dShape& s) {
-  return conv2d_form(device, s) == Form::Winograd ? winograd::tile_for(s) : 4;
-}
-
-uint64_t conv2d_pool_tile_code_words(const Conv2dShape& s) {
-  return uint64_t(s.oc) * ((s.out_h() + 1) / 2) * ((s.out_w() + 1) / 2);
-}
-
-namespace {
-
-uint64_t dense_floats(const Conv2dShape& s) { return (s.y_size() + 63) / 64 * 64; }
-
-// The pooling pass (mode 0) or the spreading back (mode 1) over tiles of `tile`.
-void tiles_pass(vk::Commands& cmd, uint32_t mode, vk::View dense, vk::View pooled, vk::View codes,
-                const Conv2dShape& s, uint32_t tile) {
-  const uint64_t tiles = uint64_t((s.out_h() + tile - 1) / tile) * ((s.out_w() + tile - 1) / tile);
-  const vk::Groups g{vk::groups_for(tiles, BRIGADE_WG_CONV), 1, s.n * s.oc};
-  direct::require_groups(g, mode ? "pooling backward" : "pooling");
-  const vk::Specialization spec = vk::Specialization().set(0, s.out_h()).set(1, s.out_w()).set(2, tile).set(3, mode);
-  cmd.dispatch(cmd.device().kernel("conv2d_pool_tiles", spec), {dense, pooled, codes}, nullptr, 0, g);
-}
-
-}  // namespace
-
-uint64_t conv2d_pool_tiles_scratch_floats(const Conv2dShape& s, uint32_t samples) {
-  return dense_floats(s) + conv2d_scratch_floats(s, samples);
-}
-
-vk::View conv2d_pool_tiles_conv_scratch(const Conv2dShape& s, vk::View scratch) {
-  const uint64_t skip = dense_floats(s) * 4;
-  BRIGADE_EXPECT(scratch.range > skip, "conv2d pooling scratch holds the convolution's output");
-  return vk::View(*scratch.buffer, scratch.offset + skip, scratch.range - skip);
-}
-
-void conv2d_pool_tiles_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optional<vk::View> bias,
-                               vk::View y, vk::View codes, const Conv2dShape& s, vk::View scratch,
-                               Precision x_format) {
-  BRIGADE_EXPECT(conv2d_pool_tiles_fit(s), "conv2d with its pooling folded in needs an output of 2 x 2 at least");
-  BRIGADE_EXPECT_FLOATS(y, uint64_t(s.n) * s.oc * (s.out_h() / 2) * (s.out_w() / 2), "pooled output");
-  BRIGADE_EXPECT_BYTES(codes, conv2d_pool_tile_code_words(s) * s.n * 4, "pooling codes");
-  const uint32_t tile = conv2d_pool_tile(cmd.device().info(), s);
-  const vk::View rest = conv2d_pool_tiles_conv_scratch(s, scratch);
-  if (conv2d_form(cmd.device().info(), s) == Form::Winograd)
-    return winograd::forward(cmd, x, weight, bias, y, s, rest, {x_format, Precision::Fp32}, tile, codes);
-  const vk::View dense(*scratch.buffer, scratch.offset, s.y_size() * 4);
-  conv2d_forward(cmd, x, weight, bias, dense, s, rest, std::nullopt, {x_format, Precision::Fp32});
-  tiles_pass(cmd, 0, dense, y, codes, s, tile);
-}
-
-vk::View conv2d_pool_tiles_unpool(vk::Commands& cmd, vk::View dy, vk::View codes, const Conv2dShape& s,
-                                  vk::View scratch) {
-  BRIGADE_EXPECT_FLOATS(dy, uint64_t(s.n) * s.oc * (s.out_h() / 2) * (s.out_w() / 2), "pooled output gradient");
-  BRIGADE_EXPECT_BYTES(codes, conv2d_pool_tile_code_words(s) * s.n * 4, "pooling codes");
-  BRIGADE_EXPECT(scratch.offset % 8 == 0, "the spread-back gradient is written a pair at a time (8-byte aligned)");
-  const vk::View dense(*scratch.buffer, scratch.offset, s.y_size() * 4);
-  tiles_pass(cmd, 1, dense, dy, codes, s, conv2d_pool_tile(cmd.device().info(), s));
-  return dense;
-}
-
-void conv2d_pool_unpool(vk::Commands& cmd, vk::View dy, vk::View codes, vk::View dconv, const Conv2dShape& s) {
-  BRIGADE_EXPECT(conv2d_pool_fits(s), "conv2d with its pooling folded in needs a shape conv2d_pool_fits takes");
-  BRIGADE_EXPECT_FLOATS(dy, s.y_size() / 4, "pooled output gradient");
-  BRIGADE_EXPECT_BYTES(codes, conv2d_pool_code_words(s) * s.n * 4, "pooling codes");
-  BRIGADE_EXPECT_FLOATS(dconv, s.y_size(), "convolution output gradient");
-  BRIGADE_EXPECT(dy.offset % 8 == 0 && dconv.offset % 16 == 0, "the unpooling's views are aligned for pairs and quads");
-  const vk::Specialization spec = vk::Specialization().set(0, s.out_h()).set(1, s.out_w()).set(2, s.oc);
-  cmd.dispatch(cmd.device().kernel("conv2d_pool_unpool", spec), {dy, codes, dconv}, direct::push_of(s),
-               grid(s, s.n * s.oc, "backward"));
 }
 
 }  // namespace brigade::ops

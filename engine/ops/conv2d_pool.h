@@ -30,52 +30,43 @@ namespace brigade::ops {
 
 // Whether the patch fold takes this convolution: even output sides, an even number of pooled
 // outputs a row, whole words of codes (OC % 4 == 0), and weights and an input patch small
-// enough to keep in registers (kPoolFoldWeights, kPoolFoldPatch).
+// enough to keep in registers (kPoolFoldWeights, kPoolFoldPatch). Every other convolution
+// with an output of 2 x 2 at least takes the tiles fold (conv2d_pool_tiles_fit). Which fold
+// a shape takes decides every function below.
 constexpr uint32_t kPoolFoldWeights = 1024, kPoolFoldPatch = 96;
 bool conv2d_pool_fits(const Conv2dShape& s);
+bool conv2d_pool_tiles_fit(const Conv2dShape& s);
 
-// Words of codes per sample: a byte per pair of pooled outputs and channel.
+// The tiles fold's tile on `device`: Winograd's where the device runs that form, else 4.
+// Tiles of TILE x TILE of the convolution's output hold whole 2x2 windows.
+uint32_t conv2d_pool_tile(const vk::PhysicalInfo& device, const Conv2dShape& s);
+
+// Words of codes per sample: the patch fold's byte per pair of pooled outputs and channel,
+// or the tiles fold's word per tile and channel (four bits a window), for the smallest tile.
 uint64_t conv2d_pool_code_words(const Conv2dShape& s);
 
-// y = maxpool2(relu(conv(x, weight) + bias)), and the codes. x and y may be kept in 16 bits
-// (`f`), read and written by the kernel itself.
+// Floats of scratch either fold's passes need over `s.n` samples, the convolution's own
+// passes working through `samples` at a time: the convolution's output (or its gradient)
+// for every sample, then the convolution's scratch (conv2d_pool_conv_scratch); with the patch
+// fold, at least the weight gradient's partial sums.
+uint64_t conv2d_pool_scratch_floats(const Conv2dShape& s, uint32_t samples);
+// The part of `scratch` the convolution's own passes take.
+vk::View conv2d_pool_conv_scratch(const Conv2dShape& s, vk::View scratch);
+
+// y = maxpool2(relu(conv(x, weight) + bias)), and the codes. x may be kept in 16 bits, and y
+// with the patch fold (`f`), read and written by the kernels themselves.
 void conv2d_pool_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optional<vk::View> bias,
-                         vk::View y, vk::View codes, const Conv2dShape& s, Formats f = {});
+                         vk::View y, vk::View codes, const Conv2dShape& s, vk::View scratch, Formats f = {});
 
-// dconv (N, OC, OH, OW) = dy at the element each code names, 0 elsewhere: the gradient of the
-// convolution's output, written whole (what its backward-data pass reads).
-void conv2d_pool_unpool(vk::Commands& cmd, vk::View dy, vk::View codes, vk::View dconv, const Conv2dShape& s);
+// The convolution's output gradient (N, OC, OH, OW), written whole at the start of
+// `scratch`: each pooled dy at the element its code names, 0 elsewhere. Returns its view.
+vk::View conv2d_pool_unpool(vk::Commands& cmd, vk::View dy, vk::View codes, const Conv2dShape& s, vk::View scratch);
 
-// Floats of scratch conv2d_pool_backward_weight needs: a row of partial sums per pair of
-// pooled outputs of a row and sample.
-uint64_t conv2d_pool_weight_scratch_floats(const Conv2dShape& s);
-
-// dweight += dloss/dweight and, when given, dbias += dloss/dbias, from the pooled dy and
-// the codes, with x read as `x_format` stores it; the partial sums go down their columns in
-// a fixed order, so the same inputs give the same bits.
+// The patch fold's weight gradient: dweight += dloss/dweight and, when given, dbias +=
+// dloss/dbias, from the pooled dy and the codes, with x read as `x_format` stores it; the
+// partial sums go down their columns in a fixed order, so the same inputs give the same bits.
 void conv2d_pool_backward_weight(vk::Commands& cmd, vk::View dy, vk::View codes, vk::View x, vk::View dweight,
                                  std::optional<vk::View> dbias, const Conv2dShape& s, vk::View scratch,
                                  Precision x_format = Precision::Fp32);
-
-// The tiles fold: tiles of TILE x TILE of the convolution's output hold whole 2x2 windows;
-// codes are one word per tile and channel, four bits a window. y is fp32.
-bool conv2d_pool_tiles_fit(const Conv2dShape& s);
-// The tile on `device`: Winograd's where the device runs that form, else 4.
-uint32_t conv2d_pool_tile(const vk::PhysicalInfo& device, const Conv2dShape& s);
-// Words of codes per sample, for the smallest tile (2).
-uint64_t conv2d_pool_tile_code_words(const Conv2dShape& s);
-// Floats of scratch for `samples` samples at a time: the convolution's output (its gradient
-// in the backward) for every sample, then the convolution's own scratch.
-uint64_t conv2d_pool_tiles_scratch_floats(const Conv2dShape& s, uint32_t samples);
-// y = maxpool2(relu(conv(x, weight) + bias)), and the codes; x may be 16-bit (f.x).
-void conv2d_pool_tiles_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optional<vk::View> bias,
-                               vk::View y, vk::View codes, const Conv2dShape& s, vk::View scratch,
-                               Precision x_format = Precision::Fp32);
-// The convolution's output gradient, written whole at the start of `scratch`, from the
-// pooled dy and the codes; returns its view.
-vk::View conv2d_pool_tiles_unpool(vk::Commands& cmd, vk::View dy, vk::View codes, const Conv2dShape& s,
-                                  vk::View scratch);
-// The rest of `scratch`, past the convolution's output (gradient): the convolution's own.
-vk::View conv2d_pool_tiles_conv_scratch(const Conv2dShape& s, vk::View scratch);
 
 }  // namespace brigade::ops

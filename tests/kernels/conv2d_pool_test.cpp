@@ -78,10 +78,12 @@ TEST_CASE_FIXTURE(test::Gpu, "conv2d with ReLU and pooling folded in matches the
       auto bw = test::to_device(dev, w, "weight"), bb = test::to_device(dev, b, "bias");
       auto bdy = test::to_device(dev, dy, "dy");
       auto y = test::zeros(dev, s.y_size() / 4, "y"), codes = test::zeros(dev, ops::conv2d_pool_code_words(s) * s.n, "codes");
-      auto dconv = test::to_device(dev, test::random_vector(s.y_size(), seed + 4), "dconv");  // written whole
+      // The spreading back writes the convolution's output gradient whole.
+      auto scratch = test::to_device(dev, test::random_vector(ops::conv2d_pool_scratch_floats(s, s.n), seed + 4),
+                                     "scratch", vk::Category::Scratch);
       vk::Commands cmd(dev, "conv2d pool");
-      ops::conv2d_pool_forward(cmd, bx, bw, vk::View(bb), y, codes, s, {p, p});
-      ops::conv2d_pool_unpool(cmd, bdy, codes, dconv, s);
+      ops::conv2d_pool_forward(cmd, bx, bw, vk::View(bb), y, codes, s, scratch, {p, p});
+      const vk::View dconv = ops::conv2d_pool_unpool(cmd, bdy, codes, s, scratch);
       cmd.run();
       std::vector<float> got_y = test::to_host(y);
       if (ops::is_half(p)) {
@@ -95,7 +97,9 @@ TEST_CASE_FIXTURE(test::Gpu, "conv2d with ReLU and pooling folded in matches the
       const double scale = largest(narrowed(want.y));
       test::check_close(got_y, narrowed(want.y), (ops::is_half(p) ? std::ldexp(1.0, -8) : 1e-5) * scale, 0,
                         what + ": y");
-      test::check_close(test::to_host(dconv), narrowed(want.dconv), 0, 0, what + ": dconv");
+      std::vector<float> got_dconv = test::to_host(scratch);
+      got_dconv.resize(dconv.range / 4);
+      test::check_close(got_dconv, narrowed(want.dconv), 0, 0, what + ": dconv");
     }
 }
 
@@ -114,16 +118,14 @@ TEST_CASE_FIXTURE(test::Gpu, "conv2d's weight gradient through the pooling fold 
     auto bw = test::to_device(dev, w, "weight"), bb = test::to_device(dev, b, "bias");
     auto br = test::to_device(dev, r, "dy");
     auto y = test::zeros(dev, s.y_size() / 4, "y"), codes = test::zeros(dev, ops::conv2d_pool_code_words(s) * s.n, "codes");
-    auto dconv = test::zeros(dev, s.y_size(), "dconv");
     auto dw = test::zeros(dev, s.weight_size(), "dweight"), db = test::zeros(dev, s.oc, "dbias");
     auto pdw = test::zeros(dev, s.weight_size(), "dweight, pooled"), pdb = test::zeros(dev, s.oc, "dbias, pooled");
     auto hdw = test::zeros(dev, s.weight_size(), "dweight, 16-bit x"), hdb = test::zeros(dev, s.oc, "dbias, 16-bit x");
-    auto scratch = test::zeros(dev, std::max(ops::conv2d_scratch_floats(s, s.n), ops::conv2d_pool_weight_scratch_floats(s)),
-                               "scratch", vk::Category::Scratch);
+    auto scratch = test::zeros(dev, ops::conv2d_pool_scratch_floats(s, s.n), "scratch", vk::Category::Scratch);
     vk::Commands cmd(dev, "conv2d pool gradient");
-    ops::conv2d_pool_forward(cmd, bx, bw, vk::View(bb), y, codes, s);
-    ops::conv2d_pool_unpool(cmd, br, codes, dconv, s);
-    ops::conv2d_backward_weight(cmd, dconv, bx, dw, vk::View(db), s, scratch);
+    ops::conv2d_pool_forward(cmd, bx, bw, vk::View(bb), y, codes, s, scratch);
+    const vk::View dconv = ops::conv2d_pool_unpool(cmd, br, codes, s, scratch);
+    ops::conv2d_backward_weight(cmd, dconv, bx, dw, vk::View(db), s, ops::conv2d_pool_conv_scratch(s, scratch));
     ops::conv2d_pool_backward_weight(cmd, br, codes, bx, pdw, vk::View(pdb), s, scratch);
     ops::conv2d_pool_backward_weight(cmd, br, codes, hx, hdw, vk::View(hdb), s, scratch, Precision::Bf16);
     cmd.run();
@@ -182,12 +184,12 @@ TEST_CASE_FIXTURE(test::Gpu, "conv2d's pooling on tiles of its output matches th
     vk::Device& dev = device();
     auto bx = test::to_device(dev, x, "x"), bw = test::to_device(dev, w, "weight"), bb = test::to_device(dev, b, "bias");
     auto bdy = test::to_device(dev, dy, "dy");
-    auto y = test::zeros(dev, pooled, "y"), codes = test::zeros(dev, ops::conv2d_pool_tile_code_words(s) * s.n, "codes");
-    auto scratch = test::to_device(dev, test::random_vector(ops::conv2d_pool_tiles_scratch_floats(s, s.n), seed + 4),
+    auto y = test::zeros(dev, pooled, "y"), codes = test::zeros(dev, ops::conv2d_pool_code_words(s) * s.n, "codes");
+    auto scratch = test::to_device(dev, test::random_vector(ops::conv2d_pool_scratch_floats(s, s.n), seed + 4),
                                    "scratch", vk::Category::Scratch);  // the spreading back writes it whole
     vk::Commands cmd(dev, "conv2d pool tiles");
-    ops::conv2d_pool_tiles_forward(cmd, bx, bw, vk::View(bb), y, codes, s, scratch);
-    const vk::View dconv = ops::conv2d_pool_tiles_unpool(cmd, bdy, codes, s, scratch);
+    ops::conv2d_pool_forward(cmd, bx, bw, vk::View(bb), y, codes, s, scratch);
+    const vk::View dconv = ops::conv2d_pool_unpool(cmd, bdy, codes, s, scratch);
     cmd.run();
     test::check_close(test::to_host(y), narrowed(want.y), 1e-5 * largest(narrowed(want.y)), 0, what + ": y");
     std::vector<float> got = test::to_host(scratch);
@@ -203,6 +205,9 @@ TEST_CASE_FIXTURE(test::Gpu, "conv2d's pooling fold takes only the shapes it can
   CHECK_FALSE(ops::conv2d_pool_fits({1, 1, 28, 28, 6, 3, 3, 1, 1, 1, 1}));    // codes not whole words
   auto t = test::zeros(device(), 64, "t");
   vk::Commands cmd(device(), "refusal");
-  CHECK_THROWS_WITH_AS(ops::conv2d_pool_forward(cmd, t, t, std::nullopt, t, t, {1, 1, 14, 14, 32, 3, 3, 1, 1, 1, 1}),
+  CHECK_THROWS_WITH_AS(ops::conv2d_pool_backward_weight(cmd, t, t, t, t, std::nullopt, {1, 1, 14, 14, 32, 3, 3, 1, 1, 1, 1}, t),
                        doctest::Contains("conv2d_pool_fits"), InternalError);
+  CHECK_FALSE(ops::conv2d_pool_tiles_fit({1, 1, 3, 3, 4, 3, 3, 1, 1, 0, 0}));  // a 1 x 1 output
+  CHECK_THROWS_WITH_AS(ops::conv2d_pool_forward(cmd, t, t, std::nullopt, t, t, {1, 1, 3, 3, 4, 3, 3, 1, 1, 0, 0}, t),
+                       doctest::Contains("2 x 2 at least"), InternalError);
 }
