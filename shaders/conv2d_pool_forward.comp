@@ -20,8 +20,6 @@
 
 layout(local_size_x = BRIGADE_WG_CONV) in;
 #include "conv_geometry.glsl"
-layout(constant_id = 11) const uint IC = 1;
-layout(constant_id = 12) const uint OC = 4;
 layout(constant_id = 13) const bool HAS_BIAS = true;
 BRIGADE_FORMAT(14, FORMAT_X);
 BRIGADE_FORMAT(15, FORMAT_Y);
@@ -35,23 +33,14 @@ layout(binding = 3) writeonly buffer YW { uint yw[]; };
 layout(binding = 4) writeonly buffer Codes { uint codes[]; };
 layout(push_constant) uniform Push { Conv2dPush p; };
 #include "conv_tap.glsl"
-
-const uint POH = OH / 2u, POW = OW / 2u, PAIRS = POW / 2u;
-// The patch under a pair: two convolution rows of four outputs.
-const uint PATCH_H = SH + KH, PATCH_W = 3u * SW + KW;
+#include "pool_patch.glsl"
 
 void main() {
   const uint i = gl_GlobalInvocationID.x, n = gl_WorkGroupID.z;
   if (i >= POH * PAIRS) return;
   const uint py = i / PAIRS, pair = i % PAIRS;
-  const int ih0 = int(2u * py * SH) - int(PH), iw0 = int(4u * pair * SW) - int(PW);
-  float under[IC * PATCH_H * PATCH_W];
-  [[unroll]] for (uint c = 0u; c < IC; ++c) {
-    const uint plane = (n * IC + c) * H * W;
-    [[unroll]] for (uint r = 0u; r < PATCH_H; ++r)
-      [[unroll]] for (uint k = 0u; k < PATCH_W; ++k)
-        under[(c * PATCH_H + r) * PATCH_W + k] = tap(plane, ih0 + int(r), iw0 + int(k));
-  }
+  float under[PATCH];
+  load_patch(n, py, pair, under);
   uint word = 0u;
   [[unroll]] for (uint oc = 0u; oc < OC; ++oc) {
     float out_[8];  // convolution rows 0 and 1, columns 0 to 3
@@ -73,7 +62,7 @@ void main() {
     else yw[at >> 1] = pair_out(even, odd, FORMAT_Y);
     word |= (lo | (hi << 4u)) << (8u * (oc % 4u));
     if (oc % 4u == 3u) {
-      codes[((n * POH + py) * PAIRS + pair) * (OC / 4u) + oc / 4u] = word;
+      codes[code_word(n, py, pair, oc)] = word;
       word = 0u;
     }
   }

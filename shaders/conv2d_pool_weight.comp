@@ -17,8 +17,6 @@
 
 layout(local_size_x = BRIGADE_WG_CONV) in;
 #include "conv_geometry.glsl"
-layout(constant_id = 11) const uint IC = 1;
-layout(constant_id = 12) const uint OC = 4;
 layout(constant_id = 13) const uint OCB = 4;  // divides OC
 BRIGADE_FORMAT(14, FORMAT_X);
 
@@ -30,9 +28,9 @@ layout(binding = 3) writeonly buffer PartialW { float partial_w[]; };
 layout(binding = 4) writeonly buffer PartialB { float partial_b[]; };
 layout(push_constant) uniform Push { Conv2dPush p; };
 #include "conv_tap.glsl"
+#include "pool_patch.glsl"
 
-const uint POH = OH / 2u, POW = OW / 2u, PAIRS = POW / 2u;
-const uint PATCH_H = SH + KH, PATCH_W = 3u * SW + KW, TAPS = IC * KH * KW;
+const uint TAPS = IC * KH * KW;
 
 void main() {
   const uint i = gl_GlobalInvocationID.x, oc0 = gl_WorkGroupID.y * OCB;
@@ -42,15 +40,9 @@ void main() {
   [[unroll]] for (uint j = 0u; j < OCB * TAPS; ++j) dw[j] = 0.0;
   [[unroll]] for (uint o = 0u; o < OCB; ++o) db[o] = 0.0;
   for (uint py = 0u; py < POH; ++py) {
-    const int ih0 = int(2u * py * SH) - int(PH), iw0 = int(4u * pair * SW) - int(PW);
-    float under[IC * PATCH_H * PATCH_W];
-    [[unroll]] for (uint c = 0u; c < IC; ++c) {
-      const uint plane = (n * IC + c) * H * W;
-      [[unroll]] for (uint r = 0u; r < PATCH_H; ++r)
-        [[unroll]] for (uint k = 0u; k < PATCH_W; ++k)
-          under[(c * PATCH_H + r) * PATCH_W + k] = tap(plane, ih0 + int(r), iw0 + int(k));
-    }
-    const uint code_at = ((n * POH + py) * PAIRS + pair) * (OC / 4u) + oc0 / 4u;
+    float under[PATCH];
+    load_patch(n, py, pair, under);
+    const uint code_at = code_word(n, py, pair, oc0);
     [[unroll]] for (uint o = 0u; o < OCB; ++o) {
       const uint code = (codes[code_at + o / 4u] >> (8u * (o % 4u))) & 0xFFu;
       const vec2 g = dy2[(((n * OC + oc0 + o) * POH + py) * POW + 2u * pair) >> 1];

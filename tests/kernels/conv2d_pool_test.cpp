@@ -44,11 +44,6 @@ Reference reference(const std::vector<float>& x, const std::vector<float>& w, co
 
 std::vector<float> narrowed(const std::vector<double>& v) { return {v.begin(), v.end()}; }
 
-double largest(const std::vector<float>& v) {
-  double m = 0;
-  for (float x : v) m = std::max(m, double(std::abs(x)));
-  return m;
-}
 
 }  // namespace
 
@@ -94,7 +89,7 @@ TEST_CASE_FIXTURE(test::Gpu, "conv2d with ReLU and pooling folded in matches the
         got_y = values;
       }
       // The convolution's sums run in another order than the reference's; 16 bits round the result.
-      const double scale = largest(narrowed(want.y));
+      const double scale = test::max_abs(narrowed(want.y));
       test::check_close(got_y, narrowed(want.y), (ops::is_half(p) ? std::ldexp(1.0, -8) : 1e-5) * scale, 0,
                         what + ": y");
       std::vector<float> got_dconv = test::to_host(scratch);
@@ -147,10 +142,10 @@ TEST_CASE_FIXTURE(test::Gpu, "conv2d's weight gradient through the pooling fold 
       up[i] += float(eps), down[i] -= float(eps);
       fd_b[i] = float((loss(w, up) - loss(w, down)) / (double(up[i]) - down[i]));
     }
-    CHECK(largest(fd_w) > 0.1);
+    CHECK(test::max_abs(fd_w) > 0.1);
     for (const auto& [gw, gb, how] : {std::tuple{&dw, &db, "spread back"}, std::tuple{&pdw, &pdb, "from the pooled gradient"}}) {
-      test::check_close(test::to_host(*gw), fd_w, 1e-3 * largest(fd_w), 1e-3, what + ": dweight, " + how);
-      test::check_close(test::to_host(*gb), fd_b, 1e-3 * largest(fd_b), 1e-3, what + ": dbias, " + how);
+      test::check_close(test::to_host(*gw), fd_w, 1e-3 * test::max_abs(fd_w), 1e-3, what + ": dweight, " + how);
+      test::check_close(test::to_host(*gb), fd_b, 1e-3 * test::max_abs(fd_b), 1e-3, what + ": dbias, " + how);
     }
     test::check_bits(test::to_host(hdw), test::to_host(pdw), what + ": dweight from a 16-bit x");
     test::check_bits(test::to_host(hdb), test::to_host(pdb), what + ": dbias from a 16-bit x");
@@ -191,7 +186,7 @@ TEST_CASE_FIXTURE(test::Gpu, "conv2d's pooling on tiles of its output matches th
     ops::conv2d_pool_forward(cmd, bx, bw, vk::View(bb), y, codes, s, scratch);
     const vk::View dconv = ops::conv2d_pool_unpool(cmd, bdy, codes, s, scratch);
     cmd.run();
-    test::check_close(test::to_host(y), narrowed(want.y), 1e-5 * largest(narrowed(want.y)), 0, what + ": y");
+    test::check_close(test::to_host(y), narrowed(want.y), 1e-5 * test::max_abs(narrowed(want.y)), 0, what + ": y");
     std::vector<float> got = test::to_host(scratch);
     got.resize(dconv.range / 4);
     test::check_close(got, narrowed(want.dconv), 0, 0, what + ": dconv");

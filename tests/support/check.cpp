@@ -2,6 +2,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <sstream>
@@ -19,6 +20,12 @@ std::vector<float> random_vector(size_t n, uint32_t seed, float lo, float hi) {
 }
 
 std::vector<double> to_double(std::span<const float> v) { return {v.begin(), v.end()}; }
+
+double max_abs(std::span<const float> v) {
+  double m = 0;
+  for (float x : v) m = std::max(m, double(std::fabs(x)));
+  return m;
+}
 
 double dot(std::span<const double> a, std::span<const double> b) {
   double s = 0;

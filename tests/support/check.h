@@ -28,6 +28,9 @@ vk::Buffer zeros(vk::Device& dev, size_t floats, const std::string& name,
                  vk::Category category = vk::Category::Activations);
 std::vector<float> to_host(const vk::Buffer& buffer);
 
+// The largest |v[i]|, 0 for none.
+double max_abs(std::span<const float> v);
+
 // CHECKs |got - want| <= atol + rtol * |want| for every element; on failure reports how many
 // differ, the largest difference and where, and the first values of both.
 void check_close(std::span<const float> got, std::span<const float> want, double atol,

@@ -69,12 +69,6 @@ Outcome run(const model::Model& m, const std::vector<vk::Device*>& devices, cons
   return out;
 }
 
-double max_abs(const std::vector<float>& v) {
-  double m = 0;
-  for (float x : v) m = std::max(m, double(std::fabs(x)));
-  return m;
-}
-
 void check_equal(const Outcome& got, const Outcome& want, const std::string& what, bool params,
                  double param_atol, double grad_rel) {
   REQUIRE(got.losses.size() == want.losses.size());

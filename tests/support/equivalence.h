@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "check.h"
 #include "model/model.h"
 #include "ops/precision.h"
 #include "pipeline/batch.h"
@@ -60,8 +61,6 @@ pipeline::Plan make_plan(const model::Model& m, uint32_t K, const PipelineConfig
 // model's initial parameters of seed 7, one stage per device of `devices`.
 Outcome run(const model::Model& m, const std::vector<vk::Device*>& devices, const PipelineConfig& c,
             const std::vector<pipeline::Batch>& batches, uint32_t steps, Update update = Update::Sgd);
-
-double max_abs(const std::vector<float>& v);
 
 // Losses, gradients and (with `params`) parameters of `got` equal `want` to fp32 rounding;
 // parameters to within `param_atol` at least, gradients to within `grad_rel` of their largest
