@@ -44,11 +44,6 @@ struct AdamWPush {
   float grad_scale;
 };
 
-// grad_norm_partial: partial[w] = sum of g[i]^2 over the elements workgroup w visits.
-struct GradNormPush {
-  uint n;
-};
-
 // scale: x[i] *= alpha.
 struct ScalePush {
   uint n;

@@ -46,8 +46,8 @@ AdamW::AdamW(AdamWOptions options) : options_(options) { validate(options_); }
 
 std::vector<std::string> AdamW::state_keys() const { return {"exp_avg", "exp_avg_sq"}; }
 
-void AdamW::record_slot(vk::Commands& cmd, const Slot& slot, const Step& step) const {
-  adamw_step(cmd, slot.param, slot.grad, slot.state[0], slot.state[1], slot.n, options_, step);
+void AdamW::record_group(vk::Commands& cmd, const Group& group, const Step& step) const {
+  adamw_step(cmd, group.param, group.grad, group.state[0], group.state[1], group.n, options_, step);
 }
 
 }  // namespace brigade::optim

@@ -26,52 +26,66 @@ uint32_t grad_norm_groups(uint32_t n) {
   return std::clamp<uint32_t>(groups, 1, BRIGADE_NORM_MAX_GROUPS);
 }
 
-void grad_norm_partial(vk::Commands& cmd, vk::View grad, vk::View partial, uint32_t n) {
-  const uint32_t groups = grad_norm_groups(n);
-  BRIGADE_EXPECT(partial.range >= groups * 4ull,
-                       "grad_norm_partial: " + std::to_string(groups) + " partial sums need " +
-                           std::to_string(groups * 4) + " bytes, the view has " +
-                           std::to_string(partial.range));
-  const bool vec4 = ops::quads(n, {grad});
-  vk::Specialization spec = ops::reduction_spec(cmd.device(), uint64_t(n) / groups);
-  spec.set(1, vec4);
-  cmd.dispatch(cmd.device().kernel("grad_norm_partial", spec), {grad, partial}, shaders::GradNormPush{n},
-               {groups});
-}
+uint64_t grad_norm_bytes(uint32_t n) { return uint64_t(grad_norm_groups(n)) * (4 + 16); }
 
 void scale(vk::Commands& cmd, vk::View x, uint32_t n, float alpha) {
   cmd.dispatch(cmd.device().kernel("scale"), {x}, shaders::ScalePush{n, alpha},
                {vk::groups_for(n, BRIGADE_WG_OPTIM)});
 }
 
-GradNorm::GradNorm(vk::Device& device, std::vector<vk::View> grads) : grads_(std::move(grads)) {
-  for (const vk::View& g : grads_) {
+GradNorm::GradNorm(vk::Device& device, const std::vector<vk::View>& grads) {
+  // Per workgroup of a run: its tensor's first float in the buffer, the tensor's length, the
+  // workgroup's index among the tensor's and their count (shaders/grad_norm_partial.comp).
+  std::vector<std::vector<uint32_t>> tables;
+  uint64_t widest = 0;  // elements per workgroup, for the reduction's width
+  for (const vk::View& g : grads) {
     BRIGADE_EXPECT(&g.buffer->device() == &device,
                          "GradNorm: gradient '" + g.buffer->name() + "' is on another device");
     BRIGADE_EXPECT(
         g.range % 4 == 0 && g.range > 0,
         "GradNorm: gradient '" + g.buffer->name() + "' is not a non-empty float tensor");
-    const uint32_t groups = grad_norm_groups(uint32_t(g.range / 4));
-    partials_.emplace_back(device, groups * 4ull, vk::Category::Scratch,
-                           g.buffer->name() + " norm partials", vk::Residency::Host);
+    const vk::Buffer& whole = g.buffer->whole();
+    if (runs_.empty() || runs_.back().whole != &whole) {
+      runs_.push_back({&whole, {}, {}, {}, 0});
+      tables.emplace_back();
+    }
+    const uint32_t n = uint32_t(g.range / 4), groups = grad_norm_groups(n);
+    const uint32_t first = uint32_t((g.buffer->offset_in_whole() + g.offset) / 4);
+    for (uint32_t j = 0; j < groups; ++j) tables.back().insert(tables.back().end(), {first, n, j, groups});
+    runs_.back().groups.push_back(groups);
+    widest = std::max<uint64_t>(widest, n / groups);
+  }
+  const uint32_t width = ops::reduction_width(device, widest);
+  for (size_t r = 0; r < runs_.size(); ++r) {
+    Run& run = runs_[r];
+    const std::string what = run.whole->name() + " norm ";
+    const uint64_t groups = tables[r].size() / 4;
+    run.table = vk::Buffer(device, groups * 16, vk::Category::Scratch, what + "table");
+    vk::upload(run.table, tables[r].data(), groups * 16);
+    run.partials = vk::Buffer(device, groups * 4, vk::Category::Scratch, what + "partials", vk::Residency::Host);
+    run.width = width;
   }
 }
 
 void GradNorm::record(vk::Commands& cmd) const {
-  for (size_t i = 0; i < grads_.size(); ++i)
-    grad_norm_partial(cmd, grads_[i], partials_[i], uint32_t(grads_[i].range / 4));
+  for (const Run& run : runs_)
+    cmd.dispatch(cmd.device().kernel("grad_norm_partial", vk::Specialization().set(0, run.width)),
+                 {*run.whole, run.table, run.partials}, nullptr, 0, {uint32_t(run.partials.size() / 4)});
 }
 
 double GradNorm::squared(std::vector<double>* each) const {
   double sum = 0;
   std::vector<float> partial;
   if (each) each->clear();
-  for (const vk::Buffer& b : partials_) {
-    partial.resize(b.size() / 4);
-    vk::download(b, partial.data(), b.size());
-    double own = 0;
-    for (float p : partial) sum += p, own += p;
-    if (each) each->push_back(own);
+  for (const Run& run : runs_) {
+    partial.resize(run.partials.size() / 4);
+    vk::download(run.partials, partial.data(), run.partials.size());
+    size_t w = 0;
+    for (uint32_t groups : run.groups) {
+      double own = 0;
+      for (uint32_t j = 0; j < groups; ++j, ++w) sum += partial[w], own += partial[w];
+      if (each) each->push_back(own);
+    }
   }
   return sum;
 }

@@ -28,22 +28,20 @@ Clip clip(double squared_sum, double max_norm);
 
 // Partial sums grad_norm_partial writes for a tensor of n floats.
 uint32_t grad_norm_groups(uint32_t n);
-
-// Records partial[w] = sum of grad[i]^2 over workgroup w's elements, w < grad_norm_groups(n).
-// grad: (n)  partial: (grad_norm_groups(n))
-void grad_norm_partial(vk::Commands& cmd, vk::View grad, vk::View partial, uint32_t n);
+// The memory GradNorm holds for a tensor of n floats: its partial sums and their table.
+uint64_t grad_norm_bytes(uint32_t n);
 
 // Records x *= alpha.  x: (n)
 void scale(vk::Commands& cmd, vk::View x, uint32_t n, float alpha);
 
 // The squared L2 norm of one device's gradient tensors. The GPU reduces each tensor to
 // per-workgroup partial sums; the host adds them in double, in a fixed order, so the result
-// is deterministic. Each tensor has its own small host-visible partials buffer: the host
-// reads it without a staging copy, and the reductions, writing different buffers, run
-// without barriers between them.
+// is deterministic. Tensors that lie in one buffer (parts of an arena, vk::Buffer::whole)
+// are reduced by one dispatch, each workgroup told by a table which tensor it sums; the
+// partial sums are in host-visible memory, read without a staging copy.
 class GradNorm {
  public:
-  GradNorm(vk::Device& device, std::vector<vk::View> grads);
+  GradNorm(vk::Device& device, const std::vector<vk::View>& grads);
   // Records the reductions; the gradients must be complete when cmd runs.
   void record(vk::Commands& cmd) const;
   // Sum over the tensors of sum grad^2, once the recorded commands have completed; with
@@ -51,8 +49,14 @@ class GradNorm {
   double squared(std::vector<double>* each = nullptr) const;
 
  private:
-  std::vector<vk::View> grads_;
-  std::vector<vk::Buffer> partials_;
+  // One dispatch: the tensors of one buffer, in the constructor's order.
+  struct Run {
+    const vk::Buffer* whole;
+    vk::Buffer table, partials;
+    std::vector<uint32_t> groups;  // per tensor
+    uint32_t width = 0;            // the reduction's workgroup width
+  };
+  std::vector<Run> runs_;
 };
 
 }  // namespace brigade::optim

@@ -1,5 +1,6 @@
 #include "optim/optimizer.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "util/error.h"
@@ -13,21 +14,49 @@ void Optimizer::add(const std::string& name, vk::View param, vk::View grad) {
                            " bytes) must be the same non-empty float length");
   BRIGADE_EXPECT(&param.buffer->device() == &grad.buffer->device(),
                        name + ": parameter and gradient live on different devices");
-  Slot slot{name, param, grad, uint32_t(param.range / 4), {}};
   vk::Device& dev = param.buffer->device();
-  const std::vector<float> zeros(slot.n, 0.0f);
-  for (const std::string& key : state_keys()) {
-    vk::Buffer b(dev, param.range, vk::Category::Optimizer, name + "." + key);
-    vk::upload(b, zeros.data(), param.range);
-    slot.state.push_back(std::move(b));
+  const vk::Buffer &pw = param.buffer->whole(), &gw = grad.buffer->whole();
+  const uint64_t at = param.buffer->offset_in_whole();
+  // A whole part of a parameter arena, its gradient the same part of a gradient arena.
+  const bool part = &pw != param.buffer && &gw != grad.buffer && param.offset == 0 && grad.offset == 0 &&
+                    param.range == param.buffer->size() && at == grad.buffer->offset_in_whole() &&
+                    pw.size() == gw.size();
+  Group* g = groups_.empty() ? nullptr : &groups_.back();
+  if (part && g && g->param.buffer == &pw && g->grad.buffer == &gw &&
+      at == g->param.offset + uint64_t(g->n) * 4) {
+    // Joins: the group now reaches the end of this part's padding.
+    const uint64_t end = std::min(vk::arena_align(at + param.range), pw.size());
+    g->n = uint32_t((end - g->param.offset) / 4);
+    g->param.range = g->grad.range = end - g->param.offset;
+    for (vk::View& v : g->state) v.range = g->param.range;
+  } else {
+    // State arenas as long as the parameter arena, or the tensor alone.
+    const uint64_t begin = part ? at : 0, end = part ? std::min(vk::arena_align(at + param.range), pw.size()) : param.range;
+    Group fresh{part ? vk::View(pw, begin, end - begin) : param, part ? vk::View(gw, begin, end - begin) : grad,
+                {}, uint32_t((end - begin) / 4), {}};
+    for (const std::string& key : state_keys()) {
+      const uint64_t bytes = part ? pw.size() : param.range;
+      auto arena = std::make_unique<vk::Buffer>(dev, bytes, vk::Category::Optimizer,
+                                                part ? pw.name() + " " + key : name + "." + key);
+      const std::vector<float> zeros(bytes / 4, 0.0f);
+      vk::upload(*arena, zeros.data(), bytes);
+      fresh.state.emplace_back(*arena, begin, end - begin);
+      fresh.arenas.push_back(std::move(arena));
+    }
+    groups_.push_back(std::move(fresh));
+    g = &groups_.back();
   }
+  Slot slot{name, param, grad, uint32_t(param.range / 4), {}};
+  const std::vector<std::string> keys = state_keys();
+  for (size_t k = 0; k < keys.size(); ++k)
+    slot.state.emplace_back(*g->arenas[k], part ? at : 0, param.range, name + "." + keys[k]);
   slots_.push_back(std::move(slot));
 }
 
 void Optimizer::record(vk::Commands& cmd, const Step& step) const {
   BRIGADE_EXPECT(step.t >= 1, "optimizer steps count from 1");
-  for (const Slot& s : slots_)
-    if (&s.param.buffer->device() == &cmd.device()) record_slot(cmd, s, step);
+  for (const Group& g : groups_)
+    if (&g.param.buffer->device() == &cmd.device()) record_group(cmd, g, step);
 }
 
 std::vector<std::pair<std::string, const vk::Buffer*>> Optimizer::state() const {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,12 +23,24 @@ struct Step {
 };
 
 // One parameter tensor, its gradient (same length, same device) and its state buffers
-// (Category::Optimizer, zero-initialized, in the order of the optimizer's state_keys()).
+// (Category::Optimizer, zero-initialized, in the order of the optimizer's state_keys()), as
+// checkpoints name them.
 struct Slot {
   std::string name;
   vk::View param, grad;
   uint32_t n = 0;  // floats
-  std::vector<vk::Buffer> state;
+  std::vector<vk::Buffer> state;  // parts of the group's state arenas
+};
+
+// What one update pass covers: consecutive parts of a parameter arena (vk::Buffer::whole),
+// with their gradients at the same offsets of a gradient arena and their state at the same
+// offsets of state arenas the optimizer holds, the padding between them included (zeros,
+// which stay zeros); or one tensor that is no part, with state of its own.
+struct Group {
+  vk::View param, grad;
+  std::vector<vk::View> state;
+  uint32_t n = 0;  // floats
+  std::vector<std::unique_ptr<vk::Buffer>> arenas;  // the state, in state_keys() order
 };
 
 class Optimizer {
@@ -36,7 +49,8 @@ class Optimizer {
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
 
-  // Registers a parameter and its gradient and allocates its state on their device.
+  // Registers a parameter and its gradient and allocates its state on their device. A part
+  // of an arena that follows the last one registered, in the same arenas, joins its group.
   void add(const std::string& name, vk::View param, vk::View grad);
   // Records one update of every registered parameter that lives on cmd's device.
   void record(vk::Commands& cmd, const Step& step) const;
@@ -52,9 +66,10 @@ class Optimizer {
   Optimizer() = default;
   // torch's per-parameter state keys, e.g. {"exp_avg", "exp_avg_sq"}; may be empty.
   virtual std::vector<std::string> state_keys() const = 0;
-  virtual void record_slot(vk::Commands& cmd, const Slot& slot, const Step& step) const = 0;
+  virtual void record_group(vk::Commands& cmd, const Group& group, const Step& step) const = 0;
 
  private:
+  std::vector<Group> groups_;  // before slots_: the slots' state lies in the groups' arenas
   std::vector<Slot> slots_;
 };
 

@@ -39,9 +39,9 @@ std::vector<std::string> Sgd::state_keys() const {
   return {"momentum_buffer"};
 }
 
-void Sgd::record_slot(vk::Commands& cmd, const Slot& slot, const Step& step) const {
-  sgd_step(cmd, slot.param, slot.grad, slot.state.empty() ? slot.param : vk::View(slot.state[0]),
-           slot.n, options_, step);
+void Sgd::record_group(vk::Commands& cmd, const Group& group, const Step& step) const {
+  sgd_step(cmd, group.param, group.grad, group.state.empty() ? group.param : group.state[0], group.n, options_,
+           step);
 }
 
 }  // namespace brigade::optim

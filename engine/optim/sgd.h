@@ -38,7 +38,7 @@ class Sgd : public Optimizer {
 
  protected:
   std::vector<std::string> state_keys() const override;
-  void record_slot(vk::Commands& cmd, const Slot& slot, const Step& step) const override;
+  void record_group(vk::Commands& cmd, const Group& group, const Step& step) const override;
 
  private:
   SgdOptions options_;

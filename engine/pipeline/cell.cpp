@@ -20,13 +20,26 @@ vk::Category category_of(model::ParamKind kind) {
 Cell::Cell(vk::Device& device, const model::Model& model, CellLayout layout)
     : device_(device), model_(model), layout_(std::move(layout)) {
   const std::string tag = "stage " + std::to_string(layout_.cell) + " ";
+  // The trainable parameters and their gradients in two arenas of the same layout, so the
+  // optimizer updates and the step zeroes all of them in one pass; the others apart.
+  const vk::ArenaLayout arena = layout_.arena();
+  if (arena.bytes) {
+    param_arena_ = vk::Buffer(device, arena.bytes, vk::Category::Parameters, tag + "parameters");
+    grad_arena_ = vk::Buffer(device, arena.bytes, vk::Category::Gradients, tag + "gradients");
+    const std::vector<float> zeros(arena.bytes / kFloat, 0.0f);  // the padding too
+    vk::upload(param_arena_, zeros.data(), arena.bytes);
+    vk::upload(grad_arena_, zeros.data(), arena.bytes);
+  }
   for (const model::ParamSpec& p : layout_.params) {
     const uint64_t bytes = p.elements() * kFloat;
-    params_.emplace(p.name, vk::Buffer(device, bytes, category_of(p.kind), p.name));
-    if (p.kind == model::ParamKind::Trainable) {
-      grads_.emplace(p.name, vk::Buffer(device, bytes, vk::Category::Gradients, p.name + ".grad"));
-      trainable_.push_back(p.name);
+    if (p.kind != model::ParamKind::Trainable) {
+      params_.emplace(p.name, vk::Buffer(device, bytes, category_of(p.kind), p.name));
+      continue;
     }
+    const uint64_t at = arena.offsets[trainable_.size()];
+    params_.emplace(p.name, vk::Buffer(param_arena_, at, bytes, p.name));
+    grads_.emplace(p.name, vk::Buffer(grad_arena_, at, bytes, p.name + ".grad"));
+    trainable_.push_back(p.name);
   }
   for (uint32_t l = layout_.first; l < layout_.last; ++l) {
     std::vector<vk::View> ps, gs;
@@ -337,7 +350,7 @@ bool Cell::wants_input_gradient(uint32_t l) const {
 }
 
 void Cell::zero_gradients(vk::Commands& cmd) {
-  for (auto& [name, g] : grads_) cmd.fill(g);
+  if (grad_arena_) cmd.fill(grad_arena_);
 }
 
 void Cell::zero_loss(vk::Commands& cmd) {

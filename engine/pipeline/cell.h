@@ -123,7 +123,8 @@ class Cell {
   vk::Device& device_;
   const model::Model& model_;
   CellLayout layout_;
-  std::map<std::string, vk::Buffer> params_, grads_;
+  vk::Buffer param_arena_, grad_arena_;  // the trainable parameters and their gradients (layout_.arena())
+  std::map<std::string, vk::Buffer> params_, grads_;  // parts of the arenas, or buffers of their own
   std::vector<std::string> trainable_;
   // Per layer of the cell: views of its params and gradients, in params() order.
   std::vector<std::vector<vk::View>> param_views_, grad_views_;

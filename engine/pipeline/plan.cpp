@@ -37,20 +37,24 @@ uint64_t cat(vk::Category c) { return uint64_t(c); }
 
 }  // namespace
 
+vk::ArenaLayout CellLayout::arena() const {
+  std::vector<uint64_t> sizes;
+  for (const model::ParamSpec& p : params)
+    if (p.kind == model::ParamKind::Trainable) sizes.push_back(p.elements() * kFloat);
+  return vk::arena_layout(sizes);
+}
+
 Bytes CellLayout::memory(uint32_t optimizer_states) const {
   Bytes b{};
   for (const model::ParamSpec& p : params) {
     const uint64_t bytes = p.elements() * kFloat;
-    if (p.kind == model::ParamKind::State) {
-      b[cat(vk::Category::Scratch)] += bytes;
-      continue;
-    }
-    b[cat(vk::Category::Parameters)] += bytes;
-    if (p.kind == model::ParamKind::Trainable) {
-      b[cat(vk::Category::Gradients)] += bytes;
-      b[cat(vk::Category::Optimizer)] += bytes * optimizer_states;
-    }
+    if (p.kind == model::ParamKind::State) b[cat(vk::Category::Scratch)] += bytes;
+    if (p.kind == model::ParamKind::Buffer) b[cat(vk::Category::Parameters)] += bytes;
   }
+  const uint64_t arena = this->arena().bytes;  // the trainable ones
+  b[cat(vk::Category::Parameters)] += arena;
+  b[cat(vk::Category::Gradients)] += arena;
+  b[cat(vk::Category::Optimizer)] += arena * optimizer_states;
   uint64_t set = loss_rows_bytes;
   for (size_t l = 0; l < output_bytes.size(); ++l) {
     set += output_bytes[l];
@@ -127,7 +131,7 @@ CellLayout layout_cell(const model::Model& m, uint32_t cell, uint32_t first, uin
     for (model::ParamSpec& p : layer.params())
       if (seen.insert(p.name).second) {
         if (p.kind == model::ParamKind::Trainable)
-          s.norm_bytes += optim::grad_norm_groups(uint32_t(p.elements())) * kFloat;
+          s.norm_bytes += optim::grad_norm_bytes(uint32_t(p.elements()));
         s.params.push_back(std::move(p));
       }
   }

@@ -13,6 +13,7 @@
 #include "ops/precision.h"
 #include "pipeline/partition.h"
 #include "pipeline/schedule.h"
+#include "vk/buffer.h"
 #include "vk/memory.h"
 
 namespace brigade::pipeline {
@@ -68,6 +69,9 @@ struct CellLayout {
   // Predicted bytes per category. Optimizer state is `optimizer_states` copies of the
   // trainable parameters (AdamW 2, SGD with momentum 1).
   Bytes memory(uint32_t optimizer_states) const;
+  // Where the trainable parameters lie, in params() order, in the cell's parameter arena
+  // (and at the same offsets in its gradient and optimizer-state arenas).
+  vk::ArenaLayout arena() const;
 };
 
 // How many inputs and activation sets a cell keeps at once, and whether its backward splits.

@@ -60,12 +60,53 @@ Buffer::Buffer(Device& device, DedicatedMemory dedicated, uint64_t bytes, Catego
   device.name(VK_OBJECT_TYPE_BUFFER, buffer_, name_);
 }
 
+Buffer::Buffer(const Buffer& whole, uint64_t offset, uint64_t bytes, std::string name)
+    : device_(whole.device_), serial_(next_serial++), size_(bytes), category_(whole.category_),
+      name_(std::move(name)), whole_(&whole), whole_offset_(offset) {
+  if (bytes == 0 || offset % kArenaAlign || offset + bytes > whole.size() || whole.whole_)
+    throw VulkanError(name_ + ": " + std::to_string(bytes) + " bytes at " + std::to_string(offset) +
+                          " are no part of arena '" + whole.name() + "' (" + std::to_string(whole.size()) + " bytes)",
+                      VK_ERROR_UNKNOWN);
+  VkBufferCreateInfo info{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+  info.size = bytes;
+  info.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+               VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  info.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+  const auto& vk = device_->vk();
+  VK_CHECK(vk.vkCreateBuffer(device_->handle(), &info, nullptr, &buffer_));
+  allocation_.memory = whole.allocation_.memory;
+  allocation_.offset = whole.allocation_.offset + offset;
+  allocation_.mapped = whole.mapped() ? static_cast<char*>(whole.mapped()) + offset : nullptr;
+  VkMemoryRequirements req;
+  vk.vkGetBufferMemoryRequirements(device_->handle(), buffer_, &req);
+  if (allocation_.offset % req.alignment) {
+    vk.vkDestroyBuffer(device_->handle(), buffer_, nullptr);
+    buffer_ = VK_NULL_HANDLE;
+    throw VulkanError(device_->label() + ": a buffer must start at a multiple of " + std::to_string(req.alignment) +
+                          " bytes, more than the arena alignment of " + std::to_string(kArenaAlign),
+                      VK_ERROR_UNKNOWN);
+  }
+  VK_CHECK(vk.vkBindBufferMemory(device_->handle(), buffer_, allocation_.memory, allocation_.offset));
+  device_->name(VK_OBJECT_TYPE_BUFFER, buffer_, name_);
+}
+
+ArenaLayout arena_layout(const std::vector<uint64_t>& sizes) {
+  ArenaLayout a;
+  for (uint64_t s : sizes) {
+    a.offsets.push_back(a.bytes);
+    a.bytes = arena_align(a.bytes + s);
+  }
+  return a;
+}
+
 Buffer::~Buffer() { release(); }
 
 void Buffer::release() {
   if (!buffer_) return;
   device_->vk().vkDestroyBuffer(device_->handle(), buffer_, nullptr);
-  if (dedicated_) {
+  if (whole_) {
+    // a part: the arena holds the memory
+  } else if (dedicated_) {
     device_->vk().vkFreeMemory(device_->handle(), allocation_.memory, nullptr);
     device_->memory().refund(category_, size_);
   } else {
@@ -87,6 +128,8 @@ Buffer& Buffer::operator=(Buffer&& o) noexcept {
     name_ = std::move(o.name_);
     allocation_ = o.allocation_;
     dedicated_ = o.dedicated_;
+    whole_ = o.whole_;
+    whole_offset_ = o.whole_offset_;
   }
   return *this;
 }

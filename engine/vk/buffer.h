@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "vk/memory.h"
 
@@ -19,6 +20,27 @@ struct DedicatedMemory {
   void* mapped = nullptr;
 };
 
+// Where a buffer's bytes lie: what command recording orders accesses by, so that a part of an
+// arena and the arena itself are seen to touch the same bytes.
+struct Extent {
+  VkDeviceMemory memory = VK_NULL_HANDLE;
+  uint64_t begin = 0, end = 0;
+  bool overlaps(const Extent& o) const { return memory == o.memory && begin < o.end && o.begin < end; }
+};
+
+// Tensors laid out one after another in one buffer (an arena), each starting at a multiple of
+// kArenaAlign bytes (the largest minStorageBufferOffsetAlignment Vulkan allows): kernels bind
+// each as a part of its own, and whole-arena passes (an optimizer update, zeroing gradients)
+// run once over all of them.
+constexpr uint64_t kArenaAlign = 256;
+inline uint64_t arena_align(uint64_t bytes) { return (bytes + kArenaAlign - 1) / kArenaAlign * kArenaAlign; }
+// The arena for tensors of these sizes: each one's offset, and the arena's bytes.
+struct ArenaLayout {
+  std::vector<uint64_t> offsets;
+  uint64_t bytes = 0;
+};
+ArenaLayout arena_layout(const std::vector<uint64_t>& sizes);
+
 class Buffer {
  public:
   Buffer() = default;
@@ -27,6 +49,10 @@ class Buffer {
   // Takes ownership of both handles; the bytes count against the device's cap.
   Buffer(Device& device, DedicatedMemory dedicated, uint64_t bytes, Category category,
          std::string name);
+  // A part of an arena: bytes [offset, offset + bytes) of `whole`'s memory, offset a multiple
+  // of kArenaAlign. It holds no memory of its own and counts nothing against the cap; `whole`
+  // must outlive it and stay where it is.
+  Buffer(const Buffer& whole, uint64_t offset, uint64_t bytes, std::string name);
   ~Buffer();
   Buffer(Buffer&& other) noexcept;
   Buffer& operator=(Buffer&& other) noexcept;
@@ -44,6 +70,10 @@ class Buffer {
   // Unique to this buffer in the process, never reused (a VkBuffer handle may be): what a
   // cache of descriptor sets keys on.
   uint64_t serial() const { return serial_; }
+  Extent extent() const { return {allocation_.memory, allocation_.offset, allocation_.offset + size_}; }
+  // The arena a part lies in and where in it; a buffer that is no part is its own whole, at 0.
+  const Buffer& whole() const { return whole_ ? *whole_ : *this; }
+  uint64_t offset_in_whole() const { return whole_offset_; }
   explicit operator bool() const { return buffer_ != VK_NULL_HANDLE; }
 
  private:
@@ -57,6 +87,8 @@ class Buffer {
   std::string name_;
   Allocation allocation_;
   bool dedicated_ = false;
+  const Buffer* whole_ = nullptr;  // set for a part of an arena, which owns no memory
+  uint64_t whole_offset_ = 0;
 };
 
 // Host <-> device copies. Direct memcpy when the buffer is mapped; otherwise through a

@@ -89,17 +89,17 @@ void Commands::barrier() {
   ++barriers_;
 }
 
-void Commands::touch(const std::vector<std::pair<VkBuffer, uint8_t>>& accesses) {
+void Commands::touch(const std::vector<std::pair<Extent, uint8_t>>& accesses) {
   // The barrier is decided for the whole command first: one taken halfway through would
-  // forget the accesses registered before it.
+  // forget the accesses registered before it. A handful of buffers is touched between two
+  // barriers, so a list serves.
   bool conflict = false;
-  for (const auto& [buffer, access] : accesses) {
-    auto it = since_barrier_.find(buffer);
-    if (it != since_barrier_.end() && ((it->second & kWrite) || (access & kWrite))) conflict = true;
-  }
+  for (const auto& [extent, access] : accesses)
+    for (const auto& [seen, was] : since_barrier_)
+      if (seen.overlaps(extent) && ((was & kWrite) || (access & kWrite))) conflict = true;
   if (conflict) barrier();
-  for (const auto& [buffer, access] : accesses) {
-    since_barrier_[buffer] |= access;
+  for (const auto& [extent, access] : accesses) {
+    since_barrier_.emplace_back(extent, access);
     if (access & kWrite) any_write_ = true;
   }
 }
@@ -144,7 +144,7 @@ void Commands::dispatch(const Kernel& kernel, std::initializer_list<View> bindin
   const uint64_t max_range = device_.info().max_storage_buffer_range;
   std::vector<VkDescriptorBufferInfo> infos;
   infos.reserve(bindings.size());
-  std::vector<std::pair<VkBuffer, uint8_t>> accesses;
+  std::vector<std::pair<Extent, uint8_t>> accesses;
   // The cache key: the set layout and every binding's buffer (by serial), offset and range.
   std::vector<uint64_t> key{uint64_t(reinterpret_cast<uintptr_t>(kernel.set_layout()))};
   uint32_t b = 0;
@@ -160,7 +160,7 @@ void Commands::dispatch(const Kernel& kernel, std::initializer_list<View> bindin
                             ", not a multiple of this device's minStorageBufferOffsetAlignment " +
                             std::to_string(device_.info().min_storage_offset_alignment),
                         VK_ERROR_UNKNOWN);
-    accesses.emplace_back(v.buffer->handle(), kernel.writes(b) ? kWrite | kRead : kRead);
+    accesses.emplace_back(v.buffer->extent(), kernel.writes(b) ? kWrite | kRead : kRead);
     infos.push_back({v.buffer->handle(), v.offset, v.range});
     key.insert(key.end(), {v.buffer->serial(), v.offset, v.range});
     ++b;
@@ -201,13 +201,13 @@ void Commands::dispatch(const Kernel& kernel, std::initializer_list<View> bindin
 
 void Commands::copy(const Buffer& src, const Buffer& dst, uint64_t bytes, uint64_t src_offset,
                     uint64_t dst_offset) {
-  touch({{src.handle(), kRead}, {dst.handle(), kWrite}});
+  touch({{src.extent(), kRead}, {dst.extent(), kWrite}});
   VkBufferCopy region{src_offset, dst_offset, bytes};
   device_.vk().vkCmdCopyBuffer(cmd_, src.handle(), dst.handle(), 1, &region);
 }
 
 void Commands::fill(const View& dst, uint32_t word) {
-  touch({{dst.buffer->handle(), kWrite}});
+  touch({{dst.buffer->extent(), kWrite}});
   device_.vk().vkCmdFillBuffer(cmd_, dst.buffer->handle(), dst.offset, dst.range / 4 * 4, word);
 }
 

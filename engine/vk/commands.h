@@ -93,8 +93,9 @@ class Commands {
   enum Access : uint8_t { kRead = 1, kWrite = 2 };
   void begin();
   // Registers one command's buffer accesses, with a barrier first if any conflicts with an
-  // access since the last barrier.
-  void touch(const std::vector<std::pair<VkBuffer, uint8_t>>& accesses);
+  // access since the last barrier: the same bytes of memory (vk::Extent), so a part of an
+  // arena conflicts with the arena.
+  void touch(const std::vector<std::pair<Extent, uint8_t>>& accesses);
   void barrier();
   VkDescriptorSet descriptor_set(const Kernel& kernel);
 
@@ -121,7 +122,7 @@ class Commands {
   uint64_t submitted_ = 0;
   uint32_t barriers_ = 0, dispatches_ = 0;
   std::vector<KernelMark>* kernel_marks_ = nullptr;
-  std::unordered_map<VkBuffer, uint8_t> since_barrier_;
+  std::vector<std::pair<Extent, uint8_t>> since_barrier_;
 };
 
 }  // namespace brigade::vk

@@ -47,17 +47,31 @@ std::vector<float> step_gradient(size_t tensor, int step, uint32_t n) {
 // Runs kSteps updates of `opt` on tensors of kLengths on `dev` and the same updates of `ref`
 // in double, the learning rate from `schedule` and, when max_norm > 0, the gradients
 // clipped to max_norm (GradNorm on the GPU, the exact norm for the reference). Compares
-// parameters and state after every step.
+// parameters and state after every step. With `arena`, the tensors are parts of a parameter
+// and a gradient arena, as a pipeline cell holds them: one dispatch updates them all, and
+// the padding between them stays zero.
 void check_steps(vk::Device& dev, optim::Optimizer& opt, const RefStep& ref,
                  const optim::LrSchedule& schedule, double max_norm, double atol, double rtol,
-                 const std::string& what) {
+                 const std::string& what, bool arena) {
+  std::vector<uint64_t> sizes;
+  for (uint32_t n : kLengths) sizes.push_back(n * 4ull);
+  const vk::ArenaLayout layout = vk::arena_layout(sizes);
+  vk::Buffer param_arena, grad_arena;
+  if (arena) {
+    param_arena = test::zeros(dev, uint32_t(layout.bytes / 4), "parameters", Category::Parameters);
+    grad_arena = test::zeros(dev, uint32_t(layout.bytes / 4), "gradients", Category::Gradients);
+  }
   std::vector<Tensor> tensors;
   for (size_t k = 0; k < kLengths.size(); ++k) {
     const auto p = test::random_vector(kLengths[k], 100 + uint32_t(k));
-    Tensor t{test::to_device(dev, p, "p" + std::to_string(k), Category::Parameters),
-             test::zeros(dev, kLengths[k], "g" + std::to_string(k), Category::Gradients),
+    const std::string name = std::to_string(k);
+    Tensor t{arena ? vk::Buffer(param_arena, layout.offsets[k], sizes[k], "p" + name)
+                   : test::zeros(dev, kLengths[k], "p" + name, Category::Parameters),
+             arena ? vk::Buffer(grad_arena, layout.offsets[k], sizes[k], "g" + name)
+                   : test::zeros(dev, kLengths[k], "g" + name, Category::Gradients),
              test::to_double(p),
              {}};
+    vk::upload(t.param, p.data(), sizes[k]);
     tensors.push_back(std::move(t));
   }
   std::vector<vk::View> grads;
@@ -79,6 +93,7 @@ void check_steps(vk::Device& dev, optim::Optimizer& opt, const RefStep& ref,
     if (max_norm > 0) {
       vk::Commands cmd(dev, "norm");
       norm.record(cmd);
+      CHECK(cmd.dispatches() == (arena ? 1 : kLengths.size()));
       cmd.run();
       step.grad_scale = optim::clip(norm.squared(), max_norm).grad_scale;
       ref_step.grad_scale = optim::clip(ref_squared, max_norm).grad_scale;
@@ -86,12 +101,13 @@ void check_steps(vk::Device& dev, optim::Optimizer& opt, const RefStep& ref,
     }
     vk::Commands cmd(dev, "step");
     opt.record(cmd, step);
+    CHECK(cmd.dispatches() == (arena ? 1 : kLengths.size()));
     cmd.run();
     for (size_t k = 0; k < tensors.size(); ++k) {
       const auto g = test::to_double(step_gradient(k, s, kLengths[k]));
       ref(tensors[k].p, g, tensors[k].state, kLengths[k], ref_step);
       const std::string at =
-          what + ", step " + std::to_string(s + 1) + ", n=" + std::to_string(kLengths[k]);
+          what + (arena ? " in an arena" : "") + ", step " + std::to_string(s + 1) + ", n=" + std::to_string(kLengths[k]);
       test::check_close(test::to_host(tensors[k].param), test::to_float(tensors[k].p), atol, rtol,
                         at + ": param");
       for (size_t j = 0; j < tensors[k].state.size(); ++j)
@@ -99,6 +115,23 @@ void check_steps(vk::Device& dev, optim::Optimizer& opt, const RefStep& ref,
                           test::to_float(tensors[k].state[j]), atol, rtol,
                           at + ": state " + std::to_string(j));
     }
+    if (arena) {
+      const std::vector<float> whole = test::to_host(param_arena);
+      for (size_t k = 0; k < kLengths.size(); ++k) {
+        const uint64_t end = k + 1 < kLengths.size() ? layout.offsets[k + 1] : layout.bytes;
+        for (uint64_t b = layout.offsets[k] + sizes[k]; b < end; b += 4) REQUIRE(whole[b / 4] == 0.0f);
+      }
+    }
+  }
+}
+
+// Both layouts, a fresh optimizer for each.
+template <class Opt, class Options>
+void check_steps(vk::Device& dev, const Options& o, const RefStep& ref, const optim::LrSchedule& schedule,
+                 double max_norm, double atol, double rtol, const std::string& what) {
+  for (bool arena : {false, true}) {
+    Opt opt(o);
+    check_steps(dev, opt, ref, schedule, max_norm, atol, rtol, what, arena);
   }
 }
 
@@ -131,18 +164,19 @@ TEST_CASE_FIXTURE(
       {"momentum", {0.9, 0, false}}, {"momentum and weight decay", {0.9, 0.05, false}},
       {"nesterov", {0.9, 0, true}},  {"nesterov and weight decay", {0.8, 0.05, true}}};
   for (const Case& c : cases) {
-    optim::Sgd sgd(c.o);
-    check_steps(device(), sgd, sgd_ref(c.o), optim::constant(0.1), 0, kSgdTol, kSgdTol, c.name);
-    CHECK(sgd.state().size() == (c.o.momentum != 0 ? kLengths.size() : 0));
+    for (bool arena : {false, true}) {
+      optim::Sgd sgd(c.o);
+      check_steps(device(), sgd, sgd_ref(c.o), optim::constant(0.1), 0, kSgdTol, kSgdTol, c.name, arena);
+      CHECK(sgd.state().size() == (c.o.momentum != 0 ? kLengths.size() : 0));
+    }
   }
 }
 
 TEST_CASE_FIXTURE(test::Gpu,
                   "sgd with clipped gradients and a scheduled rate matches the double reference") {
   const optim::SgdOptions o{0.9, 0.01, true};
-  optim::Sgd sgd(o);
-  check_steps(device(), sgd, sgd_ref(o), optim::warmup_cosine(0.2, 0.01, 2, 5), 3.0, kSgdTol,
-              kSgdTol, "clipped nesterov");
+  check_steps<optim::Sgd>(device(), o, sgd_ref(o), optim::warmup_cosine(0.2, 0.01, 2, 5), 3.0, kSgdTol,
+                          kSgdTol, "clipped nesterov");
 }
 
 TEST_CASE_FIXTURE(
@@ -155,18 +189,16 @@ TEST_CASE_FIXTURE(
                         {"weight decay", {0.9, 0.999, 1e-8, 0.1}},
                         {"other betas and eps", {0.8, 0.95, 1e-3, 0.01}}};
   for (const Case& c : cases) {
-    optim::AdamW adamw(c.o);
-    check_steps(device(), adamw, adamw_ref(c.o), optim::constant(0.01), 0, kAdamWAtol, kAdamWRtol,
-                c.name);
+    check_steps<optim::AdamW>(device(), c.o, adamw_ref(c.o), optim::constant(0.01), 0, kAdamWAtol, kAdamWRtol,
+                              c.name);
   }
 }
 
 TEST_CASE_FIXTURE(
     test::Gpu, "adamw with clipped gradients and a scheduled rate matches the double reference") {
   const optim::AdamWOptions o{0.9, 0.999, 1e-8, 0.1};
-  optim::AdamW adamw(o);
-  check_steps(device(), adamw, adamw_ref(o), optim::warmup_cosine(0.01, 0.001, 2, 5), 3.0,
-              kAdamWAtol, kAdamWRtol, "clipped adamw");
+  check_steps<optim::AdamW>(device(), o, adamw_ref(o), optim::warmup_cosine(0.01, 0.001, 2, 5), 3.0,
+                            kAdamWAtol, kAdamWRtol, "clipped adamw");
 }
 
 TEST_CASE_FIXTURE(test::Gpu,
