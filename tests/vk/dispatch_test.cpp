@@ -123,3 +123,40 @@ TEST_CASE_FIXTURE(test::Gpu, "a barrier taken for one binding keeps the other bi
   vk::download(bx, x.data(), n * 4);
   CHECK(x[n - 1] == 1.0f);
 }
+
+TEST_CASE_FIXTURE(test::Gpu, "parts of an arena are ordered against the arena, not against each other") {
+  // Two parts of one arena written by independent dispatches need no barrier; a fill of the
+  // whole arena after them must wait for both (the validation layer reports the hazard
+  // otherwise), and reading a part after the fill waits for the fill.
+  vk::Device& dev = device();
+  const uint32_t n = 100;  // not a multiple of the arena's alignment: padding between the parts
+  const vk::ArenaLayout layout = vk::arena_layout({n * 4ull, n * 4ull});
+  REQUIRE(layout.offsets[1] == vk::kArenaAlign * 2);
+  vk::Buffer arena(dev, layout.bytes, Category::Gradients, "arena");
+  vk::Buffer p0(arena, layout.offsets[0], n * 4, "part 0"), p1(arena, layout.offsets[1], n * 4, "part 1");
+  CHECK(&p1.whole() == &arena);
+  CHECK(p1.offset_in_whole() == layout.offsets[1]);
+  CHECK(&arena.whole() == &arena);
+  std::vector<float> ones(n, 1.0f);
+  vk::Buffer x(dev, n * 4, Category::Activations, "x"), y(dev, n * 4, Category::Activations, "y");
+  vk::upload(x, ones.data(), n * 4);
+  vk::Commands cmd(dev, "parts");
+  cmd.fill(arena, 0);
+  const vk::Groups g{vk::groups_for(n, BRIGADE_WG_1D)};
+  cmd.dispatch(dev.kernel("axpy"), {x, p0}, shaders::AxpyPush{n, 2.0f}, g);  // after the fill: barrier
+  cmd.dispatch(dev.kernel("axpy"), {x, p1}, shaders::AxpyPush{n, 3.0f}, g);  // another part: none
+  CHECK(cmd.barriers() == 1);
+  cmd.fill(vk::View(arena, 0, layout.offsets[1]), 0x40800000u);  // 4.0f over part 0: barrier
+  CHECK(cmd.barriers() == 2);
+  cmd.fill(y, 0);
+  cmd.dispatch(dev.kernel("axpy"), {p0, y}, shaders::AxpyPush{n, 1.0f}, g);  // reads part 0: barrier
+  cmd.run();
+  CHECK(cmd.barriers() == 3);
+  std::vector<float> out(n), part1(n);
+  vk::download(y, out.data(), n * 4);
+  vk::download(p1, part1.data(), n * 4);
+  CHECK(out[n - 1] == 4.0f);
+  CHECK(part1[0] == 3.0f);
+  CHECK_THROWS_AS(vk::Buffer(arena, 4, 16, "misaligned"), vk::VulkanError);
+  CHECK_THROWS_AS(vk::Buffer(arena, layout.offsets[1], layout.bytes, "too long"), vk::VulkanError);
+}
