@@ -69,8 +69,8 @@ class Linear final : public ShapedLayer {
   void backward_params(const Pass& p, const Tensors& t) const override;
 
  private:
-  // dweight (and dbias) += the gradient from dy.
-  void backward_weight(const Pass& p, const Tensors& t, vk::View dy) const;
+  // The weight gradient, and the bias gradient unless `with_bias` is false (taken with the ReLU).
+  void backward_weight(const Pass& p, const Tensors& t, vk::View dy, bool with_bias) const;
   uint32_t in_, out_, rows_per_sample_;
   bool bias_;
   std::string prefix_;

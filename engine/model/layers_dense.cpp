@@ -85,22 +85,25 @@ void Linear::backward(const Pass& p, const Tensors& t, vk::View dy,
   const uint32_t n = p.rows * rows_per_sample_;
   const uint64_t floats = uint64_t(n) * out_;
   vk::View g = dy;  // the gradient at the product: dy, or dy through the folded ReLU
+  // Without a split, the bias gradient comes with the ReLU's backward, in its pass over dy.
+  const bool bias_with_relu = relu_ && bias_ && !p.split;
   if (relu_) {
     g = p.split ? t.deferred[0] : vk::View(*t.scratch->buffer, t.scratch->offset, floats * 4);
-    ops::relu_backward(p.cmd, t.y, dy, g, uint32_t(floats), t.y_precision);
+    if (bias_with_relu) ops::linear_relu_backward(p.cmd, t.y, dy, g, t.grads[1], n, out_, t.y_precision);
+    else ops::relu_backward(p.cmd, t.y, dy, g, uint32_t(floats), t.y_precision);
   } else if (p.split) {
     copy_floats(p.cmd, dy, t.deferred[0], floats);
   }
-  if (!p.split) backward_weight(p, t, g);
+  if (!p.split) backward_weight(p, t, g, !bias_with_relu);
   if (dx) ops::linear_backward_data(p.cmd, g, t.params[0], *dx, n, in_, out_, std::nullopt, {t.x_precision});
 }
 
 void Linear::backward_params(const Pass& p, const Tensors& t) const {
-  backward_weight(p, t, t.deferred[0]);
+  backward_weight(p, t, t.deferred[0], true);
 }
 
-void Linear::backward_weight(const Pass& p, const Tensors& t, vk::View dy) const {
-  const std::optional<vk::View> dbias = bias_ ? std::optional(t.grads[1]) : std::nullopt;
+void Linear::backward_weight(const Pass& p, const Tensors& t, vk::View dy, bool with_bias) const {
+  const std::optional<vk::View> dbias = bias_ && with_bias ? std::optional(t.grads[1]) : std::nullopt;
   ops::linear_backward_weight(p.cmd, dy, t.x, t.grads[0], dbias, p.rows * rows_per_sample_, in_,
                               out_, std::nullopt, {t.x_precision});
 }

@@ -51,4 +51,15 @@ void linear_bias_backward(vk::Commands& cmd, vk::View dy, vk::View dbias, uint32
                g.groups);
 }
 
+void linear_relu_backward(vk::Commands& cmd, vk::View y, vk::View dy, vk::View g, vk::View dbias, uint32_t n,
+                          uint32_t out, Precision y_format, uint32_t lanes) {
+  if (out == 0 || n == 0) return;
+  // A quad of a 16-bit y is two words.
+  const bool vec4 = quads(out, {dy, g, dbias}) && y.offset % (is_half(y_format) ? 8 : 16) == 0;
+  const ColumnLanes c = column_lanes(cmd.device(), vec4 ? out / 4 : out, lanes,
+                                     vk::Specialization().set(0, vec4).set(3, uint32_t(y_format)));
+  cmd.dispatch(cmd.device().kernel(format_kernel("linear_relu_backward", {y_format}), c.spec), {y, dy, g, dbias},
+               shaders::LinearBiasPush{n, out}, c.groups);
+}
+
 }  // namespace brigade::ops

@@ -45,4 +45,10 @@ void linear_backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View
 void linear_bias_backward(vk::Commands& cmd, vk::View dy, vk::View dbias, uint32_t n, uint32_t out,
                           uint32_t lanes = 0);
 
+// The backward of a ReLU folded into a Linear, with the bias gradient in the same pass:
+// g = dy where y > 0, else 0 (written whole), and dbias += the sum of g over rows, the same
+// bits as relu_backward then linear_bias_backward. y: (n, out) as `y_format` stores it.
+void linear_relu_backward(vk::Commands& cmd, vk::View y, vk::View dy, vk::View g, vk::View dbias, uint32_t n,
+                          uint32_t out, Precision y_format, uint32_t lanes = 0);
+
 }  // namespace brigade::ops

@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "check.h"
+#include "half_check.h"
 #include "gpu.h"
+#include "ops/activation.h"
 #include "ops/linear.h"
 #include "ref/linear.h"
 #include "vk/commands.h"
@@ -184,4 +186,34 @@ TEST_CASE_FIXTURE(test::Gpu, "linear's bias gradient is the column sums however 
         test::check_close(test::to_host(bdb), test::to_float(db), kAtol, kRtol,
                           std::to_string(lanes) + " lanes, " + std::to_string(rows) + "x" + std::to_string(features));
       }
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "a folded ReLU's backward with the bias gradient equals relu_backward then the bias gradient, bit for bit") {
+  // Every way y is stored; one lane (CPU devices), 64 (GPUs) and 3 (rows left over); odd
+  // feature counts (scalar loads) and multiples of 4 (quads); y exactly 0 (no gradient) and
+  // dbias starting non-zero (added to). The two-kernel path is checked against the CPU
+  // reference above and in activation_test.
+  uint32_t seed = 1700;
+  for (ops::Precision p : {ops::Precision::Fp32, ops::Precision::Bf16, ops::Precision::Fp16})
+    for (uint32_t lanes : {1u, 3u, 64u})
+      for (uint32_t features : {7u, 36u})
+        for (uint32_t rows : {1u, 5u, 130u}) {
+          const uint32_t n = rows * features;
+          std::vector<float> y = test::rounded(test::random_vector(n, ++seed), p);
+          y[0] = 0.0f;
+          const auto dy = test::random_vector(n, ++seed), db0 = test::random_vector(features, ++seed);
+          auto by = test::to_device(device(), y, "y"), bdy = test::to_device(device(), dy, "dy");
+          auto hy = test::to_device(device(), p == ops::Precision::Fp32 ? y : test::packed(y, p), "y as stored");
+          auto want_g = test::zeros(device(), n, "g"), got_g = test::to_device(device(), test::random_vector(n, 5), "g, fused");
+          auto want_db = test::to_device(device(), db0, "dbias"), got_db = test::to_device(device(), db0, "dbias, fused");
+          vk::Commands cmd(device(), "relu and bias backward");
+          ops::relu_backward(cmd, by, bdy, want_g, n);
+          ops::linear_bias_backward(cmd, want_g, want_db, rows, features, lanes);
+          ops::linear_relu_backward(cmd, hy, bdy, got_g, got_db, rows, features, p, lanes);
+          cmd.run();
+          const std::string what = std::string(ops::precision_name(p)) + ", " + std::to_string(lanes) + " lanes, " +
+                                   std::to_string(rows) + "x" + std::to_string(features);
+          test::check_bits(test::to_host(got_g), test::to_host(want_g), what + ": g");
+          test::check_bits(test::to_host(got_db), test::to_host(want_db), what + ": dbias");
+        }
 }
