@@ -16,7 +16,7 @@ void cross_entropy_forward(vk::Commands& cmd, vk::View logits, vk::View targets,
   vk::Device& dev = cmd.device();
   const shaders::CrossEntropyPush push{N, V, N_total};
   cmd.dispatch(dev.kernel("cross_entropy_forward", reduction_spec(dev, V)), {logits, rows},
-               push, capped_groups(N, 1));
+               push, row_groups(dev, N));
   // One workgroup sums the rows in a fixed order: deterministic, no float atomics.
   cmd.dispatch(dev.kernel("cross_entropy_loss", reduction_spec(dev, N)),
                {logits, targets, rows, loss}, push, {1});
@@ -33,7 +33,7 @@ void cross_entropy_backward(vk::Commands& cmd, vk::View logits, vk::View targets
   const uint32_t per_row = vec4 ? V / 4 : V;
   cmd.dispatch(cmd.device().kernel("cross_entropy_backward", vk::Specialization().set(0, vec4)),
                {logits, targets, rows, dlogits}, shaders::CrossEntropyPush{N, V, N_total},
-               {capped_groups(per_row, BRIGADE_WG_LOSS_ROW).x, capped_groups(N, 1).x});
+               {capped_groups(per_row, BRIGADE_WG_LOSS_ROW).x, row_groups(cmd.device(), N).x});
 }
 
 void cross_entropy_accuracy(vk::Commands& cmd, vk::View logits, vk::View targets,
