@@ -1,14 +1,11 @@
 #version 450
 // Winograd's filter transform (shaders/winograd.glsl): U = G g G^T of each 3x3 filter.
 //   weight (ROWS, CHANNELS, 3, 3)  ->  U (POINTS, ROWS, CHANNELS), point-major
-// With FLIP, the filters of the input gradient's convolution instead: g rotated by 180
-// degrees and the two channel dimensions swapped, U (POINTS, CHANNELS, ROWS).
 // One invocation per filter.
 #extension GL_GOOGLE_include_directive : require
 #include "conv.h"
 
 layout(local_size_x = BRIGADE_WG_CONV) in;
-layout(constant_id = 0) const bool FLIP = false;
 
 layout(binding = 0) readonly buffer Weight { float w[]; };
 layout(binding = 1) writeonly buffer U { float u[]; };
@@ -21,12 +18,11 @@ void main() {
   float g[3][6];  // G on each row of the filter
   for (uint r = 0; r < 3; ++r) {
     float row[6];
-    for (uint k = 0; k < 3; ++k) row[k] = FLIP ? w[i * 9 + (2 - r) * 3 + 2 - k] : w[i * 9 + r * 3 + k];
+    for (uint k = 0; k < 3; ++k) row[k] = w[i * 9 + r * 3 + k];
     g[r] = g3(row);
   }
-  const uint at = FLIP ? (i % p.channels) * p.rows + i / p.channels : i;
   for (uint col = 0; col < ALPHA; ++col) {
     const float t[6] = g3(float[6](g[0][col], g[1][col], g[2][col], 0.0, 0.0, 0.0));
-    for (uint r = 0; r < ALPHA; ++r) u[(r * ALPHA + col) * filters + at] = t[r];
+    for (uint r = 0; r < ALPHA; ++r) u[(r * ALPHA + col) * filters + i] = t[r];
   }
 }

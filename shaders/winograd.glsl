@@ -43,12 +43,18 @@ float[6] at(float m[6]) {
   return float[6](m[0] + m[1] + m[2] + m[3] + m[4], m[1] - m[2] + 2.0 * (m[3] - m[4]),
                   m[1] + m[2] + 4.0 * (m[3] + m[4]), m[1] - m[2] + 8.0 * (m[3] - m[4]) + m[5], 0.0, 0.0);
 }
-// The adjoints, for the gradients: A applied to TILE values (ALPHA out), G^T applied to
-// ALPHA values (three out).
+// The adjoints, for the gradients: A applied to TILE values (ALPHA out), B and G^T below.
 float[6] a_(float e[6]) {
   if (TILE == 2u) return float[6](e[0], e[0] + e[1], e[0] - e[1], -e[1], 0.0, 0.0);
   return float[6](e[0], e[0] + e[1] + e[2] + e[3], e[0] - e[1] + e[2] - e[3],
                   e[0] + 2.0 * e[1] + 4.0 * e[2] + 8.0 * e[3], e[0] - 2.0 * e[1] + 4.0 * e[2] - 8.0 * e[3], e[3]);
+}
+// B applied to ALPHA values (the adjoint of the input transform: an input gradient's patch).
+float[6] b_(float e[6]) {
+  if (TILE == 2u) return float[6](e[0], e[1] - e[2] + e[3], e[1] + e[2] - e[0], -e[3], 0.0, 0.0);
+  return float[6](4.0 * e[0], 4.0 * (e[2] - e[1] + e[5]) + 2.0 * (e[4] - e[3]),
+                  -5.0 * e[0] - 4.0 * (e[1] + e[2]) - e[3] - e[4], e[1] - e[2] + 2.0 * (e[3] - e[4]) - 5.0 * e[5],
+                  e[0] + e[1] + e[2] + e[3] + e[4], e[5]);
 }
 float[6] gt(float u[6]) {
   if (TILE == 2u)

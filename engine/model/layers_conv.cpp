@@ -125,13 +125,18 @@ void Conv2d::backward(const Pass& p, const Tensors& t, vk::View dy,
   // The convolution's output gradient: spread back once for both passes with the tiles fold.
   std::optional<vk::View> g;
   if (fold_ == Fold::Tiles && (!p.split || dx)) g = ops::conv2d_pool_unpool(p.cmd, dy, t.saved[0], shape(p.rows), *t.scratch);
+  const ops::Formats f{t.x_precision, pools() ? ops::Precision::Fp32 : t.y_precision};
+  if (!p.split && fold_ != Fold::Patch) {  // both gradients at once: Winograd's form shares a pass
+    const std::optional<vk::View> dbias = bias_ ? std::optional(t.grads[1]) : std::nullopt;
+    return ops::conv2d_backward(p.cmd, g.value_or(dy), t.x, t.params[0], dx, t.grads[0], dbias, shape(p.rows),
+                                conv_scratch(p, t), std::nullopt, f);
+  }
   if (!p.split) backward_weight(p, t, dy, g);
   // After the weight gradient, which reads the scratch this may overwrite (recorded in order:
   // vk::Commands puts a barrier between).
   if (!dx) return;
   if (!g) g = fold_ == Fold::Patch ? ops::conv2d_pool_unpool(p.cmd, dy, t.saved[0], shape(p.rows), *t.scratch) : dy;
-  ops::conv2d_backward_data(p.cmd, *g, t.params[0], *dx, shape(p.rows), conv_scratch(p, t), std::nullopt,
-                            {t.x_precision, pools() ? ops::Precision::Fp32 : t.y_precision});
+  ops::conv2d_backward_data(p.cmd, *g, t.params[0], *dx, shape(p.rows), conv_scratch(p, t), std::nullopt, f);
 }
 
 void Conv2d::backward_params(const Pass& p, const Tensors& t) const {

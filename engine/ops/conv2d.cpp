@@ -195,6 +195,20 @@ void conv2d_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optiona
   }
 }
 
+namespace {
+
+// dbias += the sum of dy over samples and pixels, per channel.
+void backward_bias(vk::Commands& cmd, vk::View dy, vk::View dbias, const Conv2dShape& s) {
+  require_groups({s.oc}, "backward-bias");
+  const uint64_t plane = pixels(s);
+  const bool vec4 = quads(plane, {dy});
+  vk::Specialization spec = reduction_spec(cmd.device(), uint64_t(s.n) * plane / (vec4 ? 4 : 1));
+  spec.set(1, vec4);
+  cmd.dispatch(cmd.device().kernel("conv2d_backward_bias", spec), {dy, dbias}, push_of(s), {s.oc});
+}
+
+}  // namespace
+
 void conv2d_backward_data(vk::Commands& cmd, vk::View dy, vk::View weight, vk::View dx,
                           const Conv2dShape& s, vk::View scratch,
                           std::optional<Form> method, Formats f) {
@@ -204,7 +218,7 @@ void conv2d_backward_data(vk::Commands& cmd, vk::View dy, vk::View weight, vk::V
   BRIGADE_EXPECT_FLOATS(dx, s.x_size(), "conv2d input gradient");
   const Form form = form_of(cmd, method, s, f);
   if (form == Form::Direct) return direct::backward_data(cmd, dy, weight, dx, s);
-  if (form == Form::Winograd) return winograd::backward_data(cmd, dy, weight, dx, s, scratch, f.x);
+  if (form == Form::Winograd) return winograd::backward(cmd, dy, {dx, weight, {}, {}}, s, scratch, f.x);
   const uint32_t K = taps(s), P = pixels(s), chunk = chunk_of(s, scratch);
   const vk::View columns(*scratch.buffer, scratch.offset, uint64_t(chunk) * K * P * 4);
   for (uint32_t first = 0; first < s.n; first += chunk) {
@@ -226,15 +240,28 @@ void conv2d_backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View
   BRIGADE_EXPECT_FLOATS(dweight, s.weight_size(), "conv2d weight gradient");
   if (dbias) BRIGADE_EXPECT_FLOATS(*dbias, s.oc, "conv2d bias gradient");
   if (form == Form::Direct) direct::backward_weight(cmd, dy, x, dweight, s);
-  else if (form == Form::Winograd) winograd::backward_weight(cmd, dy, x, dweight, s, scratch, f.x);
+  else if (form == Form::Winograd) winograd::backward(cmd, dy, {{}, {}, dweight, x}, s, scratch, f.x);
   else matrix_backward_weight(cmd, dy, x, dweight, s, scratch, f.x);
-  if (!dbias) return;
-  require_groups({s.oc}, "backward-bias");
-  const uint64_t plane = pixels(s);
-  const bool vec4 = quads(plane, {dy});
-  vk::Specialization spec = reduction_spec(cmd.device(), uint64_t(s.n) * plane / (vec4 ? 4 : 1));
-  spec.set(1, vec4);
-  cmd.dispatch(cmd.device().kernel("conv2d_backward_bias", spec), {dy, *dbias}, push_of(s), {s.oc});
+  if (dbias) backward_bias(cmd, dy, *dbias, s);
+}
+
+void conv2d_backward(vk::Commands& cmd, vk::View dy, vk::View x, vk::View weight, std::optional<vk::View> dx,
+                     vk::View dweight, std::optional<vk::View> dbias, const Conv2dShape& s, vk::View scratch,
+                     std::optional<Form> method, Formats f) {
+  if (!dx || form_of(cmd, method, s, f) != Form::Winograd) {
+    conv2d_backward_weight(cmd, dy, x, dweight, dbias, s, scratch, method, f);
+    if (dx) conv2d_backward_data(cmd, dy, weight, *dx, s, scratch, method, f);
+    return;
+  }
+  conv2d_validate(s);
+  BRIGADE_EXPECT_FLOATS(dy, s.y_size(), "conv2d output gradient");
+  BRIGADE_EXPECT_BYTES(x, stored_bytes(s.x_size(), f.x), "conv2d input");
+  BRIGADE_EXPECT_FLOATS(weight, s.weight_size(), "conv2d weight");
+  BRIGADE_EXPECT_FLOATS(*dx, s.x_size(), "conv2d input gradient");
+  BRIGADE_EXPECT_FLOATS(dweight, s.weight_size(), "conv2d weight gradient");
+  if (dbias) BRIGADE_EXPECT_FLOATS(*dbias, s.oc, "conv2d bias gradient");
+  winograd::backward(cmd, dy, {dx, weight, dweight, x}, s, scratch, f.x);
+  if (dbias) backward_bias(cmd, dy, *dbias, s);
 }
 
 }  // namespace brigade::ops

@@ -68,6 +68,12 @@ void conv2d_backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View
                             std::optional<vk::View> dbias, const Conv2dShape& s,
                             vk::View scratch, std::optional<Form> method = {}, Formats f = {});
 
+// Both: conv2d_backward_weight, then conv2d_backward_data when dx is given. In Winograd's
+// form one pass computes what the two share (ops/conv2d_winograd.h).
+void conv2d_backward(vk::Commands& cmd, vk::View dy, vk::View x, vk::View weight, std::optional<vk::View> dx,
+                     vk::View dweight, std::optional<vk::View> dbias, const Conv2dShape& s, vk::View scratch,
+                     std::optional<Form> method = {}, Formats f = {});
+
 // The form `device` runs the convolution in: the matrix form takes Winograd's where it pays
 // (winograd::pays), else the device's (form_for).
 Form conv2d_form(const vk::PhysicalInfo& device, const Conv2dShape& s);

@@ -28,24 +28,28 @@ struct Tiled {
   uint64_t filters_floats() const { return padded(uint64_t(points()) * s.ic * s.oc); }
   // Floats each sample adds: its transformed input and products, of the larger pass.
   uint64_t sample_floats() const { return uint64_t(points()) * (s.ic + s.oc) * per_sample(); }
+  // The filters twice: the backward holds U for the input gradient and sums dU for the
+  // weight gradient.
   uint64_t scratch(uint32_t samples) const {
     const uint64_t columns = uint64_t(samples) * per_sample();
-    return padded(points() * s.ic * columns) + padded(points() * s.oc * columns) + filters_floats();
+    return padded(points() * s.ic * columns) + padded(points() * s.oc * columns) + 2 * filters_floats();
   }
 };
 
 Tiled tiled(const Conv2dShape& s, uint32_t tile) { return {s, tile ? tile : tile_for(s)}; }
 
-// The scratch's parts for `columns` tiles: the transformed filters, the transformed input of
-// a pass (its `in` channels) and its products (`out` channels).
+// The scratch's parts for `columns` tiles: the transformed filters (U, and the weight
+// gradient's dU), the transformed input of the forward (its `in` channels, IC) and its
+// products (`out` channels, OC), which the backward uses for dV and dM.
 struct Parts {
-  vk::View filters, in, out;
+  vk::View filters, filters_grad, in, out;
 };
-Parts parts_of(vk::View scratch, uint32_t in, uint32_t out, uint64_t columns, const Tiled& t) {
+Parts parts_of(vk::View scratch, uint64_t columns, const Tiled& t) {
   const vk::Buffer& b = *scratch.buffer;
-  const uint64_t at_in = scratch.offset + t.filters_floats() * 4, p = t.points();
-  return {vk::View(b, scratch.offset, p * t.s.ic * t.s.oc * 4), vk::View(b, at_in, p * in * columns * 4),
-          vk::View(b, at_in + padded(p * in * columns) * 4, p * out * columns * 4)};
+  const uint64_t f = t.filters_floats() * 4, at_in = scratch.offset + 2 * f, p = t.points();
+  const uint64_t filters = p * t.s.ic * t.s.oc * 4;
+  return {vk::View(b, scratch.offset, filters), vk::View(b, scratch.offset + f, filters),
+          vk::View(b, at_in, p * t.s.ic * columns * 4), vk::View(b, at_in + padded(p * t.s.ic * columns) * 4, p * t.s.oc * columns * 4)};
 }
 
 // Samples per chunk: as many as the scratch holds (at least one), and as a dispatch's 65535
@@ -56,7 +60,7 @@ uint32_t chunk_of(const Tiled& t, vk::View scratch) {
                                            " bytes holds less than one sample (" + std::to_string(one) + " bytes)");
   const uint64_t dispatch = 65535ull * BRIGADE_WG_CONV / t.per_sample();
   uint64_t count =
-      std::min<uint64_t>({t.s.n, (scratch.range / 4 - t.filters_floats()) / t.sample_floats(), dispatch});
+      std::min<uint64_t>({t.s.n, (scratch.range / 4 - 2 * t.filters_floats()) / t.sample_floats(), dispatch});
   while (count > 1 && t.scratch(uint32_t(count)) * 4 > scratch.range) --count;
   return uint32_t(std::max<uint64_t>(count, 1));
 }
@@ -69,11 +73,6 @@ struct Geometry {
 Geometry forward_geometry(const Tiled& t) {
   return {t.s.h, t.s.w, t.s.out_h(), t.s.out_w(), t.s.pad_h, t.s.pad_w, t.m};
 }
-// The input gradient's convolution: dy's planes padded by 2 - pad, dx's size out.
-Geometry backward_geometry(const Tiled& t) {
-  return {t.s.out_h(), t.s.out_w(), t.s.h, t.s.w, 2 - t.s.pad_h, 2 - t.s.pad_w, t.m};
-}
-
 constexpr uint32_t kTileSpec = 15;  // shaders/winograd.glsl's TILE
 
 vk::Specialization geometry_spec(const Geometry& g) {
@@ -104,47 +103,38 @@ void input_transform(vk::Commands& cmd, vk::View x, vk::View v, const Geometry& 
             count);
 }
 
-// A pass over the filters: U from the weight (flipped for the input gradient), or the
-// weight gradient from dU.
-void filter_pass(vk::Commands& cmd, const char* kernel, vk::Specialization spec, vk::View from, vk::View to,
-                 const Tiled& t) {
-  cmd.dispatch(cmd.device().kernel(kernel, spec.set(kTileSpec, t.m)), {from, to},
+// A pass over the filters: U from the weight, or the weight gradient from dU.
+void filter_pass(vk::Commands& cmd, const char* kernel, vk::View from, vk::View to, const Tiled& t) {
+  cmd.dispatch(cmd.device().kernel(kernel, vk::Specialization().set(kTileSpec, t.m)), {from, to},
                shaders::WinogradPush{t.s.ic, t.s.oc, 0, 0}, {vk::groups_for(uint64_t(t.s.ic) * t.s.oc, BRIGADE_WG_CONV)});
 }
 
-// The products of one chunk, one per point: C[p] (M, N) = A[p] (M, K) . B[p] (K, N), or with
-// B stored (N, K) and C accumulated, the weight gradient's sum.
+// The products of one chunk, one per point: C[p] (M, N) = op(A[p]) (M, K) . op(B[p]) (K, N),
+// accumulated for the weight gradient's sum over chunks.
 void products(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, uint32_t M, uint32_t N, uint32_t K,
-              const Tiled& t, bool weight_gradient = false, bool accumulate = false) {
-  MatmulParams mm{.M = M, .N = N, .K = K, .trans_b = weight_gradient, .accumulate = accumulate,
+              const Tiled& t, bool trans_a = false, bool trans_b = false, bool accumulate = false) {
+  MatmulParams mm{.M = M, .N = N, .K = K, .trans_a = trans_a, .trans_b = trans_b, .accumulate = accumulate,
                   .batch = t.points()};
   mm.stride_a = M * K, mm.stride_b = K * N, mm.stride_c = M * N;
   matmul(cmd, a, b, c, mm);
 }
 
-// One Winograd convolution, the forward's or the input gradient's: `out` (`to` planes a
-// sample) from `in` (`from` planes, stored as `in_format`) and the weight's filters, flipped
-// for the input gradient; `out_spec` says how the output transform stores (`out_format`).
-struct Convolution {
-  vk::View in, out;
-  uint32_t from, to;
-  bool flip;
-  Precision in_format, out_format;
-  std::optional<vk::View> codes = {};  // the output transform pools (POOL) and writes them
-};
-void convolve(vk::Commands& cmd, const Convolution& c, vk::View weight, std::optional<vk::View> bias,
-              const Geometry& g, vk::Specialization out_spec, const Tiled& t, vk::View scratch) {
+// The forward convolution: y (OC planes a sample, stored as f.y) from x (IC planes, stored as
+// f.x) and the weight's filters; `out_spec` says how the output transform stores.
+void convolve(vk::Commands& cmd, vk::View x, vk::View y, Formats f, std::optional<vk::View> codes,
+              vk::View weight, std::optional<vk::View> bias, const Geometry& g, vk::Specialization out_spec,
+              const Tiled& t, vk::View scratch) {
   const uint32_t chunk = chunk_of(t, scratch);
   const uint64_t per = t.tiles(g.oh, g.ow);
-  const vk::View u = parts_of(scratch, c.from, c.to, 0, t).filters;
-  filter_pass(cmd, "conv2d_winograd_filter", vk::Specialization().set(0, c.flip), weight, u, t);
+  const vk::View u = parts_of(scratch, 0, t).filters;
+  filter_pass(cmd, "conv2d_winograd_filter", weight, u, t);
   for (uint32_t first = 0; first < t.s.n; first += chunk) {
     const uint32_t count = std::min(chunk, t.s.n - first);
-    const Parts p = parts_of(scratch, c.from, c.to, count * per, t);
-    input_transform(cmd, c.in, p.in, g, count * per, c.from, first, count, c.in_format);
-    products(cmd, u, p.in, p.out, c.to, uint32_t(count * per), c.from, t);
-    tile_pass(cmd, format_kernel("conv2d_winograd_output", {c.out_format}), out_spec,
-              {p.out, c.out, bias.value_or(p.out), c.codes.value_or(c.out)}, {}, count * per, c.to, first, count);
+    const Parts p = parts_of(scratch, count * per, t);
+    input_transform(cmd, x, p.in, g, count * per, t.s.ic, first, count, f.x);
+    products(cmd, u, p.in, p.out, t.s.oc, uint32_t(count * per), t.s.ic, t);
+    tile_pass(cmd, format_kernel("conv2d_winograd_output", {f.y}), out_spec,
+              {p.out, y, bias.value_or(p.out), codes.value_or(y)}, {}, count * per, t.s.oc, first, count);
   }
 }
 
@@ -179,36 +169,46 @@ void forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optional<vk::V
   const Geometry g = forward_geometry(t);
   vk::Specialization out_spec = geometry_spec(g);
   out_spec.set(11, uint32_t(f.y)).set(13, bool(bias)).set(14, bool(codes));
-  convolve(cmd, {x, y, s.ic, s.oc, false, f.x, f.y, codes}, weight, bias, g, out_spec, t, scratch);
+  convolve(cmd, x, y, f, codes, weight, bias, g, out_spec, t, scratch);
 }
 
-void backward_data(vk::Commands& cmd, vk::View dy, vk::View weight, vk::View dx, const Conv2dShape& s,
-                   vk::View scratch, Precision dx_round, uint32_t tile) {
+void backward(vk::Commands& cmd, vk::View dy, const Gradients& g, const Conv2dShape& s, vk::View scratch,
+              Precision x_format, uint32_t tile) {
+  BRIGADE_EXPECT(bool(g.dx) == bool(g.weight) && bool(g.dweight) == bool(g.x),
+                 "Winograd's backward: the input gradient needs the weight, the weight gradient x");
   const Tiled t = tiled(s, tile);
-  const Geometry g = backward_geometry(t);
-  vk::Specialization out_spec = geometry_spec(g);
-  out_spec.set(0, true).set(12, uint32_t(dx_round));  // dx += the tiles, rounded
-  convolve(cmd, {dy, dx, s.oc, s.ic, true, Precision::Fp32, dx_round}, weight, std::nullopt, g, out_spec, t,
-           scratch);
-}
-
-void backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View dweight, const Conv2dShape& s,
-                     vk::View scratch, Precision x_format, uint32_t tile) {
-  const Tiled t = tiled(s, tile);
-  const Geometry g = forward_geometry(t);
+  const Geometry geo = forward_geometry(t);
   const uint32_t chunk = chunk_of(t, scratch);
-  const uint64_t per = t.tiles(g.oh, g.ow);
-  const vk::View du = parts_of(scratch, s.ic, s.oc, 0, t).filters;
+  const uint64_t per = t.tiles(geo.oh, geo.ow);
+  const Parts filters = parts_of(scratch, 0, t);
+  if (g.dx) filter_pass(cmd, "conv2d_winograd_filter", *g.weight, filters.filters, t);
+  const uint32_t th = (geo.oh + t.m - 1) / t.m, tw = (geo.ow + t.m - 1) / t.m;
   for (uint32_t first = 0; first < s.n; first += chunk) {
     const uint32_t count = std::min(chunk, s.n - first);
-    const Parts p = parts_of(scratch, s.ic, s.oc, count * per, t);
-    input_transform(cmd, x, p.in, g, count * per, s.ic, first, count, x_format);
-    tile_pass(cmd, "conv2d_winograd_output_grad", geometry_spec(g), {dy, p.out}, p.out, count * per, s.oc,
+    const Parts p = parts_of(scratch, count * per, t);
+    tile_pass(cmd, "conv2d_winograd_output_grad", geometry_spec(geo), {dy, p.out}, p.out, count * per, s.oc,
               first, count);
-    // dU[p] (OC, IC) = dM[p] (OC, tiles) . V[p] (IC, tiles)^T, the chunks summed in order.
-    products(cmd, p.out, p.in, du, s.oc, s.ic, uint32_t(count * per), t, true, first > 0);
+    if (g.dweight) {
+      // dU[p] (OC, IC) = dM[p] (OC, tiles) . V[p] (IC, tiles)^T, the chunks summed in order.
+      input_transform(cmd, *g.x, p.in, geo, count * per, s.ic, first, count, x_format);
+      products(cmd, p.out, p.in, filters.filters_grad, s.oc, s.ic, uint32_t(count * per), t, false, true, first > 0);
+    }
+    if (!g.dx) continue;
+    // dV[p] (IC, tiles) = U[p]^T . dM[p] (OC, tiles), over V (vk::Commands orders it after
+    // the weight gradient's read), then added into dx in four phases of tiles whose
+    // patches do not overlap.
+    products(cmd, filters.filters, p.out, p.in, s.ic, uint32_t(count * per), s.oc, t, true);
+    for (uint32_t phase = 0; phase < 4; ++phase) {
+      const uint64_t tiles = uint64_t((th + 1 - phase / 2) / 2) * ((tw + 1 - phase % 2) / 2) * count;
+      if (tiles == 0) continue;
+      const vk::Groups groups{vk::groups_for(tiles, BRIGADE_WG_CONV), s.ic, 1};
+      direct::require_groups(groups, "winograd tiles");
+      cmd.dispatch(cmd.device().kernel("conv2d_winograd_input_grad", geometry_spec(geo)), {p.in, *g.dx},
+                   shaders::WinogradPush{s.ic, phase, first, count}, groups);
+    }
   }
-  filter_pass(cmd, "conv2d_winograd_filter_grad", {}, du, dweight, t);
+  if (g.dweight) filter_pass(cmd, "conv2d_winograd_filter_grad", filters.filters_grad, *g.dweight, t);
+  if (g.dx && is_half(x_format)) round_to(cmd, *g.dx, s.n * s.ic * s.h * s.w, x_format);
 }
 
 }  // namespace brigade::ops::winograd

@@ -4,10 +4,10 @@
 // transforms back: 16 multiplies per 2x2 tile and channel pair, or 36 per 4x4, where the
 // columns form (ops/conv2d.h) takes 36 or 144.
 //   forward          M[p] (OC, tiles) = U[p] (OC, IC) . V[p] (IC, tiles), then y = A^T M A
-//   backward-data    the convolution of dy with the filters rotated by 180 degrees and their
-//                    channels swapped, padded by 2 - pad: the same three steps, added into dx
-//   backward-weight  dU[p] (OC, IC) = sum of dM[p] (OC, tiles) . V[p] (IC, tiles)^T with
-//                    dM = A dy A^T, then dweight += G^T dU G
+//   backward-data    the forward's transpose: dV[p] (IC, tiles) = U[p]^T . dM[p] (OC, tiles)
+//                    with dM = A dy A^T, then each tile's B dV B^T added into its patch of dx
+//   backward-weight  dU[p] (OC, IC) = sum of dM[p] (OC, tiles) . V[p] (IC, tiles)^T, then
+//                    dweight += G^T dU G
 // U = G g G^T (the filters), V = B^T d B (input patches of (m + 2)^2 at stride m). The
 // samples are worked through in chunks of as many as the scratch holds (scratch_floats).
 // Rounding differs from the columns form (the transforms add and scale; F(4x4)'s
@@ -57,9 +57,15 @@ uint64_t scratch_floats(const Conv2dShape& s, uint32_t samples, uint32_t tile = 
 void forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optional<vk::View> bias,
              vk::View y, const Conv2dShape& s, vk::View scratch, Formats f, uint32_t tile = 0,
              std::optional<vk::View> codes = std::nullopt);
-void backward_data(vk::Commands& cmd, vk::View dy, vk::View weight, vk::View dx,
-                   const Conv2dShape& s, vk::View scratch, Precision dx_round, uint32_t tile = 0);
-void backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View dweight,
-                     const Conv2dShape& s, vk::View scratch, Precision x_format, uint32_t tile = 0);
+// The backward, either gradient or both: dx += the input gradient (from the weight, rounded
+// to x_format, x's precision), dweight += the weight gradient (from x, read as x_format
+// stores it). Both take the forward's transpose on dM = A dy A^T per tile, computed once for
+// the two.
+struct Gradients {
+  std::optional<vk::View> dx, weight;
+  std::optional<vk::View> dweight, x;
+};
+void backward(vk::Commands& cmd, vk::View dy, const Gradients& g, const Conv2dShape& s, vk::View scratch,
+              Precision x_format, uint32_t tile = 0);
 
 }  // namespace brigade::ops::winograd

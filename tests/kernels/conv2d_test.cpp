@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "check.h"
+#include "half_check.h"
 #include "gpu.h"
 #include "ops/conv2d.h"
 #include "ops/conv2d_winograd.h"
@@ -275,8 +276,7 @@ TEST_CASE_FIXTURE(test::Gpu, "conv2d's Winograd passes in 2x2 and 4x4 tiles matc
                                    vk::Category::Scratch);
         vk::Commands cmd(device(), "conv2d winograd tiles");
         ops::winograd::forward(cmd, x, w, vk::View(b), y, s, scratch, {}, tile);
-        ops::winograd::backward_data(cmd, dy, w, dx, s, scratch, ops::Precision::Fp32, tile);
-        ops::winograd::backward_weight(cmd, dy, x, dw, s, scratch, ops::Precision::Fp32, tile);
+        ops::winograd::backward(cmd, dy, {dx, w, dw, x}, s, scratch, ops::Precision::Fp32, tile);
         cmd.run();
         test::check_close(test::to_host(y), want_y, atol, kRtol, "forward " + what);
         test::check_close(test::to_host(dx), want_dx, atol, kRtol, "backward-data " + what);
@@ -358,4 +358,32 @@ TEST_CASE("conv2d refuses a kernel larger than the padded input with one clear l
   CHECK_THROWS_WITH_AS(ops::conv2d_validate(s),
                        doctest::Contains("kernel is larger than the padded input"), UserError);
   CHECK_THROWS_AS(ops::conv2d_validate(Conv2dShape{.stride_w = 0}), UserError);
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "conv2d's two gradients at once are the bits of the two passes apart, in every form") {
+  // Winograd's form shares dM between them; chunks of 2 samples where the shape has more.
+  uint32_t seed = 4200, checked = 0;
+  for (const Conv2dShape& s : kShapes)
+    for (Form m : kMethods) {
+      if (!takes(m, s)) continue;
+      const Problem p(s, seed += 10);
+      const WeightGrads start = nonzero_start(s, seed + 5);
+      const auto dx0 = test::random_vector(s.x_size(), seed + 7);
+      const WeightGrads apart = gpu_backward_weight(device(), p, start, 2, true, m);
+      const std::vector<float> dx_apart = gpu_backward_data(device(), p, dx0, 2, m);
+      auto dy = test::to_device(device(), p.dy, "dy"), x = test::to_device(device(), p.x, "x");
+      auto w = test::to_device(device(), p.weight, "weight"), dx = test::to_device(device(), dx0, "dx");
+      auto dw = test::to_device(device(), start.dweight, "dweight", vk::Category::Gradients);
+      auto db = test::to_device(device(), start.dbias, "dbias", vk::Category::Gradients);
+      auto columns = columns_for(device(), s, 2, m);
+      vk::Commands cmd(device(), "conv2d backward");
+      ops::conv2d_backward(cmd, dy, x, w, vk::View(dx), dw, vk::View(db), s, columns, m);
+      cmd.run();
+      const std::string what = std::string("shape ") + std::to_string(checked) + name(m);
+      test::check_bits(test::to_host(dx), dx_apart, what + ": dx");
+      test::check_bits(test::to_host(dw), apart.dweight, what + ": dweight");
+      test::check_bits(test::to_host(db), apart.dbias, what + ": dbias");
+      ++checked;
+    }
+  CHECK(checked >= kWinogradShapes);
 }
