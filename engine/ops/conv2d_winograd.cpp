@@ -182,7 +182,6 @@ void backward(vk::Commands& cmd, vk::View dy, const Gradients& g, const Conv2dSh
   const uint64_t per = t.tiles(geo.oh, geo.ow);
   const Parts filters = parts_of(scratch, 0, t);
   if (g.dx) filter_pass(cmd, "conv2d_winograd_filter", *g.weight, filters.filters, t);
-  const uint32_t th = (geo.oh + t.m - 1) / t.m, tw = (geo.ow + t.m - 1) / t.m;
   for (uint32_t first = 0; first < s.n; first += chunk) {
     const uint32_t count = std::min(chunk, s.n - first);
     const Parts p = parts_of(scratch, count * per, t);
@@ -195,16 +194,15 @@ void backward(vk::Commands& cmd, vk::View dy, const Gradients& g, const Conv2dSh
     }
     if (!g.dx) continue;
     // dV[p] (IC, tiles) = U[p]^T . dM[p] (OC, tiles), over V (vk::Commands orders it after
-    // the weight gradient's read), then added into dx in four phases of tiles whose
-    // patches do not overlap.
+    // the weight gradient's read), then each tile's B dV B^T added into dx, a row of tiles
+    // an invocation.
     products(cmd, filters.filters, p.out, p.in, s.ic, uint32_t(count * per), s.oc, t, true);
-    for (uint32_t phase = 0; phase < 4; ++phase) {
-      const uint64_t tiles = uint64_t((th + 1 - phase / 2) / 2) * ((tw + 1 - phase % 2) / 2) * count;
-      if (tiles == 0) continue;
-      const vk::Groups groups{vk::groups_for(tiles, BRIGADE_WG_CONV), s.ic, 1};
-      direct::require_groups(groups, "winograd tiles");
+    const uint32_t th = (geo.oh + t.m - 1) / t.m;
+    for (uint32_t parity = 0; parity < std::min(th, 2u); ++parity) {  // even rows of tiles, then odd
+      const vk::Groups groups{vk::groups_for(uint64_t(count) * s.ic * ((th + 1 - parity) / 2), BRIGADE_WG_CONV)};
+      direct::require_groups(groups, "winograd tile rows");
       cmd.dispatch(cmd.device().kernel("conv2d_winograd_input_grad", geometry_spec(geo)), {p.in, *g.dx},
-                   shaders::WinogradPush{s.ic, phase, first, count}, groups);
+                   shaders::WinogradPush{s.ic, parity, first, count}, groups);
     }
   }
   if (g.dweight) filter_pass(cmd, "conv2d_winograd_filter_grad", filters.filters_grad, *g.dweight, t);
