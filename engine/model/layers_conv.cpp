@@ -122,35 +122,39 @@ std::vector<SavedSpec> Conv2d::deferred() const { return {{"dy", elements(output
 void Conv2d::backward(const Pass& p, const Tensors& t, vk::View dy,
                       std::optional<vk::View> dx) const {
   if (p.split) copy_floats(p.cmd, dy, t.deferred[0], p.rows * elements(output_));
-  // The convolution's output gradient: spread back once for both passes with the tiles fold.
-  std::optional<vk::View> g;
-  if (fold_ == Fold::Tiles && (!p.split || dx)) g = ops::conv2d_pool_unpool(p.cmd, dy, t.saved[0], shape(p.rows), *t.scratch);
-  const ops::Formats f{t.x_precision, pools() ? ops::Precision::Fp32 : t.y_precision};
-  if (!p.split && fold_ != Fold::Patch) {  // both gradients at once: Winograd's form shares a pass
-    const std::optional<vk::View> dbias = bias_ ? std::optional(t.grads[1]) : std::nullopt;
-    return ops::conv2d_backward(p.cmd, g.value_or(dy), t.x, t.params[0], dx, t.grads[0], dbias, shape(p.rows),
-                                conv_scratch(p, t), std::nullopt, f);
-  }
-  if (!p.split) backward_weight(p, t, dy, g);
+  const std::optional<vk::View> dweight = p.split ? std::nullopt : std::optional(t.grads[0]);
+  const std::optional<vk::View> dbias = bias_ && !p.split ? std::optional(t.grads[1]) : std::nullopt;
+  if (fold_ == Fold::Tiles)
+    return ops::conv2d_pool_backward(p.cmd, dy, t.saved[0], t.x, t.params[0], dx, dweight, dbias, shape(p.rows),
+                                     *t.scratch, formats(t));
+  if (fold_ == Fold::None && dweight)  // both gradients at once: Winograd's form shares a pass
+    return ops::conv2d_backward(p.cmd, dy, t.x, t.params[0], dx, *dweight, dbias, shape(p.rows), *t.scratch,
+                                std::nullopt, formats(t));
+  if (dweight) backward_weight(p, t, dy);
+  if (!dx) return;
   // After the weight gradient, which reads the scratch this may overwrite (recorded in order:
   // vk::Commands puts a barrier between).
-  if (!dx) return;
-  if (!g) g = fold_ == Fold::Patch ? ops::conv2d_pool_unpool(p.cmd, dy, t.saved[0], shape(p.rows), *t.scratch) : dy;
-  ops::conv2d_backward_data(p.cmd, *g, t.params[0], *dx, shape(p.rows), conv_scratch(p, t), std::nullopt, f);
+  const vk::View g = fold_ == Fold::Patch ? ops::conv2d_pool_unpool(p.cmd, dy, t.saved[0], shape(p.rows), *t.scratch) : dy;
+  ops::conv2d_backward_data(p.cmd, g, t.params[0], *dx, shape(p.rows), conv_scratch(p, t), std::nullopt, formats(t));
 }
 
-void Conv2d::backward_params(const Pass& p, const Tensors& t) const {
-  backward_weight(p, t, t.deferred[0], std::nullopt);
-}
+void Conv2d::backward_params(const Pass& p, const Tensors& t) const { backward_weight(p, t, t.deferred[0]); }
 
-void Conv2d::backward_weight(const Pass& p, const Tensors& t, vk::View dy, std::optional<vk::View> g) const {
+void Conv2d::backward_weight(const Pass& p, const Tensors& t, vk::View dy) const {
   const std::optional<vk::View> dbias = bias_ ? std::optional(t.grads[1]) : std::nullopt;
   if (fold_ == Fold::Patch)
     return ops::conv2d_pool_backward_weight(p.cmd, dy, t.saved[0], t.x, t.grads[0], dbias, shape(p.rows), *t.scratch,
                                             t.x_precision);
-  if (fold_ == Fold::Tiles && !g) g = ops::conv2d_pool_unpool(p.cmd, dy, t.saved[0], shape(p.rows), *t.scratch);
-  ops::conv2d_backward_weight(p.cmd, g.value_or(dy), t.x, t.grads[0], dbias, shape(p.rows), conv_scratch(p, t),
-                              std::nullopt, {t.x_precision, pools() ? ops::Precision::Fp32 : t.y_precision});
+  if (fold_ == Fold::Tiles)
+    return ops::conv2d_pool_backward(p.cmd, dy, t.saved[0], t.x, t.params[0], std::nullopt, t.grads[0], dbias,
+                                     shape(p.rows), *t.scratch, formats(t));
+  ops::conv2d_backward_weight(p.cmd, dy, t.x, t.grads[0], dbias, shape(p.rows), *t.scratch, std::nullopt, formats(t));
+}
+
+// The convolution's formats: x as stored; its output fp32 under a pooling fold (the fold
+// stores the pooled output), else as stored.
+ops::Formats Conv2d::formats(const Tensors& t) const {
+  return {t.x_precision, pools() ? ops::Precision::Fp32 : t.y_precision};
 }
 
 MaxPool2d::MaxPool2d(const Shape& input, uint32_t kernel, uint32_t stride, bool relu_first, bool folded)

@@ -195,19 +195,16 @@ void conv2d_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optiona
   }
 }
 
-namespace {
-
-// dbias += the sum of dy over samples and pixels, per channel.
-void backward_bias(vk::Commands& cmd, vk::View dy, vk::View dbias, const Conv2dShape& s) {
+void conv2d_backward_bias(vk::Commands& cmd, vk::View dy, vk::View dbias, const Conv2dShape& s,
+                          std::optional<vk::View> codes, uint32_t tile) {
   require_groups({s.oc}, "backward-bias");
-  const uint64_t plane = pixels(s);
-  const bool vec4 = quads(plane, {dy});
+  const uint64_t plane = codes ? (s.out_h() / 2) * (s.out_w() / 2) : pixels(s);
+  const bool vec4 = !codes && quads(plane, {dy});
   vk::Specialization spec = reduction_spec(cmd.device(), uint64_t(s.n) * plane / (vec4 ? 4 : 1));
-  spec.set(1, vec4);
-  cmd.dispatch(cmd.device().kernel("conv2d_backward_bias", spec), {dy, dbias}, push_of(s), {s.oc});
+  spec.set(1, vec4).set(2, codes ? tile : 0u);
+  cmd.dispatch(cmd.device().kernel("conv2d_backward_bias", spec), {dy, dbias, codes.value_or(dy)}, push_of(s),
+               {s.oc});
 }
-
-}  // namespace
 
 void conv2d_backward_data(vk::Commands& cmd, vk::View dy, vk::View weight, vk::View dx,
                           const Conv2dShape& s, vk::View scratch,
@@ -242,7 +239,7 @@ void conv2d_backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View
   if (form == Form::Direct) direct::backward_weight(cmd, dy, x, dweight, s);
   else if (form == Form::Winograd) winograd::backward(cmd, dy, {{}, {}, dweight, x}, s, scratch, f.x);
   else matrix_backward_weight(cmd, dy, x, dweight, s, scratch, f.x);
-  if (dbias) backward_bias(cmd, dy, *dbias, s);
+  if (dbias) conv2d_backward_bias(cmd, dy, *dbias, s);
 }
 
 void conv2d_backward(vk::Commands& cmd, vk::View dy, vk::View x, vk::View weight, std::optional<vk::View> dx,
@@ -261,7 +258,7 @@ void conv2d_backward(vk::Commands& cmd, vk::View dy, vk::View x, vk::View weight
   BRIGADE_EXPECT_FLOATS(dweight, s.weight_size(), "conv2d weight gradient");
   if (dbias) BRIGADE_EXPECT_FLOATS(*dbias, s.oc, "conv2d bias gradient");
   winograd::backward(cmd, dy, {dx, weight, dweight, x}, s, scratch, f.x);
-  if (dbias) backward_bias(cmd, dy, *dbias, s);
+  if (dbias) conv2d_backward_bias(cmd, dy, *dbias, s);
 }
 
 }  // namespace brigade::ops

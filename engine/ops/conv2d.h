@@ -68,6 +68,13 @@ void conv2d_backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View
                             std::optional<vk::View> dbias, const Conv2dShape& s,
                             vk::View scratch, std::optional<Form> method = {}, Formats f = {});
 
+// dbias += the sum of dy over samples and pixels, per channel. With `codes`, dy is the
+// gradient of the ReLU and 2x2 pooling folded into the convolution (ops/conv2d_pool.h), its
+// codes a word per `tile` x `tile` tile and channel: each pooled gradient counts where its
+// code names an element.
+void conv2d_backward_bias(vk::Commands& cmd, vk::View dy, vk::View dbias, const Conv2dShape& s,
+                          std::optional<vk::View> codes = {}, uint32_t tile = 0);
+
 // Both: conv2d_backward_weight, then conv2d_backward_data when dx is given. In Winograd's
 // form one pass computes what the two share (ops/conv2d_winograd.h).
 void conv2d_backward(vk::Commands& cmd, vk::View dy, vk::View x, vk::View weight, std::optional<vk::View> dx,

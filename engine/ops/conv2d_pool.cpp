@@ -113,6 +113,29 @@ vk::View conv2d_pool_unpool(vk::Commands& cmd, vk::View dy, vk::View codes, cons
   return dense;
 }
 
+void conv2d_pool_backward(vk::Commands& cmd, vk::View dy, vk::View codes, vk::View x, vk::View weight,
+                          std::optional<vk::View> dx, std::optional<vk::View> dweight, std::optional<vk::View> dbias,
+                          const Conv2dShape& s, vk::View scratch, Formats f) {
+  BRIGADE_EXPECT(!conv2d_pool_fits(s) && conv2d_pool_tiles_fit(s), "the tiles fold's backward needs a shape it takes");
+  BRIGADE_EXPECT(dweight || !dbias, "the tiles fold's bias gradient comes with the weight gradient");
+  const vk::View rest = conv2d_pool_conv_scratch(s, scratch);
+  if (conv2d_form(cmd.device().info(), s) == Form::Winograd) {
+    BRIGADE_EXPECT_FLOATS(dy, uint64_t(s.n) * s.oc * (s.out_h() / 2) * (s.out_w() / 2), "pooled output gradient");
+    BRIGADE_EXPECT_BYTES(codes, conv2d_pool_code_words(s) * s.n * 4, "pooling codes");
+    const uint32_t tile = conv2d_pool_tile(cmd.device().info(), s);
+    winograd::backward(cmd, dy, {dx, dx ? std::optional(weight) : std::nullopt, dweight,
+                                 dweight ? std::optional(x) : std::nullopt, codes},
+                       s, rest, f.x, tile);
+    if (dbias) conv2d_backward_bias(cmd, dy, *dbias, s, codes, tile);
+    return;
+  }
+  const vk::View g = conv2d_pool_unpool(cmd, dy, codes, s, scratch);
+  const Formats conv{f.x, Precision::Fp32};
+  if (dx && dweight) return conv2d_backward(cmd, g, x, weight, dx, *dweight, dbias, s, rest, std::nullopt, conv);
+  if (dweight) conv2d_backward_weight(cmd, g, x, *dweight, dbias, s, rest, std::nullopt, conv);
+  if (dx) conv2d_backward_data(cmd, g, weight, *dx, s, rest, std::nullopt, conv);
+}
+
 void conv2d_pool_backward_weight(vk::Commands& cmd, vk::View dy, vk::View codes, vk::View x, vk::View dweight,
                                  std::optional<vk::View> dbias, const Conv2dShape& s, vk::View scratch,
                                  Precision x_format) {

@@ -62,6 +62,14 @@ void conv2d_pool_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::op
 // `scratch`: each pooled dy at the element its code names, 0 elsewhere. Returns its view.
 vk::View conv2d_pool_unpool(vk::Commands& cmd, vk::View dy, vk::View codes, const Conv2dShape& s, vk::View scratch);
 
+// The tiles fold's backward, from the pooled dy and the codes: dx += the input gradient (when
+// given; from the weight), dweight and dbias += theirs (when given; from x, stored as f.x).
+// In Winograd's form its passes read dy through the codes; in the others the gradient is
+// spread back (conv2d_pool_unpool) for them.
+void conv2d_pool_backward(vk::Commands& cmd, vk::View dy, vk::View codes, vk::View x, vk::View weight,
+                          std::optional<vk::View> dx, std::optional<vk::View> dweight, std::optional<vk::View> dbias,
+                          const Conv2dShape& s, vk::View scratch, Formats f = {});
+
 // The patch fold's weight gradient: dweight += dloss/dweight and, when given, dbias +=
 // dloss/dbias, from the pooled dy and the codes, with x read as `x_format` stores it; the
 // partial sums go down their columns in a fixed order, so the same inputs give the same bits.

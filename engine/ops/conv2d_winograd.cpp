@@ -185,8 +185,8 @@ void backward(vk::Commands& cmd, vk::View dy, const Gradients& g, const Conv2dSh
   for (uint32_t first = 0; first < s.n; first += chunk) {
     const uint32_t count = std::min(chunk, s.n - first);
     const Parts p = parts_of(scratch, count * per, t);
-    tile_pass(cmd, "conv2d_winograd_output_grad", geometry_spec(geo), {dy, p.out}, p.out, count * per, s.oc,
-              first, count);
+    tile_pass(cmd, "conv2d_winograd_output_grad", geometry_spec(geo).set(16, bool(g.codes)),
+              {dy, p.out, g.codes.value_or(dy)}, p.out, count * per, s.oc, first, count);
     if (g.dweight) {
       // dU[p] (OC, IC) = dM[p] (OC, tiles) . V[p] (IC, tiles)^T, the chunks summed in order.
       input_transform(cmd, *g.x, p.in, geo, count * per, s.ic, first, count, x_format);

@@ -61,9 +61,12 @@ void forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optional<vk::V
 // to x_format, x's precision), dweight += the weight gradient (from x, read as x_format
 // stores it). Both take the forward's transpose on dM = A dy A^T per tile, computed once for
 // the two.
+// With `codes`, dy is the gradient of the ReLU and 2x2 pooling the forward's output
+// transform took (its `codes`), read through them.
 struct Gradients {
   std::optional<vk::View> dx, weight;
   std::optional<vk::View> dweight, x;
+  std::optional<vk::View> codes = {};
 };
 void backward(vk::Commands& cmd, vk::View dy, const Gradients& g, const Conv2dShape& s, vk::View scratch,
               Precision x_format, uint32_t tile = 0);

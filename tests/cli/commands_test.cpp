@@ -196,10 +196,11 @@ TEST_CASE("brigade bench profile times every layer and dispatch, and splits a st
   CHECK(kernels[{0, "forward"}] == std::set<std::string>{"conv2d_pool_forward"});
   CHECK(kernels[{0, "backward"}] == std::set<std::string>{"conv2d_pool_weight", "linear_bias_backward"});
   // The second convolution (32 input channels) runs Winograd's form, its output transform
-  // pooling (layer 5 dispatches nothing), its backward from the gradient spread back, both
-  // gradients the forward's transpose (no output transform, the input's transposed instead).
+  // pooling (layer 5 dispatches nothing), its backward reading the pooled gradient through the
+  // codes (nothing spread back), both gradients the forward's transpose (no output transform,
+  // the input's transposed instead).
   CHECK(kernels[{3, "backward"}] ==
-        std::set<std::string>{"conv2d_pool_tiles", "conv2d_winograd_input", "conv2d_winograd_filter", "matmul",
+        std::set<std::string>{"conv2d_winograd_input", "conv2d_winograd_filter", "matmul",
                               "conv2d_winograd_input_grad", "conv2d_winograd_output_grad",
                               "conv2d_winograd_filter_grad", "conv2d_backward_bias"});
   CHECK(kernels.count({5, "forward"}) == 0);

@@ -206,3 +206,51 @@ TEST_CASE_FIXTURE(test::Gpu, "conv2d's pooling fold takes only the shapes it can
   CHECK_THROWS_WITH_AS(ops::conv2d_pool_forward(cmd, t, t, std::nullopt, t, t, {1, 1, 3, 3, 4, 3, 3, 1, 1, 0, 0}, t),
                        doctest::Contains("2 x 2 at least"), InternalError);
 }
+
+TEST_CASE_FIXTURE(test::Gpu, "the tiles fold's backward from the pooled gradient equals the convolution's on it spread back") {
+  // In Winograd's form the passes read dy through the codes (nothing spread back): the input
+  // and weight gradients are the bits of the convolution's backward on the spread-back
+  // gradient, the bias gradient the same sum in another order. Both gradients at once, and
+  // each alone (the split backward's B and W). The shapes of the test above.
+  const Conv2dShape shapes[] = {{2, 16, 14, 14, 8, 3, 3, 1, 1, 1, 1}, {2, 16, 7, 9, 4, 3, 3, 1, 1, 1, 1},
+                                {1, 16, 6, 6, 4, 3, 3, 1, 1, 1, 1}, {2, 2, 11, 9, 4, 5, 3, 1, 1, 1, 1}};
+  uint32_t seed = 900;
+  for (const Conv2dShape& s : shapes) {
+    const std::string what = std::to_string(s.ic) + " to " + std::to_string(s.oc) + " channels, " + std::to_string(s.h) +
+                             "x" + std::to_string(s.w);
+    const std::vector<float> x = test::random_vector(s.x_size(), seed += 5, -2, 2);
+    const std::vector<float> w = test::random_vector(s.weight_size(), seed + 1), b = test::random_vector(s.oc, seed + 2);
+    const uint64_t pooled = uint64_t(s.n) * s.oc * (s.out_h() / 2) * (s.out_w() / 2);
+    const std::vector<float> dy = test::random_vector(pooled, seed + 3);
+    const Reference want = reference(x, w, b, dy, s);
+    std::vector<double> db_want(s.oc, 0.0);
+    for (size_t i = 0; i < want.dconv.size(); ++i) db_want[(i / (s.out_h() * s.out_w())) % s.oc] += want.dconv[i];
+
+    vk::Device& dev = device();
+    auto bx = test::to_device(dev, x, "x"), bw = test::to_device(dev, w, "weight"), bb = test::to_device(dev, b, "bias");
+    auto bdy = test::to_device(dev, dy, "dy");
+    auto y = test::zeros(dev, pooled, "y"), codes = test::zeros(dev, ops::conv2d_pool_code_words(s) * s.n, "codes");
+    auto scratch = test::zeros(dev, ops::conv2d_pool_scratch_floats(s, s.n), "scratch", vk::Category::Scratch);
+    auto dx_a = test::zeros(dev, s.x_size(), "dx, spread back"), dw_a = test::zeros(dev, s.weight_size(), "dweight, spread back");
+    auto dx_b = test::zeros(dev, s.x_size(), "dx"), dw_b = test::zeros(dev, s.weight_size(), "dweight");
+    auto dx_c = test::zeros(dev, s.x_size(), "dx alone"), dw_c = test::zeros(dev, s.weight_size(), "dweight alone");
+    auto db_b = test::zeros(dev, s.oc, "dbias"), db_c = test::zeros(dev, s.oc, "dbias alone");
+    vk::Commands cmd(dev, "conv2d pool tiles backward");
+    ops::conv2d_pool_forward(cmd, bx, bw, vk::View(bb), y, codes, s, scratch);
+    const vk::View dconv = ops::conv2d_pool_unpool(cmd, bdy, codes, s, scratch);
+    const vk::View rest = ops::conv2d_pool_conv_scratch(s, scratch);
+    const ops::Formats f{};
+    ops::conv2d_backward_weight(cmd, dconv, bx, dw_a, std::nullopt, s, rest, std::nullopt, f);
+    ops::conv2d_backward_data(cmd, dconv, bw, dx_a, s, rest, std::nullopt, f);
+    ops::conv2d_pool_backward(cmd, bdy, codes, bx, bw, vk::View(dx_b), vk::View(dw_b), vk::View(db_b), s, scratch);
+    ops::conv2d_pool_backward(cmd, bdy, codes, bx, bw, vk::View(dx_c), std::nullopt, std::nullopt, s, scratch);
+    ops::conv2d_pool_backward(cmd, bdy, codes, bx, bw, std::nullopt, vk::View(dw_c), vk::View(db_c), s, scratch);
+    cmd.run();
+    test::check_bits(test::to_host(dx_b), test::to_host(dx_a), what + ": dx");
+    test::check_bits(test::to_host(dw_b), test::to_host(dw_a), what + ": dweight");
+    test::check_bits(test::to_host(dx_c), test::to_host(dx_a), what + ": dx alone");
+    test::check_bits(test::to_host(dw_c), test::to_host(dw_a), what + ": dweight alone");
+    test::check_close(test::to_host(db_b), narrowed(db_want), 1e-5 * test::max_abs(narrowed(db_want)), 1e-5, what + ": dbias");
+    test::check_bits(test::to_host(db_c), test::to_host(db_b), what + ": dbias alone");
+  }
+}
