@@ -10,7 +10,8 @@
 //   works on tiles of its output, in Winograd's output transform (the output never stored) or
 //   in a pass of its own (shaders/conv2d_pool_tiles.comp).
 // Either backward spreads the pooled gradient back into the convolution's output gradient for
-// the convolution's own passes (ops/conv2d.h) where it needs them.
+// the convolution's own passes (ops/conv2d.h) where they need it; in Winograd's form those
+// passes read the pooled gradient through the codes instead (conv2d_pool_backward).
 //   x (N, IC, H, W)  weight (OC, IC, KH, KW)  bias (OC)  ->  y (N, OC, OH / 2, OW / 2)
 // with OH, OW the convolution's output (Conv2dShape::out_h, out_w), halves floored.
 // The values and gradients are those of Conv2d, ReLU and MaxPool2d(2) on the same
