@@ -182,6 +182,13 @@ uint64_t link_bytes(const model::Model& m, const CellLayout& s, bool local) {
          (s.last < m.layers.size() ? boundary(s.last - 1, s.output_precision.back()) : 0);
 }
 
+// "A, over its B", with the bytes too where the two round to the same figure.
+std::string needs_over(uint64_t need, uint64_t cap) {
+  std::string a = format_bytes(need), b = format_bytes(cap);
+  if (a == b) a += " (" + std::to_string(need) + " bytes)", b += " (" + std::to_string(cap) + " bytes)";
+  return a + ", over its " + b;
+}
+
 // One line for a stage over its cap: how much over, the largest categories, what to change.
 std::string over_cap(uint32_t k, const Bytes& b, const StageSpec& spec, uint32_t micro_batches, Remat remat) {
   std::vector<int> order;
@@ -189,8 +196,7 @@ std::string over_cap(uint32_t k, const Bytes& b, const StageSpec& spec, uint32_t
     if (b[c]) order.push_back(c);
   std::sort(order.begin(), order.end(), [&](int x, int y) { return b[x] > b[y]; });
   std::string what = "stage " + std::to_string(k) + (spec.device.empty() ? "" : " (" + spec.device + ")") +
-                     " needs " + format_bytes(total(b)) + ", over its " + format_bytes(spec.memory_cap) +
-                     " `memory_cap`: ";
+                     " needs " + needs_over(total(b), spec.memory_cap) + " `memory_cap`: ";
   for (size_t i = 0; i < order.size() && i < 3; ++i)
     what += std::string(i ? ", " : "") + vk::category_name(vk::Category(order[i])) + " " + format_bytes(b[order[i]]);
   // Without remat every micro-batch in flight keeps its activations, so more micro-batches
@@ -220,8 +226,7 @@ std::string over_device_memory(const Plan& p, const PlanOptions& o) {
     if (u.heap && u.bytes > u.heap) {
       const bool one = u.stages.find(',') == std::string::npos;
       return std::string(one ? "stage " : "stages ") + u.stages + " on device " + std::to_string(index) +
-             (one ? " needs " : " need ") + format_bytes(u.bytes) + ", over its " + format_bytes(u.heap) +
-             " of device-local memory; add devices or stages, use `remat` always with more micro-batches (`micro_batches`), "
+             (one ? " needs " : " need ") + needs_over(u.bytes, u.heap) + " of device-local memory; add devices or stages, use `remat` always with more micro-batches (`micro_batches`), "
              "or a smaller mini-batch (`rows`) (or set each stage's cap yourself with `memory_cap`)";
     }
   return {};
