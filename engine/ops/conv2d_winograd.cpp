@@ -97,9 +97,11 @@ void tile_pass(vk::Commands& cmd, const std::string& kernel, vk::Specialization 
 
 void input_transform(vk::Commands& cmd, vk::View x, vk::View v, const Geometry& g, uint64_t columns,
                      uint32_t channels, uint32_t first, uint32_t count, Precision format) {
+  // A row of tiles an invocation (shaders/conv2d_winograd_input.comp).
   vk::Specialization spec = geometry_spec(g);
   spec.set(11, uint32_t(format));
-  tile_pass(cmd, format_kernel("conv2d_winograd_input", {format}), spec, {x, v}, {}, columns, channels, first,
+  const uint32_t tw = (g.ow + g.m - 1) / g.m;
+  tile_pass(cmd, format_kernel("conv2d_winograd_input", {format}), spec, {x, v}, {}, columns / tw, channels, first,
             count);
 }
 
