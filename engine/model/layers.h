@@ -143,8 +143,6 @@ class Conv2d final : public ShapedLayer {
  private:
   // dweight (and dbias) += the gradient from dy (the output gradient, pooled with a fold).
   void backward_weight(const Pass& p, const Tensors& t, vk::View dy) const;
-  // The scratch of the convolution's passes: past its output (gradient), with a fold.
-  vk::View conv_scratch(const Pass& p, const Tensors& t) const;
   ops::Formats formats(const Tensors& t) const;
   ops::Conv2dShape shape(uint32_t rows) const;
   uint32_t in_, out_, kernel_, stride_, padding_;

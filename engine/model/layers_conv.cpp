@@ -95,10 +95,6 @@ uint64_t Conv2d::scratch_floats(uint32_t rows) const {
   return ops::conv2d_scratch_floats(shape(1), samples);
 }
 
-vk::View Conv2d::conv_scratch(const Pass& p, const Tensors& t) const {
-  return pools() ? ops::conv2d_pool_conv_scratch(shape(p.rows), *t.scratch) : *t.scratch;
-}
-
 // The patch fold's kernel takes 16 bits on every device, and its backward runs the
 // convolution's passes on an fp32 gradient, which read a 16-bit x in the matrix and Winograd
 // forms. The tiles fold stores an fp32 y (its pooled outputs are not whole words a tile).
@@ -127,15 +123,17 @@ void Conv2d::backward(const Pass& p, const Tensors& t, vk::View dy,
   if (fold_ == Fold::Tiles)
     return ops::conv2d_pool_backward(p.cmd, dy, t.saved[0], t.x, t.params[0], dx, dweight, dbias, shape(p.rows),
                                      *t.scratch, formats(t));
-  if (fold_ == Fold::None && dweight)  // both gradients at once: Winograd's form shares a pass
-    return ops::conv2d_backward(p.cmd, dy, t.x, t.params[0], dx, *dweight, dbias, shape(p.rows), *t.scratch,
+  if (fold_ == Fold::None)  // both gradients at once where both are asked: Winograd's form shares a pass
+    return ops::conv2d_backward(p.cmd, dy, t.x, t.params[0], dx, dweight, dbias, shape(p.rows), *t.scratch,
                                 std::nullopt, formats(t));
+  // The patch fold.
   if (dweight) backward_weight(p, t, dy);
   if (!dx) return;
   // After the weight gradient, which reads the scratch this may overwrite (recorded in order:
   // vk::Commands puts a barrier between).
-  const vk::View g = fold_ == Fold::Patch ? ops::conv2d_pool_unpool(p.cmd, dy, t.saved[0], shape(p.rows), *t.scratch) : dy;
-  ops::conv2d_backward_data(p.cmd, g, t.params[0], *dx, shape(p.rows), conv_scratch(p, t), std::nullopt, formats(t));
+  const vk::View g = ops::conv2d_pool_unpool(p.cmd, dy, t.saved[0], shape(p.rows), *t.scratch);
+  ops::conv2d_backward_data(p.cmd, g, t.params[0], *dx, shape(p.rows),
+                            ops::conv2d_pool_conv_scratch(shape(p.rows), *t.scratch), std::nullopt, formats(t));
 }
 
 void Conv2d::backward_params(const Pass& p, const Tensors& t) const { backward_weight(p, t, t.deferred[0]); }

@@ -206,13 +206,27 @@ void conv2d_backward_bias(vk::Commands& cmd, vk::View dy, vk::View dbias, const 
                {s.oc});
 }
 
+namespace {
+
+// The views a backward pass binds (those given), each against the shape.
+void expect_backward(const Conv2dShape& s, vk::View dy, std::optional<vk::View> x, std::optional<vk::View> weight,
+                     std::optional<vk::View> dx, std::optional<vk::View> dweight, std::optional<vk::View> dbias,
+                     Formats f) {
+  conv2d_validate(s);
+  BRIGADE_EXPECT_FLOATS(dy, s.y_size(), "conv2d output gradient");
+  if (x) BRIGADE_EXPECT_BYTES(*x, stored_bytes(s.x_size(), f.x), "conv2d input");
+  if (weight) BRIGADE_EXPECT_FLOATS(*weight, s.weight_size(), "conv2d weight");
+  if (dx) BRIGADE_EXPECT_FLOATS(*dx, s.x_size(), "conv2d input gradient");
+  if (dweight) BRIGADE_EXPECT_FLOATS(*dweight, s.weight_size(), "conv2d weight gradient");
+  if (dbias) BRIGADE_EXPECT_FLOATS(*dbias, s.oc, "conv2d bias gradient");
+}
+
+}  // namespace
+
 void conv2d_backward_data(vk::Commands& cmd, vk::View dy, vk::View weight, vk::View dx,
                           const Conv2dShape& s, vk::View scratch,
                           std::optional<Form> method, Formats f) {
-  conv2d_validate(s);
-  BRIGADE_EXPECT_FLOATS(dy, s.y_size(), "conv2d output gradient");
-  BRIGADE_EXPECT_FLOATS(weight, s.weight_size(), "conv2d weight");
-  BRIGADE_EXPECT_FLOATS(dx, s.x_size(), "conv2d input gradient");
+  expect_backward(s, dy, {}, weight, dx, {}, {}, f);
   const Form form = form_of(cmd, method, s, f);
   if (form == Form::Direct) return direct::backward_data(cmd, dy, weight, dx, s);
   if (form == Form::Winograd) return winograd::backward(cmd, dy, {dx, weight, {}, {}}, s, scratch, f.x);
@@ -230,12 +244,8 @@ void conv2d_backward_data(vk::Commands& cmd, vk::View dy, vk::View weight, vk::V
 void conv2d_backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View dweight,
                             std::optional<vk::View> dbias, const Conv2dShape& s,
                             vk::View scratch, std::optional<Form> method, Formats f) {
-  conv2d_validate(s);
-  BRIGADE_EXPECT_FLOATS(dy, s.y_size(), "conv2d output gradient");
-  BRIGADE_EXPECT_BYTES(x, stored_bytes(s.x_size(), f.x), "conv2d input");
+  expect_backward(s, dy, x, {}, {}, dweight, dbias, f);
   const Form form = form_of(cmd, method, s, f);
-  BRIGADE_EXPECT_FLOATS(dweight, s.weight_size(), "conv2d weight gradient");
-  if (dbias) BRIGADE_EXPECT_FLOATS(*dbias, s.oc, "conv2d bias gradient");
   if (form == Form::Direct) direct::backward_weight(cmd, dy, x, dweight, s);
   else if (form == Form::Winograd) winograd::backward(cmd, dy, {{}, {}, dweight, x}, s, scratch, f.x);
   else matrix_backward_weight(cmd, dy, x, dweight, s, scratch, f.x);
@@ -243,22 +253,17 @@ void conv2d_backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View
 }
 
 void conv2d_backward(vk::Commands& cmd, vk::View dy, vk::View x, vk::View weight, std::optional<vk::View> dx,
-                     vk::View dweight, std::optional<vk::View> dbias, const Conv2dShape& s, vk::View scratch,
-                     std::optional<Form> method, Formats f) {
-  if (!dx || form_of(cmd, method, s, f) != Form::Winograd) {
-    conv2d_backward_weight(cmd, dy, x, dweight, dbias, s, scratch, method, f);
-    if (dx) conv2d_backward_data(cmd, dy, weight, *dx, s, scratch, method, f);
+                     std::optional<vk::View> dweight, std::optional<vk::View> dbias, const Conv2dShape& s,
+                     vk::View scratch, std::optional<Form> method, Formats f) {
+  BRIGADE_EXPECT(dweight || !dbias, "conv2d's bias gradient comes with the weight gradient");
+  if (dx && dweight && form_of(cmd, method, s, f) == Form::Winograd) {
+    expect_backward(s, dy, x, weight, dx, dweight, dbias, f);
+    winograd::backward(cmd, dy, {dx, weight, dweight, x}, s, scratch, f.x);
+    if (dbias) conv2d_backward_bias(cmd, dy, *dbias, s);
     return;
   }
-  conv2d_validate(s);
-  BRIGADE_EXPECT_FLOATS(dy, s.y_size(), "conv2d output gradient");
-  BRIGADE_EXPECT_BYTES(x, stored_bytes(s.x_size(), f.x), "conv2d input");
-  BRIGADE_EXPECT_FLOATS(weight, s.weight_size(), "conv2d weight");
-  BRIGADE_EXPECT_FLOATS(*dx, s.x_size(), "conv2d input gradient");
-  BRIGADE_EXPECT_FLOATS(dweight, s.weight_size(), "conv2d weight gradient");
-  if (dbias) BRIGADE_EXPECT_FLOATS(*dbias, s.oc, "conv2d bias gradient");
-  winograd::backward(cmd, dy, {dx, weight, dweight, x}, s, scratch, f.x);
-  if (dbias) conv2d_backward_bias(cmd, dy, *dbias, s);
+  if (dweight) conv2d_backward_weight(cmd, dy, x, *dweight, dbias, s, scratch, method, f);
+  if (dx) conv2d_backward_data(cmd, dy, weight, *dx, s, scratch, method, f);
 }
 
 }  // namespace brigade::ops

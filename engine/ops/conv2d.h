@@ -75,11 +75,12 @@ void conv2d_backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View
 void conv2d_backward_bias(vk::Commands& cmd, vk::View dy, vk::View dbias, const Conv2dShape& s,
                           std::optional<vk::View> codes = {}, uint32_t tile = 0);
 
-// Both: conv2d_backward_weight, then conv2d_backward_data when dx is given. In Winograd's
-// form one pass computes what the two share (ops/conv2d_winograd.h).
+// Either or both: conv2d_backward_weight when dweight is given (dbias with it), then
+// conv2d_backward_data when dx is. In Winograd's form one pass computes what the two share
+// (ops/conv2d_winograd.h).
 void conv2d_backward(vk::Commands& cmd, vk::View dy, vk::View x, vk::View weight, std::optional<vk::View> dx,
-                     vk::View dweight, std::optional<vk::View> dbias, const Conv2dShape& s, vk::View scratch,
-                     std::optional<Form> method = {}, Formats f = {});
+                     std::optional<vk::View> dweight, std::optional<vk::View> dbias, const Conv2dShape& s,
+                     vk::View scratch, std::optional<Form> method = {}, Formats f = {});
 
 // The form `device` runs the convolution in: the matrix form takes Winograd's where it pays
 // (winograd::pays), else the device's (form_for).

@@ -129,11 +129,8 @@ void conv2d_pool_backward(vk::Commands& cmd, vk::View dy, vk::View codes, vk::Vi
     if (dbias) conv2d_backward_bias(cmd, dy, *dbias, s, codes, tile);
     return;
   }
-  const vk::View g = conv2d_pool_unpool(cmd, dy, codes, s, scratch);
-  const Formats conv{f.x, Precision::Fp32};
-  if (dx && dweight) return conv2d_backward(cmd, g, x, weight, dx, *dweight, dbias, s, rest, std::nullopt, conv);
-  if (dweight) conv2d_backward_weight(cmd, g, x, *dweight, dbias, s, rest, std::nullopt, conv);
-  if (dx) conv2d_backward_data(cmd, g, weight, *dx, s, rest, std::nullopt, conv);
+  conv2d_backward(cmd, conv2d_pool_unpool(cmd, dy, codes, s, scratch), x, weight, dx, dweight, dbias, s, rest,
+                  std::nullopt, {f.x, Precision::Fp32});
 }
 
 void conv2d_pool_backward_weight(vk::Commands& cmd, vk::View dy, vk::View codes, vk::View x, vk::View dweight,

@@ -46,7 +46,7 @@ GradNorm::GradNorm(vk::Device& device, const std::vector<vk::View>& grads) {
         "GradNorm: gradient '" + g.buffer->name() + "' is not a non-empty float tensor");
     const vk::Buffer& whole = g.buffer->whole();
     if (runs_.empty() || runs_.back().whole != &whole) {
-      runs_.push_back({&whole, {}, {}, {}, 0});
+      runs_.push_back({&whole, {}, {}, {}});
       tables.emplace_back();
     }
     const uint32_t n = uint32_t(g.range / 4), groups = grad_norm_groups(n);
@@ -55,7 +55,7 @@ GradNorm::GradNorm(vk::Device& device, const std::vector<vk::View>& grads) {
     runs_.back().groups.push_back(groups);
     widest = std::max<uint64_t>(widest, n / groups);
   }
-  const uint32_t width = ops::reduction_width(device, widest);
+  width_ = ops::reduction_width(device, widest);
   for (size_t r = 0; r < runs_.size(); ++r) {
     Run& run = runs_[r];
     const std::string what = run.whole->name() + " norm ";
@@ -63,13 +63,12 @@ GradNorm::GradNorm(vk::Device& device, const std::vector<vk::View>& grads) {
     run.table = vk::Buffer(device, groups * 16, vk::Category::Scratch, what + "table");
     vk::upload(run.table, tables[r].data(), groups * 16);
     run.partials = vk::Buffer(device, groups * 4, vk::Category::Scratch, what + "partials", vk::Residency::Host);
-    run.width = width;
   }
 }
 
 void GradNorm::record(vk::Commands& cmd) const {
   for (const Run& run : runs_)
-    cmd.dispatch(cmd.device().kernel("grad_norm_partial", vk::Specialization().set(0, run.width)),
+    cmd.dispatch(cmd.device().kernel("grad_norm_partial", vk::Specialization().set(0, width_)),
                  {*run.whole, run.table, run.partials}, nullptr, 0, {uint32_t(run.partials.size() / 4)});
 }
 

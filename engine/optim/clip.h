@@ -54,9 +54,9 @@ class GradNorm {
     const vk::Buffer* whole;
     vk::Buffer table, partials;
     std::vector<uint32_t> groups;  // per tensor
-    uint32_t width = 0;            // the reduction's workgroup width
   };
   std::vector<Run> runs_;
+  uint32_t width_ = 0;  // the reduction's workgroup width
 };
 
 }  // namespace brigade::optim

@@ -21,17 +21,17 @@ void Optimizer::add(const std::string& name, vk::View param, vk::View grad) {
   const bool part = &pw != param.buffer && &gw != grad.buffer && param.offset == 0 && grad.offset == 0 &&
                     param.range == param.buffer->size() && at == grad.buffer->offset_in_whole() &&
                     pw.size() == gw.size();
+  // A part's group reaches the end of its padding.
+  const uint64_t end = part ? std::min(vk::arena_align(at + param.range), pw.size()) : param.range;
   Group* g = groups_.empty() ? nullptr : &groups_.back();
   if (part && g && g->param.buffer == &pw && g->grad.buffer == &gw &&
-      at == g->param.offset + uint64_t(g->n) * 4) {
-    // Joins: the group now reaches the end of this part's padding.
-    const uint64_t end = std::min(vk::arena_align(at + param.range), pw.size());
+      at == g->param.offset + uint64_t(g->n) * 4) {  // joins the last group
     g->n = uint32_t((end - g->param.offset) / 4);
     g->param.range = g->grad.range = end - g->param.offset;
     for (vk::View& v : g->state) v.range = g->param.range;
   } else {
     // State arenas as long as the parameter arena, or the tensor alone.
-    const uint64_t begin = part ? at : 0, end = part ? std::min(vk::arena_align(at + param.range), pw.size()) : param.range;
+    const uint64_t begin = part ? at : 0;
     Group fresh{part ? vk::View(pw, begin, end - begin) : param, part ? vk::View(gw, begin, end - begin) : grad,
                 {}, uint32_t((end - begin) / 4), {}};
     for (const std::string& key : state_keys()) {
