@@ -3,7 +3,7 @@
 # with CUDA for the peers):
 #   tools/gpu-check.sh OUTDIR [PARTS]
 # PARTS (comma-separated, default all): devices, kernels, tilings, suite, gpt, profile, drivers,
-# stages.
+# stages, precision.
 #   kernels  `bench kernels` up to 4096^3 beside torch.mm fp32 (TF32 off) on the same GPU
 #   tilings  every candidate tiling on the presets' Linear shapes (`bench kernels --compare`):
 #            what choosing the GPU default by measurement needs (about 300 cases, each
@@ -17,6 +17,9 @@
 #            the GPU and lavapipe (--partition profile: each layer timed on each device), the
 #            losses compared step by step, and the plan of the second
 #   stages   K logical devices on the one GPU against one (`bench pipeline`)
+#   precision a GPT step per --precision (`bench profile`'s step wall time; the precisions in
+#            turn, ROUNDS rounds, default 3), then gpt-mini trained GPT_STEPS steps (default
+#            1000; 0: none) in each precision from the same start (seed 0), its final validation loss
 # Environment: BUILD (default build), GPU (the GPU's device spec, default 0), TEXT (the GPT
 # models' text, default jargon-text's), and the Vulkan loader's own variables choose what runs;
 # for the drivers part, MIXED_DRIVER_FILES (VK_DRIVER_FILES listing the GPU's driver, lavapipe's
@@ -25,7 +28,7 @@
 # peers' tables), log.txt (every part's output), suite.txt, kernels.json.
 set -uo pipefail
 out=${1:?usage: tools/gpu-check.sh OUTDIR [PARTS]}
-parts=${2:-devices,kernels,tilings,suite,gpt,profile,drivers,stages}
+parts=${2:-devices,kernels,tilings,suite,gpt,profile,drivers,stages,precision}
 build=${BUILD:-build}
 b=$build/brigade
 gpu=${GPU:-0}
@@ -129,4 +132,28 @@ fi
 
 want stages && part stages 45 "$b" bench pipeline --model gpt-small -b 16 --stages 1 2 4 -m 1 4 \
   --remat never --device "$gpu" --reps 3
+
+if want precision; then
+  t0=$SECONDS
+  for m in gpt-mini gpt-small gpt2-small; do
+    for ((r = 1; r <= ${ROUNDS:-3}; ++r)); do
+      line="precision: $m round $r:"
+      for p in fp32 bf16 fp16; do
+        echo "== precision: $m $p round $r" >>"$out/log.txt"
+        ms=$(timeout -k 5 60 "$b" bench profile --model "$m" -b 16 --reps 3 --devices "$gpu" --precision "$p" 2>>"$out/log.txt" |
+          tee -a "$out/log.txt" | sed -n 's/^training step.*: \([0-9.]*\) ms wall$/\1/p')
+        line+=" $p ${ms:-failed} ms"
+      done
+      say "$line"
+    done
+  done
+  for p in $([ "${GPT_STEPS:-1000}" -gt 0 ] && echo fp32 bf16 fp16); do
+    rm -rf "$out/run-$p"
+    part precision 120 "$b" train --model gpt-mini --steps "${GPT_STEPS:-1000}" --eval-every "${GPT_STEPS:-1000}" \
+      --data "$text" --devices "$gpu" --precision "$p" --out "$out/run-$p"
+    say "precision: gpt-mini $p after ${GPT_STEPS:-1000} steps: $(grep '"kind":"end"' "$out/run-$p/metrics.jsonl" | tail -1)"
+  done
+  rm -rf "$out"/run-*
+  say "precision: $((SECONDS - t0)) s"
+fi
 exit 0
