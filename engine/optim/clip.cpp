@@ -60,7 +60,8 @@ GradNorm::GradNorm(vk::Device& device, const std::vector<vk::View>& grads) {
     Run& run = runs_[r];
     const std::string what = run.whole->name() + " norm ";
     const uint64_t groups = tables[r].size() / 4;
-    run.table = vk::Buffer(device, groups * 16, vk::Category::Scratch, what + "table");
+    // In host memory, as the partial sums: written without a staging copy (a few words).
+    run.table = vk::Buffer(device, groups * 16, vk::Category::Scratch, what + "table", vk::Residency::Host);
     vk::upload(run.table, tables[r].data(), groups * 16);
     run.partials = vk::Buffer(device, groups * 4, vk::Category::Scratch, what + "partials", vk::Residency::Host);
   }

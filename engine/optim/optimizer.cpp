@@ -38,8 +38,7 @@ void Optimizer::add(const std::string& name, vk::View param, vk::View grad) {
       const uint64_t bytes = part ? pw.size() : param.range;
       auto arena = std::make_unique<vk::Buffer>(dev, bytes, vk::Category::Optimizer,
                                                 part ? pw.name() + " " + key : name + "." + key);
-      const std::vector<float> zeros(bytes / 4, 0.0f);
-      vk::upload(*arena, zeros.data(), bytes);
+      vk::zero(*arena);
       fresh.state.emplace_back(*arena, begin, end - begin);
       fresh.arenas.push_back(std::move(arena));
     }

@@ -26,9 +26,8 @@ Cell::Cell(vk::Device& device, const model::Model& model, CellLayout layout)
   if (arena.bytes) {
     param_arena_ = vk::Buffer(device, arena.bytes, vk::Category::Parameters, tag + "parameters");
     grad_arena_ = vk::Buffer(device, arena.bytes, vk::Category::Gradients, tag + "gradients");
-    const std::vector<float> zeros(arena.bytes / kFloat, 0.0f);  // the padding too
-    vk::upload(param_arena_, zeros.data(), arena.bytes);
-    vk::upload(grad_arena_, zeros.data(), arena.bytes);
+    vk::zero(param_arena_);  // the padding too
+    vk::zero(grad_arena_);
   }
   for (const model::ParamSpec& p : layout_.params) {
     const uint64_t bytes = p.elements() * kFloat;

@@ -158,6 +158,12 @@ void upload(Buffer& dst, const void* src, uint64_t bytes, uint64_t offset) {
   cmd.run();
 }
 
+void zero(Buffer& dst) {
+  Commands cmd(dst.device(), "zero " + dst.name());
+  cmd.fill(dst);
+  cmd.run();
+}
+
 void download(const Buffer& src, void* dst, uint64_t bytes, uint64_t offset) {
   check_range(src, bytes, offset);
   if (src.mapped()) {

@@ -94,6 +94,8 @@ class Buffer {
 // Host <-> device copies. Direct memcpy when the buffer is mapped; otherwise through a
 // staging buffer and a copy on the device's queue. Blocking.
 void upload(Buffer& dst, const void* src, uint64_t bytes, uint64_t offset = 0);
+// Every word of dst zero, written by the device: no host memory, no staging copy.
+void zero(Buffer& dst);
 void download(const Buffer& src, void* dst, uint64_t bytes, uint64_t offset = 0);
 
 }  // namespace brigade::vk

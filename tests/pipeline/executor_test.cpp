@@ -180,10 +180,12 @@ TEST_CASE_FIXTURE(test::Gpu, "each stage's activation memory is what the planner
       for (uint32_t k = 0; k < K; ++k) {
         devices.push_back(&device(k));
         REQUIRE(device(k).memory().stats().current[int(vk::Category::Activations)] == 0);
-        device(k).memory().reset_peaks();
       }
       {
         pipeline::Executor ex(m, devices, plan, {LinkKind::Auto, 2});
+        // The step's peak: on a device whose memory the host cannot map, setting the
+        // parameters went through staging copies, which the step does not hold.
+        for (vk::Device* d : devices) d->memory().reset_peaks();
         ex.train(batch);
       }
       for (uint32_t k = 0; k < K; ++k) {
@@ -192,7 +194,7 @@ TEST_CASE_FIXTURE(test::Gpu, "each stage's activation memory is what the planner
         for (vk::Category cat : {vk::Category::Activations, vk::Category::Parameters, vk::Category::Gradients,
                                  vk::Category::Transfer, vk::Category::Scratch})
           CHECK_MESSAGE(st.peak[int(cat)] == want[int(cat)], describe(c), " stage ", k, " ",
-                        vk::category_name(cat), ": measured ", st.peak[int(cat)], " planned ", want[int(cat)]);
+                        std::string(vk::category_name(cat)), ": measured ", st.peak[int(cat)], " planned ", want[int(cat)]);
         // The plan's total is the most this stage ever holds: what --mem-limit is checked against.
         CHECK_MESSAGE(st.total_peak <= pipeline::total(want), describe(c), " stage ", k, ": peak ", st.total_peak,
                       " planned ", pipeline::total(want));

@@ -204,9 +204,11 @@ TEST_CASE_FIXTURE(test::Gpu, "bf16 stages hold the planned memory, with half the
     const PipelineConfig c{4, Remat::Never, LinkKind::Auto, ScheduleKind::GPipe, 1, {p}};
     std::vector<vk::Device*> devs = devices(*this, K);
     const pipeline::Plan plan = test::make_plan(m, K, c, N, 0, run == 2 ? devs : std::vector<vk::Device*>{});
-    for (vk::Device* d : devs) d->memory().reset_peaks();
     {
       pipeline::Executor ex(m, devs, plan, {LinkKind::Auto, 2});
+      // The step's peak: on a device whose memory the host cannot map, setting the
+      // parameters went through staging copies, which the step does not hold.
+      for (vk::Device* d : devs) d->memory().reset_peaks();
       ex.train(batch);
     }
     for (uint32_t k = 0; k < K; ++k) {
@@ -214,7 +216,7 @@ TEST_CASE_FIXTURE(test::Gpu, "bf16 stages hold the planned memory, with half the
       const pipeline::Bytes want = plan.cells[k].memory(0);
       for (int cat = 0; cat < vk::kCategories; ++cat)
         CHECK_MESSAGE(st.peak[cat] == want[cat], ops::precision_name(p), " run ", run, " stage ", k, " ",
-                      vk::category_name(vk::Category(cat)), ": measured ", st.peak[cat], " planned ", want[cat]);
+                      std::string(vk::category_name(vk::Category(cat))), ": measured ", st.peak[cat], " planned ", want[cat]);
       planned[run].push_back(want);
     }
   }

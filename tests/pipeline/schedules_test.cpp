@@ -134,10 +134,12 @@ TEST_CASE_FIXTURE(test::Gpu, "each schedule's measured memory is the plan's, and
       CAPTURE(test::describe(c));
       for (vk::Device* d : devs) {
         REQUIRE(d->memory().stats().current[int(vk::Category::Activations)] == 0);
-        d->memory().reset_peaks();
       }
       {
         pipeline::Executor ex(m, devs, plan, {LinkKind::Auto, 2});
+        // The step's peak: on a device whose memory the host cannot map, setting the
+        // parameters went through staging copies, which the step does not hold.
+        for (vk::Device* d : devs) d->memory().reset_peaks();
         ex.train(batch);
       }
       for (uint32_t k = 0; k < K; ++k) {
@@ -146,7 +148,7 @@ TEST_CASE_FIXTURE(test::Gpu, "each schedule's measured memory is the plan's, and
         for (vk::Category cat : {vk::Category::Activations, vk::Category::Parameters, vk::Category::Gradients,
                                  vk::Category::Transfer, vk::Category::Scratch})
           CHECK_MESSAGE(st.peak[int(cat)] == want[int(cat)], "K=4 ", test::describe(c), " stage ", k, " ",
-                        vk::category_name(cat), ": measured ", st.peak[int(cat)], " planned ", want[int(cat)]);
+                        std::string(vk::category_name(cat)), ": measured ", st.peak[int(cat)], " planned ", want[int(cat)]);
         if (r == Remat::Never) activations[kind].push_back(st.peak[int(vk::Category::Activations)]);
       }
     }
@@ -166,13 +168,13 @@ TEST_CASE_FIXTURE(test::Gpu, "each schedule's measured memory is the plan's, and
   const PipelineConfig one{M, Remat::Never, LinkKind::Auto, ScheduleKind::Interleaved, 3};
   const pipeline::Plan plan = test::make_plan(m, 1, one, N, 0);
   vk::Device& d = device(4);
-  d.memory().reset_peaks();
   {
     pipeline::Executor ex(m, {&d}, plan, {LinkKind::Auto, 2});
+    d.memory().reset_peaks();  // after the parameters' staging copies, as above
     CHECK(ex.link_kind(0) == LinkKind::Local);
     ex.train(batch);
   }
   const pipeline::Bytes want = plan.stage_memory(0, 0);
   for (vk::Category cat : {vk::Category::Activations, vk::Category::Transfer})
-    CHECK_MESSAGE(d.memory().stats().peak[int(cat)] == want[int(cat)], "K=1 V=3 ", vk::category_name(cat));
+    CHECK_MESSAGE(d.memory().stats().peak[int(cat)] == want[int(cat)], "K=1 V=3 ", std::string(vk::category_name(cat)));
 }
