@@ -41,6 +41,10 @@ struct ParamSpec {
   ParamKind kind = ParamKind::Trainable;
   Init init = Init::Zeros;
   float scale = 0;
+  // A matrix product's weight (Linear's, Conv2d's, a GPT block's projections, lm_head's): in
+  // a 16-bit stage the layer's kernels read a copy of it rounded to the stage's precision, as
+  // PyTorch's autocast casts a Linear's weight; the optimizer updates the fp32 master.
+  bool product = false;
   uint64_t elements() const;
 };
 
@@ -91,6 +95,9 @@ struct Tensors {
   // How x and y (and saved tensors) are stored, for a layer the Cell gives its stored
   // tensors (Layer::stores_half); fp32 for every other, which gets fp32 copies.
   ops::Precision x_precision = ops::Precision::Fp32, y_precision = ops::Precision::Fp32;
+  // How the `product` params among `params` are stored: fp32 (the master, or a copy rounded to
+  // a 16-bit precision), or 16 bits packed where the layer reads_half_weights.
+  ops::Precision w_precision = ops::Precision::Fp32;
 };
 
 class Layer {
@@ -127,6 +134,9 @@ class Layer {
   // Cell then hands it the stored tensors instead of fp32 copies converted around it (the
   // same bits, fewer passes).
   virtual bool stores_half(const vk::PhysicalInfo& /*device*/) const { return false; }
+  // True when, where it stores_half, its kernels also read its `product` params' 16-bit copies
+  // packed (Tensors::w_precision); the others get those copies in fp32, holding the same values.
+  virtual bool reads_half_weights() const { return false; }
 
   // Records the forward pass: t.y (and t.saved) are overwritten.
   virtual void forward(const Pass& p, const Tensors& t) const = 0;

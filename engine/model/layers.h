@@ -59,6 +59,7 @@ class Linear final : public ShapedLayer {
   std::vector<ParamSpec> params() const override;
   bool backward_reads_output() const override { return relu_; }
   bool stores_half(const vk::PhysicalInfo& device) const override;
+  bool reads_half_weights() const override { return true; }
   uint64_t scratch_floats(uint32_t rows) const override;
   Cost cost() const override;
   void forward(const Pass& p, const Tensors& t) const override;
@@ -247,6 +248,7 @@ class LmHead final : public ShapedLayer {
   LmHead(uint32_t T, uint32_t C, uint32_t vocab_size);
   std::string kind() const override { return "lm_head"; }
   bool stores_half(const vk::PhysicalInfo& device) const override;
+  bool reads_half_weights() const override { return true; }
   std::vector<ParamSpec> params() const override;
   Cost cost() const override;
   void forward(const Pass& p, const Tensors& t) const override;
@@ -270,6 +272,7 @@ class GptBlock final : public ShapedLayer {
   GptBlock(uint32_t index, uint32_t T, uint32_t C, uint32_t n_head, uint32_t n_layer);
   std::string kind() const override { return "gpt_block"; }
   bool stores_half(const vk::PhysicalInfo& device) const override;
+  bool reads_half_weights() const override { return true; }
   std::vector<ParamSpec> params() const override;
   std::vector<SavedSpec> saved() const override;
   uint64_t scratch_floats(uint32_t rows) const override;

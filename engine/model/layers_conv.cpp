@@ -69,7 +69,7 @@ Conv2d::Conv2d(const Shape& input, uint32_t in_channels, uint32_t out_channels, 
 std::vector<ParamSpec> Conv2d::params() const {
   const float bound = 1.0f / std::sqrt(float(double(in_) * kernel_ * kernel_));
   std::vector<ParamSpec> p{{prefix_ + "weight", {out_, in_, kernel_, kernel_}, ParamKind::Trainable,
-                            Init::Uniform, bound}};
+                            Init::Uniform, bound, true}};
   if (bias_) p.push_back({prefix_ + "bias", {out_}, ParamKind::Trainable, Init::Uniform, bound});
   return p;
 }

@@ -54,7 +54,7 @@ Linear::Linear(const Shape& input, uint32_t in_features, uint32_t out_features, 
 
 std::vector<ParamSpec> Linear::params() const {
   const float bound = 1.0f / std::sqrt(float(in_));
-  std::vector<ParamSpec> p{{prefix_ + "weight", {out_, in_}, ParamKind::Trainable, Init::Uniform, bound}};
+  std::vector<ParamSpec> p{{prefix_ + "weight", {out_, in_}, ParamKind::Trainable, Init::Uniform, bound, true}};
   if (bias_) p.push_back({prefix_ + "bias", {out_}, ParamKind::Trainable, Init::Uniform, bound});
   return p;
 }
@@ -71,7 +71,7 @@ bool Linear::stores_half(const vk::PhysicalInfo& device) const { return ops::mat
 void Linear::forward(const Pass& p, const Tensors& t) const {
   const std::optional<vk::View> bias = bias_ ? std::optional(t.params[1]) : std::nullopt;
   const uint32_t n = p.rows * rows_per_sample_;
-  const ops::Formats f{t.x_precision, t.y_precision};
+  const ops::Formats f{t.x_precision, t.y_precision, t.w_precision};
   if (relu_) ops::linear_relu_forward(p.cmd, t.x, t.params[0], bias, t.y, n, in_, out_, f);
   else ops::linear_forward(p.cmd, t.x, t.params[0], bias, t.y, n, in_, out_, std::nullopt, f);
 }
@@ -95,7 +95,9 @@ void Linear::backward(const Pass& p, const Tensors& t, vk::View dy,
     copy_floats(p.cmd, dy, t.deferred[0], floats);
   }
   if (!p.split) backward_weight(p, t, g, !bias_with_relu);
-  if (dx) ops::linear_backward_data(p.cmd, g, t.params[0], *dx, n, in_, out_, std::nullopt, {t.x_precision});
+  if (dx)
+    ops::linear_backward_data(p.cmd, g, t.params[0], *dx, n, in_, out_, std::nullopt,
+                              {t.x_precision, ops::Precision::Fp32, t.w_precision});
 }
 
 void Linear::backward_params(const Pass& p, const Tensors& t) const {

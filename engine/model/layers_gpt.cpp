@@ -44,7 +44,11 @@ void Embedding::backward(const Pass& p, const Tensors& t, vk::View dy,
 LmHead::LmHead(uint32_t T, uint32_t C, uint32_t vocab_size)
     : ShapedLayer({T, C}, {T, vocab_size}), T_(T), C_(C), vocab_(vocab_size) {}
 
-std::vector<ParamSpec> LmHead::params() const { return {wte(vocab_, C_)}; }
+std::vector<ParamSpec> LmHead::params() const {
+  ParamSpec w = wte(vocab_, C_);
+  w.product = true;  // the embedding's lookup reads it in fp32; this product through a copy
+  return {w};
+}
 
 Cost LmHead::cost() const { return standard_cost(*this, 2.0 * T_ * C_ * vocab_); }
 
@@ -52,7 +56,7 @@ bool LmHead::stores_half(const vk::PhysicalInfo& device) const { return ops::mat
 
 void LmHead::forward(const Pass& p, const Tensors& t) const {
   ops::linear_forward(p.cmd, t.x, t.params[0], std::nullopt, t.y, p.rows * T_, C_, vocab_, std::nullopt,
-                      {t.x_precision, t.y_precision});
+                      {t.x_precision, t.y_precision, t.w_precision});
 }
 
 std::vector<SavedSpec> LmHead::deferred() const { return {{"dy", uint64_t(T_) * vocab_}}; }
@@ -62,7 +66,9 @@ void LmHead::backward(const Pass& p, const Tensors& t, vk::View dy,
   const uint32_t n = p.rows * T_;
   if (p.split) copy_floats(p.cmd, dy, t.deferred[0], uint64_t(n) * vocab_);
   else ops::linear_backward_weight(p.cmd, dy, t.x, t.grads[0], std::nullopt, n, C_, vocab_, std::nullopt, {t.x_precision});
-  if (dx) ops::linear_backward_data(p.cmd, dy, t.params[0], *dx, n, C_, vocab_, std::nullopt, {t.x_precision});
+  if (dx)
+    ops::linear_backward_data(p.cmd, dy, t.params[0], *dx, n, C_, vocab_, std::nullopt,
+                              {t.x_precision, ops::Precision::Fp32, t.w_precision});
 }
 
 void LmHead::backward_params(const Pass& p, const Tensors& t) const {

@@ -81,17 +81,18 @@ Scratch carve(vk::View scratch, uint32_t rows, uint32_t T, uint32_t C, uint32_t 
 // out (rows x cols) = dy (rows x k) weight (k x cols), written rather than accumulated: the
 // first contribution to an internal gradient.
 void write_backward_data(vk::Commands& cmd, vk::View dy, vk::View weight, vk::View out,
-                         uint32_t rows, uint32_t cols, uint32_t k) {
-  ops::matmul(cmd, dy, weight, out, ops::MatmulParams{.M = rows, .N = cols, .K = k});
+                         uint32_t rows, uint32_t cols, uint32_t k, ops::Precision w_format) {
+  ops::matmul(cmd, dy, weight, out, ops::MatmulParams{.M = rows, .N = cols, .K = k, .b_format = w_format});
 }
 
 // The same through the GELU whose output the Linear read: out = (dy weight) * gelu'(pre), in
 // the product's epilogue.
 void write_backward_data_gelu(vk::Commands& cmd, vk::View dy, vk::View weight, vk::View pre,
-                              vk::View out, uint32_t rows, uint32_t cols, uint32_t k, ops::Precision pre_format) {
+                              vk::View out, uint32_t rows, uint32_t cols, uint32_t k, ops::Precision pre_format,
+                              ops::Precision w_format) {
   ops::matmul(cmd, dy, weight, out,
-              ops::MatmulParams{.M = rows, .N = cols, .K = k,
-                                .epilogue = ops::MatmulParams::Epilogue::GeluGrad, .e_format = pre_format},
+              ops::MatmulParams{.M = rows, .N = cols, .K = k, .epilogue = ops::MatmulParams::Epilogue::GeluGrad,
+                                .b_format = w_format, .e_format = pre_format},
               std::nullopt, pre);
 }
 
@@ -148,15 +149,15 @@ std::vector<ParamSpec> GptBlock::params() const {
   const ParamKind Tr = ParamKind::Trainable;
   return {{p + "ln_1.weight", {C}, Tr, Init::Ones},
           {p + "ln_1.bias", {C}, Tr, Init::Zeros},
-          {p + "attn.c_attn.weight", {3 * C, C}, Tr, Init::Normal, kGptStd},
+          {p + "attn.c_attn.weight", {3 * C, C}, Tr, Init::Normal, kGptStd, true},
           {p + "attn.c_attn.bias", {3 * C}, Tr, Init::Zeros},
-          {p + "attn.c_proj.weight", {C, C}, Tr, Init::Normal, proj_std},
+          {p + "attn.c_proj.weight", {C, C}, Tr, Init::Normal, proj_std, true},
           {p + "attn.c_proj.bias", {C}, Tr, Init::Zeros},
           {p + "ln_2.weight", {C}, Tr, Init::Ones},
           {p + "ln_2.bias", {C}, Tr, Init::Zeros},
-          {p + "mlp.c_fc.weight", {4 * C, C}, Tr, Init::Normal, kGptStd},
+          {p + "mlp.c_fc.weight", {4 * C, C}, Tr, Init::Normal, kGptStd, true},
           {p + "mlp.c_fc.bias", {4 * C}, Tr, Init::Zeros},
-          {p + "mlp.c_proj.weight", {C, 4 * C}, Tr, Init::Normal, proj_std},
+          {p + "mlp.c_proj.weight", {C, 4 * C}, Tr, Init::Normal, proj_std, true},
           {p + "mlp.c_proj.bias", {C}, Tr, Init::Zeros}};
 }
 
@@ -206,15 +207,15 @@ void GptBlock::forward(const Pass& p, const Tensors& t) const {
   // Stored tensors as Tensors says (16 bits where the Cell hands them so, stores_half): x,
   // every saved tensor but the statistics (h), y; the branches' outputs in the scratch are fp32.
   using ops::Formats;
-  const ops::Precision fx = t.x_precision, h = t.y_precision, f32 = ops::Precision::Fp32;
+  const ops::Precision fx = t.x_precision, h = t.y_precision, f32 = ops::Precision::Fp32, fw = t.w_precision;
   ops::layernorm_forward(cmd, t.x, w[kLn1W], w[kLn1B], s[kLn1], s[kLn1Mean], s[kLn1Rstd], N, C, 1e-5f, {fx, h});
-  ops::linear_forward(cmd, s[kLn1], w[kAttnW], w[kAttnB], s[kQkv], N, C, 3 * C, std::nullopt, {h, h});
+  ops::linear_forward(cmd, s[kLn1], w[kAttnW], w[kAttnB], s[kQkv], N, C, 3 * C, std::nullopt, {h, h, fw});
   ops::attention_forward(cmd, s[kQkv], s[kAttn], s[kLse], scratch.attention, p.rows, T_, C, NH_, std::nullopt, {h, h});
-  ops::linear_forward(cmd, s[kAttn], w[kProjW], w[kProjB], scratch.narrow_a, N, C, C, std::nullopt, {h, f32});
+  ops::linear_forward(cmd, s[kAttn], w[kProjW], w[kProjB], scratch.narrow_a, N, C, C, std::nullopt, {h, f32, fw});
   ops::residual_forward(cmd, t.x, scratch.narrow_a, s[kX1], N * C, {fx, h});
   ops::layernorm_forward(cmd, s[kX1], w[kLn2W], w[kLn2B], s[kLn2], s[kLn2Mean], s[kLn2Rstd], N, C, 1e-5f, {h, h});
-  ops::linear_gelu_forward(cmd, s[kLn2], w[kFcW], w[kFcB], s[kFc], s[kGelu], N, C, 4 * C, {h, h});
-  ops::linear_forward(cmd, s[kGelu], w[kMlpProjW], w[kMlpProjB], scratch.narrow_a, N, 4 * C, C, std::nullopt, {h, f32});
+  ops::linear_gelu_forward(cmd, s[kLn2], w[kFcW], w[kFcB], s[kFc], s[kGelu], N, C, 4 * C, {h, h, fw});
+  ops::linear_forward(cmd, s[kGelu], w[kMlpProjW], w[kMlpProjB], scratch.narrow_a, N, 4 * C, C, std::nullopt, {h, f32, fw});
   ops::residual_forward(cmd, s[kX1], scratch.narrow_a, t.y, N * C, {h, t.y_precision});
 }
 
@@ -247,9 +248,9 @@ void GptBlock::backward(const Pass& p, const Tensors& t, vk::View dy,
   // MLP branch: y = x1 + mlp.c_proj(gelu(mlp.c_fc(ln_2(x1)))).
   const vk::View dfc = kept(kDfc, scratch.wide_b), dln2 = kept(kDln2, scratch.narrow_b);
   param_grad(kDy, dy);
-  write_backward_data_gelu(cmd, dy, w[kMlpProjW], s[kFc], dfc, N, 4 * C, C, t.y_precision);
+  write_backward_data_gelu(cmd, dy, w[kMlpProjW], s[kFc], dfc, N, 4 * C, C, t.y_precision, t.w_precision);
   param_grad(kDfc, dfc);
-  write_backward_data(cmd, dfc, w[kFcW], dln2, N, C, 4 * C);
+  write_backward_data(cmd, dfc, w[kFcW], dln2, N, C, 4 * C, t.w_precision);
 
   // dx1 = dy (the residual) + the gradient through ln_2.
   const vk::View dx1 = kept(kDx1, scratch.narrow_a);
@@ -264,13 +265,13 @@ void GptBlock::backward(const Pass& p, const Tensors& t, vk::View dy,
   const vk::View dqkv = kept(kDqkv, scratch.wide_a), dln1 = kept(kDln1, scratch.narrow_b);
   if (dx) ops::residual_backward(cmd, dx1, *dx, dattn, N * C);
   param_grad(kDx1, dx1);
-  write_backward_data(cmd, dx1, w[kProjW], dattn, N, C, C);
+  write_backward_data(cmd, dx1, w[kProjW], dattn, N, C, C, t.w_precision);
   zero(cmd, dqkv, N, 3 * C);
   ops::attention_backward(cmd, s[kQkv], s[kAttn], s[kLse], dattn, dqkv, scratch.attention, p.rows,
                           T_, C, NH_, std::nullopt, {t.y_precision, t.y_precision});
   // dqkv (in the scratch buffer for a whole backward) was written last by attention_backward:
   // vk::Commands records a barrier before the first dispatch that reads it.
-  write_backward_data(cmd, dqkv, w[kAttnW], dln1, N, C, 3 * C);
+  write_backward_data(cmd, dqkv, w[kAttnW], dln1, N, C, 3 * C, t.w_precision);
   param_grad(kDqkv, dqkv);
   param_grad(kDln1, dln1);
   if (dx)

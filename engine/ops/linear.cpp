@@ -9,14 +9,15 @@ void linear_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optiona
                     vk::View y, uint32_t n, uint32_t in, uint32_t out,
                     std::optional<MatmulTiling> tiling, Formats f) {
   matmul(cmd, x, weight, y,
-         {.M = n, .N = out, .K = in, .trans_b = true, .a_format = f.x, .c_format = f.y, .tiling = tiling}, bias);
+         {.M = n, .N = out, .K = in, .trans_b = true, .a_format = f.x, .b_format = f.w, .c_format = f.y, .tiling = tiling},
+         bias);
 }
 
 void linear_gelu_forward(vk::Commands& cmd, vk::View x, vk::View weight, vk::View bias, vk::View y,
                          vk::View act, uint32_t n, uint32_t in, uint32_t out, Formats f) {
   matmul(cmd, x, weight, y,
          {.M = n, .N = out, .K = in, .trans_b = true, .epilogue = MatmulParams::Epilogue::Gelu,
-          .a_format = f.x, .c_format = f.y, .e_format = f.y},
+          .a_format = f.x, .b_format = f.w, .c_format = f.y, .e_format = f.y},
          bias, act);
 }
 
@@ -24,14 +25,15 @@ void linear_relu_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::op
                          vk::View y, uint32_t n, uint32_t in, uint32_t out, Formats f) {
   matmul(cmd, x, weight, y,
          {.M = n, .N = out, .K = in, .trans_b = true, .epilogue = MatmulParams::Epilogue::Relu,
-          .a_format = f.x, .c_format = f.y},
+          .a_format = f.x, .b_format = f.w, .c_format = f.y},
          bias);
 }
 
 void linear_backward_data(vk::Commands& cmd, vk::View dy, vk::View weight, vk::View dx,
                           uint32_t n, uint32_t in, uint32_t out,
                           std::optional<MatmulTiling> tiling, Formats f) {
-  matmul(cmd, dy, weight, dx, {.M = n, .N = in, .K = out, .accumulate = true, .c_round = f.x, .tiling = tiling});
+  matmul(cmd, dy, weight, dx,
+         {.M = n, .N = in, .K = out, .accumulate = true, .b_format = f.w, .c_round = f.x, .tiling = tiling});
 }
 
 void linear_backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View dweight,

@@ -3,7 +3,8 @@
 // forward y = x weight^T + bias; the backward passes accumulate (+=) into their outputs, so
 // summing over micro-batches costs nothing extra.
 // x and y may be kept in 16 bits (Formats), read and written by the kernels themselves;
-// then dx holds fp32 values rounded to x's precision.
+// then dx holds fp32 values rounded to x's precision. The forward passes and backward_data
+// read the weight as Formats::w stores it (a 16-bit stage's copy); dweight is fp32.
 #pragma once
 
 #include <cstdint>

@@ -24,9 +24,10 @@ Precision parse_precision(const std::string& text);
 inline bool is_half(Precision p) { return p != Precision::Fp32; }
 
 // How a layer's input x and output y are stored, for kernels that read and write 16 bits
-// themselves (shaders/formats.glsl); their dx then holds fp32 values rounded to x's.
+// themselves (shaders/formats.glsl); their dx then holds fp32 values rounded to x's. w: how
+// the weight its products read is stored (a 16-bit stage's copy of it, model::ParamSpec).
 struct Formats {
-  Precision x = Precision::Fp32, y = Precision::Fp32;
+  Precision x = Precision::Fp32, y = Precision::Fp32, w = Precision::Fp32;
 };
 
 // The build of kernel `name` for these formats: NAME_half where one is 16 bits, NAME (with

@@ -49,6 +49,19 @@ Cell::Cell(vk::Device& device, const model::Model& model, CellLayout layout)
     param_views_.push_back(std::move(ps));
     grad_views_.push_back(std::move(gs));
   }
+  // The weight copies of 16-bit layers, which their kernels read in place of the masters.
+  const vk::ArenaLayout copies = layout_.copy_arena();
+  if (copies.bytes) copy_arena_ = vk::Buffer(device, copies.bytes, vk::Category::Parameters, tag + "weight copies");
+  copies_.reserve(layout_.weight_copies.size());  // views point at them
+  for (size_t i = 0; i < layout_.weight_copies.size(); ++i) {
+    const CellLayout::WeightCopy& c = layout_.weight_copies[i];
+    copies_.emplace_back(copy_arena_, copies.offsets[i], ops::stored_bytes(c.elements, c.stored),
+                         c.name + " " + ops::precision_name(c.round));
+  }
+  kernel_views_ = param_views_;
+  for (size_t l = 0; l < kernel_views_.size(); ++l)
+    for (size_t j = 0; j < kernel_views_[l].size(); ++j)
+      if (layout_.weight_copy[l][j] >= 0) kernel_views_[l][j] = vk::View(copies_[layout_.weight_copy[l][j]]);
   const auto act = vk::Category::Activations;
   // The batch's inputs (the model's first cell) and targets (its last) are written by the host:
   // in host memory, loading a micro-batch is a copy, not a transfer through the queue, which
@@ -183,7 +196,8 @@ model::Tensors Cell::tensors(uint32_t l, const MicroBatch& mb, std::vector<vk::V
     for (size_t s = 0; s < kept.size(); ++s)
       deferred.emplace_back(deferred_.at(mb.deferred)[l][s], 0, kept[s].floats(mb.rows) * kFloat);
   }
-  model::Tensors t{x_view(l, mb), y_view(l, mb), saved, param_views_[l], grad_views_[l], std::nullopt, deferred};
+  model::Tensors t{x_view(l, mb), y_view(l, mb), saved, kernel_views_[l], grad_views_[l], std::nullopt, deferred};
+  t.w_precision = layout_.weight_precision[l];
   if (scratch_) t.scratch = vk::View(scratch_, 0, layer.scratch_floats(mb.rows) * kFloat);
   return t;
 }
@@ -204,6 +218,7 @@ vk::View Cell::forward(vk::Commands& cmd, const MicroBatch& mb, std::optional<vk
     const vk::View x = x_view(0, mb);
     cmd.copy(*received->buffer, *x.buffer, x.range, received->offset, 0);
   }
+  if (mb.index == 0 && !recompute) refresh_weight_copies(cmd);  // a run's first forward
   const uint32_t n = uint32_t(layout_.output_bytes.size());
   // A 16-bit layer computes into fp32 work and packs its output (rounding the work in place)
   // and saved tensors after. `live`: the work part holding the next layer's input, if any.
@@ -361,6 +376,20 @@ void Cell::zero_loss(vk::Commands& cmd) {
 void Cell::end_minibatch(vk::Commands& cmd) {
   for (uint32_t l = 0; l < param_views_.size(); ++l)
     model_.layers[layout_.first + l]->end_minibatch(cmd, param_views_[l]);
+}
+
+void Cell::refresh_weight_copies(vk::Commands& cmd) {
+  for (size_t i = 0; i < copies_.size(); ++i) {
+    const CellLayout::WeightCopy& c = layout_.weight_copies[i];
+    const vk::Buffer& master = params_.at(c.name);
+    const uint32_t n = uint32_t(c.elements);
+    if (ops::is_half(c.stored)) {
+      ops::pack(cmd, master, copies_[i], n, c.stored, false);
+    } else {
+      cmd.copy(master, copies_[i], c.elements * kFloat);
+      ops::round_to(cmd, copies_[i], n, c.round);
+    }
+  }
 }
 
 }  // namespace brigade::pipeline

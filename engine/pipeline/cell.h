@@ -69,6 +69,10 @@ class Cell {
     forward_marks_ = forward, backward_marks_ = backward;
   }
 
+  // Makes the weight copies of the cell's 16-bit layers (CellLayout::weight_copies) from the
+  // fp32 masters; forward does it before micro-batch 0, a run's first forward.
+  void refresh_weight_copies(vk::Commands& cmd);
+
   void zero_gradients(vk::Commands& cmd);
   void zero_loss(vk::Commands& cmd);
   void end_minibatch(vk::Commands& cmd);
@@ -128,6 +132,10 @@ class Cell {
   std::vector<std::string> trainable_;
   // Per layer of the cell: views of its params and gradients, in params() order.
   std::vector<std::vector<vk::View>> param_views_, grad_views_;
+  // What layers' kernels read: param_views_ with each weight copy in place of its master.
+  vk::Buffer copy_arena_;
+  std::vector<vk::Buffer> copies_;
+  std::vector<std::vector<vk::View>> kernel_views_;
   std::vector<vk::Buffer> inputs_, targets_;
   std::vector<Set> sets_;
   std::vector<std::vector<std::vector<vk::Buffer>>> deferred_;  // [slot][layer][spec]: B to W

@@ -44,6 +44,12 @@ vk::ArenaLayout CellLayout::arena() const {
   return vk::arena_layout(sizes);
 }
 
+vk::ArenaLayout CellLayout::copy_arena() const {
+  std::vector<uint64_t> sizes;
+  for (const WeightCopy& c : weight_copies) sizes.push_back(ops::stored_bytes(c.elements, c.stored));
+  return vk::arena_layout(sizes);
+}
+
 Bytes CellLayout::memory(uint32_t optimizer_states) const {
   Bytes b{};
   for (const model::ParamSpec& p : params) {
@@ -52,7 +58,7 @@ Bytes CellLayout::memory(uint32_t optimizer_states) const {
     if (p.kind == model::ParamKind::Buffer) b[cat(vk::Category::Parameters)] += bytes;
   }
   const uint64_t arena = this->arena().bytes;  // the trainable ones
-  b[cat(vk::Category::Parameters)] += arena;
+  b[cat(vk::Category::Parameters)] += arena + copy_arena().bytes;
   b[cat(vk::Category::Gradients)] += arena;
   b[cat(vk::Category::Optimizer)] += arena * optimizer_states;
   uint64_t set = loss_rows_bytes;
@@ -128,6 +134,23 @@ CellLayout layout_cell(const model::Model& m, uint32_t cell, uint32_t first, uin
     widest = std::max(widest, out);
     if (!layer.integer_input()) widest = std::max(widest, model::elements(layer.input_shape()));
     scratch = std::max(scratch, layer.scratch_floats(max_rows));
+    // The weight copies a 16-bit layer's kernels read.
+    std::vector<int32_t> copies_of;
+    const ops::Precision stored_w = direct && layer.reads_half_weights() ? prec : ops::Precision::Fp32;
+    for (const model::ParamSpec& p : layer.params()) {
+      if (!p.product || !ops::is_half(prec) || layer.is_view()) {
+        copies_of.push_back(-1);
+        continue;
+      }
+      const auto same = [&](const CellLayout::WeightCopy& c) { return c.name == p.name && c.stored == stored_w && c.round == prec;
+      };
+      auto it = std::find_if(s.weight_copies.begin(), s.weight_copies.end(), same);
+      if (it == s.weight_copies.end())
+        it = s.weight_copies.insert(s.weight_copies.end(), {p.name, p.elements(), stored_w, prec});
+      copies_of.push_back(int32_t(it - s.weight_copies.begin()));
+    }
+    s.weight_copy.push_back(std::move(copies_of));
+    s.weight_precision.push_back(stored_w);
     for (model::ParamSpec& p : layer.params())
       if (seen.insert(p.name).second) {
         if (p.kind == model::ParamKind::Trainable)

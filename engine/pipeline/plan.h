@@ -64,6 +64,18 @@ struct CellLayout {
   uint64_t target_bytes = 0;   // last cell: one micro-batch's targets (kept with each input)
   uint64_t loss_rows_bytes = 0;  // last cell: cross-entropy's per-row scratch, per set
   std::vector<model::ParamSpec> params;  // distinct parameters of the cell
+  // A 16-bit layer's copies of its `product` params (model::ParamSpec), the weights its
+  // kernels read, made from the fp32 masters before each run's first forward: packed in
+  // `stored` where the layer reads_half_weights and takes its 16-bit tensors (direct), else
+  // fp32 holding the values rounded to `round`. Counted with the parameters.
+  struct WeightCopy {
+    std::string name;
+    uint64_t elements = 0;
+    ops::Precision stored = ops::Precision::Fp32, round = ops::Precision::Fp32;
+  };
+  std::vector<WeightCopy> weight_copies;
+  std::vector<std::vector<int32_t>> weight_copy;  // per layer of the cell, per params() entry: its copy or -1
+  std::vector<ops::Precision> weight_precision;   // per layer of the cell: Tensors::w_precision
   uint64_t link_bytes = 0;     // link slots this cell's device holds for it (set by plan())
 
   // Predicted bytes per category. Optimizer state is `optimizer_states` copies of the
@@ -72,6 +84,8 @@ struct CellLayout {
   // Where the trainable parameters lie, in params() order, in the cell's parameter arena
   // (and at the same offsets in its gradient and optimizer-state arenas).
   vk::ArenaLayout arena() const;
+  // Where the weight copies lie in the cell's copy arena, in weight_copies order.
+  vk::ArenaLayout copy_arena() const;
 };
 
 // How many inputs and activation sets a cell keeps at once, and whether its backward splits.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "check.h"
 #include "optim/adamw.h"
@@ -40,6 +41,17 @@ Outcome run(const model::Model& m, const std::vector<vk::Device*>& devices, cons
   const pipeline::Plan plan = make_plan(m, uint32_t(devices.size()), c, batches[0].rows, states, devices);
   pipeline::Executor ex(m, devices, plan, {c.link, 2});
   ex.initialize_parameters(7);
+  if (ops::is_half(c.round_products)) {
+    std::set<std::string> products, plain;
+    for (const auto& layer : m.layers)
+      for (const model::ParamSpec& p : layer->params()) (p.product ? products : plain).insert(p.name);
+    for (const std::string& name : products) {
+      if (plain.count(name)) continue;
+      std::vector<float> v = ex.parameter(name);
+      for (float& x : v) x = ops::round_on_host(x, c.round_products);
+      ex.set_parameter(name, v);
+    }
+  }
   optim::Sgd sgd(optim::SgdOptions{.momentum = 0.9, .weight_decay = 1e-4});
   // eps 1e-6 rather than 1e-8: a gradient at fp32 noise level (the key bias's, which softmax
   // makes exactly zero in exact arithmetic) would otherwise take a near-full step whose size

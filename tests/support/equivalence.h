@@ -35,6 +35,10 @@ struct PipelineConfig {
   // With layer_precision on one device: which layers take 16 bits themselves (as the devices of
   // the pipeline being matched said), in place of the device's own answers.
   std::vector<bool> layer_stores_half = {};
+  // 16 bits: the initial weights of matrix products (model::ParamSpec::product) rounded to it
+  // on the host, the values a 16-bit stage's kernels read through their copies; not a weight
+  // another layer reads as it is (the GPT embedding's, tied to lm_head).
+  ops::Precision round_products = ops::Precision::Fp32;
 };
 
 // "1f1b M=4 remat always link host" (K comes from the devices).
