@@ -218,7 +218,6 @@ vk::View Cell::forward(vk::Commands& cmd, const MicroBatch& mb, std::optional<vk
     const vk::View x = x_view(0, mb);
     cmd.copy(*received->buffer, *x.buffer, x.range, received->offset, 0);
   }
-  if (mb.index == 0 && !recompute) refresh_weight_copies(cmd);  // a run's first forward
   const uint32_t n = uint32_t(layout_.output_bytes.size());
   // A 16-bit layer computes into fp32 work and packs its output (rounding the work in place)
   // and saved tensors after. `live`: the work part holding the next layer's input, if any.

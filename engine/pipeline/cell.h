@@ -70,7 +70,7 @@ class Cell {
   }
 
   // Makes the weight copies of the cell's 16-bit layers (CellLayout::weight_copies) from the
-  // fp32 masters; forward does it before micro-batch 0, a run's first forward.
+  // fp32 masters: before a run's first forward, once the parameters are what it will read.
   void refresh_weight_copies(vk::Commands& cmd);
 
   void zero_gradients(vk::Commands& cmd);

@@ -43,6 +43,11 @@ LayerProfile profile_model(vk::Device& device, const model::Model& m, uint32_t r
   const std::vector<uint8_t> zeros(std::max(stage.input(0).size(), stage.targets(0).size()), 0);
   vk::upload(stage.input(0), zeros.data(), stage.input(0).size());
   vk::upload(stage.targets(0), zeros.data(), stage.targets(0).size());
+  {
+    vk::Commands cmd(device, "weight copies");
+    stage.refresh_weight_copies(cmd);
+    cmd.run();
+  }
 
   std::vector<std::vector<double>> fwd_s(L), bwd_s(L), kernel_s;
   std::vector<KernelTime> kernels;

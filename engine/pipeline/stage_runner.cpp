@@ -131,7 +131,7 @@ void StageRunner::forward(const Action& a, const MicroBatch& mb) {
     vk::upload(s.targets(mb.input), batch_.targets.data() + row * tps, mb.rows * tps * kFloat);
   }
   vk::Commands& cmd = begin(a);
-  if (m.first_forward) s.zero_loss(cmd), m.first_forward = false;
+  if (m.first_forward) s.zero_loss(cmd), s.refresh_weight_copies(cmd), m.first_forward = false;
   std::optional<vk::View> received;
   if (c > 0) received = vk::View(ex_.act_links_[c - 1]->receive(m.act_in[i]));
   const vk::View out = s.forward(cmd, mb, received, false);

@@ -166,6 +166,19 @@ TEST_CASE("brigade bench pipeline measures steps, GPipe's bubble and memory per 
   fs::remove_all(dir);
 }
 
+// In a 16-bit precision every dispatch still falls to a layer: the weight copies are made
+// before the timed passes, and the Linears' products read them packed.
+TEST_CASE("brigade bench profile in bf16: the products read the weights' 16-bit copies") {
+  const auto r = test::brigade_run("bench profile --model fashion-mlp -b 4 --reps 1 --precision bf16 --json");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.output);
+  std::set<std::string> forward;
+  for (const auto& d : j["dispatches"])
+    if (d["layer"] == 1 && d["pass"] == "forward") forward.insert(d["kernel"].get<std::string>().substr(0, 11));
+  CHECK(forward == std::set<std::string>{"matmul_half"});
+}
+
 TEST_CASE("brigade bench profile times every layer and dispatch, and splits a step into GPU and host time") {
   const auto r = test::brigade_run("bench profile --model fashion-cnn -b 4 --devices 0,0 -m 2 --reps 1 --json");
   INFO(r.output);
