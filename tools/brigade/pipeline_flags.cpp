@@ -42,8 +42,8 @@ void add_pipeline_flags(CLI::App& cmd, PipelineFlags& f) {
                  "how activations, saved tensors and stage boundaries are stored: fp32, bf16 "
                  "(half the bytes, fp32's range), fp16 (half the bytes, 3 more bits, trained "
                  "with dynamic loss scaling) or auto (bf16); one for all stages or one per stage "
-                 "(bf16,fp32). Kernels compute and accumulate in fp32; weights and optimizer "
-                 "state stay fp32")
+                 "(bf16,fp32). Kernels compute and accumulate in fp32 and read 16-bit copies "
+                 "of the matrix products' weights; the weights and optimizer state stay fp32")
       ->capture_default_str();
   cmd.add_flag("--validation", f.validation, "run under the Khronos validation layer");
   cmd.add_option("--replicas", f.replicas,
