@@ -1,5 +1,7 @@
 #include "pipeline/cell.h"
 
+#include <cstring>
+
 #include "ops/cross_entropy.h"
 #include "ops/precision.h"
 #include "optim/clip.h"
@@ -113,6 +115,9 @@ Cell::Cell(vk::Device& device, const model::Model& model, CellLayout layout)
     discard_ = vk::Buffer(device, kFloat, vk::Category::Scratch, tag + "recomputed loss");
     correct_ = vk::Buffer(device, kFloat, vk::Category::Scratch, tag + "correct", vk::Residency::Host);
   }
+  for (const std::string& name : layout_.tied)
+    tied_host_.emplace(name, vk::Buffer(device, grads_.at(name).size(), vk::Category::Transfer,
+                                        tag + name + " tied sum", vk::Residency::Host));
 }
 
 uint64_t Cell::in_floats(uint32_t l, const MicroBatch& mb) const {
@@ -389,6 +394,25 @@ void Cell::refresh_weight_copies(vk::Commands& cmd) {
       ops::round_to(cmd, copies_[i], n, c.round);
     }
   }
+}
+
+std::vector<float> Cell::tied_gradient(const std::string& name) {
+  const vk::Buffer& g = grads_.at(name);
+  const vk::Buffer& host = tied_host_.at(name);
+  vk::Commands cmd(device_, "tied gradient " + name);
+  cmd.copy(g, host, g.size());
+  cmd.run();
+  const float* v = static_cast<const float*>(host.mapped());
+  return std::vector<float>(v, v + g.size() / kFloat);
+}
+
+void Cell::set_tied_gradient(const std::string& name, const float* values) {
+  vk::Buffer& g = grads_.at(name);
+  vk::Buffer& host = tied_host_.at(name);
+  std::memcpy(host.mapped(), values, g.size());
+  vk::Commands cmd(device_, "tied gradient " + name);
+  cmd.copy(host, g, g.size());
+  cmd.run();
 }
 
 }  // namespace brigade::pipeline

@@ -82,6 +82,10 @@ class Cell {
   const vk::Buffer& correct() const { return correct_; }
 
   bool holds(const std::string& param) const { return params_.count(param) != 0; }
+  // The gradient of a tied parameter (CellLayout::tied) read and written through the cell's
+  // host memory for it: the step's sum over the cells holding it. Blocking.
+  std::vector<float> tied_gradient(const std::string& name);
+  void set_tied_gradient(const std::string& name, const float* values);
   vk::Buffer& param(const std::string& name) { return params_.at(name); }
   vk::Buffer& gradient(const std::string& name) { return grads_.at(name); }
   // Trainable parameters of the cell, in model order.
@@ -142,6 +146,7 @@ class Cell {
   vk::Buffer grad_a_, grad_b_, scratch_;
   vk::Buffer work_, grad_out_;  // CellLayout::work_bytes, gradient_out_bytes
   vk::Buffer loss_, discard_, correct_;
+  std::map<std::string, vk::Buffer> tied_host_;  // per CellLayout::tied name
   std::vector<uint32_t>* forward_marks_ = nullptr;
   std::vector<uint32_t>* backward_marks_ = nullptr;
 };

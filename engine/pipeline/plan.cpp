@@ -72,6 +72,8 @@ Bytes CellLayout::memory(uint32_t optimizer_states) const {
   b[cat(vk::Category::Activations)] = inputs * (input_bytes + target_bytes) + sets * set + deferreds * deferred +
                                       2 * gradient_bytes + gradient_out_bytes;
   b[cat(vk::Category::Transfer)] = link_bytes;
+  for (const model::ParamSpec& p : params)
+    if (std::find(tied.begin(), tied.end(), p.name) != tied.end()) b[cat(vk::Category::Transfer)] += p.elements() * kFloat;
   b[cat(vk::Category::Scratch)] += scratch_bytes + norm_bytes + work_bytes + (last_cell ? 3 * kFloat : 0);  // loss, discard, correct
   return b;
 }
@@ -158,6 +160,12 @@ CellLayout layout_cell(const model::Model& m, uint32_t cell, uint32_t first, uin
         s.params.push_back(std::move(p));
       }
   }
+  std::set<std::string> outside;
+  for (uint32_t l = 0; l < m.layers.size(); ++l)
+    if (l < first || l >= last)
+      for (const model::ParamSpec& p : m.layers[l]->params()) outside.insert(p.name);
+  for (const model::ParamSpec& p : s.params)
+    if (p.kind == model::ParamKind::Trainable && outside.count(p.name)) s.tied.push_back(p.name);
   s.gradient_bytes = widest * max_rows * kFloat;
   s.scratch_bytes = scratch * kFloat;
   // The loss reads the last layer's output in fp32 from part 0.

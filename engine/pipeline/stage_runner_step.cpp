@@ -58,7 +58,7 @@ std::optional<double> StageRunner::step_sums() {
       std::vector<float> sum(n, 0.0f);
       for (uint32_t c : mine)
         if (cells[c]->holds(name)) {
-          const std::vector<float> g = download(cells[c]->gradient(name));
+          const std::vector<float> g = cells[c]->tied_gradient(name);
           for (size_t e = 0; e < n; ++e) sum[e] += g[e];
         }
       all.insert(all.end(), sum.begin(), sum.end());
@@ -67,7 +67,7 @@ std::optional<double> StageRunner::step_sums() {
     uint64_t at = 0;
     for (const auto& [name, n] : sh.tied) {
       for (uint32_t c : mine)
-        if (cells[c]->holds(name)) vk::upload(cells[c]->gradient(name), all.data() + at, n * kFloat);
+        if (cells[c]->holds(name)) cells[c]->set_tied_gradient(name, all.data() + at);
       at += n;
     }
   }
