@@ -72,8 +72,9 @@ Bytes CellLayout::memory(uint32_t optimizer_states) const {
   b[cat(vk::Category::Activations)] = inputs * (input_bytes + target_bytes) + sets * set + deferreds * deferred +
                                       2 * gradient_bytes + gradient_out_bytes;
   b[cat(vk::Category::Transfer)] = link_bytes;
-  for (const model::ParamSpec& p : params)
-    if (std::find(tied.begin(), tied.end(), p.name) != tied.end()) b[cat(vk::Category::Transfer)] += p.elements() * kFloat;
+  for (const model::ParamSpec& p : params)  // the tied sums' host memory
+    if (std::find(tied.begin(), tied.end(), p.name) != tied.end())
+      b[cat(vk::Category::Transfer)] += p.elements() * kFloat;
   b[cat(vk::Category::Scratch)] += scratch_bytes + norm_bytes + work_bytes + (last_cell ? 3 * kFloat : 0);  // loss, discard, correct
   return b;
 }
@@ -144,7 +145,8 @@ CellLayout layout_cell(const model::Model& m, uint32_t cell, uint32_t first, uin
         copies_of.push_back(-1);
         continue;
       }
-      const auto same = [&](const CellLayout::WeightCopy& c) { return c.name == p.name && c.stored == stored_w && c.round == prec;
+      const auto same = [&](const CellLayout::WeightCopy& c) {
+        return c.name == p.name && c.stored == stored_w && c.round == prec;
       };
       auto it = std::find_if(s.weight_copies.begin(), s.weight_copies.end(), same);
       if (it == s.weight_copies.end())
