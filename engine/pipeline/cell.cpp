@@ -61,9 +61,13 @@ Cell::Cell(vk::Device& device, const model::Model& model, CellLayout layout)
                          c.name + " " + ops::precision_name(c.round));
   }
   kernel_views_ = param_views_;
+  weight_precision_.assign(kernel_views_.size(), ops::Precision::Fp32);
   for (size_t l = 0; l < kernel_views_.size(); ++l)
     for (size_t j = 0; j < kernel_views_[l].size(); ++j)
-      if (layout_.weight_copy[l][j] >= 0) kernel_views_[l][j] = vk::View(copies_[layout_.weight_copy[l][j]]);
+      if (const int32_t i = layout_.weight_copy[l][j]; i >= 0) {
+        kernel_views_[l][j] = vk::View(copies_[i]);
+        weight_precision_[l] = layout_.weight_copies[i].stored;
+      }
   const auto act = vk::Category::Activations;
   // The batch's inputs (the model's first cell) and targets (its last) are written by the host:
   // in host memory, loading a micro-batch is a copy, not a transfer through the queue, which
@@ -202,7 +206,7 @@ model::Tensors Cell::tensors(uint32_t l, const MicroBatch& mb, std::vector<vk::V
       deferred.emplace_back(deferred_.at(mb.deferred)[l][s], 0, kept[s].floats(mb.rows) * kFloat);
   }
   model::Tensors t{x_view(l, mb), y_view(l, mb), saved, kernel_views_[l], grad_views_[l], std::nullopt, deferred};
-  t.w_precision = layout_.weight_precision[l];
+  t.w_precision = weight_precision_[l];
   if (scratch_) t.scratch = vk::View(scratch_, 0, layer.scratch_floats(mb.rows) * kFloat);
   return t;
 }

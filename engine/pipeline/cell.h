@@ -140,6 +140,7 @@ class Cell {
   vk::Buffer copy_arena_;
   std::vector<vk::Buffer> copies_;
   std::vector<std::vector<vk::View>> kernel_views_;
+  std::vector<ops::Precision> weight_precision_;  // per layer: how its copies are stored (Tensors::w_precision)
   std::vector<vk::Buffer> inputs_, targets_;
   std::vector<Set> sets_;
   std::vector<std::vector<std::vector<vk::Buffer>>> deferred_;  // [slot][layer][spec]: B to W

@@ -144,13 +144,15 @@ void Executor::build_links() {
 
 void Executor::build_norms() {
   const uint32_t C = cells();
-  // Which cells hold each parameter: more than one means tied across cells.
-  for (uint32_t c = 0; c < C; ++c)
-    for (const model::ParamSpec& p : plan_.cells[c].params) shared_->holders[p.name].push_back(c);
-  for (const model::ParamSpec& p : model_.params())
-    if (p.kind == model::ParamKind::Trainable && shared_->holders.at(p.name).size() > 1)
-      shared_->tied[p.name] = std::accumulate(p.shape.begin(), p.shape.end(), uint64_t(1),
-                                              [](uint64_t a, int64_t d) { return a * uint64_t(d); });
+  // Which cells hold each parameter, and those tied across cells (CellLayout::tied).
+  for (uint32_t c = 0; c < C; ++c) {
+    const CellLayout& cell = plan_.cells[c];
+    for (const model::ParamSpec& p : cell.params) {
+      shared_->holders[p.name].push_back(c);
+      if (std::find(cell.tied.begin(), cell.tied.end(), p.name) != cell.tied.end())
+        shared_->tied[p.name] = p.elements();
+    }
+  }
   shared_->norms.resize(C);
   for (uint32_t c = 0; c < C; ++c) {
     if (!local(c)) continue;

@@ -154,7 +154,6 @@ CellLayout layout_cell(const model::Model& m, uint32_t cell, uint32_t first, uin
       copies_of.push_back(int32_t(it - s.weight_copies.begin()));
     }
     s.weight_copy.push_back(std::move(copies_of));
-    s.weight_precision.push_back(stored_w);
     for (model::ParamSpec& p : layer.params())
       if (seen.insert(p.name).second) {
         if (p.kind == model::ParamKind::Trainable)

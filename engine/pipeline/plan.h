@@ -75,7 +75,6 @@ struct CellLayout {
   };
   std::vector<WeightCopy> weight_copies;
   std::vector<std::vector<int32_t>> weight_copy;  // per layer of the cell, per params() entry: its copy or -1
-  std::vector<ops::Precision> weight_precision;   // per layer of the cell: Tensors::w_precision
   // Trainable parameters a layer outside the cell holds too (a GPT's wte, tied to lm_head):
   // the step sums their gradients over the cells on the host, through host memory of their
   // size (transfer buffers).
