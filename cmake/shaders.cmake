@@ -3,7 +3,20 @@
 # The kernels that read and write 16-bit tensors themselves are built twice
 # (shaders/formats.glsl): NAME with every format fp32 at compile time, and NAME_half with
 # the formats as specialization constants, so fp32 pipelines carry none of the 16-bit code.
+# The matrix-unit kernels are also built with cooperative matrices (shaders/tiles.glsl), as
+# NAME_coopmat_fp16 and NAME_coopmat_bf16, by a glslang that knows them
+# (tools/install-glslang.sh puts one in .toolchain/), and each is checked by that
+# toolchain's spirv-val. Without it those variants are left out and every device multiplies
+# on its SIMT cores (ops::matrix_tiling finds no kernel).
 find_program(GLSLC glslc REQUIRED)
+set(BRIGADE_COOPMAT_SHADERS matmul_tiles)
+find_program(BRIGADE_GLSLANG glslang PATHS "${CMAKE_SOURCE_DIR}/.toolchain/bin" NO_DEFAULT_PATH)
+find_program(BRIGADE_SPIRV_VAL spirv-val PATHS "${CMAKE_SOURCE_DIR}/.toolchain/bin" NO_DEFAULT_PATH)
+if(BRIGADE_GLSLANG AND BRIGADE_SPIRV_VAL)
+  message(STATUS "Cooperative-matrix kernels: built with ${BRIGADE_GLSLANG}")
+else()
+  message(WARNING "No .toolchain/bin/glslang (tools/install-glslang.sh): the cooperative-matrix kernels are left out")
+endif()
 set(BRIGADE_FORMAT_SHADERS matmul conv2d_im2col conv2d_col2im conv2d_winograd_input conv2d_winograd_output
     maxpool2d_forward maxpool2d_backward_data relu_backward layernorm_forward layernorm_backward_data
     layernorm_backward_weight residual_forward attention_softmax_backward conv2d_pool_forward
@@ -23,6 +36,10 @@ function(brigade_embed_shaders target shader_dir)
     if(name IN_LIST BRIGADE_FORMAT_SHADERS)
       list(APPEND builds "${name}_half|${shader}|-DBRIGADE_FORMATS")
     endif()
+    if(name IN_LIST BRIGADE_COOPMAT_SHADERS AND BRIGADE_GLSLANG AND BRIGADE_SPIRV_VAL)
+      list(APPEND builds "${name}_coopmat_fp16|${shader}|-DBRIGADE_COOPMAT|coopmat"
+                         "${name}_coopmat_bf16|${shader}|-DBRIGADE_COOPMAT -DBRIGADE_BF16|coopmat")
+    endif()
   endforeach()
   foreach(build ${builds})
     string(REPLACE "|" ";" parts "${build}")
@@ -32,16 +49,31 @@ function(brigade_embed_shaders target shader_dir)
     set(defines "")
     if(n GREATER 2)
       list(GET parts 2 defines)
+      separate_arguments(defines)
     endif()
     set(inc "${out_dir}/${name}.inc")
-    add_custom_command(
-      OUTPUT "${inc}"
-      COMMAND ${GLSLC} --target-env=vulkan1.2 -O -Werror -mfmt=num -I "${shader_dir}" ${defines}
-              -MD -MF "${inc}.d" -o "${inc}" "${shader}"
-      DEPENDS "${shader}"
-      DEPFILE "${inc}.d"
-      COMMENT "glslc ${name}"
-      VERBATIM)
+    if(n GREATER 3)  # a cooperative-matrix variant: glslang, then its spirv-val
+      add_custom_command(
+        OUTPUT "${inc}"
+        COMMAND ${BRIGADE_GLSLANG} --quiet --target-env vulkan1.3 -I${shader_dir} ${defines}
+                --depfile "${inc}.d" -o "${inc}.spv" "${shader}"
+        COMMAND ${BRIGADE_SPIRV_VAL} --target-env vulkan1.3 "${inc}.spv"
+        COMMAND ${BRIGADE_GLSLANG} --quiet --target-env vulkan1.3 -I${shader_dir} ${defines} -x
+                -o "${inc}" "${shader}"
+        DEPENDS "${shader}"
+        DEPFILE "${inc}.d"
+        COMMENT "glslang ${name}"
+        VERBATIM)
+    else()
+      add_custom_command(
+        OUTPUT "${inc}"
+        COMMAND ${GLSLC} --target-env=vulkan1.2 -O -Werror -mfmt=num -I "${shader_dir}" ${defines}
+                -MD -MF "${inc}.d" -o "${inc}" "${shader}"
+        DEPENDS "${shader}"
+        DEPFILE "${inc}.d"
+        COMMENT "glslc ${name}"
+        VERBATIM)
+    endif()
     list(APPEND outputs "${inc}")
     string(APPEND includes "const uint32_t k_${name}[] = {\n#include \"${name}.inc\"\n};\n")
     string(APPEND entries "      {\"${name}\", {k_${name}, sizeof(k_${name}) / 4}},\n")
@@ -58,13 +90,19 @@ function(brigade_embed_shaders target shader_dir)
 namespace brigade::vk {
 namespace {
 @includes@
+
+const std::map<std::string, std::span<const uint32_t>>& shaders() {
+  static const std::map<std::string, std::span<const uint32_t>> built = {
+@entries@  };
+  return built;
+}
 }  // namespace
 
+bool has_shader(const std::string& name) { return shaders().count(name) != 0; }
+
 std::span<const uint32_t> shader_spirv(const std::string& name) {
-  static const std::map<std::string, std::span<const uint32_t>> shaders = {
-@entries@  };
-  auto it = shaders.find(name);
-  if (it == shaders.end())
+  auto it = shaders().find(name);
+  if (it == shaders().end())
     throw VulkanError("no shader named '" + name + "' is built in (shaders/" + name + ".comp)",
                       VK_ERROR_INITIALIZATION_FAILED);
   return it->second;

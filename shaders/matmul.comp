@@ -51,38 +51,7 @@ BRIGADE_FORMAT(BRIGADE_MATMUL_SPEC_FORMAT_E, FORMAT_E);
 
 const uint WG_X = gl_WorkGroupSize.x, WG_Y = gl_WorkGroupSize.y;
 const uint BM = WG_Y * TM, BN = WG_X * TN;  // outputs per workgroup
-
-// Each operand is bound as floats and as vec4 for the aligned loads, and A, B and C as words
-// and word pairs where FORMAT_* keeps them in 16 bits (shaders/formats.glsl).
-layout(binding = 0) readonly buffer A { float a[]; };
-layout(binding = 0) readonly buffer A4 { vec4 a4[]; };
-layout(binding = 0) readonly buffer AW { uint aw[]; };
-layout(binding = 0) readonly buffer AW2 { uvec2 aw2[]; };
-layout(binding = 1) readonly buffer B { float b[]; };
-layout(binding = 1) readonly buffer B4 { vec4 b4[]; };
-layout(binding = 1) readonly buffer BW { uint bw[]; };
-layout(binding = 1) readonly buffer BW2 { uvec2 bw2[]; };
-layout(binding = 2) readonly buffer Bias { float bias[]; };
-layout(binding = 2) readonly buffer Bias4 { vec4 bias4[]; };
-layout(binding = 3) buffer C { float c[]; };
-layout(binding = 3) buffer C4 { vec4 c4[]; };
-layout(binding = 3) buffer CW { uint cw[]; };
-layout(binding = 3) buffer CW2 { uvec2 cw2[]; };
-// The epilogue's tensors, laid out as C (otherwise bound to anything, never touched).
-layout(binding = 4) readonly buffer Pre { float pre[]; };
-layout(binding = 4) readonly buffer Pre4 { vec4 pre4[]; };
-layout(binding = 4) readonly buffer PreW { uint prew[]; };
-layout(binding = 4) readonly buffer PreW2 { uvec2 prew2[]; };
-layout(binding = 5) writeonly buffer Act { float act[]; };
-layout(binding = 5) writeonly buffer Act4 { vec4 act4[]; };
-layout(binding = 5) writeonly buffer ActW { uint actw[]; };
-layout(binding = 5) writeonly buffer ActW2 { uvec2 actw2[]; };
-layout(push_constant) uniform Push { MatmulPush p; };
-
-// Where matrix i of an operand starts (shaders/matmul.h): uniform across the workgroup.
-uint matrix_at(uint offset, uint i, uint stride, uint head_stride) {
-  return offset + (i / p.heads) * stride + (i % p.heads) * head_stride;
-}
+#include "matmul_io.glsl"
 
 // Shared tiles, [BK][BM + 1] and [BK][BN + 1]: the padding keeps invocations that stage
 // consecutive k of one row out of the same bank. One float each in the register variant.
@@ -94,36 +63,6 @@ float acc[TM * TN];
 float av[4 * TM];  // av[kk * TM + i] = op(A)[m0 + i][k + kk]
 float bv[4 * TN];  // bv[kk * TN + j] = op(B)[k + kk][n0 + j]
 
-// Element i, and quad q (elements 4q .. 4q + 3), of A and B as stored.
-float fetch_a(uint i) {
-  if (FORMAT_A == BRIGADE_FORMAT_FP32) return a[i];
-  return half_in(aw[i >> 1], i, FORMAT_A);
-}
-vec4 fetch_a4(uint q) {
-  if (FORMAT_A == BRIGADE_FORMAT_FP32) return a4[q];
-  return quad_in(aw2[q], FORMAT_A);
-}
-float fetch_b(uint i) {
-  if (FORMAT_B == BRIGADE_FORMAT_FP32) return b[i];
-  return half_in(bw[i >> 1], i, FORMAT_B);
-}
-vec4 fetch_b4(uint q) {
-  if (FORMAT_B == BRIGADE_FORMAT_FP32) return b4[q];
-  return quad_in(bw2[q], FORMAT_B);
-}
-
-// The epilogue's pre at element i, and quad q, as FORMAT_E stores it.
-float pre_at(uint i) {
-  if (FORMAT_E == BRIGADE_FORMAT_FP32) return pre[i];
-  return half_in(prew[i >> 1], i, FORMAT_E);
-}
-vec4 pre_quad(uint q) {
-  if (FORMAT_E == BRIGADE_FORMAT_FP32) return pre4[q];
-  return quad_in(prew2[q], FORMAT_E);
-}
-
-float load_a(uint base, uint m, uint k) { return fetch_a(base + (TRANS_A ? k * p.lda + m : m * p.lda + k)); }
-float load_b(uint base, uint k, uint n) { return fetch_b(base + (TRANS_B ? n * p.ldb + k : k * p.ldb + n)); }
 
 // Rows and columns past the edge are clamped to the last one: their outputs are computed
 // from valid data and never stored, so the inner loop needs no bounds checks.
@@ -240,16 +179,6 @@ void store_quads(uint m0, uint n0) {
   }
 }
 
-// Output i of the block, C[m][n] at element `at`: bias, epilogue, accumulation and rounding.
-float output_at(uint i, uint m, uint n, uint at) {
-  float v = BIAS == BRIGADE_MATMUL_BIAS_COLUMNS ? result[i] + bias[n]
-            : BIAS == BRIGADE_MATMUL_BIAS_ROWS  ? result[i] + bias[m]
-                                                : result[i];
-  if (EPILOGUE == BRIGADE_MATMUL_EPILOGUE_GELU_GRAD) v *= gelu_grad(pre_at(at));
-  if (EPILOGUE == BRIGADE_MATMUL_EPILOGUE_RELU) v = relu(v);
-  return rounded(p.accumulate != 0 ? c[at] + v : v, ROUND_C);
-}
-
 // Writes the block, row i at m0 + i * row_step, column j at n0 + j * col_step. A loop the
 // compiler keeps rolled: unrolled, the TM x TN guarded stores dominate pipeline creation on
 // lavapipe (each becomes a loop over the lanes), and they run once per invocation anyway.
@@ -267,21 +196,14 @@ void store_block(uint m0, uint row_step, uint n0, uint col_step) {
     [[dont_unroll]] for (uint i = 0; i < TM * TN; i += 2) {
       const uint m = m0 + (i / TN) * row_step, n = n0 + (i % TN) * col_step;
       if (m >= p.M || n >= p.N) continue;
-      const uint at = base + m * p.ldc + n;
-      const float lo = output_at(i, m, n, at), hi = output_at(i + 1, m, n + 1, at + 1);
-      cw[at >> 1] = pair_out(lo, hi, FORMAT_C);
-      if (EPILOGUE == BRIGADE_MATMUL_EPILOGUE_GELU)  // of C as stored, and stored as C
-        actw[at >> 1] = pair_out(gelu(rounded(lo, FORMAT_C)), gelu(rounded(hi, FORMAT_C)), FORMAT_E);
+      store_pair(result[i], result[i + 1], m, n, base + m * p.ldc + n);
     }
     return;
   }
   [[dont_unroll]] for (uint i = 0; i < TM * TN; ++i) {
     const uint m = m0 + (i / TN) * row_step, n = n0 + (i % TN) * col_step;
     if (m >= p.M || n >= p.N) continue;
-    const uint at = base + m * p.ldc + n;
-    const float stored = output_at(i, m, n, at);
-    c[at] = stored;
-    if (EPILOGUE == BRIGADE_MATMUL_EPILOGUE_GELU) act[at] = gelu(stored);
+    store_one(result[i], m, n, base + m * p.ldc + n);
   }
 }
 

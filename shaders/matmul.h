@@ -34,6 +34,24 @@ using uint = std::uint32_t;
 #define BRIGADE_MATMUL_SPEC_ROUND_C 19  // C stored in fp32 holding values rounded to this format
 #define BRIGADE_MATMUL_SPEC_FORMAT_E 20 // how the epilogue's tensor (pre or act) is stored; act as C is
 
+// Specialization constants of matmul_tiles.comp, the matrix-unit kernel, beside matmul.comp's
+// TRANS_A, TRANS_B, BIAS, EPILOGUE and FORMAT_* (the same ids, the same meanings). Its tile
+// is WARPS_M x WARPS_N warps of TILES_M x TILES_N matrices of LM x LN each, the matrix shape
+// LM x LN x LK one the device lists (ops::matrix_tiling); a warp is a subgroup of LANES.
+#define BRIGADE_TILES_SPEC_WG 30       // invocations per workgroup: WARPS_M * WARPS_N * LANES
+#define BRIGADE_TILES_SPEC_LM 31
+#define BRIGADE_TILES_SPEC_LN 32
+#define BRIGADE_TILES_SPEC_LK 33
+#define BRIGADE_TILES_SPEC_TILES_M 34
+#define BRIGADE_TILES_SPEC_TILES_N 35
+#define BRIGADE_TILES_SPEC_WARPS_M 36
+#define BRIGADE_TILES_SPEC_WARPS_N 37
+#define BRIGADE_TILES_SPEC_BK 38       // K depth of the tiles staged in shared memory (LK's multiple)
+#define BRIGADE_TILES_SPEC_LANES 39
+// Elements between the rows of a staged 16-bit tile past its width: keeps each row's start
+// 16-byte aligned, as cooperative-matrix loads want, and spreads rows over the banks.
+#define BRIGADE_TILES_PAD 8
+
 #define BRIGADE_MATMUL_VARIANT_REGISTERS 0
 #define BRIGADE_MATMUL_VARIANT_SHARED 1
 

@@ -2,11 +2,9 @@
 # Fetches a newer Mesa lavapipe (Vulkan on the CPU) from Debian's bookworm-backports into
 # .drivers/lavapipe/ of this checkout. Nothing outside the checkout changes: apt runs with a
 # private source list, state and cache under a temporary folder, downloads one package and
-# installs nothing; the machine's apt sources and packages stay as they are.
+# installs nothing; the machine's apt sources and packages stay as they are (tools/debian-fetch.sh).
 # Brigade's programs and tests load this lavapipe in place of the system's when it is present
 # (engine/vk/drivers.cpp); BRIGADE_LAVAPIPE=system turns that off.
-# The archive is the one the machine's apt already uses for bookworm; apt checks the
-# package against the archive's signed index.
 #   tools/install-lavapipe.sh           installs, or checks what is installed
 #   tools/install-lavapipe.sh --force   fetches again
 set -euo pipefail
@@ -27,27 +25,11 @@ if [ "${1:-}" != "--force" ] && installed; then
   exit 0
 fi
 
-# The archive behind the machine's own bookworm source (whatever mirror it names).
-archive=$(apt-get indextargets --format '$(REPO_URI) $(RELEASE) $(TARGET_OF)' 2>/dev/null |
-            awk '$2 == "bookworm" && $3 == "deb" { print $1; exit }')
-if [ -z "$archive" ]; then
-  echo "install-lavapipe: apt has no Debian bookworm source to take $suite from;" \
-       "Brigade will use the system's lavapipe" >&2
-  exit 0
-fi
-
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-mkdir -p "$work/lists/partial" "$work/cache/archives/partial" "$work/deb"
-echo "deb $archive $suite main" >"$work/sources.list"
-apt_opts=(-o "Dir::Etc::SourceList=$work/sources.list" -o "Dir::Etc::SourceParts=$work/none"
-          -o "Dir::State::Lists=$work/lists" -o "Dir::Cache=$work/cache"
-          -o "Debug::NoLocking=1" -o "APT::Sandbox::User=$(id -un)" -qq)
-
+source "$root/tools/debian-fetch.sh"
 echo "install-lavapipe: fetching $package from $suite"
-if ! apt-get "${apt_opts[@]}" update >"$work/apt.log" 2>&1 ||
-   ! (cd "$work/deb" && apt-get "${apt_opts[@]}" download "$package/$suite" >>"$work/apt.log" 2>&1); then
-  cat "$work/apt.log" >&2
+if ! debian_fetch "$suite" "$work/deb" "$package"; then
   echo "install-lavapipe: could not fetch $package from $suite; Brigade will use the system's lavapipe" >&2
   exit 0
 fi

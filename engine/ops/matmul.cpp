@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "ops/matmul_tiles.h"
 #include "shaders/matmul.h"
 #include "util/error.h"
 #include "vk/kernel.h"
@@ -58,6 +59,11 @@ bool vec4_ok(vk::View v, const Grid& g, uint32_t ld, uint64_t matrices, bool alo
 }  // namespace
 
 std::string MatmulTiling::name() const {
+  if (variant == Variant::Matrix)
+    return std::string(emulated ? "matrix tiles on plain invocations " : "matrix units ") + std::to_string(lm) + "x" +
+           std::to_string(ln) + "x" + std::to_string(lk) + ", " + std::to_string(tm) + "x" + std::to_string(tn) +
+           " per warp of " + std::to_string(subgroup) + ", " + std::to_string(wg_y) + "x" + std::to_string(wg_x) +
+           " warps, k-depth " + std::to_string(bk);
   const std::string block = std::to_string(tm) + "x" + std::to_string(tn) + " per invocation, " +
                             std::to_string(wg_y) + "x" + std::to_string(wg_x) + " invocations";
   if (variant == Variant::Shared) return "shared " + block + ", k-depth " + std::to_string(bk);
@@ -66,11 +72,15 @@ std::string MatmulTiling::name() const {
 }
 
 uint32_t MatmulTiling::shared_bytes() const {
+  if (variant == Variant::Matrix) {  // shaders/matmul_tiles.comp: A's and B's tiles, then C's matrices
+    const uint32_t bm = wg_y * tm * lm, bn = wg_x * tn * ln, element = emulated ? 4 : 2;
+    return element * (bm * (bk + BRIGADE_TILES_PAD) + bk * (bn + BRIGADE_TILES_PAD)) + 4 * wg_x * wg_y * lm * ln;
+  }
   if (variant != Variant::Shared) return 8;  // the one-float placeholders of matmul.comp
   return 4 * bk * (wg_y * tm + 1 + wg_x * tn + 1);
 }
 
-bool MatmulTiling::stores_pairs() const { return tn % 2 == 0; }
+bool MatmulTiling::stores_pairs() const { return variant == Variant::Matrix ? ln % 2 == 0 : tn % 2 == 0; }
 
 bool matmul_stores_half(const vk::PhysicalInfo& device, uint32_t N) {
   return matmul_tiling(device).stores_pairs() && N % 2 == 0;
@@ -127,13 +137,15 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
             std::optional<vk::View> bias, std::optional<vk::View> epilogue) {
   if (p.M == 0 || p.N == 0 || p.batch == 0 || (p.K == 0 && p.accumulate)) return;
   vk::Device& dev = cmd.device();
-  const MatmulTiling t = p.tiling ? *p.tiling : matmul_tiling(dev.info(), p.M, p.N);
+  std::optional<MatmulTiling> matrix;
+  if (!p.tiling && is_half(p.a_format) && p.b_format == p.a_format) matrix = matrix_tiling(dev.info(), p.a_format);
+  const MatmulTiling t = p.tiling ? *p.tiling : matrix ? *matrix : matmul_tiling(dev.info(), p.M, p.N);
   BRIGADE_EXPECT(t.tm && t.tn && t.wg_x && t.wg_y && t.bk, "tiling " + t.name() + " has a zero size");
   BRIGADE_EXPECT(t.wg_x * t.wg_y <= dev.info().max_workgroup_invocations,
          "tiling " + t.name() + " has more invocations than the device allows");
   BRIGADE_EXPECT(t.shared_bytes() <= dev.info().max_shared_memory,
          "tiling " + t.name() + " needs more shared memory than the device has");
-  BRIGADE_EXPECT(!t.subgroup || (t.wg_x % t.subgroup == 0 && t.tm % 4 == 0),
+  BRIGADE_EXPECT(t.variant != MatmulTiling::Variant::Registers || !t.subgroup || (t.wg_x % t.subgroup == 0 && t.tm % 4 == 0),
          "tiling " + t.name() + " shares A by subgroups, which needs wg_x % subgroup == 0 and tm % 4 == 0");
   BRIGADE_EXPECT(p.batch <= 65535, "batch " + std::to_string(p.batch) + " is over 65535 workgroups");
   BRIGADE_EXPECT((p.batch <= p.heads || p.stride_c != 0) && (p.heads == 1 || p.head_stride_c != 0),
@@ -183,21 +195,9 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
                  "row starts and matrices) and no accumulation");
   BRIGADE_EXPECT(p.c_round == Precision::Fp32 || !is_half(p.c_format), "C is either rounded in fp32 or stored in 16 bits");
   vk::Specialization spec;
-  spec.set(BRIGADE_MATMUL_SPEC_VARIANT, uint32_t(t.variant))
-      .set(BRIGADE_MATMUL_SPEC_WG_X, t.wg_x)
-      .set(BRIGADE_MATMUL_SPEC_WG_Y, t.wg_y)
-      .set(BRIGADE_MATMUL_SPEC_TM, t.tm)
-      .set(BRIGADE_MATMUL_SPEC_TN, t.tn)
-      .set(BRIGADE_MATMUL_SPEC_BK, t.bk)
-      .set(BRIGADE_MATMUL_SPEC_TRANS_A, p.trans_a)
+  spec.set(BRIGADE_MATMUL_SPEC_TRANS_A, p.trans_a)
       .set(BRIGADE_MATMUL_SPEC_TRANS_B, p.trans_b)
-      .set(BRIGADE_MATMUL_SPEC_VEC4_A, vec4_a)
-      .set(BRIGADE_MATMUL_SPEC_VEC4_B, vec4_b)
-      .set(BRIGADE_MATMUL_SPEC_SUBGROUP, regs ? t.subgroup : 0)
       .set(BRIGADE_MATMUL_SPEC_EPILOGUE, uint32_t(p.epilogue))
-      .set(BRIGADE_MATMUL_SPEC_K_TAIL, (vec4_a || vec4_b) && p.K % 4 != 0)
-      .set(BRIGADE_MATMUL_SPEC_VEC4_C, vec4_c)
-      .set(BRIGADE_MATMUL_SPEC_CAUSAL, regs ? uint32_t(p.causal) : 0)
       .set(BRIGADE_MATMUL_SPEC_FORMAT_A, uint32_t(p.a_format))
       .set(BRIGADE_MATMUL_SPEC_FORMAT_B, uint32_t(p.b_format))
       .set(BRIGADE_MATMUL_SPEC_FORMAT_C, uint32_t(p.c_format))
@@ -210,12 +210,28 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
                                  ldc,        p.stride_a, p.stride_b, p.stride_c, p.alpha,
                                  p.accumulate ? 1u : 0u, p.terms, p.offset_a, p.offset_b, p.offset_c,
                                  p.heads,    p.head_stride_a, p.head_stride_b, p.head_stride_c};
-  const vk::Groups groups{vk::groups_for(p.N, t.wg_x * t.tn), vk::groups_for(p.M, t.wg_y * t.tm),
-                          p.batch};
   // Unused bindings stand in for what the dispatch already touches the same way, so they add
   // no barrier: A for the read-only ones, C for the written one.
   const bool gelu = p.epilogue == Epilogue::Gelu;
   const vk::View pre = !gelu && epilogue ? *epilogue : a, act = gelu ? *epilogue : c;
+  if (t.variant == MatmulTiling::Variant::Matrix) {  // causal products computed whole
+    matmul_tiles(cmd, t, p, spec, {a, b, bias.value_or(a), c, pre, act}, push);
+    return;
+  }
+  spec.set(BRIGADE_MATMUL_SPEC_VARIANT, uint32_t(t.variant))
+      .set(BRIGADE_MATMUL_SPEC_WG_X, t.wg_x)
+      .set(BRIGADE_MATMUL_SPEC_WG_Y, t.wg_y)
+      .set(BRIGADE_MATMUL_SPEC_TM, t.tm)
+      .set(BRIGADE_MATMUL_SPEC_TN, t.tn)
+      .set(BRIGADE_MATMUL_SPEC_BK, t.bk)
+      .set(BRIGADE_MATMUL_SPEC_VEC4_A, vec4_a)
+      .set(BRIGADE_MATMUL_SPEC_VEC4_B, vec4_b)
+      .set(BRIGADE_MATMUL_SPEC_SUBGROUP, regs ? t.subgroup : 0)
+      .set(BRIGADE_MATMUL_SPEC_K_TAIL, (vec4_a || vec4_b) && p.K % 4 != 0)
+      .set(BRIGADE_MATMUL_SPEC_VEC4_C, vec4_c)
+      .set(BRIGADE_MATMUL_SPEC_CAUSAL, regs ? uint32_t(p.causal) : 0);
+  const vk::Groups groups{vk::groups_for(p.N, t.wg_x * t.tn), vk::groups_for(p.M, t.wg_y * t.tm),
+                          p.batch};
   cmd.dispatch(dev.kernel(format_kernel("matmul", {p.a_format, p.b_format, p.c_format, p.c_round, p.e_format}), spec),
                {a, b, bias.value_or(a), c, pre, act}, push, groups);
 }

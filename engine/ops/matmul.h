@@ -18,8 +18,11 @@
 namespace brigade::ops {
 
 // The specialization constants that shape matmul.comp on a device.
+// Matrix: the matrix-unit kernel (shaders/matmul_tiles.comp, ops/matmul_tiles.h) on 16-bit A
+// and B, where wg_x and wg_y count warps along N and M, tm and tn matrices of lm x ln per
+// warp along M and N, bk the staged K depth and subgroup the lanes of a warp.
 struct MatmulTiling {
-  enum class Variant : uint32_t { Registers = 0, Shared = 1 };
+  enum class Variant : uint32_t { Registers = 0, Shared = 1, Matrix = 2 };
   Variant variant = Variant::Registers;
   uint32_t wg_x = 8, wg_y = 8;  // invocations per workgroup along N and along M
   uint32_t tm = 8, tn = 8;      // outputs per invocation along M and along N
@@ -28,6 +31,10 @@ struct MatmulTiling {
   // (0: every invocation loads its own). Needs wg_x % subgroup == 0, tm % 4 == 0 and full
   // subgroups (a device whose subgroups are another size falls back to plain loads).
   uint32_t subgroup = 0;
+  // Matrix: the shape of one product (lm x lk times lk x ln), and whether the tile
+  // operations run on plain invocations instead of the device's matrix units.
+  uint32_t lm = 0, ln = 0, lk = 0;
+  bool emulated = false;
   // e.g. "registers 8x8 per invocation, 8x8 invocations, A shared by subgroups of 8"
   std::string name() const;
   // Workgroup shared memory the kernel declares with this tiling.
@@ -88,7 +95,9 @@ struct MatmulParams {
   // How the epilogue's tensor is stored: pre (GeluGrad) in any format; act (Gelu) as C is,
   // holding gelu of C as stored.
   Precision e_format = Precision::Fp32;
-  std::optional<MatmulTiling> tiling;  // unset: matmul_tiling(the device)
+  // Unset: the matrix units where A and B are 16-bit values of a type the device multiplies
+  // (matrix_tiling), otherwise matmul_tiling(the device).
+  std::optional<MatmulTiling> tiling;
 
   uint32_t ld_a() const { return lda ? lda : trans_a ? M : K; }
   uint32_t ld_b() const { return ldb ? ldb : trans_b ? K : N; }

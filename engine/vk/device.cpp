@@ -94,8 +94,16 @@ Device::Device(Instance& instance, uint32_t index, DeviceOptions options) : inst
     v12.pNext = &size_control;
     extensions.push_back(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
   }
+  // Matrix units where the device lists them (the cooperative-matrix kernels declare fp16
+  // and the Vulkan memory model).
+  MatrixUnitFeatures matrix(info_.matrix_units);
+  if (info_.matrix_units.usable()) {
+    v12.shaderFloat16 = VK_TRUE;
+    v12.vulkanMemoryModel = VK_TRUE;
+    extensions.insert(extensions.end(), matrix.extensions.begin(), matrix.extensions.end());
+  }
   VkPhysicalDeviceFeatures2 features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
-  features.pNext = &v12;
+  features.pNext = matrix.chain(&v12);
 
   VkDeviceCreateInfo info{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
   info.pNext = &features;

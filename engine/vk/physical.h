@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "vk/matrix_units.h"
+
 namespace brigade::vk {
 
 struct MemoryHeap {
@@ -51,6 +53,7 @@ struct PhysicalInfo {
   bool external_memory_host = false; // VK_EXT_external_memory_host (host-pointer import)
   bool timeline_semaphore = false;
   bool cooperative_matrix = false;   // VK_KHR_ or VK_NV_cooperative_matrix
+  MatrixUnits matrix_units;          // the 16-bit products it lists (VK_KHR_cooperative_matrix)
   uint64_t min_imported_host_pointer_alignment = 0;
 
   std::string type_name() const;

@@ -17,5 +17,7 @@ ShaderInterface reflect(std::span<const uint32_t> spirv, const std::string& shad
 
 // The SPIR-V of shaders/<name>.comp, embedded at build time; throws if there is none.
 std::span<const uint32_t> shader_spirv(const std::string& name);
+// Whether a shader variant is built in (the cooperative-matrix ones need tools/install-glslang.sh).
+bool has_shader(const std::string& name);
 
 }  // namespace brigade::vk

@@ -37,6 +37,16 @@ inline std::vector<float> packed(const std::vector<float>& v, ops::Precision p) 
   return words;
 }
 
+// The first n values of a packed tensor (the inverse of `packed`).
+inline std::vector<float> unpacked(const std::vector<float>& words, ops::Precision p, size_t n) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t h = (std::bit_cast<uint32_t>(words[i / 2]) >> (i % 2 ? 16 : 0)) & 0xFFFFu;
+    v[i] = std::bit_cast<float>(shaders::bits_from_half(h, uint32_t(p)));
+  }
+  return v;
+}
+
 inline void check_bits(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
   REQUIRE(got.size() >= want.size());
   size_t wrong = 0, first = 0;

@@ -64,7 +64,7 @@ void run(const Options& o) {
   // micro-batch size, summed over each stage's layers, M micro-batches per step.
   const uint32_t micro_rows = pipeline::split_rows(o.batch, o.pipeline.micro_batches).front();
   // (physical device, the stage's precision) -> seconds per layer
-  const std::vector<ops::Precision> precision = stage_precisions(o.pipeline.precision, uint32_t(sides[0].p.devices.size()));
+  const std::vector<ops::Precision> precision = sides[0].p.precision;
   std::map<std::pair<uint32_t, ops::Precision>, std::vector<double>> layer_s;
   for (size_t k = 0; k < sides[0].p.devices.size(); ++k) {
     vk::Device& dev = *sides[0].p.devices[k];

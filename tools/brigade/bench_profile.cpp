@@ -74,7 +74,7 @@ void run(const Options& o) {
   Pipeline p = open_pipeline(m, o.pipeline, o.batch, 2);
   const uint32_t micro_rows = p.plan.micro_rows.front();
   vk::Device& first = *p.devices.front();
-  const ops::Precision precision = stage_precisions(o.pipeline.precision, uint32_t(p.devices.size())).front();
+  const ops::Precision precision = p.precision.front();
   const pipeline::LayerProfile lp = pipeline::profile_model(first, m, micro_rows, uint32_t(o.reps), true, precision);
   const StepProfile sp = profile_steps(m, o, p);
 

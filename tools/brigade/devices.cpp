@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "table.h"
 #include "util/units.h"
+#include "ops/matmul_tiles.h"
 #include "vk/drivers.h"
 #include "vk/instance.h"
 #include "vk/physical.h"
@@ -30,6 +31,13 @@ std::string memory_summary(const vk::PhysicalInfo& d) {
 std::string api_string(uint32_t v) {
   return std::to_string(VK_API_VERSION_MAJOR(v)) + "." + std::to_string(VK_API_VERSION_MINOR(v)) +
          "." + std::to_string(VK_API_VERSION_PATCH(v));
+}
+
+// The 16-bit products into fp32 the device's matrix units list, as "fp16 16x16x16".
+std::vector<std::string> matrix_products(const vk::PhysicalInfo& d) {
+  std::vector<std::string> out;
+  for (const vk::MatrixShape& s : d.matrix_units.shapes) out.push_back(s.name());
+  return out;
 }
 
 nlohmann::json to_json(const vk::PhysicalInfo& d) {
@@ -55,6 +63,8 @@ nlohmann::json to_json(const vk::PhysicalInfo& d) {
           {"external_memory_host", d.external_memory_host},
           {"timeline_semaphore", d.timeline_semaphore},
           {"cooperative_matrix", d.cooperative_matrix},
+          {"matrix_products", matrix_products(d)},
+          {"precision_auto", ops::precision_name(ops::auto_precision(d))},
           {"dedicated_transfer_queue", d.dedicated_transfer_queue}};
 }
 
@@ -88,6 +98,16 @@ void run(bool json) {
   for (auto& d : devices)
     rows.push_back({std::to_string(d.index), d.device_uuid_string(), d.driver_uuid_string(),
                     format_bytes(d.max_storage_buffer_range), format_bytes(d.max_allocation_size)});
+  print_table(rows);
+  std::printf("\n");
+  rows = {{"index", "matrix products (16-bit into fp32)", "--precision auto", "its products"}};
+  for (auto& d : devices) {
+    std::string listed;
+    for (const std::string& s : matrix_products(d)) listed += (listed.empty() ? "" : ", ") + s;
+    const ops::Precision p = ops::auto_precision(d);
+    rows.push_back({std::to_string(d.index), listed.empty() ? "none" : listed, ops::precision_name(p),
+                    ops::matrix_path(d, p)});
+  }
   print_table(rows);
   std::printf("\nlavapipe: %s\n", vk::choose_lavapipe().why.c_str());
 }

@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "ops/matmul_tiles.h"
 #include "pipeline/profile.h"
 #include "engine_words.h"
 #include "ranks.h"
@@ -41,9 +42,12 @@ void add_pipeline_flags(CLI::App& cmd, PipelineFlags& f) {
   cmd.add_option("--precision", f.precision,
                  "how activations, saved tensors and stage boundaries are stored: fp32, bf16 "
                  "(half the bytes, fp32's range), fp16 (half the bytes, 3 more bits, trained "
-                 "with dynamic loss scaling) or auto (bf16); one for all stages or one per stage "
-                 "(bf16,fp32). Kernels compute and accumulate in fp32 and read 16-bit copies "
-                 "of the matrix products' weights; the weights and optimizer state stay fp32")
+                 "with dynamic loss scaling) or auto (per device: bf16 where its matrix units "
+                 "multiply bf16, fp16 where they multiply only fp16, bf16 elsewhere); one for all "
+                 "stages or one per stage (bf16,fp32). Products of 16-bit values run on the "
+                 "device's matrix units where it lists their type, elsewhere in fp32 arithmetic; "
+                 "every sum accumulates in fp32 and the products read 16-bit copies of their "
+                 "weights; the weights and optimizer state stay fp32")
       ->capture_default_str();
   cmd.add_flag("--validation", f.validation, "run under the Khronos validation layer");
   cmd.add_option("--replicas", f.replicas,
@@ -82,7 +86,11 @@ StageDevice describe(const vk::Device& dev) {
   uint64_t heap = 0;
   for (const vk::MemoryHeap& h : info.heaps)
     if (h.device_local) heap = std::max(heap, h.size);
-  return {info.name, info.driver_name.empty() ? info.name : info.driver_name, info.index, heap, ""};
+  StageDevice s{info.name, info.driver_name.empty() ? info.name : info.driver_name, info.index, heap, ""};
+  s.multiplies = ops::auto_precision(info);
+  for (ops::Precision p : {ops::Precision::Fp32, ops::Precision::Bf16, ops::Precision::Fp16})
+    s.products[size_t(p)] = ops::matrix_path(info, p);
+  return s;
 }
 
 }  // namespace
@@ -128,14 +136,16 @@ Devices open_devices(const PipelineFlags& f) {
   }
   if (w.multi()) {  // every stage's device, from the first replica's ranks
     const StageDevice& mine = d.stages.front();
-    const nlohmann::json j{{"name", mine.name}, {"driver", mine.driver}, {"index", mine.index}, {"heap", mine.heap}};
+    const nlohmann::json j{{"name", mine.name}, {"driver", mine.driver}, {"index", mine.index}, {"heap", mine.heap},
+                           {"multiplies", ops::precision_name(mine.multiplies)}, {"products", mine.products}};
     const std::vector<std::string> all = w.allgather(j.dump() + "\n" + w.host());
     d.stages.clear();
     for (uint32_t k = 0; k < K; ++k) {
       const std::string& s = all[k];
       const nlohmann::json o = nlohmann::json::parse(s.substr(0, s.find('\n')));
       d.stages.push_back({o.at("name"), o.at("driver"), o.at("index"), o.at("heap"),
-                          "rank " + std::to_string(k) + " on " + s.substr(s.find('\n') + 1)});
+                          "rank " + std::to_string(k) + " on " + s.substr(s.find('\n') + 1),
+                          ops::parse_precision(o.at("multiplies")), o.at("products")});
     }
   }
   return d;
@@ -161,25 +171,28 @@ std::string link_lines(const std::vector<pipeline::LinkChoice>& links, const Dev
   return s;
 }
 
-std::vector<ops::Precision> stage_precisions(const std::string& text, uint32_t K) {
-  std::vector<ops::Precision> out;
+std::vector<ops::Precision> stage_precisions(const std::string& text, const std::vector<StageDevice>& stages) {
+  const size_t K = stages.size();
+  std::vector<std::string> items;
   size_t start = 0;
   while (true) {
     const size_t comma = text.find(',', start);
-    const std::string item = text.substr(start, comma - start);
-    out.push_back(item == "auto" ? ops::Precision::Bf16 : ops::parse_precision(item));
+    items.push_back(text.substr(start, comma - start));
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
-  if (out.size() != 1 && out.size() != K)
-    throw UserError("--precision: " + std::to_string(out.size()) + " values for " + std::to_string(K) +
+  if (items.size() != 1 && items.size() != K)
+    throw UserError("--precision: " + std::to_string(items.size()) + " values for " + std::to_string(K) +
                     " stages; give one for all or one per stage");
-  out.resize(K, out.front());
+  std::vector<ops::Precision> out;
+  for (size_t k = 0; k < K; ++k) {
+    const std::string& item = items[items.size() == 1 ? 0 : k];
+    out.push_back(item == "auto" ? stages[k].multiplies : ops::parse_precision(item));
+  }
   return out;
 }
 
-std::string precision_words(const std::string& text, uint32_t K) {
-  const std::vector<ops::Precision> p = stage_precisions(text, K);
+std::string precision_words(const std::string& text, const std::vector<ops::Precision>& p) {
   const bool same = std::all_of(p.begin(), p.end(), [&](ops::Precision x) { return x == p.front(); });
   std::string s;
   for (size_t k = 0; k < (same ? 1 : p.size()); ++k) s += (k ? "," : "") + std::string(ops::precision_name(p[k]));
@@ -200,7 +213,7 @@ pipeline::Plan make_plan(const model::Model& m, const PipelineFlags& f, Devices&
   po.schedule = pipeline::parse_schedule_kind(f.schedule);
   po.virtual_stages = f.virtual_stages;
   po.optimizer_states = optimizer_states;
-  po.precision = stage_precisions(f.precision, K);
+  po.precision = stage_precisions(f.precision, d.stages);
   if (f.partition != "cost" && f.partition != "memory" && f.partition != "profile")
     throw UserError("--partition: '" + f.partition + "' is not an objective; expected cost, memory or profile");
   if (f.partition == "memory") po.objective = pipeline::Objective::Memory;
@@ -261,6 +274,7 @@ Pipeline open_pipeline(const model::Model& m, const PipelineFlags& f, uint32_t r
   p.link_lines = link_lines(eo.links, d);
   // With replicas, each pipeline is planned for its share: the first replica's is the largest.
   p.plan = make_plan(m, f, d, topology->largest_share(rows), optimizer_states);
+  p.precision = stage_precisions(f.precision, d.stages);
   if (!p.plan.problem.empty()) throw UserError(p.plan.problem);  // before anything is allocated
   p.instance = std::move(d.instance);
   p.devices = std::move(d.devices);

@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <array>
 #include <memory>
 #include <string>
 #include <vector>
@@ -48,6 +49,8 @@ struct StageDevice {
   uint32_t index = 0;  // in its host's `brigade devices`
   uint64_t heap = 0;   // the largest device-local heap
   std::string rank;    // under mpirun: "rank 1 on host"
+  ops::Precision multiplies = ops::Precision::Bf16;  // --precision auto there (ops::auto_precision)
+  std::array<std::string, 3> products;  // ops::matrix_path for each ops::Precision
 };
 
 // The devices of --devices with their --mem-limit caps, opened. Under mpirun (K = ranks /
@@ -67,17 +70,19 @@ std::vector<pipeline::LinkChoice> choose_links(const PipelineFlags& f, Devices& 
 // One line per boundary, "link 0->1 (llvmpipe -> SwiftShader driver): host, because ..."
 // (with virtual stages, boundaries are between cells: "link 3->4 (stage 1 -> stage 0, ...").
 std::string link_lines(const std::vector<pipeline::LinkChoice>& links, const Devices& d);
-// --precision for K stages, one value each (one given serves all); auto resolved (the rule
-// in kAutoPrecision). Refuses unknown values and lists of the wrong length.
-std::vector<ops::Precision> stage_precisions(const std::string& text, uint32_t K);
+// --precision for the stages, one value each (one given serves all); auto resolved per stage
+// from what its device multiplies (StageDevice::multiplies). Refuses unknown values and lists
+// of the wrong length.
+std::vector<ops::Precision> stage_precisions(const std::string& text, const std::vector<StageDevice>& stages);
 // The stages' precisions as said back: "bf16", "bf16,fp32", "bf16 (auto)".
-std::string precision_words(const std::string& text, uint32_t K);
+std::string precision_words(const std::string& text, const std::vector<ops::Precision>& stages);
 // Whether a pipeline of those stages trains with loss scaling (optim::LossScale): when a
 // stage keeps fp16, whose range small gradients fall below.
 bool scales_loss(const std::vector<ops::Precision>& stages);
-inline constexpr const char* kAutoPrecision =
-    "auto: bf16 on every stage: 16 bits like fp16, stored packed on every device, with fp32's "
-    "exponent range, so no loss scaling";
+// Why auto chose a precision (ops::auto_precision), by ops::Precision.
+inline constexpr const char* kAutoPrecision[] = {
+    "fp32", "bf16 (16 bits with fp32's exponent range: no loss scaling; on matrix units where the device multiplies bf16)",
+    "fp16 (the device's matrix units multiply fp16, not bf16; trained with loss scaling)"};
 // The plan for `rows`-sample mini-batches on those devices.
 pipeline::Plan make_plan(const model::Model& m, const PipelineFlags& f, Devices& d, uint32_t rows,
                          uint32_t optimizer_states);
@@ -88,6 +93,7 @@ struct Pipeline {
   std::vector<std::unique_ptr<vk::Device>> devices;
   std::string link_lines;  // link_lines() of the executor's boundaries ("" with one stage)
   pipeline::Plan plan;
+  std::vector<ops::Precision> precision;  // per stage, auto resolved
   std::unique_ptr<pipeline::Executor> executor;
 };
 Pipeline open_pipeline(const model::Model& m, const PipelineFlags& f, uint32_t rows,

@@ -52,7 +52,7 @@ int run_plan(const PlanArgs& a) {
   std::vector<std::vector<std::string>> rows{{C > K ? "cell" : "stage", "device", "layers", "precision",
                                               profiled ? "ms/micro-batch" : "GFLOP", "params", "grads",
                                               "optimizer", "activations", "links", "scratch", "total", "cap", "fits"}};
-  const std::vector<ops::Precision> precision = stage_precisions(a.pipeline.precision, K);
+  const std::vector<ops::Precision> precision = stage_precisions(a.pipeline.precision, d.stages);
   auto row = [&](const std::string& name, uint32_t k, const std::string& layers, const std::string& work,
                  const pipeline::Bytes& b, bool with_cap) {
     const uint64_t total = pipeline::total(b), cap = with_cap ? d.caps[k] : 0;
@@ -76,7 +76,11 @@ int run_plan(const PlanArgs& a) {
   if (C > K)
     for (uint32_t k = 0; k < K; ++k) row("stage " + std::to_string(k), k, "", "", p.stage_memory(k, states), true);
   print_table(rows);
-  if (a.pipeline.precision.find("auto") != std::string::npos) std::printf("precision %s\n", kAutoPrecision);
+  // Which kernel each stage's matrix products run on, and why; auto's choice said where taken.
+  const bool automatic = a.pipeline.precision.find("auto") != std::string::npos;
+  for (uint32_t k = 0; k < K; ++k)
+    std::printf("stage %u: %s%s\n", k, d.stages[k].products[size_t(precision[k])].c_str(),
+                automatic ? (std::string("; auto: ") + kAutoPrecision[size_t(d.stages[k].multiplies)]).c_str() : "");
   // Where 16-bit tensors are: which layers' kernels take them, which run on fp32 copies.
   for (uint32_t c = 0; c < C; ++c) {
     const pipeline::CellLayout& l = p.cells[c];

@@ -52,7 +52,7 @@ void run_step(const StepArgs& a) {
   for (const auto& [name, values] : params) p.executor->set_parameter(name, values);
   // fp16 at PyTorch's initial loss scale: the gradients written are divided by it again.
   const double loss_scale =
-      scales_loss(stage_precisions(a.pipeline.precision, p.executor->stages())) ? optim::LossScale::kInitial : 1.0;
+      scales_loss(p.precision) ? optim::LossScale::kInitial : 1.0;
   // Without an update every run computes the same gradients; later runs find the kernels
   // compiled and the caches warm, so their trace shows the pipeline rather than start-up.
   pipeline::StepResult r;

@@ -246,7 +246,7 @@ void run_train(TrainArgs& a) {
   uint64_t step = 0;
   // fp16 stages: dynamic loss scaling. The optimizer counts the updates it made, as torch's
   // does when GradScaler skips one.
-  const bool scaling = scales_loss(stage_precisions(a.pipeline.precision, ex.stages()));
+  const bool scaling = scales_loss(p.precision);
   optim::LossScale scaler;
   if (resumed) scaler = resumed->loss_scale;
   if (resumed) {
@@ -282,7 +282,7 @@ void run_train(TrainArgs& a) {
               m.name.c_str(), std::to_string(m.parameter_count()).c_str(), ex.stages(), ranks.c_str(),
               a.pipeline.micro_batches, a.pipeline.schedule.c_str(),
               ex.cells() > ex.stages() ? (" (" + std::to_string(ex.cells()) + " cells)").c_str() : "",
-              a.pipeline.remat.c_str(), precision_words(a.pipeline.precision, ex.stages()).c_str());
+              a.pipeline.remat.c_str(), precision_words(a.pipeline.precision, p.precision).c_str());
   std::printf("%sdata: %s\n", p.link_lines.c_str(), data->describe().c_str());
   if (s.schedule == "constant")
     std::printf("%s, lr %g", s.optimizer.c_str(), s.lr);

@@ -1,0 +1,106 @@
+#include "ops/matmul_tiles.h"
+
+#include "util/error.h"
+#include "vk/kernel.h"
+#include "vk/spirv.h"
+
+namespace brigade::ops {
+namespace {
+
+using Element = vk::MatrixShape::Element;
+
+std::optional<Element> element_of(Precision p) {
+  if (p == Precision::Fp16) return Element::Fp16;
+  if (p == Precision::Bf16) return Element::Bf16;
+  return std::nullopt;
+}
+
+// The cooperative-matrix build of the kernel for values of `element`.
+std::string coopmat_kernel(Precision element) {
+  return std::string("matmul_tiles_coopmat_") + precision_name(element);
+}
+
+}  // namespace
+
+std::optional<MatmulTiling> matrix_tiling(const vk::PhysicalInfo& device, Precision element) {
+  const std::optional<Element> e = element_of(element);
+  if (!e || !device.matrix_units.lists(*e) || !vk::has_shader(coopmat_kernel(element))) return std::nullopt;
+  const vk::MatrixShape* best = nullptr;
+  for (const vk::MatrixShape& s : device.matrix_units.shapes) {
+    if (s.element != *e || s.m % 2 || s.n % 2) continue;
+    const uint64_t size = uint64_t(s.m) * s.n * s.k, best_size = best ? uint64_t(best->m) * best->n * best->k : 0;
+    if (!best || size > best_size || (size == best_size && s.m == s.n && best->m != best->n)) best = &s;
+  }
+  if (!best) return std::nullopt;
+  MatmulTiling t{MatmulTiling::Variant::Matrix, 2, 2, 2, 2, 2 * best->k, device.subgroup_size};
+  t.lm = best->m, t.ln = best->n, t.lk = best->k;
+  if (t.shared_bytes() > device.max_shared_memory || t.wg_x * t.wg_y * t.subgroup > device.max_workgroup_invocations)
+    return std::nullopt;
+  return t;
+}
+
+MatmulTiling emulated_matrix_tiling(uint32_t lm, uint32_t ln, uint32_t lk, uint32_t lanes) {
+  MatmulTiling t{MatmulTiling::Variant::Matrix, 2, 2, 2, 2, 2 * lk, lanes};
+  t.lm = lm, t.ln = ln, t.lk = lk, t.emulated = true;
+  return t;
+}
+
+std::string matrix_path(const vk::PhysicalInfo& device, Precision precision) {
+  if (!is_half(precision)) return "fp32 products on the SIMT kernel";
+  const std::string type = precision_name(precision);
+  if (const auto t = matrix_tiling(device, precision))
+    return type + " products on matrix units (" + t->name() + ")";
+  if (device.matrix_units.lists(*element_of(precision)) && !vk::has_shader(coopmat_kernel(precision)))
+    return type + " products on the SIMT kernel: the device multiplies " + type +
+           " matrices, but this build has no cooperative-matrix kernels (tools/install-glslang.sh)";
+  std::string listed;
+  for (const vk::MatrixShape& s : device.matrix_units.shapes) listed += (listed.empty() ? "" : ", ") + s.name();
+  return type + " products on the SIMT kernel in fp32 arithmetic: the device lists no " + type +
+         " matrix product" + (listed.empty() ? "" : " (it lists " + listed + ")");
+}
+
+Precision auto_precision(const vk::PhysicalInfo& device) {
+  if (matrix_tiling(device, Precision::Bf16)) return Precision::Bf16;
+  if (matrix_tiling(device, Precision::Fp16)) return Precision::Fp16;
+  return Precision::Bf16;
+}
+
+void matmul_tiles(vk::Commands& cmd, const MatmulTiling& t, const MatmulParams& p, vk::Specialization spec,
+                  const std::array<vk::View, 6>& views, const shaders::MatmulPush& push) {
+  const vk::PhysicalInfo& device = cmd.device().info();
+  BRIGADE_EXPECT(is_half(p.a_format) && p.b_format == p.a_format,
+                 "the matrix-unit kernel multiplies 16-bit A and B of one type");
+  BRIGADE_EXPECT(t.lm && t.ln && t.lk && t.subgroup && t.bk % t.lk == 0 && t.lm % 2 == 0 && t.ln % 2 == 0,
+                 "tiling " + t.name() + ": k-depth a multiple of the matrices' k, even matrices");
+  BRIGADE_EXPECT(!t.emulated || (t.lm * t.ln) % t.subgroup == 0,
+                 "tiling " + t.name() + ": the lanes of a warp share each matrix's elements evenly");
+  const uint32_t invocations = t.wg_x * t.wg_y * t.subgroup;
+  BRIGADE_EXPECT(invocations <= device.max_workgroup_invocations,
+                 "tiling " + t.name() + " has more invocations than the device allows");
+  std::string kernel = "matmul_tiles";
+  if (!t.emulated) {
+    bool listed = false;
+    for (const vk::MatrixShape& s : device.matrix_units.shapes)
+      listed |= s.element == element_of(p.a_format) && s.m == t.lm && s.n == t.ln && s.k == t.lk;
+    BRIGADE_EXPECT(listed && device.matrix_units.usable() && t.subgroup == device.subgroup_size,
+                   "tiling " + t.name() + " is not a product " + device.name + " lists for " +
+                       precision_name(p.a_format) + " in subgroups of " + std::to_string(device.subgroup_size));
+    kernel = coopmat_kernel(p.a_format);
+  }
+  spec.set(BRIGADE_TILES_SPEC_WG, invocations)
+      .set(BRIGADE_TILES_SPEC_LM, t.lm)
+      .set(BRIGADE_TILES_SPEC_LN, t.ln)
+      .set(BRIGADE_TILES_SPEC_LK, t.lk)
+      .set(BRIGADE_TILES_SPEC_TILES_M, t.tm)
+      .set(BRIGADE_TILES_SPEC_TILES_N, t.tn)
+      .set(BRIGADE_TILES_SPEC_WARPS_M, t.wg_y)
+      .set(BRIGADE_TILES_SPEC_WARPS_N, t.wg_x)
+      .set(BRIGADE_TILES_SPEC_BK, t.bk)
+      .set(BRIGADE_TILES_SPEC_LANES, t.subgroup);
+  const vk::Groups groups{vk::groups_for(p.N, t.wg_x * t.tn * t.ln), vk::groups_for(p.M, t.wg_y * t.tm * t.lm),
+                          p.batch};
+  cmd.dispatch(cmd.device().kernel(kernel, spec), {views[0], views[1], views[2], views[3], views[4], views[5]},
+               push, groups);
+}
+
+}  // namespace brigade::ops

@@ -1,0 +1,112 @@
+#version 450
+// matmul.comp's product (shaders/matmul.h) on matrix units: op(A) and op(B) stored in 16
+// bits (FORMAT_A = FORMAT_B, the matrices' element type), fp32 accumulators, C and the
+// epilogues exactly as matmul.comp stores them (shaders/matmul_io.glsl).
+// A workgroup computes a BM x BN block of C: it stages BM x BK of op(A) and BK x BN of op(B)
+// in shared memory (what lies past an edge as zero), then each warp multiplies its
+// TILES_M x TILES_N matrices of LM x LN through the tile operations (shaders/tiles.glsl):
+// cooperative matrices where the device has them (the _coopmat builds), plain invocations
+// elsewhere. The sums run over K in order, tile after tile, term after term.
+// At the end each warp's matrices pass, one at a time, through a shared scratch tile, from
+// which every invocation of the workgroup stores its share of C with the epilogue.
+#extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
+#define BRIGADE_FORMATS  // A, B and C's formats are specialization constants
+#include "matmul.h"
+#include "gelu.glsl"
+#include "relu.glsl"
+#include "formats.glsl"
+
+layout(local_size_x = 128) in;
+layout(local_size_x_id = BRIGADE_TILES_SPEC_WG) in;
+
+layout(constant_id = BRIGADE_TILES_SPEC_LM) const uint LM = 16;
+layout(constant_id = BRIGADE_TILES_SPEC_LN) const uint LN = 16;
+layout(constant_id = BRIGADE_TILES_SPEC_LK) const uint LK = 16;
+layout(constant_id = BRIGADE_TILES_SPEC_TILES_M) const uint TILES_M = 2;
+layout(constant_id = BRIGADE_TILES_SPEC_TILES_N) const uint TILES_N = 2;
+layout(constant_id = BRIGADE_TILES_SPEC_WARPS_M) const uint WARPS_M = 2;
+layout(constant_id = BRIGADE_TILES_SPEC_WARPS_N) const uint WARPS_N = 2;
+layout(constant_id = BRIGADE_TILES_SPEC_BK) const uint BK = 32;
+layout(constant_id = BRIGADE_TILES_SPEC_LANES) const uint LANES = 32;
+layout(constant_id = BRIGADE_MATMUL_SPEC_TRANS_A) const bool TRANS_A = false;
+layout(constant_id = BRIGADE_MATMUL_SPEC_TRANS_B) const bool TRANS_B = false;
+layout(constant_id = BRIGADE_MATMUL_SPEC_BIAS) const uint BIAS = BRIGADE_MATMUL_BIAS_NONE;
+layout(constant_id = BRIGADE_MATMUL_SPEC_EPILOGUE) const uint EPILOGUE = BRIGADE_MATMUL_EPILOGUE_NONE;
+BRIGADE_FORMAT(BRIGADE_MATMUL_SPEC_FORMAT_A, FORMAT_A);
+BRIGADE_FORMAT(BRIGADE_MATMUL_SPEC_FORMAT_B, FORMAT_B);
+BRIGADE_FORMAT(BRIGADE_MATMUL_SPEC_FORMAT_C, FORMAT_C);
+BRIGADE_FORMAT(BRIGADE_MATMUL_SPEC_ROUND_C, ROUND_C);
+BRIGADE_FORMAT(BRIGADE_MATMUL_SPEC_FORMAT_E, FORMAT_E);
+
+const uint WM = TILES_M * LM, WN = TILES_N * LN;  // a warp's outputs
+const uint BM = WARPS_M * WM, BN = WARPS_N * WN;  // a workgroup's outputs
+const uint WARPS = WARPS_M * WARPS_N, THREADS = WARPS * LANES;
+const uint A_STRIDE = BK + BRIGADE_TILES_PAD, B_STRIDE = BN + BRIGADE_TILES_PAD;
+const uint TILES_A_ELEMENTS = BM * A_STRIDE, TILES_B_ELEMENTS = BK * B_STRIDE;
+
+#include "matmul_io.glsl"
+#include "tiles.glsl"
+
+// One LM x LN matrix of each warp at a time, on its way from the accumulators to C.
+shared float Cs[WARPS * LM * LN];
+
+// Stages the K tile from k0 of term `term`: As[m][k] = op(A)[mb + m][k0 + k], Bs[k][n] =
+// op(B)[k0 + k][nb + n]; consecutive invocations read consecutive elements of the storage.
+void stage(uint term, uint k0, uint mb, uint nb) {
+  const uint t = gl_LocalInvocationIndex;
+  const uint abase = matrix_at(p.offset_a, term, p.stride_a, p.head_stride_a),
+             bbase = matrix_at(p.offset_b, term, p.stride_b, p.head_stride_b);
+  [[unroll]] for (uint r = 0; r < (BM * BK + THREADS - 1) / THREADS; ++r) {
+    const uint idx = t + r * THREADS;
+    if (idx >= BM * BK) break;
+    const uint mm = TRANS_A ? idx % BM : idx / BK, kk = TRANS_A ? idx / BM : idx % BK;
+    float v = 0.0;
+    if (mb + mm < p.M && k0 + kk < p.K) v = load_a(abase, mb + mm, k0 + kk);
+    As[mm * A_STRIDE + kk] = ELEM(v);
+  }
+  [[unroll]] for (uint r = 0; r < (BN * BK + THREADS - 1) / THREADS; ++r) {
+    const uint idx = t + r * THREADS;
+    if (idx >= BN * BK) break;
+    const uint nn = TRANS_B ? idx / BK : idx % BN, kk = TRANS_B ? idx % BK : idx / BN;
+    float v = 0.0;
+    if (nb + nn < p.N && k0 + kk < p.K) v = load_b(bbase, k0 + kk, nb + nn);
+    Bs[kk * B_STRIDE + nn] = ELEM(v);
+  }
+}
+
+void main() {
+  const uint warp = tile_warp(), wm = warp / WARPS_N, wn = warp % WARPS_N;
+  const uint mb = gl_WorkGroupID.y * BM, nb = gl_WorkGroupID.x * BN;
+  tiles_zero();
+  const uint tiles = (p.K + BK - 1) / BK;  // a staged tile lies within one term
+  for (uint s = 0; s < p.terms * tiles; ++s) {
+    stage(gl_WorkGroupID.z * p.terms + s / tiles, (s % tiles) * BK, mb, nb);
+    barrier();
+    [[unroll]] for (uint kk = 0; kk < BK; kk += LK) {
+      [[unroll]] for (uint i = 0; i < TILES_M; ++i) tile_load_a(i, (wm * WM + i * LM) * A_STRIDE + kk);
+      [[unroll]] for (uint j = 0; j < TILES_N; ++j) tile_load_b(j, kk * B_STRIDE + wn * WN + j * LN);
+      [[unroll]] for (uint i = 0; i < TILES_M; ++i)
+        [[unroll]] for (uint j = 0; j < TILES_N; ++j) tile_multiply(i, j);
+    }
+    barrier();
+  }
+
+  const uint base = matrix_at(p.offset_c, gl_WorkGroupID.z, p.stride_c, p.head_stride_c);
+  const bool pairs = FORMAT_C != BRIGADE_FORMAT_FP32;  // a word of two outputs an invocation
+  const uint step = pairs ? 2 : 1, per_warp = LM * LN / step;
+  [[dont_unroll]] for (uint t = 0; t < TILES_M * TILES_N; ++t) {
+    TILE_STORE(t, Cs, warp * LM * LN);
+    barrier();
+    [[dont_unroll]] for (uint x = gl_LocalInvocationIndex; x < WARPS * per_warp; x += THREADS) {
+      const uint w = x / per_warp, e = (x % per_warp) * step;
+      const uint m = mb + (w / WARPS_N) * WM + (t / TILES_N) * LM + e / LN,
+                 n = nb + (w % WARPS_N) * WN + (t % TILES_N) * LN + e % LN;
+      if (m >= p.M || n >= p.N) continue;
+      const uint at = base + m * p.ldc + n, from = w * LM * LN + e;
+      if (pairs) store_pair(p.alpha * Cs[from], p.alpha * Cs[from + 1], m, n, at);
+      else store_one(p.alpha * Cs[from], m, n, at);
+    }
+    barrier();
+  }
+}

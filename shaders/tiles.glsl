@@ -1,0 +1,81 @@
+// The tile operations of the matrix-unit kernel (matmul_tiles.comp), written once for two
+// implementations:
+//   BRIGADE_COOPMAT: cooperative matrices (GL_KHR_cooperative_matrix), LM x LK times LK x LN
+//     products of ELEM (float16_t, or bfloat16_t with BRIGADE_BF16) into fp32 accumulators,
+//     each held by one subgroup; built by .toolchain/bin/glslang (tools/install-glslang.sh).
+//   otherwise: the same operations on plain invocations, for devices without matrix units
+//     and for tests: a "warp" is LANES consecutive invocations, each owning LM * LN / LANES
+//     accumulators (element lane + LANES e of a tile), a fragment is where its tile lies in
+//     shared memory, and the multiply-accumulate sums over k in order, as the fp32 kernels do.
+// The kernel says which warp an invocation belongs to (tile_warp) and stages A and B in the
+// shared arrays As and Bs of ELEM, rows A_STRIDE and B_STRIDE apart; everything else it does
+// (staging, the epilogue, edges) is the same code for both.
+// Needs, before it: LM, LN, LK, TILES_M, TILES_N, LANES, A_STRIDE, B_STRIDE.
+#ifndef BRIGADE_SHADERS_TILES_GLSL
+#define BRIGADE_SHADERS_TILES_GLSL
+
+#ifdef BRIGADE_COOPMAT
+#extension GL_KHR_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#ifdef BRIGADE_BF16
+#extension GL_EXT_bfloat16 : require
+#define ELEM bfloat16_t
+#else
+#define ELEM float16_t
+#endif
+#else
+#define ELEM float
+#endif
+
+shared ELEM As[TILES_A_ELEMENTS];
+shared ELEM Bs[TILES_B_ELEMENTS];
+
+#ifdef BRIGADE_COOPMAT
+
+coopmat<float, gl_ScopeSubgroup, LM, LN, gl_MatrixUseAccumulator> acc[TILES_M * TILES_N];
+coopmat<ELEM, gl_ScopeSubgroup, LM, LK, gl_MatrixUseA> frag_a[TILES_M];
+coopmat<ELEM, gl_ScopeSubgroup, LK, LN, gl_MatrixUseB> frag_b[TILES_N];
+
+uint tile_warp() { return gl_SubgroupID; }
+void tiles_zero() {
+  [[unroll]] for (uint t = 0; t < TILES_M * TILES_N; ++t)
+    acc[t] = coopmat<float, gl_ScopeSubgroup, LM, LN, gl_MatrixUseAccumulator>(0.0);
+}
+// Fragment i of A from As at element `at` (LM rows of LK), fragment j of B from Bs (LK of LN).
+void tile_load_a(uint i, uint at) { coopMatLoad(frag_a[i], As, at, A_STRIDE, gl_CooperativeMatrixLayoutRowMajor); }
+void tile_load_b(uint j, uint at) { coopMatLoad(frag_b[j], Bs, at, B_STRIDE, gl_CooperativeMatrixLayoutRowMajor); }
+// Accumulator i * TILES_N + j += fragment i of A times fragment j of B.
+void tile_multiply(uint i, uint j) {
+  acc[i * TILES_N + j] = coopMatMulAdd(frag_a[i], frag_b[j], acc[i * TILES_N + j]);
+}
+// Accumulator t into `to` from element `at`, LM rows of LN, packed.
+#define TILE_STORE(t, to, at) coopMatStore(acc[t], to, at, LN, gl_CooperativeMatrixLayoutRowMajor)
+
+#else
+
+const uint TILE_OWNED = LM * LN / LANES;  // accumulators an invocation holds per tile
+float acc[TILES_M * TILES_N * TILE_OWNED];
+uint frag_a[TILES_M], frag_b[TILES_N];
+
+uint tile_warp() { return gl_LocalInvocationIndex / LANES; }
+uint tile_lane() { return gl_LocalInvocationIndex % LANES; }
+void tiles_zero() {
+  [[unroll]] for (uint e = 0; e < TILES_M * TILES_N * TILE_OWNED; ++e) acc[e] = 0.0;
+}
+void tile_load_a(uint i, uint at) { frag_a[i] = at; }
+void tile_load_b(uint j, uint at) { frag_b[j] = at; }
+void tile_multiply(uint i, uint j) {
+  [[unroll]] for (uint e = 0; e < TILE_OWNED; ++e) {
+    const uint x = tile_lane() + e * LANES, m = x / LN, n = x % LN;
+    float s = acc[(i * TILES_N + j) * TILE_OWNED + e];
+    [[unroll]] for (uint k = 0; k < LK; ++k) s += As[frag_a[i] + m * A_STRIDE + k] * Bs[frag_b[j] + k * B_STRIDE + n];
+    acc[(i * TILES_N + j) * TILE_OWNED + e] = s;
+  }
+}
+#define TILE_STORE(t, to, at)                                                                  \
+  [[unroll]] for (uint e = 0; e < TILE_OWNED; ++e) to[(at) + tile_lane() + e * LANES] = acc[(t) * TILE_OWNED + e]
+
+#endif
+#endif

@@ -1,0 +1,169 @@
+// The matrix-unit kernel (shaders/matmul_tiles.comp). On plain invocations its tile
+// operations sum over K in order, as the SIMT kernel does, so on the same 16-bit values it
+// stores the SIMT kernel's bits, whatever the transposes, epilogue, C format, batch, terms or
+// matrix shape (and the SIMT kernel's own tests hold it to the CPU reference); on a device
+// with matrix units, the cooperative-matrix build runs the same cases against the SIMT kernel
+// within fp32 rounding of a different summation order.
+#include <doctest/doctest.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "check.h"
+#include "gpu.h"
+#include "half_check.h"
+#include "ops/matmul.h"
+#include "ops/matmul_tiles.h"
+#include "ref/matmul.h"
+#include "util/error.h"
+#include "vk/commands.h"
+#include "vk/spirv.h"
+
+using namespace brigade;
+using ops::MatmulParams;
+using ops::MatmulTiling;
+using ops::Precision;
+using Epilogue = MatmulParams::Epilogue;
+using test::check_bits, test::packed, test::rounded;
+
+namespace {
+
+// A product with everything a layer may ask of it.
+struct Case {
+  uint32_t M, N, K;
+  bool trans_a = false, trans_b = false;
+  Epilogue epilogue = Epilogue::None;
+  bool bias = false, bias_rows = false, accumulate = false, half_c = false, round_c = false;
+  uint32_t batch = 1, terms = 1;
+};
+
+std::string describe(const Case& c, const MatmulTiling& t, Precision p) {
+  return t.name() + " " + ops::precision_name(p) + " " + std::to_string(c.M) + "x" + std::to_string(c.N) + "x" +
+         std::to_string(c.K) + (c.trans_a ? " A^T" : "") + (c.trans_b ? " B^T" : "") + " epilogue " +
+         std::to_string(int(c.epilogue)) + (c.bias ? c.bias_rows ? " row bias" : " bias" : "") +
+         (c.accumulate ? " accumulate" : "") + (c.half_c ? " 16-bit C" : "") + (c.round_c ? " rounded C" : "") +
+         " batch " + std::to_string(c.batch) + " terms " + std::to_string(c.terms);
+}
+
+MatmulParams params(const Case& c, Precision p) {
+  MatmulParams q{.M = c.M, .N = c.N, .K = c.K, .trans_a = c.trans_a, .trans_b = c.trans_b,
+                 .accumulate = c.accumulate, .alpha = c.accumulate ? 0.75f : 1.0f, .batch = c.batch,
+                 .terms = c.terms, .bias_rows = c.bias_rows};
+  q.stride_a = c.M * c.K, q.stride_b = c.K * c.N, q.stride_c = c.M * c.N;
+  q.epilogue = c.epilogue;
+  if (c.half_c) q.c_format = p;
+  if (c.round_c) q.c_round = p;
+  if (c.epilogue == Epilogue::Gelu) q.e_format = q.c_format;
+  return q;
+}
+
+struct Run {
+  std::vector<float> c, act;
+};
+
+// The product of `c` on A and B (values of precision p), by `tiling` reading them as `format`
+// (packed 16 bits, or fp32 holding the same values).
+Run run(vk::Device& dev, const Case& c, Precision p, const MatmulTiling& tiling, Precision format, uint32_t seed) {
+  const uint64_t products = uint64_t(c.batch) * c.terms, nc = uint64_t(c.M) * c.N * c.batch;
+  const auto a = rounded(test::random_vector(products * c.M * c.K, seed, -2, 2), p);
+  const auto b = rounded(test::random_vector(products * c.K * c.N, seed + 1, -2, 2), p);
+  const auto bias = test::random_vector(c.bias_rows ? c.M : c.N, seed + 2);
+  const auto c0 = test::random_vector(nc, seed + 3);
+  const auto pre = test::random_vector(nc, seed + 4, -3, 3);
+  MatmulParams q = params(c, p);
+  q.a_format = q.b_format = format, q.tiling = tiling;
+  const bool half = format != Precision::Fp32;
+  auto ba = test::to_device(dev, half ? packed(a, p) : a, "A"), bb = test::to_device(dev, half ? packed(b, p) : b, "B");
+  auto bbias = test::to_device(dev, bias, "bias"), bpre = test::to_device(dev, pre, "pre");
+  const uint64_t c_words = c.half_c ? (nc + 1) / 2 : nc;
+  auto bc = c.accumulate ? test::to_device(dev, c0, "C") : test::zeros(dev, c_words, "C");
+  auto bact = test::zeros(dev, c_words, "act");
+  std::optional<vk::View> epilogue;
+  if (c.epilogue == Epilogue::Gelu) epilogue = vk::View(bact);
+  if (c.epilogue == Epilogue::GeluGrad) epilogue = vk::View(bpre);
+  vk::Commands cmd(dev, "matmul tiles");
+  ops::matmul(cmd, ba, bb, bc, q, c.bias ? std::optional<vk::View>(bbias) : std::nullopt, epilogue);
+  cmd.run();
+  return {test::to_host(bc), test::to_host(bact)};
+}
+
+const Case kCases[] = {
+    {33, 10, 9, true, false, Epilogue::Relu, true},                                  // edges in M, N and K
+    {64, 36, 40, false, true, Epilogue::None, true, false, false, true},             // 16-bit C, several K tiles
+    {70, 66, 33, true, true, Epilogue::Gelu, true, false, false, true},              // act beside a 16-bit C
+    {20, 24, 17, false, false, Epilogue::GeluGrad, false, false, false, false, true}, // pre read, C rounded
+    {9, 14, 70, false, true, Epilogue::None, true, true, true},                      // row bias, alpha, accumulation
+    {12, 18, 10, true, false, Epilogue::None, false, false, false, true, false, 3, 2}, // batch of sums
+};
+
+void check_against_simt(vk::Device& dev, const MatmulTiling& tiles, Precision p, uint32_t seed) {
+  for (const Case& c : kCases) {
+    const Run want = run(dev, c, p, test::kRegisters, Precision::Fp32, seed);
+    const Run got = run(dev, c, p, tiles, p, seed);
+    check_bits(got.c, want.c, describe(c, tiles, p) + ": C");
+    if (c.epilogue == Epilogue::Gelu) check_bits(got.act, want.act, describe(c, tiles, p) + ": act");
+    seed += 7;
+  }
+}
+
+}  // namespace
+
+TEST_CASE_FIXTURE(test::Gpu, "the matrix-unit kernel on plain invocations stores the SIMT kernel's bits for bf16 and fp16") {
+  // NVIDIA's and AMD's 16x16x16 in warps of 32, NVIDIA's 16x8x16, Intel's 8x16x16 in warps of
+  // 8, and warps of 4 (SwiftShader's subgroup) holding 64 accumulators a matrix.
+  check_against_simt(device(), ops::emulated_matrix_tiling(16, 16, 16, 32), Precision::Bf16, 3000);
+  check_against_simt(device(), ops::emulated_matrix_tiling(16, 8, 16, 32), Precision::Fp16, 3100);
+  check_against_simt(device(), ops::emulated_matrix_tiling(8, 16, 16, 8), Precision::Bf16, 3200);
+  MatmulTiling narrow = ops::emulated_matrix_tiling(16, 16, 8, 4);
+  narrow.tm = 1, narrow.wg_x = 3, narrow.bk = 24;  // one matrix along M, three warps along N
+  check_against_simt(device(), narrow, Precision::Fp16, 3300);
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "the matrix-unit kernel refuses what it cannot multiply") {
+  vk::Device& dev = device();
+  auto a = test::zeros(dev, 256, "A"), b = test::zeros(dev, 256, "B"), c = test::zeros(dev, 256, "C");
+  vk::Commands cmd(dev, "refusals");
+  const MatmulTiling tiles = ops::emulated_matrix_tiling();
+  const MatmulParams fp32{.M = 8, .N = 8, .K = 8, .tiling = tiles};
+  CHECK_THROWS_WITH_AS(ops::matmul(cmd, a, b, c, fp32), doctest::Contains("16-bit A and B of one type"), InternalError);
+  MatmulParams mixed = fp32;
+  mixed.a_format = Precision::Bf16, mixed.b_format = Precision::Fp16;
+  CHECK_THROWS_WITH_AS(ops::matmul(cmd, a, b, c, mixed), doctest::Contains("16-bit A and B of one type"), InternalError);
+  MatmulParams uneven = fp32;
+  uneven.a_format = uneven.b_format = Precision::Bf16;
+  uneven.tiling = ops::emulated_matrix_tiling(16, 16, 16, 24);
+  CHECK_THROWS_WITH_AS(ops::matmul(cmd, a, b, c, uneven), doctest::Contains("evenly"), InternalError);
+  // Matrix units the device does not list are never assumed.
+  MatmulParams unlisted = uneven;
+  unlisted.tiling = ops::emulated_matrix_tiling(16, 16, 16, 32);
+  unlisted.tiling->emulated = false, unlisted.tiling->lk = 7, unlisted.tiling->bk = 14;
+  CHECK_THROWS_WITH_AS(ops::matmul(cmd, a, b, c, unlisted), doctest::Contains("is not a product"), InternalError);
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "16-bit products take the matrix units exactly where the device lists their type") {
+  vk::Device& dev = device();
+  const vk::PhysicalInfo& info = dev.info();
+  for (Precision p : {Precision::Fp16, Precision::Bf16}) {
+    const auto element = p == Precision::Fp16 ? vk::MatrixShape::Element::Fp16 : vk::MatrixShape::Element::Bf16;
+    const bool listed = info.matrix_units.lists(element);
+    const std::optional<MatmulTiling> t = ops::matrix_tiling(info, p);
+    const std::string path = ops::matrix_path(info, p);
+    INFO(info.name, ": ", path);
+    CHECK(t.has_value() == (listed && vk::has_shader(std::string("matmul_tiles_coopmat_") + ops::precision_name(p))));
+    CHECK((path.find("matrix units") != std::string::npos) == t.has_value());
+    if (!t) continue;
+    // The cooperative-matrix build: fp32 sums of 16-bit products in the device's order.
+    uint32_t seed = 3400;
+    for (const Case& c : kCases) {
+      const Run got = run(dev, c, p, *t, p, seed);
+      const Run simt = run(dev, c, p, test::kRegisters, Precision::Fp32, seed);
+      const std::vector<float> want = c.half_c ? test::unpacked(simt.c, p, simt.c.size() * 2) : simt.c;
+      const std::vector<float> have = c.half_c ? test::unpacked(got.c, p, got.c.size() * 2) : got.c;
+      test::check_close(have, want, c.half_c || c.round_c ? 2e-2 : 1e-4, c.half_c || c.round_c ? 1e-2 : 1e-5,
+                        describe(c, *t, p));
+      seed += 7;
+    }
+  }
+  CHECK(ops::matrix_path(info, Precision::Fp32).find("SIMT") != std::string::npos);
+}
