@@ -55,10 +55,10 @@ function(brigade_embed_shaders target shader_dir)
     if(n GREATER 3)  # a cooperative-matrix variant: glslang, then its spirv-val
       add_custom_command(
         OUTPUT "${inc}"
-        COMMAND ${BRIGADE_GLSLANG} --quiet --target-env vulkan1.3 -I${shader_dir} ${defines}
+        COMMAND ${BRIGADE_GLSLANG} --quiet --target-env vulkan1.2 -I${shader_dir} ${defines}
                 --depfile "${inc}.d" -o "${inc}.spv" "${shader}"
-        COMMAND ${BRIGADE_SPIRV_VAL} --target-env vulkan1.3 "${inc}.spv"
-        COMMAND ${BRIGADE_GLSLANG} --quiet --target-env vulkan1.3 -I${shader_dir} ${defines} -x
+        COMMAND ${BRIGADE_SPIRV_VAL} --target-env vulkan1.2 "${inc}.spv"
+        COMMAND ${BRIGADE_GLSLANG} --quiet --target-env vulkan1.2 -I${shader_dir} ${defines} -x
                 -o "${inc}" "${shader}"
         DEPENDS "${shader}"
         DEPFILE "${inc}.d"

@@ -57,7 +57,7 @@ void stage(uint term, uint k0, uint mb, uint nb) {
   const uint t = gl_LocalInvocationIndex;
   const uint abase = matrix_at(p.offset_a, term, p.stride_a, p.head_stride_a),
              bbase = matrix_at(p.offset_b, term, p.stride_b, p.head_stride_b);
-  [[unroll]] for (uint r = 0; r < (BM * BK + THREADS - 1) / THREADS; ++r) {
+  STAGE_LOOP for (uint r = 0; r < (BM * BK + THREADS - 1) / THREADS; ++r) {
     const uint idx = t + r * THREADS;
     if (idx >= BM * BK) break;
     const uint mm = TRANS_A ? idx % BM : idx / BK, kk = TRANS_A ? idx / BM : idx % BK;
@@ -65,7 +65,7 @@ void stage(uint term, uint k0, uint mb, uint nb) {
     if (mb + mm < p.M && k0 + kk < p.K) v = load_a(abase, mb + mm, k0 + kk);
     As[mm * A_STRIDE + kk] = ELEM(v);
   }
-  [[unroll]] for (uint r = 0; r < (BN * BK + THREADS - 1) / THREADS; ++r) {
+  STAGE_LOOP for (uint r = 0; r < (BN * BK + THREADS - 1) / THREADS; ++r) {
     const uint idx = t + r * THREADS;
     if (idx >= BN * BK) break;
     const uint nn = TRANS_B ? idx / BK : idx % BN, kk = TRANS_B ? idx % BK : idx / BN;
@@ -83,7 +83,7 @@ void main() {
   for (uint s = 0; s < p.terms * tiles; ++s) {
     stage(gl_WorkGroupID.z * p.terms + s / tiles, (s % tiles) * BK, mb, nb);
     barrier();
-    [[unroll]] for (uint kk = 0; kk < BK; kk += LK) {
+    STAGE_LOOP for (uint kk = 0; kk < BK; kk += LK) {
       [[unroll]] for (uint i = 0; i < TILES_M; ++i) tile_load_a(i, (wm * WM + i * LM) * A_STRIDE + kk);
       [[unroll]] for (uint j = 0; j < TILES_N; ++j) tile_load_b(j, kk * B_STRIDE + wn * WN + j * LN);
       [[unroll]] for (uint i = 0; i < TILES_M; ++i)
@@ -96,7 +96,7 @@ void main() {
   const bool pairs = FORMAT_C != BRIGADE_FORMAT_FP32;  // a word of two outputs an invocation
   const uint step = pairs ? 2 : 1, per_warp = LM * LN / step;
   [[dont_unroll]] for (uint t = 0; t < TILES_M * TILES_N; ++t) {
-    TILE_STORE(t, Cs, warp * LM * LN);
+    TILE_STORE(t, p.alpha, Cs, warp * LM * LN);  // alpha times the sums, rounded, as matmul.comp's result
     barrier();
     [[dont_unroll]] for (uint x = gl_LocalInvocationIndex; x < WARPS * per_warp; x += THREADS) {
       const uint w = x / per_warp, e = (x % per_warp) * step;
@@ -104,8 +104,8 @@ void main() {
                  n = nb + (w % WARPS_N) * WN + (t % TILES_N) * LN + e % LN;
       if (m >= p.M || n >= p.N) continue;
       const uint at = base + m * p.ldc + n, from = w * LM * LN + e;
-      if (pairs) store_pair(p.alpha * Cs[from], p.alpha * Cs[from + 1], m, n, at);
-      else store_one(p.alpha * Cs[from], m, n, at);
+      if (pairs) store_pair(Cs[from], Cs[from + 1], m, n, at);
+      else store_one(Cs[from], m, n, at);
     }
     barrier();
   }

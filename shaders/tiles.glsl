@@ -14,6 +14,14 @@
 #ifndef BRIGADE_SHADERS_TILES_GLSL
 #define BRIGADE_SHADERS_TILES_GLSL
 
+// Loops the kernel unrolls on GPUs and keeps rolled on plain invocations: CPU drivers compile
+// a pipeline when it is first dispatched, and unrolled they take minutes over it.
+#ifdef BRIGADE_COOPMAT
+#define STAGE_LOOP [[unroll]]
+#else
+#define STAGE_LOOP [[dont_unroll]]
+#endif
+
 #ifdef BRIGADE_COOPMAT
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -50,8 +58,8 @@ void tile_load_b(uint j, uint at) { coopMatLoad(frag_b[j], Bs, at, B_STRIDE, gl_
 void tile_multiply(uint i, uint j) {
   acc[i * TILES_N + j] = coopMatMulAdd(frag_a[i], frag_b[j], acc[i * TILES_N + j]);
 }
-// Accumulator t into `to` from element `at`, LM rows of LN, packed.
-#define TILE_STORE(t, to, at) coopMatStore(acc[t], to, at, LN, gl_CooperativeMatrixLayoutRowMajor)
+// Accumulator t times alpha into `to` from element `at`, LM rows of LN, packed.
+#define TILE_STORE(t, alpha, to, at) coopMatStore(acc[t] * (alpha), to, at, LN, gl_CooperativeMatrixLayoutRowMajor)
 
 #else
 
@@ -67,15 +75,15 @@ void tiles_zero() {
 void tile_load_a(uint i, uint at) { frag_a[i] = at; }
 void tile_load_b(uint j, uint at) { frag_b[j] = at; }
 void tile_multiply(uint i, uint j) {
-  [[unroll]] for (uint e = 0; e < TILE_OWNED; ++e) {
+  [[dont_unroll]] for (uint e = 0; e < TILE_OWNED; ++e) {
     const uint x = tile_lane() + e * LANES, m = x / LN, n = x % LN;
     float s = acc[(i * TILES_N + j) * TILE_OWNED + e];
-    [[unroll]] for (uint k = 0; k < LK; ++k) s += As[frag_a[i] + m * A_STRIDE + k] * Bs[frag_b[j] + k * B_STRIDE + n];
+    [[dont_unroll]] for (uint k = 0; k < LK; ++k) s += As[frag_a[i] + m * A_STRIDE + k] * Bs[frag_b[j] + k * B_STRIDE + n];
     acc[(i * TILES_N + j) * TILE_OWNED + e] = s;
   }
 }
-#define TILE_STORE(t, to, at)                                                                  \
-  [[unroll]] for (uint e = 0; e < TILE_OWNED; ++e) to[(at) + tile_lane() + e * LANES] = acc[(t) * TILE_OWNED + e]
+#define TILE_STORE(t, alpha, to, at)                                                           \
+  [[dont_unroll]] for (uint e = 0; e < TILE_OWNED; ++e) to[(at) + tile_lane() + e * LANES] = (alpha) * acc[(t) * TILE_OWNED + e]
 
 #endif
 #endif

@@ -87,8 +87,8 @@ void main() {
   coopMatStore(acc, c, 0, 16, gl_CooperativeMatrixLayoutRowMajor);
 }
 PROBE
-if ! "$dest/bin/glslang" --quiet --target-env vulkan1.3 -o "$work/probe.spv" "$work/probe.comp" ||
-   ! "$dest/bin/spirv-val" --target-env vulkan1.3 "$work/probe.spv"; then
+if ! "$dest/bin/glslang" --quiet --target-env vulkan1.2 -o "$work/probe.spv" "$work/probe.comp" ||
+   ! "$dest/bin/spirv-val" --target-env vulkan1.2 "$work/probe.spv"; then
   rm -rf "$dest"
   echo "install-glslang: glslang $glslang_version did not compile and validate a cooperative-matrix shader;" \
        "the cooperative-matrix kernels will not be built" >&2

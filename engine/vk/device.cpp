@@ -89,8 +89,10 @@ Device::Device(Instance& instance, uint32_t index, DeviceOptions options) : inst
   v12.timelineSemaphore = VK_TRUE;
   VkPhysicalDeviceSubgroupSizeControlFeatures size_control{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES};
-  size_control.subgroupSizeControl = VK_TRUE;
-  if (required_subgroup_size_) {
+  size_control.subgroupSizeControl = required_subgroup_size_ ? VK_TRUE : VK_FALSE;
+  // The cooperative-matrix kernels run in full subgroups (vk::ShaderInterface::full_subgroups).
+  size_control.computeFullSubgroups = info_.matrix_units.usable() ? VK_TRUE : VK_FALSE;
+  if (size_control.subgroupSizeControl || size_control.computeFullSubgroups) {
     v12.pNext = &size_control;
     extensions.push_back(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
   }

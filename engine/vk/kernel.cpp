@@ -61,6 +61,7 @@ Kernel::Kernel(Device& device, const std::string& shader, const Specialization& 
       VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO};
   required.requiredSubgroupSize = device.required_subgroup_size();
   if (required.requiredSubgroupSize) info.stage.pNext = &required;
+  if (iface.full_subgroups) info.stage.flags |= VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT_EXT;
   info.layout = layout_;
   const VkResult r = vk.vkCreateComputePipelines(dev, VK_NULL_HANDLE, 1, &info, nullptr, &pipeline_);
   vk.vkDestroyShaderModule(dev, module, nullptr);

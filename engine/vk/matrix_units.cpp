@@ -48,13 +48,26 @@ MatrixUnits describe_matrix_units(VkPhysicalDevice device, const std::vector<std
   MatrixUnitFeatures::Cooperative cooperative{kCooperativeFeatures};
   MatrixUnitFeatures::Bfloat16 bfloat16{kBfloat16Features};
   VkPhysicalDeviceVulkan12Features v12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+  VkPhysicalDeviceSubgroupSizeControlFeatures sizes{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES};
+  VkPhysicalDeviceSubgroupSizeControlProperties size_range{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES};
   v12.pNext = &cooperative;
+  const bool size_control = has(extensions, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
+  if (size_control) {
+    sizes.pNext = v12.pNext;
+    v12.pNext = &sizes;
+    VkPhysicalDeviceProperties2 props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+    props.pNext = &size_range;
+    vkGetPhysicalDeviceProperties2(device, &props);
+  }
   if (has(extensions, kBfloat16Extension)) cooperative.pNext = &bfloat16;
   VkPhysicalDeviceFeatures2 features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
   features.pNext = &v12;
   vkGetPhysicalDeviceFeatures2(device, &features);
   if (!cooperative.cooperativeMatrix || !v12.shaderFloat16) return units;
   units.vulkan_memory_model = v12.vulkanMemoryModel == VK_TRUE;
+  units.full_subgroups = size_control && sizes.computeFullSubgroups &&
+                         size_range.minSubgroupSize == size_range.maxSubgroupSize;
   units.bf16 = bfloat16.shaderBFloat16Type && bfloat16.shaderBFloat16CooperativeMatrix;
 
   uint32_t n = 0;

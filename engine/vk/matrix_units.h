@@ -25,7 +25,10 @@ struct MatrixUnits {
   std::vector<MatrixShape> shapes;
   bool vulkan_memory_model = false;  // the cooperative-matrix kernels' SPIR-V declares it
   bool bf16 = false;                 // VK_KHR_shader_bfloat16 with bf16 cooperative matrices
-  bool usable() const { return !shapes.empty() && vulkan_memory_model; }
+  // Compute pipelines may require full subgroups (VK_EXT_subgroup_size_control), and the
+  // subgroup size is the one size the device runs: the kernels' warps are its subgroups.
+  bool full_subgroups = false;
+  bool usable() const { return !shapes.empty() && vulkan_memory_model && full_subgroups; }
   bool lists(MatrixShape::Element e) const;
 };
 

@@ -8,6 +8,7 @@
 namespace brigade::vk {
 namespace {
 // SPIR-V opcodes and decorations used here (SPIR-V spec, section 3).
+constexpr uint32_t kOpCapability = 17, kCapabilityCooperativeMatrix = 6022;
 constexpr uint32_t kOpTypeStruct = 30, kOpTypePointer = 32, kOpVariable = 59, kOpDecorate = 71,
                    kOpMemberDecorate = 72;
 constexpr uint32_t kDecorationBlock = 2, kDecorationBufferBlock = 3, kDecorationNonWritable = 24,
@@ -25,11 +26,14 @@ ShaderInterface reflect(std::span<const uint32_t> code, const std::string& shade
   std::map<uint32_t, std::set<uint32_t>> struct_members;  // struct -> members decorated readonly
   std::map<uint32_t, uint32_t> member_count;
   std::map<uint32_t, std::pair<uint32_t, uint32_t>> variables;  // var -> (pointer type, class)
+  bool cooperative = false;
   for (size_t i = 5; i < code.size();) {
     const uint32_t op = code[i] & 0xFFFF, n = code[i] >> 16;
     if (n == 0 || i + n > code.size()) throw bad("truncated instruction");
     const uint32_t* w = &code[i];
-    if (op == kOpDecorate && n >= 3) {
+    if (op == kOpCapability && n >= 2) {
+      cooperative |= w[1] == kCapabilityCooperativeMatrix;
+    } else if (op == kOpDecorate && n >= 3) {
       if (w[2] == kDecorationBinding) binding[w[1]] = w[3];
       if (w[2] == kDecorationDescriptorSet) set[w[1]] = w[3];
       if (w[2] == kDecorationNonWritable) nonwritable.insert(w[1]);
@@ -46,6 +50,7 @@ ShaderInterface reflect(std::span<const uint32_t> code, const std::string& shade
     i += n;
   }
   ShaderInterface out;
+  out.full_subgroups = cooperative;
   std::set<uint32_t> seen;
   for (auto& [var, info] : variables) {
     auto [ptr, storage] = info;

@@ -11,6 +11,10 @@ namespace brigade::vk {
 struct ShaderInterface {
   uint32_t bindings = 0;      // storage buffers at set 0, bindings 0..bindings-1
   uint32_t written_mask = 0;  // bit b set when binding b is not declared readonly
+  // Cooperative matrices (SPIR-V 1.5 with SPV_KHR_cooperative_matrix): the pipeline runs in
+  // full subgroups, which is what makes the module valid before SPIR-V 1.6 and what the
+  // kernel's warps rely on.
+  bool full_subgroups = false;
 };
 
 ShaderInterface reflect(std::span<const uint32_t> spirv, const std::string& shader);
