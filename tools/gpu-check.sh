@@ -2,9 +2,12 @@
 # The checks of docs/BENCHMARKS.md "On a GPU", in one run on a machine with a GPU (and PyTorch
 # with CUDA for the peers):
 #   tools/gpu-check.sh OUTDIR [PARTS]
-# PARTS (comma-separated, default all): devices, kernels, tilings, suite, gpt, profile, drivers,
-# stages, precision.
-#   kernels  `bench kernels` up to 4096^3 beside torch.mm fp32 (TF32 off) on the same GPU
+# PARTS (comma-separated, default all): devices, kernels, matrix, tilings, suite, gpt, profile,
+# drivers, stages, precision.
+#   kernels  `bench kernels` up to 4096^3 beside torch.mm fp32 (TF32 off) and TF32 on the same GPU
+#   matrix   `bench kernels --precision bf16` and `fp16` (the products on the matrix units where
+#            the GPU lists the type, each candidate warp tiling) at 1024^3 and 4096^3 and the
+#            presets' shapes, beside torch.mm in the same type
 #   tilings  every candidate tiling on the presets' Linear shapes (`bench kernels --compare`):
 #            what choosing the GPU default by measurement needs (about 300 cases, each
 #            warmed for 0.25 s on a GPU)
@@ -28,7 +31,7 @@
 # peers' tables), log.txt (every part's output), suite.txt, kernels.json.
 set -uo pipefail
 out=${1:?usage: tools/gpu-check.sh OUTDIR [PARTS]}
-parts=${2:-devices,kernels,tilings,suite,gpt,profile,drivers,stages,precision}
+parts=${2:-devices,kernels,matrix,tilings,suite,gpt,profile,drivers,stages,precision}
 build=${BUILD:-build}
 b=$build/brigade
 gpu=${GPU:-0}
@@ -62,7 +65,19 @@ if want kernels; then
     >"$out/kernels.json" 2>>"$out/log.txt"
   say "kernels: exit $? in $((SECONDS - t0)) s"
   part kernels 40 "$py" "$here/torch/mm_peer.py" --device cuda --brigade-json "$out/kernels.json"
-  sed -n '/^== kernels: .*mm_peer/,$p' "$out/log.txt" | tail -n +2 >>"$out/summary.txt"
+  part kernels-tf32 40 "$py" "$here/torch/mm_peer.py" --device cuda --dtype tf32 --brigade-json "$out/kernels.json"
+  sed -n '/^== kernels: .*mm_peer/,$p' "$out/log.txt" | grep -v '^== ' >>"$out/summary.txt"
+fi
+
+if want matrix; then
+  for p in bf16 fp16; do
+    t0=$SECONDS
+    timeout -k 5 90 "$b" bench kernels --device "$gpu" --precision $p --square 1024,4096 --reps 9 --json \
+      >"$out/kernels-$p.json" 2>>"$out/log.txt"
+    say "matrix $p: exit $? in $((SECONDS - t0)) s"
+    part "matrix-$p" 40 "$py" "$here/torch/mm_peer.py" --device cuda --dtype $p --brigade-json "$out/kernels-$p.json"
+    sed -n "/^== matrix-$p: /,\$p" "$out/log.txt" | tail -n +2 >>"$out/summary.txt"
+  done
 fi
 
 if want tilings; then

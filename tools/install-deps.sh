@@ -3,7 +3,9 @@
 # are missing, a second Vulkan vendor for the tests (tools/install-swiftshader.sh: Google's
 # SwiftShader into .drivers/, at a pinned version) and Mesa 25's faster lavapipe from Debian's
 # bookworm-backports (tools/install-lavapipe.sh: into .drivers/, with no change to the
-# system's packages or apt sources). Non-interactive and safe to re-run.
+# system's packages or apt sources), and a shader compiler that knows cooperative matrices
+# from Debian unstable (tools/install-glslang.sh: into .toolchain/). Non-interactive and safe
+# to re-run.
 #   tools/install-deps.sh              what building, testing and training need
 #   tools/install-deps.sh --reference  also Debian's CPU PyTorch and OpenBLAS (its matrix
 #                                      products), for tools/torch/ (comparison curves,
@@ -44,3 +46,4 @@ else
 fi
 "$(dirname "${BASH_SOURCE[0]}")/install-swiftshader.sh"
 "$(dirname "${BASH_SOURCE[0]}")/install-lavapipe.sh"
+"$(dirname "${BASH_SOURCE[0]}")/install-glslang.sh"

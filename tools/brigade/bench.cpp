@@ -5,6 +5,7 @@
 // host's cores, measured right after it (blas_peer.h).
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -23,6 +24,9 @@
 #include "table.h"
 #include "ops/linear.h"
 #include "ops/matmul.h"
+#include "ops/matmul_tiles.h"
+#include "ops/precision.h"
+#include "shaders/precision.h"
 #include "ref/linear.h"
 #include "ref/matmul.h"
 #include "util/stats.h"
@@ -51,6 +55,8 @@ struct Case {
   Op op;
   uint32_t d0, d1, d2;  // Matmul: M, N, K.  Linear: N rows, IN, OUT.
   std::optional<ops::MatmulTiling> tiling;  // unset: the device's default
+  // Matmul: A and B stored in 16 bits (values of that precision), C in fp32.
+  ops::Precision format = ops::Precision::Fp32;
 
   // The matmul it amounts to, (M,N,K) of C (M,N) += (M,K)(K,N).
   std::array<uint64_t, 3> mnk() const {
@@ -112,6 +118,8 @@ Problem make_problem(const Case& c) {
   switch (c.op) {
     case Op::Matmul: {
       p.inputs = {random_values(size_t(a) * d, 1), random_values(size_t(d) * b, 2)};
+      for (auto& input : p.inputs)
+        for (float& x : input) x = ops::round_on_host(x, c.format);
       std::vector<double> rows_of_a;
       if (2.0 * a * b * d > kFullCheckFlops && a > kCheckedRows)
         for (uint32_t i = 0; i < kCheckedRows; ++i) {
@@ -167,7 +175,8 @@ void record(vk::Commands& cmd, const Case& c, const std::vector<vk::Buffer>& in,
             const std::vector<vk::Buffer>& out) {
   switch (c.op) {
     case Op::Matmul:
-      ops::matmul(cmd, in[0], in[1], out[0], {.M = c.d0, .N = c.d1, .K = c.d2, .tiling = c.tiling});
+      ops::matmul(cmd, in[0], in[1], out[0],
+                  {.M = c.d0, .N = c.d1, .K = c.d2, .a_format = c.format, .b_format = c.format, .tiling = c.tiling});
       break;
     case Op::LinearForward:
       ops::linear_forward(cmd, in[0], in[1], vk::View(in[2]), out[0], c.d0, c.d1, c.d2, c.tiling);
@@ -192,14 +201,29 @@ double gflops(const Case& c, double ms) {
   return 2.0 * double(m) * double(n) * double(k) / (ms * 1e6);
 }
 
+// The tiling ops::matmul picks for the case when none is given.
+ops::MatmulTiling default_tiling(const vk::PhysicalInfo& info, const Case& c) {
+  if (const auto matrix = ops::matrix_tiling(info, c.format)) return *matrix;
+  return ops::matmul_tiling(info, uint32_t(c.mnk()[0]), uint32_t(c.mnk()[1]));
+}
+
+// Values as stored: fp32, or packed two 16-bit values to a word.
+std::vector<uint32_t> stored(const std::vector<float>& v, ops::Precision format) {
+  if (format == ops::Precision::Fp32) return std::vector<uint32_t>(reinterpret_cast<const uint32_t*>(v.data()),
+                                                                   reinterpret_cast<const uint32_t*>(v.data() + v.size()));
+  std::vector<uint32_t> words((v.size() + 1) / 2, 0);
+  for (size_t i = 0; i < v.size(); ++i)
+    words[i / 2] |= shaders::half_from_bits(std::bit_cast<uint32_t>(v[i]), uint32_t(format)) << (i % 2 ? 16 : 0);
+  return words;
+}
+
 Result run_case(vk::Device& dev, const Case& c, const Problem& problem, int reps) {
-  Result r{c, c.tiling ? c.tiling->name()
-                       : "default: " + ops::matmul_tiling(dev.info(), uint32_t(c.mnk()[0]),
-                                                           uint32_t(c.mnk()[1])).name()};
+  Result r{c, c.tiling ? c.tiling->name() : "default: " + default_tiling(dev.info(), c).name()};
   std::vector<vk::Buffer> in, out;
   for (size_t i = 0; i < problem.inputs.size(); ++i) {
-    in.emplace_back(dev, problem.inputs[i].size() * 4, vk::Category::Activations, "input " + std::to_string(i));
-    vk::upload(in.back(), problem.inputs[i].data(), problem.inputs[i].size() * 4);
+    const std::vector<uint32_t> words = stored(problem.inputs[i], c.format);
+    in.emplace_back(dev, words.size() * 4, vk::Category::Activations, "input " + std::to_string(i));
+    vk::upload(in.back(), words.data(), words.size() * 4);
   }
   for (size_t n : output_sizes(c)) out.emplace_back(dev, n * 4, vk::Category::Activations, "output");
 
@@ -269,7 +293,7 @@ std::vector<Case> preset_cases() {
 // Tilings worth comparing on this device: the default (unset: the device's choice for each
 // problem, matmul_tiling), then the fixed alternatives it was chosen over (docs/BENCHMARKS.md),
 // the default's own full-size workgroup among them.
-std::vector<std::optional<ops::MatmulTiling>> candidate_tilings(const vk::PhysicalInfo& info) {
+std::vector<std::optional<ops::MatmulTiling>> candidate_tilings(const vk::PhysicalInfo& info, ops::Precision format) {
   using V = ops::MatmulTiling::Variant;
   const ops::MatmulTiling chosen = ops::matmul_tiling(info);
   std::vector<ops::MatmulTiling> all = {
@@ -286,6 +310,15 @@ std::vector<std::optional<ops::MatmulTiling>> candidate_tilings(const vk::Physic
   }
   if (info.type != VK_PHYSICAL_DEVICE_TYPE_CPU)  // GPUs: 128x128 tiles staged 8 or 16 deep
     for (uint32_t bk : {8u, 16u}) all.push_back({V::Shared, 16, 16, 8, 8, bk, 0});
+  // 16-bit products: the matrix units where the device lists the type, and larger warp tiles.
+  if (const auto matrix = ops::matrix_tiling(info, format)) {
+    all.push_back(*matrix);
+    ops::MatmulTiling wide = *matrix;
+    wide.tm = wide.tn = 4;
+    all.push_back(wide);
+    wide.bk = 2 * matrix->bk;
+    all.push_back(wide);
+  }
   std::vector<std::optional<ops::MatmulTiling>> out = {std::nullopt};
   for (const auto& t : all)
     if (std::none_of(out.begin() + 1, out.end(), [&](auto& o) { return o->name() == t.name(); }) &&
@@ -295,7 +328,7 @@ std::vector<std::optional<ops::MatmulTiling>> candidate_tilings(const vk::Physic
 }
 
 void run_kernels(const std::string& device_spec, const std::vector<uint32_t>& squares, int reps, bool json,
-                 bool compare) {
+                 bool compare, ops::Precision format) {
   if (reps < 1 || reps > 500) throw UserError("--reps must be between 1 and 500, got " + std::to_string(reps));
   vk::Instance instance;
   const uint32_t device_index = instance.find_device(device_spec, "--device");
@@ -306,10 +339,14 @@ void run_kernels(const std::string& device_spec, const std::vector<uint32_t>& sq
   // Square problems under every candidate tiling; the presets' shapes under the default,
   // or under every candidate too when comparing.
   std::vector<Case> cases;
-  const auto tilings = candidate_tilings(info);
+  const auto tilings = candidate_tilings(info, format);
   for (uint32_t n : squares)
-    for (const auto& t : tilings) cases.push_back({"square " + std::to_string(n) + "^3", Op::Matmul, n, n, n, t});
-  for (const Case& c : preset_cases()) {
+    for (const auto& t : tilings) cases.push_back({"square " + std::to_string(n) + "^3", Op::Matmul, n, n, n, t, format});
+  for (Case c : preset_cases()) {
+    if (format != ops::Precision::Fp32) {  // 16-bit: the product each pass amounts to
+      const auto [m, n, k] = c.mnk();
+      c = {c.name + " " + op_name(c.op), Op::Matmul, uint32_t(m), uint32_t(n), uint32_t(k), std::nullopt, format};
+    }
     if (!compare) {
       cases.push_back(c);
       continue;
@@ -325,7 +362,7 @@ void run_kernels(const std::string& device_spec, const std::vector<uint32_t>& sq
   std::map<std::string, double> peer_ms;    // likewise OpenBLAS, right after the first run
   std::vector<Result> results;
   for (const Case& c : cases) {
-    const std::string key = std::string(op_name(c.op)) + " " + std::to_string(c.d0) + " " +
+    const std::string key = std::string(op_name(c.op)) + " " + ops::precision_name(c.format) + " " + std::to_string(c.d0) + " " +
                             std::to_string(c.d1) + " " + std::to_string(c.d2);
     if (!problems.count(key)) problems[key] = make_problem(c);
     results.push_back(run_case(dev, c, problems[key], reps));
@@ -407,6 +444,7 @@ void add_bench(CLI::App& app) {
     int reps = 9;
     bool json = false;
     bool compare = false;
+    std::string precision = "fp32";
   };
   auto opt = std::make_shared<Options>();
   kernels->add_option("--device", opt->device, "device from `brigade devices`: index, part of its name or a UUID prefix")->capture_default_str();
@@ -421,7 +459,13 @@ void add_bench(CLI::App& app) {
   kernels->add_flag("--json", opt->json, "Print JSON instead of a table");
   kernels->add_flag("--compare", opt->compare,
                     "Time the presets' shapes under every candidate tiling, not just the default");
-  kernels->callback([opt] { run_kernels(opt->device, opt->squares, opt->reps, opt->json, opt->compare); });
+  kernels->add_option("--precision", opt->precision,
+                      "how A and B are stored: fp32, or bf16 or fp16 (their products on the device's "
+                      "matrix units where it lists the type; the Linear shapes as plain products)")
+      ->capture_default_str();
+  kernels->callback([opt] {
+    run_kernels(opt->device, opt->squares, opt->reps, opt->json, opt->compare, ops::parse_precision(opt->precision));
+  });
   add_bench_pipeline(*bench);
   add_bench_schedules(*bench);
   add_bench_partition(*bench);

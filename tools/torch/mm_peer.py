@@ -1,10 +1,11 @@
 #!/usr/bin/python3
-"""PyTorch's fp32 matrix product (torch.mm) on the square sizes `brigade bench kernels` times,
-beside brigade's figures for the same sizes: the peer of the matrix kernel on a GPU (cuBLAS,
-TF32 off) or on the CPU (PyTorch's BLAS).
+"""PyTorch's matrix product (torch.mm) on the square sizes `brigade bench kernels` times,
+beside brigade's figures for the same sizes: the peer of the matrix kernel on a GPU (cuBLAS)
+or on the CPU (PyTorch's BLAS). --dtype fp32 (TF32 off, the default), tf32, or bf16 and fp16
+(beside `brigade bench kernels --precision bf16|fp16`, the products on matrix units).
 
     brigade bench kernels --square 256,1024,4096 --json > kernels.json
-    python3 tools/torch/mm_peer.py --device cuda --brigade-json kernels.json [--reps 20]
+    python3 tools/torch/mm_peer.py --device cuda --brigade-json kernels.json [--reps 20] [--dtype bf16]
 
 Inputs are uniform in [-1, 1) (never zeros); each size is timed --reps times after three
 warm-up products, by CUDA events on a GPU and the wall clock on the CPU, and the median is
@@ -19,11 +20,12 @@ import sys
 import time
 
 
-def torch_gflops(n, device, reps):
+def torch_gflops(n, device, reps, dtype):
     import torch
-    a = torch.rand(n, n, device=device) * 2 - 1
-    b = torch.rand(n, n, device=device) * 2 - 1
-    c = torch.empty(n, n, device=device)
+    kind = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(dtype, torch.float32)
+    a = (torch.rand(n, n, device=device) * 2 - 1).to(kind)
+    b = (torch.rand(n, n, device=device) * 2 - 1).to(kind)
+    c = torch.empty(n, n, device=device, dtype=kind)
     times = []
     for i in range(reps + 3):
         if device == "cuda":
@@ -48,10 +50,11 @@ def main():
     ap.add_argument("--sizes", help="square sizes n (default: those in --brigade-json)")
     ap.add_argument("--brigade-json", help="`brigade bench kernels --json` output to compare with")
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--dtype", default="fp32", choices=["fp32", "tf32", "bf16", "fp16"])
     args = ap.parse_args()
     import torch
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.set_float32_matmul_precision("highest")
+    torch.backends.cuda.matmul.allow_tf32 = args.dtype == "tf32"
+    torch.set_float32_matmul_precision("high" if args.dtype == "tf32" else "highest")
     ours = {}
     device_name = "brigade: none given"
     if args.brigade_json:
@@ -71,11 +74,12 @@ def main():
     if not sizes:
         sys.exit("mm_peer: no sizes: give --sizes or a --brigade-json with square products")
     where = torch.cuda.get_device_name(0) if args.device == "cuda" else f"CPU, {torch.get_num_threads()} threads"
-    print(f"PyTorch {torch.__version__} torch.mm fp32 (TF32 off) on {where}, median of {args.reps}")
+    what = "fp32 (TF32 off)" if args.dtype == "fp32" else args.dtype
+    print(f"PyTorch {torch.__version__} torch.mm {what} on {where}, median of {args.reps}")
     print(device_name)
     rows = [["n", "PyTorch GFLOPS", "brigade default", "ratio", "brigade best", "ratio", "best tiling"]]
     for n in sizes:
-        peer = torch_gflops(n, args.device, args.reps)
+        peer = torch_gflops(n, args.device, args.reps, args.dtype)
         mine = ours.get(n)
         row = [str(n), f"{peer:.0f}"]
         if mine and mine["default"]:
