@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Runs the cooperative-matrix tests on a driver that has cooperative matrices, on a machine
+# with no GPU: Mesa 26's lavapipe (VK_KHR_cooperative_matrix, fp16), which Debian ships only in
+# unstable, for a newer glibc than Debian 12's. So it runs in a minimal Debian unstable userland
+# made with debootstrap in .drivers/unstable/ (about 0.8 GB; kept for the next run), with the
+# checkout bind-mounted at its own path, and Brigade's tests, built here, run inside it under
+# unstable's validation layer: the matrix-unit kernel cases, and fp16 pipelines (whose
+# products take the matrix units by default there) against one device.
+# Needs root (chroot, mounts) and debootstrap (installed when missing).
+#   tools/coopmat-check.sh [BUILD_DIR]        default build/
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=$(cd "${1:-$root/build}" && pwd)
+dest=$root/.drivers/unstable
+min_mesa=26
+
+[ "$(id -u)" -eq 0 ] || { echo "coopmat-check: needs root (chroot and mounts)" >&2; exit 1; }
+command -v debootstrap >/dev/null ||
+  { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >/dev/null; }
+
+# The archive behind the machine's own bookworm source (tools/debian-fetch.sh's rule).
+archive=$(apt-get indextargets --format '$(REPO_URI) $(RELEASE) $(TARGET_OF)' 2>/dev/null |
+            awk '$2 == "bookworm" && $3 == "deb" { print $1; exit }')
+[ -n "$archive" ] || { echo "coopmat-check: apt has no Debian bookworm source to find unstable's archive by" >&2; exit 1; }
+
+if [ ! -f "$dest/.ready" ]; then
+  t0=$SECONDS
+  rm -rf "$dest"
+  echo "coopmat-check: making a Debian unstable userland in $dest"
+  debootstrap --variant=minbase unstable "$dest" "$archive" >"$root/.drivers/unstable.log" 2>&1 ||
+    { tail -20 "$root/.drivers/unstable.log" >&2; exit 1; }
+  chroot "$dest" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    mesa-vulkan-drivers vulkan-validationlayers libtomlplusplus3 libopenmpi40 >>"$root/.drivers/unstable.log" 2>&1 ||
+    { tail -20 "$root/.drivers/unstable.log" >&2; exit 1; }
+  touch "$dest/.ready"
+  echo "coopmat-check: made in $((SECONDS - t0)) s"
+fi
+mesa=$(chroot "$dest" dpkg-query -W -f='${Version}' mesa-vulkan-drivers)
+if [ "${mesa%%.*}" -lt "$min_mesa" ]; then
+  echo "coopmat-check: unstable's Mesa is $mesa, older than $min_mesa: no cooperative matrices" >&2
+  exit 1
+fi
+
+mounted=()
+cleanup() { for m in "${mounted[@]}"; do umount "$m" 2>/dev/null || umount -l "$m"; done; }
+trap cleanup EXIT
+mkdir -p "$dest/proc" "$dest$root"
+mount -t proc proc "$dest/proc" && mounted=("$dest/proc")
+mount --bind "$root" "$dest$root" && mounted=("$dest$root" "${mounted[@]}")
+if [ "$build" != "$root/build" ] && [[ "$build" != "$root"/* ]]; then
+  mkdir -p "$dest$build" && mount --bind "$build" "$dest$build" && mounted=("$dest$build" "${mounted[@]}")
+fi
+
+inside() { chroot "$dest" env BRIGADE_LAVAPIPE=system "$@"; }
+echo "coopmat-check: Mesa $mesa's lavapipe: $(inside "$build/brigade" devices | grep -A1 'matrix products' | tail -1 | tr -s ' ')"
+inside "$build/brigade" devices | grep -q 'products on matrix units' ||
+  { echo "coopmat-check: the device lists no matrix product Brigade takes" >&2; exit 1; }
+inside "$build/tests/test_kernels" -tc='*matrix-unit*,*matrix units*,*16-bit A and B*'
+inside "$build/tests/test_pipeline" -tc='fp16 *pipelined equals one device*,*products read its weights rounded*,*within 2 L u*'
