@@ -101,7 +101,7 @@ Device::Device(Instance& instance, uint32_t index, DeviceOptions options) : inst
   MatrixUnitFeatures matrix(info_.matrix_units);
   if (info_.matrix_units.usable()) {
     v12.shaderFloat16 = VK_TRUE;
-    v12.vulkanMemoryModel = VK_TRUE;
+    v12.vulkanMemoryModel = v12.vulkanMemoryModelDeviceScope = VK_TRUE;
     extensions.insert(extensions.end(), matrix.extensions.begin(), matrix.extensions.end());
   }
   VkPhysicalDeviceFeatures2 features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};

@@ -65,7 +65,7 @@ MatrixUnits describe_matrix_units(VkPhysicalDevice device, const std::vector<std
   features.pNext = &v12;
   vkGetPhysicalDeviceFeatures2(device, &features);
   if (!cooperative.cooperativeMatrix || !v12.shaderFloat16) return units;
-  units.vulkan_memory_model = v12.vulkanMemoryModel == VK_TRUE;
+  units.vulkan_memory_model = v12.vulkanMemoryModel && v12.vulkanMemoryModelDeviceScope;
   units.full_subgroups = size_control && sizes.computeFullSubgroups &&
                          size_range.minSubgroupSize == size_range.maxSubgroupSize;
   units.bf16 = bfloat16.shaderBFloat16Type && bfloat16.shaderBFloat16CooperativeMatrix;

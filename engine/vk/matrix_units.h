@@ -23,7 +23,9 @@ struct MatrixShape {
 
 struct MatrixUnits {
   std::vector<MatrixShape> shapes;
-  bool vulkan_memory_model = false;  // the cooperative-matrix kernels' SPIR-V declares it
+  // The cooperative-matrix kernels' SPIR-V declares the Vulkan memory model; enabled, it needs
+  // its device scope too, which the other kernels' barriers use.
+  bool vulkan_memory_model = false;
   bool bf16 = false;                 // VK_KHR_shader_bfloat16 with bf16 cooperative matrices
   // Compute pipelines may require full subgroups (VK_EXT_subgroup_size_control), and the
   // subgroup size is the one size the device runs: the kernels' warps are its subgroups.
