@@ -28,6 +28,14 @@ TEST_CASE("brigade devices lists the devices, as a table and as JSON") {
   REQUIRE(!devices.empty());
   CHECK(devices[0]["index"] == 0);
   CHECK(devices[0]["timeline_semaphore"] == true);
+  // What each device's matrix units multiply, and what auto picks there: the table says the same.
+  for (const auto& d : devices) {
+    REQUIRE(d["matrix_products"].is_array());
+    const std::string automatic = d["precision_auto"];
+    CHECK((automatic == "bf16" || automatic == "fp16"));
+    if (d["matrix_products"].empty()) CHECK(automatic == "bf16");
+  }
+  CHECK(t.output.find("matrix products (16-bit into fp32)  --precision auto  its products") != std::string::npos);
 }
 
 // The lavapipe of tools/install-lavapipe.sh replaces the system's (engine/vk/drivers.h).
