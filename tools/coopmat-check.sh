@@ -51,7 +51,8 @@ if [ "$build" != "$root/build" ] && [[ "$build" != "$root"/* ]]; then
   mkdir -p "$dest$build" && mount --bind "$build" "$dest$build" && mounted=("$dest$build" "${mounted[@]}")
 fi
 
-inside() { chroot "$dest" env BRIGADE_LAVAPIPE=system "$@"; }
+# Matrix units taken by default, as on a GPU (a CPU's leaves them to its faster SIMT kernel).
+inside() { chroot "$dest" env BRIGADE_LAVAPIPE=system BRIGADE_MATRIX_UNITS=on "$@"; }
 echo "coopmat-check: Mesa $mesa's lavapipe: $(inside "$build/brigade" devices | grep -A1 'matrix products' | tail -1 | tr -s ' ')"
 inside "$build/brigade" devices | grep -q 'products on matrix units' ||
   { echo "coopmat-check: the device lists no matrix product Brigade takes" >&2; exit 1; }

@@ -96,7 +96,7 @@ struct MatmulParams {
   // holding gelu of C as stored.
   Precision e_format = Precision::Fp32;
   // Unset: the matrix units where A and B are 16-bit values of a type the device multiplies
-  // (matrix_tiling), otherwise matmul_tiling(the device).
+  // (default_matrix_tiling), otherwise matmul_tiling(the device).
   std::optional<MatmulTiling> tiling;
 
   uint32_t ld_a() const { return lda ? lda : trans_a ? M : K; }

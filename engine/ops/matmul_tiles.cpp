@@ -1,5 +1,7 @@
 #include "ops/matmul_tiles.h"
 
+#include <cstdlib>
+
 #include "util/error.h"
 #include "vk/kernel.h"
 #include "vk/spirv.h"
@@ -39,6 +41,23 @@ std::optional<MatmulTiling> matrix_tiling(const vk::PhysicalInfo& device, Precis
   return t;
 }
 
+namespace {
+
+bool takes_matrix_units(const vk::PhysicalInfo& device) {
+  const char* env = std::getenv("BRIGADE_MATRIX_UNITS");
+  const std::string mode = env ? env : "auto";
+  if (mode == "on") return true;
+  if (mode == "off") return false;
+  if (mode != "auto") throw UserError("BRIGADE_MATRIX_UNITS is '" + mode + "'; expected auto, on or off");
+  return device.type != VK_PHYSICAL_DEVICE_TYPE_CPU;
+}
+
+}  // namespace
+
+std::optional<MatmulTiling> default_matrix_tiling(const vk::PhysicalInfo& device, Precision element) {
+  return takes_matrix_units(device) ? matrix_tiling(device, element) : std::nullopt;
+}
+
 MatmulTiling emulated_matrix_tiling(uint32_t lm, uint32_t ln, uint32_t lk, uint32_t lanes) {
   MatmulTiling t{MatmulTiling::Variant::Matrix, 2, 2, 2, 2, 2 * lk, lanes};
   t.lm = lm, t.ln = ln, t.lk = lk, t.emulated = true;
@@ -48,8 +67,11 @@ MatmulTiling emulated_matrix_tiling(uint32_t lm, uint32_t ln, uint32_t lk, uint3
 std::string matrix_path(const vk::PhysicalInfo& device, Precision precision) {
   if (!is_half(precision)) return "fp32 products on the SIMT kernel";
   const std::string type = precision_name(precision);
-  if (const auto t = matrix_tiling(device, precision))
+  if (const auto t = default_matrix_tiling(device, precision))
     return type + " products on matrix units (" + t->name() + ")";
+  if (matrix_tiling(device, precision))
+    return type + " products on the SIMT kernel in fp32 arithmetic: the device's " + type +
+           " matrix products are a CPU's emulation, slower than its SIMT kernel (BRIGADE_MATRIX_UNITS=on takes them)";
   if (device.matrix_units.lists(*element_of(precision)) && !vk::has_shader(coopmat_kernel(precision)))
     return type + " products on the SIMT kernel: the device multiplies " + type +
            " matrices, but this build has no cooperative-matrix kernels (tools/install-glslang.sh)";
@@ -60,8 +82,8 @@ std::string matrix_path(const vk::PhysicalInfo& device, Precision precision) {
 }
 
 Precision auto_precision(const vk::PhysicalInfo& device) {
-  if (matrix_tiling(device, Precision::Bf16)) return Precision::Bf16;
-  if (matrix_tiling(device, Precision::Fp16)) return Precision::Fp16;
+  if (default_matrix_tiling(device, Precision::Bf16)) return Precision::Bf16;
+  if (default_matrix_tiling(device, Precision::Fp16)) return Precision::Fp16;
   return Precision::Bf16;
 }
 
