@@ -43,13 +43,21 @@ std::optional<MatmulTiling> matrix_tiling(const vk::PhysicalInfo& device, Precis
 
 namespace {
 
+// BRIGADE_MATRIX_UNITS, read once: ops::matmul asks on every 16-bit product it records.
+const std::string& matrix_units_mode() {
+  static const std::string mode = [] {
+    const char* env = std::getenv("BRIGADE_MATRIX_UNITS");
+    const std::string m = env ? env : "auto";
+    if (m != "auto" && m != "on" && m != "off")
+      throw UserError("BRIGADE_MATRIX_UNITS is '" + m + "'; expected auto, on or off");
+    return m;
+  }();
+  return mode;
+}
+
 bool takes_matrix_units(const vk::PhysicalInfo& device) {
-  const char* env = std::getenv("BRIGADE_MATRIX_UNITS");
-  const std::string mode = env ? env : "auto";
-  if (mode == "on") return true;
-  if (mode == "off") return false;
-  if (mode != "auto") throw UserError("BRIGADE_MATRIX_UNITS is '" + mode + "'; expected auto, on or off");
-  return device.type != VK_PHYSICAL_DEVICE_TYPE_CPU;
+  const std::string& mode = matrix_units_mode();
+  return mode == "on" || (mode == "auto" && device.type != VK_PHYSICAL_DEVICE_TYPE_CPU);
 }
 
 }  // namespace
