@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "pipeline/schedule.h"
+#include "pipeline/simulate.h"
 #include "util/error.h"
 
 namespace brigade::pipeline {
@@ -123,47 +124,10 @@ std::string check(const Schedule& s, uint32_t slots) {
 }
 
 double simulated_bubble(const Schedule& s, const std::vector<double>& forward) {
-  const uint32_t K = s.stages, C = s.cells();
-  BRIGADE_EXPECT(forward.size() == C, "one forward time per cell");
-  auto cost = [&](const Action& a, uint32_t c) {
-    switch (a.op) {
-      case Op::Forward:
-      case Op::Recompute: return forward[c];
-      case Op::Backward: return s.split ? forward[c] : 2 * forward[c];
-      case Op::WeightGradient: return forward[c];
-      default: return 0.0;
-    }
-  };
-  // Finish times of F and B per (cell, micro-batch); a receive waits for its sender's.
-  std::map<std::tuple<int, uint32_t, uint32_t>, double> finished;
-  std::vector<size_t> pc(K, 0);
-  std::vector<double> clock(K, 0), busy(K, 0);
-  bool progress = true;
-  while (progress) {
-    progress = false;
-    for (uint32_t k = 0; k < K; ++k)
-      for (; pc[k] < s.actions[k].size(); ++pc[k], progress = true) {
-        const Action& a = s.actions[k][pc[k]];
-        const uint32_t c = s.cell_of(k, a), i = a.micro_batch;
-        if (a.op == Op::RecvActivation || a.op == Op::RecvGradient) {
-          const auto it = a.op == Op::RecvActivation ? finished.find({0, c - 1, i}) : finished.find({1, c + 1, i});
-          if (it == finished.end()) break;
-          clock[k] = std::max(clock[k], it->second);
-          continue;
-        }
-        if (!computes(a.op)) continue;
-        clock[k] += cost(a, c);
-        busy[k] += cost(a, c);
-        if (a.op == Op::Forward) finished[{0, c, i}] = clock[k];
-        if (a.op == Op::Backward) finished[{1, c, i}] = clock[k];
-      }
-  }
-  for (uint32_t k = 0; k < K; ++k)
-    BRIGADE_EXPECT(pc[k] == s.actions[k].size(), "a schedule that deadlocks has no time");
-  const double span = *std::max_element(clock.begin(), clock.end());
-  double work = 0;
-  for (double b : busy) work += b;
-  return span > 0 ? 1.0 - work / (K * span) : 0.0;
+  ActionTimes t;
+  t.forward = forward;
+  for (double f : forward) t.backward.push_back(2 * f);
+  return simulate(s, t).bubble();
 }
 
 double simulated_bubble(const Schedule& s) {

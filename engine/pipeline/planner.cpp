@@ -1,0 +1,160 @@
+#include "pipeline/planner.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "pipeline/plan.h"
+#include "pipeline/simulate.h"
+#include "util/error.h"
+
+namespace brigade::pipeline {
+
+std::vector<uint32_t> divisors(uint32_t n) {
+  std::vector<uint32_t> out;
+  for (uint32_t d = 1; d <= n; ++d)
+    if (n % d == 0) out.push_back(d);
+  return out;
+}
+
+std::vector<ScheduleChoice> all_schedules() {
+  return {{ScheduleKind::GPipe, 1}, {ScheduleKind::OneFOneB, 1}, {ScheduleKind::ZeroBubble, 1},
+          {ScheduleKind::Interleaved, 2}, {ScheduleKind::Interleaved, 4}};
+}
+
+std::vector<std::vector<uint32_t>> device_orders(const std::vector<PlanDevice>& pool, uint32_t max_stages) {
+  std::vector<std::vector<uint32_t>> out, seen;  // seen: as physical devices
+  std::vector<uint32_t> order;
+  std::vector<bool> used(pool.size(), false);
+  // Depth first, shorter pipelines before longer ones (ties in time go to fewer stages).
+  for (uint32_t K = 1; K <= std::min<size_t>(max_stages, pool.size()); ++K) {
+    auto extend = [&](auto&& self) -> void {
+      if (order.size() == K) {
+        std::vector<uint32_t> physical;
+        for (uint32_t i : order) physical.push_back(pool[i].spec.physical);
+        if (std::find(seen.begin(), seen.end(), physical) == seen.end()) out.push_back(order), seen.push_back(physical);
+        return;
+      }
+      for (uint32_t i = 0; i < pool.size(); ++i)
+        if (!used[i]) {
+          used[i] = true, order.push_back(i);
+          self(self);
+          used[i] = false, order.pop_back();
+        }
+    };
+    extend(extend);
+  }
+  return out;
+}
+
+namespace {
+
+// Every per-stage choice of precision: the fixed one(s), or each device's candidates.
+std::vector<std::vector<ops::Precision>> precision_choices(const SearchSpace& s, const std::vector<uint32_t>& devices) {
+  const size_t K = devices.size();
+  if (!s.precision.empty()) {
+    if (s.precision.size() != 1 && s.precision.size() != K) return {};
+    std::vector<ops::Precision> p(K);
+    for (size_t k = 0; k < K; ++k) p[k] = s.precision[s.precision.size() == 1 ? 0 : k];
+    return {p};
+  }
+  std::vector<std::vector<ops::Precision>> out{{}};
+  for (uint32_t d : devices) {
+    std::vector<std::vector<ops::Precision>> next;
+    for (const auto& prefix : out)
+      for (ops::Precision p : s.pool[d].precisions) {
+        next.push_back(prefix);
+        next.back().push_back(p);
+      }
+    out = std::move(next);
+  }
+  return out;
+}
+
+const LayerTimes& times_of(const PlanDevice& d, uint32_t rows, ops::Precision p) {
+  const auto it = d.times.find({rows, p});
+  BRIGADE_EXPECT(it != d.times.end(), "the planner has a profile of every micro-batch size and precision it tries");
+  return it->second;
+}
+
+// How far over its memory the plan's fullest stage is (<= 1: it fits).
+double over_ratio(const Plan& p, const std::vector<StageSpec>& stages, uint32_t optimizer_states) {
+  double worst = 0;
+  for (uint32_t k = 0; k < stages.size(); ++k) {
+    const uint64_t cap = stages[k].memory_cap ? stages[k].memory_cap : stages[k].device_memory;
+    if (cap) worst = std::max(worst, double(total(p.stage_memory(k, optimizer_states))) / double(cap));
+  }
+  return worst;
+}
+
+}  // namespace
+
+SearchResult search(const model::Model& m, const SearchSpace& s) {
+  SearchResult r;
+  const uint32_t L = uint32_t(m.layers.size());
+  double closest = std::numeric_limits<double>::infinity();
+  for (const std::vector<uint32_t>& devices : s.device_orders) {
+    const uint32_t K = uint32_t(devices.size());
+    for (uint32_t M : s.micro_batches)
+      for (const ScheduleChoice& sc : s.schedules)
+        for (Remat remat : s.remats)
+          for (const std::vector<ops::Precision>& precision : precision_choices(s, devices)) {
+            const uint32_t rows = split_rows(s.rows, M).front();
+            PlanOptions o;
+            o.rows = s.rows, o.micro_batches = M, o.remat = remat, o.schedule = sc.kind;
+            o.virtual_stages = sc.virtual_stages, o.optimizer_states = s.optimizer_states;
+            o.precision = precision, o.balance = s.balance;
+            for (uint32_t k = 0; k < K; ++k) {
+              StageSpec st = s.pool[devices[k]].spec;
+              st.layer_times = times_of(s.pool[devices[k]], rows, precision[k]).forward;
+              const std::vector<double>& back = times_of(s.pool[devices[k]], rows, precision[k]).backward;
+              for (uint32_t l = 0; l < L; ++l) st.layer_times[l] += back[l];
+              o.stages.push_back(std::move(st));
+            }
+            Plan p;
+            try {
+              p = plan(m, o);
+            } catch (const UserError&) {  // K > L, interleaved with M not a multiple of K, ...
+              ++r.invalid;
+              continue;
+            }
+            ++r.considered;
+            if (!p.problem.empty()) {
+              ++r.over_memory;
+              const double over = over_ratio(p, o.stages, s.optimizer_states);
+              if (over < closest) closest = over, r.closest = p.problem;
+              continue;
+            }
+            // Each cell's forward and backward on its stage's device, and each boundary's
+            // transfer on its link.
+            const uint32_t C = p.schedule.cells();
+            ActionTimes t;
+            for (uint32_t c = 0; c < C; ++c) {
+              const uint32_t k = c % K;
+              const LayerTimes& lt = times_of(s.pool[devices[k]], rows, precision[k]);
+              const CellLayout& cell = p.cells[c];
+              double f = 0, b = 0;
+              for (uint32_t l = cell.first; l < cell.last; ++l) f += lt.forward[l], b += lt.backward[l];
+              t.forward.push_back(f), t.backward.push_back(b);
+              if (c + 1 == C) continue;
+              const uint32_t from = devices[k], to = devices[(c + 1) % K];
+              const uint64_t bytes = ops::stored_bytes(
+                  model::elements(m.layers[cell.last - 1]->output_shape()) * rows, cell.output_precision.back());
+              const double seconds = from == to ? 0.0 : double(bytes) * s.link_seconds_per_byte[from][to];
+              t.activation.push_back(seconds), t.gradient.push_back(seconds);
+            }
+            for (uint32_t d : devices) t.resource.push_back(s.pool[d].resource);
+            const Simulation sim = simulate(p.schedule, t);
+            Candidate c{devices, M, sc, remat, precision, p.partition.sizes, sim.span, sim.bubble(), {}};
+            for (uint32_t k = 0; k < K; ++k) c.peak.push_back(total(p.stage_memory(k, s.optimizer_states)));
+            r.ranked.push_back(std::move(c));
+          }
+  }
+  // Ties keep the order tried: fewer stages, fewer micro-batches,
+  // simpler schedules, no re-materialization and each device's preferred precision first.
+  std::stable_sort(r.ranked.begin(), r.ranked.end(), [](const Candidate& a, const Candidate& b) {
+    return a.step_seconds < b.step_seconds;
+  });
+  return r;
+}
+
+}  // namespace brigade::pipeline

@@ -1,0 +1,79 @@
+#include "pipeline/simulate.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <tuple>
+
+#include "util/error.h"
+
+namespace brigade::pipeline {
+
+double Simulation::bubble() const {
+  double work = 0;
+  for (double b : busy) work += b;
+  return span > 0 ? 1.0 - work / (double(busy.size()) * span) : 0.0;
+}
+
+Simulation simulate(const Schedule& s, const ActionTimes& t) {
+  const uint32_t K = s.stages, C = s.cells();
+  BRIGADE_EXPECT(t.forward.size() == C && t.backward.size() == C, "one forward and one backward time per cell");
+  BRIGADE_EXPECT(t.activation.empty() || (t.activation.size() + 1 >= C && t.gradient.size() == t.activation.size()),
+                 "one transfer time per boundary and direction");
+  BRIGADE_EXPECT(t.resource.empty() || t.resource.size() == K, "one resource per stage");
+  auto cost = [&](const Action& a, uint32_t c) {
+    switch (a.op) {
+      case Op::Forward:
+      case Op::Recompute: return t.forward[c];
+      case Op::Backward: return s.split ? t.backward[c] / 2 : t.backward[c];
+      case Op::WeightGradient: return t.backward[c] / 2;
+      default: return 0.0;
+    }
+  };
+  auto transfer = [&](const std::vector<double>& v, uint32_t boundary) { return v.empty() ? 0.0 : v[boundary]; };
+  // When a receive's data is there: the sender's F or B finished, plus the transfer.
+  std::map<std::tuple<int, uint32_t, uint32_t>, double> arrives;
+  std::vector<size_t> pc(K, 0);
+  std::vector<double> clock(K, 0);
+  std::map<uint32_t, double> free_at;  // per resource
+  Simulation out;
+  out.busy.assign(K, 0);
+  const double never = std::numeric_limits<double>::infinity();
+  while (true) {
+    // Receives and sends cost no stage time: take them as soon as they can go.
+    for (uint32_t k = 0; k < K; ++k)
+      for (; pc[k] < s.actions[k].size(); ++pc[k]) {
+        const Action& a = s.actions[k][pc[k]];
+        const uint32_t c = s.cell_of(k, a);
+        if (a.op == Op::RecvActivation || a.op == Op::RecvGradient) {
+          const auto it = arrives.find({a.op == Op::RecvActivation ? 0 : 1, c, a.micro_batch});
+          if (it == arrives.end()) break;
+          clock[k] = std::max(clock[k], it->second);
+        } else if (computes(a.op)) {
+          break;
+        }
+      }
+    uint32_t next = K;
+    double start = never;
+    for (uint32_t k = 0; k < K; ++k) {
+      if (pc[k] == s.actions[k].size() || !computes(s.actions[k][pc[k]].op)) continue;
+      const double at = std::max(clock[k], t.resource.empty() ? 0.0 : free_at[t.resource[k]]);
+      if (at < start) start = at, next = k;
+    }
+    if (next == K) break;
+    const Action& a = s.actions[next][pc[next]++];
+    const uint32_t c = s.cell_of(next, a);
+    const double end = start + cost(a, c);
+    clock[next] = end;
+    out.busy[next] += cost(a, c);
+    if (!t.resource.empty()) free_at[t.resource[next]] = end;
+    if (a.op == Op::Forward && c + 1 < C) arrives[{0, c + 1, a.micro_batch}] = end + transfer(t.activation, c);
+    if (a.op == Op::Backward && c > 0) arrives[{1, c - 1, a.micro_batch}] = end + transfer(t.gradient, c - 1);
+  }
+  for (uint32_t k = 0; k < K; ++k)
+    BRIGADE_EXPECT(pc[k] == s.actions[k].size(), "a schedule that deadlocks has no time");
+  out.span = *std::max_element(clock.begin(), clock.end());
+  return out;
+}
+
+}  // namespace brigade::pipeline

@@ -1,0 +1,138 @@
+// The planner without a GPU: synthetic layer times, the real memory model and schedules.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+
+#include "model/model.h"
+#include "pipeline/plan.h"
+#include "pipeline/planner.h"
+#include "pipeline/simulate.h"
+
+using namespace brigade;
+using namespace brigade::pipeline;
+
+namespace {
+
+// A device on which layer l takes (l + 1) ms per 64 rows forward and twice that backward,
+// divided by `speed`, plus `overhead` seconds per layer and pass; bf16 at `bf16_speedup`.
+PlanDevice device(const model::Model& m, uint32_t physical, double speed, uint32_t resource,
+                  double bf16_speedup = 1.0, double overhead = 0) {
+  PlanDevice d;
+  d.spec.device = "device " + std::to_string(physical);
+  d.spec.physical = physical;
+  d.resource = resource;
+  d.precisions = {ops::Precision::Fp32, ops::Precision::Bf16};
+  for (uint32_t rows = 1; rows <= 64; ++rows)
+    for (ops::Precision p : d.precisions) {
+      LayerTimes& t = d.times[{rows, p}];
+      for (size_t l = 0; l < m.layers.size(); ++l) {
+        const double f = 1e-3 * double(l + 1) * rows / 64 / speed / (p == ops::Precision::Bf16 ? bf16_speedup : 1);
+        t.forward.push_back(f + overhead), t.backward.push_back(2 * f + overhead);
+      }
+    }
+  return d;
+}
+
+SearchSpace space(std::vector<PlanDevice> pool, double link = 0) {
+  SearchSpace s;
+  s.rows = 64, s.optimizer_states = 2;
+  s.pool = std::move(pool);
+  s.link_seconds_per_byte.assign(s.pool.size(), std::vector<double>(s.pool.size(), link));
+  s.device_orders = device_orders(s.pool, 4);
+  s.micro_batches = divisors(64);
+  s.schedules = all_schedules();
+  s.remats = {Remat::Never, Remat::Always, Remat::ExceptLast};
+  s.precision = {ops::Precision::Fp32};
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("the simulation serializes stages on one resource and adds each transfer") {
+  const Schedule s = build({ScheduleKind::GPipe, 2, 4, 1, Remat::Never});
+  ActionTimes t{{1, 1}, {2, 2}, {}, {}, {}};
+  const Simulation apart = simulate(s, t);
+  CHECK(apart.span == doctest::Approx(3 * 4 + 3));  // GPipe: (M + K - 1) forwards and backwards
+  t.resource = {7, 7};
+  const Simulation shared = simulate(s, t);
+  CHECK(shared.span == doctest::Approx(2 * 4 * 3));  // every action, one at a time
+  CHECK(shared.bubble() == doctest::Approx(0.5));
+  const Schedule one = build({ScheduleKind::GPipe, 2, 1, 1, Remat::Never});
+  ActionTimes moved{{1, 1}, {2, 2}, {0.25}, {0.5}, {}};
+  CHECK(simulate(one, moved).span == doctest::Approx(1 + 0.25 + 1 + 2 + 0.5 + 2));
+}
+
+TEST_CASE("device orders: every ordered choice once, without repeating a physical order") {
+  const model::Model m = model::build("fashion-mlp");
+  const std::vector<PlanDevice> two{device(m, 0, 1, 0), device(m, 1, 1, 1)};
+  CHECK(device_orders(two, 4) == std::vector<std::vector<uint32_t>>{{0}, {1}, {0, 1}, {1, 0}});
+  const std::vector<PlanDevice> same{device(m, 0, 1, 0), device(m, 0, 1, 0)};
+  CHECK(device_orders(same, 4) == std::vector<std::vector<uint32_t>>{{0}, {0, 1}});
+  CHECK(divisors(12) == std::vector<uint32_t>{1, 2, 3, 4, 6, 12});
+}
+
+TEST_CASE("the planner ranks by simulated step time and predicts one stage's exactly") {
+  const model::Model m = model::build("fashion-mlp");
+  const SearchResult r = search(m, space({device(m, 0, 1, 0)}));
+  REQUIRE(!r.ranked.empty());
+  CHECK(r.considered == r.ranked.size() + r.over_memory);
+  for (size_t i = 1; i < r.ranked.size(); ++i) CHECK(r.ranked[i - 1].step_seconds <= r.ranked[i].step_seconds);
+  // One stage: the mini-batch's forwards and backwards, plus the recomputes remat adds.
+  double sum = 0;
+  for (size_t l = 0; l < m.layers.size(); ++l) sum += 3e-3 * double(l + 1);
+  const Candidate& best = r.ranked.front();
+  CHECK(best.devices == std::vector<uint32_t>{0});
+  CHECK(best.remat == Remat::Never);
+  CHECK(best.step_seconds == doctest::Approx(sum));
+  for (const Candidate& c : r.ranked)
+    if (c.remat == Remat::Always) CHECK(c.step_seconds == doctest::Approx(sum * 4 / 3));
+}
+
+TEST_CASE("the planner pipelines devices that run apart and keeps to one of those sharing cores") {
+  const model::Model m = model::build("fashion-mlp");
+  const SearchResult apart = search(m, space({device(m, 0, 1, 0), device(m, 1, 1, 1)}));
+  REQUIRE(!apart.ranked.empty());
+  CHECK(apart.ranked.front().devices.size() == 2);
+  CHECK(apart.ranked.front().micro_batches > 1);
+  // Sharing one resource, a second stage only adds transfers: one stage on one device.
+  const SearchResult shared = search(m, space({device(m, 0, 1, 0), device(m, 1, 1, 0)}, 1e-9));
+  REQUIRE(!shared.ranked.empty());
+  CHECK(shared.ranked.front().devices.size() == 1);
+  // A faster device gets the single stage.
+  const SearchResult faster = search(m, space({device(m, 0, 1, 0), device(m, 1, 3, 0)}, 1e-9));
+  CHECK(faster.ranked.front().devices == std::vector<uint32_t>{1});
+}
+
+TEST_CASE("fixed axes stay fixed and precision is chosen per device") {
+  const model::Model m = model::build("fashion-mlp");
+  SearchSpace s = space({device(m, 0, 1, 0, 2.0), device(m, 1, 1, 1, 1.0)});
+  s.micro_batches = {8};
+  s.schedules = {{ScheduleKind::OneFOneB, 1}};
+  s.device_orders = {{0, 1}};
+  s.precision.clear();
+  const SearchResult r = search(m, s);
+  REQUIRE(!r.ranked.empty());
+  for (const Candidate& c : r.ranked) {
+    CHECK(c.micro_batches == 8);
+    CHECK(c.schedule == ScheduleChoice{ScheduleKind::OneFOneB, 1});
+    CHECK(c.devices == std::vector<uint32_t>{0, 1});
+  }
+  // Device 0 is faster in bf16; device 1 is not, and ties keep fp32 (its first choice).
+  CHECK(r.ranked.front().precision == std::vector<ops::Precision>{ops::Precision::Bf16, ops::Precision::Fp32});
+}
+
+TEST_CASE("configurations over a memory cap are pruned; when none fits the closest says why") {
+  const model::Model m = model::build("fashion-mlp");
+  SearchSpace s = space({device(m, 0, 1, 0)});
+  const uint64_t unbounded = search(m, s).ranked.front().peak.front();
+  s.pool[0].spec.memory_cap = unbounded - 1;
+  const SearchResult capped = search(m, s);
+  REQUIRE(!capped.ranked.empty());
+  CHECK(capped.over_memory > 0);
+  for (const Candidate& c : capped.ranked) CHECK(c.peak.front() <= unbounded - 1);
+  s.pool[0].spec.memory_cap = 1024;
+  const SearchResult none = search(m, s);
+  CHECK(none.ranked.empty());
+  CHECK(none.over_memory == none.considered);
+  CHECK(none.closest.find("memory_cap") != std::string::npos);
+}
