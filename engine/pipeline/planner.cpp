@@ -1,6 +1,7 @@
 #include "pipeline/planner.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "pipeline/plan.h"
@@ -98,6 +99,10 @@ SearchResult search(const model::Model& m, const SearchSpace& s) {
       for (const ScheduleChoice& sc : s.schedules)
         for (Remat remat : s.remats)
           for (const std::vector<ops::Precision>& precision : precision_choices(s, devices)) {
+            if (sc.virtual_stages > 1 && K < 2) {  // one stage's cells run in model order anyway
+              ++r.invalid;
+              continue;
+            }
             const uint32_t rows = split_rows(s.rows, M).front();
             PlanOptions o;
             o.rows = s.rows, o.micro_batches = M, o.remat = remat, o.schedule = sc.kind;
@@ -149,10 +154,15 @@ SearchResult search(const model::Model& m, const SearchSpace& s) {
             r.ranked.push_back(std::move(c));
           }
   }
-  // Ties keep the order tried: fewer stages, fewer micro-batches,
-  // simpler schedules, no re-materialization and each device's preferred precision first.
-  std::stable_sort(r.ranked.begin(), r.ranked.end(), [](const Candidate& a, const Candidate& b) {
-    return a.step_seconds < b.step_seconds;
+  // Ties (to a part in a million of the best, which the order of summing alone can break)
+  // keep the order tried: fewer stages, fewer micro-batches, simpler schedules, no
+  // re-materialization and each device's preferred precision first.
+  if (r.ranked.empty()) return r;
+  double best = r.ranked.front().step_seconds;
+  for (const Candidate& c : r.ranked) best = std::min(best, c.step_seconds);
+  const double grain = best > 0 ? best * 1e-6 : 1.0;
+  std::stable_sort(r.ranked.begin(), r.ranked.end(), [&](const Candidate& a, const Candidate& b) {
+    return std::llround(a.step_seconds / grain) < std::llround(b.step_seconds / grain);
   });
   return r;
 }

@@ -76,7 +76,9 @@ TEST_CASE("the planner ranks by simulated step time and predicts one stage's exa
   const SearchResult r = search(m, space({device(m, 0, 1, 0)}));
   REQUIRE(!r.ranked.empty());
   CHECK(r.considered == r.ranked.size() + r.over_memory);
-  for (size_t i = 1; i < r.ranked.size(); ++i) CHECK(r.ranked[i - 1].step_seconds <= r.ranked[i].step_seconds);
+  // Fastest first, ties (a part in a million) in the order tried.
+  for (size_t i = 1; i < r.ranked.size(); ++i)
+    CHECK(r.ranked[i - 1].step_seconds <= r.ranked[i].step_seconds + 1e-6 * r.ranked[0].step_seconds);
   // One stage: the mini-batch's forwards and backwards, plus the recomputes remat adds.
   double sum = 0;
   for (size_t l = 0; l < m.layers.size(); ++l) sum += 3e-3 * double(l + 1);

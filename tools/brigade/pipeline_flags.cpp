@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "auto_plan.h"
 #include "ops/matmul_tiles.h"
 #include "pipeline/profile.h"
 #include "engine_words.h"
@@ -12,6 +13,13 @@
 namespace brigade::cli {
 
 void add_pipeline_flags(CLI::App& cmd, PipelineFlags& f) {
+  cmd.add_option("--plan", f.plan,
+                 "given (the pipeline as the other flags say) or auto: every pipeline flag left out "
+                 "(which devices in which order, --micro-batches, --schedule, --virtual-stages, "
+                 "--remat, --precision, the cut) chosen from each layer's measured time on each "
+                 "device and the plan's memory model; the flags given stay fixed")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"given", "auto"}));
   cmd.add_option("--devices", f.devices,
                  "device per pipeline stage, from `brigade devices`: an index, a unique part of "
                  "its name or a UUID prefix; a device may repeat (0,0 = two stages on device 0; "
@@ -55,6 +63,9 @@ void add_pipeline_flags(CLI::App& cmd, PipelineFlags& f) {
                  "taking its share of every mini-batch")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  for (const char* flag : {"--devices", "--micro-batches", "--schedule", "--virtual-stages", "--remat", "--link",
+                           "--balance", "--partition", "--mem-limit", "--precision", "--replicas"})
+    f.options[flag] = cmd.get_option(flag);
   cmd.add_option("--bucket-size", f.bucket_size,
                  "with --replicas: the gradients are summed over the replicas in buckets of about "
                  "this size while the backward goes on (64KiB, 4MiB, ...); 0 sums them all after it")
@@ -257,9 +268,19 @@ pipeline::Plan make_plan(const model::Model& m, const PipelineFlags& f, Devices&
   return pipeline::plan(m, po);
 }
 
-Pipeline open_pipeline(const model::Model& m, const PipelineFlags& f, uint32_t rows,
+Pipeline open_pipeline(const model::Model& m, const PipelineFlags& given, uint32_t rows,
                        uint32_t optimizer_states) {
   Pipeline p;
+  if (given.plan == "auto") {
+    // With replicas each pipeline takes its share of the mini-batch: the first's is the largest.
+    const uint32_t share = pipeline::split_rows(rows, world().multi() ? given.replicas : 1).front();
+    auto chosen = std::make_shared<AutoPlan>(auto_plan(m, given, share, optimizer_states));
+    p.flags = chosen->flags;
+    p.chosen = std::move(chosen);
+  } else {
+    p.flags = given;
+  }
+  const PipelineFlags& f = p.flags;
   Devices d = open_devices(f);
   const uint32_t K = uint32_t(d.devices.size());
   std::unique_ptr<pipeline::Topology> topology;

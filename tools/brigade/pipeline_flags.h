@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include <array>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,6 +34,13 @@ struct PipelineFlags {
   std::string partition = "cost";
   std::string precision = "fp32";
   bool validation = false;
+  std::string plan = "given";  // or auto: the flags left out chosen by the planner (auto_plan.h)
+  // Whether the command line gave `flag` ("--micro-batches"): what --plan auto leaves alone.
+  bool given(const std::string& flag) const {
+    const auto it = options.find(flag);
+    return it != options.end() && it->second->count() > 0;
+  }
+  std::map<std::string, const CLI::Option*> options;  // add_pipeline_flags's, by flag
 };
 
 void add_pipeline_flags(CLI::App& cmd, PipelineFlags& f);
@@ -87,6 +95,7 @@ inline constexpr const char* kAutoPrecision[] = {
 pipeline::Plan make_plan(const model::Model& m, const PipelineFlags& f, Devices& d, uint32_t rows,
                          uint32_t optimizer_states);
 
+struct AutoPlan;
 // The pipeline for `rows`-sample mini-batches: devices opened, plan made, executor built.
 struct Pipeline {
   std::unique_ptr<vk::Instance> instance;
@@ -94,6 +103,8 @@ struct Pipeline {
   std::string link_lines;  // link_lines() of the executor's boundaries ("" with one stage)
   pipeline::Plan plan;
   std::vector<ops::Precision> precision;  // per stage, auto resolved
+  PipelineFlags flags;                    // as run: --plan auto's choice where it chose
+  std::shared_ptr<const AutoPlan> chosen;  // --plan auto: what it chose and why (auto_plan.h)
   std::unique_ptr<pipeline::Executor> executor;
 };
 Pipeline open_pipeline(const model::Model& m, const PipelineFlags& f, uint32_t rows,

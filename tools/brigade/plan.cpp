@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <string>
 
+#include "auto_plan.h"
 #include "commands.h"
 #include "engine_words.h"
 #include "optim/loss_scale.h"
@@ -37,22 +38,29 @@ std::string layer_range(const model::Model& m, uint32_t first, uint32_t last) {
 
 int run_plan(const PlanArgs& a) {
   const model::Model m = model::build(a.model, a.set);
-  Devices d = open_devices(a.pipeline);
-  const std::string links = link_lines(choose_links(a.pipeline, d, pipeline::parse_link(a.pipeline.link)), d);
-  const pipeline::Plan p = make_plan(m, a.pipeline, d, a.batch_size, optimizer_states(a.optimizer));
+  PipelineFlags f = a.pipeline;
+  if (f.plan == "auto") {  // the search's best configurations, then the chosen one's plan in full
+    const AutoPlan chosen = auto_plan(m, f, a.batch_size, optimizer_states(a.optimizer));
+    print_table(chosen.table);
+    std::printf("%s\n%s\nsame as: %s\n\n", chosen.profiled.c_str(), chosen.line.c_str(), chosen.same_as.c_str());
+    f = chosen.flags;
+  }
+  Devices d = open_devices(f);
+  const std::string links = link_lines(choose_links(f, d, pipeline::parse_link(f.link)), d);
+  const pipeline::Plan p = make_plan(m, f, d, a.batch_size, optimizer_states(a.optimizer));
   const uint32_t K = p.schedule.stages, C = p.schedule.cells();
   const uint32_t states = optimizer_states(a.optimizer);
   std::printf("%s: %zu layers, %llu parameters; mini-batch %u as %zu micro-batches of up to %u, "
               "schedule %s, remat %s, partition by %s\n",
               m.name.c_str(), m.layers.size(), (unsigned long long)m.parameter_count(), a.batch_size,
-              p.micro_rows.size(), p.micro_rows.front(), a.pipeline.schedule.c_str(), a.pipeline.remat.c_str(),
-              a.pipeline.balance.empty() ? a.pipeline.partition.c_str() : "hand (--balance)");
-  const bool profiled = a.pipeline.partition == "profile" && a.pipeline.balance.empty();
+              p.micro_rows.size(), p.micro_rows.front(), f.schedule.c_str(), f.remat.c_str(),
+              f.balance.empty() ? f.partition.c_str() : "hand (--balance)");
+  const bool profiled = f.partition == "profile" && f.balance.empty();
   // With virtual stages a row per cell, then a row per stage with its cells' sum.
   std::vector<std::vector<std::string>> rows{{C > K ? "cell" : "stage", "device", "layers", "precision",
                                               profiled ? "ms/micro-batch" : "GFLOP", "params", "grads",
                                               "optimizer", "activations", "links", "scratch", "total", "cap", "fits"}};
-  const std::vector<ops::Precision> precision = stage_precisions(a.pipeline.precision, d.stages);
+  const std::vector<ops::Precision> precision = stage_precisions(f.precision, d.stages);
   auto row = [&](const std::string& name, uint32_t k, const std::string& layers, const std::string& work,
                  const pipeline::Bytes& b, bool with_cap) {
     const uint64_t total = pipeline::total(b), cap = with_cap ? d.caps[k] : 0;
@@ -77,7 +85,7 @@ int run_plan(const PlanArgs& a) {
     for (uint32_t k = 0; k < K; ++k) row("stage " + std::to_string(k), k, "", "", p.stage_memory(k, states), true);
   print_table(rows);
   // Which kernel each stage's matrix products run on, and why; auto's choice said where taken.
-  const bool automatic = a.pipeline.precision.find("auto") != std::string::npos;
+  const bool automatic = f.precision.find("auto") != std::string::npos;
   for (uint32_t k = 0; k < K; ++k)
     std::printf("stage %u: %s%s\n", k, d.stages[k].products[size_t(precision[k])].c_str(),
                 automatic ? (std::string("; auto: ") + kAutoPrecision[size_t(d.stages[k].multiplies)]).c_str() : "");
@@ -101,7 +109,7 @@ int run_plan(const PlanArgs& a) {
                 optim::LossScale::kInitial, (unsigned long long)optim::LossScale::kInterval);
   std::printf("%s%s", links.c_str(), pipeline::compute_string(p.schedule).c_str());
   std::printf("bubble of %s: %.3f with equal cells, %.3f on the planned cell times (imbalance included)\n",
-              a.pipeline.schedule.c_str(), p.even_bubble, p.bubble);
+              f.schedule.c_str(), p.even_bubble, p.bubble);
   if (!p.problem.empty()) {
     std::fprintf(stderr, "brigade: %s\n", in_flags(p.problem).c_str());
     return 1;

@@ -22,6 +22,7 @@
 #include "pipeline/schedule.h"
 #include "pipeline_flags.h"
 #include "progress.h"
+#include "auto_plan.h"
 #include "ranks.h"
 #include "vk/check.h"
 
@@ -34,7 +35,7 @@ nlohmann::json to_json(const Settings& s) {
           {"weight_decay", s.weight_decay}, {"momentum", s.momentum}, {"beta1", s.beta1},
           {"beta2", s.beta2},         {"eps", s.eps},                 {"schedule", s.schedule},
           {"warmup", s.warmup},       {"clip", s.clip},               {"eval_every", s.eval_every},
-          {"eval_batches", s.eval_batches}};
+          {"eval_batches", s.eval_batches}, {"plan", s.plan}};
 }
 
 Settings settings_from_json(const nlohmann::json& j, const std::string& source) {
@@ -48,6 +49,7 @@ Settings settings_from_json(const nlohmann::json& j, const std::string& source) 
     j.at("beta1").get_to(s.beta1), j.at("beta2").get_to(s.beta2), j.at("eps").get_to(s.eps);
     j.at("schedule").get_to(s.schedule), j.at("warmup").get_to(s.warmup), j.at("clip").get_to(s.clip);
     j.at("eval_every").get_to(s.eval_every), j.at("eval_batches").get_to(s.eval_batches);
+    if (j.contains("plan")) s.plan = j.at("plan");
   } catch (const nlohmann::json::exception& e) {
     throw UserError(source + ": the saved training settings are incomplete (" + e.what() + ")");
   }
@@ -224,6 +226,12 @@ void run_train(TrainArgs& a) {
         throw UserError(std::string(flag) + ": a resumed run keeps the settings it started with (see " +
                         ckpt + "); drop the flag");
     s = saved;
+    // A run --plan auto planned goes on with the plan it chose, unless the command line sets
+    // the pipeline itself (then --plan auto, if given, searches again around those flags).
+    const bool sets_pipeline = std::any_of(a.pipeline.options.begin(), a.pipeline.options.end(),
+                                           [](const auto& o) { return o.second->count() > 0; });
+    if (sets_pipeline) s.plan = nullptr;
+    else if (!s.plan.is_null()) a.pipeline = recorded_flags(a.pipeline, s.plan);
     m = model::build_from_toml(s.model_toml, ckpt + " (config)");
     resumed = io::read_checkpoint(ckpt, m, from);
     data = io::open_dataset(m, s.data, s.seed);
@@ -239,6 +247,8 @@ void run_train(TrainArgs& a) {
   const uint32_t states = s.optimizer == "adamw" ? 2 : (s.momentum > 0 ? 1 : 0);
 
   Pipeline p = open_pipeline(m, a.pipeline, s.batch_size, states);
+  const PipelineFlags& flags = p.flags;  // as run: --plan auto's choice where it chose
+  if (p.chosen) s.plan = p.chosen->record.at("flags");
   // The optimizer's state lives on the pipeline's devices: it goes before they do.
   std::unique_ptr<optim::Optimizer> opt = make_optimizer(s);
   pipeline::Executor& ex = *p.executor;
@@ -276,13 +286,15 @@ void run_train(TrainArgs& a) {
   const uint64_t end = a.stop_after ? std::min(s.steps, step + a.stop_after) : s.steps;
 
   const std::string ranks = world().multi() ? " (" + std::to_string(world().size()) + " ranks" +
-                                                  (a.pipeline.replicas > 1 ? ", " + std::to_string(a.pipeline.replicas) + " replicas" : "") + ")"
+                                                  (flags.replicas > 1 ? ", " + std::to_string(flags.replicas) + " replicas" : "") + ")"
                                             : "";
   std::printf("%s: %s parameters on %u stage(s)%s, %u micro-batches, schedule %s%s, remat %s, precision %s\n",
               m.name.c_str(), std::to_string(m.parameter_count()).c_str(), ex.stages(), ranks.c_str(),
-              a.pipeline.micro_batches, a.pipeline.schedule.c_str(),
+              flags.micro_batches, flags.schedule.c_str(),
               ex.cells() > ex.stages() ? (" (" + std::to_string(ex.cells()) + " cells)").c_str() : "",
-              a.pipeline.remat.c_str(), precision_words(a.pipeline.precision, p.precision).c_str());
+              flags.remat.c_str(), precision_words(flags.precision, p.precision).c_str());
+  if (p.chosen) std::printf("%s\n%s\n", p.chosen->line.c_str(), p.chosen->profiled.c_str());
+  else if (!s.plan.is_null()) std::printf("plan auto, as the run chose at its start (the checkpoint's): devices %s, balance %s\n", flags.devices.c_str(), flags.balance.c_str());
   std::printf("%sdata: %s\n", p.link_lines.c_str(), data->describe().c_str());
   if (s.schedule == "constant")
     std::printf("%s, lr %g", s.optimizer.c_str(), s.lr);
@@ -293,11 +305,16 @@ void run_train(TrainArgs& a) {
               double(s.steps) / double(per_epoch), a.resume ? (", resuming at step " + std::to_string(step)).c_str() : "");
   std::fflush(stdout);
   record({{"kind", "start"}, {"step", step}, {"stages", ex.stages()},
-                 {"micro_batches", a.pipeline.micro_batches}, {"pipeline_schedule", a.pipeline.schedule},
-                 {"virtual_stages", a.pipeline.virtual_stages}, {"remat", a.pipeline.remat},
-                 {"precision", a.pipeline.precision},
-                 {"devices", a.pipeline.devices}, {"ranks", world().size()}, {"replicas", a.pipeline.replicas},
+                 {"micro_batches", flags.micro_batches}, {"pipeline_schedule", flags.schedule},
+                 {"virtual_stages", flags.virtual_stages}, {"remat", flags.remat},
+                 {"precision", flags.precision},
+                 {"devices", flags.devices}, {"ranks", world().size()}, {"replicas", flags.replicas},
                  {"settings", to_json(s)}});
+  if (p.chosen) {
+    nlohmann::json j = p.chosen->record;
+    j["kind"] = "plan", j["step"] = step;
+    record(j);
+  }
 
   const char* split = data->eval_split();
   auto run_eval = [&](uint64_t at) {

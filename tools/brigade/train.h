@@ -26,6 +26,9 @@ struct Settings {
   double clip = 0;          // global gradient-norm clipping; 0 = off
   uint64_t eval_every = 0;  // steps between evaluations (and checkpoints)
   uint32_t eval_batches = 0;  // evaluation batches per evaluation; 0 = the whole split
+  // --plan auto's choice (AutoPlan::record["flags"]): a resumed run trains with it unless
+  // its command line sets the pipeline itself. Null when the flags were given by hand.
+  nlohmann::json plan;
 };
 
 nlohmann::json to_json(const Settings& s);

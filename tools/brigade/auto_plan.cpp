@@ -1,0 +1,433 @@
+#include "auto_plan.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <functional>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <set>
+
+#include "engine_words.h"
+#include "ops/matmul_tiles.h"
+#include "pipeline/link.h"
+#include "pipeline/planner.h"
+#include "pipeline/profile.h"
+#include "pipeline/profile_cache.h"
+#include "ranks.h"
+#include "table.h"
+#include "util/error.h"
+#include "util/stats.h"
+#include "util/units.h"
+
+namespace brigade::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::string join(const std::vector<uint32_t>& v) {
+  std::string s;
+  for (uint32_t x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
+  return s;
+}
+
+std::string precisions_text(const std::vector<ops::Precision>& p) {
+  std::string s;
+  for (ops::Precision x : p) s += (s.empty() ? "" : ",") + std::string(ops::precision_name(x));
+  return s;
+}
+
+// The precisions a stage on `info` may store in: those --precision fixes, else fp32 and what
+// the device multiplies best (ops::auto_precision), fp32 first.
+std::vector<ops::Precision> candidate_precisions(const PipelineFlags& f, ops::Precision multiplies) {
+  if (!f.given("--precision")) return {ops::Precision::Fp32, multiplies};
+  std::set<ops::Precision> fixed;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = f.precision.find(',', start);
+    const std::string item = f.precision.substr(start, comma - start);
+    fixed.insert(item == "auto" ? multiplies : ops::parse_precision(item));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return {fixed.begin(), fixed.end()};
+}
+
+struct Profiling {
+  size_t measured = 0, cached = 0;
+};
+
+// Layer times on `dev` in precision `p` at every micro-batch size of `sizes`: the largest, the
+// smallest and the one nearest their geometric middle profiled (or found in the cache), the
+// others interpolated linearly in rows between their neighbours. Largest first: each profile
+// takes as many timed runs as fit in about a second by the one before it, from 2 to 7.
+std::map<uint32_t, pipeline::LayerTimes> profile_sizes(vk::Device& dev, const model::Model& m,
+                                                       const std::set<uint32_t>& sizes, ops::Precision p,
+                                                       pipeline::ProfileCache& cache, Profiling& counts) {
+  const size_t L = m.layers.size();
+  const uint32_t small = *sizes.begin(), large = *sizes.rbegin();
+  uint32_t middle = small;
+  const double mid = std::sqrt(double(small) * double(large));
+  for (uint32_t r : sizes)
+    if (std::abs(double(r) - mid) < std::abs(double(middle) - mid)) middle = r;
+  std::map<uint32_t, pipeline::LayerTimes> out;
+  double run_seconds = 0;  // the last profile's, per run
+  for (uint32_t r : std::set<uint32_t, std::greater<>>{large, middle, small}) {
+    const std::string key = pipeline::profile_key(dev.info(), m, r, p);
+    if (std::optional<pipeline::LayerTimes> t = cache.find(key, L)) {
+      out[r] = *t, ++counts.cached;
+      continue;
+    }
+    const uint32_t runs = run_seconds > 0 ? uint32_t(std::clamp(1.0 / run_seconds, 2.0, 7.0)) : 2;
+    std::fprintf(stderr, "plan auto: profiling %s on %s: micro-batches of %u in %s (%u runs)\n", m.name.c_str(),
+                 dev.info().name.c_str(), r, ops::precision_name(p), runs);
+    const Clock::time_point t = Clock::now();
+    const pipeline::LayerProfile lp = pipeline::profile_model(dev, m, r, runs, false, p);
+    run_seconds = since(t) / (runs + 1);
+    out[r] = {lp.forward, lp.backward};
+    cache.put(key, out[r]);
+    ++counts.measured;
+  }
+  for (uint32_t r : sizes) {
+    if (out.count(r)) continue;
+    const auto hi = out.upper_bound(r), lo = std::prev(hi);
+    const double w = double(r - lo->first) / double(hi->first - lo->first);
+    pipeline::LayerTimes& t = out[r];
+    for (size_t l = 0; l < L; ++l) {
+      t.forward.push_back((1 - w) * lo->second.forward[l] + w * hi->second.forward[l]);
+      t.backward.push_back((1 - w) * lo->second.backward[l] + w * hi->second.backward[l]);
+    }
+  }
+  return out;
+}
+
+// Seconds per byte of a staging link between two devices: the host copy it makes, timed.
+double staging_seconds_per_byte(vk::Device& a, vk::Device& b) {
+  const uint64_t bytes = 4 << 20;
+  pipeline::LinkMemory link(a, b, bytes, 1, pipeline::LinkKind::Staging, "planner probe");
+  std::vector<double> s;
+  for (int r = 0; r < 4; ++r) {
+    const Clock::time_point t = Clock::now();
+    link.relay(0);
+    if (r) s.push_back(since(t));
+  }
+  return median(s) / double(bytes);
+}
+
+// Under mpirun: seconds per byte of a message between ranks, from a broadcast of 4 MiB.
+double rank_seconds_per_byte() {
+  const std::string payload(4 << 20, 'x');
+  std::vector<double> s;
+  for (int r = 0; r < 3; ++r) {
+    world().allgather("");  // start together
+    const Clock::time_point t = Clock::now();
+    world().broadcast(world().rank() == 0 ? payload : std::string());
+    s.push_back(since(t));
+  }
+  // The slowest rank's median, the same on every rank.
+  double worst = 0;
+  for (const std::string& x : world().allgather(std::to_string(median(s)))) worst = std::max(worst, std::stod(x));
+  return worst / double(payload.size());
+}
+
+}  // namespace
+
+PipelineFlags recorded_flags(const PipelineFlags& f, const nlohmann::json& j) {
+  PipelineFlags out = f;
+  out.plan = "given";
+  j.at("devices").get_to(out.devices);
+  j.at("micro_batches").get_to(out.micro_batches);
+  j.at("schedule").get_to(out.schedule);
+  j.at("virtual_stages").get_to(out.virtual_stages);
+  j.at("remat").get_to(out.remat);
+  j.at("precision").get_to(out.precision);
+  j.at("balance").get_to(out.balance);
+  j.at("mem_limit").get_to(out.mem_limit);
+  return out;
+}
+
+AutoPlan auto_plan(const model::Model& m, const PipelineFlags& f, uint32_t rows, uint32_t optimizer_states,
+                   size_t top) {
+  if (f.given("--partition"))
+    throw UserError("--partition: --plan auto cuts by each layer's measured time; drop --partition or --plan auto");
+  const bool ranks = world().multi();
+  const uint32_t L = uint32_t(m.layers.size());
+
+  // The pool: the devices of --devices (one process) or every rank's, opened once each.
+  vk::InstanceOptions io;
+  io.validation = f.validation;
+  std::unique_ptr<vk::Instance> instance;
+  std::vector<std::unique_ptr<vk::Device>> opened;  // one per physical device here
+  std::vector<vk::Device*> device_of;               // per pool entry (null: another rank's)
+  std::vector<StageDevice> described;               // per pool entry
+  std::vector<uint64_t> caps;
+  pipeline::SearchSpace space;
+  space.rows = rows, space.optimizer_states = optimizer_states;
+  if (ranks) {
+    Devices d = open_devices(f);
+    instance = std::move(d.instance);
+    for (auto& dev : d.devices) {
+      device_of.push_back(dev.get());
+      if (dev) opened.push_back(std::move(dev));
+    }
+    described = d.stages, caps = d.caps;
+  } else {
+    instance = std::make_unique<vk::Instance>(io);
+    const std::vector<vk::PhysicalInfo> all = instance->describe_devices();
+    std::vector<uint32_t> indices;
+    if (f.given("--devices")) {
+      indices = parse_devices(f.devices, *instance);
+    } else {  // every device; CPU drivers only when nothing else is there
+      for (const vk::PhysicalInfo& i : all)
+        if (i.type != VK_PHYSICAL_DEVICE_TYPE_CPU) indices.push_back(i.index);
+      if (indices.empty())
+        for (const vk::PhysicalInfo& i : all) indices.push_back(i.index);
+    }
+    std::map<uint32_t, vk::Device*> by_index;
+    for (uint32_t index : indices) {
+      if (!by_index.count(index)) {
+        vk::DeviceOptions o;
+        o.label = "device " + std::to_string(index);
+        opened.push_back(std::make_unique<vk::Device>(*instance, index, o));
+        by_index[index] = opened.back().get();
+      }
+      device_of.push_back(by_index[index]);
+      const vk::PhysicalInfo& info = by_index[index]->info();
+      uint64_t heap = 0;
+      for (const vk::MemoryHeap& h : info.heaps)
+        if (h.device_local) heap = std::max(heap, h.size);
+      StageDevice s{info.name, info.driver_name.empty() ? info.name : info.driver_name, index, heap, "",
+                    ops::auto_precision(info), {}};
+      described.push_back(s);
+    }
+    caps.assign(indices.size(), 0);
+    if (!f.mem_limit.empty()) {
+      const std::vector<uint64_t> given = parse_size_list(f.mem_limit, "--mem-limit");
+      if (given.size() != 1 && given.size() != indices.size())
+        throw UserError("--mem-limit: " + std::to_string(given.size()) + " sizes for " +
+                        std::to_string(indices.size()) + " devices; give one for all or one per device in --devices");
+      for (size_t i = 0; i < caps.size(); ++i) caps[i] = given.size() == 1 ? given[0] : given[i];
+    }
+  }
+  const size_t P = described.size();
+
+  // What each pool entry's kernels take in 16 bits, and its candidates.
+  std::vector<std::string> stores(P);
+  for (size_t i = 0; i < P; ++i)
+    if (device_of[i])
+      for (bool b : m.stores_half(device_of[i]->info())) stores[i] += b ? '1' : '0';
+  if (ranks) {
+    const auto here = std::find_if(device_of.begin(), device_of.end(), [](vk::Device* d) { return d; });
+    stores = world().allgather(stores[size_t(here - device_of.begin())]);
+  }
+  for (size_t i = 0; i < P; ++i) {
+    const StageDevice& s = described[i];
+    pipeline::PlanDevice d;
+    d.spec.memory_cap = caps[i];
+    d.spec.device = (s.rank.empty() ? "" : s.rank + ", ") + "device " + std::to_string(s.index) + ", " + s.name;
+    d.spec.physical = s.index, d.spec.device_memory = s.heap;
+    for (char c : stores[i]) d.spec.stores_half.push_back(c == '1');
+    // Stages share compute where their devices do: CPU drivers in one process share the host's
+    // cores; a rank computes on its own.
+    const bool cpu = device_of[i] && device_of[i]->info().type == VK_PHYSICAL_DEVICE_TYPE_CPU;
+    d.resource = ranks ? uint32_t(i) : cpu ? 0 : 1 + s.index;
+    d.precisions = candidate_precisions(f, s.multiplies);
+    d.precisions.erase(std::unique(d.precisions.begin(), d.precisions.end()), d.precisions.end());
+    space.pool.push_back(std::move(d));
+  }
+
+  // The axes: what the user fixed, else every candidate.
+  if (ranks) {
+    std::vector<uint32_t> all(P);
+    for (uint32_t k = 0; k < P; ++k) all[k] = k;
+    space.device_orders = {all};
+  } else {
+    space.device_orders = pipeline::device_orders(space.pool, L);
+  }
+  const std::vector<uint32_t> divisors = pipeline::divisors(rows);
+  if (f.given("--micro-batches")) {
+    if (rows % f.micro_batches != 0)
+      throw UserError("--micro-batches " + std::to_string(f.micro_batches) + " does not divide the mini-batch of " +
+                      std::to_string(rows) + "; with --plan auto give one of " + join(divisors) +
+                      " or leave it to the planner");
+    space.micro_batches = {f.micro_batches};
+  } else {
+    space.micro_batches = divisors;
+  }
+  if (f.given("--schedule")) {
+    const pipeline::ScheduleKind kind = pipeline::parse_schedule_kind(f.schedule);
+    if (kind == pipeline::ScheduleKind::Interleaved && !f.given("--virtual-stages"))
+      space.schedules = {{kind, 2}, {kind, 4}};
+    else
+      space.schedules = {{kind, f.virtual_stages}};
+  } else if (f.given("--virtual-stages")) {
+    space.schedules = {{pipeline::ScheduleKind::Interleaved, f.virtual_stages}};
+  } else {
+    space.schedules = pipeline::all_schedules();
+  }
+  if (f.given("--remat")) space.remats = {pipeline::parse_remat(f.remat)};
+  else space.remats = {pipeline::Remat::Never, pipeline::Remat::ExceptLast, pipeline::Remat::Always};
+  if (f.given("--precision") && f.precision.find("auto") == std::string::npos && f.precision.find(',') != std::string::npos) {
+    size_t start = 0;
+    while (true) {
+      const size_t comma = f.precision.find(',', start);
+      space.precision.push_back(ops::parse_precision(f.precision.substr(start, comma - start)));
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  if (f.given("--balance")) space.balance = pipeline::parse_balance(f.balance);
+
+  // Profiles: each device here, each precision it may take, each micro-batch size.
+  std::set<uint32_t> sizes;
+  for (uint32_t M : space.micro_batches) sizes.insert(pipeline::split_rows(rows, M).front());
+  pipeline::ProfileCache cache(pipeline::default_profile_cache());
+  if (!cache.warning().empty()) std::fprintf(stderr, "brigade: warning: %s\n", cache.warning().c_str());
+  const Clock::time_point profile_start = Clock::now();
+  size_t measured = 0, cached = 0;
+  std::map<std::pair<uint32_t, ops::Precision>, std::map<uint32_t, pipeline::LayerTimes>> by_device;
+  for (size_t i = 0; i < P; ++i) {
+    if (!device_of[i]) continue;
+    vk::Device& dev = *device_of[i];
+    for (ops::Precision p : space.pool[i].precisions) {
+      auto& times = by_device[{dev.info().index, p}];  // entries sharing a device share them
+      if (times.empty()) {
+        Profiling counts;
+        times = profile_sizes(dev, m, sizes, p, cache, counts);
+        measured += counts.measured, cached += counts.cached;
+      }
+      for (const auto& [r, t] : times) space.pool[i].times[{r, p}] = t;
+    }
+  }
+  if (measured)
+    if (const std::string why = cache.save(); !why.empty()) std::fprintf(stderr, "brigade: warning: profile cache: %s\n", why.c_str());
+  if (ranks) {  // every rank's times, gathered: each rank profiled its own device
+    nlohmann::json mine = nlohmann::json::array();
+    const auto me = std::find_if(device_of.begin(), device_of.end(), [](vk::Device* d) { return d; });
+    for (const auto& [key, t] : space.pool[size_t(me - device_of.begin())].times)
+      mine.push_back({{"rows", key.first}, {"precision", ops::precision_name(key.second)}, {"forward", t.forward}, {"backward", t.backward}});
+    const std::vector<std::string> all = world().allgather(mine.dump());
+    for (size_t k = 0; k < P; ++k)
+      for (const nlohmann::json& e : nlohmann::json::parse(all[k]))
+        space.pool[k].times[{e.at("rows").get<uint32_t>(), ops::parse_precision(e.at("precision"))}] = {
+            e.at("forward").get<std::vector<double>>(), e.at("backward").get<std::vector<double>>()};
+    measured = std::stoul(world().allgather(std::to_string(measured)).front());  // rank 0 speaks
+  }
+  const double profile_seconds = since(profile_start);
+
+  // Each pair's link rate: shared memory moves nothing; a staging copy and messages between
+  // ranks are timed.
+  space.link_seconds_per_byte.assign(P, std::vector<double>(P, 0.0));
+  if (ranks) {
+    const double rate = rank_seconds_per_byte();
+    for (auto& row : space.link_seconds_per_byte) std::fill(row.begin(), row.end(), rate);
+  } else {
+    const pipeline::LinkKind requested = pipeline::parse_link(f.link);
+    std::map<std::pair<uint32_t, uint32_t>, double> by_pair;
+    for (size_t i = 0; i < P; ++i)
+      for (size_t j = 0; j < P; ++j) {
+        const uint32_t a = described[i].index, b = described[j].index;
+        if (a == b) continue;
+        if (!by_pair.count({a, b})) {
+          const pipeline::LinkChoice c = pipeline::choose_link(*device_of[i], *device_of[j], requested);
+          by_pair[{a, b}] = c.kind == pipeline::LinkKind::Staging ? staging_seconds_per_byte(*device_of[i], *device_of[j]) : 0.0;
+        }
+        space.link_seconds_per_byte[i][j] = by_pair[{a, b}];
+      }
+  }
+
+  const Clock::time_point search_start = Clock::now();
+  const pipeline::SearchResult r = pipeline::search(m, space);
+  const double search_seconds = since(search_start);
+  if (r.ranked.empty()) {
+    if (!r.closest.empty())
+      throw UserError("--plan auto: no configuration of " + m.name + " fits the devices' memory (" +
+                      std::to_string(r.considered) + " planned); the closest: " + in_flags(r.closest));
+    throw UserError("--plan auto: no configuration of " + m.name + " satisfies the flags given (" +
+                    std::to_string(r.invalid) + " combinations refused); fix fewer of --devices, --micro-batches, "
+                    "--schedule, --virtual-stages, --precision and --balance");
+  }
+
+  AutoPlan out;
+  auto flags_of = [&](const pipeline::Candidate& c) {
+    PipelineFlags x = f;
+    x.plan = "given";
+    std::vector<uint32_t> indices;
+    std::vector<uint64_t> stage_caps;
+    for (uint32_t i : c.devices) indices.push_back(described[i].index), stage_caps.push_back(caps[i]);
+    if (!ranks) x.devices = join(indices);
+    x.micro_batches = c.micro_batches;
+    x.schedule = pipeline::schedule_kind_name(c.schedule.kind);
+    x.virtual_stages = c.schedule.virtual_stages;
+    x.remat = pipeline::remat_name(c.remat);
+    const bool same = std::all_of(c.precision.begin(), c.precision.end(), [&](ops::Precision p) { return p == c.precision[0]; });
+    x.precision = same ? ops::precision_name(c.precision[0]) : precisions_text(c.precision);
+    x.balance = join(c.balance);
+    x.partition = "cost";
+    if (!ranks && !f.mem_limit.empty()) {
+      std::string s;
+      for (uint64_t cap : stage_caps) s += (s.empty() ? "" : ",") + std::to_string(cap);
+      x.mem_limit = s;
+    }
+    return x;
+  };
+  auto text_of = [&](const PipelineFlags& x) {
+    return x.devices + " M" + std::to_string(x.micro_batches) + " " + x.schedule +
+           (x.virtual_stages > 1 ? " V" + std::to_string(x.virtual_stages) : "") + " " + x.remat + " " + x.precision;
+  };
+  for (const pipeline::Candidate& c : r.ranked) {
+    PipelineFlags x = flags_of(c);
+    out.ranked.push_back({x, c.step_seconds * 1e3, text_of(x)});
+  }
+  const pipeline::Candidate& best = r.ranked.front();
+  out.flags = out.ranked.front().flags;
+  out.table.push_back({"#", ranks ? "ranks' devices" : "devices", "K", "M", "schedule", "remat", "precision",
+                       "layers", "ms/step", "vs best", "bubble", "peak per device"});
+  // Configurations that differ only in schedule or remat and take the same time (one stage,
+  // one micro-batch) show once, the simplest.
+  std::set<std::string> shown;
+  for (size_t i = 0; i < r.ranked.size() && out.table.size() <= top; ++i) {
+    const pipeline::Candidate& c = r.ranked[i];
+    const PipelineFlags& x = out.ranked[i].flags;
+    const std::string same = x.devices + " " + std::to_string(x.micro_batches) + " " + x.precision + " " +
+                             std::to_string(std::llround(c.step_seconds / best.step_seconds * 1e6));
+    if (!shown.insert(same).second) continue;
+    std::string peak;
+    for (uint64_t b : c.peak) peak += (peak.empty() ? "" : ", ") + format_bytes(b);
+    out.table.push_back({std::to_string(i + 1), ranks ? "ranks 0-" + std::to_string(P - 1) : x.devices,
+                         std::to_string(c.devices.size()), std::to_string(c.micro_batches),
+                         x.schedule + (x.virtual_stages > 1 ? " V" + std::to_string(x.virtual_stages) : ""), x.remat,
+                         x.precision, x.balance, fixed(c.step_seconds * 1e3, 2),
+                         i ? "+" + fixed((c.step_seconds / best.step_seconds - 1) * 100, 1) + "%" : "best",
+                         fixed(c.bubble, 3), peak});
+  }
+  out.profiled = measured ? "profiled " + std::to_string(measured) + " layer timing runs in " + fixed(profile_seconds, 1) + " s"
+                          : "layer times from the profile cache";
+  if (!cache.path().empty() && measured) out.profiled += " (cached in " + cache.path() + ")";
+  else if (!measured && cached) out.profiled += " (" + cache.path() + ")";
+  out.profiled += "; " + std::to_string(r.considered) + " configurations planned in " + fixed(search_seconds, 2) +
+                  " s, " + std::to_string(r.over_memory) + " over memory";
+  std::string names;
+  for (uint32_t i : best.devices) names += (names.empty() ? "" : ", ") + described[i].driver;
+  out.line = "plan auto: " + std::string(ranks ? "" : "devices " + out.flags.devices + " (" + names + "), ") +
+             std::to_string(out.flags.micro_batches) + " micro-batches, schedule " + out.flags.schedule +
+             (out.flags.virtual_stages > 1 ? " (" + std::to_string(out.flags.virtual_stages) + " virtual stages)" : "") +
+             ", remat " + out.flags.remat + ", precision " + out.flags.precision + ", layers " + out.flags.balance +
+             "; predicted " + fixed(best.step_seconds * 1e3, 2) + " ms per step, bubble " + fixed(best.bubble, 3);
+  out.same_as = std::string(ranks ? "" : "--devices " + out.flags.devices + " ") + "--micro-batches " +
+                std::to_string(out.flags.micro_batches) + " --schedule " + out.flags.schedule +
+                (out.flags.virtual_stages > 1 ? " --virtual-stages " + std::to_string(out.flags.virtual_stages) : "") +
+                " --remat " + out.flags.remat + " --precision " + out.flags.precision + " --balance " + out.flags.balance;
+  const PipelineFlags& x = out.flags;
+  out.record = {{"flags", {{"devices", x.devices}, {"micro_batches", x.micro_batches}, {"schedule", x.schedule},
+                           {"virtual_stages", x.virtual_stages}, {"remat", x.remat}, {"precision", x.precision},
+                           {"balance", x.balance}, {"mem_limit", x.mem_limit}}},
+                {"predicted_step_ms", best.step_seconds * 1e3}, {"bubble", best.bubble},
+                {"considered", r.considered}, {"over_memory", r.over_memory},
+                {"profiled", measured > 0}, {"profile_seconds", profile_seconds}};
+  return out;
+}
+
+}  // namespace brigade::cli
