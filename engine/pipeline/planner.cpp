@@ -144,7 +144,8 @@ SearchResult search(const model::Model& m, const SearchSpace& s) {
               const uint32_t from = devices[k], to = devices[(c + 1) % K];
               const uint64_t bytes = ops::stored_bytes(
                   model::elements(m.layers[cell.last - 1]->output_shape()) * rows, cell.output_precision.back());
-              const double seconds = from == to ? 0.0 : double(bytes) * s.link_seconds_per_byte[from][to];
+              const double seconds =
+                  from == to || s.link_seconds_per_byte.empty() ? 0.0 : double(bytes) * s.link_seconds_per_byte[from][to];
               t.activation.push_back(seconds), t.gradient.push_back(seconds);
             }
             for (uint32_t d : devices) t.resource.push_back(s.pool[d].resource);

@@ -46,7 +46,7 @@ struct SearchSpace {
   uint32_t rows = 1;              // mini-batch N
   uint32_t optimizer_states = 0;
   std::vector<PlanDevice> pool;
-  // Seconds per byte of a boundary transfer from pool device i to pool device j.
+  // Seconds per byte of a boundary transfer from pool device i to pool device j (empty: free).
   std::vector<std::vector<double>> link_seconds_per_byte;
   std::vector<std::vector<uint32_t>> device_orders;  // pool indices, one per stage
   std::vector<uint32_t> micro_batches;

@@ -132,6 +132,17 @@ double rank_seconds_per_byte() {
   return worst / double(payload.size());
 }
 
+// Constraints nothing satisfies: one line.
+void refuse_if_empty(const model::Model& m, const pipeline::SearchResult& r) {
+  if (!r.ranked.empty()) return;
+  if (!r.closest.empty())
+    throw UserError("--plan auto: no configuration of " + m.name + " fits the devices' memory (" +
+                    std::to_string(r.considered) + " planned); the closest: " + in_flags(r.closest));
+  throw UserError("--plan auto: no configuration of " + m.name + " satisfies the flags given (" +
+                  std::to_string(r.invalid) + " combinations refused); fix fewer of --devices, --micro-batches, "
+                  "--schedule, --virtual-stages, --precision and --balance");
+}
+
 }  // namespace
 
 PipelineFlags recorded_flags(const PipelineFlags& f, const nlohmann::json& j) {
@@ -283,6 +294,12 @@ AutoPlan auto_plan(const model::Model& m, const PipelineFlags& f, uint32_t rows,
   // Profiles: each device here, each precision it may take, each micro-batch size.
   std::set<uint32_t> sizes;
   for (uint32_t M : space.micro_batches) sizes.insert(pipeline::split_rows(rows, M).front());
+  // Memory does not depend on time: constraints nothing satisfies are refused before anything
+  // is profiled.
+  for (pipeline::PlanDevice& d : space.pool)
+    for (ops::Precision p : d.precisions)
+      for (uint32_t r : sizes) d.times[{r, p}] = {std::vector<double>(L, 0.0), std::vector<double>(L, 0.0)};
+  refuse_if_empty(m, pipeline::search(m, space));
   pipeline::ProfileCache cache(pipeline::default_profile_cache());
   if (!cache.warning().empty()) std::fprintf(stderr, "brigade: warning: %s\n", cache.warning().c_str());
   const Clock::time_point profile_start = Clock::now();
@@ -341,14 +358,7 @@ AutoPlan auto_plan(const model::Model& m, const PipelineFlags& f, uint32_t rows,
   const Clock::time_point search_start = Clock::now();
   const pipeline::SearchResult r = pipeline::search(m, space);
   const double search_seconds = since(search_start);
-  if (r.ranked.empty()) {
-    if (!r.closest.empty())
-      throw UserError("--plan auto: no configuration of " + m.name + " fits the devices' memory (" +
-                      std::to_string(r.considered) + " planned); the closest: " + in_flags(r.closest));
-    throw UserError("--plan auto: no configuration of " + m.name + " satisfies the flags given (" +
-                    std::to_string(r.invalid) + " combinations refused); fix fewer of --devices, --micro-batches, "
-                    "--schedule, --virtual-stages, --precision and --balance");
-  }
+  refuse_if_empty(m, r);
 
   AutoPlan out;
   auto flags_of = [&](const pipeline::Candidate& c) {
@@ -420,6 +430,9 @@ AutoPlan auto_plan(const model::Model& m, const PipelineFlags& f, uint32_t rows,
                 std::to_string(out.flags.micro_batches) + " --schedule " + out.flags.schedule +
                 (out.flags.virtual_stages > 1 ? " --virtual-stages " + std::to_string(out.flags.virtual_stages) : "") +
                 " --remat " + out.flags.remat + " --precision " + out.flags.precision + " --balance " + out.flags.balance;
+  // The search is deterministic on gathered inputs; that every rank reached the same plan is
+  // checked, not assumed.
+  if (ranks) agree("the plan --plan auto chose", out.same_as);
   const PipelineFlags& x = out.flags;
   out.record = {{"flags", {{"devices", x.devices}, {"micro_batches", x.micro_batches}, {"schedule", x.schedule},
                            {"virtual_stages", x.virtual_stages}, {"remat", x.remat}, {"precision", x.precision},

@@ -471,6 +471,7 @@ void add_bench(CLI::App& app) {
   add_bench_partition(*bench);
   add_bench_profile(*bench);
   add_bench_capacity(*bench);
+  add_bench_planner(*bench);
 }
 
 }  // namespace brigade::cli

@@ -1,0 +1,142 @@
+// `--plan auto` end to end: the search's table and choice, the profile cache (reused, a
+// corrupt file or another driver's profiles not), constraints nothing satisfies refused in
+// one line, and a training run that records its choice and resumes with it.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <string>
+
+#include "run.h"
+
+using namespace brigade;
+using test::brigade_run, test::Result;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Every run of a case shares the case's own profile cache.
+struct Cache {
+  fs::path dir;
+  explicit Cache(const std::string& name) : dir(test::scratch_dir(name)) {}
+  ~Cache() { fs::remove_all(dir); }
+  Result run(const std::string& args) const {
+    return test::command_run("BRIGADE_CACHE_DIR=" + dir.string() + " " + BRIGADE_EXE + " " + args);
+  }
+  fs::path file() const { return dir / "profiles.json"; }
+};
+
+const char* const kPlan = "plan --model fashion-mlp -b 8 --plan auto --devices 0,0";
+
+std::string line_with(const std::string& output, const std::string& start) {
+  const size_t at = output.find(start);
+  return at == std::string::npos ? "" : output.substr(at, output.find('\n', at) - at);
+}
+
+}  // namespace
+
+TEST_CASE("plan --plan auto prints its best configurations and choice, then reads the profiles from the cache") {
+  const Cache cache("planner-cache");
+  const Result cold = cache.run(kPlan);
+  REQUIRE_MESSAGE(cold.status == 0, cold.output);
+  CHECK(cold.output.find("ms/step") != std::string::npos);
+  CHECK(cold.output.find("profiled ") != std::string::npos);
+  const std::string choice = line_with(cold.output, "plan auto: devices ");
+  CHECK(!choice.empty());
+  REQUIRE(fs::exists(cache.file()));
+  const Result warm = cache.run(kPlan);
+  REQUIRE_MESSAGE(warm.status == 0, warm.output);
+  CHECK(warm.output.find("layer times from the profile cache") != std::string::npos);
+  CHECK(warm.output.find("profiling") == std::string::npos);
+  CHECK(line_with(warm.output, "plan auto: devices ") == choice);
+  // The flags it prints build the same plan by hand.
+  const std::string same = line_with(warm.output, "same as: ").substr(9);
+  const Result hand = brigade_run("plan --model fashion-mlp -b 8 " + same);
+  REQUIRE_MESSAGE(hand.status == 0, hand.output);
+  CHECK(hand.output.find("partition by hand") != std::string::npos);
+  // Flags given stay fixed.
+  const Result fixed = cache.run(std::string(kPlan) + " --micro-batches 2 --schedule 1f1b --precision fp32");
+  REQUIRE_MESSAGE(fixed.status == 0, fixed.output);
+  CHECK(line_with(fixed.output, "plan auto: devices ").find(", 2 micro-batches, schedule 1f1b, remat ") != std::string::npos);
+  CHECK(line_with(fixed.output, "plan auto: devices ").find("precision fp32, ") != std::string::npos);
+}
+
+TEST_CASE("a corrupt profile cache is ignored with one warning and rewritten; another driver's profiles are not used") {
+  const Cache cache("planner-corrupt");
+  fs::create_directories(cache.dir);
+  std::ofstream(cache.file()) << "{ not json";
+  const Result r = cache.run(kPlan);
+  REQUIRE_MESSAGE(r.status == 0, r.output);
+  size_t warnings = 0;
+  for (size_t at = 0; (at = r.output.find("is not a profile cache", at)) != std::string::npos; ++at) ++warnings;
+  CHECK(warnings == 1);
+  std::ifstream in(cache.file());
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  REQUIRE(j.is_object());
+  CHECK(j.at("version") == 1);
+  // The same entries under another driver version: profiled again, not read.
+  nlohmann::json moved = j;
+  moved["profiles"] = nlohmann::json::object();
+  for (const auto& [key, value] : j.at("profiles").items()) {
+    std::string k = key;
+    const size_t first = k.find(' '), second = k.find(' ', first + 1);
+    moved["profiles"][k.substr(0, first + 1) + "0.0.0-other" + k.substr(second)] = value;
+  }
+  std::ofstream(cache.file()) << moved.dump();
+  const Result again = cache.run(kPlan);
+  REQUIRE_MESSAGE(again.status == 0, again.output);
+  CHECK(again.output.find("profiled ") != std::string::npos);
+}
+
+TEST_CASE("times the cache holds cannot take a plan over a memory cap") {
+  const Cache cache("planner-capped");
+  REQUIRE(cache.run(kPlan).status == 0);
+  // Every time zero but the configurations that need the most memory's: all ties.
+  std::ifstream in(cache.file());
+  nlohmann::json j = nlohmann::json::parse(in);
+  for (auto& [key, value] : j.at("profiles").items())
+    for (const char* pass : {"forward", "backward"})
+      for (auto& t : value.at(pass)) t = 0.0;
+  std::ofstream(cache.file()) << j.dump();
+  const Result capped = cache.run(std::string(kPlan) + " --mem-limit 4MiB");
+  REQUIRE_MESSAGE(capped.status == 0, capped.output);
+  CHECK(capped.output.find(" NO") == std::string::npos);
+  CHECK(capped.output.find("over memory") != std::string::npos);
+}
+
+TEST_CASE("--plan auto refuses constraints nothing satisfies in one line") {
+  const Cache cache("planner-refusals");
+  Result r = cache.run(std::string(kPlan) + " --micro-batches 3");
+  CHECK(r.status == 2);
+  CHECK(r.output.find("--micro-batches 3 does not divide the mini-batch of 8") != std::string::npos);
+  CHECK(r.output.find("1,2,4,8") != std::string::npos);
+  CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 1);
+  r = cache.run(std::string(kPlan) + " --mem-limit 16KiB");
+  CHECK(r.status == 2);
+  CHECK(r.output.find("no configuration of fashion-mlp fits the devices' memory") != std::string::npos);
+  CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 1);
+  r = cache.run(std::string(kPlan) + " --partition memory");
+  CHECK(r.status == 2);
+  CHECK(r.output.find("--plan auto cuts by each layer's measured time") != std::string::npos);
+}
+
+TEST_CASE("train --plan auto says and records its choice, and --resume goes on with it") {
+  const Cache cache("planner-train");
+  const fs::path out = cache.dir / "run";
+  const std::string common = " --eval-every 1 --eval-batches 1 --batch-size 8 --steps 2";
+  Result r = cache.run("train --model fashion-mlp --plan auto --devices 0,0 --stop-after 1 --out " + out.string() + common);
+  REQUIRE_MESSAGE(r.status == 0, r.output);
+  const std::string choice = line_with(r.output, "plan auto: devices ");
+  CHECK(!choice.empty());
+  const std::vector<nlohmann::json> plans = test::records(out, "plan");
+  REQUIRE(plans.size() == 1);
+  const nlohmann::json flags = plans[0].at("flags");
+  CHECK(plans[0].at("predicted_step_ms").get<double>() > 0);
+  r = cache.run("train --resume --out " + out.string());
+  REQUIRE_MESSAGE(r.status == 0, r.output);
+  CHECK(r.output.find("plan auto, as the run chose at its start") != std::string::npos);
+  CHECK(r.output.find(std::to_string(flags.at("micro_batches").get<uint32_t>()) + " micro-batches") != std::string::npos);
+  CHECK(r.output.find("profiling") == std::string::npos);  // not searched again
+}
