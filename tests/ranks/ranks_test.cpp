@@ -339,3 +339,19 @@ TEST_CASE("SIGINT to mpirun: every rank stops after the same step and rank 0 wri
   CHECK_MESSAGE(r.status == 0, r.output);
   fs::remove_all(d);
 }
+
+TEST_CASE("--plan auto under 2 ranks: each rank profiles its own device, every rank reaches the same plan, and it trains") {
+  const fs::path d = scratch_dir("ranks-plan-auto");
+  test::write_tiny_fashion(d / "data", 48, 24);
+  const Result r = test::command_run("BRIGADE_CACHE_DIR=" + (d / "cache").string() + " " + mpirun(2) + BRIGADE_EXE +
+                                     " train --model fashion-mlp --plan auto --data " + (d / "data").string() +
+                                     " --steps 2 --batch-size 8 --eval-every 2 --eval-batches 1 --out " + (d / "run").string());
+  REQUIRE_MESSAGE(r.status == 0, r.output);
+  // The ranks' plans are compared (a disagreement is refused); the devices are the ranks'.
+  CHECK(r.output.find("plan auto: ") != std::string::npos);
+  const std::vector<nlohmann::json> plans = test::records(d / "run", "plan");
+  REQUIRE(plans.size() == 1);
+  CHECK(plans[0].at("flags").at("balance").get<std::string>().find(',') != std::string::npos);  // one cell per rank
+  CHECK(test::records(d / "run", "train").size() == 2);
+  fs::remove_all(d);
+}
