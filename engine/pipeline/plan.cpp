@@ -1,6 +1,7 @@
 #include "pipeline/plan.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <set>
 #include <tuple>
@@ -303,6 +304,11 @@ Plan plan(const model::Model& m, const PlanOptions& o) {
   if (o.precision.size() > 1 && o.precision.size() != K)
     throw UserError("`precision`: " + std::to_string(o.precision.size()) + " values for " + std::to_string(K) +
                     " stages; give one for all or one per stage");
+  // Cells of different precisions alternating on a stage's device are not carried correctly
+  // (the loss turns NaN): refused until they are.
+  if (V > 1 && std::adjacent_find(o.precision.begin(), o.precision.end(), std::not_equal_to<>()) != o.precision.end())
+    throw UserError("an interleaved schedule takes one `precision` for every stage, not " +
+                    std::to_string(o.precision.size()) + " different ones");
   auto stage_precision = [&](size_t c) {
     return o.precision.empty() ? ops::Precision::Fp32 : o.precision[o.precision.size() == 1 ? 0 : c % K];
   };

@@ -387,11 +387,13 @@ AutoPlan auto_plan(const model::Model& m, const PipelineFlags& f, uint32_t rows,
     return x.devices + " M" + std::to_string(x.micro_batches) + " " + x.schedule +
            (x.virtual_stages > 1 ? " V" + std::to_string(x.virtual_stages) : "") + " " + x.remat + " " + x.precision;
   };
+  const pipeline::Candidate& best = r.ranked.front();
   for (const pipeline::Candidate& c : r.ranked) {
     PipelineFlags x = flags_of(c);
-    out.ranked.push_back({x, c.step_seconds * 1e3, text_of(x)});
+    const std::string same = x.devices + " " + std::to_string(x.micro_batches) + " " + x.precision + " " +
+                             std::to_string(std::llround(c.step_seconds / best.step_seconds * 1e6));
+    out.ranked.push_back({x, c.step_seconds * 1e3, text_of(x), same});
   }
-  const pipeline::Candidate& best = r.ranked.front();
   out.flags = out.ranked.front().flags;
   out.table.push_back({"#", ranks ? "ranks' devices" : "devices", "K", "M", "schedule", "remat", "precision",
                        "layers", "ms/step", "vs best", "bubble", "peak per device"});
@@ -401,9 +403,7 @@ AutoPlan auto_plan(const model::Model& m, const PipelineFlags& f, uint32_t rows,
   for (size_t i = 0; i < r.ranked.size() && out.table.size() <= top; ++i) {
     const pipeline::Candidate& c = r.ranked[i];
     const PipelineFlags& x = out.ranked[i].flags;
-    const std::string same = x.devices + " " + std::to_string(x.micro_batches) + " " + x.precision + " " +
-                             std::to_string(std::llround(c.step_seconds / best.step_seconds * 1e6));
-    if (!shown.insert(same).second) continue;
+    if (!shown.insert(out.ranked[i].same).second) continue;
     std::string peak;
     for (uint64_t b : c.peak) peak += (peak.empty() ? "" : ", ") + format_bytes(b);
     out.table.push_back({std::to_string(i + 1), ranks ? "ranks 0-" + std::to_string(P - 1) : x.devices,

@@ -27,6 +27,7 @@ struct AutoPlan {
     PipelineFlags flags;
     double predicted_ms = 0;
     std::string text;    // "0,1 M8 1f1b never fp32"
+    std::string same;    // equal for configurations that run the same (one stage: every schedule)
   };
   std::vector<Row> ranked;
 };

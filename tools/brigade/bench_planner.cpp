@@ -1,9 +1,10 @@
 // `brigade bench planner`: where --plan auto's choice lands among configurations measured.
 // The planner searches the devices of --devices (and the other pipeline flags given, fixed)
-// as `--plan auto` does; then a grid of --grid distinct configurations is opened, its choice
-// first, then its nearest rivals in the planner's ranking and configurations spread over all of it, and --rounds rounds each run
-// one SGD training step of every configuration, the order turning each round, after one
-// warm-up step each. Reported: each configuration's predicted and measured step time and
+// as `--plan auto` does; then a grid of --grid distinct configurations is opened: its choice,
+// its nearest rivals in the planner's ranking, and others spread over those predicted within
+// --within of it. --rounds rounds each run one SGD training step of every configuration, the
+// order turning each round, after one warm-up step each. One process (several pipelines
+// open at once). Reported: each configuration's predicted and measured step time and
 // rank, the choice's measured time against the best measured (the planner's promise: within
 // 10 %), and the rank correlation (Spearman) of predicted against measured.
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <cstdio>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -35,6 +37,7 @@ struct Options {
   uint32_t batch = 64;
   PipelineFlags pipeline;
   uint32_t grid = 10;
+  double within = 3.0;  // the grid's configurations: predicted within this factor of the best
   int rounds = 5;
   bool json = false;
 };
@@ -42,7 +45,7 @@ struct Options {
 struct Measured {
   AutoPlan::Row row;
   size_t rank = 0;  // in the planner's ranking, from 1
-  Pipeline p;
+  std::optional<Pipeline> p;
   std::unique_ptr<optim::Sgd> sgd;
   std::vector<double> ms;
 };
@@ -83,10 +86,11 @@ void run(const Options& o) {
   // in the ranking, half spread evenly over the whole ranking.
   std::vector<size_t> picks;
   std::set<std::string> seen;
-  const size_t n = chosen.ranked.size();
+  size_t n = 0;  // those predicted within --within of the choice
+  while (n < chosen.ranked.size() && chosen.ranked[n].predicted_ms <= o.within * chosen.ranked[0].predicted_ms) ++n;
   auto take = [&](size_t i) {
-    while (i < n && seen.count(chosen.ranked[i].text)) ++i;  // the next distinct one
-    if (i < n && picks.size() < o.grid) seen.insert(chosen.ranked[i].text), picks.push_back(i);
+    while (i < n && seen.count(chosen.ranked[i].same)) ++i;  // the next that runs differently
+    if (i < n && picks.size() < o.grid) seen.insert(chosen.ranked[i].same), picks.push_back(i);
   };
   for (uint32_t g = 0; g < (o.grid + 1) / 2; ++g) take(0);
   const size_t spread = o.grid - picks.size();
@@ -94,24 +98,27 @@ void run(const Options& o) {
   std::sort(picks.begin(), picks.end());
   const pipeline::Batch batch = pipeline::random_batch(m, o.batch, 1);
   std::vector<std::unique_ptr<Measured>> grid;
-  for (size_t i : picks) {
-    auto x = std::make_unique<Measured>();
-    x->row = chosen.ranked[i], x->rank = i + 1;
-    x->p = open_pipeline(m, x->row.flags, o.batch, 1);
-    pipeline::Executor& ex = *x->p.executor;
+  auto open = [&](Measured& x) {
+    if (!o.json) std::fprintf(stderr, "opening %s\n", x.row.text.c_str());
+    x.p.emplace(open_pipeline(m, x.row.flags, o.batch, 1));
+    pipeline::Executor& ex = *x.p->executor;
     ex.initialize_parameters(0);
-    x->sgd = std::make_unique<optim::Sgd>(optim::SgdOptions{.momentum = 0.9});
-    ex.attach(*x->sgd);
-    ex.train(batch, {x->sgd.get(), optim::Step{1, 0.01, 1}, 0});  // warm-up: pipelines compiled, memory touched
-    grid.push_back(std::move(x));
+    x.sgd = std::make_unique<optim::Sgd>(optim::SgdOptions{.momentum = 0.9});
+    ex.attach(*x.sgd);
+    ex.train(batch, {x.sgd.get(), optim::Step{1, 0.01, 1}, 0});  // warm-up: pipelines compiled, memory touched
+  };
+  auto time_step = [&](Measured& x, int r) {
+    const double t0 = pipeline::now_us();
+    x.p->executor->train(batch, {x.sgd.get(), optim::Step{uint64_t(r) + 2, 0.01, 1}, 0});
+    x.ms.push_back((pipeline::now_us() - t0) / 1e3);
+  };
+  for (size_t i : picks) {
+    grid.push_back(std::make_unique<Measured>());
+    grid.back()->row = chosen.ranked[i], grid.back()->rank = i + 1;
   }
+  for (auto& x : grid) open(*x);
   for (int r = 0; r < o.rounds; ++r)
-    for (size_t j = 0; j < grid.size(); ++j) {
-      Measured& x = *grid[(j + size_t(r)) % grid.size()];  // each round starts one configuration later
-      const double t0 = pipeline::now_us();
-      x.p.executor->train(batch, {x.sgd.get(), optim::Step{uint64_t(r) + 2, 0.01, 1}, 0});
-      x.ms.push_back((pipeline::now_us() - t0) / 1e3);
-    }
+    for (size_t j = 0; j < grid.size(); ++j) time_step(*grid[(j + size_t(r)) % grid.size()], r);  // each round starts one later
   std::vector<double> predicted, measured;
   for (const auto& x : grid) predicted.push_back(x->row.predicted_ms), measured.push_back(median(x->ms));
   const std::vector<double> measured_rank = ranks_of(measured);
@@ -129,9 +136,9 @@ void run(const Options& o) {
     std::printf("%s\n", j.dump(2).c_str());
     return;
   }
-  std::printf("%s, batch %u: %zu of the %zu configurations that fit, one SGD step each per round, %d rounds "
-              "alternated after a warm-up step\n",
-              o.model.c_str(), o.batch, grid.size(), chosen.ranked.size(), o.rounds);
+  std::printf("%s, batch %u: %zu of the %zu configurations predicted within %gx of the choice (of %zu that fit), one "
+              "SGD step each per round, %d rounds alternated after a warm-up step\n",
+              o.model.c_str(), o.batch, grid.size(), n, o.within, chosen.ranked.size(), o.rounds);
   std::vector<std::vector<std::string>> t{{"planner rank", "configuration (devices M schedule remat precision)",
                                            "predicted ms", "measured ms (min-max)", "measured rank"}};
   for (size_t i = 0; i < grid.size(); ++i)
@@ -156,6 +163,10 @@ void add_bench_planner(CLI::App& bench) {
   cmd->add_option("--set", o->set, "override a model setting (repeatable)");
   cmd->add_option("--batch-size,-b", o->batch, "samples per mini-batch")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--grid", o->grid, "configurations to measure, the planner's choice among them")->capture_default_str();
+  cmd->add_option("--within", o->within,
+                 "draw the grid from configurations predicted within this factor of the choice's time")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 1000.0));
   cmd->add_option("--rounds", o->rounds, "timed steps per configuration (the median is reported)")->capture_default_str();
   cmd->add_flag("--json", o->json, "print JSON instead of a table");
   add_pipeline_flags(*cmd, o->pipeline);
