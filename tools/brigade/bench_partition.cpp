@@ -128,9 +128,7 @@ void add_bench_partition(CLI::App& bench) {
   CLI::App* cmd = bench.add_subcommand(
       "partition", "Partition by cost against by profile on unequal devices: planned and measured stage "
                    "times, step times alternated");
-  cmd->add_option("--model", o->model, "preset name or a model .toml file")->capture_default_str();
-  cmd->add_option("--set", o->set, "override a model setting, key=value (repeatable)");
-  cmd->add_option("--batch-size,-b", o->batch, "samples per mini-batch")->capture_default_str()->check(CLI::PositiveNumber);
+  add_model_flags(*cmd, o->model, o->set, o->batch);
   add_pipeline_flags(*cmd, o->pipeline);
   cmd->add_option("--rounds", o->rounds, "alternated rounds (medians over rounds)")->capture_default_str();
   cmd->add_option("--steps", o->steps, "timed steps per partition and round")->capture_default_str();

@@ -159,9 +159,7 @@ void add_bench_planner(CLI::App& bench) {
   auto o = std::make_shared<Options>();
   CLI::App* cmd = bench.add_subcommand(
       "planner", "--plan auto's choice against a grid of configurations measured: within 10 % of the best?");
-  cmd->add_option("--model", o->model, "preset name or a model .toml file")->capture_default_str();
-  cmd->add_option("--set", o->set, "override a model setting (repeatable)");
-  cmd->add_option("--batch-size,-b", o->batch, "samples per mini-batch")->capture_default_str()->check(CLI::PositiveNumber);
+  add_model_flags(*cmd, o->model, o->set, o->batch);
   cmd->add_option("--grid", o->grid, "configurations to measure, the planner's choice among them")->capture_default_str();
   cmd->add_option("--within", o->within,
                  "draw the grid from configurations predicted within this factor of the choice's time")

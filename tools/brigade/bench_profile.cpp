@@ -180,9 +180,7 @@ void add_bench_profile(CLI::App& bench) {
   auto o = std::make_shared<Options>();
   CLI::App* cmd = bench.add_subcommand(
       "profile", "Where a training step's time goes: GPU time per layer and kernel, and the host's share of a step");
-  cmd->add_option("--model", o->model, "preset name or a model .toml file")->capture_default_str();
-  cmd->add_option("--set", o->set, "override a model setting, e.g. --set n_layer=6 (repeatable)");
-  cmd->add_option("--batch-size,-b", o->batch, "samples per mini-batch")->capture_default_str()->check(CLI::PositiveNumber);
+  add_model_flags(*cmd, o->model, o->set, o->batch);
   cmd->add_option("--reps", o->reps, "timed runs of each measurement (the median is reported)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

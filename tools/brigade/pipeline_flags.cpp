@@ -72,6 +72,13 @@ void add_pipeline_flags(CLI::App& cmd, PipelineFlags& f) {
       ->capture_default_str();
 }
 
+CLI::Option* add_model_flags(CLI::App& cmd, std::string& model, std::vector<std::string>& set, uint32_t& batch) {
+  CLI::Option* o = cmd.add_option("--model", model, "preset name or a model .toml file")->capture_default_str();
+  cmd.add_option("--set", set, "override a model setting, e.g. --set n_layer=6 (repeatable)");
+  cmd.add_option("--batch-size,-b", batch, "samples per mini-batch")->capture_default_str()->check(CLI::PositiveNumber);
+  return o;
+}
+
 std::vector<uint32_t> parse_devices(const std::string& text, const vk::Instance& instance) {
   const std::vector<vk::PhysicalInfo> all = instance.describe_devices();
   std::vector<uint32_t> out;

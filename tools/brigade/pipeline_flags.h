@@ -44,6 +44,9 @@ struct PipelineFlags {
 };
 
 void add_pipeline_flags(CLI::App& cmd, PipelineFlags& f);
+// --model, --set and --batch-size of the commands that build a model and plan for a batch
+// size; returns --model's option (plan requires it).
+CLI::Option* add_model_flags(CLI::App& cmd, std::string& model, std::vector<std::string>& set, uint32_t& batch);
 // --devices for K logical devices of one device: "device,device,...".
 std::string logical_devices(const std::string& device, uint32_t K);
 

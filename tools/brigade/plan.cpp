@@ -123,9 +123,7 @@ void add_plan(CLI::App& app) {
   auto a = std::make_shared<PlanArgs>();
   CLI::App* cmd = app.add_subcommand(
       "plan", "show the partition and each device's predicted memory, without training");
-  cmd->add_option("--model", a->model, "preset name or a model .toml file")->required();
-  cmd->add_option("--set", a->set, "override a model setting (repeatable)");
-  cmd->add_option("--batch-size,-b", a->batch_size, "samples per mini-batch")->capture_default_str()->check(CLI::PositiveNumber);
+  add_model_flags(*cmd, a->model, a->set, a->batch_size)->required();
   cmd->add_option("--optimizer", a->optimizer, "optimizer whose state to count: adamw, sgd or none")
       ->capture_default_str();
   add_pipeline_flags(*cmd, a->pipeline);
