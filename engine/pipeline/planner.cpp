@@ -159,11 +159,15 @@ SearchResult search(const model::Model& m, const SearchSpace& s) {
   // keep the order tried: fewer stages, fewer micro-batches, simpler schedules, no
   // re-materialization and each device's preferred precision first.
   if (r.ranked.empty()) return r;
-  double best = r.ranked.front().step_seconds;
-  for (const Candidate& c : r.ranked) best = std::min(best, c.step_seconds);
+  auto rank = [&](const Candidate& c) {
+    const bool half = std::any_of(c.precision.begin(), c.precision.end(), [](ops::Precision p) { return p != ops::Precision::Fp32; });
+    return c.step_seconds * (half ? 1 + s.sixteen_bit_margin : 1);
+  };
+  double best = rank(r.ranked.front());
+  for (const Candidate& c : r.ranked) best = std::min(best, rank(c));
   const double grain = best > 0 ? best * 1e-6 : 1.0;
   std::stable_sort(r.ranked.begin(), r.ranked.end(), [&](const Candidate& a, const Candidate& b) {
-    return std::llround(a.step_seconds / grain) < std::llround(b.step_seconds / grain);
+    return std::llround(rank(a) / grain) < std::llround(rank(b) / grain);
   });
   return r;
 }

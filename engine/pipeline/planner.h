@@ -54,6 +54,10 @@ struct SearchSpace {
   std::vector<Remat> remats;
   std::vector<ops::Precision> precision;  // fixed: one for all or one per stage; empty: searched
   std::vector<uint32_t> balance;          // fixed layers per cell; empty: cut by measured time
+  // 16 bits change a run's numbers: a configuration storing any stage in 16 bits ranks as if
+  // this fraction slower, so fp32 stays where 16 bits would be faster only by the noise of a
+  // profile.
+  double sixteen_bit_margin = 0.05;
 };
 
 struct Candidate {
@@ -69,7 +73,7 @@ struct Candidate {
 };
 
 struct SearchResult {
-  std::vector<Candidate> ranked;  // the configurations that fit, fastest first
+  std::vector<Candidate> ranked;  // the configurations that fit, fastest first (16 bits' margin counted)
   size_t considered = 0;          // configurations planned
   size_t over_memory = 0;         // pruned: over a cap or a device's memory
   size_t invalid = 0;             // combinations a schedule or the model refuses

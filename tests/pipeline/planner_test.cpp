@@ -138,3 +138,15 @@ TEST_CASE("configurations over a memory cap are pruned; when none fits the close
   CHECK(none.over_memory == none.considered);
   CHECK(none.closest.find("memory_cap") != std::string::npos);
 }
+
+TEST_CASE("16 bits are chosen only where predicted faster by more than their margin") {
+  const model::Model m = model::build("fashion-mlp");
+  for (const double speedup : {1.03, 1.10}) {
+    SearchSpace s = space({device(m, 0, 1, 0, speedup)});
+    s.precision.clear();
+    const SearchResult r = search(m, s);
+    REQUIRE(!r.ranked.empty());
+    const ops::Precision want = speedup > 1 + s.sixteen_bit_margin ? ops::Precision::Bf16 : ops::Precision::Fp32;
+    CHECK(r.ranked.front().precision == std::vector<ops::Precision>{want});
+  }
+}

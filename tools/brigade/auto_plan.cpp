@@ -396,7 +396,7 @@ AutoPlan auto_plan(const model::Model& m, const PipelineFlags& f, uint32_t rows,
   }
   out.flags = out.ranked.front().flags;
   out.table.push_back({"#", ranks ? "ranks' devices" : "devices", "K", "M", "schedule", "remat", "precision",
-                       "layers", "ms/step", "vs best", "bubble", "peak per device"});
+                       "layers", "ms/step", "vs choice", "bubble", "peak per device"});
   // Configurations that differ only in schedule or remat and take the same time (one stage,
   // one micro-batch) show once, the simplest.
   std::set<std::string> shown;
@@ -410,7 +410,9 @@ AutoPlan auto_plan(const model::Model& m, const PipelineFlags& f, uint32_t rows,
                          std::to_string(c.devices.size()), std::to_string(c.micro_batches),
                          x.schedule + (x.virtual_stages > 1 ? " V" + std::to_string(x.virtual_stages) : ""), x.remat,
                          x.precision, x.balance, fixed(c.step_seconds * 1e3, 2),
-                         i ? "+" + fixed((c.step_seconds / best.step_seconds - 1) * 100, 1) + "%" : "best",
+                         i ? (c.step_seconds >= best.step_seconds ? "+" : "") +
+                                 fixed((c.step_seconds / best.step_seconds - 1) * 100, 1) + "%"
+                           : "choice",
                          fixed(c.bubble, 3), peak});
   }
   out.profiled = measured ? "profiled " + std::to_string(measured) + " layer timing runs in " + fixed(profile_seconds, 1) + " s"
