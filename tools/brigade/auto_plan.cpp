@@ -33,6 +33,17 @@ std::string join(const std::vector<uint32_t>& v) {
   return s;
 }
 
+// "bf16,fp32" -> {"bf16", "fp32"}.
+std::vector<std::string> items(const std::string& list) {
+  std::vector<std::string> out;
+  for (size_t start = 0;;) {
+    const size_t comma = list.find(',', start);
+    out.push_back(list.substr(start, comma - start));
+    if (comma == std::string::npos) return out;
+    start = comma + 1;
+  }
+}
+
 std::string precisions_text(const std::vector<ops::Precision>& p) {
   std::string s;
   for (ops::Precision x : p) s += (s.empty() ? "" : ",") + std::string(ops::precision_name(x));
@@ -44,14 +55,7 @@ std::string precisions_text(const std::vector<ops::Precision>& p) {
 std::vector<ops::Precision> candidate_precisions(const PipelineFlags& f, ops::Precision multiplies) {
   if (!f.given("--precision")) return {ops::Precision::Fp32, multiplies};
   std::set<ops::Precision> fixed;
-  size_t start = 0;
-  while (true) {
-    const size_t comma = f.precision.find(',', start);
-    const std::string item = f.precision.substr(start, comma - start);
-    fixed.insert(item == "auto" ? multiplies : ops::parse_precision(item));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
+  for (const std::string& item : items(f.precision)) fixed.insert(item == "auto" ? multiplies : ops::parse_precision(item));
   return {fixed.begin(), fixed.end()};
 }
 
@@ -143,53 +147,34 @@ void refuse_if_empty(const model::Model& m, const pipeline::SearchResult& r) {
                   "--schedule, --virtual-stages, --precision and --balance");
 }
 
-}  // namespace
-
-PipelineFlags recorded_flags(const PipelineFlags& f, const nlohmann::json& j) {
-  PipelineFlags out = f;
-  out.plan = "given";
-  j.at("devices").get_to(out.devices);
-  j.at("micro_batches").get_to(out.micro_batches);
-  j.at("schedule").get_to(out.schedule);
-  j.at("virtual_stages").get_to(out.virtual_stages);
-  j.at("remat").get_to(out.remat);
-  j.at("precision").get_to(out.precision);
-  j.at("balance").get_to(out.balance);
-  j.at("mem_limit").get_to(out.mem_limit);
-  return out;
-}
-
-AutoPlan auto_plan(const model::Model& m, const PipelineFlags& f, uint32_t rows, uint32_t optimizer_states,
-                   size_t top) {
-  if (f.given("--partition"))
-    throw UserError("--partition: --plan auto cuts by each layer's measured time; drop --partition or --plan auto");
-  const bool ranks = world().multi();
-  const uint32_t L = uint32_t(m.layers.size());
-
-  // The pool: the devices of --devices (one process) or every rank's, opened once each.
-  vk::InstanceOptions io;
-  io.validation = f.validation;
+// The devices the search may use, opened once each: those of --devices (default: every
+// device, CPU drivers only when nothing else is there), or under mpirun every rank's.
+struct Pool {
   std::unique_ptr<vk::Instance> instance;
   std::vector<std::unique_ptr<vk::Device>> opened;  // one per physical device here
-  std::vector<vk::Device*> device_of;               // per pool entry (null: another rank's)
-  std::vector<StageDevice> described;               // per pool entry
-  std::vector<uint64_t> caps;
-  pipeline::SearchSpace space;
-  space.rows = rows, space.optimizer_states = optimizer_states;
-  if (ranks) {
+  std::vector<vk::Device*> device_of;               // per entry (null: another rank's)
+  std::vector<StageDevice> described;               // per entry
+  std::vector<uint64_t> caps;                       // per entry
+};
+
+Pool open_pool(const PipelineFlags& f) {
+  Pool pool;
+  vk::InstanceOptions io;
+  io.validation = f.validation;
+  if (world().multi()) {
     Devices d = open_devices(f);
-    instance = std::move(d.instance);
+    pool.instance = std::move(d.instance);
     for (auto& dev : d.devices) {
-      device_of.push_back(dev.get());
-      if (dev) opened.push_back(std::move(dev));
+      pool.device_of.push_back(dev.get());
+      if (dev) pool.opened.push_back(std::move(dev));
     }
-    described = d.stages, caps = d.caps;
+    pool.described = d.stages, pool.caps = d.caps;
   } else {
-    instance = std::make_unique<vk::Instance>(io);
-    const std::vector<vk::PhysicalInfo> all = instance->describe_devices();
+    pool.instance = std::make_unique<vk::Instance>(io);
+    const std::vector<vk::PhysicalInfo> all = pool.instance->describe_devices();
     std::vector<uint32_t> indices;
     if (f.given("--devices")) {
-      indices = parse_devices(f.devices, *instance);
+      indices = parse_devices(f.devices, *pool.instance);
     } else {  // every device; CPU drivers only when nothing else is there
       for (const vk::PhysicalInfo& i : all)
         if (i.type != VK_PHYSICAL_DEVICE_TYPE_CPU) indices.push_back(i.index);
@@ -201,61 +186,26 @@ AutoPlan auto_plan(const model::Model& m, const PipelineFlags& f, uint32_t rows,
       if (!by_index.count(index)) {
         vk::DeviceOptions o;
         o.label = "device " + std::to_string(index);
-        opened.push_back(std::make_unique<vk::Device>(*instance, index, o));
-        by_index[index] = opened.back().get();
+        pool.opened.push_back(std::make_unique<vk::Device>(*pool.instance, index, o));
+        by_index[index] = pool.opened.back().get();
       }
-      device_of.push_back(by_index[index]);
-      const vk::PhysicalInfo& info = by_index[index]->info();
-      uint64_t heap = 0;
-      for (const vk::MemoryHeap& h : info.heaps)
-        if (h.device_local) heap = std::max(heap, h.size);
-      StageDevice s{info.name, info.driver_name.empty() ? info.name : info.driver_name, index, heap, "",
-                    ops::auto_precision(info), {}};
-      described.push_back(s);
+      pool.device_of.push_back(by_index[index]);
+      pool.described.push_back(describe(*by_index[index]));
     }
-    caps.assign(indices.size(), 0);
-    if (!f.mem_limit.empty()) {
-      const std::vector<uint64_t> given = parse_size_list(f.mem_limit, "--mem-limit");
-      if (given.size() != 1 && given.size() != indices.size())
-        throw UserError("--mem-limit: " + std::to_string(given.size()) + " sizes for " +
-                        std::to_string(indices.size()) + " devices; give one for all or one per device in --devices");
-      for (size_t i = 0; i < caps.size(); ++i) caps[i] = given.size() == 1 ? given[0] : given[i];
-    }
+    pool.caps = memory_caps(f.mem_limit, indices.size(), "devices; give one for all or one per device in --devices");
   }
-  const size_t P = described.size();
+  return pool;
+}
 
-  // What each pool entry's kernels take in 16 bits, and its candidates.
-  std::vector<std::string> stores(P);
-  for (size_t i = 0; i < P; ++i)
-    if (device_of[i])
-      for (bool b : m.stores_half(device_of[i]->info())) stores[i] += b ? '1' : '0';
-  if (ranks) {
-    const auto here = std::find_if(device_of.begin(), device_of.end(), [](vk::Device* d) { return d; });
-    stores = world().allgather(stores[size_t(here - device_of.begin())]);
-  }
-  for (size_t i = 0; i < P; ++i) {
-    const StageDevice& s = described[i];
-    pipeline::PlanDevice d;
-    d.spec.memory_cap = caps[i];
-    d.spec.device = (s.rank.empty() ? "" : s.rank + ", ") + "device " + std::to_string(s.index) + ", " + s.name;
-    d.spec.physical = s.index, d.spec.device_memory = s.heap;
-    for (char c : stores[i]) d.spec.stores_half.push_back(c == '1');
-    // Stages share compute where their devices do: CPU drivers in one process share the host's
-    // cores; a rank computes on its own.
-    const bool cpu = device_of[i] && device_of[i]->info().type == VK_PHYSICAL_DEVICE_TYPE_CPU;
-    d.resource = ranks ? uint32_t(i) : cpu ? 0 : 1 + s.index;
-    d.precisions = candidate_precisions(f, s.multiplies);
-    d.precisions.erase(std::unique(d.precisions.begin(), d.precisions.end()), d.precisions.end());
-    space.pool.push_back(std::move(d));
-  }
-
-  // The axes: what the user fixed, else every candidate.
-  if (ranks) {
+// The axes of the search: what the user fixed, else every candidate.
+void set_axes(pipeline::SearchSpace& space, const PipelineFlags& f, uint32_t rows, uint32_t layers) {
+  const size_t P = space.pool.size();
+  if (world().multi()) {
     std::vector<uint32_t> all(P);
     for (uint32_t k = 0; k < P; ++k) all[k] = k;
     space.device_orders = {all};
   } else {
-    space.device_orders = pipeline::device_orders(space.pool, L);
+    space.device_orders = pipeline::device_orders(space.pool, layers);
   }
   const std::vector<uint32_t> divisors = pipeline::divisors(rows);
   if (f.given("--micro-batches")) {
@@ -280,64 +230,18 @@ AutoPlan auto_plan(const model::Model& m, const PipelineFlags& f, uint32_t rows,
   }
   if (f.given("--remat")) space.remats = {pipeline::parse_remat(f.remat)};
   else space.remats = {pipeline::Remat::Never, pipeline::Remat::ExceptLast, pipeline::Remat::Always};
-  if (f.given("--precision") && f.precision.find("auto") == std::string::npos && f.precision.find(',') != std::string::npos) {
-    size_t start = 0;
-    while (true) {
-      const size_t comma = f.precision.find(',', start);
-      space.precision.push_back(ops::parse_precision(f.precision.substr(start, comma - start)));
-      if (comma == std::string::npos) break;
-      start = comma + 1;
-    }
-  }
+  // One precision per stage, fixed (one for all, or auto, is each device's candidates).
+  if (f.given("--precision") && f.precision.find("auto") == std::string::npos && f.precision.find(',') != std::string::npos)
+    for (const std::string& item : items(f.precision)) space.precision.push_back(ops::parse_precision(item));
   if (f.given("--balance")) space.balance = pipeline::parse_balance(f.balance);
+}
 
-  // Profiles: each device here, each precision it may take, each micro-batch size.
-  std::set<uint32_t> sizes;
-  for (uint32_t M : space.micro_batches) sizes.insert(pipeline::split_rows(rows, M).front());
-  // Memory does not depend on time: constraints nothing satisfies are refused before anything
-  // is profiled.
-  for (pipeline::PlanDevice& d : space.pool)
-    for (ops::Precision p : d.precisions)
-      for (uint32_t r : sizes) d.times[{r, p}] = {std::vector<double>(L, 0.0), std::vector<double>(L, 0.0)};
-  refuse_if_empty(m, pipeline::search(m, space));
-  pipeline::ProfileCache cache(pipeline::default_profile_cache());
-  if (!cache.warning().empty()) std::fprintf(stderr, "brigade: warning: %s\n", cache.warning().c_str());
-  const Clock::time_point profile_start = Clock::now();
-  size_t measured = 0, cached = 0;
-  std::map<std::pair<uint32_t, ops::Precision>, std::map<uint32_t, pipeline::LayerTimes>> by_device;
-  for (size_t i = 0; i < P; ++i) {
-    if (!device_of[i]) continue;
-    vk::Device& dev = *device_of[i];
-    for (ops::Precision p : space.pool[i].precisions) {
-      auto& times = by_device[{dev.info().index, p}];  // entries sharing a device share them
-      if (times.empty()) {
-        Profiling counts;
-        times = profile_sizes(dev, m, sizes, p, cache, counts);
-        measured += counts.measured, cached += counts.cached;
-      }
-      for (const auto& [r, t] : times) space.pool[i].times[{r, p}] = t;
-    }
-  }
-  if (measured)
-    if (const std::string why = cache.save(); !why.empty()) std::fprintf(stderr, "brigade: warning: profile cache: %s\n", why.c_str());
-  if (ranks) {  // every rank's times, gathered: each rank profiled its own device
-    nlohmann::json mine = nlohmann::json::array();
-    const auto me = std::find_if(device_of.begin(), device_of.end(), [](vk::Device* d) { return d; });
-    for (const auto& [key, t] : space.pool[size_t(me - device_of.begin())].times)
-      mine.push_back({{"rows", key.first}, {"precision", ops::precision_name(key.second)}, {"forward", t.forward}, {"backward", t.backward}});
-    const std::vector<std::string> all = world().allgather(mine.dump());
-    for (size_t k = 0; k < P; ++k)
-      for (const nlohmann::json& e : nlohmann::json::parse(all[k]))
-        space.pool[k].times[{e.at("rows").get<uint32_t>(), ops::parse_precision(e.at("precision"))}] = {
-            e.at("forward").get<std::vector<double>>(), e.at("backward").get<std::vector<double>>()};
-    measured = std::stoul(world().allgather(std::to_string(measured)).front());  // rank 0 speaks
-  }
-  const double profile_seconds = since(profile_start);
-
-  // Each pair's link rate: shared memory moves nothing; a staging copy and messages between
-  // ranks are timed.
+// Each pair's link rate: shared memory moves nothing; a staging copy and messages between
+// ranks are timed.
+void measure_links(pipeline::SearchSpace& space, const PipelineFlags& f, const Pool& pool) {
+  const size_t P = space.pool.size();
   space.link_seconds_per_byte.assign(P, std::vector<double>(P, 0.0));
-  if (ranks) {
+  if (world().multi()) {
     const double rate = rank_seconds_per_byte();
     for (auto& row : space.link_seconds_per_byte) std::fill(row.begin(), row.end(), rate);
   } else {
@@ -345,28 +249,30 @@ AutoPlan auto_plan(const model::Model& m, const PipelineFlags& f, uint32_t rows,
     std::map<std::pair<uint32_t, uint32_t>, double> by_pair;
     for (size_t i = 0; i < P; ++i)
       for (size_t j = 0; j < P; ++j) {
-        const uint32_t a = described[i].index, b = described[j].index;
+        const uint32_t a = pool.described[i].index, b = pool.described[j].index;
         if (a == b) continue;
         if (!by_pair.count({a, b})) {
-          const pipeline::LinkChoice c = pipeline::choose_link(*device_of[i], *device_of[j], requested);
-          by_pair[{a, b}] = c.kind == pipeline::LinkKind::Staging ? staging_seconds_per_byte(*device_of[i], *device_of[j]) : 0.0;
+          const pipeline::LinkChoice c = pipeline::choose_link(*pool.device_of[i], *pool.device_of[j], requested);
+          by_pair[{a, b}] = c.kind == pipeline::LinkKind::Staging ? staging_seconds_per_byte(*pool.device_of[i], *pool.device_of[j]) : 0.0;
         }
         space.link_seconds_per_byte[i][j] = by_pair[{a, b}];
       }
   }
+}
 
-  const Clock::time_point search_start = Clock::now();
-  const pipeline::SearchResult r = pipeline::search(m, space);
-  const double search_seconds = since(search_start);
-  refuse_if_empty(m, r);
-
+// The choice as flags, the table of the best configurations, the lines that say why, and the
+// record for metrics.jsonl and the checkpoint.
+AutoPlan report(const PipelineFlags& f, const pipeline::SearchResult& r, const Pool& pool, std::string profiled,
+                size_t top) {
+  const bool ranks = world().multi();
+  const size_t P = pool.described.size();
   AutoPlan out;
   auto flags_of = [&](const pipeline::Candidate& c) {
     PipelineFlags x = f;
     x.plan = "given";
     std::vector<uint32_t> indices;
     std::vector<uint64_t> stage_caps;
-    for (uint32_t i : c.devices) indices.push_back(described[i].index), stage_caps.push_back(caps[i]);
+    for (uint32_t i : c.devices) indices.push_back(pool.described[i].index), stage_caps.push_back(pool.caps[i]);
     if (!ranks) x.devices = join(indices);
     x.micro_batches = c.micro_batches;
     x.schedule = pipeline::schedule_kind_name(c.schedule.kind);
@@ -415,14 +321,9 @@ AutoPlan auto_plan(const model::Model& m, const PipelineFlags& f, uint32_t rows,
                            : "choice",
                          fixed(c.bubble, 3), peak});
   }
-  out.profiled = measured ? "profiled " + std::to_string(measured) + " layer timing runs in " + fixed(profile_seconds, 1) + " s"
-                          : "layer times from the profile cache";
-  if (!cache.path().empty() && measured) out.profiled += " (cached in " + cache.path() + ")";
-  else if (!measured && cached) out.profiled += " (" + cache.path() + ")";
-  out.profiled += "; " + std::to_string(r.considered) + " configurations planned in " + fixed(search_seconds, 2) +
-                  " s, " + std::to_string(r.over_memory) + " over memory";
+  out.profiled = std::move(profiled);
   std::string names;
-  for (uint32_t i : best.devices) names += (names.empty() ? "" : ", ") + described[i].driver;
+  for (uint32_t i : best.devices) names += (names.empty() ? "" : ", ") + pool.described[i].driver;
   out.line = "plan auto: " + std::string(ranks ? "" : "devices " + out.flags.devices + " (" + names + "), ") +
              std::to_string(out.flags.micro_batches) + " micro-batches, schedule " + out.flags.schedule +
              (out.flags.virtual_stages > 1 ? " (" + std::to_string(out.flags.virtual_stages) + " virtual stages)" : "") +
@@ -441,8 +342,125 @@ AutoPlan auto_plan(const model::Model& m, const PipelineFlags& f, uint32_t rows,
                            {"balance", x.balance}, {"mem_limit", x.mem_limit}}},
                 {"predicted_step_ms", best.step_seconds * 1e3}, {"bubble", best.bubble},
                 {"considered", r.considered}, {"over_memory", r.over_memory},
-                {"profiled", measured > 0}, {"profile_seconds", profile_seconds}};
+                {"how", out.profiled}};
   return out;
+}
+
+}  // namespace
+
+PipelineFlags recorded_flags(const PipelineFlags& f, const nlohmann::json& j) {
+  PipelineFlags out = f;
+  out.plan = "given";
+  j.at("devices").get_to(out.devices);
+  j.at("micro_batches").get_to(out.micro_batches);
+  j.at("schedule").get_to(out.schedule);
+  j.at("virtual_stages").get_to(out.virtual_stages);
+  j.at("remat").get_to(out.remat);
+  j.at("precision").get_to(out.precision);
+  j.at("balance").get_to(out.balance);
+  j.at("mem_limit").get_to(out.mem_limit);
+  return out;
+}
+
+AutoPlan auto_plan(const model::Model& m, const PipelineFlags& f, uint32_t rows, uint32_t optimizer_states,
+                   size_t top) {
+  if (f.given("--partition"))
+    throw UserError("--partition: --plan auto cuts by each layer's measured time; drop --partition or --plan auto");
+  const bool ranks = world().multi();
+  const uint32_t L = uint32_t(m.layers.size());
+
+  Pool pool = open_pool(f);
+  const std::vector<vk::Device*>& device_of = pool.device_of;
+  const std::vector<StageDevice>& described = pool.described;
+  const std::vector<uint64_t>& caps = pool.caps;
+  pipeline::SearchSpace space;
+  space.rows = rows, space.optimizer_states = optimizer_states;
+  const size_t P = described.size();
+
+  // What each pool entry's kernels take in 16 bits, and its candidates.
+  std::vector<std::string> stores(P);
+  for (size_t i = 0; i < P; ++i)
+    if (device_of[i])
+      for (bool b : m.stores_half(device_of[i]->info())) stores[i] += b ? '1' : '0';
+  if (ranks) {
+    const auto here = std::find_if(device_of.begin(), device_of.end(), [](vk::Device* d) { return d; });
+    stores = world().allgather(stores[size_t(here - device_of.begin())]);
+  }
+  for (size_t i = 0; i < P; ++i) {
+    const StageDevice& s = described[i];
+    pipeline::PlanDevice d;
+    d.spec.memory_cap = caps[i];
+    d.spec.device = (s.rank.empty() ? "" : s.rank + ", ") + "device " + std::to_string(s.index) + ", " + s.name;
+    d.spec.physical = s.index, d.spec.device_memory = s.heap;
+    for (char c : stores[i]) d.spec.stores_half.push_back(c == '1');
+    // Stages share compute where their devices do: CPU drivers in one process share the host's
+    // cores; a rank computes on its own.
+    const bool cpu = device_of[i] && device_of[i]->info().type == VK_PHYSICAL_DEVICE_TYPE_CPU;
+    d.resource = ranks ? uint32_t(i) : cpu ? 0 : 1 + s.index;
+    d.precisions = candidate_precisions(f, s.multiplies);
+    d.precisions.erase(std::unique(d.precisions.begin(), d.precisions.end()), d.precisions.end());
+    space.pool.push_back(std::move(d));
+  }
+
+  set_axes(space, f, rows, L);
+
+  // Profiles: each device here, each precision it may take, each micro-batch size.
+  std::set<uint32_t> sizes;
+  for (uint32_t M : space.micro_batches) sizes.insert(pipeline::split_rows(rows, M).front());
+  // Memory does not depend on time: constraints nothing satisfies are refused before anything
+  // is profiled.
+  for (pipeline::PlanDevice& d : space.pool)
+    for (ops::Precision p : d.precisions)
+      for (uint32_t r : sizes) d.times[{r, p}] = {std::vector<double>(L, 0.0), std::vector<double>(L, 0.0)};
+  refuse_if_empty(m, pipeline::search(m, space));
+  pipeline::ProfileCache cache(pipeline::default_profile_cache());
+  if (!cache.warning().empty()) std::fprintf(stderr, "brigade: warning: %s\n", cache.warning().c_str());
+  const Clock::time_point profile_start = Clock::now();
+  size_t measured = 0, cached = 0;
+  std::map<std::pair<uint32_t, ops::Precision>, std::map<uint32_t, pipeline::LayerTimes>> by_device;
+  for (size_t i = 0; i < P; ++i) {
+    if (!device_of[i]) continue;
+    vk::Device& dev = *device_of[i];
+    for (ops::Precision p : space.pool[i].precisions) {
+      auto& times = by_device[{dev.info().index, p}];  // entries sharing a device share them
+      if (times.empty()) {
+        Profiling counts;
+        times = profile_sizes(dev, m, sizes, p, cache, counts);
+        measured += counts.measured, cached += counts.cached;
+      }
+      for (const auto& [r, t] : times) space.pool[i].times[{r, p}] = t;
+    }
+  }
+  if (measured)
+    if (const std::string why = cache.save(); !why.empty()) std::fprintf(stderr, "brigade: warning: profile cache: %s\n", why.c_str());
+  if (ranks) {  // every rank's times, gathered: each rank profiled its own device
+    nlohmann::json mine = nlohmann::json::array();
+    const auto me = std::find_if(device_of.begin(), device_of.end(), [](vk::Device* d) { return d; });
+    for (const auto& [key, t] : space.pool[size_t(me - device_of.begin())].times)
+      mine.push_back({{"rows", key.first}, {"precision", ops::precision_name(key.second)}, {"forward", t.forward}, {"backward", t.backward}});
+    const std::vector<std::string> all = world().allgather(mine.dump());
+    for (size_t k = 0; k < P; ++k)
+      for (const nlohmann::json& e : nlohmann::json::parse(all[k]))
+        space.pool[k].times[{e.at("rows").get<uint32_t>(), ops::parse_precision(e.at("precision"))}] = {
+            e.at("forward").get<std::vector<double>>(), e.at("backward").get<std::vector<double>>()};
+    measured = std::stoul(world().allgather(std::to_string(measured)).front());  // rank 0 speaks
+  }
+  const double profile_seconds = since(profile_start);
+
+  measure_links(space, f, pool);
+
+  const Clock::time_point search_start = Clock::now();
+  const pipeline::SearchResult r = pipeline::search(m, space);
+  const double search_seconds = since(search_start);
+  refuse_if_empty(m, r);
+
+  std::string how = measured ? "profiled " + std::to_string(measured) + " layer timing runs in " + fixed(profile_seconds, 1) + " s"
+                             : "layer times from the profile cache";
+  if (!cache.path().empty() && measured) how += " (cached in " + cache.path() + ")";
+  else if (!measured && cached) how += " (" + cache.path() + ")";
+  how += "; " + std::to_string(r.considered) + " configurations planned in " + fixed(search_seconds, 2) + " s, " +
+         std::to_string(r.over_memory) + " over memory";
+  return report(f, r, pool, how, top);
 }
 
 }  // namespace brigade::cli

@@ -97,7 +97,15 @@ std::string logical_devices(const std::string& device, uint32_t K) {
   return s;
 }
 
-namespace {
+std::vector<uint64_t> memory_caps(const std::string& mem_limit, size_t n, const std::string& per) {
+  std::vector<uint64_t> caps(n, 0);
+  if (mem_limit.empty()) return caps;
+  const std::vector<uint64_t> given = parse_size_list(mem_limit, "--mem-limit");
+  if (given.size() != 1 && given.size() != n)
+    throw UserError("--mem-limit: " + std::to_string(given.size()) + " sizes for " + std::to_string(n) + " " + per);
+  for (size_t i = 0; i < n; ++i) caps[i] = given.size() == 1 ? given[0] : given[i];
+  return caps;
+}
 
 StageDevice describe(const vk::Device& dev) {
   const vk::PhysicalInfo& info = dev.info();
@@ -111,7 +119,6 @@ StageDevice describe(const vk::Device& dev) {
   return s;
 }
 
-}  // namespace
 
 Devices open_devices(const PipelineFlags& f) {
   Devices d;
@@ -133,14 +140,7 @@ Devices open_devices(const PipelineFlags& f) {
     throw UserError("--replicas " + std::to_string(f.replicas) + " needs ranks: run under mpirun -np N");
   }
   const uint32_t K = uint32_t(indices.size());
-  d.caps.assign(K, 0);
-  if (!f.mem_limit.empty()) {
-    const std::vector<uint64_t> given = parse_size_list(f.mem_limit, "--mem-limit");
-    if (given.size() != 1 && given.size() != K)
-      throw UserError("--mem-limit: " + std::to_string(given.size()) + " sizes for " +
-                      std::to_string(K) + " stages; give one for all or one per stage");
-    for (uint32_t k = 0; k < K; ++k) d.caps[k] = given.size() == 1 ? given[0] : given[k];
-  }
+  d.caps = memory_caps(f.mem_limit, K, "stages; give one for all or one per stage");
   for (uint32_t k = 0; k < K; ++k) {
     if (w.multi() && k != here) {
       d.devices.push_back(nullptr);

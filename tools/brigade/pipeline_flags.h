@@ -64,6 +64,12 @@ struct StageDevice {
   std::array<std::string, 3> products;  // ops::matrix_path for each ops::Precision
 };
 
+// A device as a stage's: its names, heap and what it multiplies.
+StageDevice describe(const vk::Device& dev);
+// --mem-limit for n stages or devices: one size for all or one each (0: no cap); `per` ends
+// the refusal of another count ("stages; give one for all or one per stage").
+std::vector<uint64_t> memory_caps(const std::string& mem_limit, size_t n, const std::string& per);
+
 // The devices of --devices with their --mem-limit caps, opened. Under mpirun (K = ranks /
 // --replicas stages), each rank opens one: the entry of --devices at its local rank (the
 // list repeating), and learns the others' from every rank.

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <string>
 
+#include "auto_plan.h"
 #include "commands.h"
 #include "io/tensors.h"
 #include "optim/loss_scale.h"
@@ -92,6 +93,7 @@ void run_step(const StepArgs& a) {
   if (a.quiet) return;
   std::printf("loss %.6f over %u samples; gradients of %zu tensors written to %s\n", loss,
               batch.rows, params.size(), a.out.c_str());
+  if (p.chosen) std::printf("%s\n", p.chosen->line.c_str());
   std::printf("%s%s", p.link_lines.c_str(), pipeline::to_string(r.trace.summary()).c_str());
   if (!ms.empty()) {
     std::sort(ms.begin(), ms.end());
