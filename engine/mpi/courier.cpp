@@ -53,6 +53,13 @@ void Courier::drain() {
   cv_.wait(lock, [&] { return unfinished_ == 0; });
 }
 
+void Courier::cancel(const void* owner) {
+  std::unique_lock lock(mutex_);
+  cancelling_.insert(owner);
+  cv_.notify_all();
+  cv_.wait(lock, [&] { return !cancelling_.count(owner) || stop_; });
+}
+
 void Courier::loop() {
   std::vector<Item> waiting, active;
   std::vector<MPI_Request> requests;
@@ -94,7 +101,7 @@ void Courier::loop() {
         arrivals = arrivals_;
         if (incoming_.empty() && !stop_) {
           if (waiting.empty() && requests.empty()) {
-            cv_.wait(lock, [&] { return stop_ || !incoming_.empty(); });
+            cv_.wait(lock, [&] { return stop_ || !incoming_.empty() || !cancelling_.empty(); });
           } else if ((!waiting.empty() && waiting.front().device) || (busy && !hurry)) {
             // Asleep in the driver, at most a nap: until the oldest send's data is written,
             // or until the waiting stage's device has finished its work.
@@ -106,12 +113,35 @@ void Courier::loop() {
             lock.lock();
           } else {
             // Woken early by new work, or by a stage thread starting to wait.
-            cv_.wait_for(lock, nap, [&] { return stop_ || !incoming_.empty() || arrivals_ > arrivals; });
+            cv_.wait_for(lock, nap, [&] { return stop_ || !incoming_.empty() || arrivals_ > arrivals || !cancelling_.empty(); });
           }
         }
         if (stop_) break;
         for (Item& item : incoming_) waiting.push_back(std::move(item));
         incoming_.clear();
+        if (!cancelling_.empty()) {
+          // A link going away: its receives not matched yet, cancelled (or completed, if a
+          // message got there first), and those not started dropped.
+          uint64_t dropped = 0;
+          for (size_t j = 0; j < waiting.size();)
+            if (!waiting[j].send && cancelling_.count(waiting[j].owner))
+              waiting.erase(waiting.begin() + ptrdiff_t(j)), ++dropped;
+            else
+              ++j;
+          size_t w = 0;
+          for (size_t j = 0; j < requests.size(); ++j) {
+            if (!active[j].send && cancelling_.count(active[j].owner)) {
+              MPI_Cancel(&requests[j]);
+              MPI_Wait(&requests[j], MPI_STATUS_IGNORE);
+              continue;
+            }
+            requests[w] = requests[j], active[w] = std::move(active[j]), ++w;
+          }
+          requests.resize(w), active.resize(w);
+          unfinished_ -= dropped;
+          cancelling_.clear();
+          cv_.notify_all();
+        }
       }
       bool progress = false;
       uint64_t started_receives = 0;

@@ -19,6 +19,7 @@
 #include <deque>
 #include <functional>
 #include <list>
+#include <set>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -44,6 +45,7 @@ class Courier {
     uint64_t bytes = 0;
     int peer = 0, tag = 0;
     std::function<void()> started, done;  // on the courier's thread
+    const void* owner = nullptr;  // whose receive it is (cancel())
   };
 
   // `fatal` reports an error on the courier's thread (a device lost) and stops every rank.
@@ -69,6 +71,10 @@ class Courier {
   };
   // Blocks until every pushed send has completed and every receive has started.
   void drain();
+  // Cancels the receives `owner` posted that no message has matched, and returns once they
+  // are: a link going away leaves none behind for a later pipeline's messages of the same
+  // tags to land in. After drain().
+  void cancel(const void* owner);
   MPI_Comm comm() const { return comm_; }
 
  private:
@@ -79,6 +85,7 @@ class Courier {
   std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<Item> incoming_;
+  std::set<const void*> cancelling_;  // owners whose receives the loop is to cancel
   bool stop_ = false;
   uint64_t unfinished_ = 0;  // sends not completed, receives not started
   std::list<Waiter> waiters_;  // stage threads waiting on a transfer

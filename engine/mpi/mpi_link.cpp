@@ -38,7 +38,9 @@ MpiLink::MpiLink(Courier& courier, const pipeline::RemoteEnd& end, int peer)
 }
 
 MpiLink::~MpiLink() {
-  if (!interrupted_) courier_.drain();  // nothing of this link's still waits on a device
+  if (interrupted_) return;
+  courier_.drain();         // nothing of this link's still waits on a device
+  courier_.cancel(this);    // nor a receive posted into its slots
 }
 
 int MpiLink::tag(uint64_t n) const {
@@ -82,7 +84,7 @@ void MpiLink::post(uint64_t n, vk::Device& producer, uint64_t value, std::string
 
 void MpiLink::expect(uint64_t n, vk::Device* gate, uint64_t value) {
   courier_.push({false, gate, value, receive(n).mapped(), bytes_, peer_, tag(n), {},
-                 [this, n] { complete(arrived_, arrived_set_, arrived_next_, n); }});
+                 [this, n] { complete(arrived_, arrived_set_, arrived_next_, n); }, this});
 }
 
 void MpiLink::release(uint64_t n, vk::Device& consumer, uint64_t value) {

@@ -241,7 +241,7 @@ TEST_CASE("ranks started with different flags, and commands that do not run acro
   CHECK_FALSE(fs::exists(d / "run"));
   r = ranks_run(2, "plan --model fashion-mlp");
   CHECK(r.status == 2);
-  CHECK(r.output.find("brigade: error: under mpirun brigade runs train, step or eval, not 'plan'") != std::string::npos);
+  CHECK(r.output.find("brigade: error: under mpirun brigade runs train, step, eval or bench planner, not 'plan'") != std::string::npos);
   fs::remove_all(d);
 }
 

@@ -3,8 +3,8 @@
 // as `--plan auto` does; then a grid of --grid distinct configurations is opened: its choice,
 // its nearest rivals in the planner's ranking, and others spread over those predicted within
 // --within of it. --rounds rounds each run one SGD training step of every configuration, the
-// order turning each round, after one warm-up step each. One process (several pipelines
-// open at once). Reported: each configuration's predicted and measured step time and
+// order turning each round, after one warm-up step each (under mpirun, where one pipeline is
+// open at a time, one configuration's rounds after another's). Reported: each configuration's predicted and measured step time and
 // rank, the choice's measured time against the best measured (the planner's promise: within
 // 10 %), and the rank correlation (Spearman) of predicted against measured.
 #include <algorithm>
@@ -116,9 +116,20 @@ void run(const Options& o) {
     grid.push_back(std::make_unique<Measured>());
     grid.back()->row = chosen.ranked[i], grid.back()->rank = i + 1;
   }
-  for (auto& x : grid) open(*x);
-  for (int r = 0; r < o.rounds; ++r)
-    for (size_t j = 0; j < grid.size(); ++j) time_step(*grid[(j + size_t(r)) % grid.size()], r);  // each round starts one later
+  if (world().multi()) {
+    // Across ranks one pipeline is open at a time (its links' tags would be another's): each
+    // configuration's rounds in a row.
+    for (auto& x : grid) {
+      open(*x);
+      for (int r = 0; r < o.rounds; ++r) time_step(*x, r);
+      x->sgd.reset();
+      x->p.reset();
+    }
+  } else {
+    for (auto& x : grid) open(*x);
+    for (int r = 0; r < o.rounds; ++r)
+      for (size_t j = 0; j < grid.size(); ++j) time_step(*grid[(j + size_t(r)) % grid.size()], r);  // each round starts one later
+  }
   std::vector<double> predicted, measured;
   for (const auto& x : grid) predicted.push_back(x->row.predicted_ms), measured.push_back(median(x->ms));
   const std::vector<double> measured_rank = ranks_of(measured);
@@ -136,9 +147,10 @@ void run(const Options& o) {
     std::printf("%s\n", j.dump(2).c_str());
     return;
   }
-  std::printf("%s, batch %u: %zu of the %zu configurations predicted within %gx of the choice (of %zu that fit), one "
-              "SGD step each per round, %d rounds alternated after a warm-up step\n",
-              o.model.c_str(), o.batch, grid.size(), n, o.within, chosen.ranked.size(), o.rounds);
+  std::printf("%s, batch %u: %zu of the %zu configurations predicted within %gx of the choice (of %zu that fit), %d "
+              "SGD steps each after a warm-up step, %s\n",
+              o.model.c_str(), o.batch, grid.size(), n, o.within, chosen.ranked.size(), o.rounds,
+              world().multi() ? "one configuration after another (ranks)" : "rounds alternated");
   std::vector<std::vector<std::string>> t{{"planner rank", "configuration (devices M schedule remat precision)",
                                            "predicted ms", "measured ms (min-max)", "measured rank"}};
   for (size_t i = 0; i < grid.size(); ++i)

@@ -28,10 +28,10 @@ int run(CLI::App& app, int argc, char** argv) {
   };
   try {
     if (world.multi()) {  // the commands that run one pipeline across ranks
-      const char* command = argc > 1 ? argv[1] : "";
-      if (std::string(command) != "train" && std::string(command) != "step" && std::string(command) != "eval")
-        throw brigade::cli::EveryRankError(std::string("under mpirun brigade runs train, step or eval, not '") + command +
-                                          "'; start it without mpirun");
+      const std::string command = argc > 1 ? argv[1] : "", sub = argc > 2 ? argv[2] : "";
+      if (command != "train" && command != "step" && command != "eval" && !(command == "bench" && sub == "planner"))
+        throw brigade::cli::EveryRankError("under mpirun brigade runs train, step, eval or bench planner, not '" +
+                                           command + "'; start it without mpirun");
       brigade::cli::agree("the program", brigade::cli::file_hash("/proc/self/exe"));
       std::string args;
       for (int i = 1; i < argc; ++i) args += (i > 1 ? " " : "") + std::string(argv[i]);
