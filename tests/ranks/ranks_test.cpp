@@ -355,3 +355,14 @@ TEST_CASE("--plan auto under 2 ranks: each rank profiles its own device, every r
   CHECK(test::records(d / "run", "train").size() == 2);
   fs::remove_all(d);
 }
+
+TEST_CASE("bench planner under 2 ranks opens one configuration's pipeline after another, nothing of the last left behind") {
+  const fs::path d = scratch_dir("ranks-bench-planner");
+  const Result r = test::command_run("BRIGADE_CACHE_DIR=" + (d / "cache").string() + " " + mpirun(2) + BRIGADE_EXE +
+                                     " bench planner --model fashion-mlp -b 8 --grid 3 --rounds 2 --within 10");
+  REQUIRE_MESSAGE(r.status == 0, r.output);
+  CHECK(r.output.find("3 of the ") != std::string::npos);  // three pipelines, one after another
+  CHECK(r.output.find("one configuration after another (ranks)") != std::string::npos);
+  CHECK(r.output.find("choice: ") != std::string::npos);
+  fs::remove_all(d);
+}
