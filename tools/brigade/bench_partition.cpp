@@ -24,11 +24,7 @@
 namespace brigade::cli {
 namespace {
 
-struct Options {
-  std::string model = "fashion-cnn";
-  std::vector<std::string> set;
-  uint32_t batch = 64;
-  PipelineFlags pipeline;
+struct Options : ModelPipeline {
   int rounds = 5;
   int steps = 3;
 };
@@ -128,8 +124,7 @@ void add_bench_partition(CLI::App& bench) {
   CLI::App* cmd = bench.add_subcommand(
       "partition", "Partition by cost against by profile on unequal devices: planned and measured stage "
                    "times, step times alternated");
-  add_model_flags(*cmd, o->model, o->set, o->batch);
-  add_pipeline_flags(*cmd, o->pipeline);
+  add_model_pipeline_flags(*cmd, *o);
   cmd->add_option("--rounds", o->rounds, "alternated rounds (medians over rounds)")->capture_default_str();
   cmd->add_option("--steps", o->steps, "timed steps per partition and round")->capture_default_str();
   cmd->callback([o] { run(*o); });

@@ -31,11 +31,7 @@
 namespace brigade::cli {
 namespace {
 
-struct Options {
-  std::string model = "fashion-cnn";
-  std::vector<std::string> set;
-  uint32_t batch = 64;
-  PipelineFlags pipeline;
+struct Options : ModelPipeline {
   uint32_t grid = 10;
   double within = 3.0;  // the grid's configurations: predicted within this factor of the best
   int rounds = 5;
@@ -171,7 +167,7 @@ void add_bench_planner(CLI::App& bench) {
   auto o = std::make_shared<Options>();
   CLI::App* cmd = bench.add_subcommand(
       "planner", "--plan auto's choice against a grid of configurations measured: within 10 % of the best?");
-  add_model_flags(*cmd, o->model, o->set, o->batch);
+  add_model_pipeline_flags(*cmd, *o);
   cmd->add_option("--grid", o->grid, "configurations to measure, the planner's choice among them")->capture_default_str();
   cmd->add_option("--within", o->within,
                  "draw the grid from configurations predicted within this factor of the choice's time")
@@ -179,7 +175,6 @@ void add_bench_planner(CLI::App& bench) {
       ->check(CLI::Range(1.0, 1000.0));
   cmd->add_option("--rounds", o->rounds, "timed steps per configuration (the median is reported)")->capture_default_str();
   cmd->add_flag("--json", o->json, "print JSON instead of a table");
-  add_pipeline_flags(*cmd, o->pipeline);
   cmd->callback([o] { run(*o); });
 }
 

@@ -21,13 +21,9 @@
 namespace brigade::cli {
 namespace {
 
-struct Options {
-  std::string model = "fashion-cnn";
-  std::vector<std::string> set;
-  uint32_t batch = 64;
+struct Options : ModelPipeline {
   int reps = 5;
   bool json = false;
-  PipelineFlags pipeline;
 };
 
 std::string ms(double seconds_or_ms, double scale = 1e3) {
@@ -180,12 +176,11 @@ void add_bench_profile(CLI::App& bench) {
   auto o = std::make_shared<Options>();
   CLI::App* cmd = bench.add_subcommand(
       "profile", "Where a training step's time goes: GPU time per layer and kernel, and the host's share of a step");
-  add_model_flags(*cmd, o->model, o->set, o->batch);
+  add_model_pipeline_flags(*cmd, *o);
   cmd->add_option("--reps", o->reps, "timed runs of each measurement (the median is reported)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--json", o->json, "print JSON instead of tables");
-  add_pipeline_flags(*cmd, o->pipeline);
   cmd->callback([o] { run(*o); });
 }
 

@@ -23,7 +23,7 @@ void add_pipeline_flags(CLI::App& cmd, PipelineFlags& f) {
   cmd.add_option("--devices", f.devices,
                  "device per pipeline stage, from `brigade devices`: an index, a unique part of "
                  "its name or a UUID prefix; a device may repeat (0,0 = two stages on device 0; "
-                 "llvmpipe,swiftshader = one stage on each driver)")
+                 "llvmpipe,swiftshader = one stage on each driver); with --plan auto, the devices it may use")
       ->capture_default_str();
   cmd.add_option("--micro-batches,-m", f.micro_batches, "micro-batches M per mini-batch")
       ->capture_default_str();
@@ -77,6 +77,11 @@ CLI::Option* add_model_flags(CLI::App& cmd, std::string& model, std::vector<std:
   cmd.add_option("--set", set, "override a model setting, e.g. --set n_layer=6 (repeatable)");
   cmd.add_option("--batch-size,-b", batch, "samples per mini-batch")->capture_default_str()->check(CLI::PositiveNumber);
   return o;
+}
+
+void add_model_pipeline_flags(CLI::App& cmd, ModelPipeline& o) {
+  add_model_flags(cmd, o.model, o.set, o.batch);
+  add_pipeline_flags(cmd, o.pipeline);
 }
 
 std::vector<uint32_t> parse_devices(const std::string& text, const vk::Instance& instance) {

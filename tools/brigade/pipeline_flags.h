@@ -47,6 +47,16 @@ void add_pipeline_flags(CLI::App& cmd, PipelineFlags& f);
 // --model, --set and --batch-size of the commands that build a model and plan for a batch
 // size; returns --model's option (plan requires it).
 CLI::Option* add_model_flags(CLI::App& cmd, std::string& model, std::vector<std::string>& set, uint32_t& batch);
+
+// What the bench commands that build one model's pipelines share.
+struct ModelPipeline {
+  std::string model = "fashion-cnn";
+  std::vector<std::string> set;
+  uint32_t batch = 64;
+  PipelineFlags pipeline;
+};
+// add_model_flags and add_pipeline_flags for `o`.
+void add_model_pipeline_flags(CLI::App& cmd, ModelPipeline& o);
 // --devices for K logical devices of one device: "device,device,...".
 std::string logical_devices(const std::string& device, uint32_t K);
 
