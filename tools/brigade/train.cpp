@@ -1,6 +1,7 @@
 // `brigade train`: trains a model through the pipeline on Fashion-MNIST or a text file,
 // evaluating and checkpointing as it goes. Progress is a live line on a terminal and plain
 // log lines otherwise; DIR/metrics.jsonl gets one JSON record per step and evaluation.
+#include "auto_plan.h"
 #include "train.h"
 
 #include <unistd.h>
@@ -22,7 +23,6 @@
 #include "pipeline/schedule.h"
 #include "pipeline_flags.h"
 #include "progress.h"
-#include "auto_plan.h"
 #include "ranks.h"
 #include "vk/check.h"
 
