@@ -1,7 +1,6 @@
 // `brigade train`: trains a model through the pipeline on Fashion-MNIST or a text file,
 // evaluating and checkpointing as it goes. Progress is a live line on a terminal and plain
 // log lines otherwise; DIR/metrics.jsonl gets one JSON record per step and evaluation.
-#include "auto_plan.h"
 #include "train.h"
 
 #include <unistd.h>
@@ -14,6 +13,7 @@
 #include <fstream>
 #include <memory>
 
+#include "auto_plan.h"
 #include "commands.h"
 #include "io/checkpoint.h"
 #include "io/data.h"
