@@ -33,17 +33,6 @@ std::string join(const std::vector<uint32_t>& v) {
   return s;
 }
 
-// "bf16,fp32" -> {"bf16", "fp32"}.
-std::vector<std::string> items(const std::string& list) {
-  std::vector<std::string> out;
-  for (size_t start = 0;;) {
-    const size_t comma = list.find(',', start);
-    out.push_back(list.substr(start, comma - start));
-    if (comma == std::string::npos) return out;
-    start = comma + 1;
-  }
-}
-
 std::string precisions_text(const std::vector<ops::Precision>& p) {
   std::string s;
   for (ops::Precision x : p) s += (s.empty() ? "" : ",") + std::string(ops::precision_name(x));
@@ -55,7 +44,7 @@ std::string precisions_text(const std::vector<ops::Precision>& p) {
 std::vector<ops::Precision> candidate_precisions(const PipelineFlags& f, ops::Precision multiplies) {
   if (!f.given("--precision")) return {ops::Precision::Fp32, multiplies};
   std::set<ops::Precision> fixed;
-  for (const std::string& item : items(f.precision)) fixed.insert(item == "auto" ? multiplies : ops::parse_precision(item));
+  for (const std::string& item : split_list(f.precision)) fixed.insert(item == "auto" ? multiplies : ops::parse_precision(item));
   return {fixed.begin(), fixed.end()};
 }
 
@@ -232,7 +221,7 @@ void set_axes(pipeline::SearchSpace& space, const PipelineFlags& f, uint32_t row
   else space.remats = {pipeline::Remat::Never, pipeline::Remat::ExceptLast, pipeline::Remat::Always};
   // One precision per stage, fixed (one for all, or auto, is each device's candidates).
   if (f.given("--precision") && f.precision.find("auto") == std::string::npos && f.precision.find(',') != std::string::npos)
-    for (const std::string& item : items(f.precision)) space.precision.push_back(ops::parse_precision(item));
+    for (const std::string& item : split_list(f.precision)) space.precision.push_back(ops::parse_precision(item));
   if (f.given("--balance")) space.balance = pipeline::parse_balance(f.balance);
 }
 
@@ -378,21 +367,14 @@ AutoPlan auto_plan(const model::Model& m, const PipelineFlags& f, uint32_t rows,
   const size_t P = described.size();
 
   // What each pool entry's kernels take in 16 bits, and its candidates.
-  std::vector<std::string> stores(P);
-  for (size_t i = 0; i < P; ++i)
-    if (device_of[i])
-      for (bool b : m.stores_half(device_of[i]->info())) stores[i] += b ? '1' : '0';
-  if (ranks) {
-    const auto here = std::find_if(device_of.begin(), device_of.end(), [](vk::Device* d) { return d; });
-    stores = world().allgather(stores[size_t(here - device_of.begin())]);
-  }
+  const std::vector<std::vector<bool>> half = stores_half(m, device_of);
   for (size_t i = 0; i < P; ++i) {
     const StageDevice& s = described[i];
     pipeline::PlanDevice d;
     d.spec.memory_cap = caps[i];
     d.spec.device = (s.rank.empty() ? "" : s.rank + ", ") + "device " + std::to_string(s.index) + ", " + s.name;
     d.spec.physical = s.index, d.spec.device_memory = s.heap;
-    for (char c : stores[i]) d.spec.stores_half.push_back(c == '1');
+    d.spec.stores_half = half[i];
     // Stages share compute where their devices do: CPU drivers in one process share the host's
     // cores; a rank computes on its own.
     const bool cpu = device_of[i] && device_of[i]->info().type == VK_PHYSICAL_DEVICE_TYPE_CPU;

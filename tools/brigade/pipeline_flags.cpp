@@ -102,6 +102,33 @@ std::string logical_devices(const std::string& device, uint32_t K) {
   return s;
 }
 
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  for (size_t start = 0;;) {
+    const size_t comma = text.find(',', start);
+    out.push_back(text.substr(start, comma - start));
+    if (comma == std::string::npos) return out;
+    start = comma + 1;
+  }
+}
+
+std::vector<std::vector<bool>> stores_half(const model::Model& m, const std::vector<vk::Device*>& devices) {
+  std::vector<std::vector<bool>> out(devices.size());
+  for (size_t k = 0; k < devices.size(); ++k)
+    if (devices[k]) out[k] = m.stores_half(devices[k]->info());
+  if (!world().multi()) return out;
+  // Under mpirun each rank opens one: every rank learns the others'.
+  const size_t here = size_t(std::find_if(devices.begin(), devices.end(), [](vk::Device* d) { return d; }) - devices.begin());
+  std::string mine;
+  for (bool b : out[here]) mine += b ? '1' : '0';
+  const std::vector<std::string> all = world().allgather(mine);
+  for (size_t k = 0; k < devices.size(); ++k) {
+    out[k].clear();
+    for (char c : all[k]) out[k].push_back(c == '1');
+  }
+  return out;
+}
+
 std::vector<uint64_t> memory_caps(const std::string& mem_limit, size_t n, const std::string& per) {
   std::vector<uint64_t> caps(n, 0);
   if (mem_limit.empty()) return caps;
@@ -196,14 +223,7 @@ std::string link_lines(const std::vector<pipeline::LinkChoice>& links, const Dev
 
 std::vector<ops::Precision> stage_precisions(const std::string& text, const std::vector<StageDevice>& stages) {
   const size_t K = stages.size();
-  std::vector<std::string> items;
-  size_t start = 0;
-  while (true) {
-    const size_t comma = text.find(',', start);
-    items.push_back(text.substr(start, comma - start));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
+  const std::vector<std::string> items = split_list(text);
   if (items.size() != 1 && items.size() != K)
     throw UserError("--precision: " + std::to_string(items.size()) + " values for " + std::to_string(K) +
                     " stages; give one for all or one per stage");
@@ -246,18 +266,12 @@ pipeline::Plan make_plan(const model::Model& m, const PipelineFlags& f, Devices&
     po.stages.push_back({1.0, d.caps[k], (s.rank.empty() ? "" : s.rank + ", ") + "device " + std::to_string(s.index) + ", " + s.name,
                          s.index, s.heap, {}});
   }
-  // Which layers each stage's device runs on 16-bit tensors as stored: every rank learns the
-  // others' (the plan is the same on every rank).
-  if (world().multi()) {
-    const auto here = std::find_if(d.devices.begin(), d.devices.end(), [](const auto& dev) { return dev != nullptr; });
-    std::string mine;
-    for (bool b : m.stores_half((*here)->info())) mine += b ? '1' : '0';
-    const std::vector<std::string> all = world().allgather(mine);
-    for (uint32_t k = 0; k < K; ++k)
-      for (char c : all[k]) po.stages[k].stores_half.push_back(c == '1');
-  } else {
-    for (uint32_t k = 0; k < K; ++k) po.stages[k].stores_half = m.stores_half(d.devices[k]->info());
-  }
+  // Which layers each stage's device runs on 16-bit tensors as stored (the plan is the same
+  // on every rank).
+  std::vector<vk::Device*> devices;
+  for (auto& dev : d.devices) devices.push_back(dev.get());
+  const std::vector<std::vector<bool>> half = stores_half(m, devices);
+  for (uint32_t k = 0; k < K; ++k) po.stages[k].stores_half = half[k];
   if (f.partition == "profile" && world().multi()) {
     // Each rank times every layer on its own device; every rank plans on all the times.
     const uint32_t micro_rows = pipeline::split_rows(rows, f.micro_batches).front();

@@ -74,6 +74,11 @@ struct StageDevice {
   std::array<std::string, 3> products;  // ops::matrix_path for each ops::Precision
 };
 
+// "bf16,fp32" -> {"bf16", "fp32"}.
+std::vector<std::string> split_list(const std::string& text);
+// Per device (null: another rank's, learnt from it): which layers of `m` its kernels run on
+// 16-bit tensors as stored (model::Model::stores_half). The same on every rank.
+std::vector<std::vector<bool>> stores_half(const model::Model& m, const std::vector<vk::Device*>& devices);
 // A device as a stage's: its names, heap and what it multiplies.
 StageDevice describe(const vk::Device& dev);
 // --mem-limit for n stages or devices: one size for all or one each (0: no cap); `per` ends
