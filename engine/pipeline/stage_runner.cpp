@@ -6,6 +6,21 @@
 #include "util/error.h"
 
 namespace brigade::pipeline {
+namespace {
+
+// The action kinds a device loss can be injected at (vk::Device::begin_action).
+const char* fault_word(Op op) {
+  switch (op) {
+    case Op::Forward: return "forward";
+    case Op::Backward: return "backward";
+    case Op::Step: return "step";
+    case Op::SendActivation:
+    case Op::SendGradient: return "send";
+    default: return nullptr;
+  }
+}
+
+}  // namespace
 
 StageRunner::StageRunner(Executor& ex, uint32_t stage, const Schedule& schedule, const Batch& batch,
                          const Update& update, std::vector<float>* outputs)
@@ -36,6 +51,7 @@ bool StageRunner::run() {
       const MicroBatch mb{first_index + i, slots_.input[k_][x_], slots_.set[k_][x_], slots_.deferred[k_][x_],
                           i < M ? st.rows[i] : 0, st.total_rows, uint32_t(update_.step.t), schedule_.training,
                           float(update_.loss_scale)};
+      if (const char* word = fault_word(a.op)) dev_.begin_action(word);
       switch (a.op) {
         case Op::RecvActivation: receive_activation(a); break;
         case Op::Forward: forward(a, mb); break;

@@ -10,22 +10,52 @@
 #include "vk/kernel.h"
 
 namespace brigade::vk {
+
+struct Fault {
+  std::string label, action;
+  uint64_t n = 0;
+};
+
 namespace {
 
-// BRIGADE_FAULT=device-lost:LABEL:N, e.g. "device-lost:stage 1:12": the submission number
-// at which the device labelled LABEL is lost, or 0.
-uint64_t injected_loss(const std::string& label) {
-  const char* spec = std::getenv("BRIGADE_FAULT");
-  if (!spec || !*spec) return 0;
-  const std::string s = spec, kind = "device-lost:";
-  const size_t colon = s.rfind(':');
-  char* end = nullptr;
-  const uint64_t n = colon == std::string::npos ? 0 : std::strtoull(s.c_str() + colon + 1, &end, 10);
-  if (s.rfind(kind, 0) != 0 || colon < kind.size() || n == 0 || *end)
-    throw UserError("BRIGADE_FAULT: '" + s + "' is not a fault; expected device-lost:LABEL:N, e.g. "
-                    "device-lost:stage 1:12");
-  return s.substr(kind.size(), colon - kind.size()) == label ? n : 0;
+// BRIGADE_FAULT: faults separated by ';', each "device-lost:LABEL:N" (the Nth submission of
+// the device labelled LABEL) or "device-lost:LABEL:ACTION:N" (the Nth time that device begins
+// a pipeline action of that kind: forward, backward, step or send). Each fault is armed once
+// the one before it has fired, in devices made from then on: "device-lost:stage 1:backward:3;
+// device-lost:stage 0:2" loses stage 1 in its third backward and then, in the pipeline built
+// after that loss, stage 0 at its second submission.
+
+const std::vector<Fault>& faults() {
+  static const std::vector<Fault> parsed = [] {
+    std::vector<Fault> out;
+    const char* spec = std::getenv("BRIGADE_FAULT");
+    if (!spec || !*spec) return out;
+    const std::string all = spec, kind = "device-lost:";
+    for (size_t from = 0; from <= all.size();) {
+      const size_t semi = std::min(all.find(';', from), all.size());
+      const std::string s = all.substr(from, semi - from);
+      from = semi + 1;
+      const size_t colon = s.rfind(':');
+      char* end = nullptr;
+      const uint64_t n = colon == std::string::npos ? 0 : std::strtoull(s.c_str() + colon + 1, &end, 10);
+      if (s.rfind(kind, 0) != 0 || colon < kind.size() || n == 0 || *end)
+        throw UserError("BRIGADE_FAULT: '" + s + "' is not a fault; expected device-lost:LABEL:N or "
+                        "device-lost:LABEL:ACTION:N, e.g. device-lost:stage 1:12");
+      Fault f{s.substr(kind.size(), colon - kind.size()), "", n};
+      const size_t inner = f.label.rfind(':');
+      if (inner != std::string::npos) {
+        f.action = f.label.substr(inner + 1), f.label.resize(inner);
+        if (f.action != "forward" && f.action != "backward" && f.action != "step" && f.action != "send")
+          throw UserError("BRIGADE_FAULT: '" + f.action + "' is not an action; expected forward, backward, step or send");
+      }
+      out.push_back(f);
+    }
+    return out;
+  }();
+  return parsed;
 }
+
+std::atomic<size_t> g_faults_fired{0};
 
 }  // namespace
 
@@ -131,7 +161,8 @@ Device::Device(Instance& instance, uint32_t index, DeviceOptions options) : inst
 
   memory_ = std::make_unique<Allocator>(table_, device_, info_.handle, label_,
                                         info_.max_allocation_size, options.mem_limit);
-  lose_at_submission_ = injected_loss(options.label);
+  if (const size_t armed = g_faults_fired; armed < faults().size() && faults()[armed].label == options.label)
+    fault_ = &faults()[armed];
   poll_timeline_ = info_.driver_id == VK_DRIVER_ID_GOOGLE_SWIFTSHADER;
 }
 
@@ -172,16 +203,7 @@ uint64_t Device::submit(VkCommandBuffer cmd, const std::vector<SemaphoreValue>& 
     signal_sems.push_back(s.semaphore);
     signal_values.push_back(s.value);
   }
-  if (!lost_ && lose_at_submission_ && submitted_ + 1 == lose_at_submission_) {
-    // An injected loss: let the work already queued finish first, so that from here on the
-    // device runs nothing, as a lost one would. (Queued work never waits on another device.)
-    VkSemaphoreWaitInfo idle{VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO};
-    idle.semaphoreCount = 1;
-    idle.pSemaphores = &queue_timeline_;
-    idle.pValues = &submitted_;
-    table_.vkWaitSemaphores(device_, &idle, 10'000'000'000ull);
-    lost_ = true;
-  }
+  if (!lost_ && fault_ && fault_->action.empty() && submitted_ + 1 == fault_->n) lose_injected();
   if (lost_) fail(VK_ERROR_DEVICE_LOST, "vkQueueSubmit", __LINE__);
   const uint64_t done = ++submitted_;
   signal_sems.push_back(queue_timeline_);
@@ -207,6 +229,25 @@ uint64_t Device::submit(VkCommandBuffer cmd, const std::vector<SemaphoreValue>& 
     fail(r, "vkQueueSubmit", __LINE__);
   }
   return done;
+}
+
+void Device::begin_action(const char* action) {
+  if (!fault_ || fault_->action != action) return;
+  std::lock_guard lock(queue_mutex_);
+  if (++fault_actions_ < fault_->n) return;
+  lose_injected();
+  fail(VK_ERROR_DEVICE_LOST, "vkQueueSubmit", __LINE__);
+}
+
+void Device::lose_injected() {
+  // Lets the work already queued finish first, so that from here on the device runs nothing,
+  // as a lost one would. (Queued work never waits on another device.)
+  VkSemaphoreWaitInfo idle{VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO};
+  idle.semaphoreCount = 1;
+  idle.pSemaphores = &queue_timeline_;
+  idle.pValues = &submitted_;
+  table_.vkWaitSemaphores(device_, &idle, 10'000'000'000ull);
+  lost_ = true, fault_ = nullptr, ++g_faults_fired;
 }
 
 uint64_t Device::submitted() {

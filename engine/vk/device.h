@@ -20,6 +20,7 @@ namespace brigade::vk {
 
 class Instance;
 class Kernel;
+struct Fault;
 struct Specialization;
 
 struct DeviceOptions {
@@ -77,6 +78,12 @@ class Device {
   // send, is not waited for past the timeout. Never throws.
   void settle(uint64_t timeout_ns) noexcept;
   VkSemaphore queue_timeline() const { return queue_timeline_; }
+  // Whether a submit or wait found the device lost (VK_ERROR_DEVICE_LOST): nothing more runs
+  // on it.
+  bool lost() const { return lost_; }
+  // Where the pipeline begins an action ("forward", "backward", "step", "send"): a fault
+  // injected there (BRIGADE_FAULT, device.cpp) loses the device now.
+  void begin_action(const char* action);
   // The value of the latest submission: the queue has nothing left to do once it reaches it.
   uint64_t submitted();
   // The subgroup size every kernel must run with (DeviceOptions), or 0.
@@ -99,11 +106,13 @@ class Device {
   uint64_t submitted_ = 0;
   uint32_t required_subgroup_size_ = 0;
   bool poll_timeline_ = false;  // wait_for polls the queue timeline (SwiftShader, see there)
-  // Fault injection (BRIGADE_FAULT=device-lost:LABEL:N): the Nth submission of the device
-  // labelled LABEL fails with VK_ERROR_DEVICE_LOST, and every later submit or wait as well,
-  // as after a real loss. Tests use it; nothing else sets it.
-  uint64_t lose_at_submission_ = 0;
+  // Fault injection (BRIGADE_FAULT, device.cpp): the fault armed for this device, if any. When
+  // it fires, that submission or action fails with VK_ERROR_DEVICE_LOST, and every later
+  // submit or wait as well, as after a real loss. Tests use it; nothing else sets it.
+  const Fault* fault_ = nullptr;
+  uint64_t fault_actions_ = 0;
   std::atomic<bool> lost_{false};
+  void lose_injected();  // with queue_mutex_ held
   [[noreturn]] void fail(VkResult r, const char* call, int line) const;
   std::unique_ptr<Allocator> memory_;
   std::mutex kernel_mutex_;

@@ -122,7 +122,7 @@ TEST_CASE("kill -9 during a checkpoint write leaves the previous checkpoint inta
   fs::remove_all(dir);
 }
 
-TEST_CASE("a lost device stops every stage with a message naming device and stage, and nothing hangs") {
+TEST_CASE("--on-device-loss stop: a lost device stops every stage with a message naming device and stage, and nothing hangs") {
   const fs::path dir = test::scratch_dir("device-lost");
   test::write_tiny_fashion(dir / "data", 320, 64);
   // Submissions of one stage's device numbered from its first: while the executor is built,
@@ -132,7 +132,7 @@ TEST_CASE("a lost device stops every stage with a message naming device and stag
       const fs::path run = dir / (stage.substr(6) + "-" + std::to_string(n));
       setenv("BRIGADE_FAULT", ("device-lost:" + stage + ":" + std::to_string(n)).c_str(), 1);
       const pid_t pid = test::brigade_spawn("train --model fashion-mlp --data " + (dir / "data").string() +
-                                                " --steps 20 -b 16 --eval-every 5 --eval-batches 1 --devices 0,0 -m 2 --out " +
+                                                " --steps 20 -b 16 --eval-every 5 --eval-batches 1 --devices 0,0 -m 2 --on-device-loss stop --out " +
                                                 run.string(),
                                             run.string() + ".log");
       unsetenv("BRIGADE_FAULT");

@@ -37,10 +37,14 @@ struct PipelineFlags {
   std::string plan = "given";  // or auto: the flags left out chosen by the planner (auto_plan.h)
   // Whether the command line gave `flag` ("--micro-batches"): what --plan auto leaves alone.
   bool given(const std::string& flag) const {
+    if (const auto f = fixed.find(flag); f != fixed.end()) return f->second;
     const auto it = options.find(flag);
     return it != options.end() && it->second->count() > 0;
   }
   std::map<std::string, const CLI::Option*> options;  // add_pipeline_flags's, by flag
+  // What re-planning (recovery.h) says over the command line: a flag counted as given (true)
+  // or left to the planner (false).
+  std::map<std::string, bool> fixed;
 };
 
 void add_pipeline_flags(CLI::App& cmd, PipelineFlags& f);

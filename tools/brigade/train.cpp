@@ -24,6 +24,7 @@
 #include "pipeline_flags.h"
 #include "progress.h"
 #include "ranks.h"
+#include "recovery.h"
 #include "vk/check.h"
 
 namespace brigade::cli {
@@ -35,7 +36,7 @@ nlohmann::json to_json(const Settings& s) {
           {"weight_decay", s.weight_decay}, {"momentum", s.momentum}, {"beta1", s.beta1},
           {"beta2", s.beta2},         {"eps", s.eps},                 {"schedule", s.schedule},
           {"warmup", s.warmup},       {"clip", s.clip},               {"eval_every", s.eval_every},
-          {"eval_batches", s.eval_batches}, {"plan", s.plan}};
+          {"eval_batches", s.eval_batches}, {"plan", s.plan}, {"plan_history", s.plan_history}};
 }
 
 Settings settings_from_json(const nlohmann::json& j, const std::string& source) {
@@ -50,6 +51,7 @@ Settings settings_from_json(const nlohmann::json& j, const std::string& source) 
     j.at("schedule").get_to(s.schedule), j.at("warmup").get_to(s.warmup), j.at("clip").get_to(s.clip);
     j.at("eval_every").get_to(s.eval_every), j.at("eval_batches").get_to(s.eval_batches);
     if (j.contains("plan")) s.plan = j.at("plan");
+    if (j.contains("plan_history")) s.plan_history = j.at("plan_history");
   } catch (const nlohmann::json::exception& e) {
     throw UserError(source + ": the saved training settings are incomplete (" + e.what() + ")");
   }
@@ -69,6 +71,8 @@ struct TrainArgs {
   uint64_t stop_after = 0;
   uint64_t log_every = 0;
   bool resume = false;
+  std::string on_device_loss = "continue";
+  uint64_t snapshot_every = 0;  // 0: as often as costs under 2 % of a step
   PipelineFlags pipeline;
   CLI::App* cmd = nullptr;
 };
@@ -173,27 +177,6 @@ Evaluation evaluate(pipeline::Executor& ex, const std::vector<pipeline::Batch>& 
   return e;
 }
 
-// Under mpirun every rank gives its stages' parameters and optimizer state, and rank 0
-// writes the one checkpoint.
-void save(const std::string& path, const model::Model& m, const Settings& s, uint64_t step,
-          pipeline::Executor& ex, const optim::Optimizer& opt, const optim::LossScale& scaler) {
-  io::Checkpoint c;
-  c.step = step, c.seed = s.seed, c.config = to_json(s).dump(), c.loss_scale = scaler;
-  const std::vector<std::string> held = ex.held();
-  for (const model::ParamSpec& p : m.params())
-    if (p.kind != model::ParamKind::State && std::find(held.begin(), held.end(), p.name) != held.end())
-      c.params[p.name] = ex.parameter(p.name);
-  for (const auto& [name, buffer] : opt.state()) {
-    if (c.optimizer.count(name)) continue;  // a tied parameter's copies hold the same state
-    std::vector<float> v(buffer->size() / sizeof(float));
-    vk::download(*buffer, v.data(), buffer->size());
-    c.optimizer[name] = std::move(v);
-  }
-  c.params = gather_tensors(c.params);
-  c.optimizer = gather_tensors(c.optimizer);
-  if (world().rank() == 0) io::write_checkpoint(path, m, c);
-}
-
 void run_train(TrainArgs& a) {
   namespace fs = std::filesystem;
   const std::string ckpt = a.out + "/checkpoint.safetensors";
@@ -246,31 +229,36 @@ void run_train(TrainArgs& a) {
   optim::validate(schedule);
   const uint32_t states = s.optimizer == "adamw" ? 2 : (s.momentum > 0 ? 1 : 0);
 
-  Pipeline p = open_pipeline(m, a.pipeline, s.batch_size, states);
-  const PipelineFlags& flags = p.flags;  // as run: --plan auto's choice where it chose
-  if (p.chosen) s.plan = p.chosen->record.at("flags");
-  // The optimizer's state lives on the pipeline's devices: it goes before they do.
-  std::unique_ptr<optim::Optimizer> opt = make_optimizer(s);
-  pipeline::Executor& ex = *p.executor;
-  ex.attach(*opt);
+  // The pipeline and its optimizer, rebuilt when a device is lost. The optimizer's state
+  // lives on the pipeline's devices: it goes before they do.
+  struct Trainer {
+    Pipeline p;
+    std::unique_ptr<optim::Optimizer> opt;
+  };
+  auto build = [&](const PipelineFlags& f) {
+    auto t = std::make_unique<Trainer>();
+    t->p = open_pipeline(m, f, s.batch_size, states);
+    t->opt = make_optimizer(s);
+    t->p.executor->attach(*t->opt);
+    return t;
+  };
+  std::unique_ptr<Trainer> t = build(a.pipeline);
+  if (t->p.chosen) s.plan = t->p.chosen->record.at("flags");
   uint64_t step = 0;
   // fp16 stages: dynamic loss scaling. The optimizer counts the updates it made, as torch's
   // does when GradScaler skips one.
-  const bool scaling = scales_loss(p.precision);
+  bool scaling = scales_loss(t->p.precision);
   optim::LossScale scaler;
-  if (resumed) scaler = resumed->loss_scale;
   if (resumed) {
-    for (const auto& [name, values] : resumed->params) ex.set_parameter(name, values);
-    for (const auto& [name, buffer] : opt->state())
-      if (resumed->optimizer.count(name)) opt->load_state(name, resumed->optimizer.at(name));
-    for (const auto& [name, buffer] : opt->state())
-      if (!resumed->optimizer.count(name)) throw UserError(ckpt + ": optimizer state '" + name + "' is missing");
+    scaler = resumed->loss_scale;
+    restore(*resumed, *t->p.executor, *t->opt, ckpt);
     step = resumed->step;
     if (step >= s.steps) throw UserError(ckpt + ": the run already finished (" + std::to_string(step) + " of " +
                                          std::to_string(s.steps) + " steps)");
+    resumed.reset();
   } else {
     if (world().rank() == 0) fs::create_directories(a.out);
-    ex.initialize_parameters(s.seed);
+    t->p.executor->initialize_parameters(s.seed);
   }
 
   const uint32_t tps = m.targets_per_sample;
@@ -285,41 +273,48 @@ void run_train(TrainArgs& a) {
   };
   const uint64_t end = a.stop_after ? std::min(s.steps, step + a.stop_after) : s.steps;
 
-  const std::string ranks = world().multi() ? " (" + std::to_string(world().size()) + " ranks" +
-                                                  (flags.replicas > 1 ? ", " + std::to_string(flags.replicas) + " replicas" : "") + ")"
-                                            : "";
-  std::printf("%s: %s parameters on %u stage(s)%s, %u micro-batches, schedule %s%s, remat %s, precision %s\n",
-              m.name.c_str(), std::to_string(m.parameter_count()).c_str(), ex.stages(), ranks.c_str(),
-              flags.micro_batches, flags.schedule.c_str(),
-              ex.cells() > ex.stages() ? (" (" + std::to_string(ex.cells()) + " cells)").c_str() : "",
-              flags.remat.c_str(), precision_words(flags.precision, p.precision).c_str());
-  if (p.chosen) std::printf("%s\n%s\n", p.chosen->line.c_str(), p.chosen->profiled.c_str());
-  else if (!s.plan.is_null()) std::printf("plan auto, as the run chose at its start (the checkpoint's): devices %s, balance %s\n", flags.devices.c_str(), flags.balance.c_str());
-  std::printf("%sdata: %s\n", p.link_lines.c_str(), data->describe().c_str());
-  if (s.schedule == "constant")
-    std::printf("%s, lr %g", s.optimizer.c_str(), s.lr);
-  else
-    std::printf("%s, lr %g after %llu warmup steps, cosine to %g", s.optimizer.c_str(), s.lr,
-                (unsigned long long)s.warmup, s.min_lr);
-  std::printf(", batch %u, %llu steps (%.2f epochs)%s\n", s.batch_size, (unsigned long long)s.steps,
-              double(s.steps) / double(per_epoch), a.resume ? (", resuming at step " + std::to_string(step)).c_str() : "");
-  std::fflush(stdout);
-  record({{"kind", "start"}, {"step", step}, {"stages", ex.stages()},
-                 {"micro_batches", flags.micro_batches}, {"pipeline_schedule", flags.schedule},
-                 {"virtual_stages", flags.virtual_stages}, {"remat", flags.remat},
-                 {"precision", flags.precision},
-                 {"devices", flags.devices}, {"ranks", world().size()}, {"replicas", flags.replicas},
-                 {"settings", to_json(s)}});
-  if (p.chosen) {
-    nlohmann::json j = p.chosen->record;
-    j["kind"] = "plan", j["step"] = step;
-    record(j);
+  {
+    const Pipeline& p = t->p;
+    const PipelineFlags& flags = p.flags;  // as run: --plan auto's choice where it chose
+    const pipeline::Executor& ex = *p.executor;
+    const std::string ranks = world().multi() ? " (" + std::to_string(world().size()) + " ranks" +
+                                                    (flags.replicas > 1 ? ", " + std::to_string(flags.replicas) + " replicas" : "") + ")"
+                                              : "";
+    std::printf("%s: %s parameters on %u stage(s)%s, %u micro-batches, schedule %s%s, remat %s, precision %s\n",
+                m.name.c_str(), std::to_string(m.parameter_count()).c_str(), ex.stages(), ranks.c_str(),
+                flags.micro_batches, flags.schedule.c_str(),
+                ex.cells() > ex.stages() ? (" (" + std::to_string(ex.cells()) + " cells)").c_str() : "",
+                flags.remat.c_str(), precision_words(flags.precision, p.precision).c_str());
+    if (p.chosen) std::printf("%s\n%s\n", p.chosen->line.c_str(), p.chosen->profiled.c_str());
+    else if (!s.plan.is_null()) std::printf("plan auto, as the run chose%s (the checkpoint's): devices %s, balance %s\n",
+                                            s.plan_history.empty() ? " at its start" : " when it last re-planned",
+                                            flags.devices.c_str(), flags.balance.c_str());
+    std::printf("%sdata: %s\n", p.link_lines.c_str(), data->describe().c_str());
+    if (s.schedule == "constant")
+      std::printf("%s, lr %g", s.optimizer.c_str(), s.lr);
+    else
+      std::printf("%s, lr %g after %llu warmup steps, cosine to %g", s.optimizer.c_str(), s.lr,
+                  (unsigned long long)s.warmup, s.min_lr);
+    std::printf(", batch %u, %llu steps (%.2f epochs)%s\n", s.batch_size, (unsigned long long)s.steps,
+                double(s.steps) / double(per_epoch), a.resume ? (", resuming at step " + std::to_string(step)).c_str() : "");
+    std::fflush(stdout);
+    record({{"kind", "start"}, {"step", step}, {"stages", ex.stages()},
+            {"micro_batches", flags.micro_batches}, {"pipeline_schedule", flags.schedule},
+            {"virtual_stages", flags.virtual_stages}, {"remat", flags.remat},
+            {"precision", flags.precision},
+            {"devices", flags.devices}, {"ranks", world().size()}, {"replicas", flags.replicas},
+            {"settings", to_json(s)}});
+    if (p.chosen) {
+      nlohmann::json j = p.chosen->record;
+      j["kind"] = "plan", j["step"] = step;
+      record(j);
+    }
   }
 
   const char* split = data->eval_split();
   auto run_eval = [&](uint64_t at) {
     const double t0 = pipeline::now_us();
-    const Evaluation e = evaluate(ex, eval_batches, tps);
+    const Evaluation e = evaluate(*t->p.executor, eval_batches, tps);
     nlohmann::json j{{"kind", "eval"}, {"step", at}, {"epoch", double(at) / double(per_epoch)},
                      {"split", split}, {"loss", e.loss}};
     if (!m.token_input) j["accuracy"] = e.accuracy;
@@ -339,60 +334,136 @@ void run_train(TrainArgs& a) {
   if (step == 0) progress.print(run_eval(0).second);
   Evaluation last_eval;
   uint64_t last_checkpoint = step;
+
+  // A lost device: in one process the run goes on from the last snapshot (recovery.h); under
+  // mpirun a rank cannot leave the job, which stops.
+  const bool elastic = a.on_device_loss == "continue" && !world().multi();
+  SnapshotPolicy policy(a.snapshot_every);
+  std::optional<io::Checkpoint> snapshot;  // the last completed step's state, on the host
+  auto take_snapshot = [&] {
+    const double t0 = pipeline::now_us();
+    io::Checkpoint c = capture(m, step, *t->p.executor, *t->opt, scaler);
+    policy.captured((pipeline::now_us() - t0) / 1e6);
+    return c;
+  };
+  if (!world().multi()) snapshot = take_snapshot();
+  uint64_t done_through = step;   // steps whose record, evaluation and checkpoint are done
+  uint64_t replay_until = 0;      // steps done before a loss, redone from the snapshot in silence
+  std::optional<nlohmann::json> went_on;  // the re-plan, said once the run reaches the lost step
+  double lost_at_us = 0;
+
   // What a failure part-way leaves behind, for its message.
   auto left_behind = [&]() -> std::string {
     if (!std::filesystem::exists(ckpt)) return ", before the first checkpoint";
     return ", and the last checkpoint (step " + std::to_string(last_checkpoint) + ") is untouched";
   };
-  while (step < end) {
-    const pipeline::Batch batch = data->train_batch(step, s.batch_size);
-    const double lr = optim::learning_rate(schedule, step);
-    const double t0 = pipeline::now_us();
-    pipeline::StepResult r;
+  // Stops for a lost device, after writing the snapshot where it is newer than the checkpoint.
+  auto stop_lost = [&](const std::string& why, VkResult result) {
+    progress.finish();
+    std::string left = left_behind();
+    if (snapshot && snapshot->step > last_checkpoint) {
+      save(ckpt, m, s, *snapshot);
+      left = "; checkpoint written at step " + std::to_string(snapshot->step) + ", the last one completed";
+    }
+    throw vk::VulkanError(why + "; stopped at step " + std::to_string(done_through + 1) + left +
+                              " (continue with --resume)", result);
+  };
+  // In one process with a snapshot: re-plan on the devices that remain, restore, replay.
+  auto recover = [&](const vk::VulkanError& e) {
+    const std::vector<uint32_t> lost = lost_stages(t->p);
+    if (e.result != VK_ERROR_DEVICE_LOST || lost.empty() || !snapshot) stop_lost(e.what(), e.result);
+    lost_at_us = pipeline::now_us();
+    nlohmann::json names = nlohmann::json::array();
+    for (uint32_t k : lost) names.push_back(t->p.devices[k]->label());
+    progress.print("device lost: " + names[0].get<std::string>() + (lost.size() > 1 ? " and others" : "") +
+                   " in step " + std::to_string(step + 1) + " (" + e.what() + ")");
+    if (!elastic) stop_lost(e.what(), e.result);
+    const PipelineFlags next = replan_flags(a.pipeline, t->p.flags, lost);
+    if (next.devices.empty()) stop_lost("no device remains to go on with", e.result);
+    t.reset();
     try {
-      r = ex.train(batch, {opt.get(), optim::Step{step + 1 - scaler.skipped_steps, lr, 1}, s.clip,
-                           scaling ? scaler.scale : 1.0});
-    } catch (const pipeline::NonFinite& e) {
-      progress.finish();
-      throw UserError(std::string(e.what()) + "; stopped" + left_behind());
-    } catch (const vk::VulkanError& e) {  // a device lost, a submit refused
-      progress.finish();
-      throw vk::VulkanError(std::string(e.what()) + "; stopped at step " + std::to_string(step + 1) + left_behind() +
-                                " (continue with --resume)", e.result);
+      t = build(next);
+      restore(*snapshot, *t->p.executor, *t->opt, "the snapshot of step " + std::to_string(snapshot->step));
+    } catch (const vk::VulkanError& again) {
+      stop_lost(std::string("another device failed while re-planning: ") + again.what(), again.result);
+    } catch (const UserError& none) {
+      stop_lost(std::string("no plan fits the devices that remain: ") + none.what(), e.result);
     }
-    const double seconds = (pipeline::now_us() - t0) / 1e6;
-    ++step;
-    std::vector<double> busy;  // every stage's, from every rank
-    for (double b : r.busy_ms) busy.push_back(seconds > 0 ? b / (seconds * 1e3) : 0);
-    nlohmann::json j{{"kind", "train"}, {"step", step}, {"epoch", double(step) / double(per_epoch)},
-                     {"loss", r.loss}, {"lr", lr}, {std::string(data->unit()) + "_per_s", double(per_step) / seconds},
-                     {"elapsed_s", progress.elapsed()}};
-    if (scaling) {
-      j["loss_scale"] = scaler.scale;
-      if (r.skipped) j["skipped"] = true;
-      scaler.update(r.skipped);
-    }
-    if (!r.skipped) j["grad_norm"] = r.grad_norm;
-    record(j);
-    progress.step(step, r.loss, per_step, seconds, busy);
+    scaling = scales_loss(t->p.precision);
+    replay_until = std::max(replay_until, step);
+    scaler = snapshot->loss_scale;
+    s.plan = t->p.chosen->record.at("flags");
+    went_on = {{"kind", "replan"}, {"step", step + 1}, {"lost", names}, {"flags", s.plan},
+               {"replayed", replay_until - snapshot->step}, {"line", t->p.chosen->line}};
+    s.plan_history.push_back({{"step", step + 1}, {"lost", names}, {"flags", s.plan}});
+    step = snapshot->step;
+  };
 
-    const bool last = step == s.steps;
-    const bool interrupted = any(g_signal != 0);  // every rank stops after the same step
-    if (step % s.eval_every == 0 || last) {
-      auto [e, line] = run_eval(step);
-      last_eval = e;
-      progress.print(line);
-    }
-    if (step % s.eval_every == 0 || last || step == end || interrupted) {
-      save(ckpt, m, s, step, ex, *opt, scaler);
-      last_checkpoint = step;
-      if (last && world().rank() == 0) plot_runs({a.out}, {}, "", 20);
-    }
-    if (interrupted) {
-      progress.finish();
-      throw Interrupted(g_signal ? int(g_signal) : SIGTERM, "stopped by signal " + std::to_string(g_signal ? int(g_signal) : SIGTERM) + " after step " +
-                                      std::to_string(step) + "; checkpoint written to " + ckpt +
-                                      " (continue with --resume)");
+  while (step < end) {
+    try {
+      if (went_on && step == replay_until) {
+        (*went_on)["seconds"] = (pipeline::now_us() - lost_at_us) / 1e6;
+        progress.print("going on: " + (*went_on)["line"].get<std::string>() + "; " +
+                       std::to_string((*went_on)["replayed"].get<uint64_t>()) + " step(s) replayed; " +
+                       format_duration((*went_on)["seconds"]) + " from the loss to this step");
+        record(*went_on);
+        went_on.reset();
+      }
+      const pipeline::Batch batch = data->train_batch(step, s.batch_size);
+      const double lr = optim::learning_rate(schedule, step);
+      const double t0 = pipeline::now_us();
+      pipeline::StepResult r;
+      try {
+        r = t->p.executor->train(batch, {t->opt.get(), optim::Step{step + 1 - scaler.skipped_steps, lr, 1}, s.clip,
+                                         scaling ? scaler.scale : 1.0});
+      } catch (const pipeline::NonFinite& e) {
+        progress.finish();
+        throw UserError(std::string(e.what()) + "; stopped" + left_behind());
+      }
+      const double seconds = (pipeline::now_us() - t0) / 1e6;
+      ++step;
+      if (scaling) scaler.update(r.skipped);
+      if (step <= done_through) continue;  // replayed: recorded, evaluated and saved before the loss
+      if (step > replay_until) {
+        std::vector<double> busy;  // every stage's, from every rank
+        for (double b : r.busy_ms) busy.push_back(seconds > 0 ? b / (seconds * 1e3) : 0);
+        nlohmann::json j{{"kind", "train"}, {"step", step}, {"epoch", double(step) / double(per_epoch)},
+                         {"loss", r.loss}, {"lr", lr}, {std::string(data->unit()) + "_per_s", double(per_step) / seconds},
+                         {"elapsed_s", progress.elapsed()}};
+        if (scaling) {
+          j["loss_scale"] = scaler.scale;
+          if (r.skipped) j["skipped"] = true;
+        }
+        if (!r.skipped) j["grad_norm"] = r.grad_norm;
+        record(j);
+        progress.step(step, r.loss, per_step, seconds, busy);
+      }
+
+      const bool last = step == s.steps;
+      const bool interrupted = any(g_signal != 0);  // every rank stops after the same step
+      if (step % s.eval_every == 0 || last) {
+        auto [e, line] = run_eval(step);
+        last_eval = e;
+        progress.print(line);
+      }
+      if (step % s.eval_every == 0 || last || step == end || interrupted) {
+        io::Checkpoint c = take_snapshot();
+        save(ckpt, m, s, c);
+        if (!world().multi()) snapshot = std::move(c);
+        last_checkpoint = step;
+        if (last && world().rank() == 0) plot_runs({a.out}, {}, "", 20);
+      } else if (!world().multi() && policy.due(step - snapshot->step, seconds)) {
+        snapshot = take_snapshot();
+      }
+      done_through = step;
+      if (interrupted) {
+        progress.finish();
+        throw Interrupted(g_signal ? int(g_signal) : SIGTERM, "stopped by signal " + std::to_string(g_signal ? int(g_signal) : SIGTERM) + " after step " +
+                                        std::to_string(step) + "; checkpoint written to " + ckpt +
+                                        " (continue with --resume)");
+      }
+    } catch (const vk::VulkanError& e) {  // a device lost, a submit refused
+      recover(e);
     }
   }
   progress.finish();
@@ -455,6 +526,13 @@ void add_train(CLI::App& app) {
   cmd->add_option("--eval-batches", s.eval_batches, "batches per evaluation; 0 = the whole split (default: all, text 16)");
   cmd->add_option("--stop-after", a->stop_after, "stop this run after so many steps, with a checkpoint (resume later)");
   cmd->add_option("--log-every", a->log_every, "steps between log lines when stdout is not a terminal (default: about 40 per run)");
+  cmd->add_option("--on-device-loss", a->on_device_loss,
+                  "a lost device: continue (re-plan on the devices that remain, go on from the last snapshot) or stop")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"continue", "stop"}));
+  cmd->add_option("--snapshot-every", a->snapshot_every,
+                  "steps between host copies of the parameters and optimizer state a lost device is recovered "
+                  "from (default 0: as often as costs under 2% of a step)");
   add_pipeline_flags(*cmd, a->pipeline);
   cmd->callback([a] {
     if (!a->resume && a->model.empty()) throw UserError("--model is required (unless --resume)");

@@ -29,6 +29,8 @@ struct Settings {
   // --plan auto's choice (AutoPlan::record["flags"]): a resumed run trains with it unless
   // its command line sets the pipeline itself. Null when the flags were given by hand.
   nlohmann::json plan;
+  // Each re-plan after a lost device (recovery.h): {step, lost devices, flags}, in order.
+  nlohmann::json plan_history = nlohmann::json::array();
 };
 
 nlohmann::json to_json(const Settings& s);

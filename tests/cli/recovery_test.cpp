@@ -1,0 +1,160 @@
+// A lost device does not end a run in one process: it re-plans on the devices that remain,
+// restores the last snapshot, replays the steps since it and goes on; and what it goes on
+// with equals the run switched to the same plan by hand.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <string>
+
+#include "io/safetensors.h"
+#include "run.h"
+#include "tiny_data.h"
+
+namespace fs = std::filesystem;
+using namespace brigade;
+
+namespace {
+
+// Runs brigade with a profile cache of the test's own and, where given, an injected fault.
+test::Result run(const fs::path& dir, const std::string& args, const std::string& fault = "",
+                 const std::string& env = "") {
+  return test::command_run(env + " BRIGADE_CACHE_DIR=" + (dir / "cache").string() +
+                           (fault.empty() ? "" : " BRIGADE_FAULT='" + fault + "'") + " " + BRIGADE_EXE + " " + args);
+}
+
+// The pipeline flags a re-plan chose (its metrics record) as a command line.
+std::string flags_of(const nlohmann::json& f) {
+  std::string out = "--devices " + f.at("devices").get<std::string>() + " --micro-batches " +
+                    std::to_string(f.at("micro_batches").get<uint32_t>()) + " --schedule " + f.at("schedule").get<std::string>() +
+                    " --remat " + f.at("remat").get<std::string>() + " --precision " + f.at("precision").get<std::string>() +
+                    " --balance " + f.at("balance").get<std::string>();
+  if (f.at("schedule") == "interleaved") out += " --virtual-stages " + std::to_string(f.at("virtual_stages").get<uint32_t>());
+  return out;
+}
+
+// Every parameter and optimizer state of two checkpoints, equal value for value.
+void same_tensors(const fs::path& a, const fs::path& b) {
+  const io::SafeTensors x = io::SafeTensors::load(a.string()), y = io::SafeTensors::load(b.string());
+  REQUIRE(x.names() == y.names());
+  for (const std::string& name : x.names()) CHECK_MESSAGE(x.f32(name) == y.f32(name), name);
+}
+
+// Loses `fault`'s device in a run of `common` + `extra`, then trains by hand what the run went
+// on with: the first plan up to the snapshot the run restored, the re-plan's flags from there.
+// Both end with the same losses and the same checkpoint.
+void loses_and_equals_by_hand(const fs::path& dir, const std::string& name, const std::string& common,
+                              const std::string& extra, const std::string& fault, const std::string& env = "") {
+  const fs::path lost = dir / (name + "-lost"), hand = dir / (name + "-hand");
+  const auto r = run(dir, common + " " + extra + " --out " + lost.string(), fault, env);
+  INFO(fault, "\n", r.output);
+  REQUIRE(r.status == 0);
+  const auto replans = test::records(lost, "replan");
+  REQUIRE(replans.size() == 1);
+  const nlohmann::json& re = replans[0];
+  const uint64_t at = re.at("step"), replayed = re.at("replayed"), snapshot = at - 1 - replayed;
+  CHECK(r.output.find("device lost: device ") != std::string::npos);
+  CHECK(r.output.find("going on: plan auto: ") != std::string::npos);
+  CHECK(r.output.find(std::to_string(replayed) + " step(s) replayed") != std::string::npos);
+  CHECK(re.at("seconds").get<double>() > 0);
+  // Every step recorded once, in order.
+  const auto steps = test::records(lost, "train");
+  for (size_t i = 0; i < steps.size(); ++i) CHECK(steps[i].at("step") == i + 1);
+  // The checkpoint keeps the plan history and the plan the run went on with.
+  const auto config = nlohmann::json::parse(io::SafeTensors::load((lost / "checkpoint.safetensors").string()).metadata().at("config"));
+  REQUIRE(config.at("plan_history").size() == 1);
+  CHECK(config.at("plan_history")[0].at("step") == at);
+  CHECK(config.at("plan") == re.at("flags"));
+
+  if (snapshot > 0) {
+    const auto first = run(dir, common + " " + extra + " --stop-after " + std::to_string(snapshot) + " --out " + hand.string(), "", env);
+    REQUIRE(first.status == 0);
+  }
+  const auto second = run(dir, snapshot > 0 ? "train --resume " + flags_of(re.at("flags")) + " --out " + hand.string()
+                                            : common + " " + flags_of(re.at("flags")) + " --out " + hand.string(), "", env);
+  INFO(second.output);
+  REQUIRE(second.status == 0);
+  const auto by_hand = test::records(hand, "train");
+  REQUIRE(by_hand.size() == steps.size());
+  for (size_t i = snapshot; i < steps.size(); ++i) CHECK_MESSAGE(steps[i].at("loss") == by_hand[i].at("loss"), "step ", i + 1);
+  same_tensors(lost / "checkpoint.safetensors", hand / "checkpoint.safetensors");
+}
+
+}  // namespace
+
+TEST_CASE("a device lost in a forward, a backward, a step or a send: two stages go on as one, equal to the switch by hand") {
+  const fs::path dir = test::scratch_dir("recovery-two");
+  test::write_tiny_fashion(dir / "data", 320, 64);
+  const std::string common = "train --model fashion-mlp --data " + (dir / "data").string() +
+                             " --steps 8 -b 16 --eval-every 4 --eval-batches 1";
+  // A stage's actions counted from its first, evaluations included: each loss lands in a step.
+  for (const std::string kind : {"forward", "backward", "step", "send"}) {
+    const std::string fault = "device-lost:stage 1:" + kind + ":" + (kind == "step" ? "5" : "11");
+    SUBCASE(kind.c_str()) {
+      loses_and_equals_by_hand(dir, kind, common, "--devices 0,0 -m 2 --snapshot-every 1", fault);
+    }
+  }
+  // Snapshots every third step: the steps since the last one are replayed on the new plan.
+  SUBCASE("replayed") {
+    loses_and_equals_by_hand(dir, "replay", common, "--devices 0,0 -m 2 --snapshot-every 3",
+                             "device-lost:stage 0:backward:13");
+  }
+  fs::remove_all(dir);
+}
+
+// Under a cap one stage cannot meet, the two lavapipe devices that remain take two stages.
+TEST_CASE("three stages on two vendors lose SwiftShader's and go on as two, equal to the switch by hand") {
+  const fs::path dir = test::scratch_dir("recovery-three");
+  test::write_tiny_fashion(dir / "data", 320, 64);
+  const std::string env = std::string("VK_ADD_DRIVER_FILES=") + BRIGADE_DRIVERS_DIR + "/swiftshader/vk_swiftshader_icd.json";
+  const std::string common = "train --model fashion-mlp --data " + (dir / "data").string() +
+                             " --steps 6 -b 16 --eval-every 3 --eval-batches 1 -m 2";
+  loses_and_equals_by_hand(dir, "three", common, "--devices llvmpipe,llvmpipe,swiftshader --mem-limit 3584KiB --snapshot-every 2",
+                           "device-lost:stage 2:backward:7", env);
+  const auto replans = test::records(dir / "three-lost", "replan");
+  REQUIRE(replans.size() == 1);
+  const std::string devices = replans[0].at("flags").at("devices");  // indices of the lavapipe device
+  CHECK(std::count(devices.begin(), devices.end(), ',') == 1);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a loss the run cannot go on from stops it with a checkpoint of the last completed step that resumes") {
+  const fs::path dir = test::scratch_dir("recovery-stop");
+  test::write_tiny_fashion(dir / "data", 320, 64);
+  const std::string common = "train --model fashion-mlp --data " + (dir / "data").string() +
+                             " --steps 8 -b 16 --eval-every 4 --eval-batches 1 --snapshot-every 1";
+  struct Case {
+    std::string name, flags, fault, says;
+  };
+  const Case cases[] = {
+      {"last device", "--devices 0", "device-lost:stage 0:backward:7", "no device remains to go on with"},
+      {"asked to stop", "--devices 0,0 -m 2 --on-device-loss stop", "device-lost:stage 1:backward:11", "VK_ERROR_DEVICE_LOST"},
+      {"second loss while re-planning", "--devices 0,0 -m 2",
+       "device-lost:stage 1:backward:11;device-lost:stage 0:1", "another device failed while re-planning"},
+  };
+  for (const Case& c : cases) {
+    SUBCASE(c.name.c_str()) {
+      const fs::path out = dir / "run";
+      const auto r = run(dir, common + " " + c.flags + " --out " + out.string(), c.fault);
+      INFO(r.output);
+      CHECK(r.status == 3);
+      CHECK(r.output.find(c.says) != std::string::npos);
+      CHECK(r.output.find("device lost: device ") != std::string::npos);
+      // The last completed step is saved (snapshots every step), past the last evaluation's.
+      const size_t at = r.output.find("; stopped at step ");
+      REQUIRE(at != std::string::npos);
+      const uint64_t stopped = std::stoull(r.output.substr(at + 18));
+      CHECK(stopped > 5);
+      CHECK(r.output.find("checkpoint written at step " + std::to_string(stopped - 1) + ", the last one completed") !=
+            std::string::npos);
+      const auto ckpt = io::SafeTensors::load((out / "checkpoint.safetensors").string());
+      CHECK(ckpt.metadata().at("step") == std::to_string(stopped - 1));
+      const auto resumed = run(dir, "train --resume --out " + out.string());
+      INFO(resumed.output);
+      CHECK(resumed.status == 0);
+      CHECK(test::records(out, "train").size() == 8);
+      fs::remove_all(out);
+    }
+  }
+  fs::remove_all(dir);
+}

@@ -1,0 +1,97 @@
+#include "recovery.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "ranks.h"
+#include "vk/buffer.h"
+
+namespace brigade::cli {
+
+io::Checkpoint capture(const model::Model& m, uint64_t step, pipeline::Executor& ex, const optim::Optimizer& opt,
+                       const optim::LossScale& scaler) {
+  io::Checkpoint c;
+  c.step = step, c.loss_scale = scaler;
+  const std::vector<std::string> held = ex.held();
+  for (const model::ParamSpec& p : m.params())
+    if (p.kind != model::ParamKind::State && std::find(held.begin(), held.end(), p.name) != held.end())
+      c.params[p.name] = ex.parameter(p.name);
+  for (const auto& [name, buffer] : opt.state()) {
+    if (c.optimizer.count(name)) continue;  // a tied parameter's copies hold the same state
+    std::vector<float> v(buffer->size() / sizeof(float));
+    vk::download(*buffer, v.data(), buffer->size());
+    c.optimizer[name] = std::move(v);
+  }
+  return c;
+}
+
+void restore(const io::Checkpoint& c, pipeline::Executor& ex, optim::Optimizer& opt, const std::string& source) {
+  const std::vector<std::string> held = ex.held();
+  for (const auto& [name, values] : c.params)
+    if (std::find(held.begin(), held.end(), name) != held.end()) ex.set_parameter(name, values);
+  for (const auto& [name, buffer] : opt.state()) {
+    const auto it = c.optimizer.find(name);
+    if (it == c.optimizer.end()) throw UserError(source + ": optimizer state '" + name + "' is missing");
+    opt.load_state(name, it->second);
+  }
+}
+
+void save(const std::string& path, const model::Model& m, const Settings& s, io::Checkpoint c) {
+  c.seed = s.seed, c.config = to_json(s).dump();
+  c.params = gather_tensors(c.params);
+  c.optimizer = gather_tensors(c.optimizer);
+  if (world().rank() == 0) io::write_checkpoint(path, m, c);
+}
+
+bool SnapshotPolicy::due(uint64_t since, double seconds) {
+  // A step's time smoothed over about ten steps: one slow step does not make snapshots rare.
+  step_seconds_ = step_seconds_ == 0 ? seconds : 0.9 * step_seconds_ + 0.1 * seconds;
+  return since >= interval();
+}
+
+uint64_t SnapshotPolicy::interval() const {
+  if (every_) return every_;
+  if (step_seconds_ <= 0 || capture_seconds_ <= 0) return 1;
+  return std::max<uint64_t>(1, uint64_t(std::ceil(capture_seconds_ / (budget_ * step_seconds_))));
+}
+
+std::vector<uint32_t> lost_stages(const Pipeline& p) {
+  std::vector<uint32_t> out;
+  for (uint32_t k = 0; k < p.devices.size(); ++k)
+    if (p.devices[k] && p.devices[k]->lost()) out.push_back(k);
+  return out;
+}
+
+namespace {
+
+// A comma list without the items at `lost` (stage indices); a single item stays (one for all).
+std::string without(const std::string& list, const std::vector<uint32_t>& lost) {
+  const std::vector<std::string> items = split_list(list);
+  if (items.size() <= 1) return list;
+  std::string out;
+  for (uint32_t i = 0; i < items.size(); ++i)
+    if (std::find(lost.begin(), lost.end(), i) == lost.end()) out += (out.empty() ? "" : ",") + items[i];
+  return out;
+}
+
+}  // namespace
+
+PipelineFlags replan_flags(const PipelineFlags& user, const PipelineFlags& run, const std::vector<uint32_t>& lost) {
+  PipelineFlags out = user;
+  out.plan = "auto";
+  out.devices = without(run.devices, lost);
+  if (split_list(run.devices).size() == 1) out.devices.clear();  // the one device went
+  out.fixed["--devices"] = true;
+  out.fixed["--balance"] = out.fixed["--partition"] = false;
+  // The run's precision stays (it changes the numbers, the plan does not), per stage without
+  // the lost ones; caps follow the stages of the run, whose devices are what remains.
+  std::vector<std::string> kept = split_list(without(run.precision, lost));
+  if (std::all_of(kept.begin(), kept.end(), [&](const std::string& p) { return p == kept.front(); })) kept.resize(1);
+  out.precision.clear();
+  for (const std::string& p : kept) out.precision += (out.precision.empty() ? "" : ",") + p;
+  out.fixed["--precision"] = true;
+  if (user.given("--mem-limit")) out.mem_limit = without(run.mem_limit, lost);
+  return out;
+}
+
+}  // namespace brigade::cli

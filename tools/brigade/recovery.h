@@ -1,0 +1,57 @@
+// What `brigade train` keeps so that a lost device does not end the run: a host copy of every
+// stage's parameters, optimizer state and loss scale (a Snapshot), refreshed every few steps;
+// and, when a device is lost, which stages went with it and the flags that re-plan the
+// pipeline on the devices that remain (--plan auto's search, the user's fixed flags kept).
+// The run then rebuilds the pipeline, restores the snapshot and replays the steps since it
+// in the same data order (train.cpp).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "io/checkpoint.h"
+#include "optim/optimizer.h"
+#include "pipeline/executor.h"
+#include "pipeline_flags.h"
+#include "train.h"
+
+namespace brigade::cli {
+
+// This process's stages' parameters and optimizer state as of `step`, on the host.
+io::Checkpoint capture(const model::Model& m, uint64_t step, pipeline::Executor& ex, const optim::Optimizer& opt,
+                       const optim::LossScale& scaler);
+// Puts a capture (or a read checkpoint) back into the pipeline's parameters and optimizer
+// state; `source` names it in the refusal of a missing optimizer state.
+void restore(const io::Checkpoint& c, pipeline::Executor& ex, optim::Optimizer& opt, const std::string& source);
+// Writes `c` with the settings as the run's checkpoint; under mpirun every rank gives its
+// part and rank 0 writes the one file.
+void save(const std::string& path, const model::Model& m, const Settings& s, io::Checkpoint c);
+
+// When the next snapshot is taken: every `every` steps, or (0) as often as costs at most
+// `budget` of a step's time, measured: the capture's seconds over budget x a step's seconds.
+class SnapshotPolicy {
+ public:
+  explicit SnapshotPolicy(uint64_t every, double budget = 0.02) : every_(every), budget_(budget) {}
+  // After a step that took `seconds`, `since` steps after the last snapshot.
+  bool due(uint64_t since, double seconds);
+  void captured(double seconds) { capture_seconds_ = seconds; }
+  // The interval now in force, in steps.
+  uint64_t interval() const;
+
+ private:
+  uint64_t every_;
+  double budget_;
+  double capture_seconds_ = 0, step_seconds_ = 0;  // the last capture's; steps' smoothed
+};
+
+// The stages whose devices are lost (vk::Device::lost), in stage order.
+std::vector<uint32_t> lost_stages(const Pipeline& p);
+// The flags that re-plan after the stages `lost` of the pipeline that ran with `run` went:
+// --plan auto over the entries of run.devices that remain, every flag `user` gave kept
+// fixed except the cut (--balance, --partition), and the run's precision kept; per-stage
+// lists (--precision, --mem-limit) without the lost stages' entries. Empty devices when none
+// remains.
+PipelineFlags replan_flags(const PipelineFlags& user, const PipelineFlags& run, const std::vector<uint32_t>& lost);
+
+}  // namespace brigade::cli
