@@ -340,10 +340,14 @@ void run_train(TrainArgs& a) {
   const bool elastic = a.on_device_loss == "continue" && !world().multi();
   SnapshotPolicy policy(a.snapshot_every);
   std::optional<io::Checkpoint> snapshot;  // the last completed step's state, on the host
+  double snapshot_seconds = 0;  // all captures', checkpoints' included
+  uint64_t snapshots = 0;
   auto take_snapshot = [&] {
     const double t0 = pipeline::now_us();
     io::Checkpoint c = capture(m, step, *t->p.executor, *t->opt, scaler);
-    policy.captured((pipeline::now_us() - t0) / 1e6);
+    const double seconds = (pipeline::now_us() - t0) / 1e6;
+    policy.captured(seconds);
+    snapshot_seconds += seconds, ++snapshots;
     return c;
   };
   if (!world().multi()) snapshot = take_snapshot();
@@ -473,7 +477,8 @@ void run_train(TrainArgs& a) {
     return;
   }
   nlohmann::json j{{"kind", "end"}, {"step", step}, {"split", split}, {"loss", last_eval.loss},
-                   {"elapsed_s", progress.elapsed()}};
+                   {"elapsed_s", progress.elapsed()}, {"snapshots", snapshots}, {"snapshot_s", snapshot_seconds},
+                   {"snapshot_every", policy.interval()}};
   if (!m.token_input) j["accuracy"] = last_eval.accuracy;
   if (scaling) j["loss_scale"] = scaler.scale, j["skipped_steps"] = scaler.skipped_steps;
   record(j);
