@@ -8,9 +8,12 @@
 # products take the matrix units by default there) against one device.
 # Needs root (chroot, mounts) and debootstrap (installed when missing).
 #   tools/coopmat-check.sh [BUILD_DIR]        default build/
+#   tools/coopmat-check.sh --prepare          only make the userland (CI: while Brigade builds)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-build=$(cd "${1:-$root/build}" && pwd)
+prepare=0
+[ "${1:-}" = "--prepare" ] && { prepare=1; shift; }
+[ $prepare = 1 ] || build=$(cd "${1:-$root/build}" && pwd)
 dest=$root/.drivers/unstable
 min_mesa=26
 
@@ -35,6 +38,7 @@ if [ ! -f "$dest/.ready" ]; then
   touch "$dest/.ready"
   echo "coopmat-check: made in $((SECONDS - t0)) s"
 fi
+[ $prepare = 0 ] || exit 0
 mesa=$(chroot "$dest" dpkg-query -W -f='${Version}' mesa-vulkan-drivers)
 if [ "${mesa%%.*}" -lt "$min_mesa" ]; then
   echo "coopmat-check: unstable's Mesa is $mesa, older than $min_mesa: no cooperative matrices" >&2

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The whole test suite, every case once, in the build that checks it best: the suites of
+# Brigade's host code (vk, io, model, pipeline, cli) under AddressSanitizer and UBSan
+# (tools/sanitize.sh, into build-asan/), and in the optimized build (tools/build.sh, build/)
+# the suites that check the drivers' arithmetic and the processes (kernels, the SwiftShader
+# copy of the kernels, vendors, ranks, mpi) and the host-suite cases left out of the
+# sanitized run: those whose host paths other sanitized cases take (`not_sanitized` below).
+# `ctest --test-dir build -j2` alone runs every case in the optimized build.
+#   tools/test.sh
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+# The fashion-cnn and gpt-mini pipeline equivalence cases (fashion-mlp's takes the same
+# executor paths on smaller layers), the other schedules on those presets, fashion-mlp's 1f1b
+# case (its actions are a subset of zb's) and interleaved case (`brigade step` runs
+# interleaved in the cli suite), the schedules' memory test (the gpipe memory test's
+# accounting), the evaluation case (every cli training run evaluates), the kernel and
+# pipeline benchmarks of the cli suite (driver arithmetic and timing; `bench profile` runs),
+# and the three-vendor recovery case (the two-stage ones take its paths).
+not_sanitized='pipeline:(fashion-cnn|gpt-mini) pipelined equals|pipeline:fashion-mlp pipelined equals one device under the (1f1b|interleaved)|measured memory is the plan|pipeline:evaluation pipelined|cli:brigade bench (kernels|pipeline)|cli:three stages on two vendors'
+
+"$root/tools/build.sh"
+ctest --test-dir "$root/build" --output-on-failure -j2 -L '^(kernels|swiftshader|vendors|ranks|mpi)$'
+ctest --test-dir "$root/build" --output-on-failure -j2 -R "$not_sanitized"
+"$root/tools/sanitize.sh" -E "$not_sanitized"
