@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "io/safetensors.h"
 #include "util/error.h"
 
 namespace brigade::io {
@@ -83,6 +84,29 @@ Metrics read_metrics(const std::string& path) {
   text << f.rdbuf();
   if (f.bad()) throw UserError(path + ": read failed (" + std::strerror(errno) + ")");
   return parse_metrics(text.str(), path);
+}
+
+MetricsFile::MetricsFile(const std::string& path, bool resume, uint64_t step) : path_(path) {
+  std::string kept;
+  if (resume) {
+    std::ifstream in(path);
+    std::string line;
+    while (std::getline(in, line)) {
+      const auto j = json::parse(line, nullptr, false);
+      if (!j.is_discarded() && j.value("step", uint64_t(0)) <= step && j.value("kind", "") != "end") kept += line + "\n";
+    }
+  }
+  write_atomically(path, kept);
+  f_ = std::fopen(path.c_str(), "a");
+  if (!f_) throw UserError(path + ": cannot open for writing");
+}
+
+MetricsFile::~MetricsFile() { std::fclose(f_); }
+
+void MetricsFile::write(std::string_view json_line) {
+  const std::string line = std::string(json_line) + "\n";
+  if (std::fwrite(line.data(), 1, line.size(), f_) != line.size() || std::fflush(f_) != 0)
+    throw UserError(path_ + ": write failed");
 }
 
 }  // namespace brigade::io

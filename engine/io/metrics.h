@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,5 +35,22 @@ struct Metrics {
 // a train or eval record without an integer "step" and a "loss".
 Metrics parse_metrics(std::string_view text, const std::string& source);
 Metrics read_metrics(const std::string& path);
+
+// The file a run writes: one line of JSON appended and flushed per record, so a crash loses
+// nothing before it.
+class MetricsFile {
+ public:
+  // Fresh: truncates. Resumed at `step`: keeps the records up to that step, drops the rest
+  // (steps that the resumed run will redo) and any torn last line.
+  MetricsFile(const std::string& path, bool resume, uint64_t step);
+  ~MetricsFile();
+  MetricsFile(const MetricsFile&) = delete;
+  MetricsFile& operator=(const MetricsFile&) = delete;
+  void write(std::string_view json_line);  // one record, without its newline
+
+ private:
+  std::string path_;
+  std::FILE* f_ = nullptr;
+};
 
 }  // namespace brigade::io

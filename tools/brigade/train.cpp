@@ -17,6 +17,7 @@
 #include "commands.h"
 #include "io/checkpoint.h"
 #include "io/data.h"
+#include "io/metrics.h"
 #include "optim/adamw.h"
 #include "optim/lr_schedule.h"
 #include "optim/sgd.h"
@@ -124,38 +125,6 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const Settings& s) {
   }
   throw UserError("--optimizer: '" + s.optimizer + "' is not adamw or sgd");
 }
-
-// One line of JSON appended to metrics.jsonl and flushed: a crash loses nothing before it.
-class Metrics {
- public:
-  // Fresh: truncates. Resumed at `step`: keeps the records up to that step, drops the rest
-  // (steps that the resumed run will redo).
-  Metrics(const std::string& path, bool resume, uint64_t step) : path_(path) {
-    std::string kept;
-    if (resume) {
-      std::ifstream in(path);
-      std::string line;
-      while (std::getline(in, line)) {
-        const auto j = nlohmann::json::parse(line, nullptr, false);
-        if (!j.is_discarded() && j.value("step", uint64_t(0)) <= step && j.value("kind", "") != "end")
-          kept += line + "\n";
-      }
-    }
-    io::write_atomically(path, kept);
-    f_ = std::fopen(path.c_str(), "a");
-    if (!f_) throw UserError(path + ": cannot open for writing");
-  }
-  ~Metrics() { std::fclose(f_); }
-  void write(const nlohmann::json& j) {
-    const std::string line = j.dump() + "\n";
-    if (std::fwrite(line.data(), 1, line.size(), f_) != line.size() || std::fflush(f_) != 0)
-      throw UserError(path_ + ": write failed");
-  }
-
- private:
-  std::string path_;
-  std::FILE* f_ = nullptr;
-};
 
 struct Evaluation {
   double loss = 0, accuracy = 0;
@@ -266,10 +235,10 @@ void run_train(TrainArgs& a) {
   const uint64_t per_epoch = data->steps_per_epoch(s.batch_size);
   const std::vector<pipeline::Batch> eval_batches = data->eval_batches(s.batch_size, s.eval_batches);
   // One metrics.jsonl, rank 0's.
-  std::optional<Metrics> metrics_file;
+  std::optional<io::MetricsFile> metrics_file;
   if (world().rank() == 0) metrics_file.emplace(a.out + "/metrics.jsonl", a.resume, step);
   auto record = [&](const nlohmann::json& j) {
-    if (metrics_file) metrics_file->write(j);
+    if (metrics_file) metrics_file->write(j.dump());
   };
   const uint64_t end = a.stop_after ? std::min(s.steps, step + a.stop_after) : s.steps;
 
@@ -379,8 +348,11 @@ void run_train(TrainArgs& a) {
     lost_at_us = pipeline::now_us();
     nlohmann::json names = nlohmann::json::array();
     for (uint32_t k : lost) names.push_back(t->p.devices[k]->label());
-    progress.print("device lost: " + names[0].get<std::string>() + (lost.size() > 1 ? " and others" : "") +
-                   " in step " + std::to_string(step + 1) + " (" + e.what() + ")");
+    const std::string first = names[0];
+    std::string why = e.what();  // "<device>: <file:line>: <call> returned ..."
+    if (why.rfind(first + ": ", 0) == 0) why.erase(0, first.size() + 2);
+    progress.print("device lost: " + first + (lost.size() > 1 ? " and others" : "") + " in step " +
+                   std::to_string(step + 1) + ": " + why);
     if (!elastic) stop_lost(e.what(), e.result);
     const PipelineFlags next = replan_flags(a.pipeline, t->p.flags, lost);
     if (next.devices.empty()) stop_lost("no device remains to go on with", e.result);
