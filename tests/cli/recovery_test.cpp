@@ -158,3 +158,40 @@ TEST_CASE("a loss the run cannot go on from stops it with a checkpoint of the la
   }
   fs::remove_all(dir);
 }
+
+TEST_CASE("brigade supervise restarts a job that stopped on a lost device from its checkpoint, and not one a restart cannot fix") {
+  const fs::path dir = test::scratch_dir("supervise");
+  test::write_tiny_fashion(dir / "data", 320, 64);
+  const std::string train = std::string(BRIGADE_EXE) + " train --model fashion-mlp --data " + (dir / "data").string() +
+                            " --steps 8 -b 16 --eval-every 4 --eval-batches 1 --on-device-loss stop";
+  // The job stops at step 7 with step 6 as its checkpoint; the restart resumes there and ends.
+  const fs::path out = dir / "run";
+  auto r = run(dir, "supervise -- " + train + " --out " + out.string(), "device-lost:stage 0:backward:7");
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK(r.output.find("checkpoint written at step 6, the last one completed") != std::string::npos);
+  CHECK(r.output.find("supervise: a rank lost") == std::string::npos);  // one process: no ranks to drop
+  const size_t restart = r.output.find("supervise: restart 1 of 3: ");
+  REQUIRE(restart != std::string::npos);
+  const std::string line = r.output.substr(restart, r.output.find('\n', restart) - restart);
+  CHECK(line.find(" train --resume ") != std::string::npos);
+  CHECK(line.find("--model") == std::string::npos);  // the checkpoint holds the settings
+  CHECK(line.find("--plan auto") != std::string::npos);
+  CHECK(line.find("--precision fp32") != std::string::npos);
+  const auto steps = test::records(out, "train");
+  REQUIRE(steps.size() == 8);
+  for (size_t i = 0; i < steps.size(); ++i) CHECK(steps[i].at("step") == i + 1);
+  CHECK(test::records(out, "end").size() == 1);
+
+  // A bad flag: said once by the job, once by the supervisor, never retried.
+  r = run(dir, "supervise -- " + std::string(BRIGADE_EXE) + " train --model no-such-model --out " + (dir / "bad").string());
+  CHECK(r.status == 2);
+  CHECK(r.output.find("supervise: the job failed with exit status 2, which a restart cannot fix") != std::string::npos);
+  CHECK(r.output.find("not restarting") != std::string::npos);
+  CHECK(r.output.find("supervise: restart") == std::string::npos);
+  // What is not a training job.
+  r = run(dir, "supervise -- ls");
+  CHECK(r.status == 2);
+  CHECK(r.output == "brigade: error: supervise: the command runs no `brigade train` (expected `-- [mpirun ...] brigade train ...`)\n");
+  fs::remove_all(dir);
+}

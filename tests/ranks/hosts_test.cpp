@@ -175,3 +175,43 @@ TEST_CASE("across two hosts: kill -9 of the remote rank stops the job, and its l
   CHECK_MESSAGE(r.status == 0, r.output);
   fs::remove_all(d);
 }
+
+TEST_CASE("brigade supervise: kill -9 of the remote rank restarts the job on brigade-a alone, which finishes the run") {
+  if (!hosts_up()) return;
+  const fs::path d = shared_dir("hosts-supervise");
+  test::write_tiny_fashion(d / "data", 480, 24);
+  // The run's folder where the supervisor, on this machine, sees the checkpoint it restarts from.
+  const fs::path run = d / "run";
+  const std::string args = "train --model fashion-mlp --data " + (d / "data").string();
+  const pid_t pid = test::command_spawn(std::string(BRIGADE_EXE) + " supervise -- " +
+                                            across(args + " --steps 200 --batch-size 12 -m 2 --eval-every 5 --eval-batches 1 --out " +
+                                                   run.string()),
+                                        d / "log");
+  const auto start = std::chrono::steady_clock::now();
+  while (!fs::exists(run / "checkpoint.safetensors") && std::chrono::steady_clock::now() - start < std::chrono::seconds(60))
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  REQUIRE(fs::exists(run / "checkpoint.safetensors"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const pid_t remote = test::rank_pid(1, args);
+  REQUIRE(remote > 0);
+  REQUIRE(kill(remote, SIGKILL) == 0);
+  const std::optional<test::Exit> exit = test::wait_exit(pid, 240);
+  REQUIRE(exit);
+  const std::string log = test::slurp(d / "log");
+  INFO(log);
+  CHECK(WIFEXITED(exit->status));
+  CHECK(WEXITSTATUS(exit->status) == 0);
+  CHECK(log.find("supervise: rank 1 on brigade-b lost; restarting on 1 rank(s)") != std::string::npos);
+  CHECK(log.find("supervise: restart 1 of 3: ") != std::string::npos);
+  CHECK(log.find("-np 1 --host brigade-a ") != std::string::npos);
+  CHECK(log.find("train --resume ") != std::string::npos);
+  // The restarted job went on from the checkpoint to the end, on one rank.
+  const auto end = test::records(run, "end");
+  REQUIRE(end.size() == 1);
+  CHECK(end[0].at("step") == 200);
+  const auto steps = test::records(run, "train");
+  REQUIRE(steps.size() == 200);
+  for (size_t i = 0; i < steps.size(); ++i) CHECK(steps[i].at("step") == i + 1);
+  CHECK(test::records(run, "start").back().at("ranks") == 1);
+  fs::remove_all(d);
+}

@@ -25,6 +25,7 @@ void add_plan(CLI::App& app);
 void add_train(CLI::App& app);
 void add_eval(CLI::App& app);
 void add_sample(CLI::App& app);
+void add_supervise(CLI::App& app);
 
 // Writes loss.svg (and accuracy.svg) of runs' metrics into `out` (default: the first run's
 // folder), printing one line per file.
@@ -35,6 +36,13 @@ void plot_runs(const std::vector<std::string>& runs, const std::vector<std::stri
 struct Interrupted : std::runtime_error {
   int signal;
   Interrupted(int sig, const std::string& what) : std::runtime_error(what), signal(sig) {}
+};
+
+// A supervised job that ended for good (supervise.cpp): the program says why and exits with
+// the job's status.
+struct JobFailed : std::runtime_error {
+  int code;
+  JobFailed(int status, const std::string& what) : std::runtime_error(what), code(status) {}
 };
 
 }  // namespace brigade::cli

@@ -43,6 +43,9 @@ int run(CLI::App& app, int argc, char** argv) {
   } catch (const brigade::cli::EveryRankError& e) {
     if (world.rank() == 0) std::fprintf(stderr, "brigade: error: %s\n", brigade::cli::in_flags(e.what()).c_str());
     return 2;  // every rank saw it
+  } catch (const brigade::cli::JobFailed& e) {
+    std::fprintf(stderr, "brigade: error: %s\n", e.what());
+    return e.code;
   } catch (const brigade::cli::Interrupted& e) {
     if (world.rank() == 0) std::fprintf(stderr, "brigade: %s\n", e.what());
     return 128 + e.signal;  // every rank stopped at the same step
@@ -85,6 +88,7 @@ int main(int argc, char** argv) {
   brigade::cli::add_train(app);
   brigade::cli::add_eval(app);
   brigade::cli::add_sample(app);
+  brigade::cli::add_supervise(app);
   brigade::cli::add_step(app);
   brigade::cli::add_plot(app);
   brigade::cli::add_bench(app);

@@ -78,11 +78,17 @@ struct TrainArgs {
   CLI::App* cmd = nullptr;
 };
 
-// The settings flags a resumed run may not change: the checkpoint holds their values.
-const char* const kSettingFlags[] = {"--model", "--set", "--data", "--seed", "--batch-size", "--steps",
-                                     "--epochs", "--optimizer", "--lr", "--min-lr", "--weight-decay",
-                                     "--momentum", "--beta1", "--beta2", "--eps", "--lr-schedule",
-                                     "--warmup", "--clip", "--eval-every", "--eval-batches"};
+}  // namespace
+
+const std::vector<std::string>& setting_flags() {
+  static const std::vector<std::string> flags{"--model", "--set", "--data", "--seed", "--batch-size", "--steps",
+                                              "--epochs", "--optimizer", "--lr", "--min-lr", "--weight-decay",
+                                              "--momentum", "--beta1", "--beta2", "--eps", "--lr-schedule",
+                                              "--warmup", "--clip", "--eval-every", "--eval-batches"};
+  return flags;
+}
+
+namespace {
 
 bool given(const TrainArgs& a, const char* flag) { return a.cmd->count(flag) > 0; }
 
@@ -173,8 +179,8 @@ void run_train(TrainArgs& a) {
   model::Model m;
   if (a.resume) {
     const Settings saved = settings_from_json(nlohmann::json::parse(io::checkpoint_config(ckpt, from), nullptr, false), ckpt);
-    for (const char* flag : kSettingFlags)
-      if (given(a, flag))
+    for (const std::string& flag : setting_flags())
+      if (given(a, flag.c_str()))
         throw UserError(std::string(flag) + ": a resumed run keeps the settings it started with (see " +
                         ckpt + "); drop the flag");
     s = saved;

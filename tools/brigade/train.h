@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -34,6 +35,8 @@ struct Settings {
 };
 
 nlohmann::json to_json(const Settings& s);
+// The flags of the settings a resumed run may not change (the checkpoint holds them).
+const std::vector<std::string>& setting_flags();
 Settings settings_from_json(const nlohmann::json& j, const std::string& source);
 
 }  // namespace brigade::cli

@@ -1,0 +1,230 @@
+// `brigade supervise -- COMMAND`: runs a training job (`mpirun ... brigade train ...`, or
+// `brigade train ...` alone) and, when it fails in a way a restart can fix (a rank killed, a
+// host gone, a device lost: exit status 3 or a signal), starts it again on the ranks and hosts
+// that remain, re-planned (--plan auto), from the checkpoint the failed job wrote, up to
+// --restarts times. OpenMPI 4.1 cannot shrink a job's communicator, so the job is restarted
+// whole, as TorchElastic restarts its workers. A job that failed for a reason a restart cannot
+// fix (a bad flag, a missing file, no plan in memory: exit status 1, 2, 4 or 5, or stopped by
+// SIGINT or SIGTERM) is not restarted, and the supervisor says so in one line.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "io/checkpoint.h"
+#include "train.h"
+#include "util/error.h"
+
+namespace brigade::cli {
+namespace {
+
+struct Exit {
+  int code = 0;        // the exit status, 128 + N for a signal
+  std::string output;  // the last 64 KiB of stdout and stderr
+};
+
+// Runs `argv`, its stdout and stderr passed through to this process's stdout.
+Exit run_job(const std::vector<std::string>& argv) {
+  int fds[2];
+  if (pipe(fds) != 0) throw UserError(std::string("supervise: pipe: ") + std::strerror(errno));
+  std::fflush(stdout);
+  const pid_t pid = fork();
+  if (pid < 0) throw UserError(std::string("supervise: fork: ") + std::strerror(errno));
+  if (pid == 0) {
+    dup2(fds[1], STDOUT_FILENO), dup2(fds[1], STDERR_FILENO);
+    close(fds[0]), close(fds[1]);
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    std::fprintf(stderr, "brigade: error: supervise: cannot start %s: %s\n", args[0], std::strerror(errno));
+    _exit(2);
+  }
+  close(fds[1]);
+  Exit e;
+  char buf[4096];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) != 0;) {
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    std::fwrite(buf, 1, size_t(n), stdout), std::fflush(stdout);
+    e.output.append(buf, size_t(n));
+    if (e.output.size() > 65536) e.output.erase(0, e.output.size() - 65536);
+  }
+  close(fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  e.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return e;
+}
+
+size_t find_brigade(const std::vector<std::string>& argv);
+
+// Where the job's parts are in its command line.
+struct Job {
+  std::vector<std::string> argv;
+  size_t brigade = 0;  // the index of the brigade program (its next word is "train")
+  bool mpirun() const { return brigade > 0; }
+  // The value of `flag` ("--out X" or "--out=X") at or after `from`, or "".
+  std::string value(const std::vector<std::string>& flags, size_t from) const {
+    for (size_t i = from; i < argv.size(); ++i)
+      for (const std::string& f : flags) {
+        if (argv[i] == f && i + 1 < argv.size()) return argv[i + 1];
+        if (argv[i].rfind(f + "=", 0) == 0) return argv[i].substr(f.size() + 1);
+      }
+    return "";
+  }
+  // Replaces (or removes, with `to` empty) a flag and its value at or after `from`, before `until`.
+  void set(const std::vector<std::string>& flags, const std::string& to, size_t from, size_t until) {
+    for (size_t i = from; i < std::min(until, argv.size());) {
+      bool hit = false;
+      for (const std::string& f : flags) {
+        if (argv[i] == f && i + 1 < argv.size()) {
+          argv.erase(argv.begin() + long(i), argv.begin() + long(i) + 2), hit = true;
+          until -= 2;
+        } else if (argv[i].rfind(f + "=", 0) == 0) {
+          argv.erase(argv.begin() + long(i)), hit = true;
+          until -= 1;
+        }
+        if (hit) break;
+      }
+      if (!hit) ++i;
+    }
+    if (!to.empty()) argv.insert(argv.begin() + long(std::min(until, argv.size())), {flags.front(), to});
+    brigade = find_brigade(argv);
+  }
+};
+
+// The index of the brigade program followed by "train" in `argv`, or argv.size().
+size_t find_brigade(const std::vector<std::string>& argv) {
+  for (size_t i = 0; i + 1 < argv.size(); ++i)
+    if (std::filesystem::path(argv[i]).filename() == "brigade" && argv[i + 1] == "train") return i;
+  return argv.size();
+}
+
+Job parse_job(const std::vector<std::string>& argv) {
+  Job j{argv, find_brigade(argv)};
+  if (j.brigade == argv.size())
+    throw UserError("supervise: the command runs no `brigade train` (expected `-- [mpirun ...] brigade train ...`)");
+  if (j.value({"--out"}, j.brigade + 2).empty()) throw UserError("supervise: the job's brigade train has no --out");
+  return j;
+}
+
+// How a rank's end is told: by mpirun ("mpirun noticed that process rank 1 with PID 0 on node
+// brigade-b exited on signal 9 (Killed).") or by brigade itself ("brigade: rank 1 of 2
+// (brigade-b, stage 1): Vulkan failure: ...").
+const std::regex kMpirunSays(R"(process rank (\d+) with PID \d+ on node (\S+) exited on signal)");
+const std::regex kBrigadeSays(R"(brigade: rank (\d+) of \d+ \(([^,)]+))");
+
+// After the job failed with `out`: the command line on the ranks and hosts that remain, or ""
+// (the reason) when none remains.
+std::string shrink(Job& j, const std::string& out) {
+  if (!j.mpirun()) return "";  // one process: the same command again
+  std::smatch m;
+  std::string host;
+  int lost_rank = -1;
+  if (std::regex_search(out, m, kMpirunSays) || std::regex_search(out, m, kBrigadeSays))
+    lost_rank = std::stoi(m[1]), host = m[2];
+  const std::string np = j.value({"-np", "-n", "--np"}, 0);
+  int ranks = np.empty() ? 0 : std::stoi(np);
+  const std::string hosts = j.value({"--host", "-H"}, 0);
+  if (!hosts.empty() && !host.empty()) {
+    std::string kept;
+    int slots = 0;
+    size_t from = 0;
+    while (from <= hosts.size()) {
+      const size_t comma = std::min(hosts.find(',', from), hosts.size());
+      const std::string entry = hosts.substr(from, comma - from);
+      from = comma + 1;
+      const size_t colon = entry.find(':');
+      if (entry.substr(0, colon) == host) continue;
+      kept += (kept.empty() ? "" : ",") + entry;
+      slots += colon == std::string::npos ? 1 : std::stoi(entry.substr(colon + 1));
+    }
+    if (kept.empty()) return "no host remains (" + host + " was the last)";
+    j.set({"--host", "-H"}, kept, 0, j.brigade);
+    ranks = ranks ? std::min(ranks, slots) : slots;
+  } else {
+    ranks -= 1;  // the lost rank, or one of the ranks of the host that went
+  }
+  if (ranks < 1) return "no rank remains";
+  if (!np.empty()) j.set({"-np", "-n", "--np"}, std::to_string(ranks), 0, j.brigade);
+  std::printf("supervise: %s lost; restarting on %d rank(s)\n",
+              lost_rank >= 0 ? ("rank " + std::to_string(lost_rank) + " on " + host).c_str() : "a rank", ranks);
+  return "";
+}
+
+// The train command that resumes the run from its checkpoint, re-planned for the ranks that
+// remain: the settings the checkpoint holds dropped, the cut left to --plan auto, the run's
+// precision kept.
+void resume_args(Job& j, const std::string& ckpt) {
+  const size_t train = j.brigade + 2;
+  for (const std::string& flag : setting_flags()) j.set({flag}, "", train, j.argv.size());
+  j.set({"-b"}, "", train, j.argv.size());
+  j.set({"--balance"}, "", train, j.argv.size());
+  j.set({"--partition"}, "", train, j.argv.size());
+  const bool precision = !j.value({"--precision"}, train).empty();
+  for (size_t i = train; i < j.argv.size();)
+    if (j.argv[i] == "--resume") j.argv.erase(j.argv.begin() + long(i));
+    else ++i;
+  j.set({"--plan"}, "auto", train, j.argv.size());
+  j.argv.insert(j.argv.begin() + long(train), "--resume");
+  if (!precision) {
+    const nlohmann::json config = nlohmann::json::parse(io::checkpoint_config(ckpt), nullptr, false);
+    std::string p = "fp32";
+    if (config.is_object() && config.contains("plan") && config["plan"].is_object())
+      p = config["plan"].value("precision", "fp32");
+    if (p.find(',') == std::string::npos) j.set({"--precision"}, p, train, j.argv.size());
+  }
+}
+
+void run_supervise(const std::vector<std::string>& command, uint32_t restarts) {
+  Job j = parse_job(command);
+  const std::string ckpt = j.value({"--out"}, j.brigade + 2) + "/checkpoint.safetensors";
+  for (uint32_t attempt = 0;; ++attempt) {
+    const Exit e = run_job(j.argv);
+    if (e.code == 0) return;
+    // A device lost (3), a process killed, or a rank that mpirun saw killed whatever status
+    // the job then ended with (its peers may fail otherwise once it has gone).
+    const bool fixable = e.code == 3 || (e.code > 128 && e.code != 128 + SIGINT && e.code != 128 + SIGTERM) ||
+                         std::regex_search(e.output, kMpirunSays);
+    if (!fixable)
+      throw JobFailed(e.code, "supervise: the job failed with exit status " + std::to_string(e.code) +
+                                      ", which a restart cannot fix (" +
+                                      (e.code == 2 ? "a bad flag or file, or no plan that fits" : e.code == 1 ? "it does not fit" : e.code >= 128 ? "stopped by a signal it was sent" : "an internal failure") +
+                                      "); not restarting");
+    if (attempt == restarts)
+      throw JobFailed(e.code, "supervise: the job failed with exit status " + std::to_string(e.code) + " after " +
+                                      std::to_string(restarts) + " restart(s) (--restarts); giving up");
+    if (const std::string none = shrink(j, e.output); !none.empty())
+      throw JobFailed(e.code, "supervise: " + none + "; not restarting");
+    if (std::filesystem::exists(ckpt)) resume_args(j, ckpt);
+    std::string line;
+    for (const std::string& a : j.argv) line += (line.empty() ? "" : " ") + a;
+    std::printf("supervise: restart %u of %u: %s\n", attempt + 1, restarts, line.c_str());
+  }
+}
+
+}  // namespace
+
+void add_supervise(CLI::App& app) {
+  auto command = std::make_shared<std::vector<std::string>>();
+  auto restarts = std::make_shared<uint32_t>(3);
+  CLI::App* cmd = app.add_subcommand(
+      "supervise", "run a training job and restart it on the ranks and hosts that remain when one is lost");
+  cmd->add_option("--restarts", *restarts, "restarts at most")->capture_default_str();
+  cmd->add_option("command", *command, "the job after --: [mpirun ...] brigade train ...")->required();
+  cmd->callback([command, restarts] { run_supervise(*command, *restarts); });
+}
+
+}  // namespace brigade::cli
