@@ -84,23 +84,26 @@ struct Job {
       }
     return "";
   }
-  // Replaces (or removes, with `to` empty) a flag and its value at or after `from`, before `until`.
+  // Sets a flag's value where it first is at or after `from` and before `until` (appended at
+  // `until` when absent), and removes its other occurrences; with `to` empty, removes them all.
   void set(const std::vector<std::string>& flags, const std::string& to, size_t from, size_t until) {
+    bool placed = to.empty();
     for (size_t i = from; i < std::min(until, argv.size());) {
-      bool hit = false;
-      for (const std::string& f : flags) {
-        if (argv[i] == f && i + 1 < argv.size()) {
-          argv.erase(argv.begin() + long(i), argv.begin() + long(i) + 2), hit = true;
-          until -= 2;
-        } else if (argv[i].rfind(f + "=", 0) == 0) {
-          argv.erase(argv.begin() + long(i)), hit = true;
-          until -= 1;
-        }
-        if (hit) break;
+      size_t words = 0;
+      for (const std::string& f : flags)
+        if (argv[i] == f && i + 1 < argv.size()) words = 2;
+        else if (argv[i].rfind(f + "=", 0) == 0) words = 1;
+      if (words == 0) {
+        ++i;
+      } else if (!placed) {
+        (words == 2 ? argv[i + 1] : argv[i]) = words == 2 ? to : flags.front() + "=" + to;
+        placed = true, i += words;
+      } else {
+        argv.erase(argv.begin() + long(i), argv.begin() + long(i + words));
+        until -= words;
       }
-      if (!hit) ++i;
     }
-    if (!to.empty()) argv.insert(argv.begin() + long(std::min(until, argv.size())), {flags.front(), to});
+    if (!placed) argv.insert(argv.begin() + long(std::min(until, argv.size())), {flags.front(), to});
     brigade = find_brigade(argv);
   }
 };
