@@ -180,8 +180,10 @@ TEST_CASE("brigade supervise: kill -9 of the remote rank restarts the job on bri
   if (!hosts_up()) return;
   const fs::path d = shared_dir("hosts-supervise");
   test::write_tiny_fashion(d / "data", 480, 24);
-  // The run's folder where the supervisor, on this machine, sees the checkpoint it restarts from.
-  const fs::path run = d / "run";
+  // The run's folder where both rank 0 on brigade-a writes it and the supervisor, on this
+  // machine, sees the checkpoint it restarts from: not under /tmp, which each host overlays.
+  const fs::path run = fs::path("/var/tmp") / ("brigade-hosts-supervise-" + std::to_string(getpid()));
+  fs::remove_all(run);
   const std::string args = "train --model fashion-mlp --data " + (d / "data").string();
   const pid_t pid = test::command_spawn(std::string(BRIGADE_EXE) + " supervise -- " +
                                             across(args + " --steps 200 --batch-size 12 -m 2 --eval-every 5 --eval-batches 1 --out " +
@@ -213,5 +215,6 @@ TEST_CASE("brigade supervise: kill -9 of the remote rank restarts the job on bri
   REQUIRE(steps.size() == 200);
   for (size_t i = 0; i < steps.size(); ++i) CHECK(steps[i].at("step") == i + 1);
   CHECK(test::records(run, "start").back().at("ranks") == 1);
+  fs::remove_all(run);
   fs::remove_all(d);
 }

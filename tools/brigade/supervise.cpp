@@ -5,7 +5,9 @@
 // --restarts times. OpenMPI 4.1 cannot shrink a job's communicator, so the job is restarted
 // whole, as TorchElastic restarts its workers. A job that failed for a reason a restart cannot
 // fix (a bad flag, a missing file, no plan in memory: exit status 1, 2, 4 or 5, or stopped by
-// SIGINT or SIGTERM) is not restarted, and the supervisor says so in one line.
+// SIGINT or SIGTERM) is not restarted, and the supervisor says so in one line. It looks for
+// the checkpoint in the job's --out itself: it runs where that folder is (rank 0's host, or a
+// path every host shares).
 #include <sys/wait.h>
 #include <unistd.h>
 
