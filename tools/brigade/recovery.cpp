@@ -64,13 +64,19 @@ std::vector<uint32_t> lost_stages(const Pipeline& p) {
 
 namespace {
 
-// A comma list without the items at `lost` (stage indices); a single item stays (one for all).
-std::string without(const std::string& list, const std::vector<uint32_t>& lost) {
-  const std::vector<std::string> items = split_list(list);
-  if (items.size() <= 1) return list;
-  std::string out;
+// A comma list's items without those at `lost` (stage indices); a single item stays (one
+// for all).
+std::vector<std::string> without(const std::string& list, const std::vector<uint32_t>& lost) {
+  std::vector<std::string> items = split_list(list), kept;
+  if (items.size() <= 1) return items;
   for (uint32_t i = 0; i < items.size(); ++i)
-    if (std::find(lost.begin(), lost.end(), i) == lost.end()) out += (out.empty() ? "" : ",") + items[i];
+    if (std::find(lost.begin(), lost.end(), i) == lost.end()) kept.push_back(items[i]);
+  return kept;
+}
+
+std::string joined(const std::vector<std::string>& items) {
+  std::string out;
+  for (const std::string& item : items) out += (out.empty() ? "" : ",") + item;
   return out;
 }
 
@@ -79,18 +85,16 @@ std::string without(const std::string& list, const std::vector<uint32_t>& lost) 
 PipelineFlags replan_flags(const PipelineFlags& user, const PipelineFlags& run, const std::vector<uint32_t>& lost) {
   PipelineFlags out = user;
   out.plan = "auto";
-  out.devices = without(run.devices, lost);
-  if (split_list(run.devices).size() == 1) out.devices.clear();  // the one device went
+  out.devices = split_list(run.devices).size() == 1 ? "" : joined(without(run.devices, lost));  // "": the one device went
   out.fixed["--devices"] = true;
   out.fixed["--balance"] = out.fixed["--partition"] = false;
   // The run's precision stays (it changes the numbers, the plan does not), per stage without
   // the lost ones; caps follow the stages of the run, whose devices are what remains.
-  std::vector<std::string> kept = split_list(without(run.precision, lost));
+  std::vector<std::string> kept = without(run.precision, lost);
   if (std::all_of(kept.begin(), kept.end(), [&](const std::string& p) { return p == kept.front(); })) kept.resize(1);
-  out.precision.clear();
-  for (const std::string& p : kept) out.precision += (out.precision.empty() ? "" : ",") + p;
+  out.precision = joined(kept);
   out.fixed["--precision"] = true;
-  if (user.given("--mem-limit")) out.mem_limit = without(run.mem_limit, lost);
+  if (user.given("--mem-limit")) out.mem_limit = joined(without(run.mem_limit, lost));
   return out;
 }
 

@@ -22,6 +22,7 @@
 
 #include "commands.h"
 #include "io/checkpoint.h"
+#include "pipeline_flags.h"
 #include "train.h"
 #include "util/error.h"
 
@@ -146,11 +147,7 @@ std::string shrink(Job& j, const std::string& out) {
   if (!hosts.empty() && !host.empty()) {
     std::string kept;
     int slots = 0;
-    size_t from = 0;
-    while (from <= hosts.size()) {
-      const size_t comma = std::min(hosts.find(',', from), hosts.size());
-      const std::string entry = hosts.substr(from, comma - from);
-      from = comma + 1;
+    for (const std::string& entry : split_list(hosts)) {
       const size_t colon = entry.find(':');
       if (entry.substr(0, colon) == host) continue;
       kept += (kept.empty() ? "" : ",") + entry;
