@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Installs what is missing, then configures and builds Brigade into build/ (or $BUILD_DIR).
-#   tools/build.sh [extra cmake -D options]
+# Installs what is missing, then configures and builds Brigade into build/ (or $BUILD_DIR):
+# everything, or only the targets named.
+#   tools/build.sh [--target NAME]... [extra cmake -D options]
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
+targets=()
+while [ "${1:-}" = "--target" ]; do targets+=(--target "$2"); shift 2; done
 "$root/tools/install-deps.sh"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
-cmake --build "$build" --parallel "$(nproc)"
+cmake --build "$build" --parallel "$(nproc)" "${targets[@]}"

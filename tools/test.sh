@@ -23,7 +23,10 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # the 2 L u bound on gradients: the drivers' arithmetic, on the paths those cases take).
 not_sanitized='pipeline:(bf16 |fp16 )?(fashion-cnn|gpt-mini)( \(two blocks\))? pipelined equals|products read its weights rounded|within 2 L u of their largest|pipeline:fashion-mlp pipelined equals one device under the (1f1b|interleaved)|measured memory is the plan|pipeline:evaluation pipelined|cli:brigade bench (kernels|pipeline)|cli:three stages on two vendors'
 
-"$root/tools/build.sh"
+# The optimized build makes only the programs of what runs in it (the vk, io and model suites
+# run sanitized only).
+"$root/tools/build.sh" --target brigade --target test_kernels --target test_vendors --target test_ranks \
+  --target test_mpi --target test_pipeline --target test_cli
 ctest --test-dir "$root/build" --output-on-failure -j2 -L '^(kernels|swiftshader|vendors|ranks|mpi)$'
 ctest --test-dir "$root/build" --output-on-failure -j2 -R "$not_sanitized"
 "$root/tools/sanitize.sh" -E "$not_sanitized"
