@@ -40,7 +40,9 @@ class MpiLink final : public pipeline::Link {
   bool wait_arrived(uint64_t n, const pipeline::StopFn& stop) override;
   vk::Buffer& receive(uint64_t n) override { return slots_.at(n % slots_.size()); }
   void release(uint64_t n, vk::Device& consumer, uint64_t value) override;
-  void drain() override { courier_.drain(); }
+  void drain() override {  // interrupted: the courier may have stopped on the failure too
+    if (!interrupted_) courier_.drain();
+  }
   std::vector<pipeline::Transfer> take_transfers() override;
   void interrupt() override;
 

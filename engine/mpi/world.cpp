@@ -4,8 +4,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 
 #include "mpi/courier.h"
 #include "mpi/chunks.h"
@@ -48,6 +50,10 @@ World::World(int* argc, char*** argv) {
   MPI_Comm links;
   MPI_Comm_dup(MPI_COMM_WORLD, &links);
   courier_ = std::make_unique<Courier>(links, [this](const std::string& what) {
+    // A device lost under a send: the stage thread that meets the loss too says more (the
+    // step, the checkpoint left) and stops the job itself; the courier stops it when no
+    // stage thread has within two seconds.
+    std::this_thread::sleep_for(std::chrono::seconds(2));
     std::fprintf(stderr, "brigade: %s: error: %s\n", who().c_str(), what.c_str());
     abort(3);
   });

@@ -20,7 +20,8 @@ namespace {
 
 // BRIGADE_FAULT: faults separated by ';', each "device-lost:LABEL:N" (the Nth submission of
 // the device labelled LABEL) or "device-lost:LABEL:ACTION:N" (the Nth time that device begins
-// a pipeline action of that kind: forward, backward, step or send). Each fault is armed once
+// a pipeline action of that kind: forward, backward, step or send; or capture, a copy of its
+// parameters and optimizer state to the host, as for a checkpoint). Each fault is armed once
 // the one before it has fired, in devices made from then on: "device-lost:stage 1:backward:3;
 // device-lost:stage 0:2" loses stage 1 in its third backward and then, in the pipeline built
 // after that loss, stage 0 at its second submission.
@@ -45,8 +46,10 @@ const std::vector<Fault>& faults() {
       const size_t inner = f.label.rfind(':');
       if (inner != std::string::npos) {
         f.action = f.label.substr(inner + 1), f.label.resize(inner);
-        if (f.action != "forward" && f.action != "backward" && f.action != "step" && f.action != "send")
-          throw UserError("BRIGADE_FAULT: '" + f.action + "' is not an action; expected forward, backward, step or send");
+        if (f.action != "forward" && f.action != "backward" && f.action != "step" && f.action != "send" &&
+            f.action != "capture")
+          throw UserError("BRIGADE_FAULT: '" + f.action +
+                          "' is not an action; expected forward, backward, step, send or capture");
       }
       out.push_back(f);
     }

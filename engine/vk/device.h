@@ -81,7 +81,7 @@ class Device {
   // Whether a submit or wait found the device lost (VK_ERROR_DEVICE_LOST): nothing more runs
   // on it.
   bool lost() const { return lost_; }
-  // Where the pipeline begins an action ("forward", "backward", "step", "send"): a fault
+  // Where the pipeline begins an action ("forward", "backward", "step", "send", "capture"): a fault
   // injected there (BRIGADE_FAULT, device.cpp) loses the device now.
   void begin_action(const char* action);
   // The value of the latest submission: the queue has nothing left to do once it reaches it.

@@ -8,11 +8,13 @@
 #include <string>
 
 #include "io/safetensors.h"
+#include "replan.h"
 #include "run.h"
 #include "tiny_data.h"
 
 namespace fs = std::filesystem;
 using namespace brigade;
+using test::flags_of, test::same_tensors;
 
 namespace {
 
@@ -21,23 +23,6 @@ test::Result run(const fs::path& dir, const std::string& args, const std::string
                  const std::string& env = "") {
   return test::command_run(env + " BRIGADE_CACHE_DIR=" + (dir / "cache").string() +
                            (fault.empty() ? "" : " BRIGADE_FAULT='" + fault + "'") + " " + BRIGADE_EXE + " " + args);
-}
-
-// The pipeline flags a re-plan chose (its metrics record) as a command line.
-std::string flags_of(const nlohmann::json& f) {
-  std::string out = "--devices " + f.at("devices").get<std::string>() + " --micro-batches " +
-                    std::to_string(f.at("micro_batches").get<uint32_t>()) + " --schedule " + f.at("schedule").get<std::string>() +
-                    " --remat " + f.at("remat").get<std::string>() + " --precision " + f.at("precision").get<std::string>() +
-                    " --balance " + f.at("balance").get<std::string>();
-  if (f.at("schedule") == "interleaved") out += " --virtual-stages " + std::to_string(f.at("virtual_stages").get<uint32_t>());
-  return out;
-}
-
-// Every parameter and optimizer state of two checkpoints, equal value for value.
-void same_tensors(const fs::path& a, const fs::path& b) {
-  const io::SafeTensors x = io::SafeTensors::load(a.string()), y = io::SafeTensors::load(b.string());
-  REQUIRE(x.names() == y.names());
-  for (const std::string& name : x.names()) CHECK_MESSAGE(x.f32(name) == y.f32(name), name);
 }
 
 // Loses `fault`'s device in a run of `common` + `extra`, then trains by hand what the run went
@@ -60,6 +45,8 @@ void loses_and_equals_by_hand(const fs::path& dir, const std::string& name, cons
   // Every step recorded once, in order.
   const auto steps = test::records(lost, "train");
   for (size_t i = 0; i < steps.size(); ++i) CHECK(steps[i].at("step") == i + 1);
+  const auto evals = test::records(lost, "eval");
+  for (size_t i = 1; i < evals.size(); ++i) CHECK(evals[i].at("step") > evals[i - 1].at("step"));
   // The checkpoint keeps the plan history and the plan the run went on with.
   const auto config = nlohmann::json::parse(io::SafeTensors::load((lost / "checkpoint.safetensors").string()).metadata().at("config"));
   REQUIRE(config.at("plan_history").size() == 1);
@@ -82,14 +69,16 @@ void loses_and_equals_by_hand(const fs::path& dir, const std::string& name, cons
 
 }  // namespace
 
-TEST_CASE("a device lost in a forward, a backward, a step or a send: two stages go on as one, equal to the switch by hand") {
+TEST_CASE("a device lost in a forward, a backward, a step, a send or a capture: two stages go on as one, equal to the switch by hand") {
   const fs::path dir = test::scratch_dir("recovery-two");
   test::write_tiny_fashion(dir / "data", 320, 64);
   const std::string common = "train --model fashion-mlp --data " + (dir / "data").string() +
                              " --steps 8 -b 16 --eval-every 4 --eval-batches 1";
   // A stage's actions counted from its first, evaluations included: each loss lands in a step.
-  for (const std::string kind : {"forward", "backward", "step", "send"}) {
-    const std::string fault = "device-lost:stage 1:" + kind + ":" + (kind == "step" ? "5" : "11");
+  // A capture (the snapshot after each step, the first before step 1): the fifth is step 4's,
+  // a checkpoint's; the step it follows is redone, not recorded or evaluated twice.
+  for (const std::string kind : {"forward", "backward", "step", "send", "capture"}) {
+    const std::string fault = "device-lost:stage 1:" + kind + ":" + (kind == "step" || kind == "capture" ? "5" : "11");
     SUBCASE(kind.c_str()) {
       loses_and_equals_by_hand(dir, kind, common, "--devices 0,0 -m 2 --snapshot-every 1", fault);
     }
@@ -131,6 +120,9 @@ TEST_CASE("a loss the run cannot go on from stops it with a checkpoint of the la
       {"asked to stop", "--devices 0,0 -m 2 --on-device-loss stop", "device-lost:stage 1:backward:11", "VK_ERROR_DEVICE_LOST"},
       {"second loss while re-planning", "--devices 0,0 -m 2",
        "device-lost:stage 1:backward:11;device-lost:stage 0:1", "another device failed while re-planning"},
+      // The ninth capture: the last step's checkpoint, which step 4's gave way to.
+      {"lost in the last checkpoint's capture", "--devices 0,0 -m 2 --on-device-loss stop", "device-lost:stage 1:capture:9",
+       "VK_ERROR_DEVICE_LOST"},
   };
   for (const Case& c : cases) {
     SUBCASE(c.name.c_str()) {

@@ -1,7 +1,9 @@
-// The process of one rank of a running mpirun job, found by its command line and rank.
+// mpirun as the ranks suite starts it, and the process of one rank of a running job, found by
+// its command line and rank.
 #pragma once
 
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <string>
@@ -9,6 +11,12 @@
 #include "run.h"
 
 namespace brigade::test {
+
+// mpirun's own flags: more ranks than cores on a test machine, and as root in a container.
+inline std::string mpirun(uint32_t ranks) {
+  return "mpirun --oversubscribe" + std::string(geteuid() == 0 ? " --allow-run-as-root" : "") + " -np " +
+         std::to_string(ranks) + " ";
+}
 
 // The process of rank `rank` whose command line starts with the program and `args`; -1 (and
 // a failed check) when there is none.

@@ -21,16 +21,10 @@
 #include "tiny_data.h"
 
 using namespace brigade;
-using test::brigade_run, test::Result, test::scratch_dir;
+using test::brigade_run, test::mpirun, test::Result, test::scratch_dir;
 namespace fs = std::filesystem;
 
 namespace {
-
-// mpirun's own flags: more ranks than cores on a test machine, and as root in a container.
-std::string mpirun(uint32_t ranks) {
-  return "mpirun --oversubscribe" + std::string(geteuid() == 0 ? " --allow-run-as-root" : "") + " -np " +
-         std::to_string(ranks) + " ";
-}
 
 Result ranks_run(uint32_t ranks, const std::string& args) {
   return test::command_run(mpirun(ranks) + BRIGADE_EXE + " " + args);

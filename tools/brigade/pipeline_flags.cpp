@@ -112,6 +112,12 @@ std::vector<std::string> split_list(const std::string& text) {
   }
 }
 
+std::string join_list(const std::vector<std::string>& items) {
+  std::string out;
+  for (const std::string& item : items) out += (out.empty() ? "" : ",") + item;
+  return out;
+}
+
 std::vector<std::vector<bool>> stores_half(const model::Model& m, const std::vector<vk::Device*>& devices) {
   std::vector<std::vector<bool>> out(devices.size());
   for (size_t k = 0; k < devices.size(); ++k)

@@ -80,6 +80,7 @@ struct StageDevice {
 
 // "bf16,fp32" -> {"bf16", "fp32"}.
 std::vector<std::string> split_list(const std::string& text);
+std::string join_list(const std::vector<std::string>& items);  // split_list undone
 // Per device (null: another rank's, learnt from it): which layers of `m` its kernels run on
 // 16-bit tensors as stored (model::Model::stores_half). The same on every rank.
 std::vector<std::vector<bool>> stores_half(const model::Model& m, const std::vector<vk::Device*>& devices);

@@ -8,14 +8,17 @@
 
 namespace brigade::cli {
 
-io::Checkpoint capture(const model::Model& m, uint64_t step, pipeline::Executor& ex, const optim::Optimizer& opt,
+io::Checkpoint capture(const model::Model& m, uint64_t step, const Pipeline& p, const optim::Optimizer& opt,
                        const optim::LossScale& scaler) {
+  for (const auto& dev : p.devices)
+    if (dev) dev->begin_action("capture");
+  pipeline::Executor& ex = *p.executor;
   io::Checkpoint c;
   c.step = step, c.loss_scale = scaler;
   const std::vector<std::string> held = ex.held();
-  for (const model::ParamSpec& p : m.params())
-    if (p.kind != model::ParamKind::State && std::find(held.begin(), held.end(), p.name) != held.end())
-      c.params[p.name] = ex.parameter(p.name);
+  for (const model::ParamSpec& spec : m.params())
+    if (spec.kind != model::ParamKind::State && std::find(held.begin(), held.end(), spec.name) != held.end())
+      c.params[spec.name] = ex.parameter(spec.name);
   for (const auto& [name, buffer] : opt.state()) {
     if (c.optimizer.count(name)) continue;  // a tied parameter's copies hold the same state
     std::vector<float> v(buffer->size() / sizeof(float));
@@ -74,27 +77,21 @@ std::vector<std::string> without(const std::string& list, const std::vector<uint
   return kept;
 }
 
-std::string joined(const std::vector<std::string>& items) {
-  std::string out;
-  for (const std::string& item : items) out += (out.empty() ? "" : ",") + item;
-  return out;
-}
-
 }  // namespace
 
 PipelineFlags replan_flags(const PipelineFlags& user, const PipelineFlags& run, const std::vector<uint32_t>& lost) {
   PipelineFlags out = user;
   out.plan = "auto";
-  out.devices = split_list(run.devices).size() == 1 ? "" : joined(without(run.devices, lost));  // "": the one device went
+  out.devices = split_list(run.devices).size() == 1 ? "" : join_list(without(run.devices, lost));  // "": the one device went
   out.fixed["--devices"] = true;
   out.fixed["--balance"] = out.fixed["--partition"] = false;
   // The run's precision stays (it changes the numbers, the plan does not), per stage without
   // the lost ones; caps follow the stages of the run, whose devices are what remains.
   std::vector<std::string> kept = without(run.precision, lost);
   if (std::all_of(kept.begin(), kept.end(), [&](const std::string& p) { return p == kept.front(); })) kept.resize(1);
-  out.precision = joined(kept);
+  out.precision = join_list(kept);
   out.fixed["--precision"] = true;
-  if (user.given("--mem-limit")) out.mem_limit = joined(without(run.mem_limit, lost));
+  if (user.given("--mem-limit")) out.mem_limit = join_list(without(run.mem_limit, lost));
   return out;
 }
 

@@ -18,8 +18,9 @@
 
 namespace brigade::cli {
 
-// This process's stages' parameters and optimizer state as of `step`, on the host.
-io::Checkpoint capture(const model::Model& m, uint64_t step, pipeline::Executor& ex, const optim::Optimizer& opt,
+// This process's stages' parameters and optimizer state as of `step`, on the host: a
+// "capture" action of each of the pipeline's devices (vk::Device::begin_action).
+io::Checkpoint capture(const model::Model& m, uint64_t step, const Pipeline& p, const optim::Optimizer& opt,
                        const optim::LossScale& scaler);
 // Puts a capture (or a read checkpoint) back into the pipeline's parameters and optimizer
 // state; `source` names it in the refusal of a missing optimizer state.

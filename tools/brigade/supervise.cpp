@@ -145,19 +145,28 @@ std::string shrink(Job& j, const std::string& out) {
   int ranks = np.empty() ? 0 : std::stoi(np);
   const std::string hosts = j.value({"--host", "-H"}, 0);
   if (!hosts.empty() && !host.empty()) {
-    std::string kept;
+    std::vector<std::string> kept;
     int slots = 0;
     for (const std::string& entry : split_list(hosts)) {
       const size_t colon = entry.find(':');
       if (entry.substr(0, colon) == host) continue;
-      kept += (kept.empty() ? "" : ",") + entry;
+      kept.push_back(entry);
       slots += colon == std::string::npos ? 1 : std::stoi(entry.substr(colon + 1));
     }
     if (kept.empty()) return "no host remains (" + host + " was the last)";
-    j.set({"--host", "-H"}, kept, 0, j.brigade);
+    j.set({"--host", "-H"}, join_list(kept), 0, j.brigade);
     ranks = ranks ? std::min(ranks, slots) : slots;
   } else {
     ranks -= 1;  // the lost rank, or one of the ranks of the host that went
+    // On one host rank k opens the --devices entry k and runs stage k: where a list gives one
+    // entry per rank (--devices, --precision, --mem-limit), the lost rank's leaves it.
+    const size_t train = j.brigade + 2;
+    for (const char* flag : {"--devices", "--precision", "--mem-limit"}) {
+      std::vector<std::string> items = split_list(j.value({flag}, train));
+      if (lost_rank < 0 || np.empty() || items.size() != size_t(ranks + 1) || size_t(lost_rank) >= items.size()) continue;
+      items.erase(items.begin() + lost_rank);
+      j.set({flag}, join_list(items), train, j.argv.size());
+    }
   }
   if (ranks < 1) return "no rank remains";
   if (!np.empty()) j.set({"-np", "-n", "--np"}, std::to_string(ranks), 0, j.brigade);

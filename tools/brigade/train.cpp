@@ -175,10 +175,12 @@ void run_train(TrainArgs& a) {
   Settings& s = a.s;
   pipeline::parse_schedule_kind(a.pipeline.schedule);  // a misspelt schedule: said before any data is read
   std::optional<io::Checkpoint> resumed;
+  nlohmann::json saved_plan;  // the plan the resumed run ran with, where --plan auto chose it
   std::unique_ptr<io::Dataset> data;
   model::Model m;
   if (a.resume) {
     const Settings saved = settings_from_json(nlohmann::json::parse(io::checkpoint_config(ckpt, from), nullptr, false), ckpt);
+    saved_plan = saved.plan;
     for (const std::string& flag : setting_flags())
       if (given(a, flag.c_str()))
         throw UserError(std::string(flag) + ": a resumed run keeps the settings it started with (see " +
@@ -218,7 +220,12 @@ void run_train(TrainArgs& a) {
     return t;
   };
   std::unique_ptr<Trainer> t = build(a.pipeline);
-  if (t->p.chosen) s.plan = t->p.chosen->record.at("flags");
+  if (t->p.chosen) {
+    s.plan = t->p.chosen->record.at("flags");
+    // A run resumed on another plan (as brigade supervise's restarts on the ranks that remain
+    // are): the history keeps the change.
+    if (resumed && s.plan != saved_plan) s.plan_history.push_back({{"step", resumed->step + 1}, {"flags", s.plan}});
+  }
   uint64_t step = 0;
   // fp16 stages: dynamic loss scaling. The optimizer counts the updates it made, as torch's
   // does when GradScaler skips one.
@@ -308,24 +315,35 @@ void run_train(TrainArgs& a) {
   Progress progress(s.steps, data->unit(), isatty(STDOUT_FILENO) != 0 && !world().multi(), a.log_every);
   if (step == 0) progress.print(run_eval(0).second);
   Evaluation last_eval;
+  uint64_t evaluated = step;  // the last step evaluated
   uint64_t last_checkpoint = step;
 
   // A lost device: in one process the run goes on from the last snapshot (recovery.h); under
-  // mpirun a rank cannot leave the job, which stops.
-  const bool elastic = a.on_device_loss == "continue" && !world().multi();
+  // mpirun a rank cannot leave the job, which stops, and a restart (brigade supervise) goes
+  // on from the last snapshot written.
+  const bool multi = world().multi();
+  const bool elastic = a.on_device_loss == "continue" && !multi;
   SnapshotPolicy policy(a.snapshot_every);
-  std::optional<io::Checkpoint> snapshot;  // the last completed step's state, on the host
+  std::optional<io::Checkpoint> snapshot;  // in one process: the last snapshot, on the host
+  uint64_t snapshot_step = step;           // the step of the last snapshot
   double snapshot_seconds = 0;  // all captures', checkpoints' included
   uint64_t snapshots = 0;
-  auto take_snapshot = [&] {
+  // A snapshot of the step just completed: a host copy in one process, which `write` also
+  // saves as the checkpoint; under mpirun always the checkpoint, where a restart finds it
+  // (its seconds then count the gather and the write).
+  auto take_snapshot = [&](bool write) {
     const double t0 = pipeline::now_us();
-    io::Checkpoint c = capture(m, step, *t->p.executor, *t->opt, scaler);
+    io::Checkpoint c = capture(m, step, t->p, *t->opt, scaler);
+    if (multi) save(ckpt, m, s, c);
     const double seconds = (pipeline::now_us() - t0) / 1e6;
     policy.captured(seconds);
     snapshot_seconds += seconds, ++snapshots;
-    return c;
+    if (write && !multi) save(ckpt, m, s, c);
+    if (write || multi) last_checkpoint = step;
+    snapshot_step = step;
+    if (!multi) snapshot = std::move(c);
   };
-  if (!world().multi()) snapshot = take_snapshot();
+  if (!multi) take_snapshot(false);
   uint64_t done_through = step;   // steps whose record, evaluation and checkpoint are done
   uint64_t replay_until = 0;      // steps done before a loss, redone from the snapshot in silence
   std::optional<nlohmann::json> went_on;  // the re-plan, said once the run reaches the lost step
@@ -374,6 +392,7 @@ void run_train(TrainArgs& a) {
     scaling = scales_loss(t->p.precision);
     replay_until = std::max(replay_until, step);
     scaler = snapshot->loss_scale;
+    snapshot_step = snapshot->step;
     s.plan = t->p.chosen->record.at("flags");
     went_on = {{"kind", "replan"}, {"step", step + 1}, {"lost", names}, {"flags", s.plan},
                {"replayed", replay_until - snapshot->step}, {"line", t->p.chosen->line}};
@@ -423,20 +442,16 @@ void run_train(TrainArgs& a) {
 
       const bool last = step == s.steps;
       const bool interrupted = any(g_signal != 0);  // every rank stops after the same step
-      if (step % s.eval_every == 0 || last) {
+      const bool evaluates = step % s.eval_every == 0 || last;
+      const bool checkpoint = evaluates || step == end || interrupted;
+      if (evaluates && step > evaluated) {  // not again where the step's snapshot failed after it
         auto [e, line] = run_eval(step);
-        last_eval = e;
+        last_eval = e, evaluated = step;
         progress.print(line);
       }
-      if (step % s.eval_every == 0 || last || step == end || interrupted) {
-        io::Checkpoint c = take_snapshot();
-        save(ckpt, m, s, c);
-        if (!world().multi()) snapshot = std::move(c);
-        last_checkpoint = step;
-        if (last && world().rank() == 0) plot_runs({a.out}, {}, "", 20);
-      } else if (!world().multi() && policy.due(step - snapshot->step, seconds)) {
-        snapshot = take_snapshot();
-      }
+      const bool due = policy.due(step - snapshot_step, seconds);
+      if (checkpoint || (multi ? any(due) : due)) take_snapshot(checkpoint);
+      if (last && world().rank() == 0) plot_runs({a.out}, {}, "", 20);
       done_through = step;
       if (interrupted) {
         progress.finish();
