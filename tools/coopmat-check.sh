@@ -60,5 +60,13 @@ inside() { chroot "$dest" env BRIGADE_LAVAPIPE=system BRIGADE_MATRIX_UNITS=on "$
 echo "coopmat-check: Mesa $mesa's lavapipe: $(inside "$build/brigade" devices | grep -A1 'matrix products' | tail -1 | tr -s ' ')"
 inside "$build/brigade" devices | grep -q 'products on matrix units' ||
   { echo "coopmat-check: the device lists no matrix product Brigade takes" >&2; exit 1; }
-inside "$build/tests/test_kernels" -tc='*matrix-unit*,*matrix units*,*16-bit A and B*'
-inside "$build/tests/test_pipeline" -tc='fp16 *pipelined equals one device*,*products read its weights rounded*,*within 2 L u*'
+# Three test processes at once: each runs on about one core.
+logs=$(mktemp -d)
+pids=()
+inside "$build/tests/test_kernels" -tc='*matrix-unit*,*matrix units*,*16-bit A and B*' >"$logs/1" 2>&1 & pids+=($!)
+inside "$build/tests/test_pipeline" -tc='fp16 *pipelined equals one device*' >"$logs/2" 2>&1 & pids+=($!)
+inside "$build/tests/test_pipeline" -tc='*products read its weights rounded*,*within 2 L u*' >"$logs/3" 2>&1 & pids+=($!)
+status=0
+for i in 0 1 2; do wait "${pids[$i]}" || status=1; cat "$logs/$((i + 1))"; done
+rm -rf "$logs"
+exit $status

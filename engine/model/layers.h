@@ -221,6 +221,9 @@ class LayerNorm final : public ShapedLayer {
   std::string prefix_;
 };
 
+// The standard deviation of nanoGPT's normal initialisation (_init_weights).
+inline constexpr float kGptStd = 0.02f;
+
 // nanoGPT's token and position embeddings, transformer.wte and transformer.wpe: [T] int32
 // token ids -> [T, C]. Both tables start Normal(0, 0.02).
 // No split backward: it is only ever a model's first layer, whose backward nobody waits for.

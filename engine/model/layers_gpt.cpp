@@ -8,8 +8,6 @@
 namespace brigade::model {
 namespace {
 
-constexpr float kGptStd = 0.02f;  // nanoGPT's _init_weights
-
 ParamSpec wte(uint32_t vocab, uint32_t C) {
   return {"transformer.wte.weight", {vocab, C}, ParamKind::Trainable, Init::Normal, kGptStd};
 }

@@ -18,8 +18,6 @@
 namespace brigade::model {
 namespace {
 
-constexpr float kGptStd = 0.02f;  // nanoGPT's _init_weights
-
 // Parameter indices, in nanoGPT's state_dict order.
 enum Param : size_t {
   kLn1W, kLn1B, kAttnW, kAttnB, kProjW, kProjB, kLn2W, kLn2B, kFcW, kFcB, kMlpProjW, kMlpProjB

@@ -11,7 +11,6 @@ namespace brigade::pipeline {
 
 namespace {
 
-constexpr uint64_t kFloat = 4;
 
 vk::Category category_of(model::ParamKind kind) {
   return kind == model::ParamKind::State ? vk::Category::Scratch : vk::Category::Parameters;

@@ -12,8 +12,6 @@
 
 namespace brigade::pipeline {
 
-inline constexpr uint64_t kFloat = 4;
-
 struct Executor::Shared {
   std::map<std::string, std::vector<uint32_t>> holders;  // parameter -> cells, in order
   std::map<std::string, uint64_t> tied;                  // parameter held by several cells -> elements

@@ -32,7 +32,6 @@ uint64_t total(const Bytes& b) {
 
 namespace {
 
-constexpr uint64_t kFloat = 4;
 
 uint64_t cat(vk::Category c) { return uint64_t(c); }
 

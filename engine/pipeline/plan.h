@@ -18,6 +18,8 @@
 
 namespace brigade::pipeline {
 
+inline constexpr uint64_t kFloat = 4;  // bytes of an fp32 element
+
 // Rows of each micro-batch of a mini-batch of `rows` split `micro_batches` ways: the first
 // rows % M micro-batches take one row more, so the split is exact when M does not divide N.
 // Throws UserError when M is 0 or larger than N.

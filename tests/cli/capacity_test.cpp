@@ -10,6 +10,8 @@
 #include "run.h"
 #include "xml_check.h"
 
+namespace cli_capacity_test {
+
 using namespace brigade;
 
 TEST_CASE("bench capacity: the largest GPT under one cap grows with remat and stages, and trains") {
@@ -89,3 +91,5 @@ TEST_CASE("bench capacity refuses what it cannot grow, in one line and exit 2") 
     CHECK(r.output.find(says, last) != std::string::npos);
   }
 }
+
+}  // namespace cli_capacity_test

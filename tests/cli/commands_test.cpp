@@ -12,6 +12,8 @@
 #include "run.h"
 #include "xml_check.h"
 
+namespace cli_commands_test {
+
 namespace fs = std::filesystem;
 
 using namespace brigade;
@@ -297,3 +299,5 @@ TEST_CASE("--precision: plan shows each stage's, and bad values are refused in o
     CHECK_MESSAGE(r.output == line, flag, ": ", r.output);
   }
 }
+
+}  // namespace cli_commands_test

@@ -18,6 +18,8 @@
 #include "run.h"
 #include "tiny_data.h"
 
+namespace cli_faults_test {
+
 using namespace brigade;
 namespace fs = std::filesystem;
 
@@ -155,3 +157,5 @@ TEST_CASE("--on-device-loss stop: a lost device stops every stage with a message
     }
   fs::remove_all(dir);
 }
+
+}  // namespace cli_faults_test

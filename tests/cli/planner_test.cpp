@@ -11,6 +11,8 @@
 
 #include "run.h"
 
+namespace cli_planner_test {
+
 using namespace brigade;
 using test::brigade_run, test::Result;
 namespace fs = std::filesystem;
@@ -140,3 +142,5 @@ TEST_CASE("train --plan auto says and records its choice, and --resume goes on w
   CHECK(r.output.find(std::to_string(flags.at("micro_batches").get<uint32_t>()) + " micro-batches") != std::string::npos);
   CHECK(r.output.find("profiling") == std::string::npos);  // not searched again
 }
+
+}  // namespace cli_planner_test

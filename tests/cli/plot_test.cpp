@@ -11,6 +11,8 @@
 #include "run.h"
 #include "xml_check.h"
 
+namespace cli_plot_test {
+
 using namespace brigade;
 using test::brigade_run, test::Result, test::scratch_dir;
 namespace fs = std::filesystem;
@@ -138,3 +140,5 @@ TEST_CASE("brigade plot refuses bad input with one line and writes nothing") {
   CHECK_FALSE(fs::exists(d / "out"));  // nothing half-written
   fs::remove_all(d);
 }
+
+}  // namespace cli_plot_test

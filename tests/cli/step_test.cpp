@@ -12,6 +12,8 @@
 #include "run.h"
 #include "tiny_data.h"
 
+namespace cli_step_test {
+
 using namespace brigade;
 using test::brigade_run, test::Result, test::scratch_dir;
 namespace fs = std::filesystem;
@@ -195,3 +197,5 @@ TEST_CASE("brigade step takes a GPT's token windows shorter than its block, and 
   CHECK(r.output.find("T from 1 to its block_size 16") != std::string::npos);
   fs::remove_all(d);
 }
+
+}  // namespace cli_step_test

@@ -17,6 +17,8 @@
 #include "run.h"
 #include "tiny_data.h"
 
+namespace cli_train_test {
+
 using namespace brigade;
 namespace fs = std::filesystem;
 
@@ -224,3 +226,5 @@ TEST_CASE("train, eval and sample refuse bad requests with one line") {
   CHECK_FALSE(fs::exists(dir / "run" / "checkpoint.safetensors"));
   fs::remove_all(dir);
 }
+
+}  // namespace cli_train_test

@@ -11,6 +11,8 @@
 #include "io/tensors.h"
 #include "util/error.h"
 
+namespace io_checkpoint_test {
+
 using namespace brigade;
 
 TEST_CASE("a checkpoint round-trips parameters, optimizer state, step and config") {
@@ -96,3 +98,5 @@ TEST_CASE("a checkpoint keeps the loss scale; one without starts it afresh; a ba
   }
   std::filesystem::remove(path);
 }
+
+}  // namespace io_checkpoint_test

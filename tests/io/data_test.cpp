@@ -9,6 +9,8 @@
 #include "tiny_data.h"
 #include "util/error.h"
 
+namespace io_data_test {
+
 using namespace brigade;
 
 TEST_CASE("splitmix64 and the order key are the published generator") {
@@ -110,3 +112,5 @@ TEST_CASE("an empty or too short text file is refused with the size it needs") {
   CHECK(io::text_bytes(path.string(), 4, 0.5, 0)->steps_per_epoch(1) == 1);
   std::filesystem::remove(path);
 }
+
+}  // namespace io_data_test

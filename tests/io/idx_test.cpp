@@ -11,6 +11,8 @@
 #include "tiny_data.h"
 #include "util/error.h"
 
+namespace io_idx_test {
+
 using namespace brigade;
 using namespace brigade::io;
 using test::gzip;
@@ -103,3 +105,5 @@ TEST_CASE("Fashion-MNIST loads with 60000 training and 10000 test images of 28x2
   CHECK(mean > 0.25);  // Fashion-MNIST's mean pixel is about 0.286
   CHECK(mean < 0.32);
 }
+
+}  // namespace io_idx_test

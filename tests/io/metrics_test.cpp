@@ -10,6 +10,8 @@
 #include "io/metrics.h"
 #include "util/error.h"
 
+namespace io_metrics_test {
+
 using namespace brigade;
 using namespace brigade::io;
 namespace fs = std::filesystem;
@@ -85,3 +87,5 @@ TEST_CASE("a missing metrics file is refused with its path") {
                        doctest::Contains("/nonexistent/metrics.jsonl: cannot open"), UserError);
   CHECK(parse_metrics("", "empty.jsonl").train.empty());
 }
+
+}  // namespace io_metrics_test

@@ -10,6 +10,8 @@
 #include "io/safetensors.h"
 #include "util/error.h"
 
+namespace io_safetensors_test {
+
 using namespace brigade;
 using namespace brigade::io;
 
@@ -177,3 +179,5 @@ TEST_CASE("refusals are one line naming the file, what is wrong and what was exp
   CHECK(refusal(file_with_header(R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0]}})", 4))
             .find("tensor 'x' data_offsets [0] is not [begin, end] in bytes") != std::string::npos);
 }
+
+}  // namespace io_safetensors_test

@@ -8,6 +8,8 @@
 #include "util/error.h"
 #include "xml_check.h"
 
+namespace io_svg_test {
+
 using namespace brigade;
 using namespace brigade::io;
 
@@ -150,3 +152,5 @@ TEST_CASE("the XML check catches what a chart writer could get wrong") {
   CHECK(test::xml_problem("<svg/><svg/>") != "");
   CHECK(test::xml_problem("<svg><text>a &amp; b</text></svg>") == "");
 }
+
+}  // namespace io_svg_test

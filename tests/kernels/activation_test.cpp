@@ -12,6 +12,8 @@
 #include "ref/activation.h"
 #include "vk/commands.h"
 
+namespace kernels_activation_test {
+
 using namespace brigade;
 
 namespace {
@@ -171,3 +173,5 @@ TEST_CASE("gelu reference backward agrees with finite differences") {
   ref::gelu_backward(x.data(), r.data(), dx.data(), n);
   test::check_gradient(loss, x, dx, 1e-6, 1e-7, "gelu dx");
 }
+
+}  // namespace kernels_activation_test

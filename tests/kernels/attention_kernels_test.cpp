@@ -12,6 +12,8 @@
 #include "shaders/attention.h"
 #include "vk/commands.h"
 
+namespace kernels_attention_kernels_test {
+
 using namespace brigade;
 
 namespace {
@@ -102,3 +104,5 @@ TEST_CASE_FIXTURE(test::Gpu, "attention_softmax_backward turns scores and dP int
     test::check_close(test::to_host(bds), test::to_float(want_ds), 1e-6, 1e-5, "dS " + s.name());
   }
 }
+
+}  // namespace kernels_attention_kernels_test

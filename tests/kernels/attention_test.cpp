@@ -12,6 +12,8 @@
 #include "util/error.h"
 #include "vk/commands.h"
 
+namespace kernels_attention_test {
+
 using namespace brigade;
 
 namespace {
@@ -349,3 +351,5 @@ TEST_CASE_FIXTURE(test::Gpu, "attention gives the same bits run to run") {
           gpu_backward(device(), qkv, first, dy, prior, s, 0, form));
   }
 }
+
+}  // namespace kernels_attention_test

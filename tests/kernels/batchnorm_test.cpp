@@ -11,6 +11,8 @@
 #include "util/error.h"
 #include "vk/commands.h"
 
+namespace kernels_batchnorm_test {
+
 using namespace brigade;
 
 namespace {
@@ -210,3 +212,5 @@ TEST_CASE_FIXTURE(test::Gpu, "batchnorm training refuses a micro-batch with one 
       ops::batchnorm_forward_train(cmd, x, p, p, x, p, p, stats, 1, 3, 1, true),
       doctest::Contains("more than 1 value per channel"), UserError);
 }
+
+}  // namespace kernels_batchnorm_test

@@ -18,6 +18,8 @@
 #include "util/error.h"
 #include "vk/commands.h"
 
+namespace kernels_conv2d_pool_test {
+
 using namespace brigade;
 using ops::Conv2dShape;
 using ops::Precision;
@@ -254,3 +256,5 @@ TEST_CASE_FIXTURE(test::Gpu, "the tiles fold's backward from the pooled gradient
     test::check_bits(test::to_host(db_c), test::to_host(db_b), what + ": dbias alone");
   }
 }
+
+}  // namespace kernels_conv2d_pool_test

@@ -13,6 +13,8 @@
 #include "ref/conv2d.h"
 #include "vk/commands.h"
 
+namespace kernels_conv2d_test {
+
 using namespace brigade;
 using ops::Conv2dShape;
 
@@ -387,3 +389,5 @@ TEST_CASE_FIXTURE(test::Gpu, "conv2d's two gradients at once are the bits of the
     }
   CHECK(checked >= kWinogradShapes);
 }
+
+}  // namespace kernels_conv2d_test

@@ -12,6 +12,8 @@
 #include "util/error.h"
 #include "vk/commands.h"
 
+namespace kernels_cross_entropy_test {
+
 using namespace brigade;
 
 namespace {
@@ -200,3 +202,5 @@ TEST_CASE_FIXTURE(test::Gpu, "cross-entropy refuses a mini-batch smaller than it
                        doctest::Contains("8 rows of a mini-batch of 4"), InternalError);
   CHECK_THROWS_AS(ops::cross_entropy_backward(cmd, b, b, b, b, 8, 4, 0), InternalError);
 }
+
+}  // namespace kernels_cross_entropy_test

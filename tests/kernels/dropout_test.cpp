@@ -13,6 +13,8 @@
 #include "util/error.h"
 #include "vk/commands.h"
 
+namespace kernels_dropout_test {
+
 using namespace brigade;
 
 namespace {
@@ -179,3 +181,5 @@ TEST_CASE("dropout rejects a probability outside 0 to 1") {
   for (float p : {-0.1f, 1.0f, 1.5f, std::nanf("")})
     CHECK_THROWS_AS(ops::dropout_push(16, p, kKey), UserError);
 }
+
+}  // namespace kernels_dropout_test

@@ -11,6 +11,8 @@
 #include "ref/embedding.h"
 #include "vk/commands.h"
 
+namespace kernels_embedding_test {
+
 using namespace brigade;
 
 namespace {
@@ -182,3 +184,5 @@ TEST_CASE_FIXTURE(test::Gpu, "embedding refuses sequences longer than the positi
   CHECK_THROWS_WITH_AS(ops::embedding_forward(cmd, tok, wte, wpe, out, 2, 4, 2, 4),
                        doctest::Contains("need 4 position embeddings"), UserError);
 }
+
+}  // namespace kernels_embedding_test

@@ -18,6 +18,8 @@
 #include "util/error.h"
 #include "vk/commands.h"
 
+namespace kernels_half_gpt_test {
+
 using namespace brigade;
 using ops::MatmulParams;
 using ops::MatmulTiling;
@@ -197,3 +199,5 @@ TEST_CASE_FIXTURE(test::Gpu, "attention in its matrix form reads qkv and y in 16
                                               {Precision::Bf16, Precision::Bf16}),
                        doctest::Contains("fp32 tensors only"), InternalError);
 }
+
+}  // namespace kernels_half_gpt_test

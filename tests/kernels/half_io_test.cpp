@@ -23,6 +23,8 @@
 #include "util/error.h"
 #include "vk/commands.h"
 
+namespace kernels_half_io_test {
+
 using namespace brigade;
 using ops::MatmulParams;
 using ops::MatmulTiling;
@@ -217,3 +219,5 @@ TEST_CASE_FIXTURE(test::Gpu, "maxpool2d reads and writes 16 bits as the fp32 ker
       check_bits(test::to_host(rdx), rounded(test::to_host(dx), p), what + ": dx");
     }
 }
+
+}  // namespace kernels_half_io_test

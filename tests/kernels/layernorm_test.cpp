@@ -9,6 +9,8 @@
 #include "ref/layernorm.h"
 #include "vk/commands.h"
 
+namespace kernels_layernorm_test {
+
 using namespace brigade;
 
 namespace {
@@ -118,3 +120,5 @@ TEST_CASE("layernorm reference backward agrees with finite differences") {
   test::check_gradient([&](const std::vector<double>& v) { return loss(x, w, v); }, b, db, 1e-5,
                        1e-6, "layernorm dbias");
 }
+
+}  // namespace kernels_layernorm_test

@@ -13,6 +13,8 @@
 #include "ref/linear.h"
 #include "vk/commands.h"
 
+namespace kernels_linear_test {
+
 using namespace brigade;
 
 namespace {
@@ -217,3 +219,5 @@ TEST_CASE_FIXTURE(test::Gpu, "a folded ReLU's backward with the bias gradient eq
           test::check_bits(test::to_host(got_db), test::to_host(want_db), what + ": dbias");
         }
 }
+
+}  // namespace kernels_linear_test

@@ -16,6 +16,8 @@
 #include "ref/matmul.h"
 #include "vk/commands.h"
 
+namespace kernels_matmul_test {
+
 using namespace brigade;
 using ops::MatmulParams;
 using ops::MatmulTiling;
@@ -464,3 +466,5 @@ TEST_CASE("matmul gradients expressed as matmuls match finite differences") {
                          1e-7, "dB for " + what);
   }
 }
+
+}  // namespace kernels_matmul_test

@@ -21,6 +21,8 @@
 #include "vk/commands.h"
 #include "vk/spirv.h"
 
+namespace kernels_matmul_tiles_test {
+
 using namespace brigade;
 using ops::MatmulParams;
 using ops::MatmulTiling;
@@ -171,3 +173,5 @@ TEST_CASE_FIXTURE(test::Gpu, "16-bit products take the matrix units exactly wher
   }
   CHECK(ops::matrix_path(info, Precision::Fp32).find("SIMT") != std::string::npos);
 }
+
+}  // namespace kernels_matmul_tiles_test

@@ -12,6 +12,8 @@
 #include "ref/maxpool2d.h"
 #include "vk/commands.h"
 
+namespace kernels_maxpool2d_test {
+
 using namespace brigade;
 using ops::MaxPool2dShape;
 
@@ -184,3 +186,5 @@ TEST_CASE_FIXTURE(test::Gpu, "maxpool2d with a ReLU folded in is ReLU then MaxPo
     same(gpu_backward(device(), x, dy, dx0, s), dx_apart, 1e-6, "backward " + what);
   }
 }
+
+}  // namespace kernels_maxpool2d_test

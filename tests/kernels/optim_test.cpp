@@ -16,6 +16,8 @@
 #include "ref/optim.h"
 #include "vk/commands.h"
 
+namespace kernels_optim_test {
+
 using namespace brigade;
 using vk::Category;
 
@@ -426,3 +428,5 @@ TEST_CASE("schedules with impossible settings are refused with one line") {
   CHECK_THROWS_AS(optim::constant(0), UserError);
   CHECK_THROWS_AS(optim::constant(-1e-3), UserError);
 }
+
+}  // namespace kernels_optim_test

@@ -12,6 +12,8 @@
 #include "ops/precision.h"
 #include "vk/commands.h"
 
+namespace kernels_precision_test {
+
 using namespace brigade;
 using ops::Precision;
 
@@ -147,3 +149,5 @@ TEST_CASE("stored bytes of 16-bit tensors are whole words") {
   CHECK(ops::parse_precision("bf16") == Precision::Bf16);
   CHECK_THROWS_WITH_AS(ops::parse_precision("fp8"), doctest::Contains("unknown `precision` 'fp8'"), UserError);
 }
+
+}  // namespace kernels_precision_test

@@ -9,6 +9,8 @@
 #include "ref/residual.h"
 #include "vk/commands.h"
 
+namespace kernels_residual_test {
+
 using namespace brigade;
 
 namespace {
@@ -63,3 +65,5 @@ TEST_CASE("residual reference backward agrees with finite differences") {
   ref::residual_backward(r.data(), grad.data(), grad.data() + n, n);
   test::check_gradient(loss, ab, grad, 1e-6, 1e-8, "d(a, b)");
 }
+
+}  // namespace kernels_residual_test

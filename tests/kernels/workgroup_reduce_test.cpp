@@ -16,6 +16,8 @@
 #include "ref/layernorm.h"
 #include "vk/commands.h"
 
+namespace kernels_workgroup_reduce_test {
+
 using namespace brigade;
 
 namespace {
@@ -137,3 +139,5 @@ TEST_CASE_FIXTURE(test::Gpu, "cross-entropy rows reduce correctly across several
     CHECK_MESSAGE(got == correct, "correct", at, ": ", got, " want ", correct);
   }
 }
+
+}  // namespace kernels_workgroup_reduce_test

@@ -12,6 +12,8 @@
 #include "model/model.h"
 #include "util/error.h"
 
+namespace model_builder_test {
+
 using namespace brigade;
 
 namespace {
@@ -304,3 +306,5 @@ TEST_CASE("builder errors stay on one line whatever the file holds") {
   });
   CHECK(type.find("x.toml: layers[0] (re\\nlu): unknown layer type 're\\nlu'") != std::string::npos);
 }
+
+}  // namespace model_builder_test

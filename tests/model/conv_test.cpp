@@ -8,6 +8,8 @@
 #include "ref/conv2d.h"
 #include "ref/maxpool2d.h"
 
+namespace model_conv_test {
+
 using namespace brigade;
 
 namespace {
@@ -103,3 +105,5 @@ TEST_CASE_FIXTURE(test::Gpu, "conv2d's split backward (input gradient, then para
     test::check_split_backward(device(), layer, rows, test::random_data(layer, rows, 22));
   }
 }
+
+}  // namespace model_conv_test

@@ -8,6 +8,8 @@
 #include "ref/activation.h"
 #include "ref/linear.h"
 
+namespace model_dense_test {
+
 using namespace brigade;
 
 namespace {
@@ -145,3 +147,5 @@ TEST_CASE("layers without a split backward declare nothing to defer") {
   CHECK(model::BatchNorm2d({3, 8, 8}, 3, "1.").deferred().empty());
   CHECK(model::Embedding(11, 9, 7, 6).deferred().empty());
 }
+
+}  // namespace model_dense_test

@@ -10,6 +10,8 @@
 #include "ref/embedding.h"
 #include "ref/linear.h"
 
+namespace model_gpt_test {
+
 using namespace brigade;
 
 namespace {
@@ -189,3 +191,5 @@ TEST_CASE_FIXTURE(test::Gpu, "gpt_block's split backward (input gradient, then p
   d.dx.clear();  // the model's first layer
   test::check_split_backward(device(), layer, s.B, d);
 }
+
+}  // namespace model_gpt_test

@@ -6,6 +6,8 @@
 
 #include "model/model.h"
 
+namespace model_init_test {
+
 using namespace brigade;
 
 namespace {
@@ -59,3 +61,5 @@ TEST_CASE("normal values have mean 0 and the requested standard deviation") {
   CHECK(sd == doctest::Approx(std_dev).epsilon(0.02));
   CHECK(double(beyond_3) / v.size() == doctest::Approx(0.0027).epsilon(0.2));  // a Gaussian tail
 }
+
+}  // namespace model_init_test

@@ -8,6 +8,8 @@
 #include "ref/batchnorm.h"
 #include "ref/layernorm.h"
 
+namespace model_norm_test {
+
 using namespace brigade;
 
 namespace {
@@ -154,3 +156,5 @@ TEST_CASE_FIXTURE(test::Gpu, "layernorm's split backward (input gradient, then p
   CHECK(deferred[0].floats(rows) == rows * T * C);
   test::check_split_backward(device(), layer, rows, test::random_data(layer, rows, 23));
 }
+
+}  // namespace model_norm_test

@@ -8,6 +8,8 @@
 #include "model/model.h"
 #include "pipeline/buckets.h"
 
+namespace pipeline_buckets_test {
+
 using namespace brigade;
 
 namespace {
@@ -64,3 +66,5 @@ TEST_CASE("buckets: layers without parameters join the next bucket; a cell witho
   CHECK(each[1].names == std::vector<std::string>{"7.weight", "7.bias"});
   CHECK(pipeline::plan_buckets(m, 4, 7, 1).empty());  // relu, pool, flatten
 }
+
+}  // namespace pipeline_buckets_test

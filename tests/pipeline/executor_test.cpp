@@ -18,6 +18,8 @@
 #include "pipeline/plan.h"
 #include "pipeline/profile.h"
 
+namespace pipeline_executor_test {
+
 using namespace brigade;
 using pipeline::LinkKind;
 using pipeline::Remat;
@@ -416,3 +418,5 @@ TEST_CASE_FIXTURE(test::Gpu, "a conv2d with its ReLU and pooling folded in train
   c.M = 2, c.schedule = pipeline::ScheduleKind::ZeroBubble;
   check_equal(test::run(folded, devices(*this, 2), c, batches, 3), want, "fashion-cnn folded, " + test::describe(c), true);
 }
+
+}  // namespace pipeline_executor_test

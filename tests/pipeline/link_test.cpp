@@ -7,6 +7,8 @@
 #include "shaders/push.h"
 #include "vk/commands.h"
 
+namespace pipeline_link_test {
+
 using namespace brigade;
 using namespace brigade::pipeline;
 
@@ -45,3 +47,5 @@ TEST_CASE("link paths parse and bad ones are refused") {
   CHECK(parse_link("host") == LinkKind::Host);
   CHECK_THROWS_WITH_AS(parse_link("nvlink"), doctest::Contains("`link`: 'nvlink' is not a path"), UserError);
 }
+
+}  // namespace pipeline_link_test

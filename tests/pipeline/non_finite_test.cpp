@@ -16,6 +16,8 @@
 #include "pipeline/executor.h"
 #include "pipeline/plan.h"
 
+namespace pipeline_non_finite_test {
+
 using namespace brigade;
 
 namespace {
@@ -109,3 +111,5 @@ TEST_CASE_FIXTURE(test::Gpu, "a gradient that overflows is named at the deepest 
   CHECK(what.find("loss") == std::string::npos);
   CHECK(f.params() == before);
 }
+
+}  // namespace pipeline_non_finite_test

@@ -8,6 +8,8 @@
 #include "pipeline/schedule.h"
 #include "util/error.h"
 
+namespace pipeline_partition_test {
+
 using namespace brigade;
 using namespace brigade::pipeline;
 
@@ -109,3 +111,5 @@ TEST_CASE("profiled layer times: a slower device gets fewer layers") {
   const pipeline::Partition even = pipeline::balance_min_max(layers, std::vector<pipeline::StageSpec>(2));
   CHECK(even.sizes == std::vector<uint32_t>{4, 4});
 }
+
+}  // namespace pipeline_partition_test

@@ -8,6 +8,8 @@
 #include "pipeline/planner.h"
 #include "pipeline/simulate.h"
 
+namespace pipeline_planner_test {
+
 using namespace brigade;
 using namespace brigade::pipeline;
 
@@ -150,3 +152,5 @@ TEST_CASE("16 bits are chosen only where predicted faster by more than their mar
     CHECK(r.ranked.front().precision == std::vector<ops::Precision>{want});
   }
 }
+
+}  // namespace pipeline_planner_test

@@ -26,6 +26,8 @@
 #include "pipeline/executor.h"
 #include "pipeline/plan.h"
 
+namespace pipeline_precision_test {
+
 using namespace brigade;
 using ops::Precision;
 using pipeline::LinkKind;
@@ -415,3 +417,5 @@ TEST_CASE_FIXTURE(test::Gpu, "a 16-bit stage's products read its weights rounded
     }
   }
 }
+
+}  // namespace pipeline_precision_test

@@ -6,6 +6,8 @@
 #include "pipeline/schedule.h"
 #include "util/error.h"
 
+namespace pipeline_schedule_test {
+
 using namespace brigade;
 using namespace brigade::pipeline;
 
@@ -298,3 +300,5 @@ TEST_CASE("schedules and combinations a schedule cannot run are refused in one l
   CHECK_THROWS_WITH_AS(build({ScheduleKind::Interleaved, 2, 4, 1, Remat::Never}), doctest::Contains("needs `virtual_stages` 2 or more"), UserError);
   CHECK_THROWS_WITH_AS(build({ScheduleKind::ZeroBubble, 2, 4, 2, Remat::Never}), doctest::Contains("`virtual_stages` 2 needs `schedule` interleaved"), UserError);
 }
+
+}  // namespace pipeline_schedule_test

@@ -18,6 +18,8 @@
 #include "pipeline/executor.h"
 #include "pipeline/plan.h"
 
+namespace pipeline_schedules_test {
+
 using namespace brigade;
 using pipeline::ScheduleKind;
 using pipeline::LinkKind;
@@ -178,3 +180,5 @@ TEST_CASE_FIXTURE(test::Gpu, "each schedule's measured memory is the plan's, and
   for (vk::Category cat : {vk::Category::Activations, vk::Category::Transfer})
     CHECK_MESSAGE(d.memory().stats().peak[int(cat)] == want[int(cat)], "K=1 V=3 ", std::string(vk::category_name(cat)));
 }
+
+}  // namespace pipeline_schedules_test

@@ -25,6 +25,8 @@
 #include "run.h"
 #include "tiny_data.h"
 
+namespace ranks_hosts_test {
+
 using namespace brigade;
 using test::brigade_run, test::Result;
 namespace fs = std::filesystem;
@@ -218,3 +220,5 @@ TEST_CASE("brigade supervise: kill -9 of the remote rank restarts the job on bri
   fs::remove_all(run);
   fs::remove_all(d);
 }
+
+}  // namespace ranks_hosts_test

@@ -20,6 +20,8 @@
 #include "run.h"
 #include "tiny_data.h"
 
+namespace ranks_ranks_test {
+
 using namespace brigade;
 using test::brigade_run, test::mpirun, test::Result, test::scratch_dir;
 namespace fs = std::filesystem;
@@ -360,3 +362,5 @@ TEST_CASE("bench planner under 2 ranks opens one configuration's pipeline after 
   CHECK(r.output.find("choice: ") != std::string::npos);
   fs::remove_all(d);
 }
+
+}  // namespace ranks_ranks_test

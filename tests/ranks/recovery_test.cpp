@@ -15,6 +15,8 @@
 #include "run.h"
 #include "tiny_data.h"
 
+namespace ranks_recovery_test {
+
 using namespace brigade;
 namespace fs = std::filesystem;
 
@@ -126,3 +128,5 @@ TEST_CASE("three ranks, the third on SwiftShader, lose its device: the restart o
   same_run(out, hand, lost.step);
   fs::remove_all(d);
 }
+
+}  // namespace ranks_recovery_test

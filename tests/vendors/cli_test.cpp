@@ -17,6 +17,8 @@
 #include "io/safetensors.h"
 #include "tiny_data.h"
 
+namespace vendors_cli_test {
+
 using namespace brigade;
 using test::brigade_run;
 namespace fs = std::filesystem;
@@ -156,3 +158,5 @@ TEST_CASE("--partition profile gives SwiftShader, the slower driver, fewer layer
   CHECK(by_profile.at("SwiftShader") < by_profile.at("llvmpipe"));
   CHECK(by_profile.at("SwiftShader") < by_cost.at("SwiftShader"));
 }
+
+}  // namespace vendors_cli_test

@@ -14,6 +14,8 @@
 #include "model/model.h"
 #include "pipeline/batch.h"
 
+namespace vendors_mixed_pipeline_test {
+
 using namespace brigade;
 using pipeline::LinkKind;
 using pipeline::Remat;
@@ -171,3 +173,5 @@ TEST_CASE_FIXTURE(test::Gpu, "bf16 across lavapipe and SwiftShader equals one de
     }
   }
 }
+
+}  // namespace vendors_mixed_pipeline_test

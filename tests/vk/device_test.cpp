@@ -5,6 +5,8 @@
 #include "vk/physical.h"
 #include "vk/spirv.h"
 
+namespace vk_device_test {
+
 using namespace brigade;
 
 TEST_CASE("physical device description is complete and consistent") {
@@ -77,3 +79,5 @@ TEST_CASE("Vulkan failures name the file, the line and the call") {
     CHECK(e.result == VK_ERROR_DEVICE_LOST);
   }
 }
+
+}  // namespace vk_device_test

@@ -7,6 +7,8 @@
 #include "shaders/push.h"
 #include "vk/commands.h"
 
+namespace vk_dispatch_test {
+
 using namespace brigade;
 using vk::Category;
 
@@ -160,3 +162,5 @@ TEST_CASE_FIXTURE(test::Gpu, "parts of an arena are ordered against the arena, n
   CHECK_THROWS_AS(vk::Buffer(arena, 4, 16, "misaligned"), vk::VulkanError);
   CHECK_THROWS_AS(vk::Buffer(arena, layout.offsets[1], layout.bytes, "too long"), vk::VulkanError);
 }
+
+}  // namespace vk_dispatch_test

@@ -10,6 +10,8 @@
 #include "vk/commands.h"
 #include "vk/external.h"
 
+namespace vk_external_test {
+
 using namespace brigade;
 using vk::Category;
 
@@ -81,3 +83,5 @@ TEST_CASE_FIXTURE(test::Gpu, "shared boundary buffers count against each device'
   CHECK(a.memory().stats().total_current == 0);
   CHECK(b.memory().stats().total_current == 0);
 }
+
+}  // namespace vk_external_test

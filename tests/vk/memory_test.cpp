@@ -10,6 +10,8 @@
 #include "shaders/push.h"
 #include "vk/commands.h"
 
+namespace vk_memory_test {
+
 using namespace brigade;
 using vk::Category;
 
@@ -153,3 +155,5 @@ TEST_CASE("sizes parse as people write them and bad ones are refused") {
   CHECK(format_bytes(1536) == "1.5 KiB");
   CHECK(format_bytes(100) == "100 B");
 }
+
+}  // namespace vk_memory_test

@@ -9,6 +9,8 @@
 #include "shaders/push.h"
 #include "vk/commands.h"
 
+namespace vk_multi_device_test {
+
 using namespace brigade;
 using vk::Category;
 
@@ -96,3 +98,5 @@ TEST_CASE_FIXTURE(test::Gpu, "a timeline signal relayed by the host orders work 
   CHECK(a_done.value() == 1);
   CHECK(b_ready.value() == 1);
 }
+
+}  // namespace vk_multi_device_test

@@ -9,6 +9,8 @@
 #include "vk/commands.h"
 #include "vk/spirv.h"
 
+namespace vk_validation_test {
+
 using namespace brigade;
 
 namespace {
@@ -102,3 +104,5 @@ TEST_CASE("a clean test sees no validation messages from the harness's own insta
   CHECK(test::instance().validation());
   CHECK(test::instance().message_count() == before);
 }
+
+}  // namespace vk_validation_test
