@@ -16,12 +16,13 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # interleaved in the cli suite), the schedules' memory test (the gpipe memory test's
 # accounting), the evaluation case (every cli training run evaluates), the kernel and
 # pipeline benchmarks of the cli suite (driver arithmetic and timing; `bench profile` runs),
-# the three-vendor recovery case (the two-stage ones take its paths), and gpt-mini's 16-bit
+# the three-vendor recovery case and the losses in a forward, a backward or a step (the
+# other two-stage ones take their paths), and gpt-mini's 16-bit
 # pipeline cases (fashion-mlp's and fashion-cnn-bn's take the executor's 16-bit paths, and the
 # cli suite's fp16 run of a small GPT its 16-bit layers, tied embedding and loss scaling),
 # and the two cases of 16-bit numerics over every preset (the rounded weight copies' bits,
 # the 2 L u bound on gradients: the drivers' arithmetic, on the paths those cases take).
-not_sanitized='pipeline:(bf16 |fp16 )?(fashion-cnn|gpt-mini)( \(two blocks\))? pipelined equals|products read its weights rounded|within 2 L u of their largest|pipeline:fashion-mlp pipelined equals one device under the (1f1b|interleaved)|measured memory is the plan|pipeline:evaluation pipelined|cli:brigade bench (kernels|pipeline)|cli:three stages on two vendors'
+not_sanitized='pipeline:(bf16 |fp16 )?(fashion-cnn|gpt-mini)( \(two blocks\))? pipelined equals|products read its weights rounded|within 2 L u of their largest|pipeline:fashion-mlp pipelined equals one device under the (1f1b|interleaved)|measured memory is the plan|pipeline:evaluation pipelined|cli:brigade bench (kernels|pipeline)|cli:three stages on two vendors|cli:a device lost in a forward, a backward or an optimizer step'
 
 # The optimized build makes only the programs of what runs in it (the vk, io and model suites
 # run sanitized only).
@@ -29,4 +30,17 @@ not_sanitized='pipeline:(bf16 |fp16 )?(fashion-cnn|gpt-mini)( \(two blocks\))? p
   --target test_mpi --target test_pipeline --target test_cli
 # One run of both sets, the longest cases first (their suites' COST, tests/CMakeLists.txt).
 ctest --test-dir "$root/build" --output-on-failure -j2 -R "^(kernels|kernels on swiftshader|vendors|ranks|mpi):|$not_sanitized"
-"$root/tools/sanitize.sh" -E "$not_sanitized"
+# BESIDE_SANITIZED: a command run beside the sanitized build and run, whose failure fails
+# this script (CI: the cooperative-matrix cases, one process on about one core).
+beside=
+if [ -n "${BESIDE_SANITIZED:-}" ]; then
+  bash -c "$BESIDE_SANITIZED" >"$root/build/beside.log" 2>&1 &
+  beside=$!
+fi
+status=0
+"$root/tools/sanitize.sh" -E "$not_sanitized" || status=$?
+if [ -n "$beside" ]; then
+  wait $beside || { echo "test.sh: '$BESIDE_SANITIZED' failed:" >&2; status=1; }
+  cat "$root/build/beside.log"
+fi
+exit $status
