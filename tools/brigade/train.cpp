@@ -450,7 +450,8 @@ void run_train(TrainArgs& a) {
         progress.print(line);
       }
       const bool due = policy.due(step - snapshot_step, seconds);
-      if (checkpoint || (multi ? any(due) : due)) take_snapshot(checkpoint);
+      // Under mpirun rank 0's interval rules: its copies also gather and write.
+      if (checkpoint || (multi ? world().broadcast(due ? "1" : "0") == "1" : due)) take_snapshot(checkpoint);
       if (last && world().rank() == 0) plot_runs({a.out}, {}, "", 20);
       done_through = step;
       if (interrupted) {
