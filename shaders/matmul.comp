@@ -11,12 +11,11 @@
 //   pre, act: (M,N) like C, for the epilogue (EPILOGUE, shaders/matmul.h): C's product times
 //          gelu'(pre), or gelu(C as stored) written to act; or relu(C) stored (no tensor);
 //          stored as FORMAT_E says (act a 16-bit C's)
-// Two tilings, picked by specialization constants per device (ops::matmul_tiling):
-//   registers: each invocation computes a TM x TN block from loads straight out of the
-//     buffers, vec4 where the launcher proved alignment. No barriers, which is what CPU
-//     devices like lavapipe need (they run a barrier by switching between invocations).
-//   shared: a workgroup stages (BM x BK) and (BK x BN) tiles in shared memory, then each
-//     invocation computes a TM x TN block strided across the tile. The usual GPU kernel.
+// Register blocking, the CPU devices' tiling (ops::matmul_tiling): each invocation computes a
+// TM x TN block from loads straight out of the buffers, vec4 where the launcher proved
+// alignment. No barriers, which is what CPU devices like lavapipe need (they run a barrier
+// by switching between invocations). GPUs take matmul_shared.comp, the same product staged
+// through shared memory.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
@@ -29,10 +28,8 @@
 layout(local_size_x = 8, local_size_y = 8) in;
 layout(local_size_x_id = BRIGADE_MATMUL_SPEC_WG_X, local_size_y_id = BRIGADE_MATMUL_SPEC_WG_Y) in;
 
-layout(constant_id = BRIGADE_MATMUL_SPEC_VARIANT) const uint VARIANT = BRIGADE_MATMUL_VARIANT_REGISTERS;
 layout(constant_id = BRIGADE_MATMUL_SPEC_TM) const uint TM = 8;
 layout(constant_id = BRIGADE_MATMUL_SPEC_TN) const uint TN = 8;
-layout(constant_id = BRIGADE_MATMUL_SPEC_BK) const uint BK = 16;
 layout(constant_id = BRIGADE_MATMUL_SPEC_TRANS_A) const bool TRANS_A = false;
 layout(constant_id = BRIGADE_MATMUL_SPEC_TRANS_B) const bool TRANS_B = false;
 layout(constant_id = BRIGADE_MATMUL_SPEC_VEC4_A) const bool VEC4_A = false;
@@ -52,12 +49,6 @@ BRIGADE_FORMAT(BRIGADE_MATMUL_SPEC_FORMAT_E, FORMAT_E);
 const uint WG_X = gl_WorkGroupSize.x, WG_Y = gl_WorkGroupSize.y;
 const uint BM = WG_Y * TM, BN = WG_X * TN;  // outputs per workgroup
 #include "matmul_io.glsl"
-
-// Shared tiles, [BK][BM + 1] and [BK][BN + 1]: the padding keeps invocations that stage
-// consecutive k of one row out of the same bank. One float each in the register variant.
-const bool SHARED = VARIANT == BRIGADE_MATMUL_VARIANT_SHARED;
-shared float As[SHARED ? BK * (BM + 1) : 1];
-shared float Bs[SHARED ? BK * (BN + 1) : 1];
 
 float acc[TM * TN];
 float av[4 * TM];  // av[kk * TM + i] = op(A)[m0 + i][k + kk]
@@ -157,32 +148,18 @@ void store_quads(uint m0, uint n0) {
   [[dont_unroll]] for (uint i = 0; i < TM; ++i) {
     const uint m = m0 + i;
     if (m >= p.M) break;
-    const float row_bias = BIAS == BRIGADE_MATMUL_BIAS_ROWS ? bias[m] : 0.0;
     [[unroll]] for (uint q = 0; q < QN; ++q) {
       if (n0 + 4 * q >= p.N) break;
-      const uint at = (base + m * p.ldc + n0 + 4 * q) >> 2;
       const uint r = i * TN + 4 * q;
-      vec4 v = vec4(result[r], result[r + 1], result[r + 2], result[r + 3]);
-      if (BIAS == BRIGADE_MATMUL_BIAS_COLUMNS) v += column_bias[q];
-      if (BIAS == BRIGADE_MATMUL_BIAS_ROWS) v += row_bias;
-      if (EPILOGUE == BRIGADE_MATMUL_EPILOGUE_GELU_GRAD) v *= gelu_grad(pre_quad(at));
-      if (EPILOGUE == BRIGADE_MATMUL_EPILOGUE_RELU) v = relu(v);
-      const vec4 stored = rounded(p.accumulate != 0 ? c4[at] + v : v, ROUND_C);
-      if (FORMAT_C == BRIGADE_FORMAT_FP32) c4[at] = stored;
-      else cw2[at] = quad_out(stored, FORMAT_C);  // the launcher's VEC4_C: a whole quad
-      if (EPILOGUE == BRIGADE_MATMUL_EPILOGUE_GELU) {  // of C as stored, and stored as C
-        const vec4 g = gelu(rounded(stored, FORMAT_C));
-        if (FORMAT_E == BRIGADE_FORMAT_FP32) act4[at] = g;
-        else actw2[at] = quad_out(g, FORMAT_E);
-      }
+      store_quad(vec4(result[r], result[r + 1], result[r + 2], result[r + 3]), column_bias[q], m,
+                 base + m * p.ldc + n0 + 4 * q);
     }
   }
 }
 
-// Writes the block, row i at m0 + i * row_step, column j at n0 + j * col_step. A loop the
-// compiler keeps rolled: unrolled, the TM x TN guarded stores dominate pipeline creation on
+// Writes the block, row i at m0 + i, column j at n0 + j. A loop the compiler keeps rolled: unrolled, the TM x TN guarded stores dominate pipeline creation on
 // lavapipe (each becomes a loop over the lanes), and they run once per invocation anyway.
-void store_block(uint m0, uint row_step, uint n0, uint col_step) {
+void store_block(uint m0, uint n0) {
   [[unroll]] for (uint i = 0; i < TM * TN; ++i) result[i] = p.alpha * acc[i];
   if (VEC4_C) {
     store_quads(m0, n0);
@@ -190,18 +167,17 @@ void store_block(uint m0, uint row_step, uint n0, uint col_step) {
   }
   const uint base = matrix_at(p.offset_c, gl_WorkGroupID.z, p.stride_c, p.head_stride_c);
   if (FORMAT_C != BRIGADE_FORMAT_FP32) {
-    // A 16-bit C without whole quads: a row's outputs two at a time, a word each, pairs
-    // col_step apart per output (the launcher proved TN, N, the row starts and C's matrices
-    // even).
+    // A 16-bit C without whole quads: a row's outputs two at a time, a word each (the
+    // launcher proved TN, N, the row starts and C's matrices even).
     [[dont_unroll]] for (uint i = 0; i < TM * TN; i += 2) {
-      const uint m = m0 + (i / TN) * row_step, n = n0 + (i % TN) * col_step;
+      const uint m = m0 + i / TN, n = n0 + i % TN;
       if (m >= p.M || n >= p.N) continue;
       store_pair(result[i], result[i + 1], m, n, base + m * p.ldc + n);
     }
     return;
   }
   [[dont_unroll]] for (uint i = 0; i < TM * TN; ++i) {
-    const uint m = m0 + (i / TN) * row_step, n = n0 + (i % TN) * col_step;
+    const uint m = m0 + i / TN, n = n0 + i % TN;
     if (m >= p.M || n >= p.N) continue;
     store_one(result[i], m, n, base + m * p.ldc + n);
   }
@@ -256,59 +232,10 @@ void register_tiles() {
       }
     }
   }
-  store_block(m0, 1, n0, 1);
-}
-
-// The shared variant's column j of invocation tx within the tile: WG_X apart, or, for a
-// 16-bit C, in neighbouring pairs 2 WG_X apart, so one invocation writes a word's two halves
-// (store_block's 16-bit path steps a pair by 2 WG_X from column(tx, 0)).
-uint column(uint tx, uint j) {
-  return FORMAT_C == BRIGADE_FORMAT_FP32 ? tx + j * WG_X : 2u * tx + (j / 2u) * 2u * WG_X + (j & 1u);
-}
-
-void shared_tiles() {
-  const uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y;
-  const uint t = ty * WG_X + tx, threads = WG_X * WG_Y;
-  const uint mb = gl_WorkGroupID.y * BM, nb = gl_WorkGroupID.x * BN;
-  // Each staged tile lies within one term (a term's K need not be a multiple of BK).
-  const uint tiles = (p.K + BK - 1) / BK;
-  for (uint s = 0; s < p.terms * tiles; ++s) {
-    const uint term = gl_WorkGroupID.z * p.terms + s / tiles, k0 = (s % tiles) * BK;
-    const uint abase = matrix_at(p.offset_a, term, p.stride_a, p.head_stride_a),
-               bbase = matrix_at(p.offset_b, term, p.stride_b, p.head_stride_b);
-    // Consecutive invocations read consecutive addresses of each operand's storage; what
-    // lies past an edge is staged as zero.
-    [[unroll]] for (uint r = 0; r < (BM * BK + threads - 1) / threads; ++r) {
-      const uint idx = t + r * threads;
-      if (idx >= BM * BK) break;
-      const uint mm = TRANS_A ? idx % BM : idx / BK, kk = TRANS_A ? idx / BM : idx % BK;
-      float v = 0.0;
-      if (mb + mm < p.M && k0 + kk < p.K) v = load_a(abase, mb + mm, k0 + kk);
-      As[kk * (BM + 1) + mm] = v;
-    }
-    [[unroll]] for (uint r = 0; r < (BN * BK + threads - 1) / threads; ++r) {
-      const uint idx = t + r * threads;
-      if (idx >= BN * BK) break;
-      const uint nn = TRANS_B ? idx / BK : idx % BN, kk = TRANS_B ? idx % BK : idx / BN;
-      float v = 0.0;
-      if (nb + nn < p.N && k0 + kk < p.K) v = load_b(bbase, k0 + kk, nb + nn);
-      Bs[kk * (BN + 1) + nn] = v;
-    }
-    barrier();
-    [[unroll]] for (uint kk = 0; kk < BK; ++kk) {
-      [[unroll]] for (uint i = 0; i < TM; ++i) av[i] = As[kk * (BM + 1) + ty + i * WG_Y];
-      [[unroll]] for (uint j = 0; j < TN; ++j) bv[j] = Bs[kk * (BN + 1) + column(tx, j)];
-      multiply(1);
-    }
-    barrier();
-  }
-  store_block(mb + ty, WG_Y, nb + column(tx, 0), WG_X);
+  store_block(m0, n0);
 }
 
 void main() {
   [[unroll]] for (uint i = 0; i < TM * TN; ++i) acc[i] = 0.0;
-  if (SHARED)
-    shared_tiles();
-  else
-    register_tiles();
+  register_tiles();
 }

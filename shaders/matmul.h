@@ -10,23 +10,23 @@ namespace brigade::shaders {
 using uint = std::uint32_t;
 #endif
 
-// Specialization constants of matmul.comp. The tiling is chosen per device at run time
-// (ops::matmul_tiling); the transposes and vec4 flags per call.
-#define BRIGADE_MATMUL_SPEC_VARIANT 0  // 0: register blocking, 1: shared-memory tiles
+// Specialization constants of matmul.comp (register blocks) and matmul_shared.comp
+// (shared-memory tiles). The tiling is chosen per device at run time (ops::matmul_tiling);
+// the transposes and vec4 flags per call. Id 0 is unused.
 #define BRIGADE_MATMUL_SPEC_WG_X 1     // invocations per workgroup along N
 #define BRIGADE_MATMUL_SPEC_WG_Y 2     // invocations per workgroup along M
 #define BRIGADE_MATMUL_SPEC_TM 3       // outputs per invocation along M
 #define BRIGADE_MATMUL_SPEC_TN 4       // outputs per invocation along N
-#define BRIGADE_MATMUL_SPEC_BK 5       // shared variant: K depth of a staged tile
+#define BRIGADE_MATMUL_SPEC_BK 5       // shared tiles: K depth of a staged tile
 #define BRIGADE_MATMUL_SPEC_TRANS_A 6  // A is stored (K,M) instead of (M,K)
 #define BRIGADE_MATMUL_SPEC_TRANS_B 7  // B is stored (N,K) instead of (K,N)
-#define BRIGADE_MATMUL_SPEC_VEC4_A 8   // register variant: load A as vec4 (alignment checked)
-#define BRIGADE_MATMUL_SPEC_VEC4_B 9   // register variant: load B as vec4
+#define BRIGADE_MATMUL_SPEC_VEC4_A 8   // load A as vec4 (alignment checked)
+#define BRIGADE_MATMUL_SPEC_VEC4_B 9   // load B as vec4
 #define BRIGADE_MATMUL_SPEC_SUBGROUP 10 // register variant: subgroups of this size share A (0: off)
 #define BRIGADE_MATMUL_SPEC_BIAS 11     // 0: no bias; 1: add bias[n] to every row of C; 2: bias[m] to every column
 #define BRIGADE_MATMUL_SPEC_EPILOGUE 12 // what is done to each value as C is stored: BRIGADE_MATMUL_EPILOGUE_*
 #define BRIGADE_MATMUL_SPEC_K_TAIL 13   // register variant with vec4 loads: K % 4 != 0, the last k one by one
-#define BRIGADE_MATMUL_SPEC_VEC4_C 14   // register variant: store C (and read bias, pre, act) as vec4
+#define BRIGADE_MATMUL_SPEC_VEC4_C 14   // store C (and read bias, pre, act) as vec4
 #define BRIGADE_MATMUL_SPEC_CAUSAL 15   // register variant: what of a causal product to leave out, BRIGADE_MATMUL_CAUSAL_*
 #define BRIGADE_MATMUL_SPEC_FORMAT_A 16 // how A is stored: BRIGADE_FORMAT_* (shaders/precision.h)
 #define BRIGADE_MATMUL_SPEC_FORMAT_B 17 // how B is stored
@@ -51,9 +51,6 @@ using uint = std::uint32_t;
 // Elements between the rows of a staged 16-bit tile past its width: keeps each row's start
 // 16-byte aligned, as cooperative-matrix loads want, and spreads rows over the banks.
 #define BRIGADE_TILES_PAD 8
-
-#define BRIGADE_MATMUL_VARIANT_REGISTERS 0
-#define BRIGADE_MATMUL_VARIANT_SHARED 1
 
 #define BRIGADE_MATMUL_BIAS_NONE 0
 #define BRIGADE_MATMUL_BIAS_COLUMNS 1

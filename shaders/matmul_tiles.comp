@@ -31,6 +31,8 @@ layout(constant_id = BRIGADE_TILES_SPEC_BK) const uint BK = 32;
 layout(constant_id = BRIGADE_TILES_SPEC_LANES) const uint LANES = 32;
 layout(constant_id = BRIGADE_MATMUL_SPEC_TRANS_A) const bool TRANS_A = false;
 layout(constant_id = BRIGADE_MATMUL_SPEC_TRANS_B) const bool TRANS_B = false;
+layout(constant_id = BRIGADE_MATMUL_SPEC_VEC4_A) const bool VEC4_A = false;
+layout(constant_id = BRIGADE_MATMUL_SPEC_VEC4_B) const bool VEC4_B = false;
 layout(constant_id = BRIGADE_MATMUL_SPEC_BIAS) const uint BIAS = BRIGADE_MATMUL_BIAS_NONE;
 layout(constant_id = BRIGADE_MATMUL_SPEC_EPILOGUE) const uint EPILOGUE = BRIGADE_MATMUL_EPILOGUE_NONE;
 BRIGADE_FORMAT(BRIGADE_MATMUL_SPEC_FORMAT_A, FORMAT_A);
@@ -52,26 +54,25 @@ const uint TILES_A_ELEMENTS = BM * A_STRIDE, TILES_B_ELEMENTS = BK * B_STRIDE;
 shared float Cs[WARPS * LM * LN];
 
 // Stages the K tile from k0 of term `term`: As[m][k] = op(A)[mb + m][k0 + k], Bs[k][n] =
-// op(B)[k0 + k][nb + n]; consecutive invocations read consecutive elements of the storage.
+// op(B)[k0 + k][nb + n], zero past the edges. Four elements an invocation at a time, along a
+// row of the storage (matmul_io.glsl's quads): consecutive invocations read consecutive quads.
 void stage(uint term, uint k0, uint mb, uint nb) {
   const uint t = gl_LocalInvocationIndex;
   const uint abase = matrix_at(p.offset_a, term, p.stride_a, p.head_stride_a),
              bbase = matrix_at(p.offset_b, term, p.stride_b, p.head_stride_b);
-  STAGE_LOOP for (uint r = 0; r < (BM * BK + THREADS - 1) / THREADS; ++r) {
-    const uint idx = t + r * THREADS;
-    if (idx >= BM * BK) break;
-    const uint mm = TRANS_A ? idx % BM : idx / BK, kk = TRANS_A ? idx / BM : idx % BK;
-    float v = 0.0;
-    if (mb + mm < p.M && k0 + kk < p.K) v = load_a(abase, mb + mm, k0 + kk);
-    As[mm * A_STRIDE + kk] = ELEM(v);
+  STAGE_LOOP for (uint r = 0; r < (BM * BK / 4 + THREADS - 1) / THREADS; ++r) {
+    const uint q = t + r * THREADS;
+    if (q >= BM * BK / 4) break;
+    const uint mm = TRANS_A ? 4 * (q % (BM / 4)) : q / (BK / 4), kk = TRANS_A ? q / (BM / 4) : 4 * (q % (BK / 4));
+    const vec4 v = fetch_a_quad(abase, mb + mm, k0 + kk);
+    [[unroll]] for (uint c = 0; c < 4; ++c) As[TRANS_A ? (mm + c) * A_STRIDE + kk : mm * A_STRIDE + kk + c] = ELEM(v[c]);
   }
-  STAGE_LOOP for (uint r = 0; r < (BN * BK + THREADS - 1) / THREADS; ++r) {
-    const uint idx = t + r * THREADS;
-    if (idx >= BN * BK) break;
-    const uint nn = TRANS_B ? idx / BK : idx % BN, kk = TRANS_B ? idx % BK : idx / BN;
-    float v = 0.0;
-    if (nb + nn < p.N && k0 + kk < p.K) v = load_b(bbase, k0 + kk, nb + nn);
-    Bs[kk * B_STRIDE + nn] = ELEM(v);
+  STAGE_LOOP for (uint r = 0; r < (BN * BK / 4 + THREADS - 1) / THREADS; ++r) {
+    const uint q = t + r * THREADS;
+    if (q >= BN * BK / 4) break;
+    const uint nn = TRANS_B ? q / (BK / 4) : 4 * (q % (BN / 4)), kk = TRANS_B ? 4 * (q % (BK / 4)) : q / (BN / 4);
+    const vec4 v = fetch_b_quad(bbase, k0 + kk, nb + nn);
+    [[unroll]] for (uint c = 0; c < 4; ++c) Bs[TRANS_B ? (kk + c) * B_STRIDE + nn : kk * B_STRIDE + nn + c] = ELEM(v[c]);
   }
 }
 

@@ -46,6 +46,9 @@ if [ "${mesa%%.*}" -lt "$min_mesa" ]; then
   exit 1
 fi
 
+# Mounts a run that was killed left behind (its trap never ran): with the checkout mounted
+# inside .drivers/, a later `rm -rf .drivers` would reach the checkout itself.
+for m in $(findmnt -rn -o TARGET | grep "^$dest/" | sort -r || true); do umount "$m" 2>/dev/null || umount -l "$m"; done
 mounted=()
 cleanup() { for m in "${mounted[@]}"; do umount "$m" 2>/dev/null || umount -l "$m"; done; }
 trap cleanup EXIT

@@ -76,8 +76,8 @@ uint32_t MatmulTiling::shared_bytes() const {
     const uint32_t bm = wg_y * tm * lm, bn = wg_x * tn * ln, element = emulated ? 4 : 2;
     return element * (bm * (bk + BRIGADE_TILES_PAD) + bk * (bn + BRIGADE_TILES_PAD)) + 4 * wg_x * wg_y * lm * ln;
   }
-  if (variant != Variant::Shared) return 8;  // the one-float placeholders of matmul.comp
-  return 4 * bk * (wg_y * tm + 1 + wg_x * tn + 1);
+  if (variant != Variant::Shared) return 0;
+  return 2 * bk * (wg_y * tm / 4 + 1 + wg_x * tn / 4 + 1) * 16;  // shaders/matmul_shared.comp: two of each tile
 }
 
 bool MatmulTiling::stores_pairs() const { return variant == Variant::Matrix ? ln % 2 == 0 : tn % 2 == 0; }
@@ -124,13 +124,21 @@ MatmulTiling matmul_tiling(const vk::PhysicalInfo& device, uint32_t rows, uint32
     }
     return t;
   }
-  // 16x16 invocations of 4x4 outputs: 64x64 tiles, 8.3 KiB of shared memory, within every
-  // Vulkan device's 16 KiB minimum; a device with less keeps register blocking.
-  const MatmulTiling gpu{MatmulTiling::Variant::Shared, 16, 16, 4, 4, 16};
-  if (gpu.shared_bytes() <= device.max_shared_memory &&
-      gpu.wg_x * gpu.wg_y <= device.max_workgroup_invocations)
-    return gpu;
-  return MatmulTiling{};
+  // GPUs: shared-memory tiles (shaders/matmul_shared.comp). The largest block of which the
+  // problem has at least 128, so every compute unit gets several: 128x128 (16x16 invocations
+  // of 8x8 outputs staged 8 deep, 17 KiB of shared memory), 64x64 (16x16 of 4x4), 32x32 (8x8 of 4x4); one
+  // that does not fit the device is passed over, and a device that fits none keeps register
+  // blocking. A rule not yet timed on a GPU: `bench kernels --compare` times the candidates.
+  using V = MatmulTiling::Variant;
+  const MatmulTiling blocks[] = {{V::Shared, 16, 16, 8, 8, 8}, {V::Shared, 16, 16, 4, 4, 16}, {V::Shared, 8, 8, 4, 4, 16}};
+  const MatmulTiling* fits = nullptr;
+  for (const MatmulTiling& b : blocks) {
+    if (b.shared_bytes() > device.max_shared_memory || b.wg_x * b.wg_y > device.max_workgroup_invocations) continue;
+    fits = &b;
+    const uint64_t many = uint64_t(vk::groups_for(rows, b.wg_y * b.tm)) * vk::groups_for(cols, b.wg_x * b.tn);
+    if (!rows || !cols || many >= 128) break;
+  }
+  return fits ? *fits : MatmulTiling{};
 }
 
 void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulParams& p,
@@ -147,6 +155,8 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
          "tiling " + t.name() + " needs more shared memory than the device has");
   BRIGADE_EXPECT(t.variant != MatmulTiling::Variant::Registers || !t.subgroup || (t.wg_x % t.subgroup == 0 && t.tm % 4 == 0),
          "tiling " + t.name() + " shares A by subgroups, which needs wg_x % subgroup == 0 and tm % 4 == 0");
+  BRIGADE_EXPECT(t.variant != MatmulTiling::Variant::Shared || (t.tm % 4 == 0 && t.tn % 4 == 0 && t.bk % 4 == 0),
+                 "tiling " + t.name() + ": shared tiles need outputs per invocation and a k-depth in multiples of 4");
   BRIGADE_EXPECT(p.batch <= 65535, "batch " + std::to_string(p.batch) + " is over 65535 workgroups");
   BRIGADE_EXPECT((p.batch <= p.heads || p.stride_c != 0) && (p.heads == 1 || p.head_stride_c != 0),
                  "batched C needs a non-zero stride");
@@ -177,12 +187,15 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
   BRIGADE_EXPECT(p.causal == Causal::None || (p.causal == Causal::SkipAbove ? p.M == p.N : p.M == p.K),
                  "a causal product is square along its diagonal");
 
+  // Vec4 loads: the register blocks need whole quads across their rows and columns too; the
+  // kernels that stage tiles (shared, matrix) load a quad that crosses an edge one element at
+  // a time.
   const bool regs = t.variant == MatmulTiling::Variant::Registers;
-  const bool vec4_a = regs && vec4_ok(a, ga, lda, products, p.trans_a, p.M, t.tm, p.a_format);
-  const bool vec4_b = regs && vec4_ok(b, gb, ldb, products, !p.trans_b, p.N, t.tn, p.b_format);
+  const bool vec4_a = vec4_ok(a, ga, lda, products, regs && p.trans_a, p.M, t.tm, p.a_format);
+  const bool vec4_b = vec4_ok(b, gb, ldb, products, regs && !p.trans_b, p.N, t.tn, p.b_format);
   // C's rows as vec4s: whole quads inside N, every row and batch matrix 16-byte aligned, and
   // the bias and the epilogue's tensor (laid out as C) aligned with it.
-  const bool vec4_c = regs && t.tn % 4 == 0 && p.N % 4 == 0 &&
+  const bool vec4_c = t.tn % 4 == 0 && p.N % 4 == 0 &&
                       vec4_ok(c, gc, ldc, p.batch, false, 0, 0, p.c_format) &&
                       (!bias || p.bias_rows || bias->offset % 16 == 0) &&
                       (!epilogue || epilogue->offset % 16 == 0);
@@ -203,6 +216,8 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
       .set(BRIGADE_MATMUL_SPEC_FORMAT_C, uint32_t(p.c_format))
       .set(BRIGADE_MATMUL_SPEC_ROUND_C, uint32_t(p.c_round))
       .set(BRIGADE_MATMUL_SPEC_FORMAT_E, uint32_t(p.e_format))
+      .set(BRIGADE_MATMUL_SPEC_VEC4_A, vec4_a)
+      .set(BRIGADE_MATMUL_SPEC_VEC4_B, vec4_b)
       .set(BRIGADE_MATMUL_SPEC_BIAS, !bias         ? BRIGADE_MATMUL_BIAS_NONE
                                      : p.bias_rows ? BRIGADE_MATMUL_BIAS_ROWS
                                                    : BRIGADE_MATMUL_BIAS_COLUMNS);
@@ -218,21 +233,21 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
     matmul_tiles(cmd, t, p, spec, {a, b, bias.value_or(a), c, pre, act}, push);
     return;
   }
-  spec.set(BRIGADE_MATMUL_SPEC_VARIANT, uint32_t(t.variant))
-      .set(BRIGADE_MATMUL_SPEC_WG_X, t.wg_x)
+  spec.set(BRIGADE_MATMUL_SPEC_WG_X, t.wg_x)
       .set(BRIGADE_MATMUL_SPEC_WG_Y, t.wg_y)
       .set(BRIGADE_MATMUL_SPEC_TM, t.tm)
       .set(BRIGADE_MATMUL_SPEC_TN, t.tn)
-      .set(BRIGADE_MATMUL_SPEC_BK, t.bk)
-      .set(BRIGADE_MATMUL_SPEC_VEC4_A, vec4_a)
-      .set(BRIGADE_MATMUL_SPEC_VEC4_B, vec4_b)
-      .set(BRIGADE_MATMUL_SPEC_SUBGROUP, regs ? t.subgroup : 0)
-      .set(BRIGADE_MATMUL_SPEC_K_TAIL, (vec4_a || vec4_b) && p.K % 4 != 0)
-      .set(BRIGADE_MATMUL_SPEC_VEC4_C, vec4_c)
-      .set(BRIGADE_MATMUL_SPEC_CAUSAL, regs ? uint32_t(p.causal) : 0);
+      .set(BRIGADE_MATMUL_SPEC_VEC4_C, vec4_c);
+  if (regs)  // causal products computed whole on shared tiles
+    spec.set(BRIGADE_MATMUL_SPEC_SUBGROUP, t.subgroup)
+        .set(BRIGADE_MATMUL_SPEC_K_TAIL, (vec4_a || vec4_b) && p.K % 4 != 0)
+        .set(BRIGADE_MATMUL_SPEC_CAUSAL, uint32_t(p.causal));
+  else
+    spec.set(BRIGADE_MATMUL_SPEC_BK, t.bk);
   const vk::Groups groups{vk::groups_for(p.N, t.wg_x * t.tn), vk::groups_for(p.M, t.wg_y * t.tm),
                           p.batch};
-  cmd.dispatch(dev.kernel(format_kernel("matmul", {p.a_format, p.b_format, p.c_format, p.c_round, p.e_format}), spec),
+  const char* kernel = regs ? "matmul" : "matmul_shared";
+  cmd.dispatch(dev.kernel(format_kernel(kernel, {p.a_format, p.b_format, p.c_format, p.c_round, p.e_format}), spec),
                {a, b, bias.value_or(a), c, pre, act}, push, groups);
 }
 

@@ -102,6 +102,8 @@ void matmul_tiles(vk::Commands& cmd, const MatmulTiling& t, const MatmulParams& 
                  "the matrix-unit kernel multiplies 16-bit A and B of one type");
   BRIGADE_EXPECT(t.lm && t.ln && t.lk && t.subgroup && t.bk % t.lk == 0 && t.lm % 2 == 0 && t.ln % 2 == 0,
                  "tiling " + t.name() + ": k-depth a multiple of the matrices' k, even matrices");
+  BRIGADE_EXPECT(t.bk % 4 == 0 && (t.wg_y * t.tm * t.lm) % 4 == 0 && (t.wg_x * t.tn * t.ln) % 4 == 0,
+                 "tiling " + t.name() + ": tiles staged four elements at a time need k-depth and block sides in multiples of 4");
   BRIGADE_EXPECT(!t.emulated || (t.lm * t.ln) % t.subgroup == 0,
                  "tiling " + t.name() + ": the lanes of a warp share each matrix's elements evenly");
   const uint32_t invocations = t.wg_x * t.wg_y * t.subgroup;

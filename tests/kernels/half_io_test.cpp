@@ -99,8 +99,10 @@ TEST_CASE_FIXTURE(test::Gpu, "matmul refuses a 16-bit C it cannot store a word a
   const MatmulParams shared{.M = 4, .N = 7, .K = 4, .c_format = Precision::Bf16, .tiling = kShared};
   CHECK_THROWS_WITH_AS(ops::matmul(cmd, a, b, c, shared), doctest::Contains("a 16-bit C needs"), InternalError);
   MatmulParams odd_block = shared;
-  odd_block.N = 8, odd_block.tiling = MatmulTiling{MatmulTiling::Variant::Shared, 16, 16, 4, 3, 16, 0};
+  odd_block.N = 8, odd_block.tiling = MatmulTiling{MatmulTiling::Variant::Registers, 8, 8, 4, 3, 16, 0};
   CHECK_THROWS_WITH_AS(ops::matmul(cmd, a, b, c, odd_block), doctest::Contains("a 16-bit C needs"), InternalError);
+  odd_block.tiling = MatmulTiling{MatmulTiling::Variant::Shared, 16, 16, 4, 6, 16, 0};
+  CHECK_THROWS_WITH_AS(ops::matmul(cmd, a, b, c, odd_block), doctest::Contains("multiples of 4"), InternalError);
   const MatmulParams sums{.M = 4, .N = 8, .K = 4, .accumulate = true, .c_format = Precision::Fp16, .tiling = kRegisters};
   CHECK_THROWS_WITH_AS(ops::matmul(cmd, a, b, c, sums), doctest::Contains("no accumulation"), InternalError);
   const MatmulParams both{.M = 4, .N = 8, .K = 4, .c_format = Precision::Bf16, .c_round = Precision::Bf16,

@@ -34,6 +34,8 @@ const MatmulTiling kSubgroupRegisters{MatmulTiling::Variant::Registers, 8, 8, 32
 const MatmulTiling kSubgroupRegisters16x8{MatmulTiling::Variant::Registers, 8, 8, 16, 8, 16, 8};
 const MatmulTiling kRegisters{MatmulTiling::Variant::Registers, 8, 8, 8, 8, 16, 0};
 const MatmulTiling kShared{MatmulTiling::Variant::Shared, 16, 16, 4, 4, 16, 0};
+// A GPU's tiling for large products: 128x128 blocks of 8x8 outputs per invocation.
+const MatmulTiling kShared128{MatmulTiling::Variant::Shared, 16, 16, 8, 8, 8, 0};
 
 struct Shape {
   uint32_t M, N, K;
@@ -127,14 +129,24 @@ TEST_CASE_FIXTURE(test::Gpu, "register-blocked matmul matches the CPU reference 
 
 TEST_CASE_FIXTURE(test::Gpu, "shared-memory matmul matches the CPU reference for every transpose and odd sizes") {
   check_every_transpose(device(), kShared);
+  check_every_transpose(device(), kShared128);
+  // Several 128x128 blocks each way, K an odd number of tiles with a ragged last one.
+  uint32_t seed = 50;
+  for (int t = 0; t < 4; ++t) {
+    const MatmulParams p{.M = 260, .N = 200, .K = 37, .trans_a = bool(t & 1), .trans_b = bool(t & 2), .tiling = kShared128};
+    check_matmul(device(), p, std::vector<float>(size_t(p.M) * p.N, 0.0f), seed += 2);
+  }
 }
 
 TEST_CASE_FIXTURE(test::Gpu, "matmul is correct with tiles that divide nothing evenly") {
   // 3x5 outputs per invocation (no vec4 across the block); fewer rows per invocation than
-  // lanes sharing them; shared tiles whose staging loops leave some invocations idle.
+  // lanes sharing them; shared tiles whose staging loops leave some invocations idle (one
+  // 8x4 patch of invocations, 16 quads of A's tile), and shared tiles of invocations placed
+  // row by row, each staging two quads of A and four of B, 4x8 outputs.
   const MatmulTiling odd[] = {{MatmulTiling::Variant::Registers, 4, 2, 3, 5, 16, 0},
                               {MatmulTiling::Variant::Registers, 16, 2, 4, 3, 16, 8},
-                              {MatmulTiling::Variant::Shared, 8, 4, 2, 3, 5, 0}};
+                              {MatmulTiling::Variant::Shared, 8, 4, 4, 8, 4, 0},
+                              {MatmulTiling::Variant::Shared, 4, 2, 4, 8, 8, 0}};
   uint32_t seed = 100;
   for (const MatmulTiling& tiling : odd)
     for (const Shape& s : {Shape{16, 32, 12}, Shape{23, 17, 11}})

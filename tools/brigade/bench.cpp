@@ -308,8 +308,12 @@ std::vector<std::optional<ops::MatmulTiling>> candidate_tilings(const vk::Physic
     square.tm = square.tn = 12;
     all.push_back(square);
   }
-  if (info.type != VK_PHYSICAL_DEVICE_TYPE_CPU)  // GPUs: 128x128 tiles staged 8 or 16 deep
-    for (uint32_t bk : {8u, 16u}) all.push_back({V::Shared, 16, 16, 8, 8, bk, 0});
+  // GPUs: the shared tiles matmul_tiling chooses among (128x128 staged 8 deep, 64x64, 32x32),
+  // and 128x128 staged 16 deep, 64x128 and 64x64 of 8x8 outputs each.
+  if (info.type != VK_PHYSICAL_DEVICE_TYPE_CPU)
+    all.insert(all.end(), {{V::Shared, 16, 16, 8, 8, 8, 0}, {V::Shared, 16, 16, 8, 8, 16, 0},
+                           {V::Shared, 16, 8, 8, 8, 8, 0}, {V::Shared, 8, 8, 8, 8, 16, 0},
+                           {V::Shared, 8, 8, 4, 4, 16, 0}});
   // 16-bit products: the matrix units where the device lists the type, and larger warp tiles.
   if (const auto matrix = ops::matrix_tiling(info, format)) {
     all.push_back(*matrix);
