@@ -44,6 +44,12 @@ struct AttentionSoftmaxPush {
 // are private arrays of exactly ceil(HS/4) vec4s; BRIGADE_ATTENTION_SPEC_VEC4 as above.
 #define BRIGADE_WG_ATTENTION 64
 #define BRIGADE_ATTENTION_SPEC_HS 0
+// Form::Fused, the row kernels staged: a workgroup's invocations copy a block of BC rows of
+// the other side (keys and values, or queries and output gradients) into shared memory, then
+// each walks the block's rows it needs from there; blocks in order, rows in order, so each
+// row's sums run exactly as unstaged.
+#define BRIGADE_ATTENTION_SPEC_STAGED 3
+#define BRIGADE_ATTENTION_SPEC_BC 4
 // Largest head size the row kernels accept (GPT-2 uses 64; each invocation keeps a few
 // HS-float arrays in registers, so much larger heads would spill).
 #define BRIGADE_ATTENTION_MAX_HS 256

@@ -5,13 +5,18 @@
 //   qkv (B,T,3C) -> y (B,T,C), lse (B,NH,T)
 // lse = m + log(l), the log-sum-exp of the row's scaled scores: backward recomputes every
 // probability as exp(s - lse) from it, which is why the forward saves only (B,NH,T) floats.
+// STAGED (Form::Fused, flash attention on SIMT cores): the workgroup's 64 rows read keys and
+// values from blocks of BC rows it copies into shared memory together.
 #extension GL_GOOGLE_include_directive : require
 #include "attention.h"
 
 layout(local_size_x = BRIGADE_WG_ATTENTION) in;
 layout(constant_id = BRIGADE_ATTENTION_SPEC_HS) const uint HS = 64;
 layout(constant_id = BRIGADE_ATTENTION_SPEC_VEC4) const bool VEC4 = false;
+layout(constant_id = BRIGADE_ATTENTION_SPEC_STAGED) const bool STAGED = false;
+layout(constant_id = BRIGADE_ATTENTION_SPEC_BC) const uint BC = 32;
 const uint HS4 = (HS + 3) / 4;  // a head row as vec4s; components past HS read as 0
+shared vec4 Ks[STAGED ? BC * HS4 : 1], Vs[STAGED ? BC * HS4 : 1];
 
 // Row buffers are bound both as floats and as vec4s (see attention.h).
 layout(binding = 0) readonly buffer Qkv { float qkv[]; };
@@ -39,31 +44,57 @@ void store_y(uint start, uint c, vec4 v) {
   }
 }
 
+// The running max m, sum l and output acc of a row after one more key, scaled score s and
+// value v (channels c of `value`). One exp per key: a new maximum rescales the past by
+// exp(m - s) and weighs this key 1; otherwise the past keeps its scale and this key weighs
+// exp(s - m). From m = -FLT_MAX, l = 0, acc = 0 the first key gives m = s, l = 1, acc = v.
+float m = -3.402823466e38, l = 0.0;
+vec4 q[HS4], acc[HS4];
+float rescale_for(float s, out float e) {
+  const float ex = exp(-abs(s - m));
+  e = s > m ? 1.0 : ex;
+  const float rescale = s > m ? ex : 1.0;
+  m = max(m, s);
+  l = l * rescale + e;
+  return rescale;
+}
+
 void main() {
   const uint t = gl_GlobalInvocationID.x, h = gl_WorkGroupID.y, b = gl_WorkGroupID.z;
-  if (t >= p.T) return;
+  if (!STAGED && t >= p.T) return;  // staged, every invocation copies its share of each block
+  const uint ti = min(t, p.T - 1);
   const uint row = 3 * p.C;
   const uint head = b * p.T * row + h * HS;  // q of time 0 for this (b, h)
+  for (uint c = 0; c < HS4; ++c) q[c] = p.scale * load_qkv(head + ti * row, c), acc[c] = vec4(0.0);
 
-  // Key 0, seen by every row, starts the max, the sum and the output.
-  vec4 q[HS4], acc[HS4];
-  float m = 0.0, l = 1.0;
-  for (uint c = 0; c < HS4; ++c) {
-    q[c] = p.scale * load_qkv(head + t * row, c);
-    m += dot(q[c], load_qkv(head + p.C, c));
-    acc[c] = load_qkv(head + 2 * p.C, c);
-  }
-  for (uint j = 1; j <= t; ++j) {
-    const uint k = head + j * row + p.C, v = k + p.C;
-    float s = 0.0;
-    for (uint c = 0; c < HS4; ++c) s += dot(q[c], load_qkv(k, c));
-    // One exp per key: a new maximum rescales the past by exp(m - s) and weighs this key 1;
-    // otherwise the past keeps its scale and this key weighs exp(s - m).
-    const float ex = exp(-abs(s - m));
-    const float rescale = s > m ? ex : 1.0, e = s > m ? 1.0 : ex;
-    m = max(m, s);
-    l = l * rescale + e;
-    for (uint c = 0; c < HS4; ++c) acc[c] = acc[c] * rescale + e * load_qkv(v, c);
+  if (!STAGED) {
+    for (uint j = 0; j <= ti; ++j) {
+      const uint k = head + j * row + p.C, v = k + p.C;
+      float s = 0.0, e;
+      for (uint c = 0; c < HS4; ++c) s += dot(q[c], load_qkv(k, c));
+      const float rescale = rescale_for(s, e);
+      for (uint c = 0; c < HS4; ++c) acc[c] = acc[c] * rescale + e * load_qkv(v, c);
+    }
+  } else {
+    const uint last = min(p.T - 1, gl_WorkGroupID.x * gl_WorkGroupSize.x + gl_WorkGroupSize.x - 1);
+    for (uint j0 = 0; j0 <= last; j0 += BC) {
+      // Consecutive invocations copy consecutive vec4s of the block's rows.
+      for (uint x = gl_LocalInvocationIndex; x < BC * HS4; x += gl_WorkGroupSize.x) {
+        const uint k = head + min(j0 + x / HS4, p.T - 1) * row + p.C;
+        Ks[x] = load_qkv(k, x % HS4), Vs[x] = load_qkv(k + p.C, x % HS4);
+      }
+      barrier();
+      const uint end = min(ti + 1, j0 + BC);
+      for (uint j = j0; j < end; ++j) {
+        const uint at = (j - j0) * HS4;
+        float s = 0.0, e;
+        for (uint c = 0; c < HS4; ++c) s += dot(q[c], Ks[at + c]);
+        const float rescale = rescale_for(s, e);
+        for (uint c = 0; c < HS4; ++c) acc[c] = acc[c] * rescale + e * Vs[at + c];
+      }
+      barrier();
+    }
+    if (t >= p.T) return;
   }
 
   const float inv = 1.0 / l;  // l >= 1: the maximum's own term is exp(0)

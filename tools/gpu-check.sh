@@ -3,7 +3,7 @@
 # with CUDA for the peers):
 #   tools/gpu-check.sh OUTDIR [PARTS]
 # PARTS (comma-separated, default all): devices, kernels, matrix, tilings, suite, gpt, profile,
-# drivers, stages, precision.
+# attention, drivers, stages, precision.
 #   kernels  `bench kernels` up to 4096^3 beside torch.mm fp32 (TF32 off) and TF32 on the same GPU
 #   matrix   `bench kernels --precision bf16` and `fp16` (the products on the matrix units where
 #            the GPU lists the type, each candidate warp tiling) at 1024^3 and 4096^3 and the
@@ -16,6 +16,9 @@
 #            suites need mpirun and the vendors suite two CPU drivers, so they are not run
 #   gpt      training throughput against PyTorch eager fp32 on the same GPU (peer_bench.py)
 #   profile  where a gpt2-small step goes (`bench profile`)
+#   attention a GPT step (`bench profile`'s step wall time) with attention in each form
+#            (BRIGADE_ATTENTION=matrix, fused: products and softmax passes, or the staged row
+#            kernels), in turn, ROUNDS rounds (default 3)
 #   drivers  gpt-mini trained on the GPU alone, then pipelined over the GPU and SwiftShader and
 #            the GPU and lavapipe (--partition profile: each layer timed on each device), the
 #            losses compared step by step, and the plan of the second
@@ -31,7 +34,7 @@
 # peers' tables), log.txt (every part's output), suite.txt, kernels.json.
 set -uo pipefail
 out=${1:?usage: tools/gpu-check.sh OUTDIR [PARTS]}
-parts=${2:-devices,kernels,matrix,tilings,suite,gpt,profile,drivers,stages,precision}
+parts=${2:-devices,kernels,matrix,tilings,suite,gpt,profile,attention,drivers,stages,precision}
 build=${BUILD:-build}
 b=$build/brigade
 gpu=${GPU:-0}
@@ -123,6 +126,30 @@ fi
 
 want profile && part profile 45 "$b" bench profile --model gpt2-small -b 16 --reps 3 --devices "$gpu"
 
+# step_ms MODEL [FLAGS]: a step's wall time from `bench profile`, its output to the log
+step_ms() {
+  local m=$1
+  shift
+  timeout -k 5 60 "$b" bench profile --model "$m" -b 16 --reps 3 --devices "$gpu" "$@" 2>>"$out/log.txt" |
+    tee -a "$out/log.txt" | sed -n 's/^training step.*: \([0-9.]*\) ms wall$/\1/p'
+}
+
+if want attention; then
+  t0=$SECONDS
+  for m in gpt-mini gpt-small gpt2-small; do
+    for ((r = 1; r <= ${ROUNDS:-3}; ++r)); do
+      line="attention: $m round $r:"
+      for form in matrix fused; do
+        echo "== attention: $m $form round $r" >>"$out/log.txt"
+        ms=$(BRIGADE_ATTENTION=$form step_ms "$m")
+        line+=" $form ${ms:-failed} ms"
+      done
+      say "$line"
+    done
+  done
+  say "attention: $((SECONDS - t0)) s"
+fi
+
 if want drivers; then
   run_train() {  # NAME DEVICES [FLAGS]
     local name=$1 devices=$2
@@ -155,8 +182,7 @@ if want precision; then
       line="precision: $m round $r:"
       for p in fp32 bf16 fp16; do
         echo "== precision: $m $p round $r" >>"$out/log.txt"
-        ms=$(timeout -k 5 60 "$b" bench profile --model "$m" -b 16 --reps 3 --devices "$gpu" --precision "$p" 2>>"$out/log.txt" |
-          tee -a "$out/log.txt" | sed -n 's/^training step.*: \([0-9.]*\) ms wall$/\1/p')
+        ms=$(step_ms "$m" --precision "$p")
         line+=" $p ${ms:-failed} ms"
       done
       say "$line"

@@ -184,7 +184,7 @@ uint64_t GptBlock::scratch_floats(uint32_t rows) const {
 // HS columns (HS even).
 bool GptBlock::stores_half(const vk::PhysicalInfo& device) const {
   const uint32_t HS = C_ / NH_;
-  return ops::form_for(device) != ops::Form::Direct && C_ % 4 == 0 && HS % 2 == 0 &&
+  return ops::attention_form_for(device) == ops::Form::Matrix && C_ % 4 == 0 && HS % 2 == 0 &&
          ops::matmul_stores_half(device, HS);
 }
 

@@ -94,7 +94,7 @@ void per_head(vk::Commands& cmd, const Heads& a, const Heads& b, const Heads& c,
   ops::matmul(cmd, a.view, b.view, c.view, p);
 }
 
-// The row kernels (Form::Direct): straight from the token layouts, no scratch but the
+// The row kernels (Form::Direct, and staged Form::Fused): straight from the token layouts, no scratch but the
 // backward's delta (dy.y per row, (B,NH,T)).
 namespace rows {
 
@@ -105,10 +105,19 @@ void check_head_size(uint32_t HS) {
                     "limit of " + std::to_string(BRIGADE_ATTENTION_MAX_HS) + "; use more heads");
 }
 
-vk::Specialization spec(uint32_t HS, std::initializer_list<vk::View> views) {
+// Staged (Form::Fused): blocks of BC rows in shared memory, the most of 64, 32, 16 or 8 whose
+// two blocks of head rows and two floats a row (the backward's key/value side) fit the
+// device's shared memory; a head too large for blocks of 8 runs unstaged.
+vk::Specialization spec(const vk::Commands& cmd, bool staged, uint32_t HS, std::initializer_list<vk::View> views) {
   vk::Specialization s;
   s.set(BRIGADE_ATTENTION_SPEC_HS, HS);
   s.set(BRIGADE_ATTENTION_SPEC_VEC4, quads(HS, views));
+  if (staged)
+    for (uint32_t bc = 64; bc >= 8; bc /= 2)
+      if (uint64_t(bc) * (2 * 16 * ((HS + 3) / 4) + 8) <= cmd.device().info().max_shared_memory) {
+        s.set(BRIGADE_ATTENTION_SPEC_STAGED, true).set(BRIGADE_ATTENTION_SPEC_BC, bc);
+        break;
+      }
   return s;
 }
 
@@ -117,16 +126,16 @@ void expect_fp32(Formats f) {
   BRIGADE_EXPECT(!is_half(f.x) && !is_half(f.y), "attention's row kernels take fp32 tensors only");
 }
 
-void forward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View lse, uint32_t B, uint32_t T,
+void forward(vk::Commands& cmd, bool staged, vk::View qkv, vk::View y, vk::View lse, uint32_t B, uint32_t T,
              uint32_t C, uint32_t NH, uint32_t HS, Formats f) {
   check_head_size(HS);
   expect_fp32(f);
-  cmd.dispatch(cmd.device().kernel("attention_rows_forward", spec(HS, {qkv, y})), {qkv, y, lse},
+  cmd.dispatch(cmd.device().kernel("attention_rows_forward", spec(cmd, staged, HS, {qkv, y})), {qkv, y, lse},
                AttentionPush{B, T, C, NH, 1.0f / std::sqrt(float(HS))},
                {vk::groups_for(T, BRIGADE_WG_ATTENTION), NH, B});
 }
 
-void backward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View lse, vk::View dy, vk::View dqkv,
+void backward(vk::Commands& cmd, bool staged, vk::View qkv, vk::View y, vk::View lse, vk::View dy, vk::View dqkv,
               vk::View scratch, uint32_t B, uint32_t T, uint32_t C, uint32_t NH, uint32_t HS, Formats f) {
   check_head_size(HS);
   expect_fp32(f);
@@ -134,7 +143,7 @@ void backward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View lse, vk::Vie
   BRIGADE_EXPECT(scratch.range / 4 >= rows, "attention scratch of " + std::to_string(scratch.range / 4) +
                                                " floats is under the row kernels' delta of " + std::to_string(rows));
   const vk::View delta = sub(scratch, 0, rows);
-  const vk::Specialization s = spec(HS, {qkv, y, dy, dqkv});
+  const vk::Specialization s = spec(cmd, staged, HS, {qkv, y, dy, dqkv});
   const AttentionPush p{B, T, C, NH, 1.0f / std::sqrt(float(HS))};
   const vk::Groups groups{vk::groups_for(T, BRIGADE_WG_ATTENTION), NH, B};
   // dq first: it also writes delta, which the key/value pass reads (a barrier follows).
@@ -165,7 +174,8 @@ void attention_forward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View lse
   const uint32_t HS = head_size(C, NH);
   expect_forward_views(qkv, y, lse, uint64_t(B) * T, C, NH, f);
   if (B == 0 || T == 0) return;
-  if (runs_direct(cmd, form)) return rows::forward(cmd, qkv, y, lse, B, T, C, NH, HS, f);
+  const Form chosen = form.value_or(attention_form_for(cmd.device().info()));
+  if (chosen == Form::Direct || chosen == Form::Fused) return rows::forward(cmd, chosen == Form::Fused, qkv, y, lse, B, T, C, NH, HS, f);
   const float scale = 1.0f / std::sqrt(float(HS));
   const uint32_t most = chunk_samples(scratch, B, T, NH, false);
   for (uint32_t first = 0; first < B; first += most) {
@@ -192,7 +202,9 @@ void attention_backward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View ls
   BRIGADE_EXPECT_FLOATS(dy, rows * C, "attention dy");
   BRIGADE_EXPECT_FLOATS(dqkv, rows * 3 * C, "attention dqkv");
   if (B == 0 || T == 0) return;
-  if (runs_direct(cmd, form)) return rows::backward(cmd, qkv, y, lse, dy, dqkv, scratch, B, T, C, NH, HS, f);
+  const Form chosen = form.value_or(attention_form_for(cmd.device().info()));
+  if (chosen == Form::Direct || chosen == Form::Fused)
+    return rows::backward(cmd, chosen == Form::Fused, qkv, y, lse, dy, dqkv, scratch, B, T, C, NH, HS, f);
   const float scale = 1.0f / std::sqrt(float(HS));
   const uint32_t most = chunk_samples(scratch, B, T, NH, true);
   for (uint32_t first = 0; first < B; first += most) {

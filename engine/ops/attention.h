@@ -19,7 +19,13 @@
 //
 // Where the matrix kernel is slow (ops/form.h: SwiftShader), row kernels compute the same
 // passes straight from the token layouts, one query (or key) row per invocation; of the
-// scratch they use only the backward's B*NH*T floats of delta.
+// scratch they use only the backward's B*NH*T floats of delta. They never store the (T,T)
+// matrix: the forward streams keys with an online softmax, the backward recomputes each
+// probability from lse. Form::Fused runs them staged, flash attention on SIMT cores: a
+// workgroup's 64 rows read the other side's rows (keys and values; queries and output
+// gradients) from blocks they copy into shared memory together, with the same sums in the
+// same order, so its results are the unstaged kernels' bits. (BRIGADE_ATTENTION picks a
+// device's form: ops/form.h.)
 //
 // Results are deterministic: every sum runs in a fixed order (the matmul's and one
 // invocation's per softmax row).

@@ -190,6 +190,23 @@ TEST_CASE("brigade step takes a GPT's token windows shorter than its block, and 
   CHECK(io::SafeTensors::load((d / "g2.safetensors").string()).f32("loss")[0] ==
         doctest::Approx(grads.f32("loss")[0]).epsilon(1e-5));
 
+  // Attention's row kernels, staged or not (BRIGADE_ATTENTION), give the same bits.
+  const std::string exe = BRIGADE_EXE, rest = " step " + model + " --params " + p + " --batch " + b8 + " --out ";
+  const std::string gd = (d / "gd.safetensors").string(), gf = (d / "gf.safetensors").string();
+  r = test::command_run("BRIGADE_ATTENTION=direct " + exe + rest + gd);
+  REQUIRE_MESSAGE(r.status == 0, r.output);
+  r = test::command_run("BRIGADE_ATTENTION=fused " + exe + rest + gf);
+  REQUIRE_MESSAGE(r.status == 0, r.output);
+  const io::SafeTensors direct = io::SafeTensors::load(gd), fused = io::SafeTensors::load(gf);
+  CHECK(direct.names() == fused.names());
+  for (const std::string& name : direct.names()) {
+    CAPTURE(name);
+    CHECK(direct.f32(name) == fused.f32(name));
+  }
+  r = test::command_run("BRIGADE_ATTENTION=flash " + exe + rest + gf);
+  CHECK(r.status != 0);
+  CHECK_MESSAGE(r.output.find("BRIGADE_ATTENTION is 'flash'; expected auto, matrix, direct or fused") != std::string::npos, r.output);
+
   const std::string b17 = (d / "b17.safetensors").string();
   write_batch(b17, 2, 17);
   r = brigade_run("step " + model + " --params " + p + " --batch " + b17 + " --out " + g);

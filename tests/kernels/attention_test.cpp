@@ -41,11 +41,12 @@ struct Outputs {
   std::vector<float> y, lse;
 };
 
-// Both forms run every case: the matrix products (the default) and the row kernels
-// (SwiftShader's, ops/form.h), on every driver the suite runs on.
+// Every form runs every case: the matrix products (the default), the row kernels
+// (SwiftShader's, ops/form.h) and the row kernels staged (Form::Fused), on every driver the
+// suite runs on.
 using ops::Form;
-constexpr Form kForms[] = {Form::Matrix, Form::Direct};
-const char* name(Form f) { return f == Form::Matrix ? "matrix form" : "row kernels"; }
+constexpr Form kForms[] = {Form::Matrix, Form::Direct, Form::Fused};
+const char* name(Form f) { return f == Form::Matrix ? "matrix form" : f == Form::Direct ? "row kernels" : "fused"; }
 
 // `samples`: the samples the scratch holds at once (0: all of them).
 Outputs gpu_forward(vk::Device& dev, const std::vector<float>& qkv, const Shape& s,
@@ -335,6 +336,22 @@ TEST_CASE_FIXTURE(test::Gpu, "attention works through the samples in chunks when
     CHECK_MESSAGE(chunked.lse == whole.lse, samples, " samples per chunk");
     CHECK_MESSAGE(gpu_backward(device(), qkv, whole, dy, prior, s, samples) == whole_grad, samples,
                   " samples per chunk");
+  }
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "fused attention gives the row kernels' bits across blocks of rows") {
+  // One row, a partial block, whole workgroups, a row past them, several of each, one head of
+  // 64 channels and heads whose rows are no whole vec4s.
+  for (const Shape& s : {Shape{1, 1, 8, 2}, Shape{2, 7, 12, 3}, Shape{1, 64, 16, 1}, Shape{2, 65, 16, 2},
+                         Shape{1, 200, 64, 1}, Shape{1, 131, 18, 3}}) {
+    CAPTURE(s.name());
+    const auto qkv = test::random_vector(s.qkv(), s.T + 11), dy = test::random_vector(s.y(), s.T + 12);
+    const auto prior = test::random_vector(s.qkv(), s.T + 13);
+    const Outputs rows = gpu_forward(device(), qkv, s, 0, Form::Direct), fused = gpu_forward(device(), qkv, s, 0, Form::Fused);
+    CHECK(fused.y == rows.y);
+    CHECK(fused.lse == rows.lse);
+    CHECK(gpu_backward(device(), qkv, rows, dy, prior, s, 0, Form::Fused) ==
+          gpu_backward(device(), qkv, rows, dy, prior, s, 0, Form::Direct));
   }
 }
 
