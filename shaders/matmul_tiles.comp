@@ -3,7 +3,8 @@
 // bits (FORMAT_A = FORMAT_B, the matrices' element type), fp32 accumulators, C and the
 // epilogues exactly as matmul.comp stores them (shaders/matmul_io.glsl).
 // A workgroup computes a BM x BN block of C: it stages BM x BK of op(A) and BK x BN of op(B)
-// in shared memory (what lies past an edge as zero), then each warp multiplies its
+// in shared memory (what lies past an edge as zero; the next tile is loaded into registers
+// while this one multiplies), then each warp multiplies its
 // TILES_M x TILES_N matrices of LM x LN through the tile operations (shaders/tiles.glsl):
 // cooperative matrices where the device has them (the _coopmat builds), plain invocations
 // elsewhere. The sums run over K in order, tile after tile, term after term.
@@ -53,26 +54,45 @@ const uint TILES_A_ELEMENTS = BM * A_STRIDE, TILES_B_ELEMENTS = BK * B_STRIDE;
 // One LM x LN matrix of each warp at a time, on its way from the accumulators to C.
 shared float Cs[WARPS * LM * LN];
 
-// Stages the K tile from k0 of term `term`: As[m][k] = op(A)[mb + m][k0 + k], Bs[k][n] =
-// op(B)[k0 + k][nb + n], zero past the edges. Four elements an invocation at a time, along a
-// row of the storage (matmul_io.glsl's quads): consecutive invocations read consecutive quads.
-void stage(uint term, uint k0, uint mb, uint nb) {
-  const uint t = gl_LocalInvocationIndex;
+// The K tile from k0 of term `term` on its way to shared memory: As[m][k] = op(A)[mb + m][k0 + k],
+// Bs[k][n] = op(B)[k0 + k][nb + n], zero past the edges. Four elements an invocation at a
+// time, along a row of the storage (matmul_io.glsl's quads): consecutive invocations read
+// consecutive quads. load_tile brings them into registers (while the tile before multiplies),
+// store_tile puts them in place.
+const uint QA = (BM * BK / 4 + THREADS - 1) / THREADS, QB = (BN * BK / 4 + THREADS - 1) / THREADS;
+vec4 next_a[QA], next_b[QB];
+
+// Where quad q of A's and B's tiles starts: (m, k) and (k, n) within the tile.
+uvec2 a_quad_at(uint q) { return TRANS_A ? uvec2(4 * (q % (BM / 4)), q / (BM / 4)) : uvec2(q / (BK / 4), 4 * (q % (BK / 4))); }
+uvec2 b_quad_at(uint q) { return TRANS_B ? uvec2(4 * (q % (BK / 4)), q / (BK / 4)) : uvec2(q / (BN / 4), 4 * (q % (BN / 4))); }
+
+void load_tile(uint term, uint k0, uint mb, uint nb) {
   const uint abase = matrix_at(p.offset_a, term, p.stride_a, p.head_stride_a),
              bbase = matrix_at(p.offset_b, term, p.stride_b, p.head_stride_b);
-  STAGE_LOOP for (uint r = 0; r < (BM * BK / 4 + THREADS - 1) / THREADS; ++r) {
-    const uint q = t + r * THREADS;
-    if (q >= BM * BK / 4) break;
-    const uint mm = TRANS_A ? 4 * (q % (BM / 4)) : q / (BK / 4), kk = TRANS_A ? q / (BM / 4) : 4 * (q % (BK / 4));
-    const vec4 v = fetch_a_quad(abase, mb + mm, k0 + kk);
-    [[unroll]] for (uint c = 0; c < 4; ++c) As[TRANS_A ? (mm + c) * A_STRIDE + kk : mm * A_STRIDE + kk + c] = ELEM(v[c]);
+  STAGE_LOOP for (uint r = 0; r < QA; ++r) {
+    const uvec2 at = a_quad_at(min(gl_LocalInvocationIndex + r * THREADS, BM * BK / 4 - 1));
+    next_a[r] = fetch_a_quad(abase, mb + at.x, k0 + at.y);
   }
-  STAGE_LOOP for (uint r = 0; r < (BN * BK / 4 + THREADS - 1) / THREADS; ++r) {
-    const uint q = t + r * THREADS;
+  STAGE_LOOP for (uint r = 0; r < QB; ++r) {
+    const uvec2 at = b_quad_at(min(gl_LocalInvocationIndex + r * THREADS, BN * BK / 4 - 1));
+    next_b[r] = fetch_b_quad(bbase, k0 + at.x, nb + at.y);
+  }
+}
+
+void store_tile() {
+  STAGE_LOOP for (uint r = 0; r < QA; ++r) {
+    const uint q = gl_LocalInvocationIndex + r * THREADS;
+    if (q >= BM * BK / 4) break;
+    const uvec2 at = a_quad_at(q);
+    [[unroll]] for (uint c = 0; c < 4; ++c)
+      As[TRANS_A ? (at.x + c) * A_STRIDE + at.y : at.x * A_STRIDE + at.y + c] = ELEM(next_a[r][c]);
+  }
+  STAGE_LOOP for (uint r = 0; r < QB; ++r) {
+    const uint q = gl_LocalInvocationIndex + r * THREADS;
     if (q >= BN * BK / 4) break;
-    const uint nn = TRANS_B ? q / (BK / 4) : 4 * (q % (BN / 4)), kk = TRANS_B ? 4 * (q % (BK / 4)) : q / (BN / 4);
-    const vec4 v = fetch_b_quad(bbase, k0 + kk, nb + nn);
-    [[unroll]] for (uint c = 0; c < 4; ++c) Bs[TRANS_B ? (kk + c) * B_STRIDE + nn : kk * B_STRIDE + nn + c] = ELEM(v[c]);
+    const uvec2 at = b_quad_at(q);
+    [[unroll]] for (uint c = 0; c < 4; ++c)
+      Bs[TRANS_B ? (at.x + c) * B_STRIDE + at.y : at.x * B_STRIDE + at.y + c] = ELEM(next_b[r][c]);
   }
 }
 
@@ -80,10 +100,12 @@ void main() {
   const uint warp = tile_warp(), wm = warp / WARPS_N, wn = warp % WARPS_N;
   const uint mb = gl_WorkGroupID.y * BM, nb = gl_WorkGroupID.x * BN;
   tiles_zero();
-  const uint tiles = (p.K + BK - 1) / BK;  // a staged tile lies within one term
-  for (uint s = 0; s < p.terms * tiles; ++s) {
-    stage(gl_WorkGroupID.z * p.terms + s / tiles, (s % tiles) * BK, mb, nb);
+  const uint tiles = (p.K + BK - 1) / BK, steps = p.terms * tiles;  // a staged tile lies within one term
+  if (steps > 0) load_tile(gl_WorkGroupID.z * p.terms, 0, mb, nb);
+  for (uint s = 0; s < steps; ++s) {
+    store_tile();
     barrier();
+    if (s + 1 < steps) load_tile(gl_WorkGroupID.z * p.terms + (s + 1) / tiles, ((s + 1) % tiles) * BK, mb, nb);
     STAGE_LOOP for (uint kk = 0; kk < BK; kk += LK) {
       [[unroll]] for (uint i = 0; i < TILES_M; ++i) tile_load_a(i, (wm * WM + i * LM) * A_STRIDE + kk);
       [[unroll]] for (uint j = 0; j < TILES_N; ++j) tile_load_b(j, kk * B_STRIDE + wn * WN + j * LN);
