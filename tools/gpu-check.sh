@@ -16,9 +16,9 @@
 #            suites need mpirun and the vendors suite two CPU drivers, so they are not run
 #   gpt      training throughput against PyTorch eager fp32 on the same GPU (peer_bench.py)
 #   profile  where a gpt2-small step goes (`bench profile`)
-#   attention a GPT step (`bench profile`'s step wall time) with attention in each form
-#            (BRIGADE_ATTENTION=matrix, fused: products and softmax passes, or the staged row
-#            kernels), in turn, ROUNDS rounds (default 3)
+#   attention a gpt-small and a gpt2-small step (`bench profile`'s step wall time) with
+#            attention in each form (BRIGADE_ATTENTION=matrix, fused: products and softmax
+#            passes, or the staged row kernels), in turn, 2 rounds
 #   drivers  gpt-mini trained on the GPU alone, then pipelined over the GPU and SwiftShader and
 #            the GPU and lavapipe (--partition profile: each layer timed on each device), the
 #            losses compared step by step, and the plan of the second
@@ -136,8 +136,8 @@ step_ms() {
 
 if want attention; then
   t0=$SECONDS
-  for m in gpt-mini gpt-small gpt2-small; do
-    for ((r = 1; r <= ${ROUNDS:-3}; ++r)); do
+  for m in gpt-small gpt2-small; do
+    for r in 1 2; do
       line="attention: $m round $r:"
       for form in matrix fused; do
         echo "== attention: $m $form round $r" >>"$out/log.txt"
