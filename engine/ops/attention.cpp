@@ -94,8 +94,8 @@ void per_head(vk::Commands& cmd, const Heads& a, const Heads& b, const Heads& c,
   ops::matmul(cmd, a.view, b.view, c.view, p);
 }
 
-// The row kernels (Form::Direct, and staged Form::Fused): straight from the token layouts, no scratch but the
-// backward's delta (dy.y per row, (B,NH,T)).
+// The row kernels (Form::Direct, and staged Form::Fused): straight from the token layouts, no
+// scratch but the backward's delta (dy.y per row, (B,NH,T)).
 namespace rows {
 
 // The row kernels keep a head's rows in registers.
@@ -175,7 +175,8 @@ void attention_forward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View lse
   expect_forward_views(qkv, y, lse, uint64_t(B) * T, C, NH, f);
   if (B == 0 || T == 0) return;
   const Form chosen = form.value_or(attention_form_for(cmd.device().info()));
-  if (chosen == Form::Direct || chosen == Form::Fused) return rows::forward(cmd, chosen == Form::Fused, qkv, y, lse, B, T, C, NH, HS, f);
+  if (chosen == Form::Direct || chosen == Form::Fused)
+    return rows::forward(cmd, chosen == Form::Fused, qkv, y, lse, B, T, C, NH, HS, f);
   const float scale = 1.0f / std::sqrt(float(HS));
   const uint32_t most = chunk_samples(scratch, B, T, NH, false);
   for (uint32_t first = 0; first < B; first += most) {

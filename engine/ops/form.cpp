@@ -28,9 +28,4 @@ Form attention_form_for(const vk::PhysicalInfo& info) {
   return f == Form::Direct ? Form::Fused : f;
 }
 
-bool runs_direct(const vk::Commands& cmd, std::optional<Form> chosen) {
-  const Form f = chosen.value_or(form_for(cmd.device().info()));
-  return f == Form::Direct || f == Form::Fused;
-}
-
 }  // namespace brigade::ops

@@ -15,8 +15,7 @@ namespace brigade::ops {
 // Winograd: the convolution's 3x3 stride-1 passes through Winograd's transforms and 16
 // products (ops/conv2d_winograd.h), the matrix form's choice for those shapes; convolution
 // only. Fused: attention's direct kernels staging blocks of rows in shared memory, flash
-// attention on SIMT cores (ops/attention.h); attention only, and a convolution takes it as
-// Direct.
+// attention on SIMT cores (ops/attention.h); attention only.
 enum class Form { Matrix, Winograd, Direct, Fused };
 
 // The form `info`'s device runs.
@@ -25,8 +24,5 @@ Form form_for(const vk::PhysicalInfo& info);
 // The form attention takes on `info`'s device: form_for's, Fused where that is Direct,
 // unless BRIGADE_ATTENTION says matrix, direct or fused (read once; auto is the default).
 Form attention_form_for(const vk::PhysicalInfo& info);
-
-// Whether `cmd` records the direct form (Direct or Fused): `chosen`, else its device's.
-bool runs_direct(const vk::Commands& cmd, std::optional<Form> chosen);
 
 }  // namespace brigade::ops
