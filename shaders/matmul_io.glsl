@@ -2,7 +2,7 @@
 // constants, where each matrix of an operand starts, A's, B's and the epilogue's elements as
 // stored, and how a product's value becomes C's element (bias, epilogue, accumulation,
 // rounding, 16-bit stores). Included after the kernel's specialization constants TRANS_A,
-// TRANS_B, VEC4_A, VEC4_B, BIAS, EPILOGUE and FORMAT_A, _B, _C, _E and ROUND_C.
+// TRANS_B, BIAS, EPILOGUE and FORMAT_A, _B, _C, _E and ROUND_C.
 #ifndef BRIGADE_SHADERS_MATMUL_IO_GLSL
 #define BRIGADE_SHADERS_MATMUL_IO_GLSL
 
@@ -68,36 +68,6 @@ vec4 pre_quad(uint q) {
 
 float load_a(uint base, uint m, uint k) { return fetch_a(base + (TRANS_A ? k * p.lda + m : m * p.lda + k)); }
 float load_b(uint base, uint k, uint n) { return fetch_b(base + (TRANS_B ? n * p.ldb + k : k * p.ldb + n)); }
-
-// Quads for the kernels that stage tiles in shared memory, four elements along a row of the
-// storage: one vec4 load where VEC4_A or VEC4_B says every row and matrix starts 16-byte
-// aligned (8 in 16 bits) and the quad lies wholly inside, one element at a time otherwise.
-// Four elements of op(A) from (m, k): along k, or along m with TRANS_A; zero past an edge.
-vec4 fetch_a_quad(uint base, uint m, uint k) {
-  const bool whole = TRANS_A ? k < p.K && m + 3 < p.M : m < p.M && k + 3 < p.K;
-  const uint at = base + (TRANS_A ? k * p.lda + m : m * p.lda + k);
-  if (VEC4_A && whole) return fetch_a4(at >> 2);
-  vec4 v = vec4(0.0);
-  [[dont_unroll]] for (uint c = 0; c < 4; ++c) {
-    const uint mm = TRANS_A ? m + c : m, kk = TRANS_A ? k : k + c;
-    if (mm < p.M && kk < p.K) v[c] = fetch_a(at + c);
-  }
-  return v;
-}
-
-// Four elements of op(B) from (k, n): along n, or along k with TRANS_B; zero past an edge.
-vec4 fetch_b_quad(uint base, uint k, uint n) {
-  const bool whole = TRANS_B ? n < p.N && k + 3 < p.K : k < p.K && n + 3 < p.N;
-  const uint at = base + (TRANS_B ? n * p.ldb + k : k * p.ldb + n);
-  if (VEC4_B && whole) return fetch_b4(at >> 2);
-  vec4 v = vec4(0.0);
-  [[dont_unroll]] for (uint c = 0; c < 4; ++c) {
-    const uint kk = TRANS_B ? k + c : k, nn = TRANS_B ? n : n + c;
-    if (kk < p.K && nn < p.N) v[c] = fetch_b(at + c);
-  }
-  return v;
-}
-
 
 // The value v of C[m][n] (alpha times the product), stored at element `at`: bias, epilogue,
 // accumulation and rounding.

@@ -45,6 +45,7 @@ BRIGADE_FORMAT(BRIGADE_MATMUL_SPEC_FORMAT_E, FORMAT_E);
 const uint WG_X = gl_WorkGroupSize.x, WG_Y = gl_WorkGroupSize.y, THREADS = WG_X * WG_Y;
 const uint BM = WG_Y * TM, BN = WG_X * TN;
 #include "matmul_io.glsl"
+#include "staging.glsl"
 
 // Staged tiles, two of each: As[buffer][k][m] and Bs[buffer][k][n] as vec4s along m and n,
 // rows SA and SB vec4s apart (one vec4 of padding spreads a row's transposed stores over
@@ -52,33 +53,6 @@ const uint BM = WG_Y * TM, BN = WG_X * TN;
 const uint SA = BM / 4 + 1, SB = BN / 4 + 1;
 shared vec4 As[2 * BK * SA];
 shared vec4 Bs[2 * BK * SB];
-
-// Quads of a tile per invocation: A's and B's BM x BK and BK x BN elements, four at a time.
-const uint QA = (BM * BK / 4 + THREADS - 1) / THREADS, QB = (BN * BK / 4 + THREADS - 1) / THREADS;
-vec4 next_a[QA], next_b[QB];  // the next tile, on its way from memory to shared memory
-
-// Quad q of a tile: which element it starts at (row, column of the operand as op() sees it:
-// m or n first, k second) and whether it runs along k (else along m or n). A quad runs along
-// the storage's rows: along k for A unless TRANS_A, along n for B unless TRANS_B.
-uvec2 a_quad_at(uint q) { return TRANS_A ? uvec2(4 * (q % (BM / 4)), q / (BM / 4)) : uvec2(q / (BK / 4), 4 * (q % (BK / 4))); }
-uvec2 b_quad_at(uint q) { return TRANS_B ? uvec2(q / (BK / 4), 4 * (q % (BK / 4))) : uvec2(4 * (q % (BN / 4)), q / (BN / 4)); }
-
-// Loads tile s (term s / tiles, K from (s % tiles) * BK) into next_a and next_b.
-void load_tile(uint s, uint tiles, uint mb, uint nb) {
-  const uint term = gl_WorkGroupID.z * p.terms + s / tiles, k0 = (s % tiles) * BK;
-  const uint abase = matrix_at(p.offset_a, term, p.stride_a, p.head_stride_a),
-             bbase = matrix_at(p.offset_b, term, p.stride_b, p.head_stride_b);
-  [[unroll]] for (uint r = 0; r < QA; ++r) {
-    const uint q = gl_LocalInvocationIndex + r * THREADS;
-    const uvec2 at = a_quad_at(min(q, BM * BK / 4 - 1));
-    next_a[r] = fetch_a_quad(abase, mb + at.x, k0 + at.y);
-  }
-  [[unroll]] for (uint r = 0; r < QB; ++r) {
-    const uint q = gl_LocalInvocationIndex + r * THREADS;
-    const uvec2 at = b_quad_at(min(q, BN * BK / 4 - 1));
-    next_b[r] = fetch_b_quad(bbase, k0 + at.y, nb + at.x);
-  }
-}
 
 // Stores next_a and next_b into shared buffer `buf`: a quad along m or n as one vec4, one
 // along k as a component of four.
@@ -95,9 +69,9 @@ void stage_tile(uint buf) {
     const uint q = gl_LocalInvocationIndex + r * THREADS;
     if (q >= BN * BK / 4) break;
     const uvec2 at = b_quad_at(q);
-    const uint row = buf * BK * SB + at.y * SB + at.x / 4;
+    const uint row = buf * BK * SB + at.x * SB + at.y / 4;
     if (!TRANS_B) Bs[row] = next_b[r];
-    else [[unroll]] for (uint c = 0; c < 4; ++c) Bs[row + c * SB][at.x % 4] = next_b[r][c];
+    else [[unroll]] for (uint c = 0; c < 4; ++c) Bs[row + c * SB][at.y % 4] = next_b[r][c];
   }
 }
 
@@ -119,13 +93,14 @@ void main() {
 
   const uint tiles = (p.K + BK - 1) / BK, steps = p.terms * tiles;  // a tile lies within one term
   if (steps > 0) {
-    load_tile(0, tiles, mb, nb);
+    load_tile(gl_WorkGroupID.z * p.terms, 0, mb, nb);
     stage_tile(0);
   }
   barrier();
   for (uint s = 0; s < steps; ++s) {
     const uint buf = s % 2;
-    if (s + 1 < steps) load_tile(s + 1, tiles, mb, nb);  // in flight while this tile multiplies
+    if (s + 1 < steps)  // in flight while this tile multiplies
+      load_tile(gl_WorkGroupID.z * p.terms + (s + 1) / tiles, ((s + 1) % tiles) * BK, mb, nb);
     // Four k a pass: on a GPU, 4 TM TN multiply-adds between branches; CPU drivers, which
     // compile a pipeline when it is first dispatched, take seconds over the whole tile unrolled.
     [[dont_unroll]] for (uint k4 = 0; k4 < BK; k4 += 4)

@@ -50,35 +50,14 @@ const uint TILES_A_ELEMENTS = BM * A_STRIDE, TILES_B_ELEMENTS = BK * B_STRIDE;
 
 #include "matmul_io.glsl"
 #include "tiles.glsl"
+#include "staging.glsl"
 
 // One LM x LN matrix of each warp at a time, on its way from the accumulators to C.
 shared float Cs[WARPS * LM * LN];
 
 // The K tile from k0 of term `term` on its way to shared memory: As[m][k] = op(A)[mb + m][k0 + k],
-// Bs[k][n] = op(B)[k0 + k][nb + n], zero past the edges. Four elements an invocation at a
-// time, along a row of the storage (matmul_io.glsl's quads): consecutive invocations read
-// consecutive quads. load_tile brings them into registers (while the tile before multiplies),
-// store_tile puts them in place.
-const uint QA = (BM * BK / 4 + THREADS - 1) / THREADS, QB = (BN * BK / 4 + THREADS - 1) / THREADS;
-vec4 next_a[QA], next_b[QB];
-
-// Where quad q of A's and B's tiles starts: (m, k) and (k, n) within the tile.
-uvec2 a_quad_at(uint q) { return TRANS_A ? uvec2(4 * (q % (BM / 4)), q / (BM / 4)) : uvec2(q / (BK / 4), 4 * (q % (BK / 4))); }
-uvec2 b_quad_at(uint q) { return TRANS_B ? uvec2(4 * (q % (BK / 4)), q / (BK / 4)) : uvec2(q / (BN / 4), 4 * (q % (BN / 4))); }
-
-void load_tile(uint term, uint k0, uint mb, uint nb) {
-  const uint abase = matrix_at(p.offset_a, term, p.stride_a, p.head_stride_a),
-             bbase = matrix_at(p.offset_b, term, p.stride_b, p.head_stride_b);
-  STAGE_LOOP for (uint r = 0; r < QA; ++r) {
-    const uvec2 at = a_quad_at(min(gl_LocalInvocationIndex + r * THREADS, BM * BK / 4 - 1));
-    next_a[r] = fetch_a_quad(abase, mb + at.x, k0 + at.y);
-  }
-  STAGE_LOOP for (uint r = 0; r < QB; ++r) {
-    const uvec2 at = b_quad_at(min(gl_LocalInvocationIndex + r * THREADS, BN * BK / 4 - 1));
-    next_b[r] = fetch_b_quad(bbase, k0 + at.x, nb + at.y);
-  }
-}
-
+// Bs[k][n] = op(B)[k0 + k][nb + n], zero past the edges, in quads (staging.glsl). load_tile
+// brings them into registers (while the tile before multiplies), store_tile puts them in place.
 void store_tile() {
   STAGE_LOOP for (uint r = 0; r < QA; ++r) {
     const uint q = gl_LocalInvocationIndex + r * THREADS;
@@ -105,7 +84,8 @@ void main() {
   for (uint s = 0; s < steps; ++s) {
     store_tile();
     barrier();
-    if (s + 1 < steps) load_tile(gl_WorkGroupID.z * p.terms + (s + 1) / tiles, ((s + 1) % tiles) * BK, mb, nb);
+    if (s + 1 < steps)  // in flight while this tile multiplies
+      load_tile(gl_WorkGroupID.z * p.terms + (s + 1) / tiles, ((s + 1) % tiles) * BK, mb, nb);
     STAGE_LOOP for (uint kk = 0; kk < BK; kk += LK) {
       [[unroll]] for (uint i = 0; i < TILES_M; ++i) tile_load_a(i, (wm * WM + i * LM) * A_STRIDE + kk);
       [[unroll]] for (uint j = 0; j < TILES_N; ++j) tile_load_b(j, kk * B_STRIDE + wn * WN + j * LN);

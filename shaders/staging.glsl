@@ -1,0 +1,64 @@
+// What the kernels that stage BM x BK tiles of op(A) and BK x BN of op(B) in shared memory
+// (matmul_shared.comp, matmul_tiles.comp) share: a tile moves in quads, four elements along a
+// row of the storage, one vec4 load where VEC4_A or VEC4_B says every row and matrix starts
+// 16-byte aligned (8 in 16 bits) and the quad lies wholly inside, one element at a time
+// otherwise; consecutive invocations take consecutive quads. load_tile brings a tile's quads
+// into registers (next_a, next_b), from where the kernel stores them in its own layout.
+// Included after matmul_io.glsl, with BM, BN, BK, THREADS, VEC4_A and VEC4_B declared, and
+// STAGE_LOOP where the kernel wants its loops kept rolled (tiles.glsl).
+#ifndef BRIGADE_SHADERS_STAGING_GLSL
+#define BRIGADE_SHADERS_STAGING_GLSL
+
+// Where quad q of A's tile starts, (m, k), and of B's, (k, n), within the tile.
+uvec2 a_quad_at(uint q) { return TRANS_A ? uvec2(4 * (q % (BM / 4)), q / (BM / 4)) : uvec2(q / (BK / 4), 4 * (q % (BK / 4))); }
+uvec2 b_quad_at(uint q) { return TRANS_B ? uvec2(4 * (q % (BK / 4)), q / (BK / 4)) : uvec2(q / (BN / 4), 4 * (q % (BN / 4))); }
+
+// Four elements of op(A) from (m, k): along k, or along m with TRANS_A; zero past an edge.
+vec4 fetch_a_quad(uint base, uint m, uint k) {
+  const bool whole = TRANS_A ? k < p.K && m + 3 < p.M : m < p.M && k + 3 < p.K;
+  const uint at = base + (TRANS_A ? k * p.lda + m : m * p.lda + k);
+  if (VEC4_A && whole) return fetch_a4(at >> 2);
+  vec4 v = vec4(0.0);
+  [[dont_unroll]] for (uint c = 0; c < 4; ++c) {
+    const uint mm = TRANS_A ? m + c : m, kk = TRANS_A ? k : k + c;
+    if (mm < p.M && kk < p.K) v[c] = fetch_a(at + c);
+  }
+  return v;
+}
+
+// Four elements of op(B) from (k, n): along n, or along k with TRANS_B; zero past an edge.
+vec4 fetch_b_quad(uint base, uint k, uint n) {
+  const bool whole = TRANS_B ? n < p.N && k + 3 < p.K : k < p.K && n + 3 < p.N;
+  const uint at = base + (TRANS_B ? n * p.ldb + k : k * p.ldb + n);
+  if (VEC4_B && whole) return fetch_b4(at >> 2);
+  vec4 v = vec4(0.0);
+  [[dont_unroll]] for (uint c = 0; c < 4; ++c) {
+    const uint kk = TRANS_B ? k + c : k, nn = TRANS_B ? n : n + c;
+    if (kk < p.K && nn < p.N) v[c] = fetch_b(at + c);
+  }
+  return v;
+}
+
+#ifndef STAGE_LOOP
+#define STAGE_LOOP [[unroll]]
+#endif
+
+// Quads of a tile per invocation, and the next tile's on their way to shared memory.
+const uint QA = (BM * BK / 4 + THREADS - 1) / THREADS, QB = (BN * BK / 4 + THREADS - 1) / THREADS;
+vec4 next_a[QA], next_b[QB];
+
+// Loads the tile of term `term` from k0 (A's rows mb.., B's columns nb..) into next_a, next_b.
+void load_tile(uint term, uint k0, uint mb, uint nb) {
+  const uint abase = matrix_at(p.offset_a, term, p.stride_a, p.head_stride_a),
+             bbase = matrix_at(p.offset_b, term, p.stride_b, p.head_stride_b);
+  STAGE_LOOP for (uint r = 0; r < QA; ++r) {
+    const uvec2 at = a_quad_at(min(gl_LocalInvocationIndex + r * THREADS, BM * BK / 4 - 1));
+    next_a[r] = fetch_a_quad(abase, mb + at.x, k0 + at.y);
+  }
+  STAGE_LOOP for (uint r = 0; r < QB; ++r) {
+    const uvec2 at = b_quad_at(min(gl_LocalInvocationIndex + r * THREADS, BN * BK / 4 - 1));
+    next_b[r] = fetch_b_quad(bbase, k0 + at.x, nb + at.y);
+  }
+}
+
+#endif
