@@ -14,7 +14,9 @@
 #   suite    the test suites on the GPU under the validation layer (synchronization validation
 #            on): vk, kernels (each subgroup size), pipeline, model, io, cli; the ranks and mpi
 #            suites need mpirun and the vendors suite two CPU drivers, so they are not run
-#   gpt      training throughput against PyTorch eager fp32 on the same GPU (peer_bench.py)
+#   gpt      training throughput, brigade fp32 and --precision auto, against PyTorch eager fp32
+#            (TF32 off), TF32 and autocast(bfloat16) with SDPA attention on the same GPU
+#            (peer_bench.py)
 #   profile  where a gpt2-small step goes (`bench profile`)
 #   attention a gpt-small and a gpt2-small step (`bench profile`'s step wall time) with
 #            attention in each form (BRIGADE_ATTENTION=matrix, fused: products and softmax
@@ -118,9 +120,10 @@ if want suite; then
 fi
 
 if want gpt; then
-  for m in gpt-mini:30 gpt-small:40 gpt2-small:60; do
+  for m in gpt-mini:60 gpt-small:70 gpt2-small:90; do
     part gpt "${m#*:}" "$py" "$here/torch/peer_bench.py" --device cuda --runs 1 --models "${m%:*}" \
-      --brigade "$b" --text "$text" && tail -2 "$out/log.txt" >>"$out/summary.txt"
+      --modes fp32,tf32,bf16 --precision fp32,auto --brigade "$b" --text "$text" &&
+      tail -3 "$out/log.txt" >>"$out/summary.txt"
   done
 fi
 

@@ -144,10 +144,14 @@ class CausalSelfAttention(nn.Module):
         q = q.view(B, T, self.n_head, hs).transpose(1, 2)
         k = k.view(B, T, self.n_head, hs).transpose(1, 2)
         v = v.view(B, T, self.n_head, hs).transpose(1, 2)
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
-        att = att.masked_fill(~self.mask[:, :, :T, :T], float("-inf"))
-        att = F.softmax(att, dim=-1)
-        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+        if SDPA:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
+            att = att.masked_fill(~self.mask[:, :, :T, :T], float("-inf"))
+            att = F.softmax(att, dim=-1)
+            y = att @ v
+        y = y.transpose(1, 2).contiguous().view(B, T, C)
         return self.c_proj(y)
 
 
@@ -198,10 +202,11 @@ class GPT(nn.Module):
 
 
 AUTOCAST = False  # --autocast bf16
+SDPA = False  # attention through F.scaled_dot_product_attention (the peer benchmarks on a GPU)
 
 
 def loss_of(model, x, y):
-    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=AUTOCAST):
+    with torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=AUTOCAST):
         logits = model(x)
         return F.cross_entropy(logits.view(-1, logits.size(-1)), y.view(-1))
 

@@ -62,12 +62,14 @@ PLAN = {
 TEXT = "/usr/share/doc/jargon-text/jargon.txt.gz"
 
 
-def brigade_run(binary, model, out, lavapipe, text):
+def brigade_run(binary, model, out, lavapipe, text, precision=""):
     """samples (or tokens) per second of `brigade train` between the warm-up and the last step."""
     p = PLAN[model]
     steps, warmup = p["steps"], p["warmup"]
     cmd = [binary, "train", "--model", model, "-b", str(p["rows"]), "--steps", str(steps),
            "--eval-every", str(steps), "--eval-batches", "1", "--out", out]
+    if precision:
+        cmd += ["--precision", precision]
     if "gpt" in p:
         cmd += ["--data", text]
     env = dict(os.environ, BRIGADE_LAVAPIPE=lavapipe) if lavapipe else os.environ
@@ -113,25 +115,37 @@ def system_blas():
     return os.path.realpath("/usr/lib/x86_64-linux-gnu/libblas.so.3")
 
 
-def torch_run(model, threads, device, text):
-    """The same measurement in PyTorch, in a fresh process (this script with --worker)."""
+def torch_run(model, threads, device, text, modes):
+    """The same measurement in PyTorch, in a fresh process (this script with --worker): the rate
+    of each mode in turn, by mode."""
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", model, "--threads", str(threads),
-           "--device", device, "--text", text]
+           "--device", device, "--text", text, "--modes", ",".join(modes)]
     env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
     done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     if done.returncode != 0:
         sys.exit(f"peer_bench: the PyTorch worker for {model} failed: {done.stderr.strip()}")
-    return float(done.stdout.strip().splitlines()[-1])
+    rates = dict(line.split() for line in done.stdout.strip().splitlines()[-len(modes):])
+    return {m: float(rates[m]) for m in modes}
 
 
-def worker(model, threads, device, text):
+def worker(model, threads, device, text, modes):
     import torch
-    import torch.nn.functional as F
     sys.path.insert(0, HERE)
     torch.set_num_threads(threads)
-    if device == "cuda":  # fp32 as brigade computes it: no TF32 in products or convolutions
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
+    for mode in modes:
+        print(mode, worker_mode(model, device, text, mode), flush=True)
+
+
+def worker_mode(model, device, text, mode):
+    """Tokens (or samples) per second of PyTorch in MODE: fp32 (TF32 off, as brigade computes
+    fp32), tf32 (TF32 products), bf16 (forwards under torch.autocast(bfloat16))."""
+    import torch
+    import torch.nn.functional as F
+    import gpt_reference
+    torch.backends.cuda.matmul.allow_tf32 = mode == "tf32"
+    torch.backends.cudnn.allow_tf32 = mode == "tf32"
+    gpt_reference.AUTOCAST = mode == "bf16"
+    gpt_reference.SDPA = device == "cuda"
     torch.manual_seed(0)
     p = PLAN[model]
     steps, warmup, rows, per_step = p["steps"], p["warmup"], p["rows"], p["rows"] * p["per_row"]
@@ -177,7 +191,9 @@ def worker(model, threads, device, text):
             torch.nn.utils.clip_grad_norm_(net.parameters(), clip)
         opt.step()
         float(loss)  # brigade reads every step's loss back too
-    print((steps - warmup) * per_step / (time.perf_counter() - start))
+    if device == "cuda":
+        torch.cuda.synchronize()
+    return (steps - warmup) * per_step / (time.perf_counter() - start)
 
 
 def write_svg(path, results):
@@ -228,18 +244,29 @@ def main():
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
                     help="where PyTorch trains: cpu (default), or cuda, where brigade's device 0 "
                          "must be the same GPU (fp32 on both sides: TF32 off)")
+    ap.add_argument("--modes", default="fp32",
+                    help="comma-separated PyTorch modes, each run in turn in the same worker: fp32 "
+                         "(TF32 off), tf32, bf16 (autocast, GPT models); the ratio is against the "
+                         "fastest (default fp32)")
+    ap.add_argument("--precision", default="",
+                    help="comma-separated `brigade train --precision` values, each run in turn "
+                         "(default: the trainer's own)")
     ap.add_argument("--text", default=TEXT, help=f"the GPT models' text (default {TEXT})")
     ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
     ap.add_argument("--svg", help="also draw the ratios into this SVG file")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        worker(args.worker, args.threads, args.device, args.text)
+        worker(args.worker, args.threads, args.device, args.text, args.modes.split(","))
         return
     models = [m for m in args.models.split(",") if m]
     for m in models:
         if m not in PLAN:
             sys.exit(f"peer_bench: no PyTorch peer for model '{m}'; expected one of {', '.join(PLAN)}")
+    modes = [x for x in args.modes.split(",") if x]
+    if not modes or any(x not in ("fp32", "tf32", "bf16") for x in modes):
+        sys.exit("peer_bench: --modes takes fp32, tf32 and bf16, comma-separated")
+    precisions = args.precision.split(",")
     if args.runs < 1:
         sys.exit("peer_bench: --runs must be at least 1")
     if not os.access(args.brigade, os.X_OK):
@@ -251,6 +278,9 @@ def main():
         drivers, names = [""], {"": device_zero(args.brigade)}
     else:
         names = {d: lavapipe_name(args.brigade, d) for d in drivers}
+    # What brigade runs in each round: each driver in each precision.
+    runs = [(d, x) for d in drivers for x in precisions]
+    label = {(d, x): names[d] + (f" {x}" if x else "") for d, x in runs}
     blas = system_blas() if args.device == "cpu" else "cuBLAS"
     if args.device == "cpu" and "openblas" not in blas and "blis" not in blas and "mkl" not in blas:
         print(f"peer_bench: warning: PyTorch's BLAS is {blas}, not an optimized one; "
@@ -259,38 +289,48 @@ def main():
     with tempfile.TemporaryDirectory(prefix="peer-bench-") as tmp:
         for m in models:
             p = PLAN[m]
-            ours, theirs = {d: [] for d in drivers}, []
+            ours, peer = {k: [] for k in runs}, {x: [] for x in modes}
             for r in range(args.runs):
-                for d in drivers:
-                    ours[d].append(brigade_run(args.brigade, m, os.path.join(tmp, f"{m}-{r}-{d}"), d, args.text))
-                theirs.append(torch_run(m, args.threads, args.device, args.text))
-                mine = ", ".join(f"brigade on {names[d]} {ours[d][-1]:.0f}" for d in drivers)
-                print(f"{m} round {r + 1}/{args.runs}: {mine}, PyTorch {theirs[-1]:.0f} {p['unit']}/s",
-                      file=sys.stderr)
+                for d, x in runs:
+                    ours[d, x].append(brigade_run(args.brigade, m, os.path.join(tmp, f"{m}-{r}-{d}-{x}"), d,
+                                                  args.text, x))
+                for x, rate in torch_run(m, args.threads, args.device, args.text, modes).items():
+                    peer[x].append(rate)
+                mine = ", ".join(f"brigade on {label[k]} {ours[k][-1]:.0f}" for k in runs)
+                theirs = ", ".join(f"PyTorch {x} {peer[x][-1]:.0f}" for x in modes)
+                print(f"{m} round {r + 1}/{args.runs}: {mine}, {theirs} {p['unit']}/s", file=sys.stderr)
+            # The peer is PyTorch's fastest mode; each round's ratio is against that round's fastest.
+            fastest = max(modes, key=lambda x: statistics.median(peer[x]))
+            theirs = peer[fastest]
             per_driver = []
-            for d in drivers:
-                ratios = [a / b for a, b in zip(ours[d], theirs)]
-                per_driver.append({"lavapipe": d, "mesa": names[d], "brigade": statistics.median(ours[d]),
-                                   "ratio": statistics.median(ours[d]) / statistics.median(theirs),
-                                   "ratio_min": min(ratios), "ratio_max": max(ratios), "brigade_runs": ours[d]})
+            for d, x in runs:
+                ratios = [a / b for a, b in zip(ours[d, x], theirs)]
+                per_driver.append({"lavapipe": d, "mesa": names[d], "precision": x, "label": label[d, x],
+                                   "brigade": statistics.median(ours[d, x]),
+                                   "ratio": statistics.median(ours[d, x]) / statistics.median(theirs),
+                                   "ratio_min": min(ratios), "ratio_max": max(ratios),
+                                   "brigade_runs": ours[d, x]})
             results.append({"model": m, "unit": p["unit"] + "/s", "steps": p["steps"], "warmup": p["warmup"],
                             **per_driver[0], "pytorch": statistics.median(theirs), "pytorch_runs": theirs,
+                            "pytorch_mode": fastest,
+                            "pytorch_modes": {x: statistics.median(v) for x, v in peer.items()},
                             "drivers": per_driver})
     if args.svg:
         write_svg(args.svg, results)
         print(f"wrote {args.svg}", file=sys.stderr)
     if args.json:
         print(json.dumps({"runs": args.runs, "threads": args.threads, "device": args.device, "blas": blas,
-                          "results": results}, indent=2))
+                          "modes": modes, "results": results}, indent=2))
         return
     import torch
-    where = f"{args.threads} thread(s)" if args.device == "cpu" else torch.cuda.get_device_name(0) + ", fp32 (TF32 off)"
-    print(f"median of {args.runs} alternated runs each; PyTorch {torch.__version__} on {where}, BLAS {blas}")
-    rows = [["model", "unit", "PyTorch"]]
-    for d in drivers:
-        rows[0] += [f"brigade ({names[d]})", "ratio", "per-round ratios"]
+    where = f"{args.threads} thread(s)" if args.device == "cpu" else torch.cuda.get_device_name(0)
+    print(f"median of {args.runs} alternated runs each; PyTorch {torch.__version__} on {where}, BLAS {blas}; "
+          "ratios against PyTorch's fastest mode")
+    rows = [["model", "unit"] + [f"PyTorch {x}" for x in modes]]
+    for k in runs:
+        rows[0] += [f"brigade ({label[k]})", "ratio", "per-round ratios"]
     for r in results:
-        rows.append([r["model"], r["unit"], f"{r['pytorch']:.0f}"])
+        rows.append([r["model"], r["unit"]] + [f"{r['pytorch_modes'][x]:.0f}" for x in modes])
         for x in r["drivers"]:
             rows[-1] += [f"{x['brigade']:.0f}", f"{x['ratio']:.2f}", f"{x['ratio_min']:.2f}-{x['ratio_max']:.2f}"]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
