@@ -3,8 +3,9 @@
 // bits (FORMAT_A = FORMAT_B, the matrices' element type), fp32 accumulators, C and the
 // epilogues exactly as matmul.comp stores them (shaders/matmul_io.glsl).
 // A workgroup computes a BM x BN block of C: it stages BM x BK of op(A) and BK x BN of op(B)
-// in shared memory (what lies past an edge as zero; the next tile is loaded into registers
-// while this one multiplies), then each warp multiplies its
+// in shared memory, the 16-bit elements' bits copied as stored, a quad (two words) at a time,
+// laid out as the operand is (a transposed one column-major), what lies past an edge as zero;
+// the next tile is loaded into registers while this one multiplies. Then each warp multiplies its
 // TILES_M x TILES_N matrices of LM x LN through the tile operations (shaders/tiles.glsl):
 // cooperative matrices where the device has them (the _coopmat builds), plain invocations
 // elsewhere. The sums run over K in order, tile after tile, term after term.
@@ -45,9 +46,15 @@ BRIGADE_FORMAT(BRIGADE_MATMUL_SPEC_FORMAT_E, FORMAT_E);
 const uint WM = TILES_M * LM, WN = TILES_N * LN;  // a warp's outputs
 const uint BM = WARPS_M * WM, BN = WARPS_N * WN;  // a workgroup's outputs
 const uint WARPS = WARPS_M * WARPS_N, THREADS = WARPS * LANES;
-const uint A_STRIDE = BK + BRIGADE_TILES_PAD, B_STRIDE = BN + BRIGADE_TILES_PAD;
-const uint TILES_A_ELEMENTS = BM * A_STRIDE, TILES_B_ELEMENTS = BK * B_STRIDE;
+// The shared tiles in elements: op(A)'s element (m, k) at m * A_LD + k, or k * A_LD + m with
+// TRANS_A (as A lies in memory); op(B)'s (k, n) at k * B_LD + n, or n * B_LD + k with TRANS_B.
+const uint A_LD = TRANS_A ? BM + BRIGADE_TILES_PAD : BK + BRIGADE_TILES_PAD;
+const uint B_LD = TRANS_B ? BK + BRIGADE_TILES_PAD : BN + BRIGADE_TILES_PAD;
+const uint TILES_A_ELEMENTS = (TRANS_A ? BK : BM) * A_LD, TILES_B_ELEMENTS = (TRANS_B ? BN : BK) * B_LD;
+uint a_elem(uint m, uint k) { return TRANS_A ? k * A_LD + m : m * A_LD + k; }
+uint b_elem(uint k, uint n) { return TRANS_B ? n * B_LD + k : k * B_LD + n; }
 
+#define BRIGADE_STAGE_BITS
 #include "matmul_io.glsl"
 #include "tiles.glsl"
 #include "staging.glsl"
@@ -55,23 +62,22 @@ const uint TILES_A_ELEMENTS = BM * A_STRIDE, TILES_B_ELEMENTS = BK * B_STRIDE;
 // One LM x LN matrix of each warp at a time, on its way from the accumulators to C.
 shared float Cs[WARPS * LM * LN];
 
-// The K tile from k0 of term `term` on its way to shared memory: As[m][k] = op(A)[mb + m][k0 + k],
-// Bs[k][n] = op(B)[k0 + k][nb + n], zero past the edges, in quads (staging.glsl). load_tile
-// brings them into registers (while the tile before multiplies), store_tile puts them in place.
+// The K tile from k0 of term `term` on its way to shared memory: op(A)[mb + m][k0 + k] at
+// a_elem(m, k), op(B)[k0 + k][nb + n] at b_elem(k, n), zero past the edges, in quads along the
+// operand's rows as stored (staging.glsl). load_tile brings them into registers (while the
+// tile before multiplies), store_tile puts each quad's two words in place.
 void store_tile() {
   STAGE_LOOP for (uint r = 0; r < QA; ++r) {
     const uint q = gl_LocalInvocationIndex + r * THREADS;
     if (q >= BM * BK / 4) break;
     const uvec2 at = a_quad_at(q);
-    [[unroll]] for (uint c = 0; c < 4; ++c)
-      As[TRANS_A ? (at.x + c) * A_STRIDE + at.y : at.x * A_STRIDE + at.y + c] = ELEM(next_a[r][c]);
+    As[a_elem(at.x, at.y) >> 2] = next_a[r];
   }
   STAGE_LOOP for (uint r = 0; r < QB; ++r) {
     const uint q = gl_LocalInvocationIndex + r * THREADS;
     if (q >= BN * BK / 4) break;
     const uvec2 at = b_quad_at(q);
-    [[unroll]] for (uint c = 0; c < 4; ++c)
-      Bs[TRANS_B ? (at.x + c) * B_STRIDE + at.y : at.x * B_STRIDE + at.y + c] = ELEM(next_b[r][c]);
+    Bs[b_elem(at.x, at.y) >> 2] = next_b[r];
   }
 }
 
@@ -87,8 +93,8 @@ void main() {
     if (s + 1 < steps)  // in flight while this tile multiplies
       load_tile(gl_WorkGroupID.z * p.terms + (s + 1) / tiles, ((s + 1) % tiles) * BK, mb, nb);
     STAGE_LOOP for (uint kk = 0; kk < BK; kk += LK) {
-      [[unroll]] for (uint i = 0; i < TILES_M; ++i) tile_load_a(i, (wm * WM + i * LM) * A_STRIDE + kk);
-      [[unroll]] for (uint j = 0; j < TILES_N; ++j) tile_load_b(j, kk * B_STRIDE + wn * WN + j * LN);
+      [[unroll]] for (uint i = 0; i < TILES_M; ++i) tile_load_a(i, a_elem(wm * WM + i * LM, kk));
+      [[unroll]] for (uint j = 0; j < TILES_N; ++j) tile_load_b(j, b_elem(kk, wn * WN + j * LN));
       [[unroll]] for (uint i = 0; i < TILES_M; ++i)
         [[unroll]] for (uint j = 0; j < TILES_N; ++j) tile_multiply(i, j);
     }

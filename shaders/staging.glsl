@@ -4,37 +4,56 @@
 // 16-byte aligned (8 in 16 bits) and the quad lies wholly inside, one element at a time
 // otherwise; consecutive invocations take consecutive quads. load_tile brings a tile's quads
 // into registers (next_a, next_b), from where the kernel stores them in its own layout.
+// A quad is a vec4 of the values (matmul_shared.comp), or with BRIGADE_STAGE_BITS the uvec2
+// of its four 16-bit elements as stored (matmul_tiles.comp: the bits go to shared memory as
+// they are, two words a quad, with no conversion; zero bits past an edge are +0.0).
 // Included after matmul_io.glsl, with BM, BN, BK, THREADS, VEC4_A and VEC4_B declared, and
 // STAGE_LOOP where the kernel wants its loops kept rolled (tiles.glsl).
 #ifndef BRIGADE_SHADERS_STAGING_GLSL
 #define BRIGADE_SHADERS_STAGING_GLSL
+
+#ifdef BRIGADE_STAGE_BITS
+#define QUAD uvec2
+// Element i's 16 bits of a word-packed operand, placed as element c of a quad.
+#define QUAD_SET(v, c, words, i) v[(c) >> 1] |= ((words[(i) >> 1] >> (((i) & 1u) << 4)) & 0xFFFFu) << (((c) & 1u) << 4)
+#define QUAD_A4(q) aw2[q]
+#define QUAD_B4(q) bw2[q]
+#define QUAD_SET_A(v, c, i) QUAD_SET(v, c, aw, i)
+#define QUAD_SET_B(v, c, i) QUAD_SET(v, c, bw, i)
+#else
+#define QUAD vec4
+#define QUAD_A4(q) fetch_a4(q)
+#define QUAD_B4(q) fetch_b4(q)
+#define QUAD_SET_A(v, c, i) v[c] = fetch_a(i)
+#define QUAD_SET_B(v, c, i) v[c] = fetch_b(i)
+#endif
 
 // Where quad q of A's tile starts, (m, k), and of B's, (k, n), within the tile.
 uvec2 a_quad_at(uint q) { return TRANS_A ? uvec2(4 * (q % (BM / 4)), q / (BM / 4)) : uvec2(q / (BK / 4), 4 * (q % (BK / 4))); }
 uvec2 b_quad_at(uint q) { return TRANS_B ? uvec2(4 * (q % (BK / 4)), q / (BK / 4)) : uvec2(q / (BN / 4), 4 * (q % (BN / 4))); }
 
 // Four elements of op(A) from (m, k): along k, or along m with TRANS_A; zero past an edge.
-vec4 fetch_a_quad(uint base, uint m, uint k) {
+QUAD fetch_a_quad(uint base, uint m, uint k) {
   const bool whole = TRANS_A ? k < p.K && m + 3 < p.M : m < p.M && k + 3 < p.K;
   const uint at = base + (TRANS_A ? k * p.lda + m : m * p.lda + k);
-  if (VEC4_A && whole) return fetch_a4(at >> 2);
-  vec4 v = vec4(0.0);
+  if (VEC4_A && whole) return QUAD_A4(at >> 2);
+  QUAD v = QUAD(0);
   [[dont_unroll]] for (uint c = 0; c < 4; ++c) {
     const uint mm = TRANS_A ? m + c : m, kk = TRANS_A ? k : k + c;
-    if (mm < p.M && kk < p.K) v[c] = fetch_a(at + c);
+    if (mm < p.M && kk < p.K) QUAD_SET_A(v, c, at + c);
   }
   return v;
 }
 
 // Four elements of op(B) from (k, n): along n, or along k with TRANS_B; zero past an edge.
-vec4 fetch_b_quad(uint base, uint k, uint n) {
+QUAD fetch_b_quad(uint base, uint k, uint n) {
   const bool whole = TRANS_B ? n < p.N && k + 3 < p.K : k < p.K && n + 3 < p.N;
   const uint at = base + (TRANS_B ? n * p.ldb + k : k * p.ldb + n);
-  if (VEC4_B && whole) return fetch_b4(at >> 2);
-  vec4 v = vec4(0.0);
+  if (VEC4_B && whole) return QUAD_B4(at >> 2);
+  QUAD v = QUAD(0);
   [[dont_unroll]] for (uint c = 0; c < 4; ++c) {
     const uint kk = TRANS_B ? k + c : k, nn = TRANS_B ? n : n + c;
-    if (kk < p.K && nn < p.N) v[c] = fetch_b(at + c);
+    if (kk < p.K && nn < p.N) QUAD_SET_B(v, c, at + c);
   }
   return v;
 }
@@ -45,7 +64,7 @@ vec4 fetch_b_quad(uint base, uint k, uint n) {
 
 // Quads of a tile per invocation, and the next tile's on their way to shared memory.
 const uint QA = (BM * BK / 4 + THREADS - 1) / THREADS, QB = (BN * BK / 4 + THREADS - 1) / THREADS;
-vec4 next_a[QA], next_b[QB];
+QUAD next_a[QA], next_b[QB];
 
 // Loads the tile of term `term` from k0 (A's rows mb.., B's columns nb..) into next_a, next_b.
 void load_tile(uint term, uint k0, uint mb, uint nb) {

@@ -8,9 +8,11 @@
 //     accumulators (element lane + LANES e of a tile), a fragment is where its tile lies in
 //     shared memory, and the multiply-accumulate sums over k in order, as the fp32 kernels do.
 // The kernel says which warp an invocation belongs to (tile_warp) and stages A and B in the
-// shared arrays As and Bs of ELEM, rows A_STRIDE and B_STRIDE apart; everything else it does
-// (staging, the epilogue, edges) is the same code for both.
-// Needs, before it: LM, LN, LK, TILES_M, TILES_N, LANES, A_STRIDE, B_STRIDE.
+// shared arrays As and Bs as stored: 16-bit elements, four to a uvec2, at a_elem(m, k) and
+// b_elem(k, n) (rows, or with TRANS_A / TRANS_B columns, A_LD and B_LD elements apart);
+// everything else it does (staging, the epilogue, edges) is the same code for both.
+// Needs, before it: LM, LN, LK, TILES_M, TILES_N, LANES, A_LD, B_LD, TRANS_A, TRANS_B,
+// FORMAT_A, FORMAT_B, TILES_A_ELEMENTS, TILES_B_ELEMENTS.
 #ifndef BRIGADE_SHADERS_TILES_GLSL
 #define BRIGADE_SHADERS_TILES_GLSL
 
@@ -33,12 +35,10 @@
 #else
 #define ELEM float16_t
 #endif
-#else
-#define ELEM float
 #endif
 
-shared ELEM As[TILES_A_ELEMENTS];
-shared ELEM Bs[TILES_B_ELEMENTS];
+shared uvec2 As[TILES_A_ELEMENTS / 4];
+shared uvec2 Bs[TILES_B_ELEMENTS / 4];
 
 #ifdef BRIGADE_COOPMAT
 
@@ -51,9 +51,16 @@ void tiles_zero() {
   [[unroll]] for (uint t = 0; t < TILES_M * TILES_N; ++t)
     acc[t] = coopmat<float, gl_ScopeSubgroup, LM, LN, gl_MatrixUseAccumulator>(0.0);
 }
-// Fragment i of A from As at element `at` (LM rows of LK), fragment j of B from Bs (LK of LN).
-void tile_load_a(uint i, uint at) { coopMatLoad(frag_a[i], As, at, A_STRIDE, gl_CooperativeMatrixLayoutRowMajor); }
-void tile_load_b(uint j, uint at) { coopMatLoad(frag_b[j], Bs, at, B_STRIDE, gl_CooperativeMatrixLayoutRowMajor); }
+// Fragment i of A from As at element `at` (LM rows of LK), fragment j of B from Bs (LK of LN):
+// the uvec2s read as ELEMs, four to one, rows or columns as the operand is stored.
+void tile_load_a(uint i, uint at) {
+  if (TRANS_A) coopMatLoad(frag_a[i], As, at / 4, A_LD / 4, gl_CooperativeMatrixLayoutColumnMajor);
+  else coopMatLoad(frag_a[i], As, at / 4, A_LD / 4, gl_CooperativeMatrixLayoutRowMajor);
+}
+void tile_load_b(uint j, uint at) {
+  if (TRANS_B) coopMatLoad(frag_b[j], Bs, at / 4, B_LD / 4, gl_CooperativeMatrixLayoutColumnMajor);
+  else coopMatLoad(frag_b[j], Bs, at / 4, B_LD / 4, gl_CooperativeMatrixLayoutRowMajor);
+}
 // Accumulator i * TILES_N + j += fragment i of A times fragment j of B.
 void tile_multiply(uint i, uint j) {
   acc[i * TILES_N + j] = coopMatMulAdd(frag_a[i], frag_b[j], acc[i * TILES_N + j]);
@@ -74,11 +81,17 @@ void tiles_zero() {
 }
 void tile_load_a(uint i, uint at) { frag_a[i] = at; }
 void tile_load_b(uint j, uint at) { frag_b[j] = at; }
+// The value of the 16-bit element at e of a shared tile.
+float tile_value(uvec2 quad, uint e, uint format) { return half_in(quad[(e >> 1) & 1u], e, format); }
 void tile_multiply(uint i, uint j) {
   [[dont_unroll]] for (uint e = 0; e < TILE_OWNED; ++e) {
     const uint x = tile_lane() + e * LANES, m = x / LN, n = x % LN;
     float s = acc[(i * TILES_N + j) * TILE_OWNED + e];
-    [[dont_unroll]] for (uint k = 0; k < LK; ++k) s += As[frag_a[i] + m * A_STRIDE + k] * Bs[frag_b[j] + k * B_STRIDE + n];
+    [[dont_unroll]] for (uint k = 0; k < LK; ++k) {
+      const uint ea = frag_a[i] + (TRANS_A ? k * A_LD + m : m * A_LD + k),
+                 eb = frag_b[j] + (TRANS_B ? n * B_LD + k : k * B_LD + n);
+      s += tile_value(As[ea >> 2], ea, FORMAT_A) * tile_value(Bs[eb >> 2], eb, FORMAT_B);
+    }
     acc[(i * TILES_N + j) * TILE_OWNED + e] = s;
   }
 }

@@ -73,8 +73,10 @@ std::string MatmulTiling::name() const {
 
 uint32_t MatmulTiling::shared_bytes() const {
   if (variant == Variant::Matrix) {  // shaders/matmul_tiles.comp: A's and B's tiles, then C's matrices
-    const uint32_t bm = wg_y * tm * lm, bn = wg_x * tn * ln, element = emulated ? 4 : 2;
-    return element * (bm * (bk + BRIGADE_TILES_PAD) + bk * (bn + BRIGADE_TILES_PAD)) + 4 * wg_x * wg_y * lm * ln;
+    // 16-bit elements, the tiles laid out as A and B are stored: the larger of either layout.
+    const uint32_t bm = wg_y * tm * lm, bn = wg_x * tn * ln, pad = BRIGADE_TILES_PAD;
+    return 2 * (std::max(bm * (bk + pad), bk * (bm + pad)) + std::max(bk * (bn + pad), bn * (bk + pad))) +
+           4 * wg_x * wg_y * lm * ln;
   }
   if (variant != Variant::Shared) return 0;
   return 2 * bk * (wg_y * tm / 4 + 1 + wg_x * tn / 4 + 1) * 16;  // shaders/matmul_shared.comp: two of each tile
@@ -146,7 +148,7 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
   if (p.M == 0 || p.N == 0 || p.batch == 0 || (p.K == 0 && p.accumulate)) return;
   vk::Device& dev = cmd.device();
   std::optional<MatmulTiling> matrix;
-  if (!p.tiling && is_half(p.a_format) && p.b_format == p.a_format) matrix = default_matrix_tiling(dev.info(), p.a_format);
+  if (!p.tiling && is_half(p.a_format) && p.b_format == p.a_format) matrix = default_matrix_tiling(dev.info(), p.a_format, p.M, p.N);
   const MatmulTiling t = p.tiling ? *p.tiling : matrix ? *matrix : matmul_tiling(dev.info(), p.M, p.N);
   BRIGADE_EXPECT(t.tm && t.tn && t.wg_x && t.wg_y && t.bk, "tiling " + t.name() + " has a zero size");
   BRIGADE_EXPECT(t.wg_x * t.wg_y <= dev.info().max_workgroup_invocations,

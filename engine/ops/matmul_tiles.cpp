@@ -29,7 +29,7 @@ std::optional<MatmulTiling> matrix_tiling(const vk::PhysicalInfo& device, Precis
   if (!e || !device.matrix_units.lists(*e) || !vk::has_shader(coopmat_kernel(element))) return std::nullopt;
   const vk::MatrixShape* best = nullptr;
   for (const vk::MatrixShape& s : device.matrix_units.shapes) {
-    if (s.element != *e || s.m % 2 || s.n % 2) continue;
+    if (s.element != *e || s.m % 4 || s.n % 4 || s.k % 4) continue;  // fragments start on quads
     const uint64_t size = uint64_t(s.m) * s.n * s.k, best_size = best ? uint64_t(best->m) * best->n * best->k : 0;
     if (!best || size > best_size || (size == best_size && s.m == s.n && best->m != best->n)) best = &s;
   }
@@ -62,8 +62,18 @@ bool takes_matrix_units(const vk::PhysicalInfo& device) {
 
 }  // namespace
 
-std::optional<MatmulTiling> default_matrix_tiling(const vk::PhysicalInfo& device, Precision element) {
-  return takes_matrix_units(device) ? matrix_tiling(device, element) : std::nullopt;
+std::optional<MatmulTiling> default_matrix_tiling(const vk::PhysicalInfo& device, Precision element, uint32_t rows,
+                                                  uint32_t cols) {
+  if (!takes_matrix_units(device)) return std::nullopt;
+  std::optional<MatmulTiling> t = matrix_tiling(device, element);
+  if (!t || !rows || !cols) return t;
+  MatmulTiling large = *t;
+  large.wg_y = 2, large.wg_x = 4, large.tm = 4, large.tn = 2;
+  const uint64_t blocks = uint64_t(vk::groups_for(rows, 4 * large.lm)) * vk::groups_for(cols, 4 * large.ln);
+  if (blocks >= 128 && large.shared_bytes() <= device.max_shared_memory &&
+      large.wg_x * large.wg_y * large.subgroup <= device.max_workgroup_invocations)
+    return large;
+  return t;
 }
 
 MatmulTiling emulated_matrix_tiling(uint32_t lm, uint32_t ln, uint32_t lk, uint32_t lanes) {
@@ -100,8 +110,9 @@ void matmul_tiles(vk::Commands& cmd, const MatmulTiling& t, const MatmulParams& 
   const vk::PhysicalInfo& device = cmd.device().info();
   BRIGADE_EXPECT(is_half(p.a_format) && p.b_format == p.a_format,
                  "the matrix-unit kernel multiplies 16-bit A and B of one type");
-  BRIGADE_EXPECT(t.lm && t.ln && t.lk && t.subgroup && t.bk % t.lk == 0 && t.lm % 2 == 0 && t.ln % 2 == 0,
-                 "tiling " + t.name() + ": k-depth a multiple of the matrices' k, even matrices");
+  BRIGADE_EXPECT(t.lm && t.ln && t.lk && t.subgroup && t.bk % t.lk == 0 && t.lm % 4 == 0 && t.ln % 4 == 0 &&
+                     t.lk % 4 == 0,
+                 "tiling " + t.name() + ": k-depth a multiple of the matrices' k, matrix sides in multiples of 4");
   BRIGADE_EXPECT(t.bk % 4 == 0 && (t.wg_y * t.tm * t.lm) % 4 == 0 && (t.wg_x * t.tn * t.ln) % 4 == 0,
                  "tiling " + t.name() + ": tiles staged four elements at a time need k-depth and block sides in multiples of 4");
   BRIGADE_EXPECT(!t.emulated || (t.lm * t.ln) % t.subgroup == 0,
