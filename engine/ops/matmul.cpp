@@ -1,6 +1,7 @@
 #include "ops/matmul.h"
 
 #include <algorithm>
+#include <iterator>
 
 #include "ops/matmul_tiles.h"
 #include "shaders/matmul.h"
@@ -127,18 +128,22 @@ MatmulTiling matmul_tiling(const vk::PhysicalInfo& device, uint32_t rows, uint32
     return t;
   }
   // GPUs: shared-memory tiles (shaders/matmul_shared.comp). The largest block of which the
-  // problem has at least 128, so every compute unit gets several: 128x128 (16x16 invocations
-  // of 8x8 outputs staged 8 deep, 17 KiB of shared memory), 64x64 (16x16 of 4x4), 32x32 (8x8 of 4x4); one
-  // that does not fit the device is passed over, and a device that fits none keeps register
-  // blocking. A rule not yet timed on a GPU: `bench kernels --compare` times the candidates.
+  // problem has enough, so every compute unit gets several: 64x128 (8x16 invocations of 8x8
+  // outputs staged 8 deep) where it has 256, 64x64 (16x16 of 4x4) where it has 128, else
+  // 32x32 (8x8 of 4x4); one that does not fit the device is passed over, and a device that
+  // fits none keeps register blocking. On an H200 (BENCHMARKS.md, "On a GPU"), 64x128 ran
+  // 2048^3 and 4096^3 1.19x faster than 128x128 did, and 64x64 ran 1024^3 1.42x faster than
+  // 64x128 (128 of them there).
   using V = MatmulTiling::Variant;
-  const MatmulTiling blocks[] = {{V::Shared, 16, 16, 8, 8, 8}, {V::Shared, 16, 16, 4, 4, 16}, {V::Shared, 8, 8, 4, 4, 16}};
+  const MatmulTiling blocks[] = {{V::Shared, 16, 8, 8, 8, 8}, {V::Shared, 16, 16, 4, 4, 16}, {V::Shared, 8, 8, 4, 4, 16}};
+  const uint64_t enough[] = {256, 128, 0};
   const MatmulTiling* fits = nullptr;
-  for (const MatmulTiling& b : blocks) {
+  for (size_t i = 0; i < std::size(blocks); ++i) {
+    const MatmulTiling& b = blocks[i];
     if (b.shared_bytes() > device.max_shared_memory || b.wg_x * b.wg_y > device.max_workgroup_invocations) continue;
     fits = &b;
     const uint64_t many = uint64_t(vk::groups_for(rows, b.wg_y * b.tm)) * vk::groups_for(cols, b.wg_x * b.tn);
-    if (!rows || !cols || many >= 128) break;
+    if (!rows || !cols || many >= enough[i]) break;
   }
   return fits ? *fits : MatmulTiling{};
 }
@@ -148,7 +153,7 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
   if (p.M == 0 || p.N == 0 || p.batch == 0 || (p.K == 0 && p.accumulate)) return;
   vk::Device& dev = cmd.device();
   std::optional<MatmulTiling> matrix;
-  if (!p.tiling && is_half(p.a_format) && p.b_format == p.a_format) matrix = default_matrix_tiling(dev.info(), p.a_format, p.M, p.N);
+  if (!p.tiling && is_half(p.a_format) && p.b_format == p.a_format) matrix = default_matrix_tiling(dev.info(), p.a_format);
   const MatmulTiling t = p.tiling ? *p.tiling : matrix ? *matrix : matmul_tiling(dev.info(), p.M, p.N);
   BRIGADE_EXPECT(t.tm && t.tn && t.wg_x && t.wg_y && t.bk, "tiling " + t.name() + " has a zero size");
   BRIGADE_EXPECT(t.wg_x * t.wg_y <= dev.info().max_workgroup_invocations,

@@ -62,18 +62,8 @@ bool takes_matrix_units(const vk::PhysicalInfo& device) {
 
 }  // namespace
 
-std::optional<MatmulTiling> default_matrix_tiling(const vk::PhysicalInfo& device, Precision element, uint32_t rows,
-                                                  uint32_t cols) {
-  if (!takes_matrix_units(device)) return std::nullopt;
-  std::optional<MatmulTiling> t = matrix_tiling(device, element);
-  if (!t || !rows || !cols) return t;
-  MatmulTiling large = *t;
-  large.wg_y = 2, large.wg_x = 4, large.tm = 4, large.tn = 2;
-  const uint64_t blocks = uint64_t(vk::groups_for(rows, 4 * large.lm)) * vk::groups_for(cols, 4 * large.ln);
-  if (blocks >= 128 && large.shared_bytes() <= device.max_shared_memory &&
-      large.wg_x * large.wg_y * large.subgroup <= device.max_workgroup_invocations)
-    return large;
-  return t;
+std::optional<MatmulTiling> default_matrix_tiling(const vk::PhysicalInfo& device, Precision element) {
+  return takes_matrix_units(device) ? matrix_tiling(device, element) : std::nullopt;
 }
 
 MatmulTiling emulated_matrix_tiling(uint32_t lm, uint32_t ln, uint32_t lk, uint32_t lanes) {

@@ -20,15 +20,13 @@ namespace brigade::ops {
 // the cooperative-matrix kernels are not built (tools/install-glslang.sh).
 std::optional<MatmulTiling> matrix_tiling(const vk::PhysicalInfo& device, Precision element);
 
-// What ops::matmul takes by default where the device takes its matrix units by default: for
-// a product of rows x cols (0: unknown) that has at least 128 blocks of 4x4 matrices, blocks
-// of 4x4 in 2x4 warps of 4x2 matrices (128x128 of 16x16 matrices, 8 warps) where they fit the
-// device, else matrix_tiling's 2x2 warps of 2x2. BRIGADE_MATRIX_UNITS=auto (the default)
-// takes them on every device but CPUs, whose matrix units are an emulation slower than their
-// SIMT kernel (Mesa 26's lavapipe: docs/BENCHMARKS.md, "Matrix units on a CPU"); on takes
-// them wherever listed, off nowhere.
-std::optional<MatmulTiling> default_matrix_tiling(const vk::PhysicalInfo& device, Precision element,
-                                                  uint32_t rows = 0, uint32_t cols = 0);
+// What ops::matmul takes by default: matrix_tiling where the device takes its matrix units
+// by default. BRIGADE_MATRIX_UNITS=auto (the default) takes them on every device but CPUs,
+// whose matrix units are an emulation slower than their SIMT kernel (Mesa 26's lavapipe:
+// docs/BENCHMARKS.md, "Matrix units on a CPU"); on takes them wherever listed, off nowhere.
+// On an H200 the larger blocks (`bench kernels` compares them) were no faster: BENCHMARKS.md,
+// "The matrix units on the H200".
+std::optional<MatmulTiling> default_matrix_tiling(const vk::PhysicalInfo& device, Precision element);
 
 // The same kernel on plain invocations: warps of `lanes` invocations, matrices of lm x ln x lk.
 MatmulTiling emulated_matrix_tiling(uint32_t lm = 16, uint32_t ln = 16, uint32_t lk = 16, uint32_t lanes = 32);

@@ -34,8 +34,8 @@ const MatmulTiling kSubgroupRegisters{MatmulTiling::Variant::Registers, 8, 8, 32
 const MatmulTiling kSubgroupRegisters16x8{MatmulTiling::Variant::Registers, 8, 8, 16, 8, 16, 8};
 const MatmulTiling kRegisters{MatmulTiling::Variant::Registers, 8, 8, 8, 8, 16, 0};
 const MatmulTiling kShared{MatmulTiling::Variant::Shared, 16, 16, 4, 4, 16, 0};
-// A GPU's tiling for large products: 128x128 blocks of 8x8 outputs per invocation.
-const MatmulTiling kShared128{MatmulTiling::Variant::Shared, 16, 16, 8, 8, 8, 0};
+// A GPU's tiling for large products: 64x128 blocks of 8x8 outputs per invocation.
+const MatmulTiling kShared64x128{MatmulTiling::Variant::Shared, 16, 8, 8, 8, 8, 0};
 
 struct Shape {
   uint32_t M, N, K;
@@ -129,11 +129,11 @@ TEST_CASE_FIXTURE(test::Gpu, "register-blocked matmul matches the CPU reference 
 
 TEST_CASE_FIXTURE(test::Gpu, "shared-memory matmul matches the CPU reference for every transpose and odd sizes") {
   check_every_transpose(device(), kShared);
-  check_every_transpose(device(), kShared128);
-  // Several 128x128 blocks each way, K an odd number of tiles with a ragged last one.
+  check_every_transpose(device(), kShared64x128);
+  // Several 64x128 blocks each way, K an odd number of tiles with a ragged last one.
   uint32_t seed = 50;
   for (int t = 0; t < 4; ++t) {
-    const MatmulParams p{.M = 260, .N = 200, .K = 37, .trans_a = bool(t & 1), .trans_b = bool(t & 2), .tiling = kShared128};
+    const MatmulParams p{.M = 260, .N = 200, .K = 37, .trans_a = bool(t & 1), .trans_b = bool(t & 2), .tiling = kShared64x128};
     check_matmul(device(), p, std::vector<float>(size_t(p.M) * p.N, 0.0f), seed += 2);
   }
 }

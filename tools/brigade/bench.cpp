@@ -203,9 +203,8 @@ double gflops(const Case& c, double ms) {
 
 // The tiling ops::matmul picks for the case when none is given.
 ops::MatmulTiling default_tiling(const vk::PhysicalInfo& info, const Case& c) {
-  const uint32_t rows = uint32_t(c.mnk()[0]), cols = uint32_t(c.mnk()[1]);
-  if (const auto matrix = ops::default_matrix_tiling(info, c.format, rows, cols)) return *matrix;
-  return ops::matmul_tiling(info, rows, cols);
+  if (const auto matrix = ops::default_matrix_tiling(info, c.format)) return *matrix;
+  return ops::matmul_tiling(info, uint32_t(c.mnk()[0]), uint32_t(c.mnk()[1]));
 }
 
 // Values as stored: fp32, or packed two 16-bit values to a word.
@@ -218,7 +217,7 @@ std::vector<uint32_t> stored(const std::vector<float>& v, ops::Precision format)
   return words;
 }
 
-Result run_case(vk::Device& dev, const Case& c, const Problem& problem, int reps) {
+Result run_case(vk::Device& dev, const Case& c, const Problem& problem, int reps, bool fresh) {
   Result r{c, c.tiling ? c.tiling->name() : "default: " + default_tiling(dev.info(), c).name()};
   std::vector<vk::Buffer> in, out;
   for (size_t i = 0; i < problem.inputs.size(); ++i) {
@@ -247,11 +246,12 @@ Result run_case(vk::Device& dev, const Case& c, const Problem& problem, int reps
   if (!r.valid) return r;
 
   // A GPU idle while the host computed the reference runs at a low clock: keep it busy with
-  // the product, batches of `reps`, for at least a quarter of a second and until a batch is no
-  // faster than the one before (at most 3 s), so the timed runs see the clock it trains at. A
-  // quarter of a second alone left the first case after a full 1024^3 reference at a fifth
-  // of its speed on an H200.
+  // the product, batches of `reps`, until a batch is no faster than the one before (at most
+  // 3 s), for at least a quarter of a second, or a second right after the host computed the
+  // reference (`fresh`): a quarter of a second, then a quarter and steady batches, both left
+  // the first case after a full 1024^3 reference at a quarter of its speed on an H200.
   if (dev.info().type != VK_PHYSICAL_DEVICE_TYPE_CPU) {
+    const auto least = std::chrono::milliseconds(fresh ? 1000 : 250);
     using Clock = std::chrono::steady_clock;
     const auto start = Clock::now();
     double before = INFINITY;
@@ -264,7 +264,7 @@ Result run_case(vk::Device& dev, const Case& c, const Problem& problem, int reps
       const double batch = std::chrono::duration<double>(now - t0).count();
       const bool steady = batch >= 0.98 * before;
       before = batch;
-      if ((steady && now - start >= std::chrono::milliseconds(250)) || now - start >= std::chrono::seconds(3)) break;
+      if ((steady && now - start >= least) || now - start >= std::chrono::seconds(3)) break;
     }
   }
   cmd.reset();
@@ -384,8 +384,9 @@ void run_kernels(const std::string& device_spec, const std::vector<uint32_t>& sq
   for (const Case& c : cases) {
     const std::string key = std::string(op_name(c.op)) + " " + ops::precision_name(c.format) + " " + std::to_string(c.d0) + " " +
                             std::to_string(c.d1) + " " + std::to_string(c.d2);
-    if (!problems.count(key)) problems[key] = make_problem(c);
-    results.push_back(run_case(dev, c, problems[key], reps));
+    const bool fresh = !problems.count(key);
+    if (fresh) problems[key] = make_problem(c);
+    results.push_back(run_case(dev, c, problems[key], reps, fresh));
     if (peer.found() && !peer_ms.count(key)) {
       const auto [m, n, k] = c.mnk();
       peer_ms[key] = peer.median_ms(m, n, k, c.trans_a(), c.trans_b(), reps);
