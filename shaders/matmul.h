@@ -48,6 +48,10 @@ using uint = std::uint32_t;
 #define BRIGADE_TILES_SPEC_WARPS_N 37
 #define BRIGADE_TILES_SPEC_BK 38       // K depth of the tiles staged in shared memory (LK's multiple)
 #define BRIGADE_TILES_SPEC_LANES 39
+// A measurement, not a product: stage the first K tile once and multiply it in place of every
+// tile, so a product's time is the warps' loads from shared memory and matrix products alone
+// (`bench kernels` on a device with matrix units: the inner loop's ceiling).
+#define BRIGADE_TILES_SPEC_STAGE_ONCE 40
 // Elements between the rows of a staged 16-bit tile past its width: keeps each row's start
 // 16-byte aligned, as cooperative-matrix loads want, and spreads rows over the banks.
 #define BRIGADE_TILES_PAD 8

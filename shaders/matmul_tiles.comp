@@ -31,6 +31,7 @@ layout(constant_id = BRIGADE_TILES_SPEC_WARPS_M) const uint WARPS_M = 2;
 layout(constant_id = BRIGADE_TILES_SPEC_WARPS_N) const uint WARPS_N = 2;
 layout(constant_id = BRIGADE_TILES_SPEC_BK) const uint BK = 32;
 layout(constant_id = BRIGADE_TILES_SPEC_LANES) const uint LANES = 32;
+layout(constant_id = BRIGADE_TILES_SPEC_STAGE_ONCE) const bool STAGE_ONCE = false;
 layout(constant_id = BRIGADE_MATMUL_SPEC_TRANS_A) const bool TRANS_A = false;
 layout(constant_id = BRIGADE_MATMUL_SPEC_TRANS_B) const bool TRANS_B = false;
 layout(constant_id = BRIGADE_MATMUL_SPEC_VEC4_A) const bool VEC4_A = false;
@@ -88,9 +89,11 @@ void main() {
   const uint tiles = (p.K + BK - 1) / BK, steps = p.terms * tiles;  // a staged tile lies within one term
   if (steps > 0) load_tile(gl_WorkGroupID.z * p.terms, 0, mb, nb);
   for (uint s = 0; s < steps; ++s) {
-    store_tile();
-    barrier();
-    if (s + 1 < steps)  // in flight while this tile multiplies
+    if (!STAGE_ONCE || s == 0) {
+      store_tile();
+      barrier();
+    }
+    if (!STAGE_ONCE && s + 1 < steps)  // in flight while this tile multiplies
       load_tile(gl_WorkGroupID.z * p.terms + (s + 1) / tiles, ((s + 1) % tiles) * BK, mb, nb);
     STAGE_LOOP for (uint kk = 0; kk < BK; kk += LK) {
       [[unroll]] for (uint i = 0; i < TILES_M; ++i) tile_load_a(i, a_elem(wm * WM + i * LM, kk));
@@ -98,7 +101,7 @@ void main() {
       [[unroll]] for (uint i = 0; i < TILES_M; ++i)
         [[unroll]] for (uint j = 0; j < TILES_N; ++j) tile_multiply(i, j);
     }
-    barrier();
+    if (!STAGE_ONCE) barrier();
   }
 
   const uint base = matrix_at(p.offset_c, gl_WorkGroupID.z, p.stride_c, p.head_stride_c);

@@ -35,6 +35,9 @@ struct MatmulTiling {
   // operations run on plain invocations instead of the device's matrix units.
   uint32_t lm = 0, ln = 0, lk = 0;
   bool emulated = false;
+  // Matrix: a measurement, not a product (BRIGADE_TILES_SPEC_STAGE_ONCE): the first K tile
+  // multiplied in place of every tile, C wrong, the time that of the inner loop alone.
+  bool stage_once = false;
   // e.g. "registers 8x8 per invocation, 8x8 invocations, A shared by subgroups of 8"
   std::string name() const;
   // Workgroup shared memory the kernel declares with this tiling.

@@ -129,7 +129,8 @@ void matmul_tiles(vk::Commands& cmd, const MatmulTiling& t, const MatmulParams& 
       .set(BRIGADE_TILES_SPEC_WARPS_M, t.wg_y)
       .set(BRIGADE_TILES_SPEC_WARPS_N, t.wg_x)
       .set(BRIGADE_TILES_SPEC_BK, t.bk)
-      .set(BRIGADE_TILES_SPEC_LANES, t.subgroup);
+      .set(BRIGADE_TILES_SPEC_LANES, t.subgroup)
+      .set(BRIGADE_TILES_SPEC_STAGE_ONCE, t.stage_once);
   const vk::Groups groups{vk::groups_for(p.N, t.wg_x * t.tn * t.ln), vk::groups_for(p.M, t.wg_y * t.tm * t.lm),
                           p.batch};
   cmd.dispatch(cmd.device().kernel(kernel, spec), {views[0], views[1], views[2], views[3], views[4], views[5]},

@@ -232,7 +232,9 @@ Result run_case(vk::Device& dev, const Case& c, const Problem& problem, int reps
   record(cmd, c, in, out);
   cmd.run();
   r.valid = true;
-  for (size_t i = 0; i < out.size(); ++i) {
+  const bool ceiling = c.tiling && c.tiling->stage_once;  // computes something else: not checked
+  if (ceiling) r.max_err = NAN;
+  for (size_t i = 0; i < out.size() && !ceiling; ++i) {
     std::vector<float> got(out[i].size() / 4);
     vk::download(out[i], got.data(), got.size() * 4);
     const std::vector<float>& want = problem.outputs[i];
@@ -337,6 +339,11 @@ std::vector<std::optional<ops::MatmulTiling>> candidate_tilings(const vk::Physic
       ops::MatmulTiling t = *matrix;
       t.wg_y = warps_m, t.wg_x = warps_n, t.tm = tiles_m, t.tn = tiles_n, t.bk = (deeper ? 4 : 2) * matrix->lk;
       all.push_back(t);
+      // and its inner loop alone, the first K tile multiplied in place of every one (C unchecked)
+      if (warps_m == 2 && warps_n == 2 && tiles_m == 2 && tiles_n == 2 && !deeper) {
+        t.stage_once = true;
+        all.push_back(t);
+      }
     }
   std::vector<std::optional<ops::MatmulTiling>> out = {std::nullopt};
   for (const auto& t : all)

@@ -10,7 +10,9 @@ or on the CPU (PyTorch's BLAS). --dtype fp32 (TF32 off, the default), tf32, or b
 Inputs are uniform in [-1, 1) (never zeros); each size is timed --reps times after three
 warm-up products, by CUDA events on a GPU and the wall clock on the CPU, and the median is
 reported. Per size the table gives PyTorch's GFLOPS, brigade's under its default tiling and
-under its fastest candidate (from the JSON), and the ratios brigade / PyTorch.
+under its fastest candidate (from the JSON), and the ratios brigade / PyTorch; on a device
+with matrix units also the ceiling `bench kernels` measures there (the matrix-unit kernel's
+inner loop alone, one K tile staged: not a product, never the fastest candidate).
 """
 
 import argparse
@@ -65,7 +67,10 @@ def main():
             if r["op"] != "matmul" or not r["valid"]:
                 continue
             n = r["M"]
-            mine = ours.setdefault(n, {"default": None, "best": 0.0, "best_tiling": ""})
+            mine = ours.setdefault(n, {"default": None, "best": 0.0, "best_tiling": "", "ceiling": None})
+            if r["tiling"].endswith("(a ceiling)"):
+                mine["ceiling"] = r["gflops"]
+                continue
             if r["tiling"].startswith("default"):
                 mine["default"] = r["gflops"]
             if r["gflops"] > mine["best"]:
@@ -77,7 +82,10 @@ def main():
     what = "fp32 (TF32 off)" if args.dtype == "fp32" else args.dtype
     print(f"PyTorch {torch.__version__} torch.mm {what} on {where}, median of {args.reps}")
     print(device_name)
+    ceilings = any(m["ceiling"] for m in ours.values())
     rows = [["n", "PyTorch GFLOPS", "brigade default", "ratio", "brigade best", "ratio", "best tiling"]]
+    if ceilings:
+        rows[0][-1:-1] = ["inner-loop ceiling", "ratio"]
     for n in sizes:
         peer = torch_gflops(n, args.device, args.reps, args.dtype)
         mine = ours.get(n)
@@ -86,7 +94,10 @@ def main():
             row += [f"{mine['default']:.0f}", f"{mine['default'] / peer:.2f}"]
         else:
             row += ["-", "-"]
-        row += [f"{mine['best']:.0f}", f"{mine['best'] / peer:.2f}", mine["best_tiling"]] if mine else ["-", "-", "-"]
+        row += [f"{mine['best']:.0f}", f"{mine['best'] / peer:.2f}"] if mine else ["-", "-"]
+        if ceilings:
+            row += [f"{mine['ceiling']:.0f}", f"{mine['ceiling'] / peer:.2f}"] if mine and mine["ceiling"] else ["-", "-"]
+        row.append(mine["best_tiling"] if mine else "-")
         rows.append(row)
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
