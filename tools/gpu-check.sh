@@ -13,7 +13,10 @@
 #            warmed for 0.25 s on a GPU)
 #   suite    the test suites on the GPU under the validation layer (synchronization validation
 #            on): vk, kernels (each subgroup size), pipeline, model, io, cli; the ranks and mpi
-#            suites need mpirun and the vendors suite two CPU drivers, so they are not run
+#            suites need mpirun and the vendors suite two CPU drivers, so they are not run. The
+#            cli suite runs the brigade binary at the path it was built at (BUILD there), and a
+#            validation layer older than the cooperative-matrix extension (Debian 12's 1.3.239)
+#            fails every case that makes a device that enables it
 #   gpt      training throughput, brigade fp32 and --precision auto, against PyTorch eager fp32
 #            (TF32 off), TF32 and autocast(bfloat16) with SDPA attention on the same GPU
 #            (peer_bench.py)
@@ -117,6 +120,10 @@ if want suite; then
   say "suite: $((SECONDS - t0)) s; $(grep -c ': exit 0$' "$out/suite.txt") shards passed, $(grep -c ': exit [1-9]' "$out/suite.txt") failed"
   grep -E '^\[doctest\] (test cases|assertions)|: exit [0-9]+$' "$out/suite.txt" | tee -a "$out/summary.txt"
   grep -E 'ERROR: |TEST CASE:' "$out/suite.txt" | sort | uniq -c | head -40 | tee -a "$out/summary.txt"
+  # The validation layer's messages, each kind once with its count (the test harness fails a
+  # case on any of them).
+  grep -E '^validation (error|warning)' "$out/suite.txt" | cut -c1-400 | sort | uniq -c | sort -rn | head -30 |
+    tee -a "$out/summary.txt"
 fi
 
 if want gpt; then
