@@ -121,6 +121,10 @@ TEST_CASE_FIXTURE(test::Gpu, "the matrix-unit kernel on plain invocations stores
   MatmulTiling narrow = ops::emulated_matrix_tiling(16, 16, 8, 4);
   narrow.tm = 1, narrow.wg_x = 3, narrow.bk = 24;  // one matrix along M, three warps along N
   check_against_simt(device(), narrow, Precision::Fp16, 3300);
+  // The larger blocks `bench kernels` tries: 2x4 warps of 4x2 matrices, staged 4 matrices deep.
+  MatmulTiling wide = ops::emulated_matrix_tiling(8, 8, 8, 8);
+  wide.wg_y = 2, wide.wg_x = 4, wide.tm = 4, wide.tn = 2, wide.bk = 32;
+  check_against_simt(device(), wide, Precision::Bf16, 3350);
 }
 
 TEST_CASE_FIXTURE(test::Gpu, "the matrix-unit kernel refuses what it cannot multiply") {
