@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Packs what tools/gpu-check.sh needs on a bare machine with a GPU into gpu-pack/ (ignored by
+# git), beside what ../shared/tools/gpu-carry.sh puts in .gl/ (the Vulkan loader, the glvnd
+# libraries, Brigade's own libraries):
+#   build.tar.xz   the build's brigade and test binaries, stripped, unpacked there at the path
+#                  they were built at (the cli suite runs the brigade binary it was built with)
+#   vvl.tar.xz     Debian unstable's validation layer from .drivers/unstable (tools/coopmat-check.sh
+#                  makes it), its manifest pointing at the library beside it: Debian 12's layer
+#                  (1.3.239) predates cooperative matrices and fails every case on a device that
+#                  enables them; unstable's needs glibc 2.38, which the GPU machine has
+#   text.gz        the GPT presets' text (jargon-text), which that machine lacks
+#   run.sh         unpacks all of it and runs tools/gpu-check.sh OUT PARTS with the GPU's
+#                  driver, the newer layer where it loads, and the text
+#   tools/gpu-pack.sh [BUILD_DIR]          default build/
+# Then, on that machine, from the checkout's root, with .gl and gpu-pack carried:
+#   source .gl/setup.sh; gpu-pack/run.sh "$OUT" matrix,gpt,suite
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=$(cd "${1:-$root/build}" && pwd)
+out=$root/gpu-pack
+cd "$root"
+grep -qx '/gpu-pack/' .git/info/exclude 2>/dev/null || printf '/gpu-pack/\n' >> .git/info/exclude
+rm -rf "$out" && mkdir -p "$out"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+mkdir -p "$tmp/build/tests"
+cp "$build/brigade" "$tmp/build/"
+for t in pipeline kernels cli model io vk; do cp "$build/tests/test_$t" "$tmp/build/tests/"; done
+strip "$tmp/build/brigade" "$tmp/build/tests/"*
+tar cf - -C "$tmp/build" . | xz -T2 -6 > "$out/build.tar.xz"
+echo "$build" > "$out/build-path"
+
+layer=$root/.drivers/unstable/usr/lib/x86_64-linux-gnu/libVkLayer_khronos_validation.so
+manifest=$root/.drivers/unstable/usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json
+if [ -f "$layer" ] && [ -f "$manifest" ]; then
+  mkdir -p "$tmp/vvl"
+  cp "$layer" "$tmp/vvl/"
+  # A bare library name is searched on the system's paths, where Debian 12's layer lies.
+  sed 's#"library_path": "libVkLayer#"library_path": "./libVkLayer#' "$manifest" > "$tmp/vvl/VkLayer_khronos_validation.json"
+  tar cf - -C "$tmp" vvl | xz -T2 -6 > "$out/vvl.tar.xz"
+else
+  echo "gpu-pack: no unstable userland in .drivers/unstable (tools/coopmat-check.sh --prepare): the check will use Debian 12's layer" >&2
+fi
+cp /usr/share/doc/jargon-text/jargon.txt.gz "$out/text.gz"
+
+cat > "$out/run.sh" <<'RUN'
+#!/usr/bin/env bash
+# On the GPU machine, after `source .gl/setup.sh`: run.sh OUTDIR [PARTS] (tools/gpu-check.sh's).
+set -uo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+build=$(cat "$here/build-path")
+mkdir -p "$build" && tar xJf "$here/build.tar.xz" -C "$build"
+if [ -f "$here/vvl.tar.xz" ]; then
+  tar xJf "$here/vvl.tar.xz" -C /tmp
+  if ldd /tmp/vvl/libVkLayer_khronos_validation.so | grep -q 'not found'; then
+    echo "run.sh: unstable's validation layer does not load here; Debian 12's runs the suite"
+  else
+    export VK_LAYER_PATH=/tmp/vvl
+  fi
+fi
+export BUILD=$build GPU=${GPU:-NVIDIA} TEXT=$here/text.gz
+"$here/../tools/gpu-check.sh" "$@"
+RUN
+chmod +x "$out/run.sh"
+du -sh "$out" .gl 2>/dev/null || du -sh "$out"
+echo "ready: carry .gl and gpu-pack; on the machine: source .gl/setup.sh; gpu-pack/run.sh \"\$OUT\" PARTS"
