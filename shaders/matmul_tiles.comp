@@ -66,19 +66,19 @@ shared float Cs[WARPS * LM * LN];
 // The K tile from k0 of term `term` on its way to shared memory: op(A)[mb + m][k0 + k] at
 // a_elem(m, k), op(B)[k0 + k][nb + n] at b_elem(k, n), zero past the edges, in quads along the
 // operand's rows as stored (staging.glsl). load_tile brings them into registers (while the
-// tile before multiplies), store_tile puts each quad's two words in place.
+// tile before multiplies), store_tile puts each quad's two words in place (tiles.glsl).
 void store_tile() {
   STAGE_LOOP for (uint r = 0; r < QA; ++r) {
     const uint q = gl_LocalInvocationIndex + r * THREADS;
     if (q >= BM * BK / 4) break;
     const uvec2 at = a_quad_at(q);
-    As[a_elem(at.x, at.y) >> 2] = next_a[r];
+    TILE_PUT(As, a_elem(at.x, at.y), next_a[r]);
   }
   STAGE_LOOP for (uint r = 0; r < QB; ++r) {
     const uint q = gl_LocalInvocationIndex + r * THREADS;
     if (q >= BN * BK / 4) break;
     const uvec2 at = b_quad_at(q);
-    Bs[b_elem(at.x, at.y) >> 2] = next_b[r];
+    TILE_PUT(Bs, b_elem(at.x, at.y), next_b[r]);
   }
 }
 

@@ -8,8 +8,10 @@
 //     accumulators (element lane + LANES e of a tile), a fragment is where its tile lies in
 //     shared memory, and the multiply-accumulate sums over k in order, as the fp32 kernels do.
 // The kernel says which warp an invocation belongs to (tile_warp) and stages A and B in the
-// shared arrays As and Bs as stored: 16-bit elements, four to a uvec2, at a_elem(m, k) and
-// b_elem(k, n) (rows, or with TRANS_A / TRANS_B columns, A_LD and B_LD elements apart);
+// shared arrays As and Bs as stored: 16-bit elements, eight to a uvec4, at a_elem(m, k) and
+// b_elem(k, n) (rows, or with TRANS_A / TRANS_B columns, A_LD and B_LD elements apart, both
+// multiples of 8, as is every fragment's start: each row a load reads starts 16-byte aligned
+// by the array's own type, as cooperative-matrix loads from shared memory want);
 // everything else it does (staging, the epilogue, edges) is the same code for both.
 // Needs, before it: LM, LN, LK, TILES_M, TILES_N, LANES, A_LD, B_LD, TRANS_A, TRANS_B,
 // FORMAT_A, FORMAT_B, TILES_A_ELEMENTS, TILES_B_ELEMENTS.
@@ -37,8 +39,18 @@
 #endif
 #endif
 
-shared uvec2 As[TILES_A_ELEMENTS / 4];
-shared uvec2 Bs[TILES_B_ELEMENTS / 4];
+shared uvec4 As[TILES_A_ELEMENTS / 8];
+shared uvec4 Bs[TILES_B_ELEMENTS / 8];
+
+// Quad v (elements e .. e + 3 as stored, e % 4 == 0) into a tile: two words of one uvec4, each
+// written on its own (a store through a swizzle may write the whole vector, its other half
+// another invocation's).
+#define TILE_PUT(tile, e, v)                              \
+  {                                                        \
+    const uint at_ = (e) >> 3;                             \
+    if (((e) & 4u) == 0u) tile[at_].x = (v).x, tile[at_].y = (v).y; \
+    else tile[at_].z = (v).x, tile[at_].w = (v).y;         \
+  }
 
 #ifdef BRIGADE_COOPMAT
 
@@ -52,14 +64,14 @@ void tiles_zero() {
     acc[t] = coopmat<float, gl_ScopeSubgroup, LM, LN, gl_MatrixUseAccumulator>(0.0);
 }
 // Fragment i of A from As at element `at` (LM rows of LK), fragment j of B from Bs (LK of LN):
-// the uvec2s read as ELEMs, four to one, rows or columns as the operand is stored.
+// the uvec4s read as ELEMs, eight to one, rows or columns as the operand is stored.
 void tile_load_a(uint i, uint at) {
-  if (TRANS_A) coopMatLoad(frag_a[i], As, at / 4, A_LD / 4, gl_CooperativeMatrixLayoutColumnMajor);
-  else coopMatLoad(frag_a[i], As, at / 4, A_LD / 4, gl_CooperativeMatrixLayoutRowMajor);
+  if (TRANS_A) coopMatLoad(frag_a[i], As, at / 8, A_LD / 8, gl_CooperativeMatrixLayoutColumnMajor);
+  else coopMatLoad(frag_a[i], As, at / 8, A_LD / 8, gl_CooperativeMatrixLayoutRowMajor);
 }
 void tile_load_b(uint j, uint at) {
-  if (TRANS_B) coopMatLoad(frag_b[j], Bs, at / 4, B_LD / 4, gl_CooperativeMatrixLayoutColumnMajor);
-  else coopMatLoad(frag_b[j], Bs, at / 4, B_LD / 4, gl_CooperativeMatrixLayoutRowMajor);
+  if (TRANS_B) coopMatLoad(frag_b[j], Bs, at / 8, B_LD / 8, gl_CooperativeMatrixLayoutColumnMajor);
+  else coopMatLoad(frag_b[j], Bs, at / 8, B_LD / 8, gl_CooperativeMatrixLayoutRowMajor);
 }
 // Accumulator i * TILES_N + j += fragment i of A times fragment j of B.
 void tile_multiply(uint i, uint j) {
@@ -81,8 +93,8 @@ void tiles_zero() {
 }
 void tile_load_a(uint i, uint at) { frag_a[i] = at; }
 void tile_load_b(uint j, uint at) { frag_b[j] = at; }
-// The value of the 16-bit element at e of a shared tile.
-float tile_value(uvec2 quad, uint e, uint format) { return half_in(quad[(e >> 1) & 1u], e, format); }
+// The value of the 16-bit element e of a shared tile, from the uvec4 that holds it.
+float tile_value(uvec4 eight, uint e, uint format) { return half_in(eight[(e >> 1) & 3u], e, format); }
 void tile_multiply(uint i, uint j) {
   [[dont_unroll]] for (uint e = 0; e < TILE_OWNED; ++e) {
     const uint x = tile_lane() + e * LANES, m = x / LN, n = x % LN;
@@ -90,7 +102,7 @@ void tile_multiply(uint i, uint j) {
     [[dont_unroll]] for (uint k = 0; k < LK; ++k) {
       const uint ea = frag_a[i] + (TRANS_A ? k * A_LD + m : m * A_LD + k),
                  eb = frag_b[j] + (TRANS_B ? n * B_LD + k : k * B_LD + n);
-      s += tile_value(As[ea >> 2], ea, FORMAT_A) * tile_value(Bs[eb >> 2], eb, FORMAT_B);
+      s += tile_value(As[ea >> 3], ea, FORMAT_A) * tile_value(Bs[eb >> 3], eb, FORMAT_B);
     }
     acc[(i * TILES_N + j) * TILE_OWNED + e] = s;
   }

@@ -29,7 +29,7 @@ std::optional<MatmulTiling> matrix_tiling(const vk::PhysicalInfo& device, Precis
   if (!e || !device.matrix_units.lists(*e) || !vk::has_shader(coopmat_kernel(element))) return std::nullopt;
   const vk::MatrixShape* best = nullptr;
   for (const vk::MatrixShape& s : device.matrix_units.shapes) {
-    if (s.element != *e || s.m % 4 || s.n % 4 || s.k % 4) continue;  // fragments start on quads
+    if (s.element != *e || s.m % 8 || s.n % 8 || s.k % 8) continue;  // fragments start on 16 bytes
     const uint64_t size = uint64_t(s.m) * s.n * s.k, best_size = best ? uint64_t(best->m) * best->n * best->k : 0;
     if (!best || size > best_size || (size == best_size && s.m == s.n && best->m != best->n)) best = &s;
   }
@@ -100,11 +100,10 @@ void matmul_tiles(vk::Commands& cmd, const MatmulTiling& t, const MatmulParams& 
   const vk::PhysicalInfo& device = cmd.device().info();
   BRIGADE_EXPECT(is_half(p.a_format) && p.b_format == p.a_format,
                  "the matrix-unit kernel multiplies 16-bit A and B of one type");
-  BRIGADE_EXPECT(t.lm && t.ln && t.lk && t.subgroup && t.bk % t.lk == 0 && t.lm % 4 == 0 && t.ln % 4 == 0 &&
-                     t.lk % 4 == 0,
-                 "tiling " + t.name() + ": k-depth a multiple of the matrices' k, matrix sides in multiples of 4");
-  BRIGADE_EXPECT(t.bk % 4 == 0 && (t.wg_y * t.tm * t.lm) % 4 == 0 && (t.wg_x * t.tn * t.ln) % 4 == 0,
-                 "tiling " + t.name() + ": tiles staged four elements at a time need k-depth and block sides in multiples of 4");
+  BRIGADE_EXPECT(t.lm && t.ln && t.lk && t.subgroup && t.bk % t.lk == 0 && t.lm % 8 == 0 && t.ln % 8 == 0 &&
+                     t.lk % 8 == 0,
+                 "tiling " + t.name() + ": k-depth a multiple of the matrices' k, matrix sides in multiples of 8 "
+                 "(tiles are staged in 16-byte rows)");
   BRIGADE_EXPECT(!t.emulated || (t.lm * t.ln) % t.subgroup == 0,
                  "tiling " + t.name() + ": the lanes of a warp share each matrix's elements evenly");
   const uint32_t invocations = t.wg_x * t.wg_y * t.subgroup;

@@ -180,8 +180,10 @@ TEST_CASE("brigade supervise restarts a job that stopped on a lost device from i
   const fs::path dir = test::scratch_dir("supervise");
   test::write_tiny_fashion(dir / "data", 320, 64);
   const std::string train = std::string(BRIGADE_EXE) + " train --model fashion-mlp --data " + (dir / "data").string() +
-                            " --steps 8 -b 16 --eval-every 4 --eval-batches 1 --on-device-loss stop";
-  // The job stops at step 7 with step 6 as its checkpoint; the restart resumes there and ends.
+                            " --steps 8 -b 16 --eval-every 4 --eval-batches 1 --on-device-loss stop --snapshot-every 1";
+  // The job stops at step 7 with step 6 as its checkpoint (a host copy after every step: left
+  // to its measured cadence, a slow build's copy may be two steps apart); the restart resumes
+  // there and ends.
   const fs::path out = dir / "run";
   auto r = run(dir, "supervise -- " + train + " --out " + out.string(), "device-lost:stage 0:backward:7");
   INFO(r.output);

@@ -144,13 +144,13 @@ TEST_CASE_FIXTURE(test::Gpu, "the matrix-unit kernel refuses what it cannot mult
   // Matrix units the device does not list are never assumed.
   MatmulParams unlisted = uneven;
   unlisted.tiling = ops::emulated_matrix_tiling(16, 16, 16, 32);
-  unlisted.tiling->emulated = false, unlisted.tiling->lk = 12, unlisted.tiling->bk = 24;
+  unlisted.tiling->emulated = false, unlisted.tiling->lk = 40, unlisted.tiling->bk = 80;
   CHECK_THROWS_WITH_AS(ops::matmul(cmd, a, b, c, unlisted), doctest::Contains("is not a product"), InternalError);
-  // Tiles are staged four elements at a time.
+  // Tiles are staged in rows of 16 bytes, eight elements.
   MatmulParams ragged = uneven;
   ragged.tiling = ops::emulated_matrix_tiling(16, 16, 16, 32);
   ragged.tiling->lk = 7, ragged.tiling->bk = 14;
-  CHECK_THROWS_WITH_AS(ops::matmul(cmd, a, b, c, ragged), doctest::Contains("multiples of 4"), InternalError);
+  CHECK_THROWS_WITH_AS(ops::matmul(cmd, a, b, c, ragged), doctest::Contains("multiples of 8"), InternalError);
 }
 
 TEST_CASE_FIXTURE(test::Gpu, "16-bit products take the matrix units exactly where the device lists their type") {
