@@ -31,7 +31,8 @@
 #   precision a GPT step per --precision (`bench profile`'s step wall time; the precisions in
 #            turn, ROUNDS rounds, default 3), then gpt-mini trained GPT_STEPS steps (default
 #            1000; 0: none) in each precision from the same start (seed 0), its final validation loss
-# Environment: BUILD (default build), MATRIX_TYPES (the matrix part's types, default "bf16 fp16"), GPU (the GPU's device spec, default 0), TEXT (the GPT
+# Environment: BUILD (default build), MATRIX_TYPES (the matrix part's types, default
+# "bf16 fp16"), GPU (the GPU's device spec, default 0), TEXT (the GPT
 # models' text, default jargon-text's), and the Vulkan loader's own variables choose what runs;
 # for the drivers part, MIXED_DRIVER_FILES (VK_DRIVER_FILES listing the GPU's driver, lavapipe's
 # and SwiftShader's) and LVP_LIBS (prepended to LD_LIBRARY_PATH: lavapipe's libraries), if set. Each part has a

@@ -248,10 +248,10 @@ Result run_case(vk::Device& dev, const Case& c, const Problem& problem, int reps
   if (!r.valid) return r;
 
   // A GPU idle while the host computed the reference runs at a low clock: keep it busy with
-  // the product, batches of `reps`, until a batch is no faster than the one before (at most
-  // 3 s), for at least a quarter of a second, or a second right after the host computed the
-  // reference (`fresh`): a quarter of a second, then a quarter and steady batches, both left
-  // the first case after a full 1024^3 reference at a quarter of its speed on an H200.
+  // batches of the product until one is no faster than the one before (at most 3 s), and for
+  // at least a quarter of a second, a second right after a reference was computed (`fresh`):
+  // a quarter alone left the first case after a full 1024^3 reference at a fifth of its speed
+  // on an H200.
   if (dev.info().type != VK_PHYSICAL_DEVICE_TYPE_CPU) {
     const auto least = std::chrono::milliseconds(fresh ? 1000 : 250);
     using Clock = std::chrono::steady_clock;
@@ -330,7 +330,7 @@ std::vector<std::optional<ops::MatmulTiling>> candidate_tilings(const vk::Physic
                            {V::Shared, 16, 8, 8, 8, 8, 0}, {V::Shared, 8, 8, 8, 8, 16, 0},
                            {V::Shared, 8, 8, 4, 4, 16, 0}});
   // 16-bit products: the matrix units where the device lists the type, and larger warp tiles.
-  if (const auto matrix = ops::matrix_tiling(info, format))
+  if (const auto matrix = ops::matrix_tiling(info, format)) {
     for (const auto& [warps_m, warps_n, tiles_m, tiles_n, deeper] :
          {std::array{2u, 2u, 2u, 2u, 0u}, {2u, 2u, 4u, 4u, 0u}, {2u, 2u, 4u, 4u, 1u}, {2u, 2u, 4u, 2u, 0u},
           {2u, 4u, 4u, 2u, 0u}, {2u, 4u, 4u, 2u, 1u}, {4u, 2u, 2u, 4u, 0u}, {4u, 4u, 2u, 2u, 0u}}) {
@@ -339,12 +339,12 @@ std::vector<std::optional<ops::MatmulTiling>> candidate_tilings(const vk::Physic
       ops::MatmulTiling t = *matrix;
       t.wg_y = warps_m, t.wg_x = warps_n, t.tm = tiles_m, t.tn = tiles_n, t.bk = (deeper ? 4 : 2) * matrix->lk;
       all.push_back(t);
-      // and its inner loop alone, the first K tile multiplied in place of every one (C unchecked)
-      if (warps_m == 2 && warps_n == 2 && tiles_m == 2 && tiles_n == 2 && !deeper) {
-        t.stage_once = true;
-        all.push_back(t);
-      }
     }
+    // The default's inner loop alone: the first K tile multiplied in place of every one (C unchecked).
+    ops::MatmulTiling ceiling = *matrix;
+    ceiling.stage_once = true;
+    all.push_back(ceiling);
+  }
   std::vector<std::optional<ops::MatmulTiling>> out = {std::nullopt};
   for (const auto& t : all)
     if (std::none_of(out.begin() + 1, out.end(), [&](auto& o) { return o->name() == t.name(); }) &&
