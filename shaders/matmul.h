@@ -48,10 +48,16 @@ using uint = std::uint32_t;
 #define BRIGADE_TILES_SPEC_WARPS_N 37
 #define BRIGADE_TILES_SPEC_BK 38       // K depth of the tiles staged in shared memory (LK's multiple)
 #define BRIGADE_TILES_SPEC_LANES 39
-// A measurement, not a product: stage the first K tile once and multiply it in place of every
-// tile, so a product's time is the warps' loads from shared memory and matrix products alone
-// (`bench kernels` on a device with matrix units: the inner loop's ceiling).
-#define BRIGADE_TILES_SPEC_STAGE_ONCE 40
+// How the warps' fragments are fed, BRIGADE_TILES_FEED_*: staged through shared memory (the
+// product), or one of two measurements for `bench kernels` on a device with matrix units:
+// the first K tile staged once and multiplied in place of every tile (the time of the warps'
+// loads from shared memory and products alone, C wrong: the inner loop's ceiling), or each
+// fragment loaded straight from A and B as stored, with no shared tiles and no barriers
+// (whole blocks of 16-byte aligned rows only; C right).
+#define BRIGADE_TILES_SPEC_FEED 40
+#define BRIGADE_TILES_FEED_STAGED 0
+#define BRIGADE_TILES_FEED_STAGE_ONCE 1
+#define BRIGADE_TILES_FEED_DIRECT 2
 // Elements between the rows of a staged 16-bit tile past its width: keeps each row's start
 // 16-byte aligned, as cooperative-matrix loads want, and spreads rows over the banks.
 #define BRIGADE_TILES_PAD 8

@@ -31,7 +31,7 @@ layout(constant_id = BRIGADE_TILES_SPEC_WARPS_M) const uint WARPS_M = 2;
 layout(constant_id = BRIGADE_TILES_SPEC_WARPS_N) const uint WARPS_N = 2;
 layout(constant_id = BRIGADE_TILES_SPEC_BK) const uint BK = 32;
 layout(constant_id = BRIGADE_TILES_SPEC_LANES) const uint LANES = 32;
-layout(constant_id = BRIGADE_TILES_SPEC_STAGE_ONCE) const bool STAGE_ONCE = false;
+layout(constant_id = BRIGADE_TILES_SPEC_FEED) const uint FEED = BRIGADE_TILES_FEED_STAGED;
 layout(constant_id = BRIGADE_MATMUL_SPEC_TRANS_A) const bool TRANS_A = false;
 layout(constant_id = BRIGADE_MATMUL_SPEC_TRANS_B) const bool TRANS_B = false;
 layout(constant_id = BRIGADE_MATMUL_SPEC_VEC4_A) const bool VEC4_A = false;
@@ -82,18 +82,18 @@ void store_tile() {
   }
 }
 
-void main() {
-  const uint warp = tile_warp(), wm = warp / WARPS_N, wn = warp % WARPS_N;
-  const uint mb = gl_WorkGroupID.y * BM, nb = gl_WorkGroupID.x * BN;
-  tiles_zero();
+// The warp's sums over the K tiles staged in shared memory (FEED_STAGE_ONCE: the first tile
+// for every one).
+void multiply_staged(uint wm, uint wn, uint mb, uint nb) {
+  const bool once = FEED == BRIGADE_TILES_FEED_STAGE_ONCE;
   const uint tiles = (p.K + BK - 1) / BK, steps = p.terms * tiles;  // a staged tile lies within one term
   if (steps > 0) load_tile(gl_WorkGroupID.z * p.terms, 0, mb, nb);
   for (uint s = 0; s < steps; ++s) {
-    if (!STAGE_ONCE || s == 0) {
+    if (!once || s == 0) {
       store_tile();
       barrier();
     }
-    if (!STAGE_ONCE && s + 1 < steps)  // in flight while this tile multiplies
+    if (!once && s + 1 < steps)  // in flight while this tile multiplies
       load_tile(gl_WorkGroupID.z * p.terms + (s + 1) / tiles, ((s + 1) % tiles) * BK, mb, nb);
     STAGE_LOOP for (uint kk = 0; kk < BK; kk += LK) {
       [[unroll]] for (uint i = 0; i < TILES_M; ++i) tile_load_a(i, a_elem(wm * WM + i * LM, kk));
@@ -101,8 +101,43 @@ void main() {
       [[unroll]] for (uint i = 0; i < TILES_M; ++i)
         [[unroll]] for (uint j = 0; j < TILES_N; ++j) tile_multiply(i, j);
     }
-    if (!STAGE_ONCE) barrier();
+    if (!once) barrier();
   }
+}
+
+#ifdef BRIGADE_COOPMAT
+// FEED_DIRECT: the warp's sums with each fragment loaded from A and B where they lie, LK of K at
+// a time (the host sends whole blocks only, every row and matrix 16-byte aligned).
+void multiply_direct(uint m0, uint n0) {
+  for (uint r = 0; r < p.terms; ++r) {
+    const uint term = gl_WorkGroupID.z * p.terms + r;
+    const uint abase = matrix_at(p.offset_a, term, p.stride_a, p.head_stride_a),
+               bbase = matrix_at(p.offset_b, term, p.stride_b, p.head_stride_b);
+    for (uint k = 0; k < p.K; k += LK) {
+      [[unroll]] for (uint i = 0; i < TILES_M; ++i) {
+        const uint m = m0 + i * LM;
+        tile_load_a_direct(i, abase + (TRANS_A ? k * p.lda + m : m * p.lda + k), p.lda);
+      }
+      [[unroll]] for (uint j = 0; j < TILES_N; ++j) {
+        const uint n = n0 + j * LN;
+        tile_load_b_direct(j, bbase + (TRANS_B ? n * p.ldb + k : k * p.ldb + n), p.ldb);
+      }
+      [[unroll]] for (uint i = 0; i < TILES_M; ++i)
+        [[unroll]] for (uint j = 0; j < TILES_N; ++j) tile_multiply(i, j);
+    }
+  }
+}
+#endif
+
+void main() {
+  const uint warp = tile_warp(), wm = warp / WARPS_N, wn = warp % WARPS_N;
+  const uint mb = gl_WorkGroupID.y * BM, nb = gl_WorkGroupID.x * BN;
+  tiles_zero();
+#ifdef BRIGADE_COOPMAT
+  if (FEED == BRIGADE_TILES_FEED_DIRECT) multiply_direct(mb + wm * WM, nb + wn * WN);
+  else
+#endif
+  multiply_staged(wm, wn, mb, nb);
 
   const uint base = matrix_at(p.offset_c, gl_WorkGroupID.z, p.stride_c, p.head_stride_c);
   const bool pairs = FORMAT_C != BRIGADE_FORMAT_FP32;  // a word of two outputs an invocation

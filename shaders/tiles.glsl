@@ -73,6 +73,18 @@ void tile_load_b(uint j, uint at) {
   if (TRANS_B) coopMatLoad(frag_b[j], Bs, at / 8, B_LD / 8, gl_CooperativeMatrixLayoutColumnMajor);
   else coopMatLoad(frag_b[j], Bs, at / 8, B_LD / 8, gl_CooperativeMatrixLayoutRowMajor);
 }
+// The same fragments straight from A and B as stored (the kernel's FEED_DIRECT): at and ld in
+// elements, multiples of 8.
+layout(binding = 0) readonly buffer AW4 { uvec4 aw4[]; };
+layout(binding = 1) readonly buffer BW4 { uvec4 bw4[]; };
+void tile_load_a_direct(uint i, uint at, uint ld) {
+  if (TRANS_A) coopMatLoad(frag_a[i], aw4, at / 8, ld / 8, gl_CooperativeMatrixLayoutColumnMajor);
+  else coopMatLoad(frag_a[i], aw4, at / 8, ld / 8, gl_CooperativeMatrixLayoutRowMajor);
+}
+void tile_load_b_direct(uint j, uint at, uint ld) {
+  if (TRANS_B) coopMatLoad(frag_b[j], bw4, at / 8, ld / 8, gl_CooperativeMatrixLayoutColumnMajor);
+  else coopMatLoad(frag_b[j], bw4, at / 8, ld / 8, gl_CooperativeMatrixLayoutRowMajor);
+}
 // Accumulator i * TILES_N + j += fragment i of A times fragment j of B.
 void tile_multiply(uint i, uint j) {
   acc[i * TILES_N + j] = coopMatMulAdd(frag_a[i], frag_b[j], acc[i * TILES_N + j]);

@@ -64,7 +64,10 @@ std::string MatmulTiling::name() const {
     return std::string(emulated ? "matrix tiles on plain invocations " : "matrix units ") + std::to_string(lm) + "x" +
            std::to_string(ln) + "x" + std::to_string(lk) + ", " + std::to_string(tm) + "x" + std::to_string(tn) +
            " per warp of " + std::to_string(subgroup) + ", " + std::to_string(wg_y) + "x" + std::to_string(wg_x) +
-           " warps, k-depth " + std::to_string(bk) + (stage_once ? ", one tile staged (a ceiling)" : "");
+           " warps, k-depth " + std::to_string(bk) +
+           (feed == Feed::StageOnce ? ", one tile staged (a ceiling)"
+            : feed == Feed::Direct  ? ", fragments from memory (no staging)"
+                                    : "");
   const std::string block = std::to_string(tm) + "x" + std::to_string(tn) + " per invocation, " +
                             std::to_string(wg_y) + "x" + std::to_string(wg_x) + " invocations";
   if (variant == Variant::Shared) return "shared " + block + ", k-depth " + std::to_string(bk);

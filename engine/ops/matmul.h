@@ -35,9 +35,13 @@ struct MatmulTiling {
   // operations run on plain invocations instead of the device's matrix units.
   uint32_t lm = 0, ln = 0, lk = 0;
   bool emulated = false;
-  // Matrix: a measurement, not a product (BRIGADE_TILES_SPEC_STAGE_ONCE): the first K tile
-  // multiplied in place of every tile, C wrong, the time that of the inner loop alone.
-  bool stage_once = false;
+  // Matrix: how the warps' fragments are fed (BRIGADE_TILES_SPEC_FEED), two of them
+  // measurements for `bench kernels`: Staged, tiles through shared memory (the product);
+  // StageOnce, the first K tile multiplied in place of every tile (C wrong: the time of the
+  // inner loop alone); Direct, fragments loaded straight from A and B as stored, no shared
+  // tiles and no barriers (whole blocks of 16-byte aligned rows only; C right).
+  enum class Feed : uint32_t { Staged = 0, StageOnce = 1, Direct = 2 };
+  Feed feed = Feed::Staged;
   // e.g. "registers 8x8 per invocation, 8x8 invocations, A shared by subgroups of 8"
   std::string name() const;
   // Workgroup shared memory the kernel declares with this tiling.

@@ -9,6 +9,9 @@
 namespace brigade::ops {
 namespace {
 
+static_assert(uint32_t(MatmulTiling::Feed::StageOnce) == BRIGADE_TILES_FEED_STAGE_ONCE &&
+              uint32_t(MatmulTiling::Feed::Direct) == BRIGADE_TILES_FEED_DIRECT);
+
 using Element = vk::MatrixShape::Element;
 
 std::optional<Element> element_of(Precision p) {
@@ -109,6 +112,17 @@ void matmul_tiles(vk::Commands& cmd, const MatmulTiling& t, const MatmulParams& 
   const uint32_t invocations = t.wg_x * t.wg_y * t.subgroup;
   BRIGADE_EXPECT(invocations <= device.max_workgroup_invocations,
                  "tiling " + t.name() + " has more invocations than the device allows");
+  if (t.feed == MatmulTiling::Feed::Direct) {
+    const uint32_t bm = t.wg_y * t.tm * t.lm, bn = t.wg_x * t.tn * t.ln;
+    const auto on16 = [](uint64_t elements) { return elements % 8 == 0; };  // 16 bytes of 16-bit elements
+    BRIGADE_EXPECT(!t.emulated && p.M % bm == 0 && p.N % bn == 0 && p.K % t.lk == 0 && on16(p.ld_a()) &&
+                       on16(p.ld_b()) && on16(p.offset_a) && on16(p.offset_b) && on16(p.stride_a) &&
+                       on16(p.stride_b) && on16(p.head_stride_a) && on16(p.head_stride_b) &&
+                       views[0].offset % 16 == 0 && views[1].offset % 16 == 0,
+                   "tiling " + t.name() + " loads matrix units' fragments from memory: whole blocks of " +
+                       std::to_string(bm) + "x" + std::to_string(bn) + ", K a multiple of " + std::to_string(t.lk) +
+                       ", rows and matrices of A and B on 16 bytes");
+  }
   std::string kernel = "matmul_tiles";
   if (!t.emulated) {
     bool listed = false;
@@ -129,7 +143,7 @@ void matmul_tiles(vk::Commands& cmd, const MatmulTiling& t, const MatmulParams& 
       .set(BRIGADE_TILES_SPEC_WARPS_N, t.wg_x)
       .set(BRIGADE_TILES_SPEC_BK, t.bk)
       .set(BRIGADE_TILES_SPEC_LANES, t.subgroup)
-      .set(BRIGADE_TILES_SPEC_STAGE_ONCE, t.stage_once);
+      .set(BRIGADE_TILES_SPEC_FEED, uint32_t(t.feed));
   const vk::Groups groups{vk::groups_for(p.N, t.wg_x * t.tn * t.ln), vk::groups_for(p.M, t.wg_y * t.tm * t.lm),
                           p.batch};
   cmd.dispatch(cmd.device().kernel(kernel, spec), {views[0], views[1], views[2], views[3], views[4], views[5]},

@@ -151,6 +151,11 @@ TEST_CASE_FIXTURE(test::Gpu, "the matrix-unit kernel refuses what it cannot mult
   ragged.tiling = ops::emulated_matrix_tiling(16, 16, 16, 32);
   ragged.tiling->lk = 7, ragged.tiling->bk = 14;
   CHECK_THROWS_WITH_AS(ops::matmul(cmd, a, b, c, ragged), doctest::Contains("multiples of 8"), InternalError);
+  // Fragments straight from memory: matrix units only, whole blocks only.
+  MatmulParams direct = uneven;
+  direct.tiling = ops::emulated_matrix_tiling(8, 8, 8, 8);
+  direct.tiling->feed = MatmulTiling::Feed::Direct;
+  CHECK_THROWS_WITH_AS(ops::matmul(cmd, a, b, c, direct), doctest::Contains("loads matrix units' fragments from memory"), InternalError);
 }
 
 TEST_CASE_FIXTURE(test::Gpu, "16-bit products take the matrix units exactly where the device lists their type") {
@@ -170,15 +175,22 @@ TEST_CASE_FIXTURE(test::Gpu, "16-bit products take the matrix units exactly wher
     if (!t) continue;
     // The cooperative-matrix build: fp32 sums of 16-bit products in the device's order.
     uint32_t seed = 3400;
-    for (const Case& c : kCases) {
-      const Run got = run(dev, c, p, *t, p, seed);
+    const auto check = [&](const Case& c, const MatmulTiling& tiling) {
+      const Run got = run(dev, c, p, tiling, p, seed);
       const Run simt = run(dev, c, p, test::kRegisters, Precision::Fp32, seed);
       const std::vector<float> want = c.half_c ? test::unpacked(simt.c, p, simt.c.size() * 2) : simt.c;
       const std::vector<float> have = c.half_c ? test::unpacked(got.c, p, got.c.size() * 2) : got.c;
       test::check_close(have, want, c.half_c || c.round_c ? 2e-2 : 1e-4, c.half_c || c.round_c ? 1e-2 : 1e-5,
-                        describe(c, *t, p));
+                        describe(c, tiling, p));
       seed += 7;
-    }
+    };
+    for (const Case& c : kCases) check(c, *t);
+    // Fed straight from memory (`bench kernels`' measurement of the staging): whole blocks.
+    MatmulTiling direct = *t;
+    direct.feed = MatmulTiling::Feed::Direct;
+    const uint32_t bm = t->wg_y * t->tm * t->lm, bn = t->wg_x * t->tn * t->ln;
+    check({2 * bm, bn, 3 * t->lk, true, false, Epilogue::Gelu, true, false, false, true}, direct);
+    check({bm, 2 * bn, 2 * t->lk, false, true, Epilogue::None, false, false, true, false, false, 2, 2}, direct);
   }
   CHECK(ops::matrix_path(info, Precision::Fp32).find("SIMT") != std::string::npos);
 }

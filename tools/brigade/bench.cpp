@@ -232,7 +232,7 @@ Result run_case(vk::Device& dev, const Case& c, const Problem& problem, int reps
   record(cmd, c, in, out);
   cmd.run();
   r.valid = true;
-  const bool ceiling = c.tiling && c.tiling->stage_once;  // computes something else: not checked
+  const bool ceiling = c.tiling && c.tiling->feed == ops::MatmulTiling::Feed::StageOnce;  // C wrong: not checked
   if (ceiling) r.max_err = NAN;
   for (size_t i = 0; i < out.size() && !ceiling; ++i) {
     std::vector<float> got(out[i].size() / 4);
@@ -340,10 +340,21 @@ std::vector<std::optional<ops::MatmulTiling>> candidate_tilings(const vk::Physic
       t.wg_y = warps_m, t.wg_x = warps_n, t.tm = tiles_m, t.tn = tiles_n, t.bk = (deeper ? 4 : 2) * matrix->lk;
       all.push_back(t);
     }
-    // The default's inner loop alone: the first K tile multiplied in place of every one (C unchecked).
-    ops::MatmulTiling ceiling = *matrix;
-    ceiling.stage_once = true;
-    all.push_back(ceiling);
+    // Every other shape the device lists for the type, in the default's block.
+    for (const vk::MatrixShape& shape : info.matrix_units.shapes)
+      if ((shape.element == vk::MatrixShape::Element::Bf16) == (format == ops::Precision::Bf16) &&
+          shape.m % 8 == 0 && shape.n % 8 == 0 && shape.k % 8 == 0) {
+        ops::MatmulTiling t = *matrix;
+        t.lm = shape.m, t.ln = shape.n, t.lk = shape.k, t.bk = 2 * shape.k;
+        all.push_back(t);
+      }
+    // Two measurements of the default's block: its inner loop alone (the first K tile multiplied
+    // in place of every one, C unchecked), and its warps fed from memory with no staging.
+    for (const auto feed : {ops::MatmulTiling::Feed::StageOnce, ops::MatmulTiling::Feed::Direct}) {
+      ops::MatmulTiling probe = *matrix;
+      probe.feed = feed;
+      all.push_back(probe);
+    }
   }
   std::vector<std::optional<ops::MatmulTiling>> out = {std::nullopt};
   for (const auto& t : all)
@@ -379,6 +390,7 @@ void run_kernels(const std::string& device_spec, const std::vector<uint32_t>& sq
       continue;
     }
     for (const auto& t : tilings) {
+      if (t && t->feed != ops::MatmulTiling::Feed::Staged) continue;  // measurements on square blocks only
       cases.push_back(c);
       cases.back().tiling = t;
     }
