@@ -20,7 +20,7 @@
 #   gpt      training throughput, brigade fp32 and --precision auto, against PyTorch eager fp32
 #            (TF32 off), TF32 and autocast(bfloat16) with SDPA attention on the same GPU
 #            (peer_bench.py)
-#   profile  where a gpt2-small step goes (`bench profile`)
+#   profile  where a gpt2-small and a gpt-mini step go (`bench profile`): kernels, GPU idle, host
 #   attention a gpt-small and a gpt2-small step (`bench profile`'s step wall time) with
 #            attention in each form (BRIGADE_ATTENTION=matrix, fused: products and softmax
 #            passes, or the staged row kernels), in turn, 2 rounds
@@ -135,7 +135,15 @@ if want gpt; then
   done
 fi
 
-want profile && part profile 45 "$b" bench profile --model gpt2-small -b 16 --reps 3 --devices "$gpu"
+if want profile; then
+  # gpt-mini too: how much of its step the GPU idles, and the host's recording (whether
+  # recording a step once and replaying it would pay there).
+  for m in gpt2-small gpt-mini; do
+    part profile 45 "$b" bench profile --model "$m" -b 16 --reps 3 --devices "$gpu" &&
+      grep -A2 '^training step' "$out/log.txt" | tail -3 >>"$out/summary.txt" &&
+      grep '^host:' "$out/log.txt" | tail -1 >>"$out/summary.txt"
+  done
+fi
 
 # step_ms MODEL [FLAGS]: a step's wall time from `bench profile`, its output to the log
 step_ms() {
