@@ -18,15 +18,18 @@
 namespace brigade::vk {
 namespace {
 
-bool has_layer(const char* name) {
+// The layer's version, 0 where it is not installed.
+uint32_t layer_version(const char* name) {
   uint32_t n = 0;
   VK_CHECK(vkEnumerateInstanceLayerProperties(&n, nullptr));
   std::vector<VkLayerProperties> layers(n);
   VK_CHECK(vkEnumerateInstanceLayerProperties(&n, layers.data()));
   for (auto& l : layers)
-    if (std::strcmp(l.layerName, name) == 0) return true;
-  return false;
+    if (std::strcmp(l.layerName, name) == 0) return l.specVersion;
+  return 0;
 }
+
+bool has_layer(const char* name) { return layer_version(name) != 0; }
 
 bool has_extension(const char* layer, const char* name) {
   uint32_t n = 0;
@@ -98,6 +101,30 @@ Instance::Instance(InstanceOptions options) : options_(options) {
   const bool sync = options_.validation && options_.sync_validation &&
                     has_extension(layer, VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME);
   if (sync) extensions.push_back(VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME);
+  // Layers since 1.3.290 leave the accesses of the shaders' descriptors out of synchronization
+  // validation unless its shader-access heuristic is on (a layer setting, VK_EXT_layer_settings,
+  // newer than Debian 12's headers): without it two dispatches writing and reading one buffer
+  // with no barrier between them pass unreported.
+  constexpr auto kLayerSettingsInfo = VkStructureType(1000496000);
+  constexpr uint32_t kSettingBool32 = 0;
+  struct LayerSetting {
+    const char* layer;
+    const char* name;
+    uint32_t type, count;
+    const void* values;
+  };
+  struct LayerSettingsInfo {
+    VkStructureType sType;
+    const void* pNext;
+    uint32_t count;
+    const LayerSetting* settings;
+  };
+  const VkBool32 on = VK_TRUE;
+  const LayerSetting heuristic{layer, "syncval_shader_accesses_heuristic", kSettingBool32, 1, &on};
+  LayerSettingsInfo settings{kLayerSettingsInfo, nullptr, 1, &heuristic};
+  const bool heuristic_setting = sync && layer_version(layer) >= VK_MAKE_API_VERSION(0, 1, 3, 290) &&
+                                 has_extension(layer, "VK_EXT_layer_settings");
+  if (heuristic_setting) extensions.push_back("VK_EXT_layer_settings");
 
   VkDebugUtilsMessengerCreateInfoEXT messenger{VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT};
   messenger.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
@@ -109,6 +136,7 @@ Instance::Instance(InstanceOptions options) : options_(options) {
   messenger.pUserData = this;
   // Chained so messages from vkCreateInstance/vkDestroyInstance are caught as well.
   if (options_.validation) messenger.pNext = sync ? &features : nullptr;
+  if (heuristic_setting) features.pNext = &settings;
 
   VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
   app.pApplicationName = "brigade";
