@@ -76,21 +76,40 @@ Scratch carve(vk::View scratch, uint32_t rows, uint32_t T, uint32_t C, uint32_t 
           c.take(ops::attention_scratch_floats(attention_samples(rows, T, C, NH), T, C, NH))};
 }
 
+// An internal gradient as the products read it: the fp32 values themselves, or in a 16-bit
+// stage those values rounded to its precision and packed, as autocast's products read theirs,
+// so that they take the matrix units where the device has them (ops::matmul). The other
+// kernels (the bias sums, LayerNorm's, the residuals) read the fp32 values as they are.
+struct Operand {
+  vk::View view;
+  ops::Precision format = ops::Precision::Fp32;
+};
+
+// `grad` (elements floats) as the products read it in a stage storing `h`, packed into the
+// start of `room` where h is 16-bit.
+Operand operand(vk::Commands& cmd, vk::View grad, uint64_t elements, ops::Precision h, vk::View room) {
+  if (!ops::is_half(h)) return {grad};
+  const vk::View packed(*room.buffer, room.offset, ops::stored_bytes(elements, h));
+  ops::pack(cmd, grad, packed, uint32_t(elements), h, false);
+  return {packed, h};
+}
+
 // out (rows x cols) = dy (rows x k) weight (k x cols), written rather than accumulated: the
 // first contribution to an internal gradient.
-void write_backward_data(vk::Commands& cmd, vk::View dy, vk::View weight, vk::View out,
+void write_backward_data(vk::Commands& cmd, Operand dy, vk::View weight, vk::View out,
                          uint32_t rows, uint32_t cols, uint32_t k, ops::Precision w_format) {
-  ops::matmul(cmd, dy, weight, out, ops::MatmulParams{.M = rows, .N = cols, .K = k, .b_format = w_format});
+  ops::matmul(cmd, dy.view, weight, out,
+              ops::MatmulParams{.M = rows, .N = cols, .K = k, .a_format = dy.format, .b_format = w_format});
 }
 
 // The same through the GELU whose output the Linear read: out = (dy weight) * gelu'(pre), in
 // the product's epilogue.
-void write_backward_data_gelu(vk::Commands& cmd, vk::View dy, vk::View weight, vk::View pre,
+void write_backward_data_gelu(vk::Commands& cmd, Operand dy, vk::View weight, vk::View pre,
                               vk::View out, uint32_t rows, uint32_t cols, uint32_t k, ops::Precision pre_format,
                               ops::Precision w_format) {
-  ops::matmul(cmd, dy, weight, out,
+  ops::matmul(cmd, dy.view, weight, out,
               ops::MatmulParams{.M = rows, .N = cols, .K = k, .epilogue = ops::MatmulParams::Epilogue::GeluGrad,
-                                .b_format = w_format, .e_format = pre_format},
+                                .a_format = dy.format, .b_format = w_format, .e_format = pre_format},
               std::nullopt, pre);
 }
 
@@ -101,25 +120,26 @@ void zero(vk::Commands& cmd, vk::View out, uint32_t rows, uint32_t cols) {
 
 // Accumulates into t.grads the parameter gradients that `grad` (the internal gradient deferred()
 // names k) gives, over N tokens: one kernel per parameter group, on the same inputs whichever
-// half of a backward records it.
-void record_param_grad(vk::Commands& cmd, const Tensors& t, Deferred k, vk::View grad, uint32_t N,
-                       uint32_t C) {
+// half of a backward records it. A Linear's weight gradient is the product of `product` (grad
+// as the products read it) and its saved input; its bias gradient sums grad.
+void record_param_grad(vk::Commands& cmd, const Tensors& t, Deferred k, vk::View grad, Operand product,
+                       uint32_t N, uint32_t C) {
   const auto& g = t.grads;
   const auto& s = t.saved;
-  const ops::Formats h{t.y_precision};  // the saved tensors' format, as the linear's x
+  // dweight += product^T x, where x is a saved tensor (stored as y is); dbias += grad's sums.
+  const auto linear = [&](vk::View x, size_t weight, uint32_t in, uint32_t out) {
+    ops::linear_backward_weight(cmd, product.view, x, g[weight], std::nullopt, N, in, out, std::nullopt,
+                                {t.y_precision, product.format});
+    ops::linear_bias_backward(cmd, grad, g[weight + 1], N, out);
+  };
   switch (k) {
-    case kDy:
-      return ops::linear_backward_weight(cmd, grad, s[kGelu], g[kMlpProjW], g[kMlpProjB], N, 4 * C,
-                                         C, std::nullopt, h);
-    case kDfc:
-      return ops::linear_backward_weight(cmd, grad, s[kLn2], g[kFcW], g[kFcB], N, C, 4 * C, std::nullopt, h);
+    case kDy: return linear(s[kGelu], kMlpProjW, 4 * C, C);
+    case kDfc: return linear(s[kLn2], kFcW, C, 4 * C);
     case kDln2:
       return ops::layernorm_backward_weight(cmd, grad, s[kX1], s[kLn2Mean], s[kLn2Rstd], g[kLn2W],
                                             g[kLn2B], N, C, 0, t.y_precision);
-    case kDx1:
-      return ops::linear_backward_weight(cmd, grad, s[kAttn], g[kProjW], g[kProjB], N, C, C, std::nullopt, h);
-    case kDqkv:
-      return ops::linear_backward_weight(cmd, grad, s[kLn1], g[kAttnW], g[kAttnB], N, C, 3 * C, std::nullopt, h);
+    case kDx1: return linear(s[kAttn], kProjW, C, C);
+    case kDqkv: return linear(s[kLn1], kAttnW, C, 3 * C);
     case kDln1:
       return ops::layernorm_backward_weight(cmd, grad, t.x, s[kLn1Mean], s[kLn1Rstd], g[kLn1W],
                                             g[kLn1B], N, C, 0, t.x_precision);
@@ -234,27 +254,34 @@ void GptBlock::backward(const Pass& p, const Tensors& t, vk::View dy,
   // Where an internal gradient that a parameter kernel reads lives: in t.deferred for a split
   // backward, since other passes reuse the scratch before backward_params runs.
   const auto kept = [&](Deferred k, vk::View in_scratch) { return p.split ? d[k] : in_scratch; };
-  // The point where parameter kernel k can read `grad`: a whole backward records the kernel; a
-  // split backward keeps a copy of dy, the one such gradient that is not already in t.deferred.
-  const auto param_grad = [&](Deferred k, vk::View grad) {
+  // The point where parameter kernel k can read `grad` (`product` as the products read it): a
+  // whole backward records the kernel; a split backward keeps a copy of dy, the one such
+  // gradient that is not already in t.deferred.
+  const auto param_grad = [&](Deferred k, vk::View grad, Operand product) {
     if (!p.split)
-      record_param_grad(cmd, t, k, grad, N, C);
+      record_param_grad(cmd, t, k, grad, product, N, C);
     else if (k == kDy)
       copy_floats(cmd, grad, d[kDy], uint64_t(N) * C);
   };
+  // The gradients the products read, packed in a 16-bit stage: dy and dfc in wide_a (free until
+  // dqkv), dx1 and dqkv in wide_b once dfc has been read (a split backward keeps dfc and dqkv
+  // in t.deferred, so there both are free throughout).
+  const ops::Precision h = t.y_precision;
 
   // MLP branch: y = x1 + mlp.c_proj(gelu(mlp.c_fc(ln_2(x1)))).
   const vk::View dfc = kept(kDfc, scratch.wide_b), dln2 = kept(kDln2, scratch.narrow_b);
-  param_grad(kDy, dy);
-  write_backward_data_gelu(cmd, dy, w[kMlpProjW], s[kFc], dfc, N, 4 * C, C, t.y_precision, t.w_precision);
-  param_grad(kDfc, dfc);
-  write_backward_data(cmd, dfc, w[kFcW], dln2, N, C, 4 * C, t.w_precision);
+  const Operand dy_product = operand(cmd, dy, uint64_t(N) * C, h, scratch.wide_a);
+  param_grad(kDy, dy, dy_product);
+  write_backward_data_gelu(cmd, dy_product, w[kMlpProjW], s[kFc], dfc, N, 4 * C, C, h, t.w_precision);
+  const Operand dfc_product = operand(cmd, dfc, uint64_t(N) * 4 * C, h, scratch.wide_a);
+  param_grad(kDfc, dfc, dfc_product);
+  write_backward_data(cmd, dfc_product, w[kFcW], dln2, N, C, 4 * C, t.w_precision);
 
   // dx1 = dy (the residual) + the gradient through ln_2.
   const vk::View dx1 = kept(kDx1, scratch.narrow_a);
   copy_floats(cmd, dy, dx1, uint64_t(N) * C);
   ops::layernorm_backward_data(cmd, dln2, s[kX1], w[kLn2W], s[kLn2Mean], s[kLn2Rstd], dx1, N, C, t.y_precision);
-  param_grad(kDln2, dln2);
+  param_grad(kDln2, dln2, {dln2});
 
   // Attention branch: x1 = x + attn.c_proj(attention(attn.c_attn(ln_1(x)))). The residual
   // adds dx1 to dx; its other copy lands in narrow_b, which dattn then overwrites (a whole
@@ -262,16 +289,18 @@ void GptBlock::backward(const Pass& p, const Tensors& t, vk::View dy,
   const vk::View dattn = scratch.narrow_b;
   const vk::View dqkv = kept(kDqkv, scratch.wide_a), dln1 = kept(kDln1, scratch.narrow_b);
   if (dx) ops::residual_backward(cmd, dx1, *dx, dattn, N * C);
-  param_grad(kDx1, dx1);
-  write_backward_data(cmd, dx1, w[kProjW], dattn, N, C, C, t.w_precision);
+  const Operand dx1_product = operand(cmd, dx1, uint64_t(N) * C, h, scratch.wide_b);
+  param_grad(kDx1, dx1, dx1_product);
+  write_backward_data(cmd, dx1_product, w[kProjW], dattn, N, C, C, t.w_precision);
   zero(cmd, dqkv, N, 3 * C);
   ops::attention_backward(cmd, s[kQkv], s[kAttn], s[kLse], dattn, dqkv, scratch.attention, p.rows,
-                          T_, C, NH_, std::nullopt, {t.y_precision, t.y_precision});
+                          T_, C, NH_, std::nullopt, {h, h});
   // dqkv (in the scratch buffer for a whole backward) was written last by attention_backward:
   // vk::Commands records a barrier before the first dispatch that reads it.
-  write_backward_data(cmd, dqkv, w[kAttnW], dln1, N, C, 3 * C, t.w_precision);
-  param_grad(kDqkv, dqkv);
-  param_grad(kDln1, dln1);
+  const Operand dqkv_product = operand(cmd, dqkv, uint64_t(N) * 3 * C, h, scratch.wide_b);
+  write_backward_data(cmd, dqkv_product, w[kAttnW], dln1, N, C, 3 * C, t.w_precision);
+  param_grad(kDqkv, dqkv, dqkv_product);
+  param_grad(kDln1, dln1, {dln1});
   if (dx)
     ops::layernorm_backward_data(cmd, dln1, t.x, w[kLn1W], s[kLn1Mean], s[kLn1Rstd], *dx, N, C,
                                  t.x_precision, t.x_precision);
@@ -282,8 +311,14 @@ void GptBlock::backward(const Pass& p, const Tensors& t, vk::View dy,
 void GptBlock::backward_params(const Pass& p, const Tensors& t) const {
   BRIGADE_EXPECT(t.deferred.size() == kDeferredCount,
                  "gpt_block backward_params without its deferred tensors");
-  for (size_t k = 0; k < kDeferredCount; ++k)
-    record_param_grad(p.cmd, t, Deferred(k), t.deferred[k], p.rows * T_, C_);
+  const uint32_t N = p.rows * T_;
+  const Scratch scratch = carve(*t.scratch, p.rows, T_, C_, NH_);
+  const uint64_t widths[kDeferredCount] = {C_, 4ull * C_, C_, C_, 3ull * C_, C_};  // deferred()'s
+  for (size_t k = 0; k < kDeferredCount; ++k) {
+    const bool product = k != kDln2 && k != kDln1;  // a Linear's weight gradient
+    const Operand o = product ? operand(p.cmd, t.deferred[k], N * widths[k], t.y_precision, scratch.wide_a) : Operand{t.deferred[k]};
+    record_param_grad(p.cmd, t, Deferred(k), t.deferred[k], o, N, C_);
+  }
 }
 
 }  // namespace brigade::model

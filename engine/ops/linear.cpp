@@ -40,8 +40,12 @@ void linear_backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View
                             std::optional<vk::View> dbias, uint32_t n, uint32_t in, uint32_t out,
                             std::optional<MatmulTiling> tiling, Formats f) {
   matmul(cmd, dy, x, dweight,
-         {.M = out, .N = in, .K = n, .trans_a = true, .accumulate = true, .b_format = f.x, .tiling = tiling});
-  if (dbias) linear_bias_backward(cmd, dy, *dbias, n, out);
+         {.M = out, .N = in, .K = n, .trans_a = true, .accumulate = true, .a_format = f.y, .b_format = f.x,
+          .tiling = tiling});
+  if (dbias) {
+    BRIGADE_EXPECT(!is_half(f.y), "the bias gradient sums an fp32 dy");
+    linear_bias_backward(cmd, dy, *dbias, n, out);
+  }
 }
 
 void linear_bias_backward(vk::Commands& cmd, vk::View dy, vk::View dbias, uint32_t n, uint32_t out,

@@ -36,7 +36,8 @@ void linear_backward_data(vk::Commands& cmd, vk::View dy, vk::View weight, vk::V
                           uint32_t n, uint32_t in, uint32_t out,
                           std::optional<MatmulTiling> tiling = std::nullopt, Formats f = {});
 
-// dweight += dy^T x; dbias += the sum of dy over rows (when given)
+// dweight += dy^T x; dbias += the sum of dy over rows (when given). f.x: how x is stored; f.y:
+// how dy is (16 bits only without dbias: the bias sums read fp32).
 void linear_backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View dweight,
                             std::optional<vk::View> dbias, uint32_t n, uint32_t in, uint32_t out,
                             std::optional<MatmulTiling> tiling = std::nullopt, Formats f = {});

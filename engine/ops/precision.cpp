@@ -38,8 +38,10 @@ void expect_views(vk::View x, vk::View packed, uint32_t n, Precision p) {
 void pack(vk::Commands& cmd, vk::View x, vk::View packed, uint32_t n, Precision p, bool round) {
   if (n == 0) return;
   expect_views(x, packed, n, p);
-  const vk::Specialization spec = vk::Specialization{}.set(0, uint32_t(p)).set(1, round ? 1 : 0);
-  cmd.dispatch(cmd.device().kernel("precision_pack", spec), {x, packed}, shaders::PrecisionPush{n}, word_groups(n));
+  const bool vec4 = n % 4 == 0 && x.offset % 16 == 0 && packed.offset % 8 == 0;  // a quad: two words
+  const vk::Specialization spec = vk::Specialization{}.set(0, uint32_t(p)).set(1, round ? 1 : 0).set(2, vec4);
+  cmd.dispatch(cmd.device().kernel("precision_pack", spec), {x, packed}, shaders::PrecisionPush{n},
+               vec4 ? capped_groups(n / 4, BRIGADE_WG_PRECISION) : word_groups(n));
 }
 
 void unpack(vk::Commands& cmd, vk::View packed, vk::View x, uint32_t n, Precision p) {

@@ -115,7 +115,7 @@ TEST_CASE("the host's rounding to bf16 and fp16 is the nearest value of the form
 TEST_CASE_FIXTURE(test::Gpu, "pack, unpack and round kernels give the host's bits in bf16 and fp16") {
   vk::Device& dev = device();
   for (Precision p : {Precision::Bf16, Precision::Fp16})
-    for (uint32_t n : {1u, 2u, 7u, 513u, 70001u}) {
+    for (uint32_t n : {1u, 2u, 7u, 8u, 513u, 70001u, 70004u}) {  // multiples of 4: the pack's quads
       const std::string what = std::string(ops::precision_name(p)) + " n=" + std::to_string(n);
       const std::vector<float> x = probe_values(n, n);
       std::vector<float> rounded(n);

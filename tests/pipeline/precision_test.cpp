@@ -24,7 +24,9 @@
 #include "optim/loss_scale.h"
 #include "optim/sgd.h"
 #include "pipeline/executor.h"
+#include "ops/matmul_tiles.h"
 #include "pipeline/plan.h"
+#include "pipeline/profile.h"
 
 namespace pipeline_precision_test {
 
@@ -414,6 +416,34 @@ TEST_CASE_FIXTURE(test::Gpu, "a 16-bit stage's products read its weights rounded
       CHECK(next.loss == fresh.loss);
       for (const model::ParamSpec& s : m.params())
         if (s.kind == model::ParamKind::Trainable) CHECK_MESSAGE(a.gradient(s.name) == b.gradient(s.name), s.name);
+    }
+  }
+}
+
+// In a 16-bit stage a GPT block's products read 16-bit operands, as autocast's do: the forward's
+// activations and weight copies, and in the backward each internal gradient a product reads,
+// rounded and packed once (4 packs a block) and read by both its Linear's products. So on a
+// device that multiplies the type on matrix units (tools/coopmat-check.sh runs it on one) all 12
+// of a block's Linear products take them, with attention's two score products (forward, and
+// again in backward); its other three backward products read fp32 P, dS or dY.
+TEST_CASE_FIXTURE(test::Gpu, "a 16-bit GPT block's Linear products read 16-bit gradients, on matrix units where the device has them") {
+  const model::Model m = model::with_window(model::build("gpt-mini", {"n_layer=2"}), 16);
+  vk::Device& dev = device();
+  for (Precision p : {Precision::Bf16, Precision::Fp16}) {
+    CAPTURE(std::string(ops::precision_name(p)));
+    const pipeline::LayerProfile profile = pipeline::profile_model(dev, m, 2, 1, true, p);
+    const bool units = ops::default_matrix_tiling(dev.info(), p).has_value();
+    for (uint32_t l = 0; l < m.layers.size(); ++l) {
+      if (m.layers[l]->kind() != "gpt_block") continue;
+      CAPTURE(l);
+      uint32_t packs = 0, matrix = 0;
+      for (const pipeline::KernelTime& k : profile.kernels)
+        if (k.layer == l) {  // names go on with the specialization: "precision_pack|0=1|..."
+          packs += k.backward && k.kernel.starts_with("precision_pack|");
+          matrix += k.kernel.starts_with("matmul_tiles_coopmat_");
+        }
+      CHECK(packs == 4);
+      CHECK(matrix == (units ? 14u : 0u));
     }
   }
 }
