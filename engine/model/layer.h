@@ -115,7 +115,9 @@ class Layer {
   virtual std::vector<SavedSpec> deferred() const { return {}; }
   // Floats of transient memory either pass over `rows` samples may overwrite freely. A layer
   // may ask for less than it could use and work through the samples in chunks (Conv2d).
-  virtual uint64_t scratch_floats(uint32_t /*rows*/) const { return 0; }
+  // `stored`: how the Cell stores its tensors, Tensors::y_precision (fp32 for a layer on fp32
+  // copies); a 16-bit GPT block packs its products' operands in it too.
+  virtual uint64_t scratch_floats(uint32_t /*rows*/, ops::Precision /*stored*/) const { return 0; }
   virtual Cost cost() const = 0;
   // True when the output IS the input (Flatten): the stage hands the input view on as the
   // output and the output gradient back as the input gradient; forward/backward do nothing.

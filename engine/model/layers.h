@@ -60,7 +60,7 @@ class Linear final : public ShapedLayer {
   bool backward_reads_output() const override { return relu_; }
   bool stores_half(const vk::PhysicalInfo& device) const override;
   bool reads_half_weights() const override { return true; }
-  uint64_t scratch_floats(uint32_t rows) const override;
+  uint64_t scratch_floats(uint32_t rows, ops::Precision stored) const override;
   Cost cost() const override;
   void forward(const Pass& p, const Tensors& t) const override;
   // A split backward keeps the output gradient ("dy") for backward_params.
@@ -138,7 +138,7 @@ class Conv2d final : public ShapedLayer {
   // The scratch of the matrix form (ops/conv2d.h), its columns or Winograd's tiles: every
   // sample's, up to kScratchCap bytes; past the cap the passes work through the samples in
   // chunks (one sample at least).
-  uint64_t scratch_floats(uint32_t rows) const override;
+  uint64_t scratch_floats(uint32_t rows, ops::Precision stored) const override;
   static constexpr uint64_t kScratchCap = 32ull << 20;
 
  private:
@@ -278,7 +278,7 @@ class GptBlock final : public ShapedLayer {
   bool reads_half_weights() const override { return true; }
   std::vector<ParamSpec> params() const override;
   std::vector<SavedSpec> saved() const override;
-  uint64_t scratch_floats(uint32_t rows) const override;
+  uint64_t scratch_floats(uint32_t rows, ops::Precision stored) const override;
   Cost cost() const override;
   void forward(const Pass& p, const Tensors& t) const override;
   // A split backward keeps the gradients its six parameter groups need: dy (mlp.c_proj),

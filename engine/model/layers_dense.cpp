@@ -62,7 +62,7 @@ std::vector<ParamSpec> Linear::params() const {
 Cost Linear::cost() const { return standard_cost(*this, 2.0 * rows_per_sample_ * in_ * out_); }
 
 // The masked output gradient of a folded ReLU: one pass's rows.
-uint64_t Linear::scratch_floats(uint32_t rows) const {
+uint64_t Linear::scratch_floats(uint32_t rows, ops::Precision) const {
   return relu_ ? uint64_t(rows) * rows_per_sample_ * out_ : 0;
 }
 

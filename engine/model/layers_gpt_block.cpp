@@ -59,21 +59,26 @@ struct Scratch {
   vk::View wide_a, wide_b, narrow_a, narrow_b, attention;
 };
 
-// Samples whose attention scratch (heads and (T,T) scores, which grow with T^2) the block
-// asks for at once: as many of `rows` as fit in kAttentionCap bytes, one at least; the
-// attention launchers work through the rest in chunks of that many.
+// Samples whose attention scratch (heads and (T,T) scores, which grow with T^2, and in a
+// 16-bit stage their packed copies) the block asks for at once: as many of `rows` as fit in
+// kAttentionCap bytes, one at least; the attention launchers work through the rest in chunks
+// of that many.
 constexpr uint64_t kAttentionCap = 32ull << 20;
-uint32_t attention_samples(uint32_t rows, uint32_t T, uint32_t C, uint32_t NH) {
-  const uint64_t per = ops::attention_scratch_floats(1, T, C, NH) * 4;
+uint32_t attention_samples(uint32_t rows, uint32_t T, uint32_t C, uint32_t NH, ops::Precision stored) {
+  const uint64_t per = ops::attention_scratch_floats(1, T, C, NH, stored) * 4;
   return uint32_t(std::clamp<uint64_t>(kAttentionCap / per, 1, std::max(rows, 1u)));
 }
 
+uint64_t attention_floats(uint32_t rows, uint32_t T, uint32_t C, uint32_t NH, ops::Precision stored) {
+  return ops::attention_scratch_floats(attention_samples(rows, T, C, NH, stored), T, C, NH, stored);
+}
+
 // rows samples of T tokens: N = rows * T.
-Scratch carve(vk::View scratch, uint32_t rows, uint32_t T, uint32_t C, uint32_t NH) {
+Scratch carve(vk::View scratch, uint32_t rows, uint32_t T, uint32_t C, uint32_t NH, ops::Precision stored) {
   Carver c(scratch);
   const uint64_t N = uint64_t(rows) * T;
   return {c.take(N * 4 * C), c.take(N * 4 * C), c.take(N * C), c.take(N * C),
-          c.take(ops::attention_scratch_floats(attention_samples(rows, T, C, NH), T, C, NH))};
+          c.take(attention_floats(rows, T, C, NH, stored))};
 }
 
 // An internal gradient as the products read it: the fp32 values themselves, or in a 16-bit
@@ -95,11 +100,14 @@ Operand operand(vk::Commands& cmd, vk::View grad, uint64_t elements, ops::Precis
 }
 
 // out (rows x cols) = dy (rows x k) weight (k x cols), written rather than accumulated: the
-// first contribution to an internal gradient.
-void write_backward_data(vk::Commands& cmd, Operand dy, vk::View weight, vk::View out,
-                         uint32_t rows, uint32_t cols, uint32_t k, ops::Precision w_format) {
+// first contribution to an internal gradient; with `round`, its values rounded to that
+// precision (fp32 holding them).
+void write_backward_data(vk::Commands& cmd, Operand dy, vk::View weight, vk::View out, uint32_t rows,
+                         uint32_t cols, uint32_t k, ops::Precision w_format,
+                         ops::Precision round = ops::Precision::Fp32) {
   ops::matmul(cmd, dy.view, weight, out,
-              ops::MatmulParams{.M = rows, .N = cols, .K = k, .a_format = dy.format, .b_format = w_format});
+              ops::MatmulParams{.M = rows, .N = cols, .K = k, .a_format = dy.format, .b_format = w_format,
+                                .c_round = round});
 }
 
 // The same through the GELU whose output the Linear read: out = (dy weight) * gelu'(pre), in
@@ -193,10 +201,8 @@ std::vector<SavedSpec> GptBlock::deferred() const {
           {"dx1", T * C}, {"dqkv", T * 3 * C}, {"dln_1", T * C}};
 }
 
-uint64_t GptBlock::scratch_floats(uint32_t rows) const {
-  return rows * uint64_t(T_) * 10 * C_ +
-         ops::attention_scratch_floats(attention_samples(rows, T_, C_, NH_), T_, C_, NH_) +
-         kScratchRegions * kAlignFloats;
+uint64_t GptBlock::scratch_floats(uint32_t rows, ops::Precision stored) const {
+  return rows * uint64_t(T_) * 10 * C_ + attention_floats(rows, T_, C_, NH_, stored) + kScratchRegions * kAlignFloats;
 }
 
 // Where its kernels take 16 bits: attention in the matrix form, LayerNorm and the residual
@@ -220,7 +226,7 @@ void GptBlock::forward(const Pass& p, const Tensors& t) const {
   const uint32_t N = p.rows * T_, C = C_;
   const auto& w = t.params;
   const auto& s = t.saved;
-  const Scratch scratch = carve(*t.scratch, p.rows, T_, C_, NH_);
+  const Scratch scratch = carve(*t.scratch, p.rows, T_, C_, NH_, t.y_precision);
   vk::Commands& cmd = p.cmd;
   // Stored tensors as Tensors says (16 bits where the Cell hands them so, stores_half): x,
   // every saved tensor but the statistics (h), y; the branches' outputs in the scratch are fp32.
@@ -249,7 +255,7 @@ void GptBlock::backward(const Pass& p, const Tensors& t, vk::View dy,
   const auto& w = t.params;
   const auto& s = t.saved;
   const auto& d = t.deferred;
-  const Scratch scratch = carve(*t.scratch, p.rows, T_, C_, NH_);
+  const Scratch scratch = carve(*t.scratch, p.rows, T_, C_, NH_, t.y_precision);
   vk::Commands& cmd = p.cmd;
   // Where an internal gradient that a parameter kernel reads lives: in t.deferred for a split
   // backward, since other passes reuse the scratch before backward_params runs.
@@ -291,7 +297,9 @@ void GptBlock::backward(const Pass& p, const Tensors& t, vk::View dy,
   if (dx) ops::residual_backward(cmd, dx1, *dx, dattn, N * C);
   const Operand dx1_product = operand(cmd, dx1, uint64_t(N) * C, h, scratch.wide_b);
   param_grad(kDx1, dx1, dx1_product);
-  write_backward_data(cmd, dx1_product, w[kProjW], dattn, N, C, C, t.w_precision);
+  // Attention's gradient is rounded to h as it is stored: its products and its softmax's
+  // backward then read one value of it (ops/attention.h).
+  write_backward_data(cmd, dx1_product, w[kProjW], dattn, N, C, C, t.w_precision, h);
   zero(cmd, dqkv, N, 3 * C);
   ops::attention_backward(cmd, s[kQkv], s[kAttn], s[kLse], dattn, dqkv, scratch.attention, p.rows,
                           T_, C, NH_, std::nullopt, {h, h});
@@ -312,7 +320,7 @@ void GptBlock::backward_params(const Pass& p, const Tensors& t) const {
   BRIGADE_EXPECT(t.deferred.size() == kDeferredCount,
                  "gpt_block backward_params without its deferred tensors");
   const uint32_t N = p.rows * T_;
-  const Scratch scratch = carve(*t.scratch, p.rows, T_, C_, NH_);
+  const Scratch scratch = carve(*t.scratch, p.rows, T_, C_, NH_, t.y_precision);
   const uint64_t widths[kDeferredCount] = {C_, 4ull * C_, C_, C_, 3ull * C_, C_};  // deferred()'s
   for (size_t k = 0; k < kDeferredCount; ++k) {
     const bool product = k != kDln2 && k != kDln1;  // a Linear's weight gradient

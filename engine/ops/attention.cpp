@@ -33,11 +33,18 @@ uint32_t head_size(uint32_t C, uint32_t NH) {
 }
 
 // The scratch of one chunk of n samples, in floats: the (n,NH,T,T) scores, and in backward
-// their gradient beside them.
+// their gradient beside them; where the products read 16 bits (`half`), after them the packed
+// copies of P (and in backward dS, then dy's chunk of n*T*C values).
 uint64_t scores(uint64_t n, uint32_t T, uint32_t NH) { return pad(n * NH * T * T); }
-uint64_t scratch_of(uint64_t n, uint32_t T, uint32_t NH, bool backward) {
-  return (backward ? 2 : 1) * scores(n, T, NH);
+uint64_t packed_scores(uint64_t n, uint32_t T, uint32_t NH) { return pad((n * NH * T * T + 1) / 2); }
+uint64_t packed_rows(uint64_t n, uint32_t T, uint32_t C) { return pad((n * T * C + 1) / 2); }
+uint64_t scratch_of(uint64_t n, uint32_t T, uint32_t C, uint32_t NH, bool backward, bool half) {
+  const uint64_t packed = !half ? 0 : backward ? 2 * packed_scores(n, T, NH) + packed_rows(n, T, C) : packed_scores(n, T, NH);
+  return (backward ? 2 : 1) * scores(n, T, NH) + packed;
 }
+
+// Whether the matrix form's products read 16-bit operands only: qkv and y in one 16-bit type.
+bool packs(Formats f) { return is_half(f.x) && f.y == f.x; }
 
 vk::View sub(vk::View v, uint64_t at, uint64_t floats) {
   return vk::View(*v.buffer, v.offset + at * 4, floats * 4);
@@ -45,9 +52,9 @@ vk::View sub(vk::View v, uint64_t at, uint64_t floats) {
 
 // Samples per chunk: as many as the scratch holds, at most B, and few enough that the
 // matmuls' batch (samples * NH) stays within a dispatch's 65535 workgroups.
-uint32_t chunk_samples(vk::View scratch, uint32_t B, uint32_t T, uint32_t NH, bool backward) {
+uint32_t chunk_samples(vk::View scratch, uint32_t B, uint32_t T, uint32_t C, uint32_t NH, bool backward, bool half) {
   const uint64_t have = scratch.range / 4;
-  const auto need = [&](uint64_t n) { return scratch_of(n, T, NH, backward); };
+  const auto need = [&](uint64_t n) { return scratch_of(n, T, C, NH, backward, half); };
   BRIGADE_EXPECT(need(1) <= have, "attention scratch of " + std::to_string(have) +
                                       " floats is under the " + std::to_string(need(1)) +
                                       " one sample needs");
@@ -74,8 +81,19 @@ Heads token_heads(vk::View v, uint32_t parts, uint32_t part, uint32_t first, uin
   return {v, first * T * row + part * C, row, T * row, HS, format};
 }
 
-// The (T,T) scores of the chunk's heads, packed in the scratch.
-Heads score_heads(vk::View v, uint32_t T, uint32_t NH) { return {v, 0, T, NH * T * T, T * T}; }
+// The (T,T) scores of the chunk's heads, one after another in the scratch (fp32, or a packed
+// copy).
+Heads score_heads(vk::View v, uint32_t T, uint32_t NH, Precision format = Precision::Fp32) {
+  return {v, 0, T, NH * T * T, T * T, format};
+}
+
+// `h`'s fp32 values packed into `to` as p (rounded), read where they lay: a packed copy of the
+// same layout.
+Heads packed(vk::Commands& cmd, const Heads& h, uint64_t elements, vk::View to, Precision p) {
+  const vk::View from(*h.view.buffer, h.view.offset + uint64_t(h.offset) * 4, elements * 4);
+  pack(cmd, from, to, uint32_t(elements), p, false);
+  return {to, 0, h.ld, h.stride, h.head_stride, p};
+}
 
 // One product per head, C[z] (+)= alpha op(A[z]) op(B[z]) for z = b*NH + h < n*NH, each
 // operand read or written where it lies (no copies between layouts).
@@ -163,9 +181,9 @@ void expect_forward_views(vk::View qkv, vk::View y, vk::View lse, uint64_t rows,
 
 }  // namespace
 
-uint64_t attention_scratch_floats(uint32_t samples, uint32_t T, uint32_t C, uint32_t NH) {
+uint64_t attention_scratch_floats(uint32_t samples, uint32_t T, uint32_t C, uint32_t NH, Precision stored) {
   head_size(C, NH);
-  return scratch_of(samples, T, NH, true);
+  return scratch_of(samples, T, C, NH, true, is_half(stored));
 }
 
 void attention_forward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View lse,
@@ -178,19 +196,23 @@ void attention_forward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View lse
   if (chosen == Form::Direct || chosen == Form::Fused)
     return rows::forward(cmd, chosen == Form::Fused, qkv, y, lse, B, T, C, NH, HS, f);
   const float scale = 1.0f / std::sqrt(float(HS));
-  const uint32_t most = chunk_samples(scratch, B, T, NH, false);
+  const bool half = packs(f);
+  const uint32_t most = chunk_samples(scratch, B, T, C, NH, false, half);
   for (uint32_t first = 0; first < B; first += most) {
     const uint32_t n = std::min(most, B - first);
+    const uint64_t r = scores(n, T, NH);
     const Heads q = token_heads(qkv, 3, 0, first, T, C, HS, f.x), k = token_heads(qkv, 3, 1, first, T, C, HS, f.x),
                 v = token_heads(qkv, 3, 2, first, T, C, HS, f.x), yh = token_heads(y, 1, 0, first, T, C, HS, f.y),
-                s = score_heads(sub(scratch, 0, scores(n, T, NH)), T, NH);
+                s = score_heads(sub(scratch, 0, r), T, NH);
     per_head(cmd, q, k, s, T, T, HS, false, true, scale, false, n, NH, Causal::SkipAbove);  // S = scale Q K^T
     cmd.dispatch(cmd.device().kernel("attention_softmax", vk::Specialization().set(
                                          BRIGADE_ATTENTION_SPEC_VEC4, quads(T, {s.view}))),
                  {s.view, lse},
                  AttentionSoftmaxPush{n, T, NH, HS, first},
                  {vk::groups_for(T, BRIGADE_WG_ATTENTION_ROWS), n * NH, 1});
-    per_head(cmd, s, v, yh, T, HS, T, false, false, 1.0f, false, n, NH, Causal::KToRow);  // Y = P V
+    const uint64_t elements = uint64_t(n) * NH * T * T;
+    const Heads p = half ? packed(cmd, s, elements, sub(scratch, r, packed_scores(n, T, NH)), f.x) : s;
+    per_head(cmd, p, v, yh, T, HS, T, false, false, 1.0f, false, n, NH, Causal::KToRow);  // Y = P V
   }
 }
 
@@ -207,16 +229,21 @@ void attention_backward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View ls
   if (chosen == Form::Direct || chosen == Form::Fused)
     return rows::backward(cmd, chosen == Form::Fused, qkv, y, lse, dy, dqkv, scratch, B, T, C, NH, HS, f);
   const float scale = 1.0f / std::sqrt(float(HS));
-  const uint32_t most = chunk_samples(scratch, B, T, NH, true);
+  const bool half = packs(f);
+  const uint32_t most = chunk_samples(scratch, B, T, C, NH, true, half);
   for (uint32_t first = 0; first < B; first += most) {
     const uint32_t n = std::min(most, B - first);
-    const uint64_t r = scores(n, T, NH);
+    const uint64_t r = scores(n, T, NH), pr = packed_scores(n, T, NH), elements = uint64_t(n) * NH * T * T;
     const auto part = [&](vk::View v, uint32_t i, Precision p) { return token_heads(v, 3, i, first, T, C, HS, p); };
     const Heads q = part(qkv, 0, f.x), k = part(qkv, 1, f.x), v = part(qkv, 2, f.x), dq = part(dqkv, 0, Precision::Fp32),
                 dk = part(dqkv, 1, Precision::Fp32), dv = part(dqkv, 2, Precision::Fp32), dyh = token_heads(dy, 1, 0, first, T, C, HS),
                 s = score_heads(sub(scratch, 0, r), T, NH), ds = score_heads(sub(scratch, r, r), T, NH);
+    // The packed copies (16-bit products): dy's chunk, then P and dS once the softmax's
+    // backward has made them.
+    const Heads dyp = half ? packed(cmd, dyh, uint64_t(n) * T * C, sub(scratch, 2 * r + 2 * pr, packed_rows(n, T, C)), f.x)
+                           : dyh;
     per_head(cmd, q, k, s, T, T, HS, false, true, scale, false, n, NH, Causal::SkipAbove);    // S = scale Q K^T
-    per_head(cmd, dyh, v, ds, T, T, HS, false, true, 1.0f, false, n, NH, Causal::SkipAbove);  // dP = dY V^T
+    per_head(cmd, dyp, v, ds, T, T, HS, false, true, 1.0f, false, n, NH, Causal::SkipAbove);  // dP = dY V^T
     const bool vec4 = HS % 4 == 0 && quads(T, {s.view, ds.view, dy, y});
     cmd.dispatch(cmd.device().kernel(format_kernel("attention_softmax_backward", {f.y}),
                                      vk::Specialization().set(BRIGADE_ATTENTION_SPEC_VEC4, vec4)
@@ -225,9 +252,11 @@ void attention_backward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View ls
                  AttentionSoftmaxPush{n, T, NH, HS, first},
                  {vk::groups_for(T, BRIGADE_WG_ATTENTION_ROWS), n * NH, 1});
     // s holds P and ds holds dS now; the gradients are added into dqkv where they lie.
-    per_head(cmd, s, dyh, dv, T, HS, T, true, false, 1.0f, true, n, NH, Causal::KFromRow);   // dV += P^T dY
-    per_head(cmd, ds, k, dq, T, HS, T, false, false, scale, true, n, NH, Causal::KToRow);    // dQ += scale dS K
-    per_head(cmd, ds, q, dk, T, HS, T, true, false, scale, true, n, NH, Causal::KFromRow);   // dK += scale dS^T Q
+    const Heads p = half ? packed(cmd, s, elements, sub(scratch, 2 * r, pr), f.x) : s;
+    const Heads dsp = half ? packed(cmd, ds, elements, sub(scratch, 2 * r + pr, pr), f.x) : ds;
+    per_head(cmd, p, dyp, dv, T, HS, T, true, false, 1.0f, true, n, NH, Causal::KFromRow);    // dV += P^T dY
+    per_head(cmd, dsp, k, dq, T, HS, T, false, false, scale, true, n, NH, Causal::KToRow);    // dQ += scale dS K
+    per_head(cmd, dsp, q, dk, T, HS, T, true, false, scale, true, n, NH, Causal::KFromRow);   // dK += scale dS^T Q
   }
 }
 

@@ -32,7 +32,11 @@
 //
 // qkv (f.x) and y (f.y) may be kept in 16 bits (Formats), read and written by the matrix
 // form's kernels themselves (the row kernels take fp32 only); y is then stored as the
-// rounded fp32 result, and every gradient stays fp32.
+// rounded fp32 result, and the gradients written stay fp32. With both in one 16-bit type
+// every product reads 16-bit operands, as autocast's attention does (so all seven take a
+// device's matrix units): P, dS and dy are packed, rounded, into the scratch for the products
+// that read them (the softmax kernels read P, dS and dy in fp32; a caller that wants one value
+// of dy throughout passes it rounded, as GptBlock does).
 #pragma once
 
 #include <cstdint>
@@ -47,8 +51,10 @@ namespace brigade::ops {
 // Floats of scratch with which the launchers work through `samples` samples per chunk (both
 // passes; the backward needs more). Sub-regions start at multiples of 256 bytes from the
 // scratch view's offset, which must itself be a valid storage offset.
-// Per sample: 7 T*C floats of heads and 2 NH*T*T of scores, plus padding.
-uint64_t attention_scratch_floats(uint32_t samples, uint32_t T, uint32_t C, uint32_t NH);
+// Per sample: 2 NH*T*T floats of scores (P and dS), in 16 bits (`stored`) NH*T*T more for
+// their packed copies and T*C/2 for dy's, plus padding.
+uint64_t attention_scratch_floats(uint32_t samples, uint32_t T, uint32_t C, uint32_t NH,
+                                  Precision stored = Precision::Fp32);
 
 // qkv (B,T,3C) -> y (B,T,C), lse (B,NH,T); y and lse are overwritten. `scratch` holds at
 // least attention_scratch_floats(1, T, C, NH) floats; with less than a whole batch's worth

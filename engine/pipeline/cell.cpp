@@ -206,7 +206,9 @@ model::Tensors Cell::tensors(uint32_t l, const MicroBatch& mb, std::vector<vk::V
   }
   model::Tensors t{x_view(l, mb), y_view(l, mb), saved, kernel_views_[l], grad_views_[l], std::nullopt, deferred};
   t.w_precision = weight_precision_[l];
-  if (scratch_) t.scratch = vk::View(scratch_, 0, layer.scratch_floats(mb.rows) * kFloat);
+  if (scratch_)
+    t.scratch = vk::View(scratch_, 0,
+                         layer.scratch_floats(mb.rows, direct(l) ? layout_.output_precision[l] : ops::Precision::Fp32) * kFloat);
   return t;
 }
 

@@ -64,7 +64,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const model::SavedSpec& s : layer.saved())
       check(s.per_sample <= kMaxElements && s.fixed <= kMaxElements, "saved tensors fit 32-bit indexing");
     layer.cost();
-    layer.scratch_floats(1);
+    layer.scratch_floats(1, ops::Precision::Fp32);
   }
   for (const model::ParamSpec& p : params) {
     for (int64_t d : p.shape) check(d > 0, "parameters have no empty dimension");

@@ -105,7 +105,8 @@ LayerRun::LayerRun(vk::Device& dev, const model::Layer& layer, uint32_t rows, co
   }
   for (const model::SavedSpec& s : layer.deferred())
     deferred_.emplace_back(dev, s.floats(rows), "deferred " + s.name);
-  if (layer.scratch_floats(rows)) scratch_.emplace(dev, layer.scratch_floats(rows), "scratch");
+  const uint64_t scratch = layer.scratch_floats(rows, ops::Precision::Fp32);
+  if (scratch) scratch_.emplace(dev, scratch, "scratch");
   for (const Guarded& g : saved_) saved_views_.push_back(g.view());
   for (const Guarded& g : params_) param_views_.push_back(g.view());
   for (const Guarded& g : grads_) grad_views_.push_back(g.view());
