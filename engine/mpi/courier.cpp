@@ -50,14 +50,21 @@ Courier::Urgent::~Urgent() {
 
 void Courier::drain() {
   std::unique_lock lock(mutex_);
-  cv_.wait(lock, [&] { return unfinished_ == 0; });
+  cv_.wait(lock, [&] { return unfinished_ == 0 || halted_; });
+}
+
+void Courier::halt() {
+  std::unique_lock lock(mutex_);
+  halted_ = true;
+  cv_.notify_all();
+  if (std::this_thread::get_id() != thread_.get_id()) cv_.wait(lock, [&] { return exited_; });
 }
 
 void Courier::cancel(const void* owner) {
   std::unique_lock lock(mutex_);
   cancelling_.insert(owner);
   cv_.notify_all();
-  cv_.wait(lock, [&] { return !cancelling_.count(owner) || stop_; });
+  cv_.wait(lock, [&] { return !cancelling_.count(owner) || stop_ || halted_; });
 }
 
 void Courier::loop() {
@@ -101,7 +108,7 @@ void Courier::loop() {
         arrivals = arrivals_;
         if (incoming_.empty() && !stop_) {
           if (waiting.empty() && requests.empty()) {
-            cv_.wait(lock, [&] { return stop_ || !incoming_.empty() || !cancelling_.empty(); });
+            cv_.wait(lock, [&] { return stop_ || halted_ || !incoming_.empty() || !cancelling_.empty(); });
           } else if ((!waiting.empty() && waiting.front().device) || (busy && !hurry)) {
             // Asleep in the driver, at most a nap: until the oldest send's data is written,
             // or until the waiting stage's device has finished its work.
@@ -113,10 +120,12 @@ void Courier::loop() {
             lock.lock();
           } else {
             // Woken early by new work, or by a stage thread starting to wait.
-            cv_.wait_for(lock, nap, [&] { return stop_ || !incoming_.empty() || arrivals_ > arrivals || !cancelling_.empty(); });
+            cv_.wait_for(lock, nap, [&] {
+              return stop_ || halted_ || !incoming_.empty() || arrivals_ > arrivals || !cancelling_.empty();
+            });
           }
         }
-        if (stop_) break;
+        if (stop_ || halted_) break;
         for (Item& item : incoming_) waiting.push_back(std::move(item));
         incoming_.clear();
         if (!cancelling_.empty()) {
@@ -193,10 +202,17 @@ void Courier::loop() {
   } catch (const std::exception& e) {
     fatal_(e.what());
   }
-  // Receives posted for transfers that will not come: cancelled before MPI finalizes.
-  for (size_t j = 0; j < requests.size(); ++j)
-    if (!active[j].send) MPI_Cancel(&requests[j]);
-  MPI_Waitall(int(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
+  std::unique_lock lock(mutex_);
+  if (!halted_) {
+    // Receives posted for transfers that will not come: cancelled before MPI finalizes.
+    lock.unlock();
+    for (size_t j = 0; j < requests.size(); ++j)
+      if (!active[j].send) MPI_Cancel(&requests[j]);
+    MPI_Waitall(int(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
+    lock.lock();
+  }
+  exited_ = true;
+  cv_.notify_all();
 }
 
 }  // namespace brigade::mpi

@@ -71,6 +71,10 @@ class Courier {
   };
   // Blocks until every pushed send has completed and every receive has started.
   void drain();
+  // Stops moving messages, for good, and returns once the courier's thread has made its last
+  // MPI call: an aborting link frees its mapped memory next, which a send or receive still in
+  // flight would otherwise read or write (the job ends anyway: MPI_Abort, or every rank alike).
+  void halt();
   // Cancels the receives `owner` posted that no message has matched, and returns once they
   // are: a link going away leaves none behind for a later pipeline's messages of the same
   // tags to land in. After drain().
@@ -87,6 +91,7 @@ class Courier {
   std::deque<Item> incoming_;
   std::set<const void*> cancelling_;  // owners whose receives the loop is to cancel
   bool stop_ = false;
+  bool halted_ = false, exited_ = false;  // halt(): no MPI call after; the loop has returned
   uint64_t unfinished_ = 0;  // sends not completed, receives not started
   std::list<Waiter> waiters_;  // stage threads waiting on a transfer
   uint64_t arrivals_ = 0;      // waiters ever added: the courier notices a new one

@@ -98,6 +98,7 @@ std::vector<pipeline::Transfer> MpiLink::take_transfers() {
 
 void MpiLink::interrupt() {
   interrupted_ = true;
+  courier_.halt();  // before this link's slots can be freed
   arrived_.advance(UINT64_MAX);
   freed_.advance(UINT64_MAX);
 }
