@@ -94,9 +94,7 @@ struct Operand {
 // start of `room` where h is 16-bit.
 Operand operand(vk::Commands& cmd, vk::View grad, uint64_t elements, ops::Precision h, vk::View room) {
   if (!ops::is_half(h)) return {grad};
-  const vk::View packed(*room.buffer, room.offset, ops::stored_bytes(elements, h));
-  ops::pack(cmd, grad, packed, uint32_t(elements), h, false);
-  return {packed, h};
+  return {ops::pack_into(cmd, grad, uint32_t(elements), h, room), h};
 }
 
 // out (rows x cols) = dy (rows x k) weight (k x cols), written rather than accumulated: the

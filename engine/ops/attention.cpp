@@ -91,8 +91,7 @@ Heads score_heads(vk::View v, uint32_t T, uint32_t NH, Precision format = Precis
 // same layout.
 Heads packed(vk::Commands& cmd, const Heads& h, uint64_t elements, vk::View to, Precision p) {
   const vk::View from(*h.view.buffer, h.view.offset + uint64_t(h.offset) * 4, elements * 4);
-  pack(cmd, from, to, uint32_t(elements), p, false);
-  return {to, 0, h.ld, h.stride, h.head_stride, p};
+  return {pack_into(cmd, from, uint32_t(elements), p, to), 0, h.ld, h.stride, h.head_stride, p};
 }
 
 // One product per head, C[z] (+)= alpha op(A[z]) op(B[z]) for z = b*NH + h < n*NH, each

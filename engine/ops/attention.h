@@ -5,8 +5,8 @@
 //
 // The products run on the batched matmul kernel (ops/matmul.h), over z = b*NH + h: on
 // lavapipe it reaches several times the GFLOPS of a kernel walking one query row per
-// invocation. The heads are first copied into a packed per-head layout in the scratch (see
-// shaders/attention.h), the (T,T) scores of every head land in the scratch too, and a
+// invocation. The products read and write each head where it lies in qkv, y and dqkv (a grid
+// of matrices, ops/matmul.h), the (T,T) scores of every head land in the scratch, and a
 // row-softmax kernel applies the causal mask. The masked upper triangle is computed and
 // multiplied by zeros: half of the products' FLOPs, still faster than the row kernels were.
 //

@@ -44,6 +44,12 @@ void pack(vk::Commands& cmd, vk::View x, vk::View packed, uint32_t n, Precision 
                vec4 ? capped_groups(n / 4, BRIGADE_WG_PRECISION) : word_groups(n));
 }
 
+vk::View pack_into(vk::Commands& cmd, vk::View x, uint32_t n, Precision p, vk::View room) {
+  const vk::View packed(*room.buffer, room.offset, stored_bytes(n, p));
+  pack(cmd, x, packed, n, p, false);
+  return packed;
+}
+
 void unpack(vk::Commands& cmd, vk::View packed, vk::View x, uint32_t n, Precision p) {
   if (n == 0) return;
   expect_views(x, packed, n, p);

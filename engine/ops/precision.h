@@ -46,6 +46,9 @@ inline uint64_t stored_bytes(uint64_t elements, Precision p) {
 // packed = x in 16 bits; with `round`, x is overwritten with the values packed keeps.
 // x: (n) floats, packed: stored_bytes(n, p)
 void pack(vk::Commands& cmd, vk::View x, vk::View packed, uint32_t n, Precision p, bool round);
+// x's n values packed to p (rounded, x left as it is) at the start of `room`; returns that
+// view of stored_bytes(n, p): a product's 16-bit operand made from fp32 values.
+vk::View pack_into(vk::Commands& cmd, vk::View x, uint32_t n, Precision p, vk::View room);
 // x = the values of packed.  packed: stored_bytes(n, p), x: (n) floats
 void unpack(vk::Commands& cmd, vk::View packed, vk::View x, uint32_t n, Precision p);
 // x = x rounded to p, in place.  x: (n) floats
