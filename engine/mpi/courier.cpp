@@ -57,7 +57,7 @@ void Courier::halt() {
   std::unique_lock lock(mutex_);
   halted_ = true;
   cv_.notify_all();
-  if (std::this_thread::get_id() != thread_.get_id()) cv_.wait(lock, [&] { return exited_; });
+  if (std::this_thread::get_id() != thread_.get_id()) cv_.wait(lock, [&] { return exited_ || failed_; });
 }
 
 void Courier::cancel(const void* owner) {
@@ -200,10 +200,15 @@ void Courier::loop() {
       nap = progress && hurry ? kFirst : std::min(nap * 2, hurry ? urgent_cap : kIdle);
     }
   } catch (const std::exception& e) {
+    {
+      std::lock_guard lock(mutex_);
+      failed_ = true;  // no MPI call from here on but the abort that `fatal_` ends in
+    }
+    cv_.notify_all();
     fatal_(e.what());
   }
   std::unique_lock lock(mutex_);
-  if (!halted_) {
+  if (!halted_ && !failed_) {
     // Receives posted for transfers that will not come: cancelled before MPI finalizes.
     lock.unlock();
     for (size_t j = 0; j < requests.size(); ++j)

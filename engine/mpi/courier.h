@@ -74,6 +74,8 @@ class Courier {
   // Stops moving messages, for good, and returns once the courier's thread has made its last
   // MPI call: an aborting link frees its mapped memory next, which a send or receive still in
   // flight would otherwise read or write (the job ends anyway: MPI_Abort, or every rank alike).
+  // A courier that met an error is past its last call already: halt() does not wait for its
+  // `fatal` to return, so the stage thread that met the same loss says its own words first.
   void halt();
   // Cancels the receives `owner` posted that no message has matched, and returns once they
   // are: a link going away leaves none behind for a later pipeline's messages of the same
@@ -92,6 +94,7 @@ class Courier {
   std::set<const void*> cancelling_;  // owners whose receives the loop is to cancel
   bool stop_ = false;
   bool halted_ = false, exited_ = false;  // halt(): no MPI call after; the loop has returned
+  bool failed_ = false;                   // the loop met an error: `fatal_` is reporting it
   uint64_t unfinished_ = 0;  // sends not completed, receives not started
   std::list<Waiter> waiters_;  // stage threads waiting on a transfer
   uint64_t arrivals_ = 0;      // waiters ever added: the courier notices a new one

@@ -7,9 +7,13 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <future>
+#include <mutex>
 #include <cstring>
 #include <memory>
 #include <numeric>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -129,6 +133,47 @@ TEST_CASE("the Courier delivers messages by tag whatever order they are sent in"
       }
       MPI_Barrier(comm);
     }
+  }
+  MPI_Comm_free(&comm);
+}
+
+TEST_CASE("a Courier that met an error lets halt() return while its fatal report is still under way") {
+  // The stage thread that meets a lost device halts the courier as it unwinds, and says where
+  // the job stopped once halt() returns. A courier that met the loss too reports it after a
+  // grace period and aborts: halt() waiting for that report would silence the stage thread.
+  MPI_Comm comm = dup_world();
+  const int me = int(world().rank());
+  {
+    std::mutex m;
+    std::condition_variable cv;
+    bool reported = false, released = false;
+    std::string what;
+    mpi::Courier courier(comm, [&](const std::string& w) {
+      std::unique_lock lock(m);
+      what = w, reported = true;
+      cv.notify_all();
+      cv.wait(lock, [&] { return released; });  // the grace period, till the test ends it
+    });
+    int out = 42, in = 0;
+    // A send to this rank itself, whose start fails on the courier's thread.
+    courier.push({true, nullptr, 0, &out, sizeof out, me, 9, [] { throw std::runtime_error("the device was lost"); },
+                  nullptr});
+    {
+      std::unique_lock lock(m);
+      REQUIRE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return reported; }));
+    }
+    CHECK(what == "the device was lost");
+    auto halted = std::async(std::launch::async, [&] { courier.halt(); });
+    const bool returned = halted.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+    {
+      std::lock_guard lock(m);
+      released = true;
+    }
+    cv.notify_all();
+    CHECK_MESSAGE(returned, "halt() waited for the courier's fatal report to return");
+    halted.wait();
+    MPI_Recv(&in, 1, MPI_INT, me, 9, comm, MPI_STATUS_IGNORE);  // the send it had posted, matched
+    CHECK(in == 42);
   }
   MPI_Comm_free(&comm);
 }
