@@ -142,7 +142,9 @@ void main() {
   const uint base = matrix_at(p.offset_c, gl_WorkGroupID.z, p.stride_c, p.head_stride_c);
   const bool pairs = FORMAT_C != BRIGADE_FORMAT_FP32;  // a word of two outputs an invocation
   const uint step = pairs ? 2 : 1, per_warp = LM * LN / step;
-  [[dont_unroll]] for (uint t = 0; t < TILES_M * TILES_N; ++t) {
+  // Unrolled on matrix units: indexed by a variable, the accumulators would have to live in
+  // memory an invocation can index (a GPU's local memory) through the whole product.
+  STAGE_LOOP for (uint t = 0; t < TILES_M * TILES_N; ++t) {
     TILE_STORE(t, p.alpha, Cs, warp * LM * LN);  // alpha times the sums, rounded, as matmul.comp's result
     barrier();
     [[dont_unroll]] for (uint x = gl_LocalInvocationIndex; x < WARPS * per_warp; x += THREADS) {
