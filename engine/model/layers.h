@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "model/layer.h"
+#include "model/operand.h"
 #include "ops/conv2d.h"
 
 namespace brigade::model {
@@ -70,8 +71,10 @@ class Linear final : public ShapedLayer {
   void backward_params(const Pass& p, const Tensors& t) const override;
 
  private:
-  // The weight gradient, and the bias gradient unless `with_bias` is false (taken with the ReLU).
-  void backward_weight(const Pass& p, const Tensors& t, vk::View dy, bool with_bias) const;
+  Operand product_operand(const Pass& p, const Tensors& t, vk::View g) const;
+  // The weight gradient from `product` (g as the products read it), and the bias gradient from
+  // g unless `with_bias` is false (taken with the ReLU).
+  void backward_weight(const Pass& p, const Tensors& t, vk::View g, const Operand& product, bool with_bias) const;
   uint32_t in_, out_, rows_per_sample_;
   bool bias_;
   std::string prefix_;
@@ -260,8 +263,11 @@ class LmHead final : public ShapedLayer {
   void backward(const Pass& p, const Tensors& t, vk::View dy,
                 std::optional<vk::View> dx) const override;
   void backward_params(const Pass& p, const Tensors& t) const override;
+  uint64_t scratch_floats(uint32_t rows, ops::Precision stored) const override;
 
  private:
+  Operand product_operand(const Pass& p, const Tensors& t, vk::View dy) const;
+  void backward_weight(const Pass& p, const Tensors& t, const Operand& product) const;
   uint32_t T_, C_, vocab_;
 };
 

@@ -61,9 +61,22 @@ std::vector<ParamSpec> Linear::params() const {
 
 Cost Linear::cost() const { return standard_cost(*this, 2.0 * rows_per_sample_ * in_ * out_); }
 
-// The masked output gradient of a folded ReLU: one pass's rows.
-uint64_t Linear::scratch_floats(uint32_t rows, ops::Precision) const {
-  return relu_ ? uint64_t(rows) * rows_per_sample_ * out_ : 0;
+// The masked output gradient of a folded ReLU, then in a 16-bit stage the gradient the products
+// read, packed (operand.h): one pass's rows.
+uint64_t Linear::scratch_floats(uint32_t rows, ops::Precision stored) const {
+  const uint64_t floats = uint64_t(rows) * rows_per_sample_ * out_;
+  return (relu_ ? aligned_floats(floats) : 0) + operand_floats(floats, stored);
+}
+
+// g (one pass's rows) as the products read it: packed into the scratch, after a folded ReLU's
+// mask, where the layer takes 16-bit x and y (not the model's first layer, which reads the data
+// in fp32, nor one after an fp32 stage: its products would not take the matrix units).
+Operand Linear::product_operand(const Pass& p, const Tensors& t, vk::View g) const {
+  const uint64_t floats = uint64_t(p.rows) * rows_per_sample_ * out_;
+  if (!ops::is_half(t.y_precision) || !ops::is_half(t.x_precision)) return {g};
+  const uint64_t at = relu_ ? aligned_floats(floats) : 0;
+  return operand(p.cmd, g, floats, t.y_precision,
+                 vk::View(*t.scratch->buffer, t.scratch->offset + at * 4, t.scratch->range - at * 4));
 }
 
 bool Linear::stores_half(const vk::PhysicalInfo& device) const { return ops::matmul_stores_half(device, out_); }
@@ -94,20 +107,23 @@ void Linear::backward(const Pass& p, const Tensors& t, vk::View dy,
   } else if (p.split) {
     copy_floats(p.cmd, dy, t.deferred[0], floats);
   }
-  if (!p.split) backward_weight(p, t, g, !bias_with_relu);
+  const Operand product = product_operand(p, t, g);
+  if (!p.split) backward_weight(p, t, g, product, !bias_with_relu);
   if (dx)
-    ops::linear_backward_data(p.cmd, g, t.params[0], *dx, n, in_, out_, std::nullopt,
-                              {t.x_precision, ops::Precision::Fp32, t.w_precision});
+    ops::linear_backward_data(p.cmd, product.view, t.params[0], *dx, n, in_, out_, std::nullopt,
+                              {t.x_precision, product.format, t.w_precision});
 }
 
 void Linear::backward_params(const Pass& p, const Tensors& t) const {
-  backward_weight(p, t, t.deferred[0], true);
+  backward_weight(p, t, t.deferred[0], product_operand(p, t, t.deferred[0]), true);
 }
 
-void Linear::backward_weight(const Pass& p, const Tensors& t, vk::View dy, bool with_bias) const {
-  const std::optional<vk::View> dbias = bias_ && with_bias ? std::optional(t.grads[1]) : std::nullopt;
-  ops::linear_backward_weight(p.cmd, dy, t.x, t.grads[0], dbias, p.rows * rows_per_sample_, in_,
-                              out_, std::nullopt, {t.x_precision});
+void Linear::backward_weight(const Pass& p, const Tensors& t, vk::View g, const Operand& product,
+                             bool with_bias) const {
+  const uint32_t n = p.rows * rows_per_sample_;
+  ops::linear_backward_weight(p.cmd, product.view, t.x, t.grads[0], std::nullopt, n, in_, out_, std::nullopt,
+                              {t.x_precision, product.format});
+  if (bias_ && with_bias) ops::linear_bias_backward(p.cmd, g, t.grads[1], n, out_);
 }
 
 Cost ReLU::cost() const { return standard_cost(*this, double(elements(output_))); }

@@ -59,19 +59,34 @@ void LmHead::forward(const Pass& p, const Tensors& t) const {
 
 std::vector<SavedSpec> LmHead::deferred() const { return {{"dy", uint64_t(T_) * vocab_}}; }
 
+// In a 16-bit stage the products read dy packed in the scratch (operand.h), as a Linear's do.
+uint64_t LmHead::scratch_floats(uint32_t rows, ops::Precision stored) const {
+  return operand_floats(uint64_t(rows) * T_ * vocab_, stored);
+}
+
 void LmHead::backward(const Pass& p, const Tensors& t, vk::View dy,
                       std::optional<vk::View> dx) const {
   const uint32_t n = p.rows * T_;
   if (p.split) copy_floats(p.cmd, dy, t.deferred[0], uint64_t(n) * vocab_);
-  else ops::linear_backward_weight(p.cmd, dy, t.x, t.grads[0], std::nullopt, n, C_, vocab_, std::nullopt, {t.x_precision});
+  const Operand product = product_operand(p, t, dy);
+  if (!p.split) backward_weight(p, t, product);
   if (dx)
-    ops::linear_backward_data(p.cmd, dy, t.params[0], *dx, n, C_, vocab_, std::nullopt,
-                              {t.x_precision, ops::Precision::Fp32, t.w_precision});
+    ops::linear_backward_data(p.cmd, product.view, t.params[0], *dx, n, C_, vocab_, std::nullopt,
+                              {t.x_precision, product.format, t.w_precision});
 }
 
 void LmHead::backward_params(const Pass& p, const Tensors& t) const {
-  ops::linear_backward_weight(p.cmd, t.deferred[0], t.x, t.grads[0], std::nullopt, p.rows * T_, C_,
-                              vocab_, std::nullopt, {t.x_precision});
+  backward_weight(p, t, product_operand(p, t, t.deferred[0]));
+}
+
+Operand LmHead::product_operand(const Pass& p, const Tensors& t, vk::View dy) const {
+  if (!ops::is_half(t.y_precision) || !ops::is_half(t.x_precision)) return {dy};
+  return operand(p.cmd, dy, uint64_t(p.rows) * T_ * vocab_, t.y_precision, *t.scratch);
+}
+
+void LmHead::backward_weight(const Pass& p, const Tensors& t, const Operand& product) const {
+  ops::linear_backward_weight(p.cmd, product.view, t.x, t.grads[0], std::nullopt, p.rows * T_, C_, vocab_,
+                              std::nullopt, {t.x_precision, product.format});
 }
 
 }  // namespace brigade::model

@@ -30,9 +30,8 @@ enum Saved : size_t {
 // group's kernel reads (record_param_grad); per-token sizes in deferred().
 enum Deferred : size_t { kDy, kDfc, kDln2, kDx1, kDqkv, kDln1, kDeferredCount };
 
-// Sub-views of the scratch view start 256 bytes apart at least (Vulkan's largest
-// minStorageBufferOffsetAlignment); scratch_floats() adds room for the padding.
-constexpr uint64_t kAlignFloats = 64;
+// Sub-views of the scratch view start kAlignFloats apart (operand.h); scratch_floats() adds room
+// for the padding.
 constexpr uint64_t kScratchRegions = 5;
 
 // Hands out consecutive aligned sub-views of one view.
@@ -40,7 +39,7 @@ class Carver {
  public:
   explicit Carver(vk::View v) : view_(v) {}
   vk::View take(uint64_t floats) {
-    const uint64_t at = (used_ + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
+    const uint64_t at = aligned_floats(used_);
     BRIGADE_EXPECT((at + floats) * 4 <= view_.range, "gpt_block scratch is too small");
     used_ = at + floats;
     return vk::View(*view_.buffer, view_.offset + at * 4, floats * 4);
@@ -79,22 +78,6 @@ Scratch carve(vk::View scratch, uint32_t rows, uint32_t T, uint32_t C, uint32_t 
   const uint64_t N = uint64_t(rows) * T;
   return {c.take(N * 4 * C), c.take(N * 4 * C), c.take(N * C), c.take(N * C),
           c.take(attention_floats(rows, T, C, NH, stored))};
-}
-
-// An internal gradient as the products read it: the fp32 values themselves, or in a 16-bit
-// stage those values rounded to its precision and packed, as autocast's products read theirs,
-// so that they take the matrix units where the device has them (ops::matmul). The other
-// kernels (the bias sums, LayerNorm's, the residuals) read the fp32 values as they are.
-struct Operand {
-  vk::View view;
-  ops::Precision format = ops::Precision::Fp32;
-};
-
-// `grad` (elements floats) as the products read it in a stage storing `h`, packed into the
-// start of `room` where h is 16-bit.
-Operand operand(vk::Commands& cmd, vk::View grad, uint64_t elements, ops::Precision h, vk::View room) {
-  if (!ops::is_half(h)) return {grad};
-  return {ops::pack_into(cmd, grad, uint32_t(elements), h, room), h};
 }
 
 // out (rows x cols) = dy (rows x k) weight (k x cols), written rather than accumulated: the

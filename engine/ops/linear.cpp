@@ -33,7 +33,8 @@ void linear_backward_data(vk::Commands& cmd, vk::View dy, vk::View weight, vk::V
                           uint32_t n, uint32_t in, uint32_t out,
                           std::optional<MatmulTiling> tiling, Formats f) {
   matmul(cmd, dy, weight, dx,
-         {.M = n, .N = in, .K = out, .accumulate = true, .b_format = f.w, .c_round = f.x, .tiling = tiling});
+         {.M = n, .N = in, .K = out, .accumulate = true, .a_format = f.y, .b_format = f.w, .c_round = f.x,
+          .tiling = tiling});
 }
 
 void linear_backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View dweight,

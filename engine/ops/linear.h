@@ -31,7 +31,7 @@ void linear_gelu_forward(vk::Commands& cmd, vk::View x, vk::View weight, vk::Vie
 void linear_relu_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optional<vk::View> bias,
                          vk::View y, uint32_t n, uint32_t in, uint32_t out, Formats f = {});
 
-// dx += dy weight
+// dx += dy weight; f.y: how dy is stored (a 16-bit stage's products read its gradients packed).
 void linear_backward_data(vk::Commands& cmd, vk::View dy, vk::View weight, vk::View dx,
                           uint32_t n, uint32_t in, uint32_t out,
                           std::optional<MatmulTiling> tiling = std::nullopt, Formats f = {});

@@ -151,15 +151,18 @@ void check_precision(test::Gpu& gpu, const model::Model& m, uint32_t rows, Preci
   // Layers whose kernels read and write 16 bits themselves (a Linear on a CPU device)
   // compute exactly what they compute on fp32 copies converted around them. A GPT block
   // taking 16 bits also rounds the tensors inside it as it stores them, which on copies stay
-  // fp32 between its kernels (only their saved copies round): there the two are held to the
-  // format's rounding, one unit roundoff of each gradient's largest magnitude per layer.
+  // fp32 between its kernels (only their saved copies round); and on a device with matrix
+  // units the 16-bit kernels' products take them, which sum in the device's order, while the
+  // copies' products run on the SIMT kernel: there the two are held to the format's rounding,
+  // one unit roundoff of each gradient's largest magnitude per layer.
+  const bool units = ops::default_matrix_tiling(gpu.device().info(), p).has_value();
   PipelineConfig copies = one(all[0].c.M);
   copies.fp32_copies = true;
   const Outcome on_copies = test::run(m, devices(gpu, 1), copies, batches, 3, test::Update::AdamW);
   copies = all[1].c, copies.fp32_copies = true;
   const Outcome split_copies = test::run(m, devices(gpu, all[1].K), copies, batches, 0),
                 split_kernels = test::run(m, devices(gpu, all[1].K), all[1].c, batches, 0);
-  if (!has_gpt_block(m)) {
+  if (!has_gpt_block(m) && !units) {
     check_same_bits(on_copies, trained, m.name + " 3 AdamW steps, fp32 copies against 16-bit kernels");
     check_same_bits(split_copies, split_kernels,
                     m.name + " " + test::describe(all[1].c) + ", fp32 copies against 16-bit kernels");
@@ -445,6 +448,45 @@ TEST_CASE_FIXTURE(test::Gpu, "a 16-bit GPT block's products all read 16-bit oper
       CHECK(packs[0] == 1);
       CHECK(packs[1] == 4 + 3);
       CHECK(matrix == (units ? 19u : 0u));
+    }
+  }
+}
+
+// The same rule for a Linear and the GPT models' lm_head: in a 16-bit stage their output gradient
+// (through a folded ReLU) is packed once in the backward and read by both products, so on a
+// device that multiplies the type on matrix units every product of theirs takes them; but for
+// the model's first layer, which reads the data in fp32 (its products stay on the SIMT kernel).
+TEST_CASE_FIXTURE(test::Gpu, "a 16-bit Linear's and lm_head's products read 16-bit operands, on matrix units where the device has them") {
+  vk::Device& dev = device();
+  for (const model::Model& m : {model::build("fashion-mlp"), model::with_window(model::build("gpt-mini", {"n_layer=1"}), 16)}) {
+    for (Precision p : {Precision::Bf16, Precision::Fp16}) {
+      CAPTURE(m.name);
+      CAPTURE(std::string(ops::precision_name(p)));
+      const pipeline::LayerProfile profile = pipeline::profile_model(dev, m, 2, 1, true, p);
+      const bool units = ops::default_matrix_tiling(dev.info(), p).has_value();
+      uint32_t layers = 0, first = 0;  // the first layer that computes: it has no input gradient
+      while (m.layers[first]->is_view()) ++first;
+      for (uint32_t l = 0; l < m.layers.size(); ++l) {
+        const std::string kind = m.layers[l]->kind();
+        if (kind != "linear" && kind != "lm_head") continue;
+        CAPTURE(l);
+        ++layers;
+        uint32_t packs = 0, products[2] = {}, matrix[2] = {};
+        for (const pipeline::KernelTime& k : profile.kernels)
+          if (k.layer == l) {
+            packs += k.backward && k.kernel.starts_with("precision_pack|");
+            const bool coopmat = k.kernel.starts_with("matmul_tiles_coopmat_");
+            products[k.backward] += k.kernel.starts_with("matmul");
+            matrix[k.backward] += coopmat;
+          }
+        const bool data = l == first;
+        CHECK(packs == (data ? 0u : 1u));
+        CHECK(products[0] == 1);
+        CHECK(products[1] == (data ? 1u : 2u));  // the first has no input gradient
+        CHECK(matrix[0] == (units && !data ? products[0] : 0u));
+        CHECK(matrix[1] == (units && !data ? products[1] : 0u));
+      }
+      CHECK(layers == (m.name == "fashion-mlp" ? 3u : 1u));
     }
   }
 }
