@@ -88,6 +88,9 @@ std::string matrix_path(const vk::PhysicalInfo& device, Precision precision) {
            " matrices, but this build has no cooperative-matrix kernels (tools/install-glslang.sh)";
   std::string listed;
   for (const vk::MatrixShape& s : device.matrix_units.shapes) listed += (listed.empty() ? "" : ", ") + s.name();
+  if (const std::string why = device.matrix_units.unusable_why(); !why.empty())
+    return type + " products on the SIMT kernel in fp32 arithmetic: the device lists " + listed +
+           ", but " + why;
   return type + " products on the SIMT kernel in fp32 arithmetic: the device lists no " + type +
          " matrix product" + (listed.empty() ? "" : " (it lists " + listed + ")");
 }

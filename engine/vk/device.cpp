@@ -122,9 +122,12 @@ Device::Device(Instance& instance, uint32_t index, DeviceOptions options) : inst
   v12.timelineSemaphore = VK_TRUE;
   VkPhysicalDeviceSubgroupSizeControlFeatures size_control{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES};
-  size_control.subgroupSizeControl = required_subgroup_size_ ? VK_TRUE : VK_FALSE;
-  // The cooperative-matrix kernels run in full subgroups (vk::ShaderInterface::full_subgroups).
-  size_control.computeFullSubgroups = info_.matrix_units.usable() ? VK_TRUE : VK_FALSE;
+  // The cooperative-matrix kernels run in full subgroups (vk::ShaderInterface::full_subgroups),
+  // of a size their pipelines require where the device offers several (vk::subgroup_fit).
+  const bool units = info_.matrix_units.usable();
+  size_control.subgroupSizeControl =
+      required_subgroup_size_ || (units && info_.matrix_units.required_subgroup_size) ? VK_TRUE : VK_FALSE;
+  size_control.computeFullSubgroups = units ? VK_TRUE : VK_FALSE;
   if (size_control.subgroupSizeControl || size_control.computeFullSubgroups) {
     v12.pNext = &size_control;
     extensions.push_back(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);

@@ -60,6 +60,9 @@ Kernel::Kernel(Device& device, const std::string& shader, const Specialization& 
   VkPipelineShaderStageRequiredSubgroupSizeCreateInfo required{
       VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO};
   required.requiredSubgroupSize = device.required_subgroup_size();
+  // A cooperative-matrix kernel's warps are subgroups of the size the launchers size them by.
+  if (!required.requiredSubgroupSize && iface.full_subgroups)
+    required.requiredSubgroupSize = device.info().matrix_units.required_subgroup_size;
   if (required.requiredSubgroupSize) info.stage.pNext = &required;
   if (iface.full_subgroups) info.stage.flags |= VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT_EXT;
   info.layout = layout_;

@@ -38,7 +38,22 @@ bool MatrixUnits::lists(MatrixShape::Element e) const {
   return usable() && std::any_of(shapes.begin(), shapes.end(), [e](const MatrixShape& s) { return s.element == e; });
 }
 
-MatrixUnits describe_matrix_units(VkPhysicalDevice device, const std::vector<std::string>& extensions) {
+std::string MatrixUnits::unusable_why() const {
+  if (shapes.empty() || usable()) return "";
+  if (!vulkan_memory_model) return "the device lacks the Vulkan memory model at device scope, which the kernels declare";
+  return "its compute pipelines can neither require full subgroups nor one subgroup size of several, which the "
+         "kernels' warps need";
+}
+
+SubgroupFit subgroup_fit(bool full, bool require, uint32_t min, uint32_t max, uint32_t size) {
+  if (!full) return {};
+  if (min == max) return {true, 0};
+  if (!require || size < min || size > max) return {};
+  return {true, size};
+}
+
+MatrixUnits describe_matrix_units(VkPhysicalDevice device, const std::vector<std::string>& extensions,
+                                  uint32_t subgroup_size) {
   MatrixUnits units;
   if (!has(extensions, kCooperativeExtension)) return units;
   auto list = reinterpret_cast<ListProperties>(
@@ -66,8 +81,13 @@ MatrixUnits describe_matrix_units(VkPhysicalDevice device, const std::vector<std
   vkGetPhysicalDeviceFeatures2(device, &features);
   if (!cooperative.cooperativeMatrix || !v12.shaderFloat16) return units;
   units.vulkan_memory_model = v12.vulkanMemoryModel && v12.vulkanMemoryModelDeviceScope;
-  units.full_subgroups = size_control && sizes.computeFullSubgroups &&
-                         size_range.minSubgroupSize == size_range.maxSubgroupSize;
+  const SubgroupFit fit =
+      subgroup_fit(size_control && sizes.computeFullSubgroups,
+                   size_control && sizes.subgroupSizeControl &&
+                       (size_range.requiredSubgroupSizeStages & VK_SHADER_STAGE_COMPUTE_BIT),
+                   size_range.minSubgroupSize, size_range.maxSubgroupSize, subgroup_size);
+  units.full_subgroups = fit.full;
+  units.required_subgroup_size = fit.required;
   units.bf16 = bfloat16.shaderBFloat16Type && bfloat16.shaderBFloat16CooperativeMatrix;
 
   uint32_t n = 0;

@@ -27,16 +27,30 @@ struct MatrixUnits {
   // its device scope too, which the other kernels' barriers use.
   bool vulkan_memory_model = false;
   bool bf16 = false;                 // VK_KHR_shader_bfloat16 with bf16 cooperative matrices
-  // Compute pipelines may require full subgroups (VK_EXT_subgroup_size_control), and the
-  // subgroup size is the one size the device runs: the kernels' warps are its subgroups.
+  // The kernels' warps are the device's subgroups, full ones (subgroup_fit).
   bool full_subgroups = false;
+  uint32_t required_subgroup_size = 0;  // what their pipelines require; 0: the device's one size
   bool usable() const { return !shapes.empty() && vulkan_memory_model && full_subgroups; }
   bool lists(MatrixShape::Element e) const;
+  // Why listed shapes are not usable, in engine words ("" when they are, or none are listed).
+  std::string unusable_why() const;
 };
 
-// What the device lists; empty where it lacks the extension, fp16 arithmetic or the memory
-// model the kernels use.
-MatrixUnits describe_matrix_units(VkPhysicalDevice device, const std::vector<std::string>& extensions);
+// How the cooperative-matrix kernels' warps fit the device's subgroups. Their pipelines require
+// full subgroups (`full`: VK_EXT_subgroup_size_control's computeFullSubgroups), each of the size
+// the launchers size workgroups by, the device's default `size`. A device of one size (min ==
+// max) runs them so as they are; one offering several sizes (AMD's 32 and 64, Intel's 8 to 32)
+// must let a compute pipeline require one (`require`), and their pipelines require `size`.
+struct SubgroupFit {
+  bool full = false;      // the kernels can run
+  uint32_t required = 0;  // the size their pipelines require; 0: none needed
+};
+SubgroupFit subgroup_fit(bool full, bool require, uint32_t min, uint32_t max, uint32_t size);
+
+// What the device lists; empty where it lacks the extension or fp16 arithmetic. `subgroup_size`:
+// the device's default subgroup size.
+MatrixUnits describe_matrix_units(VkPhysicalDevice device, const std::vector<std::string>& extensions,
+                                  uint32_t subgroup_size);
 
 // The extensions and feature structures a logical device enables to run the cooperative-
 // matrix kernels; `chain` links `features` into a device's create-info.

@@ -188,7 +188,7 @@ PhysicalInfo describe(VkPhysicalDevice device, uint32_t index) {
   info.external_memory_fd = info.has_extension(VK_KHR_EXTERNAL_MEMORY_FD_EXTENSION_NAME);
   info.cooperative_matrix = info.has_extension("VK_KHR_cooperative_matrix") ||
                             info.has_extension("VK_NV_cooperative_matrix");
-  info.matrix_units = describe_matrix_units(device, info.extensions);
+  info.matrix_units = describe_matrix_units(device, info.extensions, info.subgroup_size);
   return info;
 }
 

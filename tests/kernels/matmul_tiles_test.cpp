@@ -195,4 +195,30 @@ TEST_CASE_FIXTURE(test::Gpu, "16-bit products take the matrix units exactly wher
   CHECK(ops::matrix_path(info, Precision::Fp32).find("SIMT") != std::string::npos);
 }
 
+// Devices of several subgroup sizes (AMD's 32 and 64, Intel's 8 to 32) run the kernels where a
+// pipeline can require full subgroups of the size the launchers size warps by, the default.
+TEST_CASE("the matrix-unit kernels' warps fit a device's subgroups: its one size, or its default size required") {
+  CHECK(vk::subgroup_fit(true, false, 32, 32, 32).full);  // NVIDIA: one size, nothing to require
+  CHECK(vk::subgroup_fit(true, false, 32, 32, 32).required == 0);
+  const vk::SubgroupFit amd = vk::subgroup_fit(true, true, 32, 64, 64);
+  CHECK(amd.full);
+  CHECK(amd.required == 64);
+  CHECK(vk::subgroup_fit(true, true, 8, 32, 16).required == 16);
+  CHECK_FALSE(vk::subgroup_fit(true, false, 32, 64, 64).full);  // several sizes, none can be required
+  CHECK_FALSE(vk::subgroup_fit(false, true, 32, 32, 32).full);  // partial subgroups possible
+  CHECK_FALSE(vk::subgroup_fit(true, true, 32, 64, 128).full);  // a default outside the range
+
+  // Listed shapes the kernels cannot use: plan says why rather than "lists no fp16 product".
+  vk::PhysicalInfo info;
+  info.name = "a GPU";
+  info.matrix_units.shapes = {{16, 16, 16, vk::MatrixShape::Element::Fp16}};
+  info.matrix_units.vulkan_memory_model = true;
+  CHECK_FALSE(info.matrix_units.usable());
+  const std::string path = ops::matrix_path(info, Precision::Fp16);
+  CHECK(path.find("the device lists fp16 16x16x16, but its compute pipelines can neither require full subgroups") !=
+        std::string::npos);
+  info.matrix_units.full_subgroups = true;
+  CHECK(info.matrix_units.unusable_why().empty());
+}
+
 }  // namespace kernels_matmul_tiles_test
