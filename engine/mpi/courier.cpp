@@ -50,7 +50,7 @@ Courier::Urgent::~Urgent() {
 
 void Courier::drain() {
   std::unique_lock lock(mutex_);
-  cv_.wait(lock, [&] { return unfinished_ == 0 || halted_; });
+  cv_.wait(lock, [&] { return unfinished_ == 0 || halted_ || failed_; });
 }
 
 void Courier::halt() {
@@ -64,7 +64,7 @@ void Courier::cancel(const void* owner) {
   std::unique_lock lock(mutex_);
   cancelling_.insert(owner);
   cv_.notify_all();
-  cv_.wait(lock, [&] { return !cancelling_.count(owner) || stop_ || halted_; });
+  cv_.wait(lock, [&] { return !cancelling_.count(owner) || stop_ || halted_ || failed_; });
 }
 
 void Courier::loop() {

@@ -74,8 +74,9 @@ class Courier {
   // Stops moving messages, for good, and returns once the courier's thread has made its last
   // MPI call: an aborting link frees its mapped memory next, which a send or receive still in
   // flight would otherwise read or write (the job ends anyway: MPI_Abort, or every rank alike).
-  // A courier that met an error is past its last call already: halt() does not wait for its
-  // `fatal` to return, so the stage thread that met the same loss says its own words first.
+  // A courier that met an error is past its last call already: halt(), drain() and cancel() do
+  // not wait for its `fatal` to return, so the stage thread that met the same loss says its own
+  // words first.
   void halt();
   // Cancels the receives `owner` posted that no message has matched, and returns once they
   // are: a link going away leaves none behind for a later pipeline's messages of the same
