@@ -69,11 +69,10 @@ uint64_t Linear::scratch_floats(uint32_t rows, ops::Precision stored) const {
 }
 
 // g (one pass's rows) as the products read it: packed into the scratch, after a folded ReLU's
-// mask, where the layer takes 16-bit x and y (not the model's first layer, which reads the data
-// in fp32, nor one after an fp32 stage: its products would not take the matrix units).
+// mask, where the layer packs its gradient (operand.h).
 Operand Linear::product_operand(const Pass& p, const Tensors& t, vk::View g) const {
   const uint64_t floats = uint64_t(p.rows) * rows_per_sample_ * out_;
-  if (!ops::is_half(t.y_precision) || !ops::is_half(t.x_precision)) return {g};
+  if (!packs_gradient(t.x_precision, t.y_precision)) return {g};
   const uint64_t at = relu_ ? aligned_floats(floats) : 0;
   return operand(p.cmd, g, floats, t.y_precision,
                  vk::View(*t.scratch->buffer, t.scratch->offset + at * 4, t.scratch->range - at * 4));

@@ -80,7 +80,7 @@ void LmHead::backward_params(const Pass& p, const Tensors& t) const {
 }
 
 Operand LmHead::product_operand(const Pass& p, const Tensors& t, vk::View dy) const {
-  if (!ops::is_half(t.y_precision) || !ops::is_half(t.x_precision)) return {dy};
+  if (!packs_gradient(t.x_precision, t.y_precision)) return {dy};
   return operand(p.cmd, dy, uint64_t(p.rows) * T_ * vocab_, t.y_precision, *t.scratch);
 }
 

@@ -25,6 +25,12 @@ inline Operand operand(vk::Commands& cmd, vk::View grad, uint64_t elements, ops:
   return {ops::pack_into(cmd, grad, uint32_t(elements), h, room), h};
 }
 
+// Whether a layer that multiplies its input by a weight (a Linear, lm_head) packs its output
+// gradient for its products: where it takes x and y in 16 bits. Not the model's first layer,
+// which reads the data in fp32, nor one after an fp32 stage: their products would not take the
+// matrix units anyway.
+inline bool packs_gradient(ops::Precision x, ops::Precision y) { return ops::is_half(x) && ops::is_half(y); }
+
 // Floats of the room operand() packs `elements` values into in a stage storing `h`.
 inline uint64_t operand_floats(uint64_t elements, ops::Precision h) {
   return ops::is_half(h) ? ops::stored_bytes(elements, h) / 4 : 0;
