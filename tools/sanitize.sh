@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds Brigade with AddressSanitizer and UndefinedBehaviorSanitizer into build-asan/ (or
+# Builds Brigade with clang's AddressSanitizer and UndefinedBehaviorSanitizer into build-asan/ (or
 # $BUILD_DIR) and runs the test suites of Brigade's host code under them: the test programs
 # and every brigade program the CLI tests start. The kernel and two-vendor suites, which check
 # the drivers' arithmetic and whose launchers every model and pipeline test drives too, are
@@ -10,7 +10,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${BUILD_DIR:-$root/build-asan}
 "$root/tools/install-deps.sh"
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBRIGADE_SANITIZE=ON \
+CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBRIGADE_SANITIZE=ON \
   -DBRIGADE_DRIVER_SUITES=OFF >/dev/null
 cmake --build "$build" --parallel "$(nproc)"
 

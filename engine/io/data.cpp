@@ -1,14 +1,11 @@
 #include "io/data.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <utility>
 
+#include "io/files.h"
 #include "pipeline/plan.h"
 #include "util/error.h"
 
@@ -30,16 +27,6 @@ std::vector<uint32_t> shuffled(uint32_t n, uint64_t seed, uint64_t epoch) {
   for (uint32_t i = 0; i < n; ++i) p[i] = i;
   for (uint32_t i = n; i-- > 1;) std::swap(p[i], p[order_key(seed, epoch, i) % (uint64_t(i) + 1)]);
   return p;
-}
-
-std::vector<uint8_t> read_bytes(const std::string& path) {
-  if (std::filesystem::is_directory(path)) throw UserError(path + ": is a folder; expected a file");
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw UserError(path + ": cannot open (" + std::strerror(errno) + ")");
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  if (f.bad()) throw UserError(path + ": read failed (" + std::strerror(errno) + ")");
-  if (bytes.size() >= 2 && bytes[0] == 0x1f && bytes[1] == 0x8b) bytes = gunzip(bytes, path);
-  return bytes;
 }
 
 namespace {

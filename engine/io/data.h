@@ -32,9 +32,6 @@ uint64_t order_key(uint64_t seed, uint64_t a, uint64_t b);
 // The Fisher-Yates permutation of 0..n-1 for epoch `epoch`.
 std::vector<uint32_t> shuffled(uint32_t n, uint64_t seed, uint64_t epoch);
 
-// A whole file's bytes, gunzipped when it is gzip. `what` names it in errors.
-std::vector<uint8_t> read_bytes(const std::string& path);
-
 // The batches a training run reads.
 class Dataset {
  public:

@@ -3,11 +3,10 @@
 #include <zlib.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <fstream>
 
+#include "io/files.h"
 #include "util/error.h"
 
 namespace brigade::io {
@@ -87,12 +86,7 @@ IdxArray parse_idx(std::span<const uint8_t> b, const std::string& source) {
 }
 
 IdxArray read_idx(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw UserError(path + ": cannot open (" + std::strerror(errno) + ")");
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  if (f.bad()) throw UserError(path + ": read failed (" + std::strerror(errno) + ")");
-  if (bytes.size() >= 2 && bytes[0] == 0x1f && bytes[1] == 0x8b) bytes = gunzip(bytes, path);
-  return parse_idx(bytes, path);
+  return parse_idx(read_bytes(path), path);
 }
 
 ImageSet load_fashion_mnist(const std::string& dir, bool train) {

@@ -7,11 +7,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <limits>
 #include <tuple>
 #include <nlohmann/json.hpp>
 
+#include "io/files.h"
 #include "util/error.h"
 
 namespace brigade::io {
@@ -65,11 +65,7 @@ std::string shape_string(const std::vector<int64_t>& shape) {
 }
 
 SafeTensors SafeTensors::load(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw UserError(path + ": cannot open (" + std::strerror(errno) + ")");
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  if (f.bad()) throw UserError(path + ": read failed");
-  return parse(std::move(bytes), path);
+  return parse(read_file(path), path);
 }
 
 SafeTensors SafeTensors::parse(std::vector<uint8_t> bytes, const std::string& source) {

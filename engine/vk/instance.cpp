@@ -4,7 +4,16 @@
 #include <cstdlib>
 #include <cstring>
 
+// AddressSanitizer's build: g++ defines __SANITIZE_ADDRESS__, clang++ answers __has_feature.
 #if defined(__SANITIZE_ADDRESS__)
+#define BRIGADE_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define BRIGADE_ASAN 1
+#endif
+#endif
+
+#if BRIGADE_ASAN
 #include <dlfcn.h>
 #include <link.h>
 
@@ -43,7 +52,7 @@ bool has_extension(const char* layer, const char* name) {
 
 std::atomic<std::size_t> g_reported{0};
 
-#if defined(__SANITIZE_ADDRESS__)
+#if BRIGADE_ASAN
 // LeakSanitizer looks for leaks at exit, after vkDestroyInstance has let the loader close the
 // drivers and layers. Memory that their globals still hold would then look leaked, allocated
 // from frames nothing can name. Keeping those libraries mapped, as newer loaders do with
@@ -168,7 +177,7 @@ Instance::Instance(InstanceOptions options) : options_(options) {
 }
 
 Instance::~Instance() {
-#if defined(__SANITIZE_ADDRESS__)
+#if BRIGADE_ASAN
   keep_vulkan_libraries_mapped();
 #endif
   if (messenger_) vkDestroyDebugUtilsMessengerEXT(instance_, messenger_, nullptr);

@@ -74,7 +74,7 @@ TEST_CASE("bench capacity: the largest GPT under one cap grows with remat and st
 }
 
 TEST_CASE("bench capacity refuses what it cannot grow, in one line and exit 2") {
-  for (const auto& [args, says] : std::vector<std::pair<std::string, std::string>>{
+  for (const auto& [args_, says_] : std::vector<std::pair<std::string, std::string>>{
            {"--model fashion-cnn", "fashion-cnn is not a GPT"},
            {"--mem-limit 64KiB --widths 32", "K=1 never: no n_embd of --widths fits under --mem-limit 64KiB"},
            {"--configs 8:always --mem-limit 256KiB --widths 32", "K=8 always: no n_embd"},
@@ -82,6 +82,7 @@ TEST_CASE("bench capacity refuses what it cannot grow, in one line and exit 2") 
            {"--configs 2:sometimes", "'sometimes' is not a remat mode"},
            {"--configs 2:always:gpipe:fp8", "'fp8' is not a precision"},
            {"--mem-limit 1MiB,2MiB", "is a list"}}) {
+    const std::string &args = args_, &says = says_;  // references: doctest's messages capture them
     const auto r = test::brigade_run("bench capacity --no-step -b 4 -m 4 " + args);
     INFO(args, "\n", r.output);
     CHECK(r.status == 2);

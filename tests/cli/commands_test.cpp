@@ -247,11 +247,12 @@ TEST_CASE("brigade bench profile times every layer and dispatch, and splits a st
 }
 
 TEST_CASE("every subcommand has --help naming its flags") {
-  for (const auto& [cmd, flag] : std::vector<std::pair<std::string, std::string>>{
+  for (const auto& [cmd_, flag_] : std::vector<std::pair<std::string, std::string>>{
            {"devices", "--json"}, {"plan", "--mem-limit"}, {"init", "--seed"}, {"step", "--micro-batches"},
            {"train", "--resume"}, {"eval", "--batch-size"}, {"sample", "--temperature"}, {"plot", "--smooth"},
            {"bench kernels", "--reps"}, {"bench pipeline", "--stages"}, {"bench profile", "--micro-batches"},
            {"bench capacity", "--mem-limit"}}) {
+    const std::string &cmd = cmd_, &flag = flag_;  // references: doctest's messages capture them
     const auto r = test::brigade_run(cmd + " --help");
     INFO(cmd, "\n", r.output);
     CHECK(r.status == 0);
@@ -293,7 +294,8 @@ TEST_CASE("--precision: plan shows each stage's, and bad values are refused in o
       {"--precision fp8", "brigade: error: unknown --precision 'fp8'; expected fp32, bf16, fp16 or auto\n"},
       {"--precision bf16,bf16,fp32", "brigade: error: --precision: 3 values for 2 stages; give one for all or one per stage\n"},
   };
-  for (const auto& [flag, line] : refused) {
+  for (const auto& [flag_, line_] : refused) {
+    const std::string &flag = flag_, &line = line_;  // references: doctest's messages capture them
     const auto r = test::brigade_run("plan --model gpt-mini --devices 0,0 " + flag);
     CHECK_MESSAGE(r.status == 2, flag);
     CHECK_MESSAGE(r.output == line, flag, ": ", r.output);

@@ -93,8 +93,10 @@ TEST_CASE_FIXTURE(test::Gpu, "a parameter that is already NaN is named, and noth
   check_mentions(what, {"step 7: ", "parameter '3.weight'", "layer 3, linear",
                         "stage 0 (device " + std::to_string(device(0).info().index), "no parameter was updated"});
   const auto after = f.params();
-  for (const auto& [name, v] : before)  // NaN != NaN: compare the bits
+  for (const auto& [name_, v] : before) {  // NaN != NaN: compare the bits
+    const std::string& name = name_;  // a reference: doctest's messages capture it
     CHECK_MESSAGE(std::memcmp(v.data(), after.at(name).data(), v.size() * 4) == 0, name, " changed");
+  }
 }
 
 TEST_CASE_FIXTURE(test::Gpu, "a gradient that overflows is named at the deepest layer, and nothing is updated") {

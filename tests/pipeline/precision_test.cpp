@@ -65,8 +65,13 @@ struct Run {
 double unit_roundoff(Precision p) { return std::ldexp(1.0, p == Precision::Fp16 ? -11 : -8); }
 
 // The largest difference between two runs' gradients, relative to each gradient's largest
-// magnitude, and the gradient it is in.
-std::pair<double, std::string> worst_gradient_error(const Outcome& got, const Outcome& want) {
+// magnitude, and the gradient it is in (named members: doctest's messages capture what they
+// print, and clang 14 cannot capture structured bindings).
+struct GradientError {
+  double worst = 0;
+  std::string where;
+};
+GradientError worst_gradient_error(const Outcome& got, const Outcome& want) {
   double worst = 0;
   std::string where;
   for (const auto& [name, g] : want.grads) {
@@ -90,7 +95,9 @@ void check_same_bits(const Outcome& got, const Outcome& want, const std::string&
   CHECK_MESSAGE(std::bit_cast<uint64_t>(got.loss) == std::bit_cast<uint64_t>(want.loss), what, ": loss ", got.loss,
                 " against ", want.loss);
   for (auto maps : {&Outcome::grads, &Outcome::params})
-    for (const auto& [name, values] : want.*maps) {
+    for (const auto& entry : want.*maps) {  // named, not bound: doctest's messages capture them
+      const std::string& name = entry.first;
+      const std::vector<float>& values = entry.second;
       const std::vector<float>& other = (got.*maps).at(name);
       REQUIRE(other.size() == values.size());
       size_t differ = 0;
@@ -167,12 +174,12 @@ void check_precision(test::Gpu& gpu, const model::Model& m, uint32_t rows, Preci
     check_same_bits(split_copies, split_kernels,
                     m.name + " " + test::describe(all[1].c) + ", fp32 copies against 16-bit kernels");
   } else {
-    const auto [worst, where] = worst_gradient_error(split_kernels, split_copies);
+    const GradientError e = worst_gradient_error(split_kernels, split_copies);
     const double bound = double(m.layers.size()) * unit_roundoff(p);
     MESSAGE(m.name, " ", test::describe(all[1].c), ": 16-bit kernels against fp32 copies, worst gradient error ",
-            worst, " (", where, ") against ", bound);
-    CHECK(worst > 0);
-    CHECK_MESSAGE(worst <= bound, m.name, ": ", where);
+            e.worst, " (", e.where, ") against ", bound);
+    CHECK(e.worst > 0);
+    CHECK_MESSAGE(e.worst <= bound, m.name, ": ", e.where);
   }
   // After the first update the two runs' parameters differ in fp32's last bits (the tied
   // embedding's sum and the gradient norm add over stages in another order), so a value near
@@ -366,9 +373,10 @@ TEST_CASE_FIXTURE(test::Gpu, "16-bit gradients are fp32's to within 2 L u of the
       c.precision = {p}, c.loss_scale = p == Precision::Fp16 ? 1024 : 1;
       const Outcome narrow = test::run(m, devices(*this, 1), c, batches, 0);
       const double bound = smooth ? 2.0 * double(m.layers.size()) * u : 0.5;
-      const auto [worst, where] = worst_gradient_error(narrow, wide);
-      MESSAGE(m.name, " ", std::string(ops::precision_name(p)), ": worst gradient error ", worst, " (", where, ") against ", bound);
-      CHECK_MESSAGE(worst <= bound, m.name, " ", std::string(ops::precision_name(p)), ": ", where);
+      const GradientError e = worst_gradient_error(narrow, wide);
+      MESSAGE(m.name, " ", std::string(ops::precision_name(p)), ": worst gradient error ", e.worst, " (", e.where,
+              ") against ", bound);
+      CHECK_MESSAGE(e.worst <= bound, m.name, " ", std::string(ops::precision_name(p)), ": ", e.where);
       CHECK(std::abs(narrow.loss - wide.loss) <= bound * std::abs(wide.loss));
     }
   }

@@ -2,9 +2,11 @@
 
 #include <cstdio>
 #include <cstring>
-#include <fstream>
+#include <filesystem>
 #include <functional>
-#include <iterator>
+#include <string_view>
+
+#include "io/files.h"
 
 namespace brigade::cli {
 namespace {
@@ -31,11 +33,11 @@ void agree(const std::string& what, const std::string& mine) {
 }
 
 std::string file_hash(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return "";
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!std::filesystem::is_regular_file(path)) return "";
+  const std::vector<uint8_t> bytes = io::read_file(path);
   char hex[17];
-  std::snprintf(hex, sizeof hex, "%016zx", std::hash<std::string>{}(bytes));
+  const std::string_view chars(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  std::snprintf(hex, sizeof hex, "%016zx", std::hash<std::string_view>{}(chars));
   return std::string(hex) + " (" + std::to_string(bytes.size()) + " bytes)";
 }
 

@@ -10,13 +10,13 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 
 #include "auto_plan.h"
 #include "commands.h"
 #include "io/checkpoint.h"
 #include "io/data.h"
+#include "io/files.h"
 #include "io/metrics.h"
 #include "optim/adamw.h"
 #include "optim/lr_schedule.h"
@@ -164,8 +164,8 @@ void run_train(TrainArgs& a) {
   if (a.resume && world().multi()) {
     std::string bytes;
     if (world().rank() == 0) {
-      std::ifstream in(ckpt, std::ios::binary);
-      bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+      const std::vector<uint8_t> file = io::read_file(ckpt);
+      bytes.assign(file.begin(), file.end());
     }
     bytes = world().broadcast(std::move(bytes));
     saved_bytes.assign(bytes.begin(), bytes.end());

@@ -1,0 +1,38 @@
+#include "io/files.h"
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
+#include "io/idx.h"
+#include "util/error.h"
+
+namespace brigade::io {
+
+std::vector<uint8_t> read_file(const std::string& path) {
+  if (std::filesystem::is_directory(path)) throw UserError(path + ": is a folder; expected a file");
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw UserError(path + ": cannot open (" + std::strerror(errno) + ")");
+  std::vector<uint8_t> bytes;
+  std::error_code ec;
+  const uintmax_t size = std::filesystem::file_size(path, ec);  // a hint: a pipe has none
+  if (!ec) bytes.reserve(size);
+  constexpr size_t kPiece = size_t(1) << 20;
+  const auto piece = std::make_unique<char[]>(kPiece);
+  do {
+    f.read(piece.get(), kPiece);
+    bytes.insert(bytes.end(), piece.get(), piece.get() + f.gcount());
+  } while (f);
+  if (f.bad()) throw UserError(path + ": read failed (" + std::strerror(errno) + ")");
+  return bytes;
+}
+
+std::vector<uint8_t> read_bytes(const std::string& path) {
+  std::vector<uint8_t> bytes = read_file(path);
+  if (bytes.size() >= 2 && bytes[0] == 0x1f && bytes[1] == 0x8b) bytes = gunzip(bytes, path);
+  return bytes;
+}
+
+}  // namespace brigade::io

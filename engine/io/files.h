@@ -1,0 +1,17 @@
+// Whole files into memory, read in large pieces (not a byte at a time through a stream
+// iterator, which costs seconds for Fashion-MNIST's files in a sanitized build).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace brigade::io {
+
+// A whole file's bytes. UserError naming `path` when it is a folder or cannot be opened or read.
+std::vector<uint8_t> read_file(const std::string& path);
+
+// read_file's bytes, gunzipped when the file is gzip (io/idx.h's gunzip).
+std::vector<uint8_t> read_bytes(const std::string& path);
+
+}  // namespace brigade::io
