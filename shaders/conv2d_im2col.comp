@@ -6,7 +6,8 @@
 // with zero where the tap falls in the padding. One invocation per input channel and output
 // pixel (x, flattened, so that workgroups are few and full), or per four consecutive output
 // pixels with QUADS (OH*OW % 4 == 0, columns 16-byte aligned), writes its KH*KW taps; the
-// sample is on z. FORMAT_X: how x is stored (shaders/formats.glsl).
+// sample is on z. FORMAT_X: how x is stored (shaders/formats.glsl); FORMAT_COLUMNS: how the
+// columns are, 16 bits (the values of a 16-bit x, the same bits) only with QUADS.
 #extension GL_GOOGLE_include_directive : require
 #include "conv.h"
 #include "formats.glsl"
@@ -15,11 +16,13 @@ layout(local_size_x = BRIGADE_WG_CONV) in;
 layout(constant_id = 0) const bool QUADS = false;
 #include "conv_geometry.glsl"
 BRIGADE_FORMAT(11, FORMAT_X);
+BRIGADE_FORMAT(12, FORMAT_COLUMNS);
 
 layout(binding = 0) readonly buffer X { float x[]; };
 layout(binding = 0) readonly buffer XW { uint xw[]; };
 layout(binding = 1) writeonly buffer Columns { float columns[]; };
 layout(binding = 1) writeonly buffer Columns4 { vec4 columns4[]; };
+layout(binding = 1) writeonly buffer ColumnsQ { uvec2 columns_q[]; };  // a quad of 16-bit columns
 layout(push_constant) uniform Push { Conv2dColumnsPush p; };
 #include "conv_tap.glsl"
 
@@ -39,8 +42,10 @@ void main() {
   for (uint kh = 0; kh < KH; ++kh)
     for (uint kw = 0; kw < KW; ++kw, at += pixels) {
       if (QUADS) {
-        columns4[at >> 2] = vec4(tap(plane, ih0.x + int(kh), iw0.x + int(kw)), tap(plane, ih0.y + int(kh), iw0.y + int(kw)),
-                                 tap(plane, ih0.z + int(kh), iw0.z + int(kw)), tap(plane, ih0.w + int(kh), iw0.w + int(kw)));
+        const vec4 v = vec4(tap(plane, ih0.x + int(kh), iw0.x + int(kw)), tap(plane, ih0.y + int(kh), iw0.y + int(kw)),
+                            tap(plane, ih0.z + int(kh), iw0.z + int(kw)), tap(plane, ih0.w + int(kh), iw0.w + int(kw)));
+        if (FORMAT_COLUMNS == BRIGADE_FORMAT_FP32) columns4[at >> 2] = v;
+        else columns_q[at >> 2] = quad_out(v, FORMAT_COLUMNS);
       } else {
         columns[at] = tap(plane, ih0.x + int(kh), iw0.x + int(kw));
       }

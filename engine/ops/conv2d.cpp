@@ -7,6 +7,7 @@
 #include "ops/conv2d_winograd.h"
 #include "ops/launch_geometry.h"
 #include "ops/matmul.h"
+#include "ops/matmul_tiles.h"
 #include "shaders/push.h"
 #include "util/error.h"
 
@@ -31,39 +32,88 @@ uint64_t partial_floats(const Conv2dShape& s) {
   return s.weight_size() <= kSmallWeight ? kGroups * padded(s.weight_size()) : 0;
 }
 
-// Samples per chunk: as many as the scratch holds columns for (at least one), at most a
-// dispatch's 65535.
-uint32_t chunk_of(const Conv2dShape& s, vk::View scratch) {
-  const uint64_t per = columns_per_sample(s), need = padded(per) + partial_floats(s);
+// The precision the matrix form's products take: a 16-bit x's, where the device multiplies
+// matrices of that type and im2col stores the columns a quad at a time (OH*OW % 4 == 0):
+// the weight and the columns then hold 16-bit values, the output gradient is packed for the
+// backward's products (autocast's rule, as Linear's). Otherwise fp32, whatever x's format.
+Precision products_of(const vk::Commands& cmd, const Conv2dShape& s, Formats f) {
+  const bool units = is_half(f.x) && pixels(s) % 4 == 0 && default_matrix_tiling(cmd.device().info(), f.x);
+  return units ? f.x : Precision::Fp32;
+}
+
+// Floats of the 16-bit operands' rooms beside the columns: the packed weight, and the packed
+// output gradient per sample.
+uint64_t packed_weight_floats(const Conv2dShape& s) {
+  return padded(stored_bytes(s.weight_size(), Precision::Bf16) / 4);
+}
+uint64_t packed_dy_per_sample(const Conv2dShape& s) { return uint64_t(s.oc) * pixels(s) / 2; }
+
+// The matrix form's scratch for products in `h`: `chunk` samples' columns (fp32 room, which
+// the backward's column gradients take; 16-bit columns use its first half), the grouped
+// weight gradient's partial sums, and for 16-bit products the packed weight and `chunk`
+// samples' packed output gradient. Chunk: as many samples as the scratch holds (at least one),
+// at most a dispatch's 65535.
+struct Rooms {
+  uint32_t chunk;
+  vk::View columns, partials, weight, dy;  // weight and dy: empty for fp32 products
+};
+
+Rooms rooms_of(const Conv2dShape& s, vk::View scratch, Precision h) {
+  const bool half = is_half(h);
+  const uint64_t per = columns_per_sample(s) + (half ? packed_dy_per_sample(s) : 0);
+  const uint64_t fixed = partial_floats(s) + (half ? packed_weight_floats(s) + 2 * kAlign : 0);
+  const uint64_t need = padded(per) + fixed;
   BRIGADE_EXPECT(scratch.range >= need * 4, "conv2d scratch of " + std::to_string(scratch.range) +
                                                 " bytes holds less than one sample (" +
                                                 std::to_string(need * 4) + " bytes)");
-  const uint64_t columns = (scratch.range / 4 - partial_floats(s)) / kAlign * kAlign;
-  return uint32_t(std::min<uint64_t>({s.n, columns / per, 65535}));
+  uint32_t chunk = uint32_t(std::min<uint64_t>({s.n, (scratch.range / 4 - fixed) / per, 65535}));
+  auto floats = [&](uint64_t n) {  // each room rounded up to whole steps
+    return padded(n * columns_per_sample(s)) + (half ? padded(n * packed_dy_per_sample(s)) : 0) + fixed;
+  };
+  while (chunk > 1 && floats(chunk) > scratch.range / 4) --chunk;
+  const uint64_t columns = padded(chunk * columns_per_sample(s)), partials = partial_floats(s);
+  const uint64_t weight = half ? packed_weight_floats(s) : 0, dy = half ? padded(chunk * packed_dy_per_sample(s)) : 0;
+  auto at = [&](uint64_t offset, uint64_t size) {
+    return vk::View(*scratch.buffer, scratch.offset + offset * 4, size * 4);
+  };
+  return {chunk, at(0, chunk * columns_per_sample(s)), at(columns, partials), at(columns + partials, weight),
+          at(columns + partials + weight, dy)};
 }
 
-// A columns kernel (`name`, built for `format`: im2col's x, col2im's rounding of dx),
-// specialized for four pixels an invocation or not, the geometry
-// (shaders/conv_geometry.glsl) and the format.
+// Samples first .. first + count - 1 of dy, as the products read them: packed into the rooms
+// for 16-bit products (its view and its first sample at 0), else dy itself from `first`.
+std::pair<vk::View, uint32_t> gradient_operand(vk::Commands& cmd, vk::View dy, const Conv2dShape& s,
+                                               const Rooms& r, Precision h, uint32_t first, uint32_t count) {
+  const uint64_t per = uint64_t(s.oc) * pixels(s);
+  if (!is_half(h)) return {dy, first};
+  const vk::View chunk(*dy.buffer, dy.offset + first * per * 4, count * per * 4);
+  return {pack_into(cmd, chunk, uint32_t(count * per), h, r.dy), 0};
+}
+
+// A columns kernel (`name`, built for `format`: im2col's x, col2im's rounding of dx; and
+// im2col's columns), specialized for four pixels an invocation or not, the geometry
+// (shaders/conv_geometry.glsl) and the formats.
 const vk::Kernel& columns_kernel(vk::Commands& cmd, const char* name, const Conv2dShape& s, bool quads,
-                                 Precision format) {
+                                 Precision format, Precision columns = Precision::Fp32) {
   vk::Specialization spec;
   spec.set(0, quads).set(1, s.h).set(2, s.w).set(3, s.out_h()).set(4, s.out_w()).set(5, s.kh);
   spec.set(6, s.kw).set(7, s.stride_h).set(8, s.stride_w).set(9, s.pad_h).set(10, s.pad_w);
-  spec.set(11, uint32_t(format));
-  return cmd.device().kernel(format_kernel(name, {format}), spec);
+  spec.set(11, uint32_t(format)).set(12, uint32_t(columns));
+  return cmd.device().kernel(format_kernel(name, {format, columns}), spec);
 }
 
-// Columns of samples first .. first + count - 1 from x, stored as `format` says.
+// Columns of samples first .. first + count - 1 from x (stored as `format` says), stored in
+// `h`: 16 bits a quad at a time (products_of).
 void im2col(vk::Commands& cmd, vk::View x, vk::View columns, const Conv2dShape& s, uint32_t first,
-            uint32_t count, Precision format) {
+            uint32_t count, Precision format, Precision h) {
   // Four pixels an invocation, stored as one vec4, where every row of columns stays aligned.
   const bool vec4 = quads(pixels(s), {columns});
+  BRIGADE_EXPECT(vec4 || !is_half(h), "16-bit columns are stored a quad at a time");
   const vk::Groups groups{vk::groups_for(uint64_t(s.ic) * pixels(s) / (vec4 ? 4 : 1), BRIGADE_WG_CONV),
                           1, count};
   require_groups(groups, "columns");
   const shaders::Conv2dColumnsPush push{push_of(s), first, count};
-  cmd.dispatch(columns_kernel(cmd, "conv2d_im2col", s, vec4, format), {x, columns}, push, groups);
+  cmd.dispatch(columns_kernel(cmd, "conv2d_im2col", s, vec4, format, h), {x, columns}, push, groups);
 }
 
 // dx of samples first .. first + count - 1 += what their columns' gradients gather, rounded
@@ -81,15 +131,17 @@ void col2im(vk::Commands& cmd, vk::View columns, vk::View dx, const Conv2dShape&
 
 // dweight += sum over the samples of dy[n] . columns[n]^T (see conv2d_backward_weight).
 void matrix_backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View dweight,
-                            const Conv2dShape& s, vk::View scratch, Precision x_format) {
-  const uint32_t K = taps(s), P = pixels(s), chunk = chunk_of(s, scratch);
-  const vk::View columns(*scratch.buffer, scratch.offset, uint64_t(chunk) * K * P * 4);
+                            const Conv2dShape& s, vk::View scratch, Formats f) {
+  const uint32_t K = taps(s), P = pixels(s);
+  const Precision h = products_of(cmd, s, f);
+  const Rooms r = rooms_of(s, scratch, h);
   const MatmulTiling t = matmul_tiling(cmd.device().info(), s.oc, K);
   const uint64_t tiles = uint64_t(vk::groups_for(K, t.wg_x * t.tn)) * vk::groups_for(s.oc, t.wg_y * t.tm);
   const uint64_t stride = padded(s.weight_size());
-  for (uint32_t first = 0; first < s.n; first += chunk) {
-    const uint32_t count = std::min(chunk, s.n - first);
-    im2col(cmd, x, columns, s, first, count, x_format);
+  for (uint32_t first = 0; first < s.n; first += r.chunk) {
+    const uint32_t count = std::min(r.chunk, s.n - first);
+    im2col(cmd, x, r.columns, s, first, count, f.x, h);
+    const auto [grad, grad_first] = gradient_operand(cmd, dy, s, r, h, first, count);
     // The chunk's samples are the terms of one sum, added in order after what dweight holds;
     // or, for a weight of few tiles, summed in equal groups side by side (as many groups as
     // divide the chunk, up to kGroups), which are then added to dweight in order.
@@ -98,16 +150,15 @@ void matrix_backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View
       for (uint32_t g = std::min(count, kGroups); g > 1 && groups == 1; --g)
         if (count % g == 0) groups = g;
     MatmulParams mm{.M = s.oc, .N = K, .K = P, .trans_b = true, .accumulate = groups == 1,
-                    .batch = groups, .terms = count / groups};
-    mm.stride_a = s.oc * P, mm.stride_b = K * P, mm.offset_a = first * s.oc * P;
+                    .batch = groups, .terms = count / groups, .a_format = h, .b_format = h};
+    mm.stride_a = s.oc * P, mm.stride_b = K * P, mm.offset_a = grad_first * s.oc * P;
     if (groups == 1) {
-      matmul(cmd, dy, columns, dweight, mm);
+      matmul(cmd, grad, r.columns, dweight, mm);
       continue;
     }
     mm.stride_c = uint32_t(stride);
-    const vk::View partials(*scratch.buffer, columns.offset + padded(uint64_t(chunk) * K * P) * 4,
-                            groups * stride * 4);
-    matmul(cmd, dy, columns, partials, mm);
+    const vk::View partials(*r.partials.buffer, r.partials.offset, groups * stride * 4);
+    matmul(cmd, grad, r.columns, partials, mm);
     // The groups added to dweight in order, in one dispatch.
     const shaders::AxpyPush push{uint32_t(s.weight_size()), 1.0f, groups, uint32_t(stride)};
     cmd.dispatch(cmd.device().kernel("axpy"), {partials, dweight}, push,
@@ -149,8 +200,12 @@ uint64_t conv2d_scratch_per_sample(const Conv2dShape& s) {
   return winograd::pays(s) ? std::max(columns, winograd::floats_per_sample(s)) : columns;
 }
 
-uint64_t conv2d_scratch_floats(const Conv2dShape& s, uint32_t samples) {
-  const uint64_t columns = padded(samples * columns_per_sample(s)) + partial_floats(s);
+uint64_t conv2d_scratch_floats(const Conv2dShape& s, uint32_t samples, Precision stored) {
+  // 16-bit products (products_of) also take the packed weight and output gradients.
+  const uint64_t packed = is_half(stored) && pixels(s) % 4 == 0
+                              ? packed_weight_floats(s) + padded(samples * packed_dy_per_sample(s)) + 2 * kAlign
+                              : 0;
+  const uint64_t columns = padded(samples * columns_per_sample(s)) + partial_floats(s) + packed;
   return winograd::pays(s) ? std::max(columns, winograd::scratch_floats(s, samples)) : columns;
 }
 
@@ -184,14 +239,17 @@ void conv2d_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optiona
   const Form form = form_of(cmd, method, s, f);
   if (form == Form::Direct) return direct::forward(cmd, x, weight, bias, y, s);
   if (form == Form::Winograd) return winograd::forward(cmd, x, weight, bias, y, s, scratch, f);
-  const uint32_t K = taps(s), P = pixels(s), chunk = chunk_of(s, scratch);
-  const vk::View columns(*scratch.buffer, scratch.offset, uint64_t(chunk) * K * P * 4);
-  for (uint32_t first = 0; first < s.n; first += chunk) {
-    const uint32_t count = std::min(chunk, s.n - first);
-    im2col(cmd, x, columns, s, first, count, f.x);
-    MatmulParams mm{.M = s.oc, .N = P, .K = K, .batch = count, .bias_rows = true, .c_format = f.y};
+  const uint32_t K = taps(s), P = pixels(s);
+  const Precision h = products_of(cmd, s, f);
+  const Rooms r = rooms_of(s, scratch, h);
+  const vk::View w = is_half(h) ? pack_into(cmd, weight, uint32_t(s.weight_size()), h, r.weight) : weight;
+  for (uint32_t first = 0; first < s.n; first += r.chunk) {
+    const uint32_t count = std::min(r.chunk, s.n - first);
+    im2col(cmd, x, r.columns, s, first, count, f.x, h);
+    MatmulParams mm{.M = s.oc, .N = P, .K = K, .batch = count, .bias_rows = true, .a_format = h, .b_format = h,
+                    .c_format = f.y};
     mm.stride_b = K * P, mm.stride_c = s.oc * P, mm.offset_c = first * s.oc * P;
-    matmul(cmd, weight, columns, y, mm, bias);
+    matmul(cmd, w, r.columns, y, mm, bias);
   }
 }
 
@@ -230,14 +288,17 @@ void conv2d_backward_data(vk::Commands& cmd, vk::View dy, vk::View weight, vk::V
   const Form form = form_of(cmd, method, s, f);
   if (form == Form::Direct) return direct::backward_data(cmd, dy, weight, dx, s);
   if (form == Form::Winograd) return winograd::backward(cmd, dy, {dx, weight, {}, {}}, s, scratch, f.x);
-  const uint32_t K = taps(s), P = pixels(s), chunk = chunk_of(s, scratch);
-  const vk::View columns(*scratch.buffer, scratch.offset, uint64_t(chunk) * K * P * 4);
-  for (uint32_t first = 0; first < s.n; first += chunk) {
-    const uint32_t count = std::min(chunk, s.n - first);
-    MatmulParams mm{.M = K, .N = P, .K = s.oc, .trans_a = true, .batch = count};
-    mm.stride_b = s.oc * P, mm.stride_c = K * P, mm.offset_b = first * s.oc * P;
-    matmul(cmd, weight, dy, columns, mm);
-    col2im(cmd, columns, dx, s, first, count, f.x);
+  const uint32_t K = taps(s), P = pixels(s);
+  const Precision h = products_of(cmd, s, f);
+  const Rooms r = rooms_of(s, scratch, h);
+  const vk::View w = is_half(h) ? pack_into(cmd, weight, uint32_t(s.weight_size()), h, r.weight) : weight;
+  for (uint32_t first = 0; first < s.n; first += r.chunk) {
+    const uint32_t count = std::min(r.chunk, s.n - first);
+    const auto [grad, grad_first] = gradient_operand(cmd, dy, s, r, h, first, count);
+    MatmulParams mm{.M = K, .N = P, .K = s.oc, .trans_a = true, .batch = count, .a_format = h, .b_format = h};
+    mm.stride_b = s.oc * P, mm.stride_c = K * P, mm.offset_b = grad_first * s.oc * P;
+    matmul(cmd, w, grad, r.columns, mm);
+    col2im(cmd, r.columns, dx, s, first, count, f.x);
   }
 }
 
@@ -248,7 +309,7 @@ void conv2d_backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View
   const Form form = form_of(cmd, method, s, f);
   if (form == Form::Direct) direct::backward_weight(cmd, dy, x, dweight, s);
   else if (form == Form::Winograd) winograd::backward(cmd, dy, {{}, {}, dweight, x}, s, scratch, f.x);
-  else matrix_backward_weight(cmd, dy, x, dweight, s, scratch, f.x);
+  else matrix_backward_weight(cmd, dy, x, dweight, s, scratch, f);
   if (dbias) conv2d_backward_bias(cmd, dy, *dbias, s);
 }
 

@@ -43,8 +43,10 @@ struct Conv2dShape {
 // (IC*KH*KW) x (OH*OW), or its Winograd tiles where that form pays (ops/conv2d_winograd.h).
 uint64_t conv2d_scratch_per_sample(const Conv2dShape& s);
 // Floats of scratch for the passes over `samples` samples at a time: their columns, and room
-// for the grouped weight gradient where the weight is small.
-uint64_t conv2d_scratch_floats(const Conv2dShape& s, uint32_t samples);
+// for the grouped weight gradient where the weight is small; with x `stored` in 16 bits, room
+// for the products' 16-bit operands too (the matrix form's, on a device that multiplies
+// matrices of that type).
+uint64_t conv2d_scratch_floats(const Conv2dShape& s, uint32_t samples, Precision stored = Precision::Fp32);
 
 // Throws UserError when the shape is not a valid convolution (a zero size, a zero stride,
 // or a kernel larger than the padded input).
@@ -53,6 +55,9 @@ void conv2d_validate(const Conv2dShape& s);
 // y = conv(x, weight) + bias; without a bias, y = conv(x, weight).
 // x and y may be kept in 16 bits (`f`), in the matrix form only (conv2d_stores_half): the
 // kernels read and write them as stored, and dx holds fp32 values rounded to x's precision.
+// With a 16-bit x on a device that multiplies matrices of its type, the matrix form's products
+// read 16-bit operands and take the matrix units (ops::matmul): the columns stored in 16 bits
+// (the same values), the weight and, in the backward, dy packed, rounded (autocast's rule).
 void conv2d_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optional<vk::View> bias,
                     vk::View y, const Conv2dShape& s, vk::View scratch,
                     std::optional<Form> method = {}, Formats f = {});

@@ -60,8 +60,8 @@ uint64_t conv2d_pool_code_words(const Conv2dShape& s) {
   return uint64_t(s.oc) * ((s.out_h() + 1) / 2) * ((s.out_w() + 1) / 2);
 }
 
-uint64_t conv2d_pool_scratch_floats(const Conv2dShape& s, uint32_t samples) {
-  const uint64_t passes = dense_floats(s) + conv2d_scratch_floats(s, samples);
+uint64_t conv2d_pool_scratch_floats(const Conv2dShape& s, uint32_t samples, Precision stored) {
+  const uint64_t passes = dense_floats(s) + conv2d_scratch_floats(s, samples, stored);
   return conv2d_pool_fits(s) ? std::max(passes, weight_partial_floats(s) + partial_rows(s) * s.oc) : passes;
 }
 

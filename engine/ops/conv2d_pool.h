@@ -50,7 +50,7 @@ uint64_t conv2d_pool_code_words(const Conv2dShape& s);
 // passes working through `samples` at a time: the convolution's output (or its gradient)
 // for every sample, then the convolution's scratch (conv2d_pool_conv_scratch); with the patch
 // fold, at least the weight gradient's partial sums.
-uint64_t conv2d_pool_scratch_floats(const Conv2dShape& s, uint32_t samples);
+uint64_t conv2d_pool_scratch_floats(const Conv2dShape& s, uint32_t samples, Precision stored = Precision::Fp32);
 // The part of `scratch` the convolution's own passes take.
 vk::View conv2d_pool_conv_scratch(const Conv2dShape& s, vk::View scratch);
 

@@ -9,6 +9,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -19,6 +20,7 @@
 #include "ops/conv2d.h"
 #include "ops/conv2d_winograd.h"
 #include "ops/matmul.h"
+#include "ops/matmul_tiles.h"
 #include "ops/maxpool2d.h"
 #include "shaders/precision.h"
 #include "util/error.h"
@@ -195,6 +197,70 @@ TEST_CASE_FIXTURE(test::Gpu, "conv2d in its matrix and Winograd forms reads and 
   const bool matrix = ops::form_for(device().info()) == ops::Form::Matrix;
   CHECK(ops::conv2d_stores_half(device().info(), {1, 16, 4, 6, 8, 3, 3, 1, 1, 1, 1}) == matrix);
   CHECK_FALSE(ops::conv2d_stores_half(device().info(), {1, 16, 4, 5, 8, 3, 3, 1, 1, 1, 1}));
+}
+
+// On a 16-bit x, the matrix form's three products read 16-bit operands where the device
+// multiplies matrices of that type (a GPU's matrix units; Mesa 26's lavapipe with
+// BRIGADE_MATRIX_UNITS=on, tools/coopmat-check.sh): the columns, the weight rounded and, in
+// the backward, dy rounded. Their results are then the fp32 kernels' on those rounded values,
+// to fp32's rounding (the matrix units sum in their own order), and differ from the fp32
+// products on the unrounded weight and dy. Elsewhere, and where im2col cannot store the
+// columns a quad at a time (OH*OW % 4 != 0), the products are those fp32 ones, bit for bit.
+TEST_CASE_FIXTURE(test::Gpu, "conv2d's matrix form on a 16-bit x takes the matrix units where the device has them") {
+  // A 1x1 convolution, a 5x5 one, a strided 3x3 one, and one of 25 output pixels.
+  const ops::Conv2dShape shapes[] = {{2, 8, 6, 6, 12, 1, 1, 1, 1, 0, 0}, {2, 3, 8, 8, 8, 5, 5, 1, 1, 2, 2},
+                                     {3, 4, 8, 8, 6, 3, 3, 2, 2, 1, 1}, {2, 3, 5, 5, 4, 3, 3, 1, 1, 1, 1}};
+  uint32_t seed = 1700;
+  for (Precision p : {Precision::Bf16, Precision::Fp16})
+    for (const ops::Conv2dShape& s : shapes) {
+      const bool units = ops::default_matrix_tiling(device().info(), p).has_value() && s.out_h() * s.out_w() % 4 == 0;
+      const std::string what = std::string(ops::precision_name(p)) + " " + std::to_string(s.kh) + "x" +
+                               std::to_string(s.kw) + " to " + std::to_string(s.out_h()) + "x" +
+                               std::to_string(s.out_w()) + (units ? ", matrix units" : ", fp32 products");
+      const std::vector<float> x = rounded(test::random_vector(s.x_size(), seed += 4), p);
+      const std::vector<float> w = test::random_vector(s.weight_size(), seed + 1);
+      const std::vector<float> dy = test::random_vector(s.y_size(), seed + 2);
+      vk::Device& dev = device();
+      auto bx = test::to_device(dev, x, "x"), hx = test::to_device(dev, packed(x, p), "x, 16 bits");
+      auto bw = test::to_device(dev, w, "weight"), rw = test::to_device(dev, rounded(w, p), "weight, rounded");
+      auto bdy = test::to_device(dev, dy, "dy"), rdy = test::to_device(dev, rounded(dy, p), "dy, rounded");
+      // got: the 16-bit x's passes; plain: fp32 products on w and dy; want: on them rounded.
+      struct Run {
+        vk::Buffer y, dx, dw;
+      };
+      auto run = [&](const char* name) {
+        return Run{test::zeros(dev, s.y_size(), std::string("y ") + name), test::zeros(dev, s.x_size(), "dx"),
+                   test::zeros(dev, s.weight_size(), "dweight")};
+      };
+      Run got = run("16 bits"), plain = run("fp32"), want = run("rounded");
+      auto scratch = test::zeros(dev, ops::conv2d_scratch_floats(s, s.n, p), "scratch", vk::Category::Scratch);
+      const ops::Formats f{p, Precision::Fp32};
+      const ops::Form m = ops::Form::Matrix;
+      vk::Commands cmd(dev, "conv2d on 16-bit products");
+      ops::conv2d_forward(cmd, hx, bw, std::nullopt, got.y, s, scratch, m, f);
+      ops::conv2d_backward_data(cmd, bdy, bw, got.dx, s, scratch, m, f);
+      ops::conv2d_backward_weight(cmd, bdy, hx, got.dw, std::nullopt, s, scratch, m, f);
+      for (auto [r, wv, dv] : {std::tuple{&plain, &bw, &bdy}, std::tuple{&want, &rw, &rdy}}) {
+        ops::conv2d_forward(cmd, bx, *wv, std::nullopt, r->y, s, scratch, m);
+        ops::conv2d_backward_data(cmd, *dv, *wv, r->dx, s, scratch, m);
+        ops::conv2d_backward_weight(cmd, *dv, bx, r->dw, std::nullopt, s, scratch, m);
+      }
+      cmd.run();
+      const std::vector<float> gy = test::to_host(got.y), gdx = test::to_host(got.dx), gdw = test::to_host(got.dw);
+      if (!units) {
+        check_bits(gy, test::to_host(plain.y), what + ": y");
+        check_bits(gdx, rounded(test::to_host(plain.dx), p), what + ": dx");
+        check_bits(gdw, test::to_host(plain.dw), what + ": dweight");
+        continue;
+      }
+      const std::vector<float> wy = test::to_host(want.y), wdx = rounded(test::to_host(want.dx), p), wdw = test::to_host(want.dw);
+      const double u = p == Precision::Bf16 ? 0x1p-8 : 0x1p-11;  // dx is rounded after the sum
+      test::check_close(gy, wy, 1e-5 * test::max_abs(wy), 1e-5, what + ": y");
+      test::check_close(gdx, wdx, 2 * u * test::max_abs(wdx), 2 * u, what + ": dx");
+      test::check_close(gdw, wdw, 1e-5 * test::max_abs(wdw), 1e-5, what + ": dweight");
+      CHECK_MESSAGE(gy != test::to_host(plain.y), what, ": y read the weight rounded");
+      CHECK_MESSAGE(gdw != test::to_host(plain.dw), what, ": dweight read dy rounded");
+    }
 }
 
 TEST_CASE_FIXTURE(test::Gpu, "maxpool2d reads and writes 16 bits as the fp32 kernels on the values") {
