@@ -174,6 +174,7 @@ void run_train(TrainArgs& a) {
 
   Settings& s = a.s;
   pipeline::parse_schedule_kind(a.pipeline.schedule);  // a misspelt schedule: said before any data is read
+  if (!a.resume) make_optimizer(s);  // so is an unknown optimizer or a bad option of it (the defaults filled later are valid)
   std::optional<io::Checkpoint> resumed;
   nlohmann::json saved_plan;  // the plan the resumed run ran with, where --plan auto chose it
   std::unique_ptr<io::Dataset> data;
