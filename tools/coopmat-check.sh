@@ -4,7 +4,8 @@
 # unstable, for a newer glibc than Debian 12's. So it runs in a minimal Debian unstable userland
 # made with debootstrap in .drivers/unstable/ (about 0.8 GB; kept for the next run), with the
 # checkout bind-mounted at its own path, and Brigade's tests, built here, run inside it under
-# unstable's validation layer: the matrix-unit kernel cases, and fp16 fashion-mlp pipelined
+# unstable's validation layer: the matrix-unit kernel cases (Conv2d's matrix form's on a
+# 16-bit x among them), and fp16 fashion-mlp pipelined
 # (whose products take the matrix units by default there) against one device, with the
 # 16-bit numerics cases over every preset.
 # Needs root (chroot, mounts) and debootstrap (installed when missing).
