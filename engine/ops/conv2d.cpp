@@ -80,6 +80,20 @@ Rooms rooms_of(const Conv2dShape& s, vk::View scratch, Precision h) {
           at(columns + partials + weight, dy)};
 }
 
+// A pass's products: their precision, the scratch's rooms, and the weight as they read it
+// (packed into its room for 16-bit products).
+struct Products {
+  Precision h;
+  Rooms r;
+  vk::View weight;
+};
+
+Products products_for(vk::Commands& cmd, const Conv2dShape& s, vk::View scratch, vk::View weight, Formats f) {
+  const Precision h = products_of(cmd, s, f);
+  const Rooms r = rooms_of(s, scratch, h);
+  return {h, r, is_half(h) ? pack_into(cmd, weight, uint32_t(s.weight_size()), h, r.weight) : weight};
+}
+
 // Samples first .. first + count - 1 of dy, as the products read them: packed into the rooms
 // for 16-bit products (its view and its first sample at 0), else dy itself from `first`.
 std::pair<vk::View, uint32_t> gradient_operand(vk::Commands& cmd, vk::View dy, const Conv2dShape& s,
@@ -240,9 +254,7 @@ void conv2d_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optiona
   if (form == Form::Direct) return direct::forward(cmd, x, weight, bias, y, s);
   if (form == Form::Winograd) return winograd::forward(cmd, x, weight, bias, y, s, scratch, f);
   const uint32_t K = taps(s), P = pixels(s);
-  const Precision h = products_of(cmd, s, f);
-  const Rooms r = rooms_of(s, scratch, h);
-  const vk::View w = is_half(h) ? pack_into(cmd, weight, uint32_t(s.weight_size()), h, r.weight) : weight;
+  const auto [h, r, w] = products_for(cmd, s, scratch, weight, f);
   for (uint32_t first = 0; first < s.n; first += r.chunk) {
     const uint32_t count = std::min(r.chunk, s.n - first);
     im2col(cmd, x, r.columns, s, first, count, f.x, h);
@@ -289,9 +301,7 @@ void conv2d_backward_data(vk::Commands& cmd, vk::View dy, vk::View weight, vk::V
   if (form == Form::Direct) return direct::backward_data(cmd, dy, weight, dx, s);
   if (form == Form::Winograd) return winograd::backward(cmd, dy, {dx, weight, {}, {}}, s, scratch, f.x);
   const uint32_t K = taps(s), P = pixels(s);
-  const Precision h = products_of(cmd, s, f);
-  const Rooms r = rooms_of(s, scratch, h);
-  const vk::View w = is_half(h) ? pack_into(cmd, weight, uint32_t(s.weight_size()), h, r.weight) : weight;
+  const auto [h, r, w] = products_for(cmd, s, scratch, weight, f);
   for (uint32_t first = 0; first < s.n; first += r.chunk) {
     const uint32_t count = std::min(r.chunk, s.n - first);
     const auto [grad, grad_first] = gradient_operand(cmd, dy, s, r, h, first, count);
