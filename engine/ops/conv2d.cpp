@@ -48,6 +48,13 @@ uint64_t packed_weight_floats(const Conv2dShape& s) {
 }
 uint64_t packed_dy_per_sample(const Conv2dShape& s) { return uint64_t(s.oc) * pixels(s) / 2; }
 
+// Floats of the matrix form's scratch for `n` samples at a time, each room rounded up to whole
+// steps: the columns, the partial sums, and for 16-bit products the packed weight and dy.
+uint64_t matrix_floats(const Conv2dShape& s, uint64_t n, bool half) {
+  const uint64_t packed = half ? packed_weight_floats(s) + padded(n * packed_dy_per_sample(s)) : 0;
+  return padded(n * columns_per_sample(s)) + partial_floats(s) + packed;
+}
+
 // The matrix form's scratch for products in `h`: `chunk` samples' columns (fp32 room, which
 // the backward's column gradients take; 16-bit columns use its first half), the grouped
 // weight gradient's partial sums, and for 16-bit products the packed weight and `chunk`
@@ -60,17 +67,14 @@ struct Rooms {
 
 Rooms rooms_of(const Conv2dShape& s, vk::View scratch, Precision h) {
   const bool half = is_half(h);
+  const uint64_t floats = scratch.range / 4, need = matrix_floats(s, 1, half);
+  BRIGADE_EXPECT(floats >= need, "conv2d scratch of " + std::to_string(scratch.range) +
+                                     " bytes holds less than one sample (" + std::to_string(need * 4) + " bytes)");
+  // From an estimate past the rooms' roundings at most by a step each, down to what fits.
   const uint64_t per = columns_per_sample(s) + (half ? packed_dy_per_sample(s) : 0);
-  const uint64_t fixed = partial_floats(s) + (half ? packed_weight_floats(s) + 2 * kAlign : 0);
-  const uint64_t need = padded(per) + fixed;
-  BRIGADE_EXPECT(scratch.range >= need * 4, "conv2d scratch of " + std::to_string(scratch.range) +
-                                                " bytes holds less than one sample (" +
-                                                std::to_string(need * 4) + " bytes)");
-  uint32_t chunk = uint32_t(std::min<uint64_t>({s.n, (scratch.range / 4 - fixed) / per, 65535}));
-  auto floats = [&](uint64_t n) {  // each room rounded up to whole steps
-    return padded(n * columns_per_sample(s)) + (half ? padded(n * packed_dy_per_sample(s)) : 0) + fixed;
-  };
-  while (chunk > 1 && floats(chunk) > scratch.range / 4) --chunk;
+  const uint64_t fixed = partial_floats(s) + (half ? packed_weight_floats(s) : 0);
+  uint32_t chunk = uint32_t(std::min<uint64_t>({s.n, (floats - fixed) / per, 65535}));
+  while (chunk > 1 && matrix_floats(s, chunk, half) > floats) --chunk;
   const uint64_t columns = padded(chunk * columns_per_sample(s)), partials = partial_floats(s);
   const uint64_t weight = half ? packed_weight_floats(s) : 0, dy = half ? padded(chunk * packed_dy_per_sample(s)) : 0;
   auto at = [&](uint64_t offset, uint64_t size) {
@@ -216,10 +220,7 @@ uint64_t conv2d_scratch_per_sample(const Conv2dShape& s) {
 
 uint64_t conv2d_scratch_floats(const Conv2dShape& s, uint32_t samples, Precision stored) {
   // 16-bit products (products_of) also take the packed weight and output gradients.
-  const uint64_t packed = is_half(stored) && pixels(s) % 4 == 0
-                              ? packed_weight_floats(s) + padded(samples * packed_dy_per_sample(s)) + 2 * kAlign
-                              : 0;
-  const uint64_t columns = padded(samples * columns_per_sample(s)) + partial_floats(s) + packed;
+  const uint64_t columns = matrix_floats(s, samples, is_half(stored) && pixels(s) % 4 == 0);
   return winograd::pays(s) ? std::max(columns, winograd::scratch_floats(s, samples)) : columns;
 }
 
