@@ -54,6 +54,20 @@ struct AttentionSoftmaxPush {
 // HS-float arrays in registers, so much larger heads would spill).
 #define BRIGADE_ATTENTION_MAX_HS 256
 
+// attention_tiles_forward: flash attention's forward on matrix units (ops/attention_tiles.h),
+// 16-bit qkv and y of one storage format. HS and BC as above (BC: keys a block), and the
+// tiles' shape: LM x LK times LK x LN matrices, warps of LANES invocations, WARPS warps of LM
+// query rows a workgroup.
+#define BRIGADE_ATTENTION_TILES_SPEC_WG 5  // invocations: WARPS * LANES
+#define BRIGADE_ATTENTION_TILES_SPEC_LM 6
+#define BRIGADE_ATTENTION_TILES_SPEC_LN 7
+#define BRIGADE_ATTENTION_TILES_SPEC_LK 8
+#define BRIGADE_ATTENTION_TILES_SPEC_LANES 9
+#define BRIGADE_ATTENTION_TILES_SPEC_WARPS 10
+#define BRIGADE_ATTENTION_TILES_SPEC_FORMAT 11
+// Elements of padding a shared row of 16-bit elements has past its data (a multiple of 8).
+#define BRIGADE_ATTENTION_TILES_PAD 8
+
 struct AttentionPush {
   uint B, T, C, NH;
   float scale;  // 1/sqrt(HS)

@@ -1,12 +1,9 @@
-// The tile operations of the matrix-unit kernel (matmul_tiles.comp), written once for two
-// implementations:
-//   BRIGADE_COOPMAT: cooperative matrices (GL_KHR_cooperative_matrix), LM x LK times LK x LN
-//     products of ELEM (float16_t, or bfloat16_t with BRIGADE_BF16) into fp32 accumulators,
-//     each held by one subgroup; built by .toolchain/bin/glslang (tools/install-glslang.sh).
-//   otherwise: the same operations on plain invocations, for devices without matrix units
-//     and for tests: a "warp" is LANES consecutive invocations, each owning LM * LN / LANES
-//     accumulators (element lane + LANES e of a tile), a fragment is where its tile lies in
-//     shared memory, and the multiply-accumulate sums over k in order, as the fp32 kernels do.
+// The tile operations of the matrix-unit kernel (matmul_tiles.comp), written once for the two
+// builds of shaders/warps.glsl:
+//   BRIGADE_COOPMAT: LM x LK times LK x LN products of ELEM into fp32 accumulators.
+//   otherwise: each of a warp's LANES invocations owns LM * LN / LANES accumulators (element
+//     lane + LANES e of a tile), a fragment is where its tile lies in shared memory, and the
+//     multiply-accumulate sums over k in order, as the fp32 kernels do.
 // The kernel says which warp an invocation belongs to (tile_warp) and stages A and B in the
 // shared arrays As and Bs as stored: 16-bit elements, eight to a uvec4, at a_elem(m, k) and
 // b_elem(k, n) (rows, or with TRANS_A / TRANS_B columns, A_LD and B_LD elements apart, both
@@ -18,26 +15,7 @@
 #ifndef BRIGADE_SHADERS_TILES_GLSL
 #define BRIGADE_SHADERS_TILES_GLSL
 
-// Loops the kernel unrolls on GPUs and keeps rolled on plain invocations: CPU drivers compile
-// a pipeline when it is first dispatched, and unrolled they take minutes over it.
-#ifdef BRIGADE_COOPMAT
-#define STAGE_LOOP [[unroll]]
-#else
-#define STAGE_LOOP [[dont_unroll]]
-#endif
-
-#ifdef BRIGADE_COOPMAT
-#extension GL_KHR_cooperative_matrix : require
-#extension GL_KHR_memory_scope_semantics : require
-#extension GL_KHR_shader_subgroup_basic : require
-#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
-#ifdef BRIGADE_BF16
-#extension GL_EXT_bfloat16 : require
-#define ELEM bfloat16_t
-#else
-#define ELEM float16_t
-#endif
-#endif
+#include "warps.glsl"
 
 shared uvec4 As[TILES_A_ELEMENTS / 8];
 shared uvec4 Bs[TILES_B_ELEMENTS / 8];
@@ -58,7 +36,6 @@ coopmat<float, gl_ScopeSubgroup, LM, LN, gl_MatrixUseAccumulator> acc[TILES_M * 
 coopmat<ELEM, gl_ScopeSubgroup, LM, LK, gl_MatrixUseA> frag_a[TILES_M];
 coopmat<ELEM, gl_ScopeSubgroup, LK, LN, gl_MatrixUseB> frag_b[TILES_N];
 
-uint tile_warp() { return gl_SubgroupID; }
 void tiles_zero() {
   [[unroll]] for (uint t = 0; t < TILES_M * TILES_N; ++t)
     acc[t] = coopmat<float, gl_ScopeSubgroup, LM, LN, gl_MatrixUseAccumulator>(0.0);
@@ -98,15 +75,11 @@ const uint TILE_OWNED = LM * LN / LANES;  // accumulators an invocation holds pe
 float acc[TILES_M * TILES_N * TILE_OWNED];
 uint frag_a[TILES_M], frag_b[TILES_N];
 
-uint tile_warp() { return gl_LocalInvocationIndex / LANES; }
-uint tile_lane() { return gl_LocalInvocationIndex % LANES; }
 void tiles_zero() {
   [[unroll]] for (uint e = 0; e < TILES_M * TILES_N * TILE_OWNED; ++e) acc[e] = 0.0;
 }
 void tile_load_a(uint i, uint at) { frag_a[i] = at; }
 void tile_load_b(uint j, uint at) { frag_b[j] = at; }
-// The value of the 16-bit element e of a shared tile, from the uvec4 that holds it.
-float tile_value(uvec4 eight, uint e, uint format) { return half_in(eight[(e >> 1) & 3u], e, format); }
 void tile_multiply(uint i, uint j) {
   [[dont_unroll]] for (uint e = 0; e < TILE_OWNED; ++e) {
     const uint x = tile_lane() + e * LANES, m = x / LN, n = x % LN;

@@ -65,5 +65,5 @@ inside() { chroot "$dest" env BRIGADE_LAVAPIPE=system BRIGADE_MATRIX_UNITS=on "$
 echo "coopmat-check: Mesa $mesa's lavapipe: $(inside "$build/brigade" devices | grep -A1 'matrix products' | tail -1 | tr -s ' ')"
 inside "$build/brigade" devices | grep -q 'products on matrix units' ||
   { echo "coopmat-check: the device lists no matrix product Brigade takes" >&2; exit 1; }
-inside "$build/tests/test_kernels" -tc='*matrix-unit*,*matrix units*,*16-bit A and B*'
+inside "$build/tests/test_kernels" -tc='*matrix-unit*,*matrix units*,*16-bit A and B*,*matrix tiles*'
 inside "$build/tests/test_pipeline" -tc='fp16 fashion-mlp pipelined equals one device*,*products read its weights rounded*,*within 2 L u*,*read 16-bit operands*'

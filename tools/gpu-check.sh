@@ -23,7 +23,8 @@
 #   profile  where a gpt2-small and a gpt-mini step go (`bench profile`): kernels, GPU idle, host
 #   attention a gpt-small and a gpt2-small step (`bench profile`'s step wall time) with
 #            attention in each form (BRIGADE_ATTENTION=matrix, fused: products and softmax
-#            passes, or the staged row kernels), in turn, 2 rounds
+#            passes, or flash attention: in --precision auto on matrix tiles, in fp32 the
+#            staged row kernels), in turn, 2 rounds of each precision
 #   drivers  gpt-mini trained on the GPU alone, then pipelined over the GPU and SwiftShader and
 #            the GPU and lavapipe (--partition profile: each layer timed on each device), the
 #            losses compared step by step, and the plan of the second
@@ -155,16 +156,18 @@ step_ms() {
 
 if want attention; then
   t0=$SECONDS
+  for prec in auto fp32; do
   for m in gpt-small gpt2-small; do
     for r in 1 2; do
-      line="attention: $m round $r:"
+      line="attention: $m $prec round $r:"
       for form in matrix fused; do
-        echo "== attention: $m $form round $r" >>"$out/log.txt"
-        ms=$(BRIGADE_ATTENTION=$form step_ms "$m")
+        echo "== attention: $m $prec $form round $r" >>"$out/log.txt"
+        ms=$(BRIGADE_ATTENTION=$form step_ms "$m" --precision "$prec")
         line+=" $form ${ms:-failed} ms"
       done
       say "$line"
     done
+  done
   done
   say "attention: $((SECONDS - t0)) s"
 fi

@@ -186,13 +186,15 @@ uint64_t GptBlock::scratch_floats(uint32_t rows, ops::Precision stored) const {
   return rows * uint64_t(T_) * 10 * C_ + attention_floats(rows, T_, C_, NH_, stored) + kScratchRegions * kAlignFloats;
 }
 
-// Where its kernels take 16 bits: attention in the matrix form, LayerNorm and the residual
-// adds a quad at a time (C % 4 == 0), and the products storing 16-bit outputs of 3C, 4C and
-// HS columns (HS even).
+// Where its kernels take 16 bits: attention in the matrix form, or fused where the device's
+// form is the matrix form (16-bit attention fused takes matrix tiles, or the matrix form:
+// ops/attention.h), LayerNorm and the residual adds a quad at a time (C % 4 == 0), and the
+// products storing 16-bit outputs of 3C, 4C and HS columns (HS even).
 bool GptBlock::stores_half(const vk::PhysicalInfo& device) const {
   const uint32_t HS = C_ / NH_;
-  return ops::attention_form_for(device) == ops::Form::Matrix && C_ % 4 == 0 && HS % 2 == 0 &&
-         ops::matmul_stores_half(device, HS);
+  const ops::Form form = ops::attention_form_for(device);
+  return (form == ops::Form::Matrix || (form == ops::Form::Fused && ops::form_for(device) == ops::Form::Matrix)) &&
+         C_ % 4 == 0 && HS % 2 == 0 && ops::matmul_stores_half(device, HS);
 }
 
 Cost GptBlock::cost() const {

@@ -5,6 +5,7 @@
 #include <initializer_list>
 #include <string>
 
+#include "ops/attention_tiles.h"
 #include "ops/launch_geometry.h"
 #include "ops/matmul.h"
 // Angle brackets: a quoted name would find ops/attention.h beside this file, not the
@@ -191,11 +192,16 @@ void attention_forward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View lse
   const uint32_t HS = head_size(C, NH);
   expect_forward_views(qkv, y, lse, uint64_t(B) * T, C, NH, f);
   if (B == 0 || T == 0) return;
+  const bool half = packs(f);
+  // The fused form on 16-bit tensors: flash attention on matrix tiles where the device has
+  // them, the matrix form elsewhere (the row kernels read fp32 only).
   const Form chosen = form.value_or(attention_form_for(cmd.device().info()));
-  if (chosen == Form::Direct || chosen == Form::Fused)
+  if (chosen == Form::Fused && half)
+    if (const auto t = attention_tiling(cmd.device().info(), f.x, HS); t && qkv.offset % 16 == 0 && y.offset % 4 == 0)
+      return attention_tiles_forward(cmd, *t, qkv, y, lse, B, T, C, NH, f.x);
+  if (chosen == Form::Direct || (chosen == Form::Fused && !half))
     return rows::forward(cmd, chosen == Form::Fused, qkv, y, lse, B, T, C, NH, HS, f);
   const float scale = 1.0f / std::sqrt(float(HS));
-  const bool half = packs(f);
   const uint32_t most = chunk_samples(scratch, B, T, C, NH, false, half);
   for (uint32_t first = 0; first < B; first += most) {
     const uint32_t n = std::min(most, B - first);
@@ -224,11 +230,12 @@ void attention_backward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View ls
   BRIGADE_EXPECT_FLOATS(dy, rows * C, "attention dy");
   BRIGADE_EXPECT_FLOATS(dqkv, rows * 3 * C, "attention dqkv");
   if (B == 0 || T == 0) return;
+  const bool half = packs(f);
+  // The fused form's backward on 16-bit tensors is the matrix form's, from the same lse.
   const Form chosen = form.value_or(attention_form_for(cmd.device().info()));
-  if (chosen == Form::Direct || chosen == Form::Fused)
+  if (chosen == Form::Direct || (chosen == Form::Fused && !half))
     return rows::backward(cmd, chosen == Form::Fused, qkv, y, lse, dy, dqkv, scratch, B, T, C, NH, HS, f);
   const float scale = 1.0f / std::sqrt(float(HS));
-  const bool half = packs(f);
   const uint32_t most = chunk_samples(scratch, B, T, C, NH, true, half);
   for (uint32_t first = 0; first < B; first += most) {
     const uint32_t n = std::min(most, B - first);
