@@ -9,7 +9,8 @@
 # toolchain's spirv-val. Without it those variants are left out and every device multiplies
 # on its SIMT cores (ops::matrix_tiling finds no kernel).
 find_program(GLSLC glslc REQUIRED)
-set(BRIGADE_COOPMAT_SHADERS matmul_tiles attention_tiles_forward)
+set(BRIGADE_COOPMAT_SHADERS matmul_tiles attention_tiles_forward attention_tiles_backward_query
+    attention_tiles_backward_key_value)
 find_program(BRIGADE_GLSLANG glslang PATHS "${CMAKE_SOURCE_DIR}/.toolchain/bin" NO_DEFAULT_PATH)
 find_program(BRIGADE_SPIRV_VAL spirv-val PATHS "${CMAKE_SOURCE_DIR}/.toolchain/bin" NO_DEFAULT_PATH)
 if(BRIGADE_GLSLANG AND BRIGADE_SPIRV_VAL)

@@ -7,7 +7,8 @@
 # unstable's validation layer: the matrix-unit kernel cases (Conv2d's matrix form's on a
 # 16-bit x among them), and fp16 fashion-mlp pipelined
 # (whose products take the matrix units by default there) against one device, with the
-# 16-bit numerics cases over every preset.
+# 16-bit numerics cases over every preset, the GPT ones again with attention on the matrix
+# units (BRIGADE_ATTENTION=fused).
 # Needs root (chroot, mounts) and debootstrap (installed when missing).
 #   tools/coopmat-check.sh [BUILD_DIR]        default build/
 #   tools/coopmat-check.sh --prepare          only make the userland (CI: while Brigade builds)
@@ -67,3 +68,5 @@ inside "$build/brigade" devices | grep -q 'products on matrix units' ||
   { echo "coopmat-check: the device lists no matrix product Brigade takes" >&2; exit 1; }
 inside "$build/tests/test_kernels" -tc='*matrix-unit*,*matrix units*,*16-bit A and B*,*matrix tiles*'
 inside "$build/tests/test_pipeline" -tc='fp16 fashion-mlp pipelined equals one device*,*products read its weights rounded*,*within 2 L u*,*read 16-bit operands*'
+# The GPT cases again with attention fused: flash attention on the matrix units.
+inside env BRIGADE_ATTENTION=fused "$build/tests/test_pipeline" -tc='fp16 gpt-mini (two blocks)*,*within 2 L u*'

@@ -194,10 +194,11 @@ void attention_forward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View lse
   if (B == 0 || T == 0) return;
   const bool half = packs(f);
   // The fused form on 16-bit tensors: flash attention on matrix tiles where the device has
-  // them, the matrix form elsewhere (the row kernels read fp32 only).
+  // them (and the backward the scratch for its delta), the matrix form elsewhere (the row
+  // kernels read fp32 only).
   const Form chosen = form.value_or(attention_form_for(cmd.device().info()));
   if (chosen == Form::Fused && half)
-    if (const auto t = attention_tiling(cmd.device().info(), f.x, HS); t && qkv.offset % 16 == 0 && y.offset % 4 == 0)
+    if (const auto t = attention_tiling(cmd.device().info(), f.x, HS); t && qkv.offset % 16 == 0)
       return attention_tiles_forward(cmd, *t, qkv, y, lse, B, T, C, NH, f.x);
   if (chosen == Form::Direct || (chosen == Form::Fused && !half))
     return rows::forward(cmd, chosen == Form::Fused, qkv, y, lse, B, T, C, NH, HS, f);
@@ -231,8 +232,11 @@ void attention_backward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View ls
   BRIGADE_EXPECT_FLOATS(dqkv, rows * 3 * C, "attention dqkv");
   if (B == 0 || T == 0) return;
   const bool half = packs(f);
-  // The fused form's backward on 16-bit tensors is the matrix form's, from the same lse.
   const Form chosen = form.value_or(attention_form_for(cmd.device().info()));
+  if (chosen == Form::Fused && half)
+    if (const auto t = attention_tiling(cmd.device().info(), f.x, HS);
+        t && qkv.offset % 16 == 0 && dy.offset % 16 == 0 && scratch.range / 4 >= rows * NH)
+      return attention_tiles_backward(cmd, *t, qkv, y, lse, dy, dqkv, sub(scratch, 0, rows * NH), B, T, C, NH, f.x);
   if (chosen == Form::Direct || (chosen == Form::Fused && !half))
     return rows::backward(cmd, chosen == Form::Fused, qkv, y, lse, dy, dqkv, scratch, B, T, C, NH, HS, f);
   const float scale = 1.0f / std::sqrt(float(HS));

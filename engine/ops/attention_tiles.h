@@ -1,10 +1,10 @@
-// Flash attention's forward on matrix units (shaders/attention_tiles_forward.comp): qkv and y
-// in one 16-bit type, the scores and the output computed by blocks of keys with the tile
-// operations of the matrix-unit kernels (cooperative matrices where the device multiplies
-// matrices of that type, plain invocations elsewhere), the (T,T) scores never stored, no
-// scratch. It computes what the matrix form computes on 16-bit operands (ops/attention.h):
-// y from P rounded to the type, lse in fp32; the sums run in another order, and each P is
-// rounded against the row's running maximum, not its final one.
+// Flash attention on matrix units (shaders/attention_tiles_*.comp): qkv and y in one 16-bit
+// type, the products computed by blocks of rows with the tile operations of the matrix-unit
+// kernels (cooperative matrices where the device multiplies matrices of that type, plain
+// invocations elsewhere), the (T,T) scores never stored. It computes what the matrix form
+// computes on 16-bit operands (ops/attention.h): the products read P, dS and dy rounded to the
+// type, lse and the gradients are fp32; the sums run in another order, and the forward rounds
+// each P against its row's running maximum, not its final one.
 #pragma once
 
 #include <cstdint>
@@ -17,21 +17,28 @@
 
 namespace brigade::ops {
 
-// How the kernel tiles the work: products of lm x lk times lk x ln matrices, warps of `lanes`
-// invocations, `warps` warps of lm query rows a workgroup, keys in blocks of bc.
+// The kernels: the forward, and the backward's two passes (the queries', then the keys' and
+// values').
+enum class TilesPass { Forward, Query, KeyValue };
+
+// How the kernels tile the work: products of lm x lk times lk x ln matrices, warps of `lanes`
+// invocations, up to `warps` warps of lm rows a workgroup (each pass takes the most of warps,
+// warps / 2, ... whose shared memory fits the device), the other side in blocks of bc rows.
 struct AttentionTiling {
   uint32_t lm = 16, ln = 16, lk = 16, lanes = 32, warps = 4, bc = 32;
   bool emulated = false;  // the tile operations on plain invocations
-  // e.g. "matrix units 16x16x16, 4 warps of 32, keys in blocks of 32"
+  // e.g. "matrix units 16x16x16, up to 4 warps of 32, blocks of 32"
   std::string name() const;
-  // Workgroup shared memory the kernel declares for heads of HS.
-  uint32_t shared_bytes(uint32_t HS) const;
+  // Workgroup shared memory a pass's kernel declares in `warps` warps for heads of HS.
+  uint32_t shared_bytes(uint32_t HS, TilesPass pass, uint32_t warps) const;
+  // The warps a pass takes under `max_shared` bytes of shared memory (0: not even one fits).
+  uint32_t warps_for(uint32_t HS, TilesPass pass, uint32_t max_shared) const;
 };
 
 // The tiling for heads of HS on the device's matrix units for `element` (fp16 or bf16): the
-// matrix shape the products take by default (ops::default_matrix_tiling), in the most warps
-// of 4, 2 and 1 whose shared memory fits. Nothing where the products do not take matrix units,
-// or HS is not a multiple of the shape's k and n.
+// matrix shape the products take by default (ops::default_matrix_tiling), up to 4 warps.
+// Nothing where the products do not take matrix units, HS is not a multiple of the shape's k
+// and n, or a pass's one warp would not fit the device's shared memory.
 std::optional<AttentionTiling> attention_tiling(const vk::PhysicalInfo& device, Precision element, uint32_t HS);
 
 // The same kernel on plain invocations (tests, and `bench`).
@@ -39,8 +46,16 @@ AttentionTiling emulated_attention_tiling(uint32_t lm = 16, uint32_t ln = 16, ui
                                           uint32_t warps = 4);
 
 // qkv (B,T,3C) -> y (B,T,C), lse (B,NH,T), qkv and y stored in `format` (16-bit); y and lse
-// are overwritten. Both views start on 16 bytes.
+// are overwritten. qkv starts on 16 bytes.
 void attention_tiles_forward(vk::Commands& cmd, const AttentionTiling& t, vk::View qkv, vk::View y, vk::View lse,
                              uint32_t B, uint32_t T, uint32_t C, uint32_t NH, Precision format);
+
+// The backward: dqkv (B,T,3C, fp32) += the gradient, given the forward's qkv, y (in `format`)
+// and lse, and dy (B,T,C, fp32; the products read it rounded to `format`, the softmax's delta
+// as it is). `delta` holds B*NH*T floats (the queries' pass writes them for the other). qkv and
+// dy start on 16 bytes.
+void attention_tiles_backward(vk::Commands& cmd, const AttentionTiling& t, vk::View qkv, vk::View y, vk::View lse,
+                              vk::View dy, vk::View dqkv, vk::View delta, uint32_t B, uint32_t T, uint32_t C,
+                              uint32_t NH, Precision format);
 
 }  // namespace brigade::ops

@@ -1,5 +1,6 @@
-// Flash attention's forward on matrix tiles (ops/attention_tiles.h) against the CPU reference
-// on the same 16-bit qkv: y within the rounding of P and of y itself, lse as fp32 computes it.
+// Flash attention on matrix tiles (ops/attention_tiles.h) against the matrix form and the CPU
+// reference on the same 16-bit qkv: y within the rounding of P and of y itself, lse as fp32
+// computes it, the gradient within the rounding of the operands its products read.
 // Every tiling runs the tile operations on plain invocations; where the device multiplies
 // matrices of the type (Mesa 26's fp16 8x8x8 in tools/coopmat-check.sh), its own tiling runs
 // them on its matrix units too.
@@ -34,51 +35,72 @@ struct Shape {
   }
 };
 
-struct Forward {
-  std::vector<float> y, lse;
-};
-
-// The kernel's y (unpacked) and lse on qkv, whose values are the type's.
-Forward tiles_forward(vk::Device& dev, const AttentionTiling& t, const std::vector<float>& qkv, const Shape& s,
-                      Precision p) {
-  auto bq = test::to_device(dev, test::packed(qkv, p), "qkv, 16 bits");
-  auto y = test::zeros(dev, (s.rows() * s.C + 1) / 2, "y, 16 bits"), lse = test::zeros(dev, s.rows() * s.NH, "lse");
-  vk::Commands cmd(dev, "attention on matrix tiles");
-  ops::attention_tiles_forward(cmd, t, bq, y, lse, s.B, s.T, s.C, s.NH, p);
-  cmd.run();
-  return {test::unpacked(test::to_host(y), p, s.rows() * s.C), test::to_host(lse)};
-}
-
-// Each P off by u of itself and y by u of itself: within 2u of the largest value (|y| is at most
-// the largest |v|), with u more for the sums' order.
-void check_forward(vk::Device& dev, const AttentionTiling& t, const Shape& s, Precision p, uint32_t seed) {
+// Each P off by u of itself and y by u of itself: y within 2u of the largest value (|y| is at
+// most the largest |v|), with u more for the sums' order. The backward reads y as stored and the
+// forward's lse; its products read P, dS and dy rounded as the matrix form's do, so the
+// gradient is the matrix form's on the same tensors but for the sums' order and a rounding
+// those flip (within 4u of the largest value), and the fp32 reference's within the rounding.
+void check_tiles(vk::Device& dev, const AttentionTiling& t, const Shape& s, Precision p, uint32_t seed) {
   const std::string what = std::string(ops::precision_name(p)) + " " + s.name() + ", " + t.name();
-  const std::vector<float> qkv = test::rounded(test::random_vector(s.rows() * 3 * s.C, seed, -2, 2), p);
-  std::vector<float> want_y(s.rows() * s.C), want_lse(s.rows() * s.NH);
+  const uint64_t nq = s.rows() * 3 * s.C, ny = s.rows() * s.C, stats = s.rows() * s.NH;
+  const std::vector<float> qkv = test::rounded(test::random_vector(nq, seed, -2, 2), p);
+  const std::vector<float> dy = test::random_vector(ny, seed + 1), dq0 = test::random_vector(nq, seed + 2);
+  std::vector<float> want_y(ny), want_lse(stats);
   ref::attention_forward(qkv.data(), want_y.data(), want_lse.data(), s.B, s.T, s.C, s.NH);
-  const Forward got = tiles_forward(dev, t, qkv, s, p);
+
+  auto hq = test::to_device(dev, test::packed(qkv, p), "qkv, 16 bits"), bdy = test::to_device(dev, dy, "dy");
+  auto y = test::zeros(dev, (ny + 1) / 2, "y, 16 bits"), lse = test::zeros(dev, stats, "lse");
+  auto dq = test::to_device(dev, dq0, "dqkv"), dq_matrix = test::to_device(dev, dq0, "dqkv, matrix form");
+  auto delta = test::zeros(dev, stats, "delta", vk::Category::Scratch);
+  auto scratch = test::zeros(dev, ops::attention_scratch_floats(s.B, s.T, s.C, s.NH, p), "scratch", vk::Category::Scratch);
+  vk::Commands cmd(dev, "attention on matrix tiles");
+  ops::attention_tiles_forward(cmd, t, hq, y, lse, s.B, s.T, s.C, s.NH, p);
+  ops::attention_tiles_backward(cmd, t, hq, y, lse, bdy, dq, delta, s.B, s.T, s.C, s.NH, p);
+  ops::attention_backward(cmd, hq, y, lse, bdy, dq_matrix, scratch, s.B, s.T, s.C, s.NH, ops::Form::Matrix, {p, p});
+  cmd.run();
+
   const double u = p == Precision::Bf16 ? 0x1p-8 : 0x1p-11;
-  test::check_close(got.y, want_y, 3 * u * test::max_abs(qkv), 0, what + ": y");
-  test::check_close(got.lse, want_lse, 1e-5, 1e-5, what + ": lse");
-  CHECK_MESSAGE(got.y != test::rounded(want_y, p), what, ": y read P rounded");
+  const std::vector<float> got_y = test::unpacked(test::to_host(y), p, ny), got_lse = test::to_host(lse);
+  test::check_close(got_y, want_y, 3 * u * test::max_abs(qkv), 0, what + ": y");
+  test::check_close(got_lse, want_lse, 1e-5, 1e-5, what + ": lse");
+  CHECK_MESSAGE(got_y != test::rounded(want_y, p), what, ": y read P rounded");
+
+  // The gradients alone, without dqkv's starting values.
+  const auto added = [&](const vk::Buffer& b) {
+    std::vector<float> g = test::to_host(b);
+    for (size_t i = 0; i < g.size(); ++i) g[i] -= dq0[i];
+    return g;
+  };
+  const std::vector<float> got = added(dq), matrix = added(dq_matrix);
+  std::vector<float> want(nq, 0.0f);
+  ref::attention_backward(qkv.data(), got_y.data(), got_lse.data(), dy.data(), want.data(), s.B, s.T, s.C, s.NH);
+  test::check_close(got, matrix, 4 * u * test::max_abs(matrix), 0, what + ": dqkv against the matrix form");
+  test::check_close(got, want, 8 * u * test::max_abs(want), 0, what + ": dqkv against the reference");
+  CHECK_MESSAGE(got != want, what, ": dqkv read dS, P and dy rounded");
 }
 
 }  // namespace
 
-TEST_CASE_FIXTURE(test::Gpu, "attention's forward on matrix tiles matches the CPU reference on 16-bit qkv") {
+TEST_CASE_FIXTURE(test::Gpu, "attention on matrix tiles matches the matrix form and the CPU reference on 16-bit qkv") {
+  // SwiftShader has no matrix units, so Brigade never runs these kernels there; its compiler
+  // takes minutes and gigabytes over the key/value pass's plain build (four products a block).
+  if (device().info().driver_id == VK_DRIVER_ID_GOOGLE_SWIFTSHADER) {
+    MESSAGE("not on this device: SwiftShader compiles the key/value pass's plain build for minutes");
+    return;
+  }
   // T = 37 and 20: part blocks of queries and keys; 16x16x16 in 2 warps of 32; 8x8x8 in warps of
   // 8, and of 4 (two softmax rows a lane). fp16 shares everything with bf16 but the conversion:
   // one case.
   const Shape wide{2, 37, 32, 2}, narrow{1, 20, 24, 3};
   uint32_t seed = 700;
-  check_forward(device(), ops::emulated_attention_tiling(16, 16, 16, 32, 2), wide, Precision::Bf16, seed++);
-  check_forward(device(), ops::emulated_attention_tiling(8, 8, 8, 8, 2), narrow, Precision::Bf16, seed++);
-  check_forward(device(), ops::emulated_attention_tiling(8, 8, 8, 4, 2), narrow, Precision::Fp16, seed++);
+  check_tiles(device(), ops::emulated_attention_tiling(16, 16, 16, 32, 2), wide, Precision::Bf16, seed++);
+  check_tiles(device(), ops::emulated_attention_tiling(8, 8, 8, 8, 2), narrow, Precision::Bf16, seed++);
+  check_tiles(device(), ops::emulated_attention_tiling(8, 8, 8, 4, 2), narrow, Precision::Fp16, seed++);
   // The device's matrix units, where it lists a product of the type for these heads.
   for (Precision p : {Precision::Bf16, Precision::Fp16})
     if (const std::optional<AttentionTiling> t = ops::attention_tiling(device().info(), p, wide.C / wide.NH)) {
       MESSAGE("on the device's matrix units: ", t->name());
-      check_forward(device(), *t, wide, p, seed++);
+      check_tiles(device(), *t, wide, p, seed++);
     }
 }
 

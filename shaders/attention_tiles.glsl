@@ -1,0 +1,111 @@
+// What the kernels of flash attention on matrix tiles (attention_tiles_*.comp) share: their
+// specialization constants, the shapes of their shared tiles, the tile operations on one
+// accumulator a warp, and the staging of a head's rows.
+// A workgroup takes BR = WARPS * LM rows of one head (queries, or keys in the backward's
+// key/value pass), each warp LM of them, and walks the other side in blocks of BC rows. 16-bit
+// rows are staged as stored, eight elements to a uvec4, HLD elements apart; a warp's products
+// land as floats in its rows of a shared region F (FLD floats a row); each lane holds OWNED
+// of the warp's LM x HS outputs, pairs of a row: element x = 2 lane + e LANES, e even.
+// Included after the kernel's bindings and its push constants `p` (AttentionPush); STAGE_ROWS
+// also wants the workgroup's sample b in scope.
+#ifndef BRIGADE_SHADERS_ATTENTION_TILES_GLSL
+#define BRIGADE_SHADERS_ATTENTION_TILES_GLSL
+
+layout(local_size_x = 128) in;
+layout(local_size_x_id = BRIGADE_ATTENTION_TILES_SPEC_WG) in;
+layout(constant_id = BRIGADE_ATTENTION_SPEC_HS) const uint HS = 64;
+layout(constant_id = BRIGADE_ATTENTION_SPEC_BC) const uint BC = 32;
+layout(constant_id = BRIGADE_ATTENTION_TILES_SPEC_LM) const uint LM = 16;
+layout(constant_id = BRIGADE_ATTENTION_TILES_SPEC_LN) const uint LN = 16;
+layout(constant_id = BRIGADE_ATTENTION_TILES_SPEC_LK) const uint LK = 16;
+layout(constant_id = BRIGADE_ATTENTION_TILES_SPEC_LANES) const uint LANES = 32;
+layout(constant_id = BRIGADE_ATTENTION_TILES_SPEC_WARPS) const uint WARPS = 4;
+BRIGADE_FORMAT(BRIGADE_ATTENTION_TILES_SPEC_FORMAT, FORMAT);
+
+#include "warps.glsl"
+
+const uint BR = WARPS * LM, THREADS = WARPS * LANES;
+const uint HLD = HS + BRIGADE_ATTENTION_TILES_PAD;  // a staged row of q, k, v or dy
+const uint PLD = BC + BRIGADE_ATTENTION_TILES_PAD;  // a row of P or dS (BC of the other side)
+const uint FLD = BC > HS ? BC : HS;                 // a row of F: a block's scores, or outputs
+const uint RPL = (LM + LANES - 1) / LANES;          // rows a lane runs the row-wise steps of
+const uint OWNED = LM * HS / LANES;                 // outputs a lane holds
+
+// The tile operations on one accumulator of LM x LN a warp: tile_step adds A times B, A the
+// LM x LK matrix of rows from element `at_a` of the shared tile `a` (ld_a apart), B the LK x
+// LN matrix from `at_b` of `b`, its rows ld_b apart, or its columns with `cols`; tile_store
+// puts scale times the sums as rows of floats at `at` of `to`, ld apart. Offsets and strides
+// of the 16-bit tiles are multiples of 8: a fragment's rows start on 16 bytes.
+#ifdef BRIGADE_COOPMAT
+coopmat<float, gl_ScopeSubgroup, LM, LN, gl_MatrixUseAccumulator> acc;
+coopmat<ELEM, gl_ScopeSubgroup, LM, LK, gl_MatrixUseA> frag_a;
+coopmat<ELEM, gl_ScopeSubgroup, LK, LN, gl_MatrixUseB> frag_b;
+void tile_zero() { acc = coopmat<float, gl_ScopeSubgroup, LM, LN, gl_MatrixUseAccumulator>(0.0); }
+#define tile_step(a, at_a, ld_a, b, at_b, ld_b, cols)                                                \
+  {                                                                                                  \
+    coopMatLoad(frag_a, a, (at_a) / 8, (ld_a) / 8, gl_CooperativeMatrixLayoutRowMajor);              \
+    if (cols) coopMatLoad(frag_b, b, (at_b) / 8, (ld_b) / 8, gl_CooperativeMatrixLayoutColumnMajor); \
+    else coopMatLoad(frag_b, b, (at_b) / 8, (ld_b) / 8, gl_CooperativeMatrixLayoutRowMajor);         \
+    acc = coopMatMulAdd(frag_a, frag_b, acc);                                                        \
+  }
+#define tile_store(scale, to, at, ld) coopMatStore(acc * (scale), to, at, ld, gl_CooperativeMatrixLayoutRowMajor)
+#else
+const uint TILE_OWNED = LM * LN / LANES;  // element tile_lane() + LANES e of the matrix
+float acc[TILE_OWNED];
+void tile_zero() {
+  [[dont_unroll]] for (uint e = 0; e < TILE_OWNED; ++e) acc[e] = 0.0;
+}
+#define tile_step(a, at_a, ld_a, b, at_b, ld_b, cols)                                                  \
+  [[dont_unroll]] for (uint e = 0; e < TILE_OWNED; ++e) {                                             \
+    const uint x = tile_lane() + e * LANES, m = x / LN, n = x % LN;                                    \
+    float s = acc[e];                                                                                  \
+    [[dont_unroll]] for (uint k = 0; k < LK; ++k) {                                                    \
+      const uint ea = (at_a) + m * (ld_a) + k, eb = (at_b) + (cols ? n * (ld_b) + k : k * (ld_b) + n); \
+      s += tile_value(a[ea >> 3], ea, FORMAT) * tile_value(b[eb >> 3], eb, FORMAT);                  \
+    }                                                                                                  \
+    acc[e] = s;                                                                                        \
+  }
+#define tile_store(scale, to, at, ld)                                                           \
+  [[dont_unroll]] for (uint e = 0; e < TILE_OWNED; ++e) {                                      \
+    const uint x = tile_lane() + e * LANES;                                                     \
+    to[(at) + (x / LN) * (ld) + x % LN] = (scale) * acc[e];                                     \
+  }
+#endif
+
+// A warp's rows w0 .. w0 + LM - 1 of F, from element `at` on: the product of `len` (K) of A
+// from its 16-bit tile `a` (rows of lda from `a0`) with B from `b` (from `b0`, rows of ldb, or
+// columns with `cols`), scaled, in matrices of LN columns over `cols_out` columns.
+#define WARP_PRODUCT(to, at, cols_out, len, a, a0, lda, b, b0, ldb, cols, scale)                  \
+  STAGE_LOOP for (uint jn_ = 0; jn_ < (cols_out); jn_ += LN) {                                    \
+    tile_zero();                                                                                  \
+    STAGE_LOOP for (uint kk_ = 0; kk_ < (len); kk_ += LK)                                         \
+        tile_step(a, (a0) + kk_, lda, b, (cols) ? (b0) + jn_ * (ldb) + kk_ : (b0) + kk_ * (ldb) + jn_, ldb, cols); \
+    tile_store(scale, to, (at) + jn_, FLD);                                                       \
+  }
+
+// Rows r0 .. r0 + rows - 1 of a token tensor of 16-bit elements (`src`, uvec4s; rows of
+// row8 uvec4s, the head's first at first8) into `tile`, HLD elements apart, zeros past T.
+// Consecutive invocations copy consecutive uvec4s.
+#define STAGE_ROWS(tile, src, row8, first8, r0, rows)                                              \
+  [[dont_unroll]] for (uint x_ = gl_LocalInvocationIndex; x_ < (rows) * (HS / 8); x_ += THREADS) { \
+    const uint r_ = x_ / (HS / 8), c_ = x_ % (HS / 8), t_ = (r0) + r_;                            \
+    tile[r_ * (HLD / 8) + c_] = t_ < p.T ? src[(b * p.T + t_) * (row8) + (first8) + c_] : uvec4(0);       \
+  }
+
+// The same from fp32 rows (`src`, vec4s; rows of row4 vec4s, the head's first at first4),
+// each value rounded to FORMAT as a pack rounds it.
+#define STAGE_ROUNDED_ROWS(tile, src, row4, first4, r0, rows)                                     \
+  [[dont_unroll]] for (uint x_ = gl_LocalInvocationIndex; x_ < (rows) * (HS / 8); x_ += THREADS) { \
+    const uint r_ = x_ / (HS / 8), c_ = x_ % (HS / 8), t_ = (r0) + r_;                            \
+    const uint at_ = (b * p.T + t_) * (row4) + (first4) + 2 * c_;                                 \
+    tile[r_ * (HLD / 8) + c_] =                                                                   \
+        t_ < p.T ? uvec4(quad_out(src[at_], FORMAT), quad_out(src[at_ + 1], FORMAT)) : uvec4(0);  \
+  }
+
+// Where part `part` (q, k, v: 0, 1, 2) of head h starts in a row of qkv, in uvec4s.
+uint qkv_head8(uint part) { return (part * p.C + gl_WorkGroupID.y * HS) / 8; }
+
+// A lane's outputs (pairs of a row of its warp's): element x of the warp's LM x HS, its row.
+uint owned_at(uint e) { return 2 * tile_lane() + e * LANES; }
+
+#endif

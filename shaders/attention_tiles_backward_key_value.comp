@@ -1,0 +1,90 @@
+#version 450
+// Causal self-attention backward on matrix units, the keys' and values' pass (after
+// attention_tiles_backward_query.comp, which writes delta):
+//   dqkv's v part += P^T dY, its k part += scale dS^T Q.
+// Tensors as the queries' pass has them. A workgroup takes BR key rows of one head
+// (shaders/attention_tiles.glsl) and stages their k and v, then walks the queries in blocks of
+// BC from the block that holds its first key to the end:
+//   1. S^T = scale K Q^T and dP^T = V dY^T, each warp its rows, into F and G;
+//   2. a lane a key: P^T = exp(S^T - lse) under the causal mask (queries from the key on),
+//      dS^T = P^T (dP^T - delta), both rounded to FORMAT into shared memory;
+//   3. P^T dY into F and dS^T Q into G, added to the gradients each lane holds.
+// At the end the lanes add their sums to dqkv, the keys' scaled.
+#extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
+#define BRIGADE_FORMATS  // FORMAT is a specialization constant
+#include "attention.h"
+#include "formats.glsl"
+
+layout(binding = 0) readonly buffer Qkv { uvec4 qkv8[]; };  // eight 16-bit elements each
+layout(binding = 1) readonly buffer Lse { float lse[]; };
+layout(binding = 2) readonly buffer Dy4 { vec4 dy4[]; };
+layout(binding = 3) buffer Dqkv { float dqkv[]; };
+layout(binding = 4) readonly buffer Delta { float delta[]; };
+layout(push_constant) uniform Push { AttentionPush p; };
+#include "attention_tiles.glsl"
+
+shared uvec4 Ks[BR * HLD / 8], Vs[BR * HLD / 8], Qs[BC * HLD / 8], Dys[BC * HLD / 8];
+shared uvec4 Ps[BR * PLD / 8], Dss[BR * PLD / 8];
+shared float Fs[BR * FLD], Gs[BR * FLD];
+shared float Ls[BC], Ds[BC];  // the block's queries' lse and delta
+
+void main() {
+  const uint h = gl_WorkGroupID.y, b = gl_WorkGroupID.z, k0 = gl_WorkGroupID.x * BR;
+  const uint warp = tile_warp(), lane = tile_lane(), w0 = warp * LM;
+  const uint row8 = 3 * p.C / 8, stats = (b * p.NH + h) * p.T;
+  float dk[OWNED], dv[OWNED];
+  STAGE_LOOP for (uint e = 0; e < OWNED; ++e) dk[e] = 0.0, dv[e] = 0.0;
+  STAGE_ROWS(Ks, qkv8, row8, qkv_head8(1), k0, BR);
+  STAGE_ROWS(Vs, qkv8, row8, qkv_head8(2), k0, BR);
+
+  for (uint j0 = k0 / BC * BC; j0 < p.T; j0 += BC) {
+    STAGE_ROWS(Qs, qkv8, row8, qkv_head8(0), j0, BC);
+    STAGE_ROUNDED_ROWS(Dys, dy4, p.C / 4, h * HS / 4, j0, BC);
+    [[dont_unroll]] for (uint j = gl_LocalInvocationIndex; j < BC; j += THREADS) {
+      const bool inside = j0 + j < p.T;
+      Ls[j] = inside ? lse[stats + j0 + j] : 0.0, Ds[j] = inside ? delta[stats + j0 + j] : 0.0;
+    }
+    barrier();
+    // 1. S^T = scale K Q^T, dP^T = V dY^T: the queries' and dy's rows are the columns.
+    WARP_PRODUCT(Fs, w0 * FLD, BC, HS, Ks, w0 * HLD, HLD, Qs, 0, HLD, true, p.scale);
+    WARP_PRODUCT(Gs, w0 * FLD, BC, HS, Vs, w0 * HLD, HLD, Dys, 0, HLD, true, 1.0);
+    barrier();
+    // 2. P^T and dS^T, a lane a key: query j0 + j is kept from the key on, up to T - 1.
+    [[dont_unroll]] for (uint i = 0; i < RPL; ++i) {
+      const uint r = lane + i * LANES;
+      if (r >= LM) break;
+      const uint row = w0 + r, key = k0 + row;
+      [[dont_unroll]] for (uint j = 0; j < BC; j += 8) {
+        uvec4 probs, grads;
+        [[unroll]] for (uint c = 0; c < 4; ++c) {
+          const uint j1 = j + 2 * c, at = row * FLD + j1;
+          const bool keep0 = j0 + j1 >= key && j0 + j1 < p.T, keep1 = j0 + j1 + 1 >= key && j0 + j1 + 1 < p.T;
+          const float p0 = keep0 ? exp(Fs[at] - Ls[j1]) : 0.0, p1 = keep1 ? exp(Fs[at + 1] - Ls[j1 + 1]) : 0.0;
+          probs[c] = pair_out(p0, p1, FORMAT);
+          grads[c] = pair_out(p0 * (Gs[at] - Ds[j1]), p1 * (Gs[at + 1] - Ds[j1 + 1]), FORMAT);
+        }
+        Ps[(row * PLD + j) / 8] = probs, Dss[(row * PLD + j) / 8] = grads;
+      }
+    }
+    barrier();
+    // 3. dV += P^T dY, dK += scale dS^T Q: the queries' and dy's rows are theirs.
+    WARP_PRODUCT(Fs, w0 * FLD, HS, BC, Ps, w0 * PLD, PLD, Dys, 0, HLD, false, 1.0);
+    WARP_PRODUCT(Gs, w0 * FLD, HS, BC, Dss, w0 * PLD, PLD, Qs, 0, HLD, false, p.scale);
+    barrier();
+    STAGE_LOOP for (uint e = 0; e < OWNED; e += 2) {
+      const uint x = owned_at(e), at = (w0 + x / HS) * FLD + x % HS;
+      dv[e] += Fs[at], dv[e + 1] += Fs[at + 1];
+      dk[e] += Gs[at], dk[e + 1] += Gs[at + 1];
+    }
+    barrier();
+  }
+
+  STAGE_LOOP for (uint e = 0; e < OWNED; e += 2) {
+    const uint x = owned_at(e), t = k0 + w0 + x / HS;
+    if (t >= p.T) continue;
+    const uint at = (b * p.T + t) * 3 * p.C + p.C + h * HS + x % HS;
+    dqkv[at] += dk[e], dqkv[at + 1] += dk[e + 1];
+    dqkv[at + p.C] += dv[e], dqkv[at + p.C + 1] += dv[e + 1];
+  }
+}

@@ -1,0 +1,98 @@
+#version 450
+// Causal self-attention backward on matrix units, the queries' pass (flash attention's
+// backward; the keys' and values' pass is attention_tiles_backward_key_value.comp, after it):
+//   dqkv's q part += scale dS K, and delta = dy . y for each row, for the other pass.
+// qkv and y in one 16-bit format (FORMAT); lse (B,NH,T), dy (B,T,C), dqkv (B,T,3C) and delta
+// (B,NH,T) in fp32. The products read dy rounded to FORMAT, as the matrix form's read its
+// packed copy; delta reads it as it is (ops/attention.h).
+// A workgroup takes BR query rows of one head (shaders/attention_tiles.glsl): it stages their
+// q and dy, works out their delta, then walks the keys in blocks of BC up to its last row:
+//   1. S = scale Q K^T and dP = dY V^T, each warp its rows, into F and G;
+//   2. a lane a row: P = exp(S - lse) under the causal mask, dS = P (dP - delta), rounded to
+//      FORMAT into shared memory;
+//   3. dS K into F, added to the gradient each lane holds in registers.
+// At the end the lanes add scale times their sums to dqkv.
+#extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
+#define BRIGADE_FORMATS  // FORMAT is a specialization constant
+#include "attention.h"
+#include "formats.glsl"
+
+layout(binding = 0) readonly buffer Qkv { uvec4 qkv8[]; };  // eight 16-bit elements each
+layout(binding = 1) readonly buffer Y { uint yw[]; };
+layout(binding = 2) readonly buffer Lse { float lse[]; };
+layout(binding = 3) readonly buffer Dy4 { vec4 dy4[]; };
+layout(binding = 4) buffer Dqkv { float dqkv[]; };
+layout(binding = 5) writeonly buffer Delta { float delta[]; };
+layout(push_constant) uniform Push { AttentionPush p; };
+#include "attention_tiles.glsl"
+
+shared uvec4 Qs[BR * HLD / 8], Dys[BR * HLD / 8], Ks[BC * HLD / 8], Vs[BC * HLD / 8], Ps[BR * PLD / 8];
+shared float Fs[BR * FLD], Gs[BR * FLD];
+shared float Ls[BR], Ds[BR];  // each row's lse and delta
+
+void main() {
+  const uint h = gl_WorkGroupID.y, b = gl_WorkGroupID.z, q0 = gl_WorkGroupID.x * BR;
+  const uint warp = tile_warp(), lane = tile_lane(), w0 = warp * LM;
+  const uint row8 = 3 * p.C / 8;
+  float dq[OWNED];
+  STAGE_LOOP for (uint e = 0; e < OWNED; ++e) dq[e] = 0.0;
+  STAGE_ROWS(Qs, qkv8, row8, qkv_head8(0), q0, BR);
+  STAGE_ROUNDED_ROWS(Dys, dy4, p.C / 4, h * HS / 4, q0, BR);
+  [[dont_unroll]] for (uint i = 0; i < RPL; ++i) {
+    const uint r = lane + i * LANES, t = q0 + w0 + r;
+    if (r >= LM) break;
+    float d = 0.0, l = 0.0;
+    if (t < p.T) {
+      const uint token = (b * p.T + t) * p.C + h * HS;
+      [[dont_unroll]] for (uint c = 0; c < HS; c += 4)
+        d += dot(dy4[(token + c) / 4], vec4(pair_in(yw[(token + c) / 2], FORMAT), pair_in(yw[(token + c) / 2 + 1], FORMAT)));
+      l = lse[(b * p.NH + h) * p.T + t];
+      delta[(b * p.NH + h) * p.T + t] = d;
+    }
+    Ls[w0 + r] = l, Ds[w0 + r] = d;
+  }
+
+  const uint last = min(p.T - 1, q0 + BR - 1);
+  for (uint j0 = 0; j0 <= last; j0 += BC) {
+    STAGE_ROWS(Ks, qkv8, row8, qkv_head8(1), j0, BC);
+    STAGE_ROWS(Vs, qkv8, row8, qkv_head8(2), j0, BC);
+    barrier();
+    // 1. S = scale Q K^T, dP = dY V^T: the keys' and values' rows are the columns.
+    WARP_PRODUCT(Fs, w0 * FLD, BC, HS, Qs, w0 * HLD, HLD, Ks, 0, HLD, true, p.scale);
+    WARP_PRODUCT(Gs, w0 * FLD, BC, HS, Dys, w0 * HLD, HLD, Vs, 0, HLD, true, 1.0);
+    barrier();
+    // 2. dS, a lane a row.
+    [[dont_unroll]] for (uint i = 0; i < RPL; ++i) {
+      const uint r = lane + i * LANES;
+      if (r >= LM) break;
+      const uint row = w0 + r, t = q0 + row, kept = min(t, p.T - 1) + 1 - min(j0, t + 1);
+      [[dont_unroll]] for (uint j = 0; j < BC; j += 8) {
+        uvec4 eight;
+        [[unroll]] for (uint c = 0; c < 4; ++c) {
+          const uint j1 = j + 2 * c, at = row * FLD + j1;
+          const float d0 = j1 < kept ? exp(Fs[at] - Ls[row]) * (Gs[at] - Ds[row]) : 0.0,
+                      d1 = j1 + 1 < kept ? exp(Fs[at + 1] - Ls[row]) * (Gs[at + 1] - Ds[row]) : 0.0;
+          eight[c] = pair_out(d0, d1, FORMAT);
+        }
+        Ps[(row * PLD + j) / 8] = eight;
+      }
+    }
+    barrier();
+    // 3. dQ += scale dS K: the keys' rows are K's.
+    WARP_PRODUCT(Fs, w0 * FLD, HS, BC, Ps, w0 * PLD, PLD, Ks, 0, HLD, false, p.scale);
+    barrier();
+    STAGE_LOOP for (uint e = 0; e < OWNED; e += 2) {
+      const uint x = owned_at(e), at = (w0 + x / HS) * FLD + x % HS;
+      dq[e] += Fs[at], dq[e + 1] += Fs[at + 1];
+    }
+    barrier();
+  }
+
+  STAGE_LOOP for (uint e = 0; e < OWNED; e += 2) {
+    const uint x = owned_at(e), t = q0 + w0 + x / HS;
+    if (t >= p.T) continue;
+    const uint at = (b * p.T + t) * 3 * p.C + h * HS + x % HS;
+    dqkv[at] += dq[e], dqkv[at + 1] += dq[e + 1];
+  }
+}
