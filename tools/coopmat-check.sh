@@ -69,4 +69,7 @@ inside "$build/brigade" devices | grep -q 'products on matrix units' ||
 inside "$build/tests/test_kernels" -tc='*matrix-unit*,*matrix units*,*16-bit A and B*,*matrix tiles*'
 inside "$build/tests/test_pipeline" -tc='fp16 fashion-mlp pipelined equals one device*,*products read its weights rounded*,*within 2 L u*,*read 16-bit operands*'
 # The GPT cases again with attention fused: flash attention on the matrix units.
+inside env BRIGADE_ATTENTION=fused "$build/brigade" plan --model gpt-mini --precision fp16 |
+  grep 'attention: attention fused: flash attention on matrix units' ||
+  { echo "coopmat-check: plan does not put fp16 attention fused on the matrix units" >&2; exit 1; }
 inside env BRIGADE_ATTENTION=fused "$build/tests/test_pipeline" -tc='fp16 gpt-mini (two blocks)*,*within 2 L u*'

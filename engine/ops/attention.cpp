@@ -7,6 +7,7 @@
 
 #include "ops/attention_tiles.h"
 #include "ops/launch_geometry.h"
+#include "ops/matmul_tiles.h"
 #include "ops/matmul.h"
 // Angle brackets: a quoted name would find ops/attention.h beside this file, not the
 // shader header in shaders/.
@@ -180,6 +181,21 @@ void expect_forward_views(vk::View qkv, vk::View y, vk::View lse, uint64_t rows,
 }
 
 }  // namespace
+
+std::string attention_path(const vk::PhysicalInfo& device, Precision stored) {
+  const Form form = attention_form_for(device);
+  if (form == Form::Direct) return "attention on the row kernels, a query or key row an invocation";
+  if (form == Form::Matrix)
+    return "attention in the matrix form: its products on the matrix kernel, the (T,T) scores in the scratch";
+  if (!is_half(stored)) return "attention fused: flash attention on SIMT cores (the row kernels staged)";
+  const std::optional<MatmulTiling> m = default_matrix_tiling(device, stored);
+  if (!m)
+    return std::string("attention in the matrix form: fused, ") + precision_name(stored) +
+           " attention takes matrix tiles only where the stage's products take the device's matrix units";
+  const AttentionTiling t = attention_tiling(*m);
+  return "attention fused: flash attention on " + t.name() + " for heads of a multiple of " +
+         std::to_string(heads_multiple(t)) + " elements, the matrix form for others";
+}
 
 uint64_t attention_scratch_floats(uint32_t samples, uint32_t T, uint32_t C, uint32_t NH, Precision stored) {
   head_size(C, NH);

@@ -41,6 +41,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include "ops/form.h"
 #include "ops/precision.h"
@@ -55,6 +56,10 @@ namespace brigade::ops {
 // their packed copies and T*C/2 for dy's, plus padding.
 uint64_t attention_scratch_floats(uint32_t samples, uint32_t T, uint32_t C, uint32_t NH,
                                   Precision stored = Precision::Fp32);
+
+// Which kernels attention takes on the device with qkv and y stored in `stored` (16 bits in
+// the GPT blocks of a 16-bit stage where they store them, fp32 otherwise), in words (`plan`).
+std::string attention_path(const vk::PhysicalInfo& device, Precision stored);
 
 // qkv (B,T,3C) -> y (B,T,C), lse (B,NH,T); y and lse are overwritten. `scratch` holds at
 // least attention_scratch_floats(1, T, C, NH) floats; with less than a whole batch's worth

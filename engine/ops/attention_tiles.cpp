@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <initializer_list>
+#include <numeric>
 
 #include "ops/matmul_tiles.h"
 #include "shaders/attention.h"
@@ -36,10 +37,17 @@ uint32_t AttentionTiling::warps_for(uint32_t HS, TilesPass pass, uint32_t max_sh
   return 0;
 }
 
+AttentionTiling attention_tiling(const MatmulTiling& m) {
+  return {m.lm, m.ln, m.lk, m.subgroup, 4, 2 * std::max(m.ln, m.lk)};
+}
+
+uint32_t heads_multiple(const AttentionTiling& t) { return std::lcm(std::lcm(t.ln, t.lk), 8u); }
+
 std::optional<AttentionTiling> attention_tiling(const vk::PhysicalInfo& device, Precision element, uint32_t HS) {
   const std::optional<MatmulTiling> m = default_matrix_tiling(device, element);
-  if (!m || HS % m->lk || HS % m->ln || HS % 8 || (m->lm * HS) % (2 * m->subgroup)) return std::nullopt;
-  const AttentionTiling t{m->lm, m->ln, m->lk, m->subgroup, 4, 2 * std::max(m->ln, m->lk)};
+  if (!m) return std::nullopt;
+  const AttentionTiling t = attention_tiling(*m);
+  if (HS % heads_multiple(t) || (t.lm * HS) % (2 * t.lanes)) return std::nullopt;
   for (TilesPass pass : {TilesPass::Forward, TilesPass::Query, TilesPass::KeyValue})
     if (!t.warps_for(HS, pass, device.max_shared_memory)) return std::nullopt;
   return t;

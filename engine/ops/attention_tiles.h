@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "ops/matmul.h"
 #include "ops/precision.h"
 #include "vk/commands.h"
 #include "vk/physical.h"
@@ -41,7 +42,12 @@ struct AttentionTiling {
 // and n, or a pass's one warp would not fit the device's shared memory.
 std::optional<AttentionTiling> attention_tiling(const vk::PhysicalInfo& device, Precision element, uint32_t HS);
 
-// The same kernel on plain invocations (tests, and `bench`).
+// The tiling on matrix units of shape `m` (an ops::matrix_tiling), up to 4 warps; and the
+// head sizes it takes, multiples of heads_multiple().
+AttentionTiling attention_tiling(const MatmulTiling& m);
+uint32_t heads_multiple(const AttentionTiling& t);
+
+// The same kernel on plain invocations (tests).
 AttentionTiling emulated_attention_tiling(uint32_t lm = 16, uint32_t ln = 16, uint32_t lk = 16, uint32_t lanes = 32,
                                           uint32_t warps = 4);
 

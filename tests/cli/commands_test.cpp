@@ -273,6 +273,16 @@ TEST_CASE("--precision: plan shows each stage's, and bad values are refused in o
   CHECK(automatic.output.find("stage 1: bf16 products on the SIMT kernel in fp32 arithmetic: the device lists no bf16 "
                               "matrix product; auto: bf16 (16 bits with fp32's exponent range") != std::string::npos);
   CHECK(mixed.output.find("stage 1: fp32 products on the SIMT kernel\n") != std::string::npos);
+  // Which kernels attention takes: lavapipe's matrix form by default; fused, the row kernels
+  // staged in fp32, and in 16 bits the matrix form where the products take no matrix units.
+  CHECK(automatic.output.find("stage 1 attention: attention in the matrix form: its products on the matrix kernel") !=
+        std::string::npos);
+  const auto fused = test::command_run("BRIGADE_ATTENTION=fused " + std::string(BRIGADE_EXE) +
+                                       " plan --model gpt-mini --devices 0,0 -b 16 -m 4 --precision bf16,fp32");
+  INFO(fused.output);
+  CHECK(fused.output.find("stage 0 attention: attention in the matrix form: fused, bf16 attention takes matrix tiles "
+                          "only where the stage's products take the device's matrix units\n") != std::string::npos);
+  CHECK(fused.output.find("stage 1 attention: attention fused: flash attention on SIMT cores") != std::string::npos);
   const auto half = test::brigade_run("plan --model gpt-mini --devices 0,0 -b 16 --precision fp32,fp16");
   CHECK(half.output.find("gpt_block..lm_head    fp16") != std::string::npos);
   CHECK(half.output.find("fp16 stages train with dynamic loss scaling") != std::string::npos);

@@ -3,6 +3,7 @@
 #include <map>
 
 #include "auto_plan.h"
+#include "ops/attention.h"
 #include "ops/matmul_tiles.h"
 #include "pipeline/profile.h"
 #include "engine_words.h"
@@ -152,8 +153,10 @@ StageDevice describe(const vk::Device& dev) {
     if (h.device_local) heap = std::max(heap, h.size);
   StageDevice s{info.name, info.driver_name.empty() ? info.name : info.driver_name, info.index, heap, ""};
   s.multiplies = ops::auto_precision(info);
-  for (ops::Precision p : {ops::Precision::Fp32, ops::Precision::Bf16, ops::Precision::Fp16})
+  for (ops::Precision p : {ops::Precision::Fp32, ops::Precision::Bf16, ops::Precision::Fp16}) {
     s.products[size_t(p)] = ops::matrix_path(info, p);
+    s.attention[size_t(p)] = ops::attention_path(info, p);
+  }
   return s;
 }
 
@@ -193,7 +196,8 @@ Devices open_devices(const PipelineFlags& f) {
   if (w.multi()) {  // every stage's device, from the first replica's ranks
     const StageDevice& mine = d.stages.front();
     const nlohmann::json j{{"name", mine.name}, {"driver", mine.driver}, {"index", mine.index}, {"heap", mine.heap},
-                           {"multiplies", ops::precision_name(mine.multiplies)}, {"products", mine.products}};
+                           {"multiplies", ops::precision_name(mine.multiplies)}, {"products", mine.products},
+                           {"attention", mine.attention}};
     const std::vector<std::string> all = w.allgather(j.dump() + "\n" + w.host());
     d.stages.clear();
     for (uint32_t k = 0; k < K; ++k) {
@@ -201,7 +205,7 @@ Devices open_devices(const PipelineFlags& f) {
       const nlohmann::json o = nlohmann::json::parse(s.substr(0, s.find('\n')));
       d.stages.push_back({o.at("name"), o.at("driver"), o.at("index"), o.at("heap"),
                           "rank " + std::to_string(k) + " on " + s.substr(s.find('\n') + 1),
-                          ops::parse_precision(o.at("multiplies")), o.at("products")});
+                          ops::parse_precision(o.at("multiplies")), o.at("products"), o.at("attention")});
     }
   }
   return d;

@@ -75,7 +75,8 @@ struct StageDevice {
   uint64_t heap = 0;   // the largest device-local heap
   std::string rank;    // under mpirun: "rank 1 on host"
   ops::Precision multiplies = ops::Precision::Bf16;  // --precision auto there (ops::auto_precision)
-  std::array<std::string, 3> products;  // ops::matrix_path for each ops::Precision
+  std::array<std::string, 3> products;   // ops::matrix_path for each ops::Precision
+  std::array<std::string, 3> attention;  // ops::attention_path for each
 };
 
 // "bf16,fp32" -> {"bf16", "fp32"}.

@@ -89,6 +89,18 @@ int run_plan(const PlanArgs& a) {
   for (uint32_t k = 0; k < K; ++k)
     std::printf("stage %u: %s%s\n", k, d.stages[k].products[size_t(precision[k])].c_str(),
                 automatic ? (std::string("; auto: ") + kAutoPrecision[size_t(d.stages[k].multiplies)]).c_str() : "");
+  // Which kernels attention takes where GPT blocks are: in 16 bits where the blocks store them.
+  for (uint32_t c = 0; c < C; ++c) {
+    const pipeline::CellLayout& l = p.cells[c];
+    for (uint32_t j = l.first; j < l.last; ++j) {
+      if (m.layers[j]->kind() != "gpt_block") continue;
+      const bool half = j - l.first < l.direct.size() && l.direct[j - l.first];
+      const std::string name = (C > K ? "cell " : "stage ") + std::to_string(c);
+      std::printf("%s attention: %s\n", name.c_str(),
+                  d.stages[c % K].attention[size_t(half ? precision[c % K] : ops::Precision::Fp32)].c_str());
+      break;
+    }
+  }
   // Where 16-bit tensors are: which layers' kernels take them, which run on fp32 copies.
   for (uint32_t c = 0; c < C; ++c) {
     const pipeline::CellLayout& l = p.cells[c];
