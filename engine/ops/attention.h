@@ -24,8 +24,10 @@
 // probability from lse. Form::Fused runs them staged, flash attention on SIMT cores: a
 // workgroup's 64 rows read the other side's rows (keys and values; queries and output
 // gradients) from blocks they copy into shared memory together, with the same sums in the
-// same order, so its results are the unstaged kernels' bits. (BRIGADE_ATTENTION picks a
-// device's form: ops/form.h.)
+// same order, so its results are the unstaged kernels' bits. On 16-bit qkv and y (which the row
+// kernels do not take) Form::Fused is flash attention on matrix tiles (ops/attention_tiles.h)
+// where the stage's type takes the device's matrix units, and the matrix form elsewhere.
+// (BRIGADE_ATTENTION picks a device's form: ops/form.h.)
 //
 // Results are deterministic: every sum runs in a fixed order (the matmul's and one
 // invocation's per softmax row).
