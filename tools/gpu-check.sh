@@ -23,8 +23,9 @@
 #   profile  where a gpt2-small and a gpt-mini step go (`bench profile`): kernels, GPU idle, host
 #   attention a gpt-small and a gpt2-small step (`bench profile`'s step wall time) with
 #            attention in each form (BRIGADE_ATTENTION=matrix, fused: products and softmax
-#            passes, or flash attention: in --precision auto on matrix tiles, in fp32 the
-#            staged row kernels), in turn, 2 rounds of each precision
+#            passes, or flash attention: in 16-bit stages on matrix tiles, in fp32 the staged
+#            row kernels), in turn, 2 rounds in each of ATTENTION_PRECISIONS (default "auto";
+#            the fp32 pair was measured on an H200 before: BENCHMARKS, "The H200 again")
 #   drivers  gpt-mini trained on the GPU alone, then pipelined over the GPU and SwiftShader and
 #            the GPU and lavapipe (--partition profile: each layer timed on each device), the
 #            losses compared step by step, and the plan of the second
@@ -156,7 +157,7 @@ step_ms() {
 
 if want attention; then
   t0=$SECONDS
-  for prec in auto fp32; do
+  for prec in ${ATTENTION_PRECISIONS:-auto}; do
   for m in gpt-small gpt2-small; do
     for r in 1 2; do
       line="attention: $m $prec round $r:"
