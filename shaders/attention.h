@@ -32,6 +32,10 @@ using uint = std::uint32_t;
 #define BRIGADE_ATTENTION_SPEC_VEC4 1
 // attention_softmax_backward: how y is stored (shaders/formats.glsl, its _half build).
 #define BRIGADE_ATTENTION_SPEC_FORMAT_Y 2
+// The softmax kernels with VEC4, in their _half builds: where P (and in the backward dS) go,
+// fp32 over the scores as computed, or packed to this 16-bit format into bindings of their
+// own, for the products that read them packed (the fp32 values are then not written).
+#define BRIGADE_ATTENTION_SPEC_FORMAT_P 12
 
 struct AttentionSoftmaxPush {
   uint B, T, NH, HS;  // B: samples in this chunk

@@ -3,20 +3,32 @@
 //   scores (B,NH,T,T): S_ij -> P_ij = exp(S_ij - m_i) / l_i for j <= i, exactly 0 for j > i
 //   lse (B,NH,T) = m_i + log(l_i), the row's log-sum-exp (what backward keeps instead of P)
 // with m_i the row's maximum over j <= i and l_i = sum_{j<=i} exp(S_ij - m_i). The masked
-// zeros matter: the matmul P V that follows reads whole rows.
+// zeros matter: the matmul P V that follows reads whole rows. With VEC4 and a 16-bit FORMAT_P,
+// P goes packed to a binding of its own instead (attention.h).
 #extension GL_GOOGLE_include_directive : require
 #include "attention.h"
+#include "formats.glsl"
 
 layout(local_size_x = BRIGADE_WG_ATTENTION_ROWS) in;
 
 // VEC4 (T % 4 == 0, scores 16-byte aligned): the row four keys at a time, in three passes
-// (the maximum, the sum, the probabilities) with the keys past i left out of the last quad.
+// (the maximum, the sum, the probabilities) with the keys past i left out of the last quad;
+// P over the scores, or packed (FORMAT_P, attention.h).
 layout(constant_id = BRIGADE_ATTENTION_SPEC_VEC4) const bool VEC4 = false;
 
 layout(binding = 0) buffer Scores { float s[]; };
 layout(binding = 0) buffer Scores4 { vec4 s4[]; };
 layout(binding = 1) writeonly buffer Lse { float lse[]; };
+// P packed (FORMAT_P 16-bit, VEC4 only), laid out as the scores; otherwise bound to anything.
+layout(binding = 2) writeonly buffer Packed { uvec2 pw2[]; };
 layout(push_constant) uniform Push { AttentionSoftmaxPush p; };
+BRIGADE_FORMAT(BRIGADE_ATTENTION_SPEC_FORMAT_P, FORMAT_P);
+
+// Quad q of the row's P as the products read it.
+void store_p(uint q, vec4 v) {
+  if (FORMAT_P == BRIGADE_FORMAT_FP32) s4[q] = v;
+  else pw2[q] = quad_out(v, FORMAT_P);
+}
 
 void main() {
   const uint i = gl_GlobalInvocationID.x, bh = gl_WorkGroupID.y;
@@ -34,8 +46,8 @@ void main() {
       sum += mix(vec4(0.0), exp(s4[at + q] - m), keys_kept(q, i));
     const float l = (sum.x + sum.y) + (sum.z + sum.w), inv = 1.0 / l;
     for (uint q = 0; q <= last; ++q)
-      s4[at + q] = mix(vec4(0.0), exp(s4[at + q] - m) * inv, keys_kept(q, i));
-    for (uint q = last + 1; q < p.T / 4; ++q) s4[at + q] = vec4(0.0);
+      store_p(at + q, mix(vec4(0.0), exp(s4[at + q] - m) * inv, keys_kept(q, i)));
+    for (uint q = last + 1; q < p.T / 4; ++q) store_p(at + q, vec4(0.0));
     lse[(p.first * p.NH + bh) * p.T + i] = m + log(l);
     return;
   }

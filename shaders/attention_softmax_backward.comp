@@ -5,7 +5,8 @@
 //   dS_ij = P_ij (dP_ij - delta_i)        written over dP (dQ and dK read it; their matmuls
 //                                         apply the 1/sqrt(HS) of the scores)
 //   delta_i = sum_j P_ij dP_ij = dy_i . y_i   (the row of y the forward produced)
-// both exactly 0 for j > i: the matmuls that follow read whole rows.
+// both exactly 0 for j > i: the matmuls that follow read whole rows. With VEC4 and a 16-bit
+// FORMAT_P, both go packed to their own bindings instead (attention.h).
 //   scores, dscores (B,NH,T,T); lse (B,NH,T); dy, y (B,T,C)
 #extension GL_GOOGLE_include_directive : require
 #include "attention.h"
@@ -28,9 +29,20 @@ layout(binding = 4) readonly buffer Y { float y[]; };
 layout(binding = 4) readonly buffer Y4 { vec4 y4[]; };
 layout(binding = 4) readonly buffer YW { uint yw[]; };
 layout(binding = 4) readonly buffer YW2 { uvec2 yw2[]; };
+// P and dS packed (FORMAT_P 16-bit, VEC4 only), laid out as the scores; otherwise bound to
+// anything.
+layout(binding = 5) writeonly buffer PackedP { uvec2 pw2[]; };
+layout(binding = 6) writeonly buffer PackedDs { uvec2 dsw2[]; };
 layout(push_constant) uniform Push { AttentionSoftmaxPush p; };
-// How y is stored (shaders/formats.glsl).
+// How y is stored (shaders/formats.glsl), and where P and dS go (attention.h).
 BRIGADE_FORMAT(BRIGADE_ATTENTION_SPEC_FORMAT_Y, FORMAT_Y);
+BRIGADE_FORMAT(BRIGADE_ATTENTION_SPEC_FORMAT_P, FORMAT_P);
+
+// Quad q of the row's P and dS as the products read them.
+void store(uint q, vec4 prob, vec4 grad) {
+  if (FORMAT_P == BRIGADE_FORMAT_FP32) s4[q] = prob, ds4[q] = grad;
+  else pw2[q] = quad_out(prob, FORMAT_P), dsw2[q] = quad_out(grad, FORMAT_P);
+}
 
 float y_at(uint i) {
   if (FORMAT_Y == BRIGADE_FORMAT_FP32) return y[i];
@@ -56,10 +68,9 @@ void main() {
     for (uint q = 0; q <= last; ++q) {
       const bvec4 in_row = keys_kept(q, i);
       const vec4 prob = mix(vec4(0.0), exp(s4[at + q] - lse_i), in_row);
-      s4[at + q] = prob;
-      ds4[at + q] = prob * (ds4[at + q] - delta);
+      store(at + q, prob, prob * (ds4[at + q] - delta));
     }
-    for (uint q = last + 1; q < p.T / 4; ++q) s4[at + q] = vec4(0.0), ds4[at + q] = vec4(0.0);
+    for (uint q = last + 1; q < p.T / 4; ++q) store(at + q, vec4(0.0), vec4(0.0));
     return;
   }
   float delta = 0.0;

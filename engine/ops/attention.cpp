@@ -89,11 +89,17 @@ Heads score_heads(vk::View v, uint32_t T, uint32_t NH, Precision format = Precis
   return {v, 0, T, NH * T * T, T * T, format};
 }
 
+// `h`'s layout in `room`, where its values lie packed as p (a kernel wrote them so).
+Heads packed_heads(const Heads& h, vk::View room, uint64_t elements, Precision p) {
+  return {vk::View(*room.buffer, room.offset, stored_bytes(elements, p)), 0, h.ld, h.stride, h.head_stride, p};
+}
+
 // `h`'s fp32 values packed into `to` as p (rounded), read where they lay: a packed copy of the
 // same layout.
 Heads packed(vk::Commands& cmd, const Heads& h, uint64_t elements, vk::View to, Precision p) {
   const vk::View from(*h.view.buffer, h.view.offset + uint64_t(h.offset) * 4, elements * 4);
-  return {pack_into(cmd, from, uint32_t(elements), p, to), 0, h.ld, h.stride, h.head_stride, p};
+  pack_into(cmd, from, uint32_t(elements), p, to);
+  return packed_heads(h, to, elements, p);
 }
 
 // One product per head, C[z] (+)= alpha op(A[z]) op(B[z]) for z = b*NH + h < n*NH, each
@@ -227,13 +233,20 @@ void attention_forward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View lse
                 v = token_heads(qkv, 3, 2, first, T, C, HS, f.x), yh = token_heads(y, 1, 0, first, T, C, HS, f.y),
                 s = score_heads(sub(scratch, 0, r), T, NH);
     per_head(cmd, q, k, s, T, T, HS, false, true, scale, false, n, NH, Causal::SkipAbove);  // S = scale Q K^T
-    cmd.dispatch(cmd.device().kernel("attention_softmax", vk::Specialization().set(
-                                         BRIGADE_ATTENTION_SPEC_VEC4, quads(T, {s.view}))),
-                 {s.view, lse},
-                 AttentionSoftmaxPush{n, T, NH, HS, first},
-                 {vk::groups_for(T, BRIGADE_WG_ATTENTION_ROWS), n * NH, 1});
+    // With quads, the softmax itself writes P packed where the product reads it.
     const uint64_t elements = uint64_t(n) * NH * T * T;
-    const Heads p = half ? packed(cmd, s, elements, sub(scratch, r, packed_scores(n, T, NH)), f.x) : s;
+    const vk::View room = sub(scratch, r, packed_scores(n, T, NH));
+    const bool vec4 = quads(T, {s.view}), direct = half && vec4;
+    const Precision to = direct ? f.x : Precision::Fp32;
+    const vk::Specialization softmax =
+        vk::Specialization().set(BRIGADE_ATTENTION_SPEC_VEC4, vec4).set(BRIGADE_ATTENTION_SPEC_FORMAT_P, uint32_t(to));
+    const AttentionSoftmaxPush push{n, T, NH, HS, first};
+    const vk::Groups groups{vk::groups_for(T, BRIGADE_WG_ATTENTION_ROWS), n * NH, 1};
+    const vk::Kernel& kernel = cmd.device().kernel(format_kernel("attention_softmax", {to}), softmax);
+    if (direct) cmd.dispatch(kernel, {s.view, lse, room}, push, groups);
+    else cmd.dispatch(kernel, {s.view, lse}, push, groups);
+    const Heads p = direct ? packed_heads(s, room, elements, f.x)
+                    : half ? packed(cmd, s, elements, room, f.x) : s;
     per_head(cmd, p, v, yh, T, HS, T, false, false, 1.0f, false, n, NH, Causal::KToRow);  // Y = P V
   }
 }
@@ -270,16 +283,25 @@ void attention_backward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View ls
                            : dyh;
     per_head(cmd, q, k, s, T, T, HS, false, true, scale, false, n, NH, Causal::SkipAbove);    // S = scale Q K^T
     per_head(cmd, dyp, v, ds, T, T, HS, false, true, 1.0f, false, n, NH, Causal::SkipAbove);  // dP = dY V^T
-    const bool vec4 = HS % 4 == 0 && quads(T, {s.view, ds.view, dy, y});
-    cmd.dispatch(cmd.device().kernel(format_kernel("attention_softmax_backward", {f.y}),
-                                     vk::Specialization().set(BRIGADE_ATTENTION_SPEC_VEC4, vec4)
-                                         .set(BRIGADE_ATTENTION_SPEC_FORMAT_Y, uint32_t(f.y))),
-                 {s.view, ds.view, lse, dy, y},
-                 AttentionSoftmaxPush{n, T, NH, HS, first},
-                 {vk::groups_for(T, BRIGADE_WG_ATTENTION_ROWS), n * NH, 1});
-    // s holds P and ds holds dS now; the gradients are added into dqkv where they lie.
-    const Heads p = half ? packed(cmd, s, elements, sub(scratch, 2 * r, pr), f.x) : s;
-    const Heads dsp = half ? packed(cmd, ds, elements, sub(scratch, 2 * r + pr, pr), f.x) : ds;
+    const bool vec4 = HS % 4 == 0 && quads(T, {s.view, ds.view, dy, y}), direct = half && vec4;
+    const vk::View p_room = sub(scratch, 2 * r, pr), ds_room = sub(scratch, 2 * r + pr, pr);
+    const Precision to = direct ? f.x : Precision::Fp32;
+    const vk::Kernel& kernel = cmd.device().kernel(format_kernel("attention_softmax_backward", {f.y, to}),
+                                             vk::Specialization().set(BRIGADE_ATTENTION_SPEC_VEC4, vec4)
+                                                 .set(BRIGADE_ATTENTION_SPEC_FORMAT_Y, uint32_t(f.y))
+                                                 .set(BRIGADE_ATTENTION_SPEC_FORMAT_P, uint32_t(to)));
+    const AttentionSoftmaxPush push{n, T, NH, HS, first};
+    const vk::Groups groups{vk::groups_for(T, BRIGADE_WG_ATTENTION_ROWS), n * NH, 1};
+    // Its _half build binds P's and dS's packed rooms too (s and ds themselves where unused).
+    if (is_half(f.y) || direct)
+      cmd.dispatch(kernel, {s.view, ds.view, lse, dy, y, direct ? p_room : s.view, direct ? ds_room : ds.view}, push,
+                   groups);
+    else
+      cmd.dispatch(kernel, {s.view, ds.view, lse, dy, y}, push, groups);
+    // P and dS are in s and ds now, or packed where the products read them (with quads, the
+    // softmax's backward wrote them there); the gradients are added into dqkv where they lie.
+    const Heads p = direct ? packed_heads(s, p_room, elements, f.x) : half ? packed(cmd, s, elements, p_room, f.x) : s;
+    const Heads dsp = direct ? packed_heads(ds, ds_room, elements, f.x) : half ? packed(cmd, ds, elements, ds_room, f.x) : ds;
     per_head(cmd, p, dyp, dv, T, HS, T, true, false, 1.0f, true, n, NH, Causal::KFromRow);    // dV += P^T dY
     per_head(cmd, dsp, k, dq, T, HS, T, false, false, scale, true, n, NH, Causal::KToRow);    // dQ += scale dS K
     per_head(cmd, dsp, q, dk, T, HS, T, true, false, scale, true, n, NH, Causal::KFromRow);   // dK += scale dS^T Q

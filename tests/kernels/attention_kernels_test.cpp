@@ -9,6 +9,7 @@
 
 #include "check.h"
 #include "gpu.h"
+#include "half_check.h"
 #include "shaders/attention.h"
 #include "vk/commands.h"
 
@@ -102,6 +103,49 @@ TEST_CASE_FIXTURE(test::Gpu, "attention_softmax_backward turns scores and dP int
     cmd.run();
     test::check_close(test::to_host(bs), test::to_float(want_p), 1e-6, 1e-5, "P " + s.name());
     test::check_close(test::to_host(bds), test::to_float(want_ds), 1e-6, 1e-5, "dS " + s.name());
+  }
+}
+
+// With whole quads of keys a row, the softmax kernels' _half builds write P (and dS) packed
+// to 16 bits for the products that read them so: the bits a pack of their fp32 values gives,
+// and nothing over the scores.
+TEST_CASE_FIXTURE(test::Gpu, "the softmax kernels write P and dS packed, as a pack of their fp32 values") {
+  const Dims s{1, 2, 8, 2, 4};
+  const uint32_t C = s.C();
+  const auto scores = test::random_vector(s.scores(), 81, -3.0f, 3.0f), dp = test::random_vector(s.scores(), 82);
+  const auto lse = test::random_vector(s.stats(), 83, 2.0f, 4.0f);
+  const auto dy = test::random_vector(size_t(s.first + s.B) * s.T * C, 84);
+  const auto y = test::random_vector(size_t(s.first + s.B) * s.T * C, 85);
+  const shaders::AttentionSoftmaxPush push{s.B, s.T, s.NH, s.HS, s.first};
+  const vk::Groups groups{vk::groups_for(s.T, BRIGADE_WG_ATTENTION_ROWS), s.B * s.NH, 1};
+  vk::Device& dev = device();
+  for (ops::Precision p : {ops::Precision::Bf16, ops::Precision::Fp16}) {
+    const std::string what = ops::precision_name(p);
+    const auto spec = [&](ops::Precision to) {
+      return vk::Specialization().set(BRIGADE_ATTENTION_SPEC_VEC4, true).set(BRIGADE_ATTENTION_SPEC_FORMAT_P, uint32_t(to));
+    };
+    vk::Buffer bs = test::to_device(dev, scores, "scores"), hs = test::to_device(dev, scores, "scores, packed run");
+    vk::Buffer bds = test::to_device(dev, dp, "dP"), hds = test::to_device(dev, dp, "dP, packed run");
+    vk::Buffer blse = test::zeros(dev, s.stats(), "lse"), hlse = test::zeros(dev, s.stats(), "lse, packed run");
+    vk::Buffer pp = test::zeros(dev, s.scores() / 2, "P packed"), pds = test::zeros(dev, s.scores() / 2, "dS packed");
+    vk::Buffer bl = test::to_device(dev, lse, "lse in"), bdy = test::to_device(dev, dy, "dy"), by = test::to_device(dev, y, "y");
+    vk::Commands cmd(dev, "softmax, packed");
+    cmd.dispatch(dev.kernel("attention_softmax", spec(ops::Precision::Fp32)), {bs, blse}, push, groups);
+    cmd.dispatch(dev.kernel("attention_softmax_half", spec(p)), {hs, hlse, pp}, push, groups);
+    cmd.run();
+    CHECK_MESSAGE(test::to_host(pp) == test::packed(test::to_host(bs), p), what, ": P");
+    CHECK_MESSAGE(test::to_host(hs) == scores, what, ": the scores left alone");
+    CHECK_MESSAGE(test::to_host(hlse) == test::to_host(blse), what, ": lse");
+    vk::Buffer bs2 = test::to_device(dev, scores, "scores"), hs2 = test::to_device(dev, scores, "scores, packed run");
+    vk::Commands back(dev, "softmax backward, packed");
+    back.dispatch(dev.kernel("attention_softmax_backward", spec(ops::Precision::Fp32)), {bs2, bds, bl, bdy, by}, push,
+                  groups);
+    back.dispatch(dev.kernel("attention_softmax_backward_half", spec(p)), {hs2, hds, bl, bdy, by, pp, pds}, push,
+                  groups);
+    back.run();
+    CHECK_MESSAGE(test::to_host(pp) == test::packed(test::to_host(bs2), p), what, ": P in the backward");
+    CHECK_MESSAGE(test::to_host(pds) == test::packed(test::to_host(bds), p), what, ": dS");
+    CHECK_MESSAGE(test::to_host(hds) == dp, what, ": dP left alone");
   }
 }
 
