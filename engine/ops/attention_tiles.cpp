@@ -84,11 +84,7 @@ void dispatch(vk::Commands& cmd, const AttentionTiling& t, TilesPass pass, std::
   std::string kernel = kernel_of(pass);
   if (!t.emulated) {
     kernel += std::string("_coopmat_") + precision_name(format);
-    const auto element = format == Precision::Bf16 ? vk::MatrixShape::Element::Bf16 : vk::MatrixShape::Element::Fp16;
-    bool listed = false;
-    for (const vk::MatrixShape& s : device.matrix_units.shapes)
-      listed |= s.element == element && s.m == t.lm && s.n == t.ln && s.k == t.lk;
-    BRIGADE_EXPECT(listed && device.matrix_units.usable() && t.lanes == device.subgroup_size && vk::has_shader(kernel),
+    BRIGADE_EXPECT(runs_matrix(device, format, t.lm, t.ln, t.lk, t.lanes) && vk::has_shader(kernel),
                    "attention tiling " + t.name() + " is not a product " + device.name + " lists for " +
                        precision_name(format) + " in subgroups of " + std::to_string(device.subgroup_size));
   }

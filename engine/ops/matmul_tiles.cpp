@@ -27,6 +27,15 @@ std::string coopmat_kernel(Precision element) {
 
 }  // namespace
 
+bool runs_matrix(const vk::PhysicalInfo& device, Precision element, uint32_t m, uint32_t n, uint32_t k,
+                 uint32_t lanes) {
+  const std::optional<Element> e = element_of(element);
+  bool listed = false;
+  for (const vk::MatrixShape& s : device.matrix_units.shapes)
+    listed |= e && s.element == *e && s.m == m && s.n == n && s.k == k;
+  return listed && device.matrix_units.usable() && lanes == device.subgroup_size;
+}
+
 std::optional<MatmulTiling> matrix_tiling(const vk::PhysicalInfo& device, Precision element) {
   const std::optional<Element> e = element_of(element);
   if (!e || !device.matrix_units.lists(*e) || !vk::has_shader(coopmat_kernel(element))) return std::nullopt;
@@ -128,10 +137,7 @@ void matmul_tiles(vk::Commands& cmd, const MatmulTiling& t, const MatmulParams& 
   }
   std::string kernel = "matmul_tiles";
   if (!t.emulated) {
-    bool listed = false;
-    for (const vk::MatrixShape& s : device.matrix_units.shapes)
-      listed |= s.element == element_of(p.a_format) && s.m == t.lm && s.n == t.ln && s.k == t.lk;
-    BRIGADE_EXPECT(listed && device.matrix_units.usable() && t.subgroup == device.subgroup_size,
+    BRIGADE_EXPECT(runs_matrix(device, p.a_format, t.lm, t.ln, t.lk, t.subgroup),
                    "tiling " + t.name() + " is not a product " + device.name + " lists for " +
                        precision_name(p.a_format) + " in subgroups of " + std::to_string(device.subgroup_size));
     kernel = coopmat_kernel(p.a_format);

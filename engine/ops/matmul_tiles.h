@@ -20,6 +20,11 @@ namespace brigade::ops {
 // the cooperative-matrix kernels are not built (tools/install-glslang.sh).
 std::optional<MatmulTiling> matrix_tiling(const vk::PhysicalInfo& device, Precision element);
 
+// Whether the device's matrix units run m x k times k x n products of `element` values in
+// warps of `lanes`: a shape it lists, usable, in subgroups of that size.
+bool runs_matrix(const vk::PhysicalInfo& device, Precision element, uint32_t m, uint32_t n, uint32_t k,
+                 uint32_t lanes);
+
 // What ops::matmul takes by default: matrix_tiling where the device takes its matrix units
 // by default. BRIGADE_MATRIX_UNITS=auto (the default) takes them on every device but CPUs,
 // whose matrix units are an emulation slower than their SIMT kernel (Mesa 26's lavapipe:
