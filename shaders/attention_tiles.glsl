@@ -104,6 +104,11 @@ void tile_zero() {
 
 // Where part `part` (q, k, v: 0, 1, 2) of head h starts in a row of qkv, in uvec4s.
 uint qkv_head8(uint part) { return (part * p.C + gl_WorkGroupID.y * HS) / 8; }
+// STAGE_ROWS from part `part` of the workgroup's head of qkv (every kernel's qkv8).
+#define STAGE_QKV(tile, part, r0, rows) STAGE_ROWS(tile, qkv8, 3 * p.C / 8, qkv_head8(part), r0, rows)
+
+// How many keys of the block from key j0 query t keeps (the causal mask, and T): j0 .. j0 + n - 1.
+uint kept_keys(uint t, uint j0) { return min(t, p.T - 1) + 1 - min(j0, t + 1); }
 
 // A lane's outputs (pairs of a row of its warp's): element x of the warp's LM x HS, its row.
 uint owned_at(uint e) { return 2 * tile_lane() + e * LANES; }

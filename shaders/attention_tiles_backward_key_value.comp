@@ -32,14 +32,14 @@ shared float Ls[BC], Ds[BC];  // the block's queries' lse and delta
 void main() {
   const uint h = gl_WorkGroupID.y, b = gl_WorkGroupID.z, k0 = gl_WorkGroupID.x * BR;
   const uint warp = tile_warp(), lane = tile_lane(), w0 = warp * LM;
-  const uint row8 = 3 * p.C / 8, stats = (b * p.NH + h) * p.T;
+  const uint stats = (b * p.NH + h) * p.T;
   float dk[OWNED], dv[OWNED];
   STAGE_LOOP for (uint e = 0; e < OWNED; ++e) dk[e] = 0.0, dv[e] = 0.0;
-  STAGE_ROWS(Ks, qkv8, row8, qkv_head8(1), k0, BR);
-  STAGE_ROWS(Vs, qkv8, row8, qkv_head8(2), k0, BR);
+  STAGE_QKV(Ks, 1, k0, BR);
+  STAGE_QKV(Vs, 2, k0, BR);
 
   for (uint j0 = k0 / BC * BC; j0 < p.T; j0 += BC) {
-    STAGE_ROWS(Qs, qkv8, row8, qkv_head8(0), j0, BC);
+    STAGE_QKV(Qs, 0, j0, BC);
     STAGE_ROUNDED_ROWS(Dys, dy4, p.C / 4, h * HS / 4, j0, BC);
     [[dont_unroll]] for (uint j = gl_LocalInvocationIndex; j < BC; j += THREADS) {
       const bool inside = j0 + j < p.T;

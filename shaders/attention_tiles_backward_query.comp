@@ -34,10 +34,9 @@ shared float Ls[BR], Ds[BR];  // each row's lse and delta
 void main() {
   const uint h = gl_WorkGroupID.y, b = gl_WorkGroupID.z, q0 = gl_WorkGroupID.x * BR;
   const uint warp = tile_warp(), lane = tile_lane(), w0 = warp * LM;
-  const uint row8 = 3 * p.C / 8;
   float dq[OWNED];
   STAGE_LOOP for (uint e = 0; e < OWNED; ++e) dq[e] = 0.0;
-  STAGE_ROWS(Qs, qkv8, row8, qkv_head8(0), q0, BR);
+  STAGE_QKV(Qs, 0, q0, BR);
   STAGE_ROUNDED_ROWS(Dys, dy4, p.C / 4, h * HS / 4, q0, BR);
   [[dont_unroll]] for (uint i = 0; i < RPL; ++i) {
     const uint r = lane + i * LANES, t = q0 + w0 + r;
@@ -55,8 +54,8 @@ void main() {
 
   const uint last = min(p.T - 1, q0 + BR - 1);
   for (uint j0 = 0; j0 <= last; j0 += BC) {
-    STAGE_ROWS(Ks, qkv8, row8, qkv_head8(1), j0, BC);
-    STAGE_ROWS(Vs, qkv8, row8, qkv_head8(2), j0, BC);
+    STAGE_QKV(Ks, 1, j0, BC);
+    STAGE_QKV(Vs, 2, j0, BC);
     barrier();
     // 1. S = scale Q K^T, dP = dY V^T: the keys' and values' rows are the columns.
     WARP_PRODUCT(Fs, w0 * FLD, BC, HS, Qs, w0 * HLD, HLD, Ks, 0, HLD, true, p.scale);
@@ -66,7 +65,7 @@ void main() {
     [[dont_unroll]] for (uint i = 0; i < RPL; ++i) {
       const uint r = lane + i * LANES;
       if (r >= LM) break;
-      const uint row = w0 + r, t = q0 + row, kept = min(t, p.T - 1) + 1 - min(j0, t + 1);
+      const uint row = w0 + r, t = q0 + row, kept = kept_keys(t, j0);
       [[dont_unroll]] for (uint j = 0; j < BC; j += 8) {
         uvec4 eight;
         [[unroll]] for (uint c = 0; c < 4; ++c) {

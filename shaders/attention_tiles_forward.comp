@@ -37,16 +37,15 @@ shared float Rs[BR];  // each row's rescale factor, then 1 / l
 void main() {
   const uint h = gl_WorkGroupID.y, b = gl_WorkGroupID.z, q0 = gl_WorkGroupID.x * BR;
   const uint warp = tile_warp(), lane = tile_lane(), w0 = warp * LM;  // the warp's first row
-  const uint row8 = 3 * p.C / 8;
   float m[RPL], l[RPL], o[OWNED];
   [[dont_unroll]] for (uint i = 0; i < RPL; ++i) m[i] = -3.402823466e38, l[i] = 0.0;
   STAGE_LOOP for (uint e = 0; e < OWNED; ++e) o[e] = 0.0;
-  STAGE_ROWS(Qs, qkv8, row8, qkv_head8(0), q0, BR);
+  STAGE_QKV(Qs, 0, q0, BR);
 
   const uint last = min(p.T - 1, q0 + BR - 1);  // the workgroup's last query sees keys 0 .. last
   for (uint j0 = 0; j0 <= last; j0 += BC) {
-    STAGE_ROWS(Ks, qkv8, row8, qkv_head8(1), j0, BC);
-    STAGE_ROWS(Vs, qkv8, row8, qkv_head8(2), j0, BC);
+    STAGE_QKV(Ks, 1, j0, BC);
+    STAGE_QKV(Vs, 2, j0, BC);
     barrier();
     // 1. S = scale Q K^T: the keys' rows are K^T's columns.
     WARP_PRODUCT(Fs, w0 * FLD, BC, HS, Qs, w0 * HLD, HLD, Ks, 0, HLD, true, p.scale);
@@ -56,7 +55,7 @@ void main() {
     [[dont_unroll]] for (uint i = 0; i < RPL; ++i) {
       const uint r = lane + i * LANES;
       if (r >= LM) break;
-      const uint row = w0 + r, t = q0 + row, kept = min(t, p.T - 1) + 1 - min(j0, t + 1);  // keys kept
+      const uint row = w0 + r, t = q0 + row, kept = kept_keys(t, j0);
       float top = m[i];
       [[dont_unroll]] for (uint j = 0; j < min(kept, BC); ++j) top = max(top, Fs[row * FLD + j]);
       float sum = 0.0;
