@@ -45,6 +45,7 @@ BRIGADE_FORMAT(BRIGADE_MATMUL_SPEC_FORMAT_B, FORMAT_B);
 BRIGADE_FORMAT(BRIGADE_MATMUL_SPEC_FORMAT_C, FORMAT_C);
 BRIGADE_FORMAT(BRIGADE_MATMUL_SPEC_ROUND_C, ROUND_C);
 BRIGADE_FORMAT(BRIGADE_MATMUL_SPEC_FORMAT_E, FORMAT_E);
+BRIGADE_FORMAT(BRIGADE_MATMUL_SPEC_FORMAT_COPY, FORMAT_COPY);
 
 const uint WG_X = gl_WorkGroupSize.x, WG_Y = gl_WorkGroupSize.y;
 const uint BM = WG_Y * TM, BN = WG_X * TN;  // outputs per workgroup
@@ -166,9 +167,9 @@ void store_block(uint m0, uint n0) {
     return;
   }
   const uint base = matrix_at(p.offset_c, gl_WorkGroupID.z, p.stride_c, p.head_stride_c);
-  if (FORMAT_C != BRIGADE_FORMAT_FP32) {
-    // A 16-bit C without whole quads: a row's outputs two at a time, a word each (the
-    // launcher proved TN, N, the row starts and C's matrices even).
+  if (PAIRS_C) {
+    // A 16-bit C (or C's copy) without whole quads: a row's outputs two at a time, a word each
+    // (the launcher proved TN, N, the row starts and C's matrices even).
     [[dont_unroll]] for (uint i = 0; i < TM * TN; i += 2) {
       const uint m = m0 + i / TN, n = n0 + i % TN;
       if (m >= p.M || n >= p.N) continue;

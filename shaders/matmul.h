@@ -33,6 +33,10 @@ using uint = std::uint32_t;
 #define BRIGADE_MATMUL_SPEC_FORMAT_C 18 // how C is stored; 16 bits only with VEC4_C and no accumulation
 #define BRIGADE_MATMUL_SPEC_ROUND_C 19  // C stored in fp32 holding values rounded to this format
 #define BRIGADE_MATMUL_SPEC_FORMAT_E 20 // how the epilogue's tensor (pre or act) is stored; act as C is
+// A 16-bit copy of an fp32 C as stored, rounded to this format, into binding 5 (laid out as C,
+// two to a word; no GELU epilogue, whose act is there): a gradient packed for the products that
+// read it, by the pass that writes it. Needs C's quads or pairs (VEC4_C, or pairs of a row).
+#define BRIGADE_MATMUL_SPEC_FORMAT_COPY 21
 
 // Specialization constants of matmul_tiles.comp, the matrix-unit kernel, beside matmul.comp's
 // TRANS_A, TRANS_B, BIAS, EPILOGUE and FORMAT_* (the same ids, the same meanings). Its tile

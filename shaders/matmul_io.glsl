@@ -2,7 +2,7 @@
 // constants, where each matrix of an operand starts, A's, B's and the epilogue's elements as
 // stored, and how a product's value becomes C's element (bias, epilogue, accumulation,
 // rounding, 16-bit stores). Included after the kernel's specialization constants TRANS_A,
-// TRANS_B, BIAS, EPILOGUE and FORMAT_A, _B, _C, _E and ROUND_C.
+// TRANS_B, BIAS, EPILOGUE and FORMAT_A, _B, _C, _E, _COPY and ROUND_C.
 #ifndef BRIGADE_SHADERS_MATMUL_IO_GLSL
 #define BRIGADE_SHADERS_MATMUL_IO_GLSL
 
@@ -22,7 +22,8 @@ layout(binding = 3) buffer C { float c[]; };
 layout(binding = 3) buffer C4 { vec4 c4[]; };
 layout(binding = 3) buffer CW { uint cw[]; };
 layout(binding = 3) buffer CW2 { uvec2 cw2[]; };
-// The epilogue's tensors, laid out as C (otherwise bound to anything, never touched).
+// The epilogue's tensors, laid out as C (otherwise bound to anything, never touched); binding
+// 5 is also where C's 16-bit copy goes (FORMAT_COPY, as words).
 layout(binding = 4) readonly buffer Pre { float pre[]; };
 layout(binding = 4) readonly buffer Pre4 { vec4 pre4[]; };
 layout(binding = 4) readonly buffer PreW { uint prew[]; };
@@ -32,6 +33,9 @@ layout(binding = 5) writeonly buffer Act4 { vec4 act4[]; };
 layout(binding = 5) writeonly buffer ActW { uint actw[]; };
 layout(binding = 5) writeonly buffer ActW2 { uvec2 actw2[]; };
 layout(push_constant) uniform Push { MatmulPush p; };
+
+// Whether C's outputs are stored in pairs when not in quads: a 16-bit C, or C's 16-bit copy.
+const bool PAIRS_C = FORMAT_C != BRIGADE_FORMAT_FP32 || FORMAT_COPY != BRIGADE_FORMAT_FP32;
 
 // Where matrix i of an operand starts (shaders/matmul.h): uniform across the workgroup.
 uint matrix_at(uint offset, uint i, uint stride, uint head_stride) {
@@ -87,13 +91,15 @@ void store_one(float v, uint m, uint n, uint at) {
   if (EPILOGUE == BRIGADE_MATMUL_EPILOGUE_GELU) act[at] = gelu(stored);
 }
 
-// A 16-bit C's word: C[m][n] and C[m][n + 1] (n even, `at` C[m][n]'s element) from the values
-// lo and hi.
+// C[m][n] and C[m][n + 1] (n even, `at` C[m][n]'s element) from the values lo and hi: a
+// 16-bit C's word, or an fp32 C's two elements and their copy's word.
 void store_pair(float lo, float hi, uint m, uint n, uint at) {
   lo = output_value(lo, m, n, at), hi = output_value(hi, m, n + 1, at + 1);
-  cw[at >> 1] = pair_out(lo, hi, FORMAT_C);
+  if (FORMAT_C == BRIGADE_FORMAT_FP32) c[at] = lo, c[at + 1] = hi;
+  else cw[at >> 1] = pair_out(lo, hi, FORMAT_C);
   if (EPILOGUE == BRIGADE_MATMUL_EPILOGUE_GELU)  // of C as stored, and stored as C
     actw[at >> 1] = pair_out(gelu(rounded(lo, FORMAT_C)), gelu(rounded(hi, FORMAT_C)), FORMAT_E);
+  if (FORMAT_COPY != BRIGADE_FORMAT_FP32) actw[at >> 1] = pair_out(lo, hi, FORMAT_COPY);
 }
 
 // C[m][n .. n + 3] at element `at` (n % 4 == 0; C, the bias and the epilogue's tensor 16-byte
@@ -114,6 +120,7 @@ void store_quad(vec4 v, vec4 column_bias, uint m, uint at) {
     if (FORMAT_E == BRIGADE_FORMAT_FP32) act4[q] = g;
     else actw2[q] = quad_out(g, FORMAT_E);
   }
+  if (FORMAT_COPY != BRIGADE_FORMAT_FP32) actw2[q] = quad_out(stored, FORMAT_COPY);
 }
 
 #endif

@@ -41,6 +41,7 @@ BRIGADE_FORMAT(BRIGADE_MATMUL_SPEC_FORMAT_B, FORMAT_B);
 BRIGADE_FORMAT(BRIGADE_MATMUL_SPEC_FORMAT_C, FORMAT_C);
 BRIGADE_FORMAT(BRIGADE_MATMUL_SPEC_ROUND_C, ROUND_C);
 BRIGADE_FORMAT(BRIGADE_MATMUL_SPEC_FORMAT_E, FORMAT_E);
+BRIGADE_FORMAT(BRIGADE_MATMUL_SPEC_FORMAT_COPY, FORMAT_COPY);
 
 const uint WG_X = gl_WorkGroupSize.x, WG_Y = gl_WorkGroupSize.y, THREADS = WG_X * WG_Y;
 const uint BM = WG_Y * TM, BN = WG_X * TN;
@@ -129,7 +130,7 @@ void main() {
       const vec4 v = vec4(result[r], result[r + 1], result[r + 2], result[r + 3]);
       if (VEC4_C) {
         store_quad(v, BIAS == BRIGADE_MATMUL_BIAS_COLUMNS ? bias4[n >> 2] : vec4(0.0), m, at);
-      } else if (FORMAT_C != BRIGADE_FORMAT_FP32) {  // N even: a pair wholly inside or past it
+      } else if (PAIRS_C) {  // N even: a pair wholly inside or past it
         [[unroll]] for (uint c = 0; c < 4; c += 2)
           if (n + c < p.N) store_pair(v[c], v[c + 1], m, n + c, at + c);
       } else {

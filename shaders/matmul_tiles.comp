@@ -43,6 +43,7 @@ BRIGADE_FORMAT(BRIGADE_MATMUL_SPEC_FORMAT_B, FORMAT_B);
 BRIGADE_FORMAT(BRIGADE_MATMUL_SPEC_FORMAT_C, FORMAT_C);
 BRIGADE_FORMAT(BRIGADE_MATMUL_SPEC_ROUND_C, ROUND_C);
 BRIGADE_FORMAT(BRIGADE_MATMUL_SPEC_FORMAT_E, FORMAT_E);
+BRIGADE_FORMAT(BRIGADE_MATMUL_SPEC_FORMAT_COPY, FORMAT_COPY);
 
 const uint WM = TILES_M * LM, WN = TILES_N * LN;  // a warp's outputs
 const uint BM = WARPS_M * WM, BN = WARPS_N * WN;  // a workgroup's outputs
@@ -140,7 +141,7 @@ void main() {
   multiply_staged(wm, wn, mb, nb);
 
   const uint base = matrix_at(p.offset_c, gl_WorkGroupID.z, p.stride_c, p.head_stride_c);
-  const bool pairs = FORMAT_C != BRIGADE_FORMAT_FP32;  // a word of two outputs an invocation
+  const bool pairs = PAIRS_C;  // a word of two outputs an invocation
   const uint step = pairs ? 2 : 1, per_warp = LM * LN / step;
   // Unrolled on matrix units: indexed by a variable, the accumulators would have to live in
   // memory an invocation can index (a GPU's local memory) through the whole product.

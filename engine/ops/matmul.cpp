@@ -152,7 +152,7 @@ MatmulTiling matmul_tiling(const vk::PhysicalInfo& device, uint32_t rows, uint32
 }
 
 void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulParams& p,
-            std::optional<vk::View> bias, std::optional<vk::View> epilogue) {
+            std::optional<vk::View> bias, std::optional<vk::View> epilogue, std::optional<vk::View> copy) {
   if (p.M == 0 || p.N == 0 || p.batch == 0 || (p.K == 0 && p.accumulate)) return;
   vk::Device& dev = cmd.device();
   std::optional<MatmulTiling> matrix;
@@ -193,6 +193,10 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
   BRIGADE_EXPECT(p.epilogue == Epilogue::Gelu ? p.e_format == p.c_format
                                               : p.epilogue == Epilogue::GeluGrad || p.e_format == Precision::Fp32,
                  "a GELU epilogue stores its activation as C; only a GELU gradient reads a 16-bit tensor");
+  BRIGADE_EXPECT(is_half(p.copy_format) == bool(copy), "C's copy and its 16-bit format come together");
+  BRIGADE_EXPECT(!copy || (p.c_format == Precision::Fp32 && p.epilogue != Epilogue::Gelu),
+                 "C's 16-bit copy is of an fp32 C, and not beside a GELU epilogue's activation");
+  if (copy) check_operand("C's copy", *copy, p.batch, gc, p.M, p.N, ldc, p.copy_format);
   using Causal = MatmulParams::Causal;
   BRIGADE_EXPECT(p.causal == Causal::None || (p.causal == Causal::SkipAbove ? p.M == p.N : p.M == p.K),
                  "a causal product is square along its diagonal");
@@ -208,14 +212,18 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
   const bool vec4_c = t.tn % 4 == 0 && p.N % 4 == 0 &&
                       vec4_ok(c, gc, ldc, p.batch, false, 0, 0, p.c_format) &&
                       (!bias || p.bias_rows || bias->offset % 16 == 0) &&
-                      (!epilogue || epilogue->offset % 16 == 0);
+                      (!epilogue || epilogue->offset % 16 == 0) && (!copy || copy->offset % 8 == 0);
   // A 16-bit C is stored a whole quad, or an even pair of a row, at a time: two invocations
   // never share a word.
   const bool pairs_c = t.stores_pairs() && p.N % 2 == 0 && ldc % 2 == 0 && gc.offset % 2 == 0 &&
-                       c.offset % 4 == 0 && (p.batch == 1 || (gc.stride % 2 == 0 && gc.head_stride % 2 == 0));
+                       c.offset % 4 == 0 && (!copy || copy->offset % 4 == 0) &&
+                       (p.batch == 1 || (gc.stride % 2 == 0 && gc.head_stride % 2 == 0));
   BRIGADE_EXPECT(!is_half(p.c_format) || ((vec4_c || pairs_c) && !p.accumulate),
                  "a 16-bit C needs even pairs of a row in one invocation (an even block width, even N, "
                  "row starts and matrices) and no accumulation");
+  BRIGADE_EXPECT(!copy || vec4_c || pairs_c,
+                 "C's 16-bit copy needs even pairs of a row in one invocation (an even block width, even N, "
+                 "row starts and matrices)");
   BRIGADE_EXPECT(p.c_round == Precision::Fp32 || !is_half(p.c_format), "C is either rounded in fp32 or stored in 16 bits");
   vk::Specialization spec;
   spec.set(BRIGADE_MATMUL_SPEC_TRANS_A, p.trans_a)
@@ -226,6 +234,7 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
       .set(BRIGADE_MATMUL_SPEC_FORMAT_C, uint32_t(p.c_format))
       .set(BRIGADE_MATMUL_SPEC_ROUND_C, uint32_t(p.c_round))
       .set(BRIGADE_MATMUL_SPEC_FORMAT_E, uint32_t(p.e_format))
+      .set(BRIGADE_MATMUL_SPEC_FORMAT_COPY, uint32_t(p.copy_format))
       .set(BRIGADE_MATMUL_SPEC_VEC4_A, vec4_a)
       .set(BRIGADE_MATMUL_SPEC_VEC4_B, vec4_b)
       .set(BRIGADE_MATMUL_SPEC_BIAS, !bias         ? BRIGADE_MATMUL_BIAS_NONE
@@ -238,7 +247,7 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
   // Unused bindings stand in for what the dispatch already touches the same way, so they add
   // no barrier: A for the read-only ones, C for the written one.
   const bool gelu = p.epilogue == Epilogue::Gelu;
-  const vk::View pre = !gelu && epilogue ? *epilogue : a, act = gelu ? *epilogue : c;
+  const vk::View pre = !gelu && epilogue ? *epilogue : a, act = gelu ? *epilogue : copy ? *copy : c;
   if (t.variant == MatmulTiling::Variant::Matrix) {  // causal products computed whole
     matmul_tiles(cmd, t, p, spec, {a, b, bias.value_or(a), c, pre, act}, push);
     return;
@@ -257,7 +266,7 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
   const vk::Groups groups{vk::groups_for(p.N, t.wg_x * t.tn), vk::groups_for(p.M, t.wg_y * t.tm),
                           p.batch};
   const char* kernel = regs ? "matmul" : "matmul_shared";
-  cmd.dispatch(dev.kernel(format_kernel(kernel, {p.a_format, p.b_format, p.c_format, p.c_round, p.e_format}), spec),
+  cmd.dispatch(dev.kernel(format_kernel(kernel, {p.a_format, p.b_format, p.c_format, p.c_round, p.e_format, p.copy_format}), spec),
                {a, b, bias.value_or(a), c, pre, act}, push, groups);
 }
 

@@ -102,6 +102,11 @@ struct MatmulParams {
   // How the epilogue's tensor is stored: pre (GeluGrad) in any format; act (Gelu) as C is,
   // holding gelu of C as stored.
   Precision e_format = Precision::Fp32;
+  // A 16-bit copy of an fp32 C, written as C is stored (`copy`, laid out as C in this format,
+  // each value rounded to it): a gradient packed for the products that read it by the pass
+  // that computes it, rather than by a pass of its own (ops::pack_into's bits). Fp32: none.
+  // Not with a GELU epilogue; needs what a 16-bit C needs, but for accumulation.
+  Precision copy_format = Precision::Fp32;
   // Unset: the matrix units where A and B are 16-bit values of a type the device multiplies
   // (default_matrix_tiling), otherwise matmul_tiling(the device).
   std::optional<MatmulTiling> tiling;
@@ -119,9 +124,11 @@ bool matmul_stores_half(const vk::PhysicalInfo& device, uint32_t N);
 
 // Records C (+)= alpha * op(A) op(B) (+ bias), then the epilogue. A, B and C are stored as
 // their formats say, the epilogue's tensor (`epilogue`: pre for GeluGrad, activation for
-// Gelu) as e_format says; the bias is fp32; C must not overlap the others.
+// Gelu) as e_format says, C's copy (`copy`) as copy_format says; the bias is fp32; C and its
+// copy must not overlap the others.
 void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulParams& p,
             std::optional<vk::View> bias = std::nullopt,
-            std::optional<vk::View> epilogue = std::nullopt);
+            std::optional<vk::View> epilogue = std::nullopt,
+            std::optional<vk::View> copy = std::nullopt);
 
 }  // namespace brigade::ops

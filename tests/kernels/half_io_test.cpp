@@ -117,6 +117,75 @@ TEST_CASE_FIXTURE(test::Gpu, "matmul refuses a 16-bit C it cannot store a word a
   CHECK_THROWS_WITH_AS(ops::matmul(cmd, a, b, c, both), doctest::Contains("either rounded"), InternalError);
 }
 
+namespace {
+
+// op(A) op(B) on 16-bit A and B into an fp32 C as a gradient's product stores it (`c` holds the
+// epilogue, accumulation or rounding), once alone and once writing C's copy in `p` beside it:
+// C's bits unchanged, and the copy the host's pack of them.
+void check_copy(vk::Device& dev, const MatmulTiling& tiling, MatmulParams q, Precision p, uint32_t seed,
+                const std::string& what) {
+  const uint64_t na = uint64_t(q.M) * q.K * q.batch, nb = uint64_t(q.K) * q.N * q.batch, nc = uint64_t(q.M) * q.N * q.batch;
+  q.stride_a = q.M * q.K, q.stride_b = q.K * q.N, q.stride_c = q.M * q.N;
+  q.a_format = q.b_format = p, q.tiling = tiling, q.alpha = q.accumulate ? 0.5f : 1.0f;
+  auto ha = test::to_device(dev, packed(rounded(test::random_vector(na, seed, -2, 2), p), p), "A");
+  auto hb = test::to_device(dev, packed(rounded(test::random_vector(nb, seed + 1, -2, 2), p), p), "B");
+  auto pre = test::to_device(dev, test::random_vector(nc, seed + 2, -3, 3), "pre");
+  const std::vector<float> c0 = test::random_vector(nc, seed + 3);
+  auto alone = test::to_device(dev, c0, "C alone"), with = test::to_device(dev, c0, "C with its copy");
+  auto copy = test::zeros(dev, (nc + 1) / 2, "C's copy");
+  const std::optional<vk::View> epilogue =
+      q.epilogue == MatmulParams::Epilogue::GeluGrad ? std::optional<vk::View>(pre) : std::nullopt;
+  vk::Commands cmd(dev, "matmul with C's copy");
+  ops::matmul(cmd, ha, hb, alone, q, std::nullopt, epilogue);
+  MatmulParams copying = q;
+  copying.copy_format = p;
+  ops::matmul(cmd, ha, hb, with, copying, std::nullopt, epilogue, vk::View(copy));
+  cmd.run();
+  const std::string name = tiling.name() + " " + ops::precision_name(p) + " " + std::to_string(q.M) + "x" +
+                           std::to_string(q.N) + "x" + std::to_string(q.K) + " " + what;
+  const std::vector<float> want = test::to_host(alone);
+  check_bits(test::to_host(with), want, name + ": C beside its copy");
+  check_bits(test::to_host(copy), packed(want, p), name + ": C's copy");
+}
+
+}  // namespace
+
+TEST_CASE_FIXTURE(test::Gpu, "matmul writes C's 16-bit copy as it stores C: the pack of C's bits, whatever the tiling") {
+  // The GELU gradient's product (dfc), an accumulated batch (attention's dQ, dK, dV) and a C
+  // rounded in fp32, in quads (N % 4 == 0) and pairs (N = 10), on each kind of kernel.
+  using Epilogue = MatmulParams::Epilogue;
+  const MatmulParams gelu_grad{.M = 19, .N = 12, .K = 9, .epilogue = Epilogue::GeluGrad};
+  const MatmulParams sums{.M = 12, .N = 10, .K = 7, .trans_a = true, .accumulate = true, .batch = 3};
+  const MatmulParams round{.M = 9, .N = 16, .K = 20, .trans_b = true, .c_round = Precision::Bf16};
+  uint32_t seed = 1300;
+  for (const MatmulTiling& t : {kSubgroupRegisters, kShared, ops::emulated_matrix_tiling(16, 8, 16, 32)}) {
+    check_copy(device(), t, gelu_grad, Precision::Bf16, seed += 5, "GELU gradient");
+    check_copy(device(), t, sums, Precision::Bf16, seed += 5, "accumulated batch");
+  }
+  check_copy(device(), kRegisters, round, Precision::Bf16, seed += 5, "C rounded");
+  check_copy(device(), kRegisters, gelu_grad, Precision::Fp16, seed += 5, "GELU gradient");
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "matmul refuses a copy of C it cannot write") {
+  vk::Device& dev = device();
+  auto a = test::zeros(dev, 64, "A"), b = test::zeros(dev, 64, "B"), c = test::zeros(dev, 64, "C");
+  auto copy = test::zeros(dev, 32, "copy");
+  vk::Commands cmd(dev, "refusals");
+  const MatmulParams odd{.M = 4, .N = 5, .K = 4, .copy_format = Precision::Bf16, .tiling = kRegisters};
+  CHECK_THROWS_WITH_AS(ops::matmul(cmd, a, b, c, odd, std::nullopt, std::nullopt, vk::View(copy)),
+                       doctest::Contains("C's 16-bit copy needs"), InternalError);
+  const MatmulParams half_c{.M = 4, .N = 8, .K = 4, .c_format = Precision::Bf16, .copy_format = Precision::Bf16,
+                            .tiling = kRegisters};
+  CHECK_THROWS_WITH_AS(ops::matmul(cmd, a, b, c, half_c, std::nullopt, std::nullopt, vk::View(copy)),
+                       doctest::Contains("of an fp32 C"), InternalError);
+  const MatmulParams no_view{.M = 4, .N = 8, .K = 4, .copy_format = Precision::Bf16, .tiling = kRegisters};
+  CHECK_THROWS_WITH_AS(ops::matmul(cmd, a, b, c, no_view), doctest::Contains("come together"), InternalError);
+  const MatmulParams small{.M = 8, .N = 16, .K = 4, .copy_format = Precision::Bf16, .tiling = kRegisters};
+  CHECK_THROWS_WITH_AS(ops::matmul(cmd, a, b, test::zeros(dev, 128, "C"), small, std::nullopt, std::nullopt,
+                                   vk::View(copy)),
+                       doctest::Contains("C's copy"), InternalError);
+}
+
 TEST_CASE_FIXTURE(test::Gpu, "relu_backward reads a 16-bit y as the fp32 kernel reads its unpacked values") {
   for (Precision p : {Precision::Bf16, Precision::Fp16})
     for (uint32_t n : {1u, 7u, 64u, 1001u}) {
