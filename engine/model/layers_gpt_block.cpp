@@ -51,9 +51,10 @@ class Carver {
 };
 
 // The scratch of one pass over N tokens. Lifetimes in backward (see GptBlock::backward):
-// wide_a holds dqkv; wide_b dfc; narrow_a the forward's branch output, then dx1; narrow_b
-// dln_2, then dattn, then dln_1; attention is the attention kernels' own scratch (heads and
-// (T,T) scores). A split backward uses only narrow_b (dattn) and attention.
+// wide_a holds the packed dy and dfc of a 16-bit stage, then dqkv; wide_b dfc, then the packed
+// dx1 and dqkv; narrow_a the forward's branch output, then dx1; narrow_b dln_2, then dattn,
+// then dln_1; attention is the attention kernels' own scratch (heads and (T,T) scores). A split
+// backward uses only narrow_b (dattn), attention and the packed copies' rooms.
 struct Scratch {
   vk::View wide_a, wide_b, narrow_a, narrow_b, attention;
 };
@@ -92,14 +93,20 @@ void write_backward_data(vk::Commands& cmd, Operand dy, vk::View weight, vk::Vie
 }
 
 // The same through the GELU whose output the Linear read: out = (dy weight) * gelu'(pre), in
-// the product's epilogue.
-void write_backward_data_gelu(vk::Commands& cmd, Operand dy, vk::View weight, vk::View pre,
-                              vk::View out, uint32_t rows, uint32_t cols, uint32_t k, ops::Precision pre_format,
-                              ops::Precision w_format) {
+// the product's epilogue. Returns out as the products read it (operand.h): in a stage storing
+// 16 bits (pre_format), its packed copy, which the product writes into `room` beside out.
+Operand write_backward_data_gelu(vk::Commands& cmd, Operand dy, vk::View weight, vk::View pre, vk::View out,
+                                 uint32_t rows, uint32_t cols, uint32_t k, ops::Precision pre_format,
+                                 ops::Precision w_format, vk::View room) {
+  const bool copy = ops::is_half(pre_format);
+  const uint64_t elements = uint64_t(rows) * cols;
+  const vk::View packed(*room.buffer, room.offset, copy ? ops::stored_bytes(elements, pre_format) : room.range);
   ops::matmul(cmd, dy.view, weight, out,
               ops::MatmulParams{.M = rows, .N = cols, .K = k, .epilogue = ops::MatmulParams::Epilogue::GeluGrad,
-                                .a_format = dy.format, .b_format = w_format, .e_format = pre_format},
-              std::nullopt, pre);
+                                .a_format = dy.format, .b_format = w_format, .e_format = pre_format,
+                                .copy_format = copy ? pre_format : ops::Precision::Fp32},
+              std::nullopt, pre, copy ? std::optional<vk::View>(packed) : std::nullopt);
+  return copy ? Operand{packed, pre_format} : Operand{out};
 }
 
 // out (rows x cols) = 0, as a product with an empty inner dimension (nothing is read).
@@ -252,17 +259,21 @@ void GptBlock::backward(const Pass& p, const Tensors& t, vk::View dy,
     else if (k == kDy)
       copy_floats(cmd, grad, d[kDy], uint64_t(N) * C);
   };
-  // The gradients the products read, packed in a 16-bit stage: dy and dfc in wide_a (free until
-  // dqkv), dx1 and dqkv in wide_b once dfc has been read (a split backward keeps dfc and dqkv
-  // in t.deferred, so there both are free throughout).
+  // The gradients the products read, packed in a 16-bit stage: dy and then dfc (written by
+  // its product) side by side in wide_a (free until dqkv), dx1 and dqkv in wide_b once dfc has
+  // been read (a split backward keeps dfc and dqkv in t.deferred, so there both are free
+  // throughout).
   const ops::Precision h = t.y_precision;
+  Carver wide_a(scratch.wide_a);
+  const vk::View dy_room = wide_a.take(operand_floats(uint64_t(N) * C, h)),
+                 dfc_room = wide_a.take(operand_floats(uint64_t(N) * 4 * C, h));
 
   // MLP branch: y = x1 + mlp.c_proj(gelu(mlp.c_fc(ln_2(x1)))).
   const vk::View dfc = kept(kDfc, scratch.wide_b), dln2 = kept(kDln2, scratch.narrow_b);
-  const Operand dy_product = operand(cmd, dy, uint64_t(N) * C, h, scratch.wide_a);
+  const Operand dy_product = operand(cmd, dy, uint64_t(N) * C, h, dy_room);
   param_grad(kDy, dy, dy_product);
-  write_backward_data_gelu(cmd, dy_product, w[kMlpProjW], s[kFc], dfc, N, 4 * C, C, h, t.w_precision);
-  const Operand dfc_product = operand(cmd, dfc, uint64_t(N) * 4 * C, h, scratch.wide_a);
+  const Operand dfc_product =
+      write_backward_data_gelu(cmd, dy_product, w[kMlpProjW], s[kFc], dfc, N, 4 * C, C, h, t.w_precision, dfc_room);
   param_grad(kDfc, dfc, dfc_product);
   write_backward_data(cmd, dfc_product, w[kFcW], dln2, N, C, 4 * C, t.w_precision);
 
