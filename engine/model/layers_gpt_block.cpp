@@ -81,32 +81,33 @@ Scratch carve(vk::View scratch, uint32_t rows, uint32_t T, uint32_t C, uint32_t 
           c.take(attention_floats(rows, T, C, NH, stored))};
 }
 
-// out (rows x cols) = dy (rows x k) weight (k x cols), written rather than accumulated: the
-// first contribution to an internal gradient; with `round`, its values rounded to that
-// precision (fp32 holding them).
-void write_backward_data(vk::Commands& cmd, Operand dy, vk::View weight, vk::View out, uint32_t rows,
-                         uint32_t cols, uint32_t k, ops::Precision w_format,
-                         ops::Precision round = ops::Precision::Fp32) {
-  ops::matmul(cmd, dy.view, weight, out,
-              ops::MatmulParams{.M = rows, .N = cols, .K = k, .a_format = dy.format, .b_format = w_format,
-                                .c_round = round});
+// Where a product also writes its result packed (MatmulParams::copy_format): in a stage storing
+// 16 bits, a room of the scratch for the gradient as the products read it (operand.h).
+struct CopyTo {
+  ops::Precision format = ops::Precision::Fp32;
+  std::optional<vk::View> room;
+};
+CopyTo copy_to(Carver& rooms, uint64_t elements, ops::Precision h) {
+  if (!ops::is_half(h)) return {};
+  return {h, rooms.take(operand_floats(elements, h))};
 }
 
-// The same through the GELU whose output the Linear read: out = (dy weight) * gelu'(pre), in
-// the product's epilogue. Returns out as the products read it (operand.h): in a stage storing
-// 16 bits (pre_format), its packed copy, which the product writes into `room` beside out.
-Operand write_backward_data_gelu(vk::Commands& cmd, Operand dy, vk::View weight, vk::View pre, vk::View out,
-                                 uint32_t rows, uint32_t cols, uint32_t k, ops::Precision pre_format,
-                                 ops::Precision w_format, vk::View room) {
-  const bool copy = ops::is_half(pre_format);
-  const uint64_t elements = uint64_t(rows) * cols;
-  const vk::View packed(*room.buffer, room.offset, copy ? ops::stored_bytes(elements, pre_format) : room.range);
+// out (rows x cols) = dy (rows x k) weight (k x cols), written rather than accumulated: the
+// first contribution to an internal gradient; with `round`, its values rounded to that
+// precision (fp32 holding them); with `pre`, times gelu'(pre) (stored as pre_format) in the
+// epilogue: the backward through the GELU whose output the Linear read, in the same pass.
+// Returns out as the products read it: its packed copy where `copy` has a room.
+Operand write_backward_data(vk::Commands& cmd, Operand dy, vk::View weight, vk::View out, uint32_t rows,
+                            uint32_t cols, uint32_t k, ops::Precision w_format, const CopyTo& copy = {},
+                            ops::Precision round = ops::Precision::Fp32, std::optional<vk::View> pre = std::nullopt,
+                            ops::Precision pre_format = ops::Precision::Fp32) {
+  using Epilogue = ops::MatmulParams::Epilogue;
   ops::matmul(cmd, dy.view, weight, out,
-              ops::MatmulParams{.M = rows, .N = cols, .K = k, .epilogue = ops::MatmulParams::Epilogue::GeluGrad,
-                                .a_format = dy.format, .b_format = w_format, .e_format = pre_format,
-                                .copy_format = copy ? pre_format : ops::Precision::Fp32},
-              std::nullopt, pre, copy ? std::optional<vk::View>(packed) : std::nullopt);
-  return copy ? Operand{packed, pre_format} : Operand{out};
+              ops::MatmulParams{.M = rows, .N = cols, .K = k, .epilogue = pre ? Epilogue::GeluGrad : Epilogue::None,
+                                .a_format = dy.format, .b_format = w_format, .c_round = round,
+                                .e_format = pre_format, .copy_format = copy.room ? copy.format : ops::Precision::Fp32},
+              std::nullopt, pre, copy.room);
+  return copy.room ? Operand{*copy.room, copy.format} : Operand{out};
 }
 
 // out (rows x cols) = 0, as a product with an empty inner dimension (nothing is read).
@@ -264,16 +265,17 @@ void GptBlock::backward(const Pass& p, const Tensors& t, vk::View dy,
   // been read (a split backward keeps dfc and dqkv in t.deferred, so there both are free
   // throughout).
   const ops::Precision h = t.y_precision;
-  Carver wide_a(scratch.wide_a);
-  const vk::View dy_room = wide_a.take(operand_floats(uint64_t(N) * C, h)),
-                 dfc_room = wide_a.take(operand_floats(uint64_t(N) * 4 * C, h));
+  Carver wide_a(scratch.wide_a), wide_b(scratch.wide_b);
+  const vk::View dy_room = wide_a.take(operand_floats(uint64_t(N) * C, h));
+  const CopyTo dfc_copy = copy_to(wide_a, uint64_t(N) * 4 * C, h);
 
   // MLP branch: y = x1 + mlp.c_proj(gelu(mlp.c_fc(ln_2(x1)))).
   const vk::View dfc = kept(kDfc, scratch.wide_b), dln2 = kept(kDln2, scratch.narrow_b);
   const Operand dy_product = operand(cmd, dy, uint64_t(N) * C, h, dy_room);
   param_grad(kDy, dy, dy_product);
   const Operand dfc_product =
-      write_backward_data_gelu(cmd, dy_product, w[kMlpProjW], s[kFc], dfc, N, 4 * C, C, h, t.w_precision, dfc_room);
+      write_backward_data(cmd, dy_product, w[kMlpProjW], dfc, N, 4 * C, C, t.w_precision, dfc_copy, ops::Precision::Fp32,
+                          s[kFc], h);
   param_grad(kDfc, dfc, dfc_product);
   write_backward_data(cmd, dfc_product, w[kFcW], dln2, N, C, 4 * C, t.w_precision);
 
@@ -285,21 +287,25 @@ void GptBlock::backward(const Pass& p, const Tensors& t, vk::View dy,
 
   // Attention branch: x1 = x + attn.c_proj(attention(attn.c_attn(ln_1(x)))). The residual
   // adds dx1 to dx; its other copy lands in narrow_b, which dattn then overwrites (a whole
-  // backward's dln_2 is read by then).
+  // backward's dln_2 is read by then). In wide_b once dfc is read, side by side: the packed
+  // dx1, dattn (its product's copy, which attention's products read) and dqkv (attention's).
   const vk::View dattn = scratch.narrow_b;
   const vk::View dqkv = kept(kDqkv, scratch.wide_a), dln1 = kept(kDln1, scratch.narrow_b);
+  const vk::View dx1_room = wide_b.take(operand_floats(uint64_t(N) * C, h));
+  const CopyTo dattn_copy = copy_to(wide_b, uint64_t(N) * C, h), dqkv_copy = copy_to(wide_b, uint64_t(N) * 3 * C, h);
   if (dx) ops::residual_backward(cmd, dx1, *dx, dattn, N * C);
-  const Operand dx1_product = operand(cmd, dx1, uint64_t(N) * C, h, scratch.wide_b);
+  const Operand dx1_product = operand(cmd, dx1, uint64_t(N) * C, h, dx1_room);
   param_grad(kDx1, dx1, dx1_product);
   // Attention's gradient is rounded to h as it is stored: its products and its softmax's
   // backward then read one value of it (ops/attention.h).
-  write_backward_data(cmd, dx1_product, w[kProjW], dattn, N, C, C, t.w_precision, h);
+  write_backward_data(cmd, dx1_product, w[kProjW], dattn, N, C, C, t.w_precision, dattn_copy, h);
   zero(cmd, dqkv, N, 3 * C);
   ops::attention_backward(cmd, s[kQkv], s[kAttn], s[kLse], dattn, dqkv, scratch.attention, p.rows,
-                          T_, C, NH_, std::nullopt, {h, h});
-  // dqkv (in the scratch buffer for a whole backward) was written last by attention_backward:
-  // vk::Commands records a barrier before the first dispatch that reads it.
-  const Operand dqkv_product = operand(cmd, dqkv, uint64_t(N) * 3 * C, h, scratch.wide_b);
+                          T_, C, NH_, std::nullopt, {h, h}, {dattn_copy.room, dqkv_copy.room});
+  // dqkv (in the scratch buffer for a whole backward) was written last by attention_backward,
+  // and its packed copy with it: vk::Commands records a barrier before the first dispatch that
+  // reads them.
+  const Operand dqkv_product = dqkv_copy.room ? Operand{*dqkv_copy.room, h} : Operand{dqkv};
   write_backward_data(cmd, dqkv_product, w[kAttnW], dln1, N, C, 3 * C, t.w_precision);
   param_grad(kDqkv, dqkv, dqkv_product);
   param_grad(kDln1, dln1, {dln1});

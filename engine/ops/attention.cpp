@@ -105,9 +105,12 @@ Heads packed(vk::Commands& cmd, const Heads& h, uint64_t elements, vk::View to, 
 // One product per head, C[z] (+)= alpha op(A[z]) op(B[z]) for z = b*NH + h < n*NH, each
 // operand read or written where it lies (no copies between layouts).
 // `causal`: what of the causal mask the product may leave out (ops/matmul.h).
+// `copy`: C's copy as well, packed as copy_format in a view laid out as c.view (the same
+// offsets in elements; MatmulParams::copy_format).
 void per_head(vk::Commands& cmd, const Heads& a, const Heads& b, const Heads& c, uint32_t M,
               uint32_t N, uint32_t K, bool trans_a, bool trans_b, float alpha, bool accumulate,
-              uint32_t n, uint32_t NH, MatmulParams::Causal causal) {
+              uint32_t n, uint32_t NH, MatmulParams::Causal causal, std::optional<vk::View> copy = {},
+              Precision copy_format = Precision::Fp32) {
   MatmulParams p{.M = M, .N = N, .K = K, .trans_a = trans_a, .trans_b = trans_b,
                  .accumulate = accumulate, .alpha = alpha, .batch = n * NH, .causal = causal};
   p.lda = a.ld, p.ldb = b.ld, p.ldc = c.ld;
@@ -116,7 +119,8 @@ void per_head(vk::Commands& cmd, const Heads& a, const Heads& b, const Heads& c,
   p.heads = NH, p.head_stride_a = a.head_stride, p.head_stride_b = b.head_stride,
   p.head_stride_c = c.head_stride;
   p.a_format = a.format, p.b_format = b.format, p.c_format = c.format;
-  ops::matmul(cmd, a.view, b.view, c.view, p);
+  if (copy) p.copy_format = copy_format;
+  ops::matmul(cmd, a.view, b.view, c.view, p, std::nullopt, std::nullopt, copy);
 }
 
 // The row kernels (Form::Direct, and staged Form::Fused): straight from the token layouts, no
@@ -253,21 +257,32 @@ void attention_forward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View lse
 
 void attention_backward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View lse, vk::View dy,
                         vk::View dqkv, vk::View scratch, uint32_t B, uint32_t T, uint32_t C,
-                        uint32_t NH, std::optional<Form> form, Formats f) {
+                        uint32_t NH, std::optional<Form> form, Formats f, PackedGradients copies) {
   const uint32_t HS = head_size(C, NH);
   const uint64_t rows = uint64_t(B) * T;
   expect_forward_views(qkv, y, lse, rows, C, NH, f);
   BRIGADE_EXPECT_FLOATS(dy, rows * C, "attention dy");
   BRIGADE_EXPECT_FLOATS(dqkv, rows * 3 * C, "attention dqkv");
+  BRIGADE_EXPECT(is_half(f.x) || (!copies.dy && !copies.dqkv), "attention's packed gradients are of 16-bit qkv");
+  if (copies.dy) BRIGADE_EXPECT_BYTES(*copies.dy, stored_bytes(rows * C, f.x), "attention's packed dy");
+  if (copies.dqkv) BRIGADE_EXPECT_BYTES(*copies.dqkv, stored_bytes(rows * 3 * C, f.x), "attention's packed dqkv");
   if (B == 0 || T == 0) return;
   const bool half = packs(f);
   const Form chosen = form.value_or(attention_form_for(cmd.device().info()));
+  // The forms whose kernels write no copy of dqkv: packed after them.
+  const auto pack_dqkv = [&] {
+    if (copies.dqkv) pack_into(cmd, dqkv, uint32_t(rows * 3 * C), f.x, *copies.dqkv);
+  };
   if (chosen == Form::Fused && half)
     if (const auto t = attention_tiling(cmd.device().info(), f.x, HS);
-        t && qkv.offset % 16 == 0 && dy.offset % 16 == 0 && scratch.range / 4 >= rows * NH)
-      return attention_tiles_backward(cmd, *t, qkv, y, lse, dy, dqkv, sub(scratch, 0, rows * NH), B, T, C, NH, f.x);
-  if (chosen == Form::Direct || (chosen == Form::Fused && !half))
-    return rows::backward(cmd, chosen == Form::Fused, qkv, y, lse, dy, dqkv, scratch, B, T, C, NH, HS, f);
+        t && qkv.offset % 16 == 0 && dy.offset % 16 == 0 && scratch.range / 4 >= rows * NH) {
+      attention_tiles_backward(cmd, *t, qkv, y, lse, dy, dqkv, sub(scratch, 0, rows * NH), B, T, C, NH, f.x);
+      return pack_dqkv();
+    }
+  if (chosen == Form::Direct || (chosen == Form::Fused && !half)) {
+    rows::backward(cmd, chosen == Form::Fused, qkv, y, lse, dy, dqkv, scratch, B, T, C, NH, HS, f);
+    return pack_dqkv();
+  }
   const float scale = 1.0f / std::sqrt(float(HS));
   const uint32_t most = chunk_samples(scratch, B, T, C, NH, true, half);
   for (uint32_t first = 0; first < B; first += most) {
@@ -277,10 +292,11 @@ void attention_backward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View ls
     const Heads q = part(qkv, 0, f.x), k = part(qkv, 1, f.x), v = part(qkv, 2, f.x), dq = part(dqkv, 0, Precision::Fp32),
                 dk = part(dqkv, 1, Precision::Fp32), dv = part(dqkv, 2, Precision::Fp32), dyh = token_heads(dy, 1, 0, first, T, C, HS),
                 s = score_heads(sub(scratch, 0, r), T, NH), ds = score_heads(sub(scratch, r, r), T, NH);
-    // The packed copies (16-bit products): dy's chunk, then P and dS once the softmax's
-    // backward has made them.
-    const Heads dyp = half ? packed(cmd, dyh, uint64_t(n) * T * C, sub(scratch, 2 * r + 2 * pr, packed_rows(n, T, C)), f.x)
-                           : dyh;
+    // The packed copies (16-bit products): dy's chunk (the caller's, or packed here), then P
+    // and dS once the softmax's backward has made them.
+    const Heads dyp = !half       ? dyh
+                      : copies.dy ? token_heads(*copies.dy, 1, 0, first, T, C, HS, f.x)
+                                  : packed(cmd, dyh, uint64_t(n) * T * C, sub(scratch, 2 * r + 2 * pr, packed_rows(n, T, C)), f.x);
     per_head(cmd, q, k, s, T, T, HS, false, true, scale, false, n, NH, Causal::SkipAbove);    // S = scale Q K^T
     per_head(cmd, dyp, v, ds, T, T, HS, false, true, 1.0f, false, n, NH, Causal::SkipAbove);  // dP = dY V^T
     const bool vec4 = HS % 4 == 0 && quads(T, {s.view, ds.view, dy, y}), direct = half && vec4;
@@ -302,9 +318,9 @@ void attention_backward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View ls
     // softmax's backward wrote them there); the gradients are added into dqkv where they lie.
     const Heads p = direct ? packed_heads(s, p_room, elements, f.x) : half ? packed(cmd, s, elements, p_room, f.x) : s;
     const Heads dsp = direct ? packed_heads(ds, ds_room, elements, f.x) : half ? packed(cmd, ds, elements, ds_room, f.x) : ds;
-    per_head(cmd, p, dyp, dv, T, HS, T, true, false, 1.0f, true, n, NH, Causal::KFromRow);    // dV += P^T dY
-    per_head(cmd, dsp, k, dq, T, HS, T, false, false, scale, true, n, NH, Causal::KToRow);    // dQ += scale dS K
-    per_head(cmd, dsp, q, dk, T, HS, T, true, false, scale, true, n, NH, Causal::KFromRow);   // dK += scale dS^T Q
+    per_head(cmd, p, dyp, dv, T, HS, T, true, false, 1.0f, true, n, NH, Causal::KFromRow, copies.dqkv, f.x);   // dV += P^T dY
+    per_head(cmd, dsp, k, dq, T, HS, T, false, false, scale, true, n, NH, Causal::KToRow, copies.dqkv, f.x);   // dQ += scale dS K
+    per_head(cmd, dsp, q, dk, T, HS, T, true, false, scale, true, n, NH, Causal::KFromRow, copies.dqkv, f.x);  // dK += scale dS^T Q
   }
 }
 

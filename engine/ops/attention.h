@@ -70,11 +70,20 @@ void attention_forward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View lse
                        vk::View scratch, uint32_t B, uint32_t T, uint32_t C, uint32_t NH,
                        std::optional<Form> form = {}, Formats f = {});
 
+// Packed copies around a 16-bit backward (f.x, rounded, laid out as their tensors), so that
+// no pass of its own packs them: dy's, written by the caller's product that computed dy (the
+// matrix form's products read it instead of packing dy themselves), and dqkv's as the backward
+// leaves dqkv, for the caller's products (written by the matrix form's products as they store
+// dqkv, packed at the end by the other forms).
+struct PackedGradients {
+  std::optional<vk::View> dy, dqkv;
+};
+
 // Walks the forward in reverse: dqkv (B,T,3C) += the gradient of the loss with respect to
 // qkv, given the forward's qkv (B,T,3C), y (B,T,C), lse (B,NH,T) and the output gradient
 // dy (B,T,C). `scratch` as for attention_forward.
 void attention_backward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View lse, vk::View dy,
                         vk::View dqkv, vk::View scratch, uint32_t B, uint32_t T, uint32_t C,
-                        uint32_t NH, std::optional<Form> form = {}, Formats f = {});
+                        uint32_t NH, std::optional<Form> form = {}, Formats f = {}, PackedGradients copies = {});
 
 }  // namespace brigade::ops

@@ -139,6 +139,46 @@ TEST_CASE_FIXTURE(test::Gpu, "attention's fused form on 16-bit qkv takes matrix 
   }
 }
 
+TEST_CASE_FIXTURE(test::Gpu, "attention's 16-bit backward reads dy packed by its caller and leaves dqkv packed beside it, in either form") {
+  // The copies a GPT block's products write and read (ops::PackedGradients): the same dqkv as
+  // without them, and dqkv's copy the host's pack of it, whichever kernels the form takes (on
+  // matrix tiles the copy is packed after them). dy's copy is the host's pack, whose bits the
+  // attention's own pack gives.
+  const Shape s{2, 24, 32, 2};
+  const Precision p = Precision::Bf16;
+  vk::Device& dev = device();
+  const std::vector<float> qkv = test::rounded(test::random_vector(s.rows() * 3 * s.C, 720, -2, 2), p);
+  const std::vector<float> dy = test::random_vector(s.rows() * s.C, 721);
+  auto hq = test::to_device(dev, test::packed(qkv, p), "qkv, 16 bits"), bdy = test::to_device(dev, dy, "dy");
+  auto dy_packed = test::to_device(dev, test::packed(dy, p), "dy, packed by its caller");
+  const uint64_t nq = s.rows() * 3 * s.C;
+  auto y = test::zeros(dev, (s.rows() * s.C + 1) / 2, "y"), lse = test::zeros(dev, s.rows() * s.NH, "lse");
+  auto scratch = test::zeros(dev, ops::attention_scratch_floats(s.B, s.T, s.C, s.NH, p), "scratch", vk::Category::Scratch);
+  for (ops::Form form : {ops::Form::Matrix, ops::Form::Fused}) {
+    const std::string what = form == ops::Form::Matrix ? "matrix form" : "fused form";
+    auto alone = test::zeros(dev, nq, "dqkv alone"), with = test::zeros(dev, nq, "dqkv beside its copy");
+    auto copy = test::zeros(dev, (nq + 1) / 2, "dqkv's copy");
+    vk::Commands cmd(dev, "attention with packed gradients");
+    ops::attention_forward(cmd, hq, y, lse, scratch, s.B, s.T, s.C, s.NH, form, {p, p});
+    const uint32_t before = cmd.dispatches();
+    ops::attention_backward(cmd, hq, y, lse, bdy, alone, scratch, s.B, s.T, s.C, s.NH, form, {p, p});
+    const uint32_t between = cmd.dispatches();
+    ops::attention_backward(cmd, hq, y, lse, bdy, with, scratch, s.B, s.T, s.C, s.NH, form, {p, p},
+                            {vk::View(dy_packed), vk::View(copy)});
+    // The matrix form's products read the caller's dy and write dqkv's copy: no pack of either.
+    if (form == ops::Form::Matrix) CHECK(cmd.dispatches() - between == between - before - 1);
+    cmd.run();
+    const std::vector<float> want = test::to_host(alone);
+    test::check_bits(test::to_host(with), want, what + ": dqkv");
+    test::check_bits(test::to_host(copy), test::packed(want, p), what + ": dqkv's copy");
+  }
+  vk::Commands cmd(dev, "refusal");
+  auto small = test::zeros(dev, 16, "small");
+  CHECK_THROWS_WITH_AS(ops::attention_backward(cmd, hq, y, lse, bdy, test::zeros(dev, nq, "dqkv"), scratch, s.B, s.T, s.C,
+                                               s.NH, ops::Form::Matrix, {p, p}, {std::nullopt, vk::View(small)}),
+                       doctest::Contains("attention's packed dqkv"), InternalError);
+}
+
 TEST_CASE_FIXTURE(test::Gpu, "attention on matrix tiles refuses heads its tiles do not divide") {
   auto t = test::zeros(device(), 4096, "t");
   vk::Commands cmd(device(), "refusal");
