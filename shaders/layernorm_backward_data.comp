@@ -24,6 +24,9 @@ layout(binding = 3) readonly buffer Mean { float mean_in[]; };
 layout(binding = 4) readonly buffer Rstd { float rstd_in[]; };
 layout(binding = 5) buffer DX { float dx[]; };
 layout(binding = 5) buffer DX4 { vec4 dx4[]; };
+// dx's 16-bit copy as this pass leaves dx (FORMAT_COPY, two to a word), for the products that
+// read the gradient: only with VEC4.
+layout(binding = 6) writeonly buffer Copy2 { uvec2 copy2[]; };
 layout(push_constant) uniform Push { LayerNormPush p; };
 
 // KEEP = ceil(L / width) (specialization constant 2): the elements of a row each lane takes,
@@ -34,11 +37,18 @@ layout(constant_id = 2) const uint KEEP = 1;
 // tensor's precision): 16 bits only with VEC4 (shaders/formats.glsl).
 BRIGADE_FORMAT(3, FORMAT_X);
 BRIGADE_FORMAT(4, ROUND_DX);
+BRIGADE_FORMAT(5, FORMAT_COPY);
 
 float x_at(uint i) { return x[i]; }
 vec4 x_quad(uint q) {
   if (FORMAT_X == BRIGADE_FORMAT_FP32) return x4[q];
   return quad_in(xw2[q], FORMAT_X);
+}
+
+// dx's element or quad i as stored, into the copy.
+void copy_out(uint i, float v) {}
+void copy_out(uint q, vec4 v) {
+  if (FORMAT_COPY != BRIGADE_FORMAT_FP32) copy2[q] = quad_out(v, FORMAT_COPY);
 }
 
 // The rows of this workgroup, each of L elements of type T (float, or vec4 with L = C / 4),
@@ -65,7 +75,11 @@ vec4 x_quad(uint q) {
       for (uint j = 0; j < KEEP; ++j) {                                     \
         const uint c = lane + j * width;                                    \
         const T xhat = (xs[j] - mean) * rstd;                               \
-        if (c < L) DX[base + c] = rounded(DX[base + c] + rstd * (g[j] - mean_g - xhat * mean_gxhat), ROUND_DX); \
+        if (c < L) {                                                        \
+          const T v = rounded(DX[base + c] + rstd * (g[j] - mean_g - xhat * mean_gxhat), ROUND_DX); \
+          DX[base + c] = v;                                                 \
+          copy_out(base + c, v);                                            \
+        }                                                                   \
       }                                                                     \
     }                                                                       \
   }

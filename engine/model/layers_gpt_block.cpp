@@ -91,6 +91,8 @@ CopyTo copy_to(Carver& rooms, uint64_t elements, ops::Precision h) {
   if (!ops::is_half(h)) return {};
   return {h, rooms.take(operand_floats(elements, h))};
 }
+// `grad` as the products read it once its copy is written: the copy, where there is one.
+Operand read_as(const CopyTo& copy, vk::View grad) { return copy.room ? Operand{*copy.room, copy.format} : Operand{grad}; }
 
 // out (rows x cols) = dy (rows x k) weight (k x cols), written rather than accumulated: the
 // first contribution to an internal gradient; with `round`, its values rounded to that
@@ -107,7 +109,7 @@ Operand write_backward_data(vk::Commands& cmd, Operand dy, vk::View weight, vk::
                                 .a_format = dy.format, .b_format = w_format, .c_round = round,
                                 .e_format = pre_format, .copy_format = copy.room ? copy.format : ops::Precision::Fp32},
               std::nullopt, pre, copy.room);
-  return copy.room ? Operand{*copy.room, copy.format} : Operand{out};
+  return read_as(copy, out);
 }
 
 // out (rows x cols) = 0, as a product with an empty inner dimension (nothing is read).
@@ -260,10 +262,10 @@ void GptBlock::backward(const Pass& p, const Tensors& t, vk::View dy,
     else if (k == kDy)
       copy_floats(cmd, grad, d[kDy], uint64_t(N) * C);
   };
-  // The gradients the products read, packed in a 16-bit stage: dy and then dfc (written by
-  // its product) side by side in wide_a (free until dqkv), dx1 and dqkv in wide_b once dfc has
-  // been read (a split backward keeps dfc and dqkv in t.deferred, so there both are free
-  // throughout).
+  // The gradients the products read, packed in a 16-bit stage: dy (packed here) and dfc side
+  // by side in wide_a (free until dqkv), dx1, dattn and dqkv in wide_b once dfc has been read
+  // (a split backward keeps dfc and dqkv in t.deferred, so there both are free throughout).
+  // Each but dy is packed by the kernel that writes it last, as it writes it.
   const ops::Precision h = t.y_precision;
   Carver wide_a(scratch.wide_a), wide_b(scratch.wide_b);
   const vk::View dy_room = wide_a.take(operand_floats(uint64_t(N) * C, h));
@@ -281,20 +283,20 @@ void GptBlock::backward(const Pass& p, const Tensors& t, vk::View dy,
 
   // dx1 = dy (the residual) + the gradient through ln_2.
   const vk::View dx1 = kept(kDx1, scratch.narrow_a);
+  const CopyTo dx1_copy = copy_to(wide_b, uint64_t(N) * C, h), dattn_copy = copy_to(wide_b, uint64_t(N) * C, h),
+               dqkv_copy = copy_to(wide_b, uint64_t(N) * 3 * C, h);
   copy_floats(cmd, dy, dx1, uint64_t(N) * C);
-  ops::layernorm_backward_data(cmd, dln2, s[kX1], w[kLn2W], s[kLn2Mean], s[kLn2Rstd], dx1, N, C, t.y_precision);
+  ops::layernorm_backward_data(cmd, dln2, s[kX1], w[kLn2W], s[kLn2Mean], s[kLn2Rstd], dx1, N, C, t.y_precision,
+                               ops::Precision::Fp32, dx1_copy.room, dx1_copy.format);
   param_grad(kDln2, dln2, {dln2});
 
   // Attention branch: x1 = x + attn.c_proj(attention(attn.c_attn(ln_1(x)))). The residual
   // adds dx1 to dx; its other copy lands in narrow_b, which dattn then overwrites (a whole
-  // backward's dln_2 is read by then). In wide_b once dfc is read, side by side: the packed
-  // dx1, dattn (its product's copy, which attention's products read) and dqkv (attention's).
+  // backward's dln_2 is read by then).
   const vk::View dattn = scratch.narrow_b;
   const vk::View dqkv = kept(kDqkv, scratch.wide_a), dln1 = kept(kDln1, scratch.narrow_b);
-  const vk::View dx1_room = wide_b.take(operand_floats(uint64_t(N) * C, h));
-  const CopyTo dattn_copy = copy_to(wide_b, uint64_t(N) * C, h), dqkv_copy = copy_to(wide_b, uint64_t(N) * 3 * C, h);
   if (dx) ops::residual_backward(cmd, dx1, *dx, dattn, N * C);
-  const Operand dx1_product = operand(cmd, dx1, uint64_t(N) * C, h, dx1_room);
+  const Operand dx1_product = read_as(dx1_copy, dx1);
   param_grad(kDx1, dx1, dx1_product);
   // Attention's gradient is rounded to h as it is stored: its products and its softmax's
   // backward then read one value of it (ops/attention.h).
@@ -305,7 +307,7 @@ void GptBlock::backward(const Pass& p, const Tensors& t, vk::View dy,
   // dqkv (in the scratch buffer for a whole backward) was written last by attention_backward,
   // and its packed copy with it: vk::Commands records a barrier before the first dispatch that
   // reads them.
-  const Operand dqkv_product = dqkv_copy.room ? Operand{*dqkv_copy.room, h} : Operand{dqkv};
+  const Operand dqkv_product = read_as(dqkv_copy, dqkv);
   write_backward_data(cmd, dqkv_product, w[kAttnW], dln1, N, C, 3 * C, t.w_precision);
   param_grad(kDqkv, dqkv, dqkv_product);
   param_grad(kDln1, dln1, {dln1});

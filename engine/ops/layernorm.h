@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "ops/precision.h"
 #include "vk/commands.h"
@@ -19,10 +20,13 @@ void layernorm_forward(vk::Commands& cmd, vk::View x, vk::View weight, vk::View 
                        vk::View y, vk::View mean, vk::View rstd, uint32_t N, uint32_t C,
                        float eps = 1e-5f, Formats f = {});
 // dx += dL/dx.  dy, x, dx: (N, C)  weight: (C)  mean, rstd: (N) from the forward
+// With `copy`, dx as this pass leaves it is also packed there in copy_format (rounded; needs
+// C % 4 == 0 and 16-byte aligned views): a gradient packed for the products that read it.
 void layernorm_backward_data(vk::Commands& cmd, vk::View dy, vk::View x, vk::View weight,
                              vk::View mean, vk::View rstd, vk::View dx, uint32_t N,
                              uint32_t C, Precision x_format = Precision::Fp32,
-                             Precision dx_round = Precision::Fp32);
+                             Precision dx_round = Precision::Fp32, std::optional<vk::View> copy = std::nullopt,
+                             Precision copy_format = Precision::Fp32);
 // dweight += sum_N dy * xhat,  dbias += sum_N dy, `lanes` invocations down each channel
 // (shaders/column_sums.h; 0: the device's choice).
 // dy, x: (N, C)  mean, rstd: (N) from the forward  dweight, dbias: (C)

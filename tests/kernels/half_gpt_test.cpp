@@ -59,6 +59,7 @@ TEST_CASE_FIXTURE(test::Gpu, "layernorm reads and writes 16 bits as the fp32 ker
       auto hmean = test::zeros(dev, N, "mean from 16 bits"), hrstd = test::zeros(dev, N, "rstd from 16 bits");
       auto dx = test::to_device(dev, dx0, "dx"), rdx = test::to_device(dev, dx0, "dx, rounded");
       auto wdx = test::to_device(dev, dx0, "dx from 16 bits, fp32");
+      auto cdx = test::to_device(dev, dx0, "dx beside its copy"), copy = test::zeros(dev, (n + 1) / 2, "dx's copy");
       auto dw = test::zeros(dev, C, "dweight"), db = test::zeros(dev, C, "dbias");
       auto hdw = test::zeros(dev, C, "dweight from 16 bits"), hdb = test::zeros(dev, C, "dbias from 16 bits");
       vk::Commands cmd(dev, "layernorm 16 bits");
@@ -67,6 +68,7 @@ TEST_CASE_FIXTURE(test::Gpu, "layernorm reads and writes 16 bits as the fp32 ker
       ops::layernorm_backward_data(cmd, bdy, bx, bw, mean, rstd, dx, N, C);
       ops::layernorm_backward_data(cmd, bdy, hx, bw, mean, rstd, rdx, N, C, p, p);
       ops::layernorm_backward_data(cmd, bdy, hx, bw, mean, rstd, wdx, N, C, p);
+      ops::layernorm_backward_data(cmd, bdy, hx, bw, mean, rstd, cdx, N, C, p, Precision::Fp32, vk::View(copy), p);
       ops::layernorm_backward_weight(cmd, bdy, bx, mean, rstd, dw, db, N, C);
       ops::layernorm_backward_weight(cmd, bdy, hx, mean, rstd, hdw, hdb, N, C, 0, p);
       cmd.run();
@@ -75,6 +77,8 @@ TEST_CASE_FIXTURE(test::Gpu, "layernorm reads and writes 16 bits as the fp32 ker
       check_bits(test::to_host(hrstd), test::to_host(rstd), what + ": rstd");
       check_bits(test::to_host(rdx), rounded(test::to_host(dx), p), what + ": dx rounded");
       check_bits(test::to_host(wdx), test::to_host(dx), what + ": dx in fp32");
+      check_bits(test::to_host(cdx), test::to_host(dx), what + ": dx beside its copy");
+      check_bits(words(copy, n), packed(test::to_host(dx), p), what + ": dx's copy, packed as it was written");
       check_bits(test::to_host(hdw), test::to_host(dw), what + ": dweight");
       check_bits(test::to_host(hdb), test::to_host(db), what + ": dbias");
     }
@@ -82,6 +86,9 @@ TEST_CASE_FIXTURE(test::Gpu, "layernorm reads and writes 16 bits as the fp32 ker
   auto t = test::zeros(device(), 64, "t"), s = test::zeros(device(), 8, "s");
   vk::Commands cmd(device(), "refusal");
   CHECK_THROWS_WITH_AS(ops::layernorm_forward(cmd, t, s, s, t, s, s, 2, 6, 1e-5f, {Precision::Bf16, Precision::Bf16}),
+                       doctest::Contains("C % 4 == 0"), InternalError);
+  CHECK_THROWS_WITH_AS(ops::layernorm_backward_data(cmd, t, t, s, s, s, t, 2, 6, Precision::Fp32, Precision::Fp32,
+                                                    vk::View(t), Precision::Bf16),
                        doctest::Contains("C % 4 == 0"), InternalError);
 }
 
