@@ -164,6 +164,13 @@ TEST_CASE_FIXTURE(test::Gpu, "matmul writes C's 16-bit copy as it stores C: the 
   }
   check_copy(device(), kRegisters, round, Precision::Bf16, seed += 5, "C rounded");
   check_copy(device(), kRegisters, gelu_grad, Precision::Fp16, seed += 5, "GELU gradient");
+  // The device's own matrix units, where it multiplies the type.
+  for (Precision p : {Precision::Bf16, Precision::Fp16})
+    if (const std::optional<MatmulTiling> t = ops::default_matrix_tiling(device().info(), p)) {
+      MESSAGE("on the device's matrix units: ", t->name());
+      check_copy(device(), *t, gelu_grad, p, seed += 5, "GELU gradient");
+      check_copy(device(), *t, sums, p, seed += 5, "accumulated batch");
+    }
 }
 
 TEST_CASE_FIXTURE(test::Gpu, "matmul refuses a copy of C it cannot write") {
