@@ -36,6 +36,7 @@ layout(constant_id = BRIGADE_MATMUL_SPEC_VEC4_B) const bool VEC4_B = false;
 layout(constant_id = BRIGADE_MATMUL_SPEC_BIAS) const uint BIAS = BRIGADE_MATMUL_BIAS_NONE;
 layout(constant_id = BRIGADE_MATMUL_SPEC_EPILOGUE) const uint EPILOGUE = BRIGADE_MATMUL_EPILOGUE_NONE;
 layout(constant_id = BRIGADE_MATMUL_SPEC_VEC4_C) const bool VEC4_C = false;
+layout(constant_id = BRIGADE_MATMUL_SPEC_CAUSAL) const uint CAUSAL = BRIGADE_MATMUL_CAUSAL_NONE;
 BRIGADE_FORMAT(BRIGADE_MATMUL_SPEC_FORMAT_A, FORMAT_A);
 BRIGADE_FORMAT(BRIGADE_MATMUL_SPEC_FORMAT_B, FORMAT_B);
 BRIGADE_FORMAT(BRIGADE_MATMUL_SPEC_FORMAT_C, FORMAT_C);
@@ -92,16 +93,18 @@ void main() {
   const uint mb = gl_WorkGroupID.y * BM, nb = gl_WorkGroupID.x * BN;
   [[unroll]] for (uint i = 0; i < TM * TN; ++i) acc[i] = 0.0;
 
-  const uint tiles = (p.K + BK - 1) / BK, steps = p.terms * tiles;  // a tile lies within one term
+  // The tiles of each term this block needs, then all terms' in turn (a tile lies within one term).
+  const uvec2 range = needed_tiles(mb, nb);
+  const uint tiles = range.y - range.x, steps = p.terms * tiles;
   if (steps > 0) {
-    load_tile(gl_WorkGroupID.z * p.terms, 0, mb, nb);
+    load_tile(gl_WorkGroupID.z * p.terms, range.x * BK, mb, nb);
     stage_tile(0);
   }
   barrier();
   for (uint s = 0; s < steps; ++s) {
     const uint buf = s % 2;
     if (s + 1 < steps)  // in flight while this tile multiplies
-      load_tile(gl_WorkGroupID.z * p.terms + (s + 1) / tiles, ((s + 1) % tiles) * BK, mb, nb);
+      load_tile(gl_WorkGroupID.z * p.terms + (s + 1) / tiles, (range.x + (s + 1) % tiles) * BK, mb, nb);
     // Four k a pass: on a GPU, 4 TM TN multiply-adds between branches; CPU drivers, which
     // compile a pipeline when it is first dispatched, take seconds over the whole tile unrolled.
     [[dont_unroll]] for (uint k4 = 0; k4 < BK; k4 += 4)

@@ -38,6 +38,7 @@ layout(constant_id = BRIGADE_MATMUL_SPEC_VEC4_A) const bool VEC4_A = false;
 layout(constant_id = BRIGADE_MATMUL_SPEC_VEC4_B) const bool VEC4_B = false;
 layout(constant_id = BRIGADE_MATMUL_SPEC_BIAS) const uint BIAS = BRIGADE_MATMUL_BIAS_NONE;
 layout(constant_id = BRIGADE_MATMUL_SPEC_EPILOGUE) const uint EPILOGUE = BRIGADE_MATMUL_EPILOGUE_NONE;
+layout(constant_id = BRIGADE_MATMUL_SPEC_CAUSAL) const uint CAUSAL = BRIGADE_MATMUL_CAUSAL_NONE;
 BRIGADE_FORMAT(BRIGADE_MATMUL_SPEC_FORMAT_A, FORMAT_A);
 BRIGADE_FORMAT(BRIGADE_MATMUL_SPEC_FORMAT_B, FORMAT_B);
 BRIGADE_FORMAT(BRIGADE_MATMUL_SPEC_FORMAT_C, FORMAT_C);
@@ -87,15 +88,18 @@ void store_tile() {
 // for every one).
 void multiply_staged(uint wm, uint wn, uint mb, uint nb) {
   const bool once = FEED == BRIGADE_TILES_FEED_STAGE_ONCE;
-  const uint tiles = (p.K + BK - 1) / BK, steps = p.terms * tiles;  // a staged tile lies within one term
-  if (steps > 0) load_tile(gl_WorkGroupID.z * p.terms, 0, mb, nb);
+  // The tiles of each term this block needs, then all terms' in turn (a staged tile lies within
+  // one term).
+  const uvec2 range = needed_tiles(mb, nb);
+  const uint tiles = range.y - range.x, steps = p.terms * tiles;
+  if (steps > 0) load_tile(gl_WorkGroupID.z * p.terms, range.x * BK, mb, nb);
   for (uint s = 0; s < steps; ++s) {
     if (!once || s == 0) {
       store_tile();
       barrier();
     }
     if (!once && s + 1 < steps)  // in flight while this tile multiplies
-      load_tile(gl_WorkGroupID.z * p.terms + (s + 1) / tiles, ((s + 1) % tiles) * BK, mb, nb);
+      load_tile(gl_WorkGroupID.z * p.terms + (s + 1) / tiles, (range.x + (s + 1) % tiles) * BK, mb, nb);
     STAGE_LOOP for (uint kk = 0; kk < BK; kk += LK) {
       [[unroll]] for (uint i = 0; i < TILES_M; ++i) tile_load_a(i, a_elem(wm * WM + i * LM, kk));
       [[unroll]] for (uint j = 0; j < TILES_N; ++j) tile_load_b(j, b_elem(kk, wn * WN + j * LN));

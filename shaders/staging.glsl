@@ -7,8 +7,8 @@
 // A quad is a vec4 of the values (matmul_shared.comp), or with BRIGADE_STAGE_BITS the uvec2
 // of its four 16-bit elements as stored (matmul_tiles.comp: the bits go to shared memory as
 // they are, two words a quad, with no conversion; zero bits past an edge are +0.0).
-// Included after matmul_io.glsl, with BM, BN, BK, THREADS, VEC4_A and VEC4_B declared, and
-// STAGE_LOOP where the kernel wants its loops kept rolled (tiles.glsl).
+// Included after matmul_io.glsl, with BM, BN, BK, THREADS, VEC4_A, VEC4_B and CAUSAL declared,
+// and STAGE_LOOP where the kernel wants its loops kept rolled (tiles.glsl).
 #ifndef BRIGADE_SHADERS_STAGING_GLSL
 #define BRIGADE_SHADERS_STAGING_GLSL
 
@@ -78,6 +78,19 @@ void load_tile(uint term, uint k0, uint mb, uint nb) {
     const uvec2 at = b_quad_at(min(gl_LocalInvocationIndex + r * THREADS, BN * BK / 4 - 1));
     next_b[r] = fetch_b_quad(bbase, k0 + at.x, nb + at.y);
   }
+}
+
+// The K tiles [x, y) of each term that the block of rows mb .. mb + BM - 1 and columns nb ..
+// needs (shaders/matmul.h): a causal product's leaves out the tiles wholly right of the block's
+// last row (K_TO_ROW) or left of its first (K_FROM_ROW), or all of them for a block wholly
+// above the diagonal (SKIP_ABOVE, whose C there is unspecified); every tile otherwise. A tile
+// taken is taken whole: what of it lies past the block's diagonal is op(A)'s zeros.
+uvec2 needed_tiles(uint mb, uint nb) {
+  const uint tiles = (p.K + BK - 1) / BK;
+  if (CAUSAL == BRIGADE_MATMUL_CAUSAL_K_TO_ROW) return uvec2(0, (min(p.K, mb + BM) + BK - 1) / BK);
+  if (CAUSAL == BRIGADE_MATMUL_CAUSAL_K_FROM_ROW) return uvec2(min(p.K, mb) / BK, tiles);
+  if (CAUSAL == BRIGADE_MATMUL_CAUSAL_SKIP_ABOVE && nb > mb + BM - 1) return uvec2(0, 0);
+  return uvec2(0, tiles);
 }
 
 #endif

@@ -235,6 +235,7 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
       .set(BRIGADE_MATMUL_SPEC_ROUND_C, uint32_t(p.c_round))
       .set(BRIGADE_MATMUL_SPEC_FORMAT_E, uint32_t(p.e_format))
       .set(BRIGADE_MATMUL_SPEC_FORMAT_COPY, uint32_t(p.copy_format))
+      .set(BRIGADE_MATMUL_SPEC_CAUSAL, uint32_t(p.causal))
       .set(BRIGADE_MATMUL_SPEC_VEC4_A, vec4_a)
       .set(BRIGADE_MATMUL_SPEC_VEC4_B, vec4_b)
       .set(BRIGADE_MATMUL_SPEC_BIAS, !bias         ? BRIGADE_MATMUL_BIAS_NONE
@@ -248,7 +249,7 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
   // no barrier: A for the read-only ones, C for the written one.
   const bool gelu = p.epilogue == Epilogue::Gelu;
   const vk::View pre = !gelu && epilogue ? *epilogue : a, act = gelu ? *epilogue : copy ? *copy : c;
-  if (t.variant == MatmulTiling::Variant::Matrix) {  // causal products computed whole
+  if (t.variant == MatmulTiling::Variant::Matrix) {
     matmul_tiles(cmd, t, p, spec, {a, b, bias.value_or(a), c, pre, act}, push);
     return;
   }
@@ -257,10 +258,9 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
       .set(BRIGADE_MATMUL_SPEC_TM, t.tm)
       .set(BRIGADE_MATMUL_SPEC_TN, t.tn)
       .set(BRIGADE_MATMUL_SPEC_VEC4_C, vec4_c);
-  if (regs)  // causal products computed whole on shared tiles
+  if (regs)
     spec.set(BRIGADE_MATMUL_SPEC_SUBGROUP, t.subgroup)
-        .set(BRIGADE_MATMUL_SPEC_K_TAIL, (vec4_a || vec4_b) && p.K % 4 != 0)
-        .set(BRIGADE_MATMUL_SPEC_CAUSAL, uint32_t(p.causal));
+        .set(BRIGADE_MATMUL_SPEC_K_TAIL, (vec4_a || vec4_b) && p.K % 4 != 0);
   else
     spec.set(BRIGADE_MATMUL_SPEC_BK, t.bk);
   const vk::Groups groups{vk::groups_for(p.N, t.wg_x * t.tn), vk::groups_for(p.M, t.wg_y * t.tm),

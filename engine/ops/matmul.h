@@ -90,7 +90,9 @@ struct MatmulParams {
   Epilogue epilogue = Epilogue::None;
   // Causal attention's products may leave out work (shaders/matmul.h): SkipAbove (M = N)
   // leaves C's blocks wholly above the diagonal unspecified; KToRow and KFromRow (M = K) take
-  // op(A) as zero right of, or left of, its diagonal. Devices that cannot use it compute all.
+  // op(A) as zero right of, or left of, its diagonal. Each kernel leaves out what its blocks
+  // of rows do not need: chunks of 4 of K an invocation (register blocks), whole K tiles a
+  // workgroup (shared and matrix tiles; the matrix units' direct feed, a measurement, takes all).
   enum class Causal : uint32_t { None = 0, SkipAbove = 1, KToRow = 2, KFromRow = 3 };
   Causal causal = Causal::None;
   // How A, B and C are stored: fp32, or 16 bits packed two to a word (ops/precision.h), read

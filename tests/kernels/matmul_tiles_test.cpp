@@ -6,7 +6,9 @@
 // within fp32 rounding of a different summation order.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -193,6 +195,70 @@ TEST_CASE_FIXTURE(test::Gpu, "16-bit products take the matrix units exactly wher
     check({bm, 2 * bn, 2 * t->lk, false, true, Epilogue::None, false, false, true, false, false, 2, 2}, direct);
   }
   CHECK(ops::matrix_path(info, Precision::Fp32).find("SIMT") != std::string::npos);
+}
+
+namespace {
+
+// The staged kernels (shared tiles, matrix tiles) on a causal product take the K tiles each
+// block of rows needs, whole, and no other: op(A) holds NaN in the tiles a block leaves out, so
+// a product that took one would be NaN there, and zeros in what a taken tile holds past the
+// diagonal; SkipAbove's blocks wholly above the diagonal compute nothing (C there is the empty
+// sum, 0). T across blocks, its last one part.
+void check_needed_tiles(vk::Device& dev, const MatmulTiling& t, Precision p = Precision::Bf16) {
+  using Causal = MatmulParams::Causal;
+  const bool matrix = t.variant == MatmulTiling::Variant::Matrix;
+  const uint32_t bm = t.wg_y * t.tm * (matrix ? t.lm : 1), bn = t.wg_x * t.tn * (matrix ? t.ln : 1), bk = t.bk;
+  const uint32_t T = 2 * bm + bm / 2 + 1;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  uint32_t seed = 3600;
+  for (const Causal causal : {Causal::KToRow, Causal::KFromRow, Causal::SkipAbove}) {
+    const bool skip = causal == Causal::SkipAbove;
+    MatmulParams q{.M = T, .N = skip ? T : 24, .K = skip ? 16 : T, .trans_a = causal == Causal::KFromRow,
+                   .trans_b = skip, .causal = causal, .a_format = p, .b_format = p, .tiling = t};
+    std::vector<float> a = rounded(test::random_vector(uint64_t(q.M) * q.K, seed, -1, 1), p), clean = a;
+    const std::vector<float> b = rounded(test::random_vector(uint64_t(q.K) * q.N, seed + 1, -1, 1), p);
+    if (!skip)
+      for (uint32_t m = 0; m < T; ++m) {
+        const uint32_t mb = m / bm * bm;
+        const uint32_t begin = causal == Causal::KFromRow ? mb / bk * bk : 0,
+                       end = causal == Causal::KToRow ? std::min(T, (std::min(T, mb + bm) + bk - 1) / bk * bk) : T;
+        for (uint32_t k = 0; k < T; ++k) {
+          const uint64_t at = q.trans_a ? uint64_t(k) * T + m : uint64_t(m) * T + k;
+          if (causal == Causal::KToRow ? k <= m : k >= m) continue;
+          clean[at] = 0.0f;
+          a[at] = k < begin || k >= end ? nan : 0.0f;
+        }
+      }
+    auto ba = test::to_device(dev, packed(a, p), "A"), bb = test::to_device(dev, packed(b, p), "B");
+    auto bc = test::zeros(dev, uint64_t(q.M) * q.N, "C");
+    vk::Commands cmd(dev, "causal tiles");
+    ops::matmul(cmd, ba, bb, bc, q);
+    cmd.run();
+    std::vector<double> want(uint64_t(q.M) * q.N, 0.0);
+    ref::matmul<double>(test::to_double(clean), test::to_double(b), want, q);
+    if (skip)
+      for (uint32_t m = 0; m < T; ++m)
+        for (uint32_t n = 0; n < T; ++n)
+          if (n / bn * bn > m / bm * bm + bm - 1) want[uint64_t(m) * T + n] = 0.0;
+    test::check_close(test::to_host(bc), test::to_float(want), 1e-4, 1e-5,
+                      t.name() + " causal " + std::to_string(int(causal)) + " T=" + std::to_string(T));
+    seed += 3;
+  }
+}
+
+}  // namespace
+
+TEST_CASE_FIXTURE(test::Gpu, "the staged kernels take only the K tiles a causal block of rows needs") {
+  check_needed_tiles(device(), test::kShared);
+  check_needed_tiles(device(), ops::emulated_matrix_tiling(16, 8, 16, 32));
+  MatmulTiling narrow = ops::emulated_matrix_tiling(8, 8, 8, 8);
+  narrow.bk = 24;  // a K depth that divides no block
+  check_needed_tiles(device(), narrow);
+  for (Precision p : {Precision::Bf16, Precision::Fp16})
+    if (const std::optional<MatmulTiling> t = ops::default_matrix_tiling(device().info(), p)) {
+      MESSAGE("on the device's matrix units: ", t->name());
+      check_needed_tiles(device(), *t, p);
+    }
 }
 
 // Devices of several subgroup sizes (AMD's 32 and 64, Intel's 8 to 32) run the kernels where a
