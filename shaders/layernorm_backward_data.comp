@@ -1,7 +1,9 @@
 #version 450
 // LayerNorm input gradient, one workgroup per row at a time. With xhat = (x - mean) * rstd and
-// g = dy * weight:  dx += rstd * (g - mean_C(g) - xhat * mean_C(g * xhat)).
-// dy, x, dx: (N, C)  weight: (C)  mean, rstd: (N) from the forward.
+// g = dy * weight:  dx += rstd * (g - mean_C(g) - xhat * mean_C(g * xhat)), or with RESIDUAL
+// dx = residual + the same (the gradient a residual branch adds, in the same arithmetic as
+// dx = residual first and += after).
+// dy, x, dx, residual: (N, C)  weight: (C)  mean, rstd: (N) from the forward.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -24,9 +26,12 @@ layout(binding = 3) readonly buffer Mean { float mean_in[]; };
 layout(binding = 4) readonly buffer Rstd { float rstd_in[]; };
 layout(binding = 5) buffer DX { float dx[]; };
 layout(binding = 5) buffer DX4 { vec4 dx4[]; };
+layout(constant_id = 6) const bool RESIDUAL = false;
+layout(binding = 6) readonly buffer Residual { float residual[]; };
+layout(binding = 6) readonly buffer Residual4 { vec4 residual4[]; };
 // dx's 16-bit copy as this pass leaves dx (FORMAT_COPY, two to a word), for the products that
 // read the gradient: only with VEC4.
-layout(binding = 6) writeonly buffer Copy2 { uvec2 copy2[]; };
+layout(binding = 7) writeonly buffer Copy2 { uvec2 copy2[]; };
 layout(push_constant) uniform Push { LayerNormPush p; };
 
 // KEEP = ceil(L / width) (specialization constant 2): the elements of a row each lane takes,
@@ -53,7 +58,7 @@ void copy_out(uint q, vec4 v) {
 
 // The rows of this workgroup, each of L elements of type T (float, or vec4 with L = C / 4),
 // through the views of that type, x read by X(i).
-#define LAYERNORM_BACKWARD_ROWS(T, L, DY, X, W, DX)                         \
+#define LAYERNORM_BACKWARD_ROWS(T, L, DY, X, W, DX, R)                      \
   {                                                                         \
     T w[KEEP], g[KEEP], xs[KEEP];                                           \
     for (uint j = 0; j < KEEP; ++j) w[j] = W[min(lane + j * width, L - 1)]; \
@@ -76,7 +81,7 @@ void copy_out(uint q, vec4 v) {
         const uint c = lane + j * width;                                    \
         const T xhat = (xs[j] - mean) * rstd;                               \
         if (c < L) {                                                        \
-          const T v = rounded(DX[base + c] + rstd * (g[j] - mean_g - xhat * mean_gxhat), ROUND_DX); \
+          const T v = rounded((RESIDUAL ? R[base + c] : DX[base + c]) + rstd * (g[j] - mean_g - xhat * mean_gxhat), ROUND_DX); \
           DX[base + c] = v;                                                 \
           copy_out(base + c, v);                                            \
         }                                                                   \
@@ -87,7 +92,7 @@ void copy_out(uint q, vec4 v) {
 void main() {
   const uint C = p.channels, lane = gl_LocalInvocationID.x, width = gl_WorkGroupSize.x;
   if (VEC4)
-    LAYERNORM_BACKWARD_ROWS(vec4, C / 4, dy4, x_quad, weight4, dx4)
+    LAYERNORM_BACKWARD_ROWS(vec4, C / 4, dy4, x_quad, weight4, dx4, residual4)
   else
-    LAYERNORM_BACKWARD_ROWS(float, C, dy, x_at, weight, dx)
+    LAYERNORM_BACKWARD_ROWS(float, C, dy, x_at, weight, dx, residual)
 }

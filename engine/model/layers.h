@@ -280,6 +280,7 @@ class GptBlock final : public ShapedLayer {
  public:
   GptBlock(uint32_t index, uint32_t T, uint32_t C, uint32_t n_head, uint32_t n_layer);
   std::string kind() const override { return "gpt_block"; }
+  bool writes_input_gradient() const override { return true; }  // dx = dx1 + ln_1's gradient
   bool stores_half(const vk::PhysicalInfo& device) const override;
   bool reads_half_weights() const override { return true; }
   std::vector<ParamSpec> params() const override;

@@ -281,21 +281,19 @@ void GptBlock::backward(const Pass& p, const Tensors& t, vk::View dy,
   param_grad(kDfc, dfc, dfc_product);
   write_backward_data(cmd, dfc_product, w[kFcW], dln2, N, C, 4 * C, t.w_precision);
 
-  // dx1 = dy (the residual) + the gradient through ln_2.
+  // dx1 = dy (the residual) + the gradient through ln_2, packed as it is written.
   const vk::View dx1 = kept(kDx1, scratch.narrow_a);
   const CopyTo dx1_copy = copy_to(wide_b, uint64_t(N) * C, h), dattn_copy = copy_to(wide_b, uint64_t(N) * C, h),
                dqkv_copy = copy_to(wide_b, uint64_t(N) * 3 * C, h);
-  copy_floats(cmd, dy, dx1, uint64_t(N) * C);
   ops::layernorm_backward_data(cmd, dln2, s[kX1], w[kLn2W], s[kLn2Mean], s[kLn2Rstd], dx1, N, C, t.y_precision,
-                               ops::Precision::Fp32, dx1_copy.room, dx1_copy.format);
+                               ops::Precision::Fp32, {dy, dx1_copy.room, dx1_copy.format});
   param_grad(kDln2, dln2, {dln2});
 
-  // Attention branch: x1 = x + attn.c_proj(attention(attn.c_attn(ln_1(x)))). The residual
-  // adds dx1 to dx; its other copy lands in narrow_b, which dattn then overwrites (a whole
-  // backward's dln_2 is read by then).
+  // Attention branch: x1 = x + attn.c_proj(attention(attn.c_attn(ln_1(x)))); dx = dx1 (the
+  // residual) + the gradient through ln_1, at the end. dattn overwrites dln_2 in narrow_b (a
+  // whole backward's is read by then).
   const vk::View dattn = scratch.narrow_b;
   const vk::View dqkv = kept(kDqkv, scratch.wide_a), dln1 = kept(kDln1, scratch.narrow_b);
-  if (dx) ops::residual_backward(cmd, dx1, *dx, dattn, N * C);
   const Operand dx1_product = read_as(dx1_copy, dx1);
   param_grad(kDx1, dx1, dx1_product);
   // Attention's gradient is rounded to h as it is stored: its products and its softmax's
@@ -313,7 +311,7 @@ void GptBlock::backward(const Pass& p, const Tensors& t, vk::View dy,
   param_grad(kDln1, dln1, {dln1});
   if (dx)
     ops::layernorm_backward_data(cmd, dln1, t.x, w[kLn1W], s[kLn1Mean], s[kLn1Rstd], *dx, N, C,
-                                 t.x_precision, t.x_precision);
+                                 t.x_precision, t.x_precision, {dx1});
 }
 
 // The second half of a split backward: the parameter kernels a whole backward records, in its

@@ -35,23 +35,29 @@ void layernorm_forward(vk::Commands& cmd, vk::View x, vk::View weight, vk::View 
 
 void layernorm_backward_data(vk::Commands& cmd, vk::View dy, vk::View x, vk::View weight,
                              vk::View mean, vk::View rstd, vk::View dx, uint32_t N,
-                             uint32_t C, Precision x_format, Precision dx_round, std::optional<vk::View> copy,
-                             Precision copy_format) {
-  BRIGADE_EXPECT(bool(copy) == is_half(copy_format), "layernorm's copy of dx and its 16-bit format come together");
-  if (copy) BRIGADE_EXPECT_BYTES(*copy, stored_bytes(uint64_t(N) * C, copy_format), "layernorm dx's copy");
+                             uint32_t C, Precision x_format, Precision dx_round, const LayerNormGrad& around) {
+  const std::optional<vk::View>& copy = around.copy;
+  BRIGADE_EXPECT(bool(copy) == is_half(around.copy_format), "layernorm's copy of dx and its 16-bit format come together");
+  if (copy) BRIGADE_EXPECT_BYTES(*copy, stored_bytes(uint64_t(N) * C, around.copy_format), "layernorm dx's copy");
+  if (around.residual) BRIGADE_EXPECT_FLOATS(*around.residual, uint64_t(N) * C, "layernorm's residual gradient");
   if (N == 0 || C == 0) return;
   vk::Device& dev = cmd.device();
-  const bool vec4 = quads(C, {dy, x, weight, dx}) && (!copy || copy->offset % 16 == 0);
-  expect_quads(vec4, {x_format, copy_format}, "backward");
-  const std::string kernel = format_kernel("layernorm_backward_data", {x_format, dx_round, copy_format});
-  const vk::Specialization spec =
-      row_spec(dev, C, vec4).set(3, uint32_t(x_format)).set(4, uint32_t(dx_round)).set(5, uint32_t(copy_format));
+  const bool vec4 = quads(C, {dy, x, weight, dx, around.residual.value_or(dx)}) && (!copy || copy->offset % 16 == 0);
+  expect_quads(vec4, {x_format, around.copy_format}, "backward");
+  const std::string kernel = format_kernel("layernorm_backward_data", {x_format, dx_round, around.copy_format});
+  const vk::Specialization spec = row_spec(dev, C, vec4)
+                                      .set(3, uint32_t(x_format))
+                                      .set(4, uint32_t(dx_round))
+                                      .set(5, uint32_t(around.copy_format))
+                                      .set(6, around.residual.has_value());
   const shaders::LayerNormPush push{N, C, 0.0f};
-  // The _half build binds the copy too (dx itself where there is none).
+  // dx stands in for the residual and the copy where there are none; the plain build has no copy.
+  const vk::View residual = around.residual.value_or(dx);
   if (kernel != "layernorm_backward_data")
-    cmd.dispatch(dev.kernel(kernel, spec), {dy, x, weight, mean, rstd, dx, copy.value_or(dx)}, push, row_groups(dev, N));
+    cmd.dispatch(dev.kernel(kernel, spec), {dy, x, weight, mean, rstd, dx, residual, copy.value_or(dx)}, push,
+                 row_groups(dev, N));
   else
-    cmd.dispatch(dev.kernel(kernel, spec), {dy, x, weight, mean, rstd, dx}, push, row_groups(dev, N));
+    cmd.dispatch(dev.kernel(kernel, spec), {dy, x, weight, mean, rstd, dx, residual}, push, row_groups(dev, N));
 }
 
 void layernorm_backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View mean,

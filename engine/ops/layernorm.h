@@ -20,13 +20,18 @@ void layernorm_forward(vk::Commands& cmd, vk::View x, vk::View weight, vk::View 
                        vk::View y, vk::View mean, vk::View rstd, uint32_t N, uint32_t C,
                        float eps = 1e-5f, Formats f = {});
 // dx += dL/dx.  dy, x, dx: (N, C)  weight: (C)  mean, rstd: (N) from the forward
-// With `copy`, dx as this pass leaves it is also packed there in copy_format (rounded; needs
-// C % 4 == 0 and 16-byte aligned views): a gradient packed for the products that read it.
+// Around the pass (LayerNormGrad): with `residual`, dx = residual + dL/dx instead (the
+// gradient of a residual branch's input, dx never read); with `copy`, dx as this pass leaves it
+// is also packed there in copy_format (rounded; needs C % 4 == 0 and 16-byte aligned views): a
+// gradient packed for the products that read it.
+struct LayerNormGrad {
+  std::optional<vk::View> residual, copy;
+  Precision copy_format = Precision::Fp32;
+};
 void layernorm_backward_data(vk::Commands& cmd, vk::View dy, vk::View x, vk::View weight,
                              vk::View mean, vk::View rstd, vk::View dx, uint32_t N,
                              uint32_t C, Precision x_format = Precision::Fp32,
-                             Precision dx_round = Precision::Fp32, std::optional<vk::View> copy = std::nullopt,
-                             Precision copy_format = Precision::Fp32);
+                             Precision dx_round = Precision::Fp32, const LayerNormGrad& around = {});
 // dweight += sum_N dy * xhat,  dbias += sum_N dy, `lanes` invocations down each channel
 // (shaders/column_sums.h; 0: the device's choice).
 // dy, x: (N, C)  mean, rstd: (N) from the forward  dweight, dbias: (C)

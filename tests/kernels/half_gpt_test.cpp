@@ -60,6 +60,10 @@ TEST_CASE_FIXTURE(test::Gpu, "layernorm reads and writes 16 bits as the fp32 ker
       auto dx = test::to_device(dev, dx0, "dx"), rdx = test::to_device(dev, dx0, "dx, rounded");
       auto wdx = test::to_device(dev, dx0, "dx from 16 bits, fp32");
       auto cdx = test::to_device(dev, dx0, "dx beside its copy"), copy = test::zeros(dev, (n + 1) / 2, "dx's copy");
+      // dx = residual + the gradient: what dx held is never read.
+      auto residual = test::to_device(dev, dx0, "residual gradient");
+      auto sdx = test::to_device(dev, test::random_vector(n, seed + 5), "dx from a residual"),
+           hsdx = test::to_device(dev, test::random_vector(n, seed + 6), "dx from a residual, 16-bit x");
       auto dw = test::zeros(dev, C, "dweight"), db = test::zeros(dev, C, "dbias");
       auto hdw = test::zeros(dev, C, "dweight from 16 bits"), hdb = test::zeros(dev, C, "dbias from 16 bits");
       vk::Commands cmd(dev, "layernorm 16 bits");
@@ -68,7 +72,10 @@ TEST_CASE_FIXTURE(test::Gpu, "layernorm reads and writes 16 bits as the fp32 ker
       ops::layernorm_backward_data(cmd, bdy, bx, bw, mean, rstd, dx, N, C);
       ops::layernorm_backward_data(cmd, bdy, hx, bw, mean, rstd, rdx, N, C, p, p);
       ops::layernorm_backward_data(cmd, bdy, hx, bw, mean, rstd, wdx, N, C, p);
-      ops::layernorm_backward_data(cmd, bdy, hx, bw, mean, rstd, cdx, N, C, p, Precision::Fp32, vk::View(copy), p);
+      ops::layernorm_backward_data(cmd, bdy, hx, bw, mean, rstd, cdx, N, C, p, Precision::Fp32, {.copy = vk::View(copy), .copy_format = p});
+      ops::layernorm_backward_data(cmd, bdy, bx, bw, mean, rstd, sdx, N, C, Precision::Fp32, Precision::Fp32,
+                                   {.residual = vk::View(residual)});
+      ops::layernorm_backward_data(cmd, bdy, hx, bw, mean, rstd, hsdx, N, C, p, Precision::Fp32, {.residual = vk::View(residual)});
       ops::layernorm_backward_weight(cmd, bdy, bx, mean, rstd, dw, db, N, C);
       ops::layernorm_backward_weight(cmd, bdy, hx, mean, rstd, hdw, hdb, N, C, 0, p);
       cmd.run();
@@ -78,6 +85,8 @@ TEST_CASE_FIXTURE(test::Gpu, "layernorm reads and writes 16 bits as the fp32 ker
       check_bits(test::to_host(rdx), rounded(test::to_host(dx), p), what + ": dx rounded");
       check_bits(test::to_host(wdx), test::to_host(dx), what + ": dx in fp32");
       check_bits(test::to_host(cdx), test::to_host(dx), what + ": dx beside its copy");
+      check_bits(test::to_host(sdx), test::to_host(dx), what + ": dx from a residual");
+      check_bits(test::to_host(hsdx), test::to_host(dx), what + ": dx from a residual, 16-bit x");
       check_bits(words(copy, n), packed(test::to_host(dx), p), what + ": dx's copy, packed as it was written");
       check_bits(test::to_host(hdw), test::to_host(dw), what + ": dweight");
       check_bits(test::to_host(hdb), test::to_host(db), what + ": dbias");
@@ -88,7 +97,7 @@ TEST_CASE_FIXTURE(test::Gpu, "layernorm reads and writes 16 bits as the fp32 ker
   CHECK_THROWS_WITH_AS(ops::layernorm_forward(cmd, t, s, s, t, s, s, 2, 6, 1e-5f, {Precision::Bf16, Precision::Bf16}),
                        doctest::Contains("C % 4 == 0"), InternalError);
   CHECK_THROWS_WITH_AS(ops::layernorm_backward_data(cmd, t, t, s, s, s, t, 2, 6, Precision::Fp32, Precision::Fp32,
-                                                    vk::View(t), Precision::Bf16),
+                                                    {.copy = vk::View(t), .copy_format = Precision::Bf16}),
                        doctest::Contains("C % 4 == 0"), InternalError);
 }
 

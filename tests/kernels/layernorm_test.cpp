@@ -70,8 +70,13 @@ TEST_CASE_FIXTURE(test::Gpu, "layernorm backward adds the input and parameter gr
                brstd = test::to_device(dev, test::to_float(rstd), "rstd"),
                bdy = test::to_device(dev, dy, "dy"), bdx = test::to_device(dev, dx0, "dx"),
                bdw = test::to_device(dev, dw0, "dweight"), bdb = test::to_device(dev, db0, "dbias");
+    // The same gradient from dx0 as a residual branch's, into a dx whose contents are not read.
+    vk::Buffer residual = test::to_device(dev, dx0, "residual"),
+               rdx = test::to_device(dev, test::random_vector(n, 7), "dx from the residual");
     vk::Commands cmd(dev, "layernorm backward");
     ops::layernorm_backward_data(cmd, bdy, bx, bw, bmean, brstd, bdx, s.N, s.C);
+    ops::layernorm_backward_data(cmd, bdy, bx, bw, bmean, brstd, rdx, s.N, s.C, ops::Precision::Fp32,
+                                 ops::Precision::Fp32, {.residual = vk::View(residual)});
     ops::layernorm_backward_weight(cmd, bdy, bx, bmean, brstd, bdw, bdb, s.N, s.C);
     cmd.run();
     auto dx = test::to_double(dx0), dw = test::to_double(dw0), db = test::to_double(db0);
@@ -80,6 +85,7 @@ TEST_CASE_FIXTURE(test::Gpu, "layernorm backward adds the input and parameter gr
     ref::layernorm_backward_weight(dyd.data(), xd.data(), mean.data(), rstd.data(), dw.data(),
                                    db.data(), s.N, s.C);
     test::check_close(test::to_host(bdx), test::to_float(dx), 1e-5, 1e-5, "dx " + name(s));
+    CHECK_MESSAGE(test::to_host(rdx) == test::to_host(bdx), "dx from the residual, ", name(s));
     test::check_close(test::to_host(bdw), test::to_float(dw), 1e-5, 1e-5, "dweight " + name(s));
     test::check_close(test::to_host(bdb), test::to_float(db), 1e-5, 1e-5, "dbias " + name(s));
     // The parameter gradients again with 3 lanes down each channel (rows left over) and with

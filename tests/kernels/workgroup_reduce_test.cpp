@@ -62,7 +62,7 @@ TEST_CASE_FIXTURE(test::Gpu, "layernorm rows reduce correctly across several sub
     // each walks several rows.
     const uint32_t keep = (C + width - 1) / width;
     cmd.dispatch(wide(dev, "layernorm_forward", width, keep), {bx, bw, bb, by, bmean, brstd}, push, {2});
-    cmd.dispatch(wide(dev, "layernorm_backward_data", width, keep), {bdy, bx, bw, bmean, brstd, bdx},
+    cmd.dispatch(wide(dev, "layernorm_backward_data", width, keep), {bdy, bx, bw, bmean, brstd, bdx, bdx},
                  push, {2});
     cmd.run();
     const std::string at = " width " + std::to_string(width);
