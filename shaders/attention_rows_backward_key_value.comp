@@ -1,11 +1,11 @@
 #version 450
 // Causal self-attention backward, key/value side: one key row j of one head per invocation,
 // after attention_backward_query has written delta.
-//   qkv (B,T,3C), lse (B,NH,T), dy (B,T,C), delta (B,NH,T) -> dqkv[k and v parts] +=
+//   qkv (B,T,3C), lse (B,NH,T), dy (B,T,C), delta (B,NH,T) -> dqkv[k and v parts] =
 // With P_ij = exp(s_ij - lse_i) and dP_ij = dy_i.v_j, over the queries that see key j:
 //   dv_j = sum_{i>=j} P_ij dy_i
 //   dk_j = scale * sum_{i>=j} P_ij (dP_ij - delta_i) q_i
-// Each dqkv element has exactly one writer in the two kernels, so += needs no atomics.
+// Each dqkv element has exactly one writer in the two kernels, which writes it whole.
 // STAGED (Form::Fused): queries, output gradients, lse and delta from blocks of BC rows in
 // shared memory.
 #extension GL_GOOGLE_include_directive : require
@@ -50,10 +50,10 @@ vec4 load_dy(uint start, uint c) {
 
 void add_dqkv(uint start, uint c, vec4 v) {
   if (VEC4) {
-    dqkv4[start / 4 + c] += v;
+    dqkv4[start / 4 + c] = v;
   } else {
     for (uint e = 0; e < 4; ++e)
-      if (4 * c + e < HS) dqkv[start + 4 * c + e] += v[e];
+      if (4 * c + e < HS) dqkv[start + 4 * c + e] = v[e];
   }
 }
 

@@ -1,6 +1,6 @@
 #version 450
 // Causal self-attention backward, query side: one query row i of one head per invocation.
-//   qkv (B,T,3C), y (B,T,C), lse (B,NH,T), dy (B,T,C) -> dqkv[q part] +=, delta (B,NH,T)
+//   qkv (B,T,3C), y (B,T,C), lse (B,NH,T), dy (B,T,C) -> dqkv[q part] =, delta (B,NH,T)
 // With P_ij = exp(s_ij - lse_i) recomputed from the saved log-sum-exp and dP_ij = dy_i.v_j:
 //   delta_i = sum_j P_ij dP_ij = dy_i.y_i   (written for the key/value kernel)
 //   dq_i    = scale * sum_{j<=i} P_ij (dP_ij - delta_i) k_j
@@ -57,10 +57,10 @@ vec4 load_dy(uint start, uint c) {
 
 void add_dqkv(uint start, uint c, vec4 v) {
   if (VEC4) {
-    dqkv4[start / 4 + c] += v;
+    dqkv4[start / 4 + c] = v;
   } else {
     for (uint e = 0; e < 4; ++e)
-      if (4 * c + e < HS) dqkv[start + 4 * c + e] += v[e];
+      if (4 * c + e < HS) dqkv[start + 4 * c + e] = v[e];
   }
 }
 

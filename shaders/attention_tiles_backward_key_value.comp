@@ -1,7 +1,7 @@
 #version 450
 // Causal self-attention backward on matrix units, the keys' and values' pass (after
 // attention_tiles_backward_query.comp, which writes delta):
-//   dqkv's v part += P^T dY, its k part += scale dS^T Q.
+//   dqkv's v part = P^T dY, its k part = scale dS^T Q.
 // Tensors as the queries' pass has them. A workgroup takes BR key rows of one head
 // (shaders/attention_tiles.glsl) and stages their k and v, then walks the queries in blocks of
 // BC from the block that holds its first key to the end:
@@ -9,7 +9,7 @@
 //   2. a lane a key: P^T = exp(S^T - lse) under the causal mask (queries from the key on),
 //      dS^T = P^T (dP^T - delta), both rounded to FORMAT into shared memory;
 //   3. P^T dY into F and dS^T Q into G, added to the gradients each lane holds.
-// At the end the lanes add their sums to dqkv, the keys' scaled.
+// At the end the lanes write their sums into dqkv, the keys' scaled.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #define BRIGADE_FORMATS  // FORMAT is a specialization constant
@@ -84,7 +84,7 @@ void main() {
     const uint x = owned_at(e), t = k0 + w0 + x / HS;
     if (t >= p.T) continue;
     const uint at = (b * p.T + t) * 3 * p.C + p.C + h * HS + x % HS;
-    dqkv[at] += dk[e], dqkv[at + 1] += dk[e + 1];
-    dqkv[at + p.C] += dv[e], dqkv[at + p.C + 1] += dv[e + 1];
+    dqkv[at] = dk[e], dqkv[at + 1] = dk[e + 1];
+    dqkv[at + p.C] = dv[e], dqkv[at + p.C + 1] = dv[e + 1];
   }
 }

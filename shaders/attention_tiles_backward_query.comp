@@ -1,7 +1,7 @@
 #version 450
 // Causal self-attention backward on matrix units, the queries' pass (flash attention's
 // backward; the keys' and values' pass is attention_tiles_backward_key_value.comp, after it):
-//   dqkv's q part += scale dS K, and delta = dy . y for each row, for the other pass.
+//   dqkv's q part = scale dS K, and delta = dy . y for each row, for the other pass.
 // qkv and y in one 16-bit format (FORMAT); lse (B,NH,T), dy (B,T,C), dqkv (B,T,3C) and delta
 // (B,NH,T) in fp32. The products read dy rounded to FORMAT, as the matrix form's read its
 // packed copy; delta reads it as it is (ops/attention.h).
@@ -11,7 +11,7 @@
 //   2. a lane a row: P = exp(S - lse) under the causal mask, dS = P (dP - delta), rounded to
 //      FORMAT into shared memory;
 //   3. dS K into F, added to the gradient each lane holds in registers.
-// At the end the lanes add scale times their sums to dqkv.
+// At the end the lanes write scale times their sums into dqkv.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #define BRIGADE_FORMATS  // FORMAT is a specialization constant
@@ -92,6 +92,6 @@ void main() {
     const uint x = owned_at(e), t = q0 + w0 + x / HS;
     if (t >= p.T) continue;
     const uint at = (b * p.T + t) * 3 * p.C + h * HS + x % HS;
-    dqkv[at] += dq[e], dqkv[at + 1] += dq[e + 1];
+    dqkv[at] = dq[e], dqkv[at + 1] = dq[e + 1];
   }
 }

@@ -112,11 +112,6 @@ Operand write_backward_data(vk::Commands& cmd, Operand dy, vk::View weight, vk::
   return read_as(copy, out);
 }
 
-// out (rows x cols) = 0, as a product with an empty inner dimension (nothing is read).
-void zero(vk::Commands& cmd, vk::View out, uint32_t rows, uint32_t cols) {
-  ops::matmul(cmd, out, out, out, ops::MatmulParams{.M = rows, .N = cols, .K = 0});
-}
-
 // Accumulates into t.grads the parameter gradients that `grad` (the internal gradient deferred()
 // names k) gives, over N tokens: one kernel per parameter group, on the same inputs whichever
 // half of a backward records it. A Linear's weight gradient is the product of `product` (grad
@@ -299,7 +294,6 @@ void GptBlock::backward(const Pass& p, const Tensors& t, vk::View dy,
   // Attention's gradient is rounded to h as it is stored: its products and its softmax's
   // backward then read one value of it (ops/attention.h).
   write_backward_data(cmd, dx1_product, w[kProjW], dattn, N, C, C, t.w_precision, dattn_copy, h);
-  zero(cmd, dqkv, N, 3 * C);
   ops::attention_backward(cmd, s[kQkv], s[kAttn], s[kLse], dattn, dqkv, scratch.attention, p.rows,
                           T_, C, NH_, std::nullopt, {h, h}, {dattn_copy.room, dqkv_copy.room});
   // dqkv (in the scratch buffer for a whole backward) was written last by attention_backward,

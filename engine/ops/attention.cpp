@@ -315,12 +315,12 @@ void attention_backward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View ls
     else
       cmd.dispatch(kernel, {s.view, ds.view, lse, dy, y}, push, groups);
     // P and dS are in s and ds now, or packed where the products read them (with quads, the
-    // softmax's backward wrote them there); the gradients are added into dqkv where they lie.
+    // softmax's backward wrote them there); the gradients are written into dqkv where they lie.
     const Heads p = direct ? packed_heads(s, p_room, elements, f.x) : half ? packed(cmd, s, elements, p_room, f.x) : s;
     const Heads dsp = direct ? packed_heads(ds, ds_room, elements, f.x) : half ? packed(cmd, ds, elements, ds_room, f.x) : ds;
-    per_head(cmd, p, dyp, dv, T, HS, T, true, false, 1.0f, true, n, NH, Causal::KFromRow, copies.dqkv, f.x);   // dV += P^T dY
-    per_head(cmd, dsp, k, dq, T, HS, T, false, false, scale, true, n, NH, Causal::KToRow, copies.dqkv, f.x);   // dQ += scale dS K
-    per_head(cmd, dsp, q, dk, T, HS, T, true, false, scale, true, n, NH, Causal::KFromRow, copies.dqkv, f.x);  // dK += scale dS^T Q
+    per_head(cmd, p, dyp, dv, T, HS, T, true, false, 1.0f, false, n, NH, Causal::KFromRow, copies.dqkv, f.x);   // dV = P^T dY
+    per_head(cmd, dsp, k, dq, T, HS, T, false, false, scale, false, n, NH, Causal::KToRow, copies.dqkv, f.x);   // dQ = scale dS K
+    per_head(cmd, dsp, q, dk, T, HS, T, true, false, scale, false, n, NH, Causal::KFromRow, copies.dqkv, f.x);  // dK = scale dS^T Q
   }
 }
 

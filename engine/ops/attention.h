@@ -79,9 +79,10 @@ struct PackedGradients {
   std::optional<vk::View> dy, dqkv;
 };
 
-// Walks the forward in reverse: dqkv (B,T,3C) += the gradient of the loss with respect to
-// qkv, given the forward's qkv (B,T,3C), y (B,T,C), lse (B,NH,T) and the output gradient
-// dy (B,T,C). `scratch` as for attention_forward.
+// Walks the forward in reverse: dqkv (B,T,3C) = the gradient of the loss with respect to
+// qkv (each element written once, by one kernel; what dqkv held is not read), given the
+// forward's qkv (B,T,3C), y (B,T,C), lse (B,NH,T) and the output gradient dy (B,T,C).
+// `scratch` as for attention_forward.
 void attention_backward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View lse, vk::View dy,
                         vk::View dqkv, vk::View scratch, uint32_t B, uint32_t T, uint32_t C,
                         uint32_t NH, std::optional<Form> form = {}, Formats f = {}, PackedGradients copies = {});

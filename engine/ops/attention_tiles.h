@@ -56,7 +56,7 @@ AttentionTiling emulated_attention_tiling(uint32_t lm = 16, uint32_t ln = 16, ui
 void attention_tiles_forward(vk::Commands& cmd, const AttentionTiling& t, vk::View qkv, vk::View y, vk::View lse,
                              uint32_t B, uint32_t T, uint32_t C, uint32_t NH, Precision format);
 
-// The backward: dqkv (B,T,3C, fp32) += the gradient, given the forward's qkv, y (in `format`)
+// The backward: dqkv (B,T,3C, fp32) = the gradient, given the forward's qkv, y (in `format`)
 // and lse, and dy (B,T,C, fp32; the products read it rounded to `format`, the softmax's delta
 // as it is). `delta` holds B*NH*T floats (the queries' pass writes them for the other). qkv and
 // dy start on 16 bytes.
