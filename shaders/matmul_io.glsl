@@ -7,15 +7,18 @@
 #define BRIGADE_SHADERS_MATMUL_IO_GLSL
 
 // Each operand is bound as floats and as vec4 for the aligned loads, and A, B and C as words
-// and word pairs where FORMAT_* keeps them in 16 bits (shaders/formats.glsl).
+// and word pairs where FORMAT_* keeps them in 16 bits (shaders/formats.glsl), A and B also as
+// word quads (eight 16-bit elements: the matrix-unit kernel's staging).
 layout(binding = 0) readonly buffer A { float a[]; };
 layout(binding = 0) readonly buffer A4 { vec4 a4[]; };
 layout(binding = 0) readonly buffer AW { uint aw[]; };
 layout(binding = 0) readonly buffer AW2 { uvec2 aw2[]; };
+layout(binding = 0) readonly buffer AW4 { uvec4 aw4[]; };
 layout(binding = 1) readonly buffer B { float b[]; };
 layout(binding = 1) readonly buffer B4 { vec4 b4[]; };
 layout(binding = 1) readonly buffer BW { uint bw[]; };
 layout(binding = 1) readonly buffer BW2 { uvec2 bw2[]; };
+layout(binding = 1) readonly buffer BW4 { uvec4 bw4[]; };
 layout(binding = 2) readonly buffer Bias { float bias[]; };
 layout(binding = 2) readonly buffer Bias4 { vec4 bias4[]; };
 layout(binding = 3) buffer C { float c[]; };

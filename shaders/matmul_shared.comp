@@ -61,16 +61,16 @@ shared vec4 Bs[2 * BK * SB];
 void stage_tile(uint buf) {
   [[unroll]] for (uint r = 0; r < QA; ++r) {
     const uint q = gl_LocalInvocationIndex + r * THREADS;
-    if (q >= BM * BK / 4) break;
-    const uvec2 at = a_quad_at(q);
+    if (q >= BM * BK / RUN) break;
+    const uvec2 at = a_run_at(q);
     const uint row = buf * BK * SA + at.y * SA + at.x / 4;
     if (TRANS_A) As[row] = next_a[r];
     else [[unroll]] for (uint c = 0; c < 4; ++c) As[row + c * SA][at.x % 4] = next_a[r][c];
   }
   [[unroll]] for (uint r = 0; r < QB; ++r) {
     const uint q = gl_LocalInvocationIndex + r * THREADS;
-    if (q >= BN * BK / 4) break;
-    const uvec2 at = b_quad_at(q);
+    if (q >= BN * BK / RUN) break;
+    const uvec2 at = b_run_at(q);
     const uint row = buf * BK * SB + at.x * SB + at.y / 4;
     if (!TRANS_B) Bs[row] = next_b[r];
     else [[unroll]] for (uint c = 0; c < 4; ++c) Bs[row + c * SB][at.y % 4] = next_b[r][c];

@@ -3,7 +3,7 @@
 // bits (FORMAT_A = FORMAT_B, the matrices' element type), fp32 accumulators, C and the
 // epilogues exactly as matmul.comp stores them (shaders/matmul_io.glsl).
 // A workgroup computes a BM x BN block of C: it stages BM x BK of op(A) and BK x BN of op(B)
-// in shared memory, the 16-bit elements' bits copied as stored, a quad (two words) at a time,
+// in shared memory, the 16-bit elements' bits copied as stored, eight (16 bytes) at a time,
 // laid out as the operand is (a transposed one column-major), what lies past an edge as zero;
 // the next tile is loaded into registers while this one multiplies. Then each warp multiplies its
 // TILES_M x TILES_N matrices of LM x LN through the tile operations (shaders/tiles.glsl):
@@ -66,21 +66,22 @@ uint b_elem(uint k, uint n) { return TRANS_B ? n * B_LD + k : k * B_LD + n; }
 shared float Cs[WARPS * LM * LN];
 
 // The K tile from k0 of term `term` on its way to shared memory: op(A)[mb + m][k0 + k] at
-// a_elem(m, k), op(B)[k0 + k][nb + n] at b_elem(k, n), zero past the edges, in quads along the
-// operand's rows as stored (staging.glsl). load_tile brings them into registers (while the
-// tile before multiplies), store_tile puts each quad's two words in place (tiles.glsl).
+// a_elem(m, k), op(B)[k0 + k][nb + n] at b_elem(k, n), zero past the edges, in runs of eight
+// elements along the operand's rows as stored (staging.glsl). load_tile brings them into
+// registers (while the tile before multiplies), store_tile puts each run in place: one uvec4
+// of the tile (a run starts on a multiple of 8 elements, as every row of the tile does).
 void store_tile() {
   STAGE_LOOP for (uint r = 0; r < QA; ++r) {
     const uint q = gl_LocalInvocationIndex + r * THREADS;
-    if (q >= BM * BK / 4) break;
-    const uvec2 at = a_quad_at(q);
-    TILE_PUT(As, a_elem(at.x, at.y), next_a[r]);
+    if (q >= BM * BK / RUN) break;
+    const uvec2 at = a_run_at(q);
+    As[a_elem(at.x, at.y) / 8] = next_a[r];
   }
   STAGE_LOOP for (uint r = 0; r < QB; ++r) {
     const uint q = gl_LocalInvocationIndex + r * THREADS;
-    if (q >= BN * BK / 4) break;
-    const uvec2 at = b_quad_at(q);
-    TILE_PUT(Bs, b_elem(at.x, at.y), next_b[r]);
+    if (q >= BN * BK / RUN) break;
+    const uvec2 at = b_run_at(q);
+    Bs[b_elem(at.x, at.y) / 8] = next_b[r];
   }
 }
 

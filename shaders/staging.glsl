@@ -1,59 +1,61 @@
 // What the kernels that stage BM x BK tiles of op(A) and BK x BN of op(B) in shared memory
-// (matmul_shared.comp, matmul_tiles.comp) share: a tile moves in quads, four elements along a
-// row of the storage, one vec4 load where VEC4_A or VEC4_B says every row and matrix starts
-// 16-byte aligned (8 in 16 bits) and the quad lies wholly inside, one element at a time
-// otherwise; consecutive invocations take consecutive quads. load_tile brings a tile's quads
-// into registers (next_a, next_b), from where the kernel stores them in its own layout.
-// A quad is a vec4 of the values (matmul_shared.comp), or with BRIGADE_STAGE_BITS the uvec2
-// of its four 16-bit elements as stored (matmul_tiles.comp: the bits go to shared memory as
-// they are, two words a quad, with no conversion; zero bits past an edge are +0.0).
+// (matmul_shared.comp, matmul_tiles.comp) share: a tile moves in runs of RUN elements along a
+// row of the storage, one wide load where VEC4_A or VEC4_B says every row and matrix starts
+// aligned to a run and the run lies wholly inside, one element at a time otherwise;
+// consecutive invocations take consecutive runs. load_tile brings a tile's runs into registers
+// (next_a, next_b), from where the kernel stores them in its own layout.
+// A run is a quad of values, a vec4 (matmul_shared.comp), or with BRIGADE_STAGE_BITS eight
+// 16-bit elements' bits as stored, a uvec4 (matmul_tiles.comp: the bits go to shared memory as
+// they are, 16 bytes a run, with no conversion; zero bits past an edge are +0.0).
 // Included after matmul_io.glsl, with BM, BN, BK, THREADS, VEC4_A, VEC4_B and CAUSAL declared,
 // and STAGE_LOOP where the kernel wants its loops kept rolled (tiles.glsl).
 #ifndef BRIGADE_SHADERS_STAGING_GLSL
 #define BRIGADE_SHADERS_STAGING_GLSL
 
 #ifdef BRIGADE_STAGE_BITS
-#define QUAD uvec2
-// Element i's 16 bits of a word-packed operand, placed as element c of a quad.
-#define QUAD_SET(v, c, words, i) v[(c) >> 1] |= ((words[(i) >> 1] >> (((i) & 1u) << 4)) & 0xFFFFu) << (((c) & 1u) << 4)
-#define QUAD_A4(q) aw2[q]
-#define QUAD_B4(q) bw2[q]
-#define QUAD_SET_A(v, c, i) QUAD_SET(v, c, aw, i)
-#define QUAD_SET_B(v, c, i) QUAD_SET(v, c, bw, i)
+const uint RUN = 8;
+#define RUN_T uvec4
+// Element i's 16 bits of a word-packed operand, placed as element c of a run.
+#define RUN_SET(v, c, words, i) v[(c) >> 1] |= ((words[(i) >> 1] >> (((i) & 1u) << 4)) & 0xFFFFu) << (((c) & 1u) << 4)
+#define RUN_A(r) aw4[r]
+#define RUN_B(r) bw4[r]
+#define RUN_SET_A(v, c, i) RUN_SET(v, c, aw, i)
+#define RUN_SET_B(v, c, i) RUN_SET(v, c, bw, i)
 #else
-#define QUAD vec4
-#define QUAD_A4(q) fetch_a4(q)
-#define QUAD_B4(q) fetch_b4(q)
-#define QUAD_SET_A(v, c, i) v[c] = fetch_a(i)
-#define QUAD_SET_B(v, c, i) v[c] = fetch_b(i)
+const uint RUN = 4;
+#define RUN_T vec4
+#define RUN_A(r) fetch_a4(r)
+#define RUN_B(r) fetch_b4(r)
+#define RUN_SET_A(v, c, i) v[c] = fetch_a(i)
+#define RUN_SET_B(v, c, i) v[c] = fetch_b(i)
 #endif
 
-// Where quad q of A's tile starts, (m, k), and of B's, (k, n), within the tile.
-uvec2 a_quad_at(uint q) { return TRANS_A ? uvec2(4 * (q % (BM / 4)), q / (BM / 4)) : uvec2(q / (BK / 4), 4 * (q % (BK / 4))); }
-uvec2 b_quad_at(uint q) { return TRANS_B ? uvec2(4 * (q % (BK / 4)), q / (BK / 4)) : uvec2(q / (BN / 4), 4 * (q % (BN / 4))); }
+// Where run q of A's tile starts, (m, k), and of B's, (k, n), within the tile.
+uvec2 a_run_at(uint q) { return TRANS_A ? uvec2(RUN * (q % (BM / RUN)), q / (BM / RUN)) : uvec2(q / (BK / RUN), RUN * (q % (BK / RUN))); }
+uvec2 b_run_at(uint q) { return TRANS_B ? uvec2(RUN * (q % (BK / RUN)), q / (BK / RUN)) : uvec2(q / (BN / RUN), RUN * (q % (BN / RUN))); }
 
-// Four elements of op(A) from (m, k): along k, or along m with TRANS_A; zero past an edge.
-QUAD fetch_a_quad(uint base, uint m, uint k) {
-  const bool whole = TRANS_A ? k < p.K && m + 3 < p.M : m < p.M && k + 3 < p.K;
+// RUN elements of op(A) from (m, k): along k, or along m with TRANS_A; zero past an edge.
+RUN_T fetch_a_run(uint base, uint m, uint k) {
+  const bool whole = TRANS_A ? k < p.K && m + RUN - 1 < p.M : m < p.M && k + RUN - 1 < p.K;
   const uint at = base + (TRANS_A ? k * p.lda + m : m * p.lda + k);
-  if (VEC4_A && whole) return QUAD_A4(at >> 2);
-  QUAD v = QUAD(0);
-  [[dont_unroll]] for (uint c = 0; c < 4; ++c) {
+  if (VEC4_A && whole) return RUN_A(at / RUN);
+  RUN_T v = RUN_T(0);
+  [[dont_unroll]] for (uint c = 0; c < RUN; ++c) {
     const uint mm = TRANS_A ? m + c : m, kk = TRANS_A ? k : k + c;
-    if (mm < p.M && kk < p.K) QUAD_SET_A(v, c, at + c);
+    if (mm < p.M && kk < p.K) RUN_SET_A(v, c, at + c);
   }
   return v;
 }
 
-// Four elements of op(B) from (k, n): along n, or along k with TRANS_B; zero past an edge.
-QUAD fetch_b_quad(uint base, uint k, uint n) {
-  const bool whole = TRANS_B ? n < p.N && k + 3 < p.K : k < p.K && n + 3 < p.N;
+// RUN elements of op(B) from (k, n): along n, or along k with TRANS_B; zero past an edge.
+RUN_T fetch_b_run(uint base, uint k, uint n) {
+  const bool whole = TRANS_B ? n < p.N && k + RUN - 1 < p.K : k < p.K && n + RUN - 1 < p.N;
   const uint at = base + (TRANS_B ? n * p.ldb + k : k * p.ldb + n);
-  if (VEC4_B && whole) return QUAD_B4(at >> 2);
-  QUAD v = QUAD(0);
-  [[dont_unroll]] for (uint c = 0; c < 4; ++c) {
+  if (VEC4_B && whole) return RUN_B(at / RUN);
+  RUN_T v = RUN_T(0);
+  [[dont_unroll]] for (uint c = 0; c < RUN; ++c) {
     const uint kk = TRANS_B ? k + c : k, nn = TRANS_B ? n : n + c;
-    if (kk < p.K && nn < p.N) QUAD_SET_B(v, c, at + c);
+    if (kk < p.K && nn < p.N) RUN_SET_B(v, c, at + c);
   }
   return v;
 }
@@ -62,21 +64,21 @@ QUAD fetch_b_quad(uint base, uint k, uint n) {
 #define STAGE_LOOP [[unroll]]
 #endif
 
-// Quads of a tile per invocation, and the next tile's on their way to shared memory.
-const uint QA = (BM * BK / 4 + THREADS - 1) / THREADS, QB = (BN * BK / 4 + THREADS - 1) / THREADS;
-QUAD next_a[QA], next_b[QB];
+// Runs of a tile per invocation, and the next tile's on their way to shared memory.
+const uint QA = (BM * BK / RUN + THREADS - 1) / THREADS, QB = (BN * BK / RUN + THREADS - 1) / THREADS;
+RUN_T next_a[QA], next_b[QB];
 
 // Loads the tile of term `term` from k0 (A's rows mb.., B's columns nb..) into next_a, next_b.
 void load_tile(uint term, uint k0, uint mb, uint nb) {
   const uint abase = matrix_at(p.offset_a, term, p.stride_a, p.head_stride_a),
              bbase = matrix_at(p.offset_b, term, p.stride_b, p.head_stride_b);
   STAGE_LOOP for (uint r = 0; r < QA; ++r) {
-    const uvec2 at = a_quad_at(min(gl_LocalInvocationIndex + r * THREADS, BM * BK / 4 - 1));
-    next_a[r] = fetch_a_quad(abase, mb + at.x, k0 + at.y);
+    const uvec2 at = a_run_at(min(gl_LocalInvocationIndex + r * THREADS, BM * BK / RUN - 1));
+    next_a[r] = fetch_a_run(abase, mb + at.x, k0 + at.y);
   }
   STAGE_LOOP for (uint r = 0; r < QB; ++r) {
-    const uvec2 at = b_quad_at(min(gl_LocalInvocationIndex + r * THREADS, BN * BK / 4 - 1));
-    next_b[r] = fetch_b_quad(bbase, k0 + at.x, nb + at.y);
+    const uvec2 at = b_run_at(min(gl_LocalInvocationIndex + r * THREADS, BN * BK / RUN - 1));
+    next_b[r] = fetch_b_run(bbase, k0 + at.x, nb + at.y);
   }
 }
 

@@ -20,16 +20,6 @@
 shared uvec4 As[TILES_A_ELEMENTS / 8];
 shared uvec4 Bs[TILES_B_ELEMENTS / 8];
 
-// Quad v (elements e .. e + 3 as stored, e % 4 == 0) into a tile: two words of one uvec4, each
-// written on its own (a store through a swizzle may write the whole vector, its other half
-// another invocation's).
-#define TILE_PUT(tile, e, v)                              \
-  {                                                        \
-    const uint at_ = (e) >> 3;                             \
-    if (((e) & 4u) == 0u) tile[at_].x = (v).x, tile[at_].y = (v).y; \
-    else tile[at_].z = (v).x, tile[at_].w = (v).y;         \
-  }
-
 #ifdef BRIGADE_COOPMAT
 
 coopmat<float, gl_ScopeSubgroup, LM, LN, gl_MatrixUseAccumulator> acc[TILES_M * TILES_N];
@@ -50,10 +40,8 @@ void tile_load_b(uint j, uint at) {
   if (TRANS_B) coopMatLoad(frag_b[j], Bs, at / 8, B_LD / 8, gl_CooperativeMatrixLayoutColumnMajor);
   else coopMatLoad(frag_b[j], Bs, at / 8, B_LD / 8, gl_CooperativeMatrixLayoutRowMajor);
 }
-// The same fragments straight from A and B as stored (the kernel's FEED_DIRECT): at and ld in
-// elements, multiples of 8.
-layout(binding = 0) readonly buffer AW4 { uvec4 aw4[]; };
-layout(binding = 1) readonly buffer BW4 { uvec4 bw4[]; };
+// The same fragments straight from A and B as stored (the kernel's FEED_DIRECT; aw4 and bw4,
+// matmul_io.glsl): at and ld in elements, multiples of 8.
 void tile_load_a_direct(uint i, uint at, uint ld) {
   if (TRANS_A) coopMatLoad(frag_a[i], aw4, at / 8, ld / 8, gl_CooperativeMatrixLayoutColumnMajor);
   else coopMatLoad(frag_a[i], aw4, at / 8, ld / 8, gl_CooperativeMatrixLayoutRowMajor);

@@ -49,11 +49,13 @@ void check_operand(const char* name, vk::View v, uint64_t batch, const Grid& g,
 // the loads run across the output block (along M or N), that extent is a multiple of 4, so a
 // load is either wholly inside the matrix or wholly clamped. The kernel walks K in chunks of
 // 4 and takes a K that is no multiple of 4 with a tail of single steps (K_TAIL).
-// A 16-bit operand's quads are word pairs: 8-byte aligned.
+// A 16-bit operand's quads are word pairs: 8-byte aligned. `run`: the elements one wide load
+// takes (4; the matrix-unit kernel stages 16-bit runs of 8, 16 bytes), so row starts, offsets
+// and strides are its multiples.
 bool vec4_ok(vk::View v, const Grid& g, uint32_t ld, uint64_t matrices, bool along_block,
-             uint32_t block_extent, uint32_t per_invocation, Precision format = Precision::Fp32) {
-  if (v.offset % (is_half(format) ? 8 : 16) || g.offset % 4 || ld % 4) return false;
-  if (matrices > 1 && (g.stride % 4 || g.head_stride % 4)) return false;
+             uint32_t block_extent, uint32_t per_invocation, Precision format = Precision::Fp32, uint32_t run = 4) {
+  if (v.offset % (run * (is_half(format) ? 2 : 4)) || g.offset % run || ld % run) return false;
+  if (matrices > 1 && (g.stride % run || g.head_stride % run)) return false;
   return !along_block || (block_extent % 4 == 0 && per_invocation % 4 == 0);
 }
 
@@ -202,11 +204,12 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
                  "a causal product is square along its diagonal");
 
   // Vec4 loads: the register blocks need whole quads across their rows and columns too; the
-  // kernels that stage tiles (shared, matrix) load a quad that crosses an edge one element at
-  // a time.
+  // kernels that stage tiles (shared, matrix) load a run that crosses an edge one element at
+  // a time (the matrix kernel's runs are 8 elements).
   const bool regs = t.variant == MatmulTiling::Variant::Registers;
-  const bool vec4_a = vec4_ok(a, ga, lda, products, regs && p.trans_a, p.M, t.tm, p.a_format);
-  const bool vec4_b = vec4_ok(b, gb, ldb, products, regs && !p.trans_b, p.N, t.tn, p.b_format);
+  const uint32_t run = t.variant == MatmulTiling::Variant::Matrix ? 8 : 4;
+  const bool vec4_a = vec4_ok(a, ga, lda, products, regs && p.trans_a, p.M, t.tm, p.a_format, run);
+  const bool vec4_b = vec4_ok(b, gb, ldb, products, regs && !p.trans_b, p.N, t.tn, p.b_format, run);
   // C's rows as vec4s: whole quads inside N, every row and batch matrix 16-byte aligned, and
   // the bias and the epilogue's tensor (laid out as C) aligned with it.
   const bool vec4_c = t.tn % 4 == 0 && p.N % 4 == 0 &&
