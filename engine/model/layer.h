@@ -98,6 +98,10 @@ struct Tensors {
   // How the `product` params among `params` are stored: fp32 (the master, or a copy rounded to
   // a 16-bit precision), or 16 bits packed where the layer reads_half_weights.
   ops::Precision w_precision = ops::Precision::Fp32;
+  // Backward, in a 16-bit stage: dy packed in y_precision by the layer after this one as it
+  // wrote dy (where this one reads_output_gradient_copy and that one writes_input_gradient_copy),
+  // and where this layer writes dx's copy in x_precision for the layer before it.
+  std::optional<vk::View> dy_copy, dx_copy;
 };
 
 class Layer {
@@ -131,6 +135,12 @@ class Layer {
   // True when backward writes every element of dx (=) instead of adding into it, so the
   // stage need not clear dx first (a pass over it on every micro-batch).
   virtual bool writes_input_gradient() const { return false; }
+  // Where the Cell hands it stored tensors (stores_half): backward also writes dx packed into
+  // Tensors::dx_copy, when given, as it writes dx (the same bits as a pack of dx).
+  virtual bool writes_input_gradient_copy() const { return false; }
+  // Where the Cell hands it stored tensors: backward reads Tensors::dy_copy, when given,
+  // instead of packing dy for its products itself.
+  virtual bool reads_output_gradient_copy() const { return false; }
   // True when, on `device`, the layer's kernels read x, y and saved tensors as Tensors says
   // they are stored, write y and saved tensors in their precision, and round dx to x's: the
   // Cell then hands it the stored tensors instead of fp32 copies converted around it (the

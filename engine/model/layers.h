@@ -208,6 +208,7 @@ class LayerNorm final : public ShapedLayer {
  public:
   LayerNorm(const Shape& input, uint32_t features, std::string prefix);
   std::string kind() const override { return "layernorm"; }
+  bool writes_input_gradient_copy() const override { return true; }
   bool stores_half(const vk::PhysicalInfo& device) const override;
   std::vector<ParamSpec> params() const override;
   std::vector<SavedSpec> saved() const override;
@@ -281,6 +282,8 @@ class GptBlock final : public ShapedLayer {
   GptBlock(uint32_t index, uint32_t T, uint32_t C, uint32_t n_head, uint32_t n_layer);
   std::string kind() const override { return "gpt_block"; }
   bool writes_input_gradient() const override { return true; }  // dx = dx1 + ln_1's gradient
+  bool writes_input_gradient_copy() const override { return true; }
+  bool reads_output_gradient_copy() const override { return true; }
   bool stores_half(const vk::PhysicalInfo& device) const override;
   bool reads_half_weights() const override { return true; }
   std::vector<ParamSpec> params() const override;

@@ -257,10 +257,11 @@ void GptBlock::backward(const Pass& p, const Tensors& t, vk::View dy,
     else if (k == kDy)
       copy_floats(cmd, grad, d[kDy], uint64_t(N) * C);
   };
-  // The gradients the products read, packed in a 16-bit stage: dy (packed here) and dfc side
-  // by side in wide_a (free until dqkv), dx1, dattn and dqkv in wide_b once dfc has been read
-  // (a split backward keeps dfc and dqkv in t.deferred, so there both are free throughout).
-  // Each but dy is packed by the kernel that writes it last, as it writes it.
+  // The gradients the products read, packed in a 16-bit stage: dy (packed here unless the layer
+  // after wrote its copy, t.dy_copy) and dfc side by side in wide_a (free until dqkv), dx1,
+  // dattn and dqkv in wide_b once dfc has been read (a split backward keeps dfc and dqkv in
+  // t.deferred, so there both are free throughout). Each of the others is packed by the
+  // kernel that writes it last, as it writes it, and so is dx where t.dx_copy asks.
   const ops::Precision h = t.y_precision;
   Carver wide_a(scratch.wide_a), wide_b(scratch.wide_b);
   const vk::View dy_room = wide_a.take(operand_floats(uint64_t(N) * C, h));
@@ -268,7 +269,8 @@ void GptBlock::backward(const Pass& p, const Tensors& t, vk::View dy,
 
   // MLP branch: y = x1 + mlp.c_proj(gelu(mlp.c_fc(ln_2(x1)))).
   const vk::View dfc = kept(kDfc, scratch.wide_b), dln2 = kept(kDln2, scratch.narrow_b);
-  const Operand dy_product = operand(cmd, dy, uint64_t(N) * C, h, dy_room);
+  // dy as the products read it: packed by the layer after this one where it wrote a copy.
+  const Operand dy_product = t.dy_copy ? Operand{*t.dy_copy, h} : operand(cmd, dy, uint64_t(N) * C, h, dy_room);
   param_grad(kDy, dy, dy_product);
   const Operand dfc_product =
       write_backward_data(cmd, dy_product, w[kMlpProjW], dfc, N, 4 * C, C, t.w_precision, dfc_copy, ops::Precision::Fp32,
@@ -305,7 +307,8 @@ void GptBlock::backward(const Pass& p, const Tensors& t, vk::View dy,
   param_grad(kDln1, dln1, {dln1});
   if (dx)
     ops::layernorm_backward_data(cmd, dln1, t.x, w[kLn1W], s[kLn1Mean], s[kLn1Rstd], *dx, N, C,
-                                 t.x_precision, t.x_precision, {dx1});
+                                 t.x_precision, t.x_precision,
+                                 {dx1, t.dx_copy, t.dx_copy ? t.x_precision : ops::Precision::Fp32});
 }
 
 // The second half of a split backward: the parameter kernels a whole backward records, in its

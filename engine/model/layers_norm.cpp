@@ -106,7 +106,8 @@ void LayerNorm::backward(const Pass& p, const Tensors& t, vk::View dy,
                                    t.grads[1], n, channels_, 0, t.x_precision);
   if (dx)
     ops::layernorm_backward_data(p.cmd, dy, t.x, t.params[0], t.saved[0], t.saved[1], *dx, n,
-                                 channels_, t.x_precision, t.x_precision);
+                                 channels_, t.x_precision, t.x_precision,
+                                 {std::nullopt, t.dx_copy, t.dx_copy ? t.x_precision : ops::Precision::Fp32});
 }
 
 void LayerNorm::backward_params(const Pass& p, const Tensors& t) const {

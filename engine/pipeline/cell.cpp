@@ -104,6 +104,10 @@ Cell::Cell(vk::Device& device, const model::Model& model, CellLayout layout)
   }
   grad_a_ = vk::Buffer(device, layout_.gradient_bytes, act, tag + "activation gradient A");
   grad_b_ = vk::Buffer(device, layout_.gradient_bytes, act, tag + "activation gradient B");
+  if (layout_.gradient_copy_bytes) {
+    copy_a_ = vk::Buffer(device, layout_.gradient_copy_bytes, act, tag + "activation gradient A, packed");
+    copy_b_ = vk::Buffer(device, layout_.gradient_copy_bytes, act, tag + "activation gradient B, packed");
+  }
   if (layout_.scratch_bytes)
     scratch_ = vk::Buffer(device, layout_.scratch_bytes, vk::Category::Scratch, tag + "scratch");
   if (layout_.work_bytes) work_ = vk::Buffer(device, layout_.work_bytes, vk::Category::Scratch, tag + "fp32 work");
@@ -301,6 +305,11 @@ std::optional<vk::View> Cell::backward(vk::Commands& first, const MicroBatch& mb
   const uint32_t n = uint32_t(layout_.output_bytes.size());
   vk::Buffer* dy = &grad_a_;
   vk::Buffer* dx = &grad_b_;
+  // dy's packed copy where the layer after wrote one (CellLayout::gradient_copies), and where
+  // the next copy goes.
+  vk::Buffer* dy_copy = &copy_a_;
+  vk::Buffer* dx_copy = &copy_b_;
+  bool copied = false;
   // The gradient of a tensor is rounded to the tensor's precision (so pipelined equals one
   // device, and a boundary carries one precision both ways); inside a cell it stays fp32.
   const vk::View out = y_view(n - 1, mb);
@@ -328,7 +337,10 @@ std::optional<vk::View> Cell::backward(vk::Commands& first, const MicroBatch& mb
     }
     const bool wants_dx = wants_input_gradient(l);
     std::vector<vk::View> saved, deferred, saved32;
-    const model::Tensors t = unpacked(*c, l, mb, tensors(l, mb, saved, deferred), saved32);
+    model::Tensors t = unpacked(*c, l, mb, tensors(l, mb, saved, deferred), saved32);
+    const bool copies = wants_dx && layout_.gradient_copies[l];
+    if (copied) t.dy_copy = vk::View(*dy_copy, 0, ops::stored_bytes(out_floats(l, mb), layout_.output_precision[l]));
+    if (copies) t.dx_copy = vk::View(*dx_copy, 0, ops::stored_bytes(in_floats(l, mb), x_precision(l)));
     const vk::View dy_view(*dy, 0, out_floats(l, mb) * kFloat);
     model::Pass p = pass(*c, mb, l, false);
     p.split = split && splits(l);
@@ -339,9 +351,11 @@ std::optional<vk::View> Cell::backward(vk::Commands& first, const MicroBatch& mb
       layer.backward(p, t, dy_view, dx_view);
       if (!direct(l)) ops::round_to(*c, dx_view, uint32_t(in_floats(l, mb)), x_precision(l));
       std::swap(dy, dx);
+      std::swap(dy_copy, dx_copy);
     } else {
       layer.backward(p, t, dy_view, std::nullopt);
     }
+    copied = copies;
     if (after_layer) c = &after_layer(l, *c);
   }
   if (backward_marks_) backward_marks_->push_back(c->timestamp());

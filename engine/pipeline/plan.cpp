@@ -70,7 +70,7 @@ Bytes CellLayout::memory(uint32_t optimizer_states) const {
   for (const auto& layer : deferred_bytes)
     for (uint64_t d : layer) deferred += d;
   b[cat(vk::Category::Activations)] = inputs * (input_bytes + target_bytes) + sets * set + deferreds * deferred +
-                                      2 * gradient_bytes + gradient_out_bytes;
+                                      2 * gradient_bytes + 2 * gradient_copy_bytes + gradient_out_bytes;
   b[cat(vk::Category::Transfer)] = link_bytes;
   for (const model::ParamSpec& p : params)  // the tied sums' host memory
     if (std::find(tied.begin(), tied.end(), p.name) != tied.end())
@@ -168,6 +168,19 @@ CellLayout layout_cell(const model::Model& m, uint32_t cell, uint32_t first, uin
   for (const model::ParamSpec& p : s.params)
     if (p.kind == model::ParamKind::Trainable && outside.count(p.name)) s.tied.push_back(p.name);
   s.gradient_bytes = widest * max_rows * kFloat;
+  // Input gradients handed on packed: layer l writes its dx's copy where the layer right
+  // before it in the cell reads one, both on their stored tensors, the boundary in 16 bits.
+  s.gradient_copies.assign(last - first, false);
+  for (uint32_t l = first + 1; l < last; ++l) {
+    const model::Layer& layer = *m.layers[l];
+    const model::Layer& before = *m.layers[l - 1];
+    if (s.direct[l - first] && s.direct[l - 1 - first] && ops::is_half(stored[l - 1]) && !before.is_view() &&
+        layer.writes_input_gradient_copy() && before.reads_output_gradient_copy()) {
+      s.gradient_copies[l - first] = true;
+      s.gradient_copy_bytes = std::max(s.gradient_copy_bytes,
+                                       ops::stored_bytes(model::elements(layer.input_shape()) * max_rows, stored[l - 1]));
+    }
+  }
   s.scratch_bytes = scratch * kFloat;
   // The loss reads the last layer's output in fp32 from part 0.
   if (last_cell && ops::is_half(stored[last - 1]))

@@ -61,6 +61,12 @@ struct CellLayout {
   // Split backward (zero-bubble): per layer, per deferred() spec, kept from B to W.
   std::vector<std::vector<uint64_t>> deferred_bytes;
   uint64_t gradient_bytes = 0; // each of the two ping-pong activation-gradient buffers
+  // Per layer of the cell: whether its backward writes its input gradient's 16-bit copy for
+  // the layer before it, which reads that rather than packing it (Layer::
+  // writes_input_gradient_copy, reads_output_gradient_copy: both direct, the boundary 16-bit);
+  // the copies go to two ping-pong buffers of gradient_copy_bytes each.
+  std::vector<bool> gradient_copies;
+  uint64_t gradient_copy_bytes = 0;
   uint64_t scratch_bytes = 0;  // shared transient memory of the layers
   uint64_t norm_bytes = 0;     // partial sums of the gradient-norm reduction (optim::GradNorm)
   uint64_t target_bytes = 0;   // last cell: one micro-batch's targets (kept with each input)
