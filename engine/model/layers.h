@@ -13,6 +13,7 @@
 #include "model/layer.h"
 #include "model/operand.h"
 #include "ops/conv2d.h"
+#include "ops/layernorm.h"
 
 namespace brigade::model {
 
@@ -24,6 +25,11 @@ Cost standard_cost(const Layer& layer, double flops);
 // cmd.copy of `floats` floats from src to dst, views of any buffers: how a split backward
 // keeps a gradient for backward_params.
 void copy_floats(vk::Commands& cmd, vk::View src, vk::View dst, uint64_t floats);
+
+// What a layer's LayerNorm backward writes around its dx (ops::LayerNormGrad): dx =
+// `residual` + the LayerNorm's gradient where a residual branch adds one, and dx's copy in x's
+// precision where the Cell asks for it (Tensors::dx_copy).
+ops::LayerNormGrad input_gradient(const Tensors& t, std::optional<vk::View> residual = std::nullopt);
 
 // A layer whose shapes are fixed at construction.
 class ShapedLayer : public Layer {

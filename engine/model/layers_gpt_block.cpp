@@ -307,8 +307,7 @@ void GptBlock::backward(const Pass& p, const Tensors& t, vk::View dy,
   param_grad(kDln1, dln1, {dln1});
   if (dx)
     ops::layernorm_backward_data(cmd, dln1, t.x, w[kLn1W], s[kLn1Mean], s[kLn1Rstd], *dx, N, C,
-                                 t.x_precision, t.x_precision,
-                                 {dx1, t.dx_copy, t.dx_copy ? t.x_precision : ops::Precision::Fp32});
+                                 t.x_precision, t.x_precision, input_gradient(t, dx1));
 }
 
 // The second half of a split backward: the parameter kernels a whole backward records, in its

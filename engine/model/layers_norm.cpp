@@ -6,6 +6,10 @@
 #include "util/error.h"
 
 namespace brigade::model {
+
+ops::LayerNormGrad input_gradient(const Tensors& t, std::optional<vk::View> residual) {
+  return {residual, t.dx_copy, t.dx_copy ? t.x_precision : ops::Precision::Fp32};
+}
 namespace {
 
 // Normalization and affine FLOPs per element: the statistics, the normalization and the
@@ -106,8 +110,7 @@ void LayerNorm::backward(const Pass& p, const Tensors& t, vk::View dy,
                                    t.grads[1], n, channels_, 0, t.x_precision);
   if (dx)
     ops::layernorm_backward_data(p.cmd, dy, t.x, t.params[0], t.saved[0], t.saved[1], *dx, n,
-                                 channels_, t.x_precision, t.x_precision,
-                                 {std::nullopt, t.dx_copy, t.dx_copy ? t.x_precision : ops::Precision::Fp32});
+                                 channels_, t.x_precision, t.x_precision, input_gradient(t));
 }
 
 void LayerNorm::backward_params(const Pass& p, const Tensors& t) const {

@@ -13,8 +13,4 @@ void residual_forward(vk::Commands& cmd, vk::View a, vk::View b, vk::View y, uin
               vk::Specialization().set(1, uint32_t(f.x)).set(2, uint32_t(f.y)));
 }
 
-void residual_backward(vk::Commands& cmd, vk::View dy, vk::View da, vk::View db, uint32_t n) {
-  launch_vec4(cmd, "residual_backward", {dy, da, db}, n);
-}
-
 }  // namespace brigade::ops

@@ -15,7 +15,7 @@ namespace brigade::ops {
 // y = a + b.  a, b, y: (n). a (f.x) and y (f.y) may be kept in 16 bits, read and written by
 // the kernel itself where n % 4 == 0 and the views are 16-byte aligned; b is fp32.
 void residual_forward(vk::Commands& cmd, vk::View a, vk::View b, vk::View y, uint32_t n, Formats f = {});
-// da += dy and db += dy: both branches receive the whole gradient.  dy, da, db: (n)
-void residual_backward(vk::Commands& cmd, vk::View dy, vk::View da, vk::View db, uint32_t n);
+// Its backward hands dy to both branches: a layer adds it where it computes a branch's
+// gradient (LayerNorm's backward takes it as the residual, ops/layernorm.h).
 
 }  // namespace brigade::ops

@@ -33,23 +33,6 @@ TEST_CASE_FIXTURE(test::Gpu, "residual forward adds its two inputs") {
   }
 }
 
-TEST_CASE_FIXTURE(test::Gpu, "residual backward adds the whole gradient into both branches") {
-  vk::Device& dev = device();
-  for (uint32_t n : kSizes) {
-    const auto dy = test::random_vector(n, n), da0 = test::random_vector(n, n + 1),
-               db0 = test::random_vector(n, n + 2);
-    vk::Buffer bdy = test::to_device(dev, dy, "dy"), bda = test::to_device(dev, da0, "da"),
-               bdb = test::to_device(dev, db0, "db");
-    vk::Commands cmd(dev, "residual backward");
-    ops::residual_backward(cmd, bdy, bda, bdb, n);
-    cmd.run();
-    auto da = da0, db = db0;
-    ref::residual_backward(dy.data(), da.data(), db.data(), n);
-    test::check_close(test::to_host(bda), da, 0.0, 0.0, "da n=" + std::to_string(n));
-    test::check_close(test::to_host(bdb), db, 0.0, 0.0, "db n=" + std::to_string(n));
-  }
-}
-
 TEST_CASE("residual reference backward agrees with finite differences") {
   const uint32_t n = 20;
   const auto ab = test::to_double(test::random_vector(2 * n, 1));  // a then b
