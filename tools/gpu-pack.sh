@@ -4,10 +4,12 @@
 # libraries, Brigade's own libraries):
 #   build.tar.xz   the build's brigade and test binaries, stripped, unpacked there at the path
 #                  they were built at (the cli suite runs the brigade binary it was built with)
-#   vvl.tar.xz     Debian unstable's validation layer from .drivers/unstable (tools/coopmat-check.sh
-#                  makes it), its manifest pointing at the library beside it: Debian 12's layer
-#                  (1.3.239) predates cooperative matrices and fails every case on a device that
-#                  enables them; unstable's needs glibc 2.38, which the GPU machine has
+#   vvl.tar.xz     Debian unstable's validation layer and loader from .drivers/unstable
+#                  (tools/coopmat-check.sh makes it), the manifest pointing at the library
+#                  beside it: Debian 12's layer (1.3.239) predates cooperative matrices and
+#                  fails every case on a device that enables them, and Debian 12's loader
+#                  refuses the newer layer's VK_EXT_layer_settings; unstable's need glibc 2.38,
+#                  which the GPU machine has
 #   text.gz        the GPT presets' text (jargon-text), which that machine lacks
 #   run.sh         unpacks all of it and runs tools/gpu-check.sh OUT PARTS with the GPU's
 #                  driver, the newer layer where it loads, and the text
@@ -36,6 +38,8 @@ manifest=$root/.drivers/unstable/usr/share/vulkan/explicit_layer.d/VkLayer_khron
 if [ -f "$layer" ] && [ -f "$manifest" ]; then
   mkdir -p "$tmp/vvl"
   cp "$layer" "$tmp/vvl/"
+  # Its loader too: Debian 12's (1.3.239) refuses VK_EXT_layer_settings, which the layer lists.
+  cp -L "$root/.drivers/unstable/usr/lib/x86_64-linux-gnu/libvulkan.so.1" "$tmp/vvl/"
   # A bare library name is searched on the system's paths, where Debian 12's layer lies.
   sed 's#"library_path": "libVkLayer#"library_path": "./libVkLayer#' "$manifest" > "$tmp/vvl/VkLayer_khronos_validation.json"
   tar cf - -C "$tmp" vvl | xz -T2 -6 > "$out/vvl.tar.xz"
@@ -53,10 +57,10 @@ build=$(cat "$here/build-path")
 mkdir -p "$build" && tar xJf "$here/build.tar.xz" -C "$build"
 if [ -f "$here/vvl.tar.xz" ]; then
   tar xJf "$here/vvl.tar.xz" -C /tmp
-  if ldd /tmp/vvl/libVkLayer_khronos_validation.so | grep -q 'not found'; then
-    echo "run.sh: unstable's validation layer does not load here; Debian 12's runs the suite"
+  if ldd /tmp/vvl/libVkLayer_khronos_validation.so /tmp/vvl/libvulkan.so.1 | grep -q 'not found'; then
+    echo "run.sh: unstable's validation layer and loader do not load here; Debian 12's run the suite"
   else
-    export VK_LAYER_PATH=/tmp/vvl
+    export VK_LAYER_PATH=/tmp/vvl LD_LIBRARY_PATH=/tmp/vvl${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   fi
 fi
 export BUILD=$build GPU=${GPU:-NVIDIA} TEXT=$here/text.gz

@@ -131,7 +131,10 @@ Instance::Instance(InstanceOptions options) : options_(options) {
   const VkBool32 on = VK_TRUE;
   const LayerSetting heuristic{layer, "syncval_shader_accesses_heuristic", kSettingBool32, 1, &on};
   LayerSettingsInfo settings{kLayerSettingsInfo, nullptr, 1, &heuristic};
+  // A loader older than the extension (Debian 12's 1.3.239) refuses it even where the layer
+  // lists it, so both must know it.
   const bool heuristic_setting = sync && layer_version(layer) >= VK_MAKE_API_VERSION(0, 1, 3, 290) &&
+                                 volkGetInstanceVersion() >= VK_MAKE_API_VERSION(0, 1, 3, 272) &&
                                  has_extension(layer, "VK_EXT_layer_settings");
   if (heuristic_setting) extensions.push_back("VK_EXT_layer_settings");
 
