@@ -66,7 +66,7 @@ inside() { chroot "$dest" env BRIGADE_LAVAPIPE=system BRIGADE_MATRIX_UNITS=on "$
 echo "coopmat-check: Mesa $mesa's lavapipe: $(inside "$build/brigade" devices | grep -A1 'matrix products' | tail -1 | tr -s ' ')"
 inside "$build/brigade" devices | grep -q 'products on matrix units' ||
   { echo "coopmat-check: the device lists no matrix product Brigade takes" >&2; exit 1; }
-inside "$build/tests/test_kernels" -tc='*matrix-unit*,*matrix units*,*16-bit A and B*,*matrix tiles*,*C'"'"'s 16-bit copy*,*packed by its caller*,*K tiles a causal*'
+inside "$build/tests/test_kernels" -tc='*matrix-unit*,*matrix units*,*16-bit A and B*,*matrix tiles*,*C'"'"'s 16-bit copy*,*packed by its caller*,*K tiles a causal*,*reads and writes 16 bits as the fp32 kernels*,*its products reading P, dS and dy rounded*'
 inside "$build/tests/test_pipeline" -tc='fp16 fashion-mlp pipelined equals one device*,*products read its weights rounded*,*within 2 L u*,*read 16-bit operands*'
 # The GPT cases again with attention fused: flash attention on the matrix units.
 inside env BRIGADE_ATTENTION=fused "$build/brigade" plan --model gpt-mini --precision fp16 |

@@ -224,6 +224,11 @@ TEST_CASE_FIXTURE(test::Gpu, "conv2d in its matrix and Winograd forms reads and 
     for (const ops::Conv2dShape& s : shapes)
       for (ops::Form form : {ops::Form::Matrix, ops::Form::Winograd}) {
         if (form == ops::Form::Winograd && !ops::winograd::fits(s)) continue;
+        // Where the matrix form's products take the device's matrix units they read the weight
+        // and dy rounded, not the fp32 kernels' values: the next test checks those.
+        if (form == ops::Form::Matrix && ops::default_matrix_tiling(device().info(), p) &&
+            s.out_h() * s.out_w() % 4 == 0)
+          continue;
         const bool half_y = form == ops::Form::Winograd ? s.out_w() % 2 == 0 : s.out_h() * s.out_w() % 2 == 0;
         const std::string what = std::string(ops::precision_name(p)) + " " + std::to_string(s.h) + "x" +
                                  std::to_string(s.w) + " to " + std::to_string(s.out_h()) + "x" + std::to_string(s.out_w()) +
