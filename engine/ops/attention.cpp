@@ -190,10 +190,15 @@ void expect_forward_views(vk::View qkv, vk::View y, vk::View lse, uint64_t rows,
   BRIGADE_EXPECT_FLOATS(lse, rows * NH, "attention lse");
 }
 
+// The form where the caller names none.
+Form default_form(const vk::PhysicalInfo& device, Precision stored) {
+  return attention_form_for(device, is_half(stored) && default_matrix_tiling(device, stored).has_value());
+}
+
 }  // namespace
 
 std::string attention_path(const vk::PhysicalInfo& device, Precision stored) {
-  const Form form = attention_form_for(device);
+  const Form form = default_form(device, stored);
   if (form == Form::Direct) return "attention on the row kernels, a query or key row an invocation";
   if (form == Form::Matrix)
     return "attention in the matrix form: its products on the matrix kernel, the (T,T) scores in the scratch";
@@ -222,7 +227,7 @@ void attention_forward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View lse
   // The fused form on 16-bit tensors: flash attention on matrix tiles where the device has
   // them (and the backward the scratch for its delta), the matrix form elsewhere (the row
   // kernels read fp32 only).
-  const Form chosen = form.value_or(attention_form_for(cmd.device().info()));
+  const Form chosen = form.value_or(default_form(cmd.device().info(), f.x));
   if (chosen == Form::Fused && half)
     if (const auto t = attention_tiling(cmd.device().info(), f.x, HS); t && qkv.offset % 16 == 0)
       return attention_tiles_forward(cmd, *t, qkv, y, lse, B, T, C, NH, f.x);
@@ -268,7 +273,7 @@ void attention_backward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View ls
   if (copies.dqkv) BRIGADE_EXPECT_BYTES(*copies.dqkv, stored_bytes(rows * 3 * C, f.x), "attention's packed dqkv");
   if (B == 0 || T == 0) return;
   const bool half = packs(f);
-  const Form chosen = form.value_or(attention_form_for(cmd.device().info()));
+  const Form chosen = form.value_or(default_form(cmd.device().info(), f.x));
   // The forms whose kernels write no copy of dqkv: packed after them.
   const auto pack_dqkv = [&] {
     if (copies.dqkv) pack_into(cmd, dqkv, uint32_t(rows * 3 * C), f.x, *copies.dqkv);

@@ -21,8 +21,10 @@ enum class Form { Matrix, Winograd, Direct, Fused };
 // The form `info`'s device runs.
 Form form_for(const vk::PhysicalInfo& info);
 
-// The form attention takes on `info`'s device: form_for's, Fused where that is Direct,
-// unless BRIGADE_ATTENTION says matrix, direct or fused (read once; auto is the default).
-Form attention_form_for(const vk::PhysicalInfo& info);
+// The form attention takes on `info`'s device: form_for's, Fused where that is Direct or
+// where the tensors are 16-bit and the device multiplies matrices of their type
+// (`half_on_matrix_units`: flash attention on matrix tiles), unless BRIGADE_ATTENTION says
+// matrix, direct or fused (read once; auto is the default).
+Form attention_form_for(const vk::PhysicalInfo& info, bool half_on_matrix_units = false);
 
 }  // namespace brigade::ops

@@ -23,8 +23,9 @@
 #include "optim/adamw.h"
 #include "optim/loss_scale.h"
 #include "optim/sgd.h"
-#include "pipeline/executor.h"
+#include "ops/form.h"
 #include "ops/matmul_tiles.h"
+#include "pipeline/executor.h"
 #include "pipeline/plan.h"
 #include "pipeline/profile.h"
 
@@ -440,7 +441,9 @@ TEST_CASE_FIXTURE(test::Gpu, "a 16-bit stage's products read its weights rounded
 // dS (whole quads of keys a row here: T = 16) by the softmax kernels themselves as they make
 // them. So on a device that multiplies the type on matrix units
 // (tools/coopmat-check.sh runs it on one) every product of the block takes them: 4 Linear and
-// 2 attention products forward, 8 and 5 backward.
+// 2 attention products forward, 8 and 5 backward in the matrix form of attention. Fused there
+// (the default on such a device; BRIGADE_ATTENTION=matrix for the other), attention runs on its
+// own matrix tiles, and dqkv is packed after them.
 TEST_CASE_FIXTURE(test::Gpu, "a 16-bit GPT block's products all read 16-bit operands, on matrix units where the device has them") {
   const model::Model m = model::with_window(model::build("gpt-mini", {"n_layer=2"}), 16);
   vk::Device& dev = device();
@@ -448,18 +451,22 @@ TEST_CASE_FIXTURE(test::Gpu, "a 16-bit GPT block's products all read 16-bit oper
     CAPTURE(std::string(ops::precision_name(p)));
     const pipeline::LayerProfile profile = pipeline::profile_model(dev, m, 2, 1, true, p);
     const bool units = ops::default_matrix_tiling(dev.info(), p).has_value();
+    const bool tiles = units && ops::attention_form_for(dev.info(), true) == ops::Form::Fused;
+    CAPTURE(tiles);
     for (uint32_t l = 0; l < m.layers.size(); ++l) {
       if (m.layers[l]->kind() != "gpt_block") continue;
       CAPTURE(l);
-      uint32_t packs[2] = {}, matrix = 0;
+      uint32_t packs[2] = {}, matrix = 0, attention = 0;
       for (const pipeline::KernelTime& k : profile.kernels)
         if (k.layer == l) {  // names go on with the specialization: "precision_pack|0=1|..."
           packs[k.backward] += k.kernel.starts_with("precision_pack|");
           matrix += k.kernel.starts_with("matmul_tiles_coopmat_");
+          attention += k.kernel.starts_with("attention_tiles_");
         }
       CHECK(packs[0] == 0);
-      CHECK(packs[1] == 0);
-      CHECK(matrix == (units ? 19u : 0u));
+      CHECK(packs[1] == (tiles ? 1u : 0u));
+      CHECK(matrix == (units ? tiles ? 12u : 19u : 0u));
+      CHECK(attention == (tiles ? 3u : 0u));
     }
   }
 }
