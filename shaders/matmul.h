@@ -62,6 +62,9 @@ using uint = std::uint32_t;
 #define BRIGADE_TILES_FEED_STAGED 0
 #define BRIGADE_TILES_FEED_STAGE_ONCE 1
 #define BRIGADE_TILES_FEED_DIRECT 2
+// Copies of the staged tiles (1 or 2): with two, the next K tile goes to the other copy while
+// this one multiplies, and one barrier a tile orders both.
+#define BRIGADE_TILES_SPEC_STAGES 41
 // Elements between the rows of a staged 16-bit tile past its width: keeps each row's start
 // 16-byte aligned, as cooperative-matrix loads want, and spreads rows over the banks.
 #define BRIGADE_TILES_PAD 8

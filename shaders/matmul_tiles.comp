@@ -5,7 +5,9 @@
 // A workgroup computes a BM x BN block of C: it stages BM x BK of op(A) and BK x BN of op(B)
 // in shared memory, the 16-bit elements' bits copied as stored, eight (16 bytes) at a time,
 // laid out as the operand is (a transposed one column-major), what lies past an edge as zero;
-// the next tile is loaded into registers while this one multiplies. Then each warp multiplies its
+// the next tile is loaded into registers while this one multiplies (with STAGES = 2 it goes on
+// to the other copy of the tiles while the warps still read this one, one barrier a tile, rather
+// than waiting for them: two barriers a tile). Then each warp multiplies its
 // TILES_M x TILES_N matrices of LM x LN through the tile operations (shaders/tiles.glsl):
 // cooperative matrices where the device has them (the _coopmat builds), plain invocations
 // elsewhere. The sums run over K in order, tile after tile, term after term.
@@ -32,6 +34,7 @@ layout(constant_id = BRIGADE_TILES_SPEC_WARPS_N) const uint WARPS_N = 2;
 layout(constant_id = BRIGADE_TILES_SPEC_BK) const uint BK = 32;
 layout(constant_id = BRIGADE_TILES_SPEC_LANES) const uint LANES = 32;
 layout(constant_id = BRIGADE_TILES_SPEC_FEED) const uint FEED = BRIGADE_TILES_FEED_STAGED;
+layout(constant_id = BRIGADE_TILES_SPEC_STAGES) const uint STAGES = 1;
 layout(constant_id = BRIGADE_MATMUL_SPEC_TRANS_A) const bool TRANS_A = false;
 layout(constant_id = BRIGADE_MATMUL_SPEC_TRANS_B) const bool TRANS_B = false;
 layout(constant_id = BRIGADE_MATMUL_SPEC_VEC4_A) const bool VEC4_A = false;
@@ -58,6 +61,7 @@ uint a_elem(uint m, uint k) { return TRANS_A ? k * A_LD + m : m * A_LD + k; }
 uint b_elem(uint k, uint n) { return TRANS_B ? n * B_LD + k : k * B_LD + n; }
 
 #define BRIGADE_STAGE_BITS
+#define TILES_STAGES STAGES
 #include "matmul_io.glsl"
 #include "tiles.glsl"
 #include "staging.glsl"
@@ -68,20 +72,32 @@ shared float Cs[WARPS * LM * LN];
 // The K tile from k0 of term `term` on its way to shared memory: op(A)[mb + m][k0 + k] at
 // a_elem(m, k), op(B)[k0 + k][nb + n] at b_elem(k, n), zero past the edges, in runs of eight
 // elements along the operand's rows as stored (staging.glsl). load_tile brings them into
-// registers (while the tile before multiplies), store_tile puts each run in place: one uvec4
-// of the tile (a run starts on a multiple of 8 elements, as every row of the tile does).
-void store_tile() {
+// registers (while the tile before multiplies), store_tile puts each run in place in copy
+// `stage` of the tiles: one uvec4 (a run starts on a multiple of 8 elements, as every row of
+// the tile does).
+void store_tile(uint stage) {
   STAGE_LOOP for (uint r = 0; r < QA; ++r) {
     const uint q = gl_LocalInvocationIndex + r * THREADS;
     if (q >= BM * BK / RUN) break;
     const uvec2 at = a_run_at(q);
-    As[a_elem(at.x, at.y) / 8] = next_a[r];
+    As[(stage * TILES_A_ELEMENTS + a_elem(at.x, at.y)) / 8] = next_a[r];
   }
   STAGE_LOOP for (uint r = 0; r < QB; ++r) {
     const uint q = gl_LocalInvocationIndex + r * THREADS;
     if (q >= BN * BK / RUN) break;
     const uvec2 at = b_run_at(q);
-    Bs[b_elem(at.x, at.y) / 8] = next_b[r];
+    Bs[(stage * TILES_B_ELEMENTS + b_elem(at.x, at.y)) / 8] = next_b[r];
+  }
+}
+
+// The warp's sums over the K tile in copy `stage` of the tiles.
+void multiply_tile(uint wm, uint wn, uint stage) {
+  const uint a0 = stage * TILES_A_ELEMENTS, b0 = stage * TILES_B_ELEMENTS;
+  STAGE_LOOP for (uint kk = 0; kk < BK; kk += LK) {
+    [[unroll]] for (uint i = 0; i < TILES_M; ++i) tile_load_a(i, a0 + a_elem(wm * WM + i * LM, kk));
+    [[unroll]] for (uint j = 0; j < TILES_N; ++j) tile_load_b(j, b0 + b_elem(kk, wn * WN + j * LN));
+    [[unroll]] for (uint i = 0; i < TILES_M; ++i)
+      [[unroll]] for (uint j = 0; j < TILES_N; ++j) tile_multiply(i, j);
   }
 }
 
@@ -94,19 +110,27 @@ void multiply_staged(uint wm, uint wn, uint mb, uint nb) {
   const uvec2 range = needed_tiles(mb, nb);
   const uint tiles = range.y - range.x, steps = p.terms * tiles;
   if (steps > 0) load_tile(gl_WorkGroupID.z * p.terms, range.x * BK, mb, nb);
+  if (STAGES == 2 && !once) {
+    if (steps > 0) store_tile(0);
+    barrier();
+    for (uint s = 0; s < steps; ++s) {
+      if (s + 1 < steps)  // in flight while this tile multiplies
+        load_tile(gl_WorkGroupID.z * p.terms + (s + 1) / tiles, (range.x + (s + 1) % tiles) * BK, mb, nb);
+      multiply_tile(wm, wn, s & 1);
+      // The other copy was last read in the tile before, which every warp has left.
+      if (s + 1 < steps) store_tile((s + 1) & 1);
+      barrier();
+    }
+    return;
+  }
   for (uint s = 0; s < steps; ++s) {
     if (!once || s == 0) {
-      store_tile();
+      store_tile(0);
       barrier();
     }
     if (!once && s + 1 < steps)  // in flight while this tile multiplies
       load_tile(gl_WorkGroupID.z * p.terms + (s + 1) / tiles, (range.x + (s + 1) % tiles) * BK, mb, nb);
-    STAGE_LOOP for (uint kk = 0; kk < BK; kk += LK) {
-      [[unroll]] for (uint i = 0; i < TILES_M; ++i) tile_load_a(i, a_elem(wm * WM + i * LM, kk));
-      [[unroll]] for (uint j = 0; j < TILES_N; ++j) tile_load_b(j, b_elem(kk, wn * WN + j * LN));
-      [[unroll]] for (uint i = 0; i < TILES_M; ++i)
-        [[unroll]] for (uint j = 0; j < TILES_N; ++j) tile_multiply(i, j);
-    }
+    multiply_tile(wm, wn, 0);
     if (!once) barrier();
   }
 }

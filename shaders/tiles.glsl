@@ -11,14 +11,19 @@
 // by the array's own type, as cooperative-matrix loads from shared memory want);
 // everything else it does (staging, the epilogue, edges) is the same code for both.
 // Needs, before it: LM, LN, LK, TILES_M, TILES_N, LANES, A_LD, B_LD, TRANS_A, TRANS_B,
-// FORMAT_A, FORMAT_B, TILES_A_ELEMENTS, TILES_B_ELEMENTS.
+// FORMAT_A, FORMAT_B, TILES_A_ELEMENTS, TILES_B_ELEMENTS (multiples of 8), and TILES_STAGES
+// where the kernel keeps more than one copy of the tiles.
 #ifndef BRIGADE_SHADERS_TILES_GLSL
 #define BRIGADE_SHADERS_TILES_GLSL
 
 #include "warps.glsl"
 
-shared uvec4 As[TILES_A_ELEMENTS / 8];
-shared uvec4 Bs[TILES_B_ELEMENTS / 8];
+// TILES_STAGES copies of each (the kernel's choice; one by default), TILES_*_ELEMENTS apart.
+#ifndef TILES_STAGES
+#define TILES_STAGES 1
+#endif
+shared uvec4 As[TILES_STAGES * TILES_A_ELEMENTS / 8];
+shared uvec4 Bs[TILES_STAGES * TILES_B_ELEMENTS / 8];
 
 #ifdef BRIGADE_COOPMAT
 

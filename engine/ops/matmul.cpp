@@ -66,7 +66,7 @@ std::string MatmulTiling::name() const {
     return std::string(emulated ? "matrix tiles on plain invocations " : "matrix units ") + std::to_string(lm) + "x" +
            std::to_string(ln) + "x" + std::to_string(lk) + ", " + std::to_string(tm) + "x" + std::to_string(tn) +
            " per warp of " + std::to_string(subgroup) + ", " + std::to_string(wg_y) + "x" + std::to_string(wg_x) +
-           " warps, k-depth " + std::to_string(bk) +
+           " warps, k-depth " + std::to_string(bk) + (stages == 2 ? ", double-buffered" : "") +
            (feed == Feed::StageOnce ? ", one tile staged (a ceiling)"
             : feed == Feed::Direct  ? ", fragments from memory (no staging)"
                                     : "");
@@ -81,7 +81,7 @@ uint32_t MatmulTiling::shared_bytes() const {
   if (variant == Variant::Matrix) {  // shaders/matmul_tiles.comp: A's and B's tiles, then C's matrices
     // 16-bit elements, the tiles laid out as A and B are stored: the larger of either layout.
     const uint32_t bm = wg_y * tm * lm, bn = wg_x * tn * ln, pad = BRIGADE_TILES_PAD;
-    return 2 * (std::max(bm * (bk + pad), bk * (bm + pad)) + std::max(bk * (bn + pad), bn * (bk + pad))) +
+    return 2 * stages * (std::max(bm * (bk + pad), bk * (bm + pad)) + std::max(bk * (bn + pad), bn * (bk + pad))) +
            4 * wg_x * wg_y * lm * ln;
   }
   if (variant != Variant::Shared) return 0;

@@ -42,6 +42,8 @@ struct MatmulTiling {
   // tiles and no barriers (whole blocks of 16-byte aligned rows only; C right).
   enum class Feed : uint32_t { Staged = 0, StageOnce = 1, Direct = 2 };
   Feed feed = Feed::Staged;
+  // Matrix: copies of the staged tiles in shared memory (BRIGADE_TILES_SPEC_STAGES), 1 or 2.
+  uint32_t stages = 1;
   // e.g. "registers 8x8 per invocation, 8x8 invocations, A shared by subgroups of 8"
   std::string name() const;
   // Workgroup shared memory the kernel declares with this tiling.

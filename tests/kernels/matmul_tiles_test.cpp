@@ -127,6 +127,10 @@ TEST_CASE_FIXTURE(test::Gpu, "the matrix-unit kernel on plain invocations stores
   MatmulTiling wide = ops::emulated_matrix_tiling(8, 8, 8, 8);
   wide.wg_y = 2, wide.wg_x = 4, wide.tm = 4, wide.tn = 2, wide.bk = 32;
   check_against_simt(device(), wide, Precision::Bf16, 3350);
+  // Two copies of the staged tiles, the next K tile staged while this one multiplies.
+  MatmulTiling doubled = ops::emulated_matrix_tiling(16, 8, 16, 32);
+  doubled.stages = 2;
+  check_against_simt(device(), doubled, Precision::Fp16, 3400);
 }
 
 TEST_CASE_FIXTURE(test::Gpu, "the matrix-unit kernel refuses what it cannot multiply") {
@@ -253,6 +257,8 @@ TEST_CASE_FIXTURE(test::Gpu, "the staged kernels take only the K tiles a causal 
   check_needed_tiles(device(), ops::emulated_matrix_tiling(16, 8, 16, 32));
   MatmulTiling narrow = ops::emulated_matrix_tiling(8, 8, 8, 8);
   narrow.bk = 24;  // a K depth that divides no block
+  check_needed_tiles(device(), narrow);
+  narrow.stages = 2;
   check_needed_tiles(device(), narrow);
   for (Precision p : {Precision::Bf16, Precision::Fp16})
     if (const std::optional<MatmulTiling> t = ops::default_matrix_tiling(device().info(), p)) {

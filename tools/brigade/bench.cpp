@@ -339,6 +339,8 @@ std::vector<std::optional<ops::MatmulTiling>> candidate_tilings(const vk::Physic
       ops::MatmulTiling t = *matrix;
       t.wg_y = warps_m, t.wg_x = warps_n, t.tm = tiles_m, t.tn = tiles_n, t.bk = (deeper ? 4 : 2) * matrix->lk;
       all.push_back(t);
+      t.stages = 2;  // and with the next K tile staged while this one multiplies
+      all.push_back(t);
     }
     // Every other shape the device lists for the type, in the default's block.
     for (const vk::MatrixShape& shape : info.matrix_units.shapes)
