@@ -158,7 +158,7 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
   if (p.M == 0 || p.N == 0 || p.batch == 0 || (p.K == 0 && p.accumulate)) return;
   vk::Device& dev = cmd.device();
   std::optional<MatmulTiling> matrix;
-  if (!p.tiling && is_half(p.a_format) && p.b_format == p.a_format) matrix = default_matrix_tiling(dev.info(), p.a_format);
+  if (!p.tiling && is_half(p.a_format) && p.b_format == p.a_format) matrix = default_matrix_tiling(dev.info(), p.a_format, p.M, p.N);
   const MatmulTiling t = p.tiling ? *p.tiling : matrix ? *matrix : matmul_tiling(dev.info(), p.M, p.N);
   BRIGADE_EXPECT(t.tm && t.tn && t.wg_x && t.wg_y && t.bk, "tiling " + t.name() + " has a zero size");
   BRIGADE_EXPECT(t.wg_x * t.wg_y <= dev.info().max_workgroup_invocations,

@@ -74,8 +74,15 @@ bool takes_matrix_units(const vk::PhysicalInfo& device) {
 
 }  // namespace
 
-std::optional<MatmulTiling> default_matrix_tiling(const vk::PhysicalInfo& device, Precision element) {
-  return takes_matrix_units(device) ? matrix_tiling(device, element) : std::nullopt;
+std::optional<MatmulTiling> default_matrix_tiling(const vk::PhysicalInfo& device, Precision element,
+                                                  uint32_t rows, uint32_t cols) {
+  const std::optional<MatmulTiling> t = takes_matrix_units(device) ? matrix_tiling(device, element) : std::nullopt;
+  if (!t || !rows || !cols) return t;
+  MatmulTiling large = *t;
+  large.tm = large.tn = 4, large.bk = 4 * t->lk;
+  const uint64_t blocks = uint64_t(vk::groups_for(rows, large.wg_y * large.tm * large.lm)) *
+                          vk::groups_for(cols, large.wg_x * large.tn * large.ln);
+  return blocks >= 256 && large.shared_bytes() <= device.max_shared_memory ? large : t;
 }
 
 MatmulTiling emulated_matrix_tiling(uint32_t lm, uint32_t ln, uint32_t lk, uint32_t lanes) {

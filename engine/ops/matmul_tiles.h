@@ -29,9 +29,12 @@ bool runs_matrix(const vk::PhysicalInfo& device, Precision element, uint32_t m, 
 // by default. BRIGADE_MATRIX_UNITS=auto (the default) takes them on every device but CPUs,
 // whose matrix units are an emulation slower than their SIMT kernel (Mesa 26's lavapipe:
 // docs/BENCHMARKS.md, "Matrix units on a CPU"); on takes them wherever listed, off nowhere.
-// On an H200 the larger blocks (`bench kernels` compares them) were no faster: BENCHMARKS.md,
-// "The matrix units on the H200".
-std::optional<MatmulTiling> default_matrix_tiling(const vk::PhysicalInfo& device, Precision element);
+// With `rows` and `cols` (a product's M and N), blocks of 4x4 matrices a warp staged 4
+// matrices deep where the product has 256 such blocks or more (an H200's bf16 4096^3 product ran
+// 173 TFLOPS so against 146 in the 2x2 blocks, 1024^3 43 against 79: BENCHMARKS.md, "The H200 a
+// third time"), the 2x2 blocks otherwise.
+std::optional<MatmulTiling> default_matrix_tiling(const vk::PhysicalInfo& device, Precision element,
+                                                  uint32_t rows = 0, uint32_t cols = 0);
 
 // The same kernel on plain invocations: warps of `lanes` invocations, matrices of lm x ln x lk.
 MatmulTiling emulated_matrix_tiling(uint32_t lm = 16, uint32_t ln = 16, uint32_t lk = 16, uint32_t lanes = 32);

@@ -293,4 +293,34 @@ TEST_CASE("the matrix-unit kernels' warps fit a device's subgroups: its one size
   CHECK(info.matrix_units.unusable_why().empty());
 }
 
+// A product with 256 blocks of 128x128 or more takes them (4x4 matrices a warp, 4 deep); a
+// smaller one, or one whose shape is not given, the 2x2 blocks; a device with too little shared
+// memory for the large ones keeps the small.
+TEST_CASE("16-bit products on matrix units take the large blocks where they have enough of them") {
+  vk::PhysicalInfo gpu;
+  gpu.name = "a GPU";
+  gpu.type = VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU;
+  gpu.subgroup_size = 32, gpu.max_shared_memory = 49152, gpu.max_workgroup_invocations = 1024;
+  gpu.matrix_units.shapes = {{16, 16, 16, vk::MatrixShape::Element::Fp16}};
+  gpu.matrix_units.vulkan_memory_model = gpu.matrix_units.full_subgroups = true;
+  const std::optional<MatmulTiling> small = ops::default_matrix_tiling(gpu, Precision::Fp16);
+  if (!small) {  // a build without the cooperative-matrix kernels (tools/install-glslang.sh)
+    CHECK_FALSE(vk::has_shader("matmul_tiles_coopmat_fp16"));
+    return;
+  }
+  CHECK(small->tm == 2);
+  CHECK(small->tn == 2);
+  const std::optional<MatmulTiling> large = ops::default_matrix_tiling(gpu, Precision::Fp16, 4096, 4096);
+  REQUIRE(large);
+  CHECK(large->tm == 4);
+  CHECK(large->tn == 4);
+  CHECK(large->bk == 64);
+  CHECK(large->wg_x * large->wg_y == 4);
+  CHECK(ops::default_matrix_tiling(gpu, Precision::Fp16, 2048, 2048)->tm == 4);  // 16 x 16 blocks
+  CHECK(ops::default_matrix_tiling(gpu, Precision::Fp16, 2048, 1920)->tm == 2);  // 16 x 15
+  CHECK(ops::default_matrix_tiling(gpu, Precision::Fp16, 1024, 1024)->tm == 2);
+  gpu.max_shared_memory = large->shared_bytes() - 1;
+  CHECK(ops::default_matrix_tiling(gpu, Precision::Fp16, 4096, 4096)->tm == 2);
+}
+
 }  // namespace kernels_matmul_tiles_test

@@ -203,7 +203,8 @@ double gflops(const Case& c, double ms) {
 
 // The tiling ops::matmul picks for the case when none is given.
 ops::MatmulTiling default_tiling(const vk::PhysicalInfo& info, const Case& c) {
-  if (const auto matrix = ops::default_matrix_tiling(info, c.format)) return *matrix;
+  if (const auto matrix = ops::default_matrix_tiling(info, c.format, uint32_t(c.mnk()[0]), uint32_t(c.mnk()[1])))
+    return *matrix;
   return ops::matmul_tiling(info, uint32_t(c.mnk()[0]), uint32_t(c.mnk()[1]));
 }
 
