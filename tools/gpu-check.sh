@@ -34,7 +34,7 @@
 #            turn, ROUNDS rounds, default 3), then gpt-mini trained GPT_STEPS steps (default
 #            1000; 0: none) in each precision from the same start (seed 0), its final validation loss
 # Environment: BUILD (default build), MATRIX_TYPES (the matrix part's types, default
-# "bf16 fp16"), GPU (the GPU's device spec, default 0), TEXT (the GPT
+# "bf16 fp16"), SUITES (the suite part's, default "pipeline,kernels,cli,model,io,vk"), GPU (the GPU's device spec, default 0), TEXT (the GPT
 # models' text, default jargon-text's), and the Vulkan loader's own variables choose what runs;
 # for the drivers part, MIXED_DRIVER_FILES (VK_DRIVER_FILES listing the GPU's driver, lavapipe's
 # and SwiftShader's) and LVP_LIBS (prepended to LD_LIBRARY_PATH: lavapipe's libraries), if set. Each part has a
@@ -83,7 +83,7 @@ fi
 if want matrix; then
   for p in ${MATRIX_TYPES:-bf16 fp16}; do
     t0=$SECONDS
-    timeout -k 5 90 "$b" bench kernels --device "$gpu" --precision $p --square 1024,4096 --reps 9 --json \
+    timeout -k 5 180 "$b" bench kernels --device "$gpu" --precision $p --square 1024,4096 --reps 9 --json \
       >"$out/kernels-$p.json" 2>>"$out/log.txt"
     say "matrix $p: exit $? in $((SECONDS - t0)) s"
     part "matrix-$p" 40 "$py" "$here/torch/mm_peer.py" --device cuda --dtype $p --brigade-json "$out/kernels-$p.json"
@@ -111,12 +111,11 @@ if want suite; then
     done
   }
   t0=$SECONDS
-  run_suite pipeline 6
-  run_suite kernels 3 --each-subgroup-size --device="$gpu"
-  run_suite cli 3
-  run_suite model 1
-  run_suite io 1
-  run_suite vk 1
+  suites=,${SUITES:-pipeline,kernels,cli,model,io,vk},
+  [[ $suites == *,pipeline,* ]] && run_suite pipeline 6
+  [[ $suites == *,kernels,* ]] && run_suite kernels 3 --each-subgroup-size --device="$gpu"
+  [[ $suites == *,cli,* ]] && run_suite cli 3
+  for s in model io vk; do [[ $suites == *,$s,* ]] && run_suite $s 1; done
   wait
   cat "$out"/suite-*.log >"$out/suite.txt"
   rm -f "$out"/suite-*.log
