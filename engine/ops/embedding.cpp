@@ -45,7 +45,7 @@ void embedding_forward(vk::Commands& cmd, vk::View tokens, vk::View wte, vk::Vie
 }
 
 void embedding_backward(vk::Commands& cmd, vk::View dout, vk::View tokens, vk::View dwte,
-                        vk::View dwpe, uint32_t B, uint32_t T, uint32_t C, uint32_t V) {
+                        vk::View dwpe, uint32_t B, uint32_t T, uint32_t C, uint32_t V, uint32_t rows) {
   validate(B, T, C, V);
   require_positions(dwpe, T, C);
   BRIGADE_EXPECT_BYTES(dout, uint64_t(B) * T * C * 4, "embedding output gradient");
@@ -56,9 +56,12 @@ void embedding_backward(vk::Commands& cmd, vk::View dout, vk::View tokens, vk::V
   // Vocabulary rows per invocation: every group of rows scans all B * T tokens once. On a
   // CPU device the scan dominates, so one group covers the byte vocabulary (both gradients
   // at B = 8, T = 1024, C = 128, V = 256 on lavapipe: about 3 ms, against 45 ms with 16
-  // rows); a GPU wants more invocations and fewer accumulators each (not yet measured).
+  // rows). A GPU takes one row an invocation: an H200 ran the pass over 32 rows in 4.1 ms of a
+  // gpt2-small step (16 x 1024 tokens, 96 workgroups, the rows' sums indexed by the token,
+  // so in memory rather than registers) and in 0.40 ms of gpt-mini's 3.7; one row gives V
+  // times the workgroups, each sum in a register (docs/BENCHMARKS.md, "The H200 a third time").
   const bool cpu = dev.info().type == VK_PHYSICAL_DEVICE_TYPE_CPU;
-  const uint32_t rows = std::min(V, cpu ? 256u : 32u);
+  rows = std::min(V, rows ? rows : cpu ? 256u : 1u);
   const vk::Groups token_groups{groups_over(C, BRIGADE_WG_EMBEDDING_TOKENS), groups_over(V, rows)};
   cmd.dispatch(dev.kernel("embedding_backward_tokens", vk::Specialization{}.set(0, rows)),
                {dout, tokens, dwte}, push, token_groups);

@@ -19,8 +19,9 @@ void embedding_forward(vk::Commands& cmd, vk::View tokens, vk::View wte, vk::Vie
                        vk::View out, uint32_t B, uint32_t T, uint32_t C, uint32_t V);
 
 // dwte[v] += sum of dout over the positions holding token v; dwpe[t] += sum over b of
-// dout[b, t]. Both sum in a fixed order: the same inputs give bit-identical gradients.
+// dout[b, t]. Both sum in a fixed order: the same inputs give bit-identical gradients, with
+// any `rows` (vocabulary rows an invocation of the token pass owns; 0: the device's choice).
 void embedding_backward(vk::Commands& cmd, vk::View dout, vk::View tokens, vk::View dwte,
-                        vk::View dwpe, uint32_t B, uint32_t T, uint32_t C, uint32_t V);
+                        vk::View dwpe, uint32_t B, uint32_t T, uint32_t C, uint32_t V, uint32_t rows = 0);
 
 }  // namespace brigade::ops

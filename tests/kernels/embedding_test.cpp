@@ -77,12 +77,12 @@ Grads start_grads(const Dims& d, uint32_t seed) {
           test::random_vector(size_t(d.block_size) * d.C, seed + 1, 1.0f, 2.0f)};
 }
 
-Grads gpu_backward(vk::Device& dev, const Problem& p, const Grads& start) {
+Grads gpu_backward(vk::Device& dev, const Problem& p, const Grads& start, uint32_t rows = 0) {
   auto dout = test::to_device(dev, p.dout, "dout"), tok = test::to_device(dev, p.tokens, "tokens");
   auto dwte = test::to_device(dev, start.dwte, "dwte", vk::Category::Gradients);
   auto dwpe = test::to_device(dev, start.dwpe, "dwpe", vk::Category::Gradients);
   vk::Commands cmd(dev, "embedding backward");
-  ops::embedding_backward(cmd, dout, tok, dwte, dwpe, p.d.B, p.d.T, p.d.C, p.d.V);
+  ops::embedding_backward(cmd, dout, tok, dwte, dwpe, p.d.B, p.d.T, p.d.C, p.d.V, rows);
   cmd.run();
   return {test::to_host(dwte), test::to_host(dwpe)};
 }
@@ -123,6 +123,23 @@ TEST_CASE_FIXTURE(test::Gpu, "embedding backward is bit-identical from run to ru
   const auto a = gpu_backward(device(), p, start), b = gpu_backward(device(), p, start);
   CHECK(a.dwte == b.dwte);
   CHECK(a.dwpe == b.dwpe);
+}
+
+// Each vocabulary row sums its positions in order whatever rows an invocation owns: a GPU's one
+// row, a CPU's whole vocabulary and what lies between give the same bits.
+TEST_CASE_FIXTURE(test::Gpu, "embedding backward gives the same bits with any vocabulary rows an invocation") {
+  uint32_t seed = 400;
+  for (const auto& d : kDims) {
+    const Problem p(d, seed += 10);
+    const auto start = start_grads(d, seed + 5);
+    const Grads one = gpu_backward(device(), p, start, 1);
+    for (uint32_t rows : {3u, 32u, 256u}) {
+      const Grads g = gpu_backward(device(), p, start, rows);
+      CHECK_MESSAGE(g.dwte == one.dwte, describe(d), ", ", rows, " rows against one");
+      CHECK(g.dwpe == one.dwpe);
+    }
+    test::check_close(one.dwte, cpu_backward(p, start).dwte, 1e-5, 1e-5, "dwte, one row, " + describe(d));
+  }
 }
 
 TEST_CASE_FIXTURE(test::Gpu, "embedding clamps out-of-range tokens and touches nothing outside its tables") {
