@@ -69,6 +69,9 @@ struct AttentionSoftmaxPush {
 #define BRIGADE_ATTENTION_TILES_SPEC_LANES 9
 #define BRIGADE_ATTENTION_TILES_SPEC_WARPS 10
 #define BRIGADE_ATTENTION_TILES_SPEC_FORMAT 11
+// The backward's passes also write dqkv's parts packed to FORMAT into the binding after their
+// others, as a pack of the fp32 values gives (a GPT block's products read that copy).
+#define BRIGADE_ATTENTION_TILES_SPEC_COPY 12
 // Elements of padding a shared row of 16-bit elements has past its data (a multiple of 8).
 #define BRIGADE_ATTENTION_TILES_PAD 8
 

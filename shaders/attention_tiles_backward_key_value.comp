@@ -9,7 +9,7 @@
 //   2. a lane a key: P^T = exp(S^T - lse) under the causal mask (queries from the key on),
 //      dS^T = P^T (dP^T - delta), both rounded to FORMAT into shared memory;
 //   3. P^T dY into F and dS^T Q into G, added to the gradients each lane holds.
-// At the end the lanes write their sums into dqkv, the keys' scaled.
+// At the end the lanes write their sums into dqkv, the keys' scaled (with COPY packed beside).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #define BRIGADE_FORMATS  // FORMAT is a specialization constant
@@ -21,6 +21,8 @@ layout(binding = 1) readonly buffer Lse { float lse[]; };
 layout(binding = 2) readonly buffer Dy4 { vec4 dy4[]; };
 layout(binding = 3) buffer Dqkv { float dqkv[]; };
 layout(binding = 4) readonly buffer Delta { float delta[]; };
+layout(binding = 5) writeonly buffer Copy { uint copyw[]; };  // dqkv packed, with COPY
+layout(constant_id = BRIGADE_ATTENTION_TILES_SPEC_COPY) const bool COPY = false;
 layout(push_constant) uniform Push { AttentionPush p; };
 #include "attention_tiles.glsl"
 
@@ -86,5 +88,9 @@ void main() {
     const uint at = (b * p.T + t) * 3 * p.C + p.C + h * HS + x % HS;
     dqkv[at] = dk[e], dqkv[at + 1] = dk[e + 1];
     dqkv[at + p.C] = dv[e], dqkv[at + p.C + 1] = dv[e + 1];
+    if (COPY) {
+      copyw[at / 2] = pair_out(dk[e], dk[e + 1], FORMAT);
+      copyw[(at + p.C) / 2] = pair_out(dv[e], dv[e + 1], FORMAT);
+    }
   }
 }

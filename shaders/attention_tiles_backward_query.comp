@@ -11,7 +11,7 @@
 //   2. a lane a row: P = exp(S - lse) under the causal mask, dS = P (dP - delta), rounded to
 //      FORMAT into shared memory;
 //   3. dS K into F, added to the gradient each lane holds in registers.
-// At the end the lanes write scale times their sums into dqkv.
+// At the end the lanes write scale times their sums into dqkv (with COPY packed beside).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #define BRIGADE_FORMATS  // FORMAT is a specialization constant
@@ -24,6 +24,8 @@ layout(binding = 2) readonly buffer Lse { float lse[]; };
 layout(binding = 3) readonly buffer Dy4 { vec4 dy4[]; };
 layout(binding = 4) buffer Dqkv { float dqkv[]; };
 layout(binding = 5) writeonly buffer Delta { float delta[]; };
+layout(binding = 6) writeonly buffer Copy { uint copyw[]; };  // dqkv packed, with COPY
+layout(constant_id = BRIGADE_ATTENTION_TILES_SPEC_COPY) const bool COPY = false;
 layout(push_constant) uniform Push { AttentionPush p; };
 #include "attention_tiles.glsl"
 
@@ -93,5 +95,6 @@ void main() {
     if (t >= p.T) continue;
     const uint at = (b * p.T + t) * 3 * p.C + h * HS + x % HS;
     dqkv[at] = dq[e], dqkv[at + 1] = dq[e + 1];
+    if (COPY) copyw[at / 2] = pair_out(dq[e], dq[e + 1], FORMAT);
   }
 }

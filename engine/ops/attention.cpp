@@ -274,19 +274,18 @@ void attention_backward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View ls
   if (B == 0 || T == 0) return;
   const bool half = packs(f);
   const Form chosen = form.value_or(default_form(cmd.device().info(), f.x));
-  // The forms whose kernels write no copy of dqkv: packed after them.
-  const auto pack_dqkv = [&] {
-    if (copies.dqkv) pack_into(cmd, dqkv, uint32_t(rows * 3 * C), f.x, *copies.dqkv);
-  };
   if (chosen == Form::Fused && half)
     if (const auto t = attention_tiling(cmd.device().info(), f.x, HS);
         t && qkv.offset % 16 == 0 && dy.offset % 16 == 0 && scratch.range / 4 >= rows * NH) {
-      attention_tiles_backward(cmd, *t, qkv, y, lse, dy, dqkv, sub(scratch, 0, rows * NH), B, T, C, NH, f.x);
-      return pack_dqkv();
+      attention_tiles_backward(cmd, *t, qkv, y, lse, dy, dqkv, sub(scratch, 0, rows * NH), B, T, C, NH, f.x,
+                               copies.dqkv);
+      return;
     }
   if (chosen == Form::Direct || (chosen == Form::Fused && !half)) {
     rows::backward(cmd, chosen == Form::Fused, qkv, y, lse, dy, dqkv, scratch, B, T, C, NH, HS, f);
-    return pack_dqkv();
+    // The row kernels write no copy of dqkv: packed after them.
+    if (copies.dqkv) pack_into(cmd, dqkv, uint32_t(rows * 3 * C), f.x, *copies.dqkv);
+    return;
   }
   const float scale = 1.0f / std::sqrt(float(HS));
   const uint32_t most = chunk_samples(scratch, B, T, C, NH, true, half);

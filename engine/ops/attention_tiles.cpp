@@ -68,7 +68,7 @@ const char* kernel_of(TilesPass pass) {
 // Records one pass over the B samples' NH heads, after checking the tiling fits the heads and
 // the device.
 void dispatch(vk::Commands& cmd, const AttentionTiling& t, TilesPass pass, std::initializer_list<vk::View> views,
-              uint32_t B, uint32_t T, uint32_t C, uint32_t NH, Precision format) {
+              uint32_t B, uint32_t T, uint32_t C, uint32_t NH, Precision format, bool copy = false) {
   const vk::PhysicalInfo& device = cmd.device().info();
   const uint32_t HS = C / NH;
   BRIGADE_EXPECT(t.lm && t.ln && t.lk && t.lanes && t.lm % 8 == 0 && t.ln % 8 == 0 && t.lk % 8 == 0 &&
@@ -97,7 +97,8 @@ void dispatch(vk::Commands& cmd, const AttentionTiling& t, TilesPass pass, std::
       .set(BRIGADE_ATTENTION_TILES_SPEC_LK, t.lk)
       .set(BRIGADE_ATTENTION_TILES_SPEC_LANES, t.lanes)
       .set(BRIGADE_ATTENTION_TILES_SPEC_WARPS, warps)
-      .set(BRIGADE_ATTENTION_TILES_SPEC_FORMAT, uint32_t(format));
+      .set(BRIGADE_ATTENTION_TILES_SPEC_FORMAT, uint32_t(format))
+      .set(BRIGADE_ATTENTION_TILES_SPEC_COPY, copy);
   cmd.dispatch(cmd.device().kernel(kernel, spec), views, shaders::AttentionPush{B, T, C, NH, 1.0f / std::sqrt(float(HS))},
                {vk::groups_for(T, warps * t.lm), NH, B});
 }
@@ -125,16 +126,18 @@ void attention_tiles_forward(vk::Commands& cmd, const AttentionTiling& t, vk::Vi
 
 void attention_tiles_backward(vk::Commands& cmd, const AttentionTiling& t, vk::View qkv, vk::View y, vk::View lse,
                               vk::View dy, vk::View dqkv, vk::View delta, uint32_t B, uint32_t T, uint32_t C,
-                              uint32_t NH, Precision format) {
+                              uint32_t NH, Precision format, std::optional<vk::View> copy) {
   expect_views(qkv, y, lse, B, T, C, NH, format);
   const uint64_t rows = uint64_t(B) * T;
   BRIGADE_EXPECT_FLOATS(dy, rows * C, "attention dy");
   BRIGADE_EXPECT_FLOATS(dqkv, rows * 3 * C, "attention dqkv");
   BRIGADE_EXPECT_FLOATS(delta, rows * NH, "attention delta");
   BRIGADE_EXPECT(dy.offset % 16 == 0, "attention on matrix tiles: dy on 16 bytes");
+  if (copy) BRIGADE_EXPECT_BYTES(*copy, stored_bytes(rows * 3 * C, format), "attention's packed dqkv");
   if (B == 0 || T == 0) return;
-  dispatch(cmd, t, TilesPass::Query, {qkv, y, lse, dy, dqkv, delta}, B, T, C, NH, format);
-  dispatch(cmd, t, TilesPass::KeyValue, {qkv, lse, dy, dqkv, delta}, B, T, C, NH, format);
+  const vk::View to = copy.value_or(dqkv);  // without a copy, bound and never written
+  dispatch(cmd, t, TilesPass::Query, {qkv, y, lse, dy, dqkv, delta, to}, B, T, C, NH, format, copy.has_value());
+  dispatch(cmd, t, TilesPass::KeyValue, {qkv, lse, dy, dqkv, delta, to}, B, T, C, NH, format, copy.has_value());
 }
 
 }  // namespace brigade::ops

@@ -59,9 +59,10 @@ void attention_tiles_forward(vk::Commands& cmd, const AttentionTiling& t, vk::Vi
 // The backward: dqkv (B,T,3C, fp32) = the gradient, given the forward's qkv, y (in `format`)
 // and lse, and dy (B,T,C, fp32; the products read it rounded to `format`, the softmax's delta
 // as it is). `delta` holds B*NH*T floats (the queries' pass writes them for the other). qkv and
-// dy start on 16 bytes.
+// dy start on 16 bytes. With `copy`, the passes also write dqkv packed to `format` there, the
+// bits ops::pack_into gives.
 void attention_tiles_backward(vk::Commands& cmd, const AttentionTiling& t, vk::View qkv, vk::View y, vk::View lse,
                               vk::View dy, vk::View dqkv, vk::View delta, uint32_t B, uint32_t T, uint32_t C,
-                              uint32_t NH, Precision format);
+                              uint32_t NH, Precision format, std::optional<vk::View> copy = std::nullopt);
 
 }  // namespace brigade::ops
