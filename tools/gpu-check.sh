@@ -20,7 +20,8 @@
 #   gpt      training throughput, brigade fp32 and --precision auto, against PyTorch eager fp32
 #            (TF32 off), TF32 and autocast(bfloat16) with SDPA attention on the same GPU
 #            (peer_bench.py)
-#   profile  where a gpt2-small and a gpt-mini step go (`bench profile`): kernels, GPU idle, host
+#   profile  where a gpt2-small and a gpt-mini step go (`bench profile`): kernels, GPU idle, host,
+#            in each of PROFILE_PRECISIONS (default "fp32 auto")
 #   attention a gpt-small and a gpt2-small step (`bench profile`'s step wall time) with
 #            attention in each form (BRIGADE_ATTENTION=matrix, fused: products and softmax
 #            passes, or flash attention: in 16-bit stages on matrix tiles, in fp32 the staged
@@ -34,7 +35,8 @@
 #            turn, ROUNDS rounds, default 3), then gpt-mini trained GPT_STEPS steps (default
 #            1000; 0: none) in each precision from the same start (seed 0), its final validation loss
 # Environment: BUILD (default build), MATRIX_TYPES (the matrix part's types, default
-# "bf16 fp16"), SUITES (the suite part's, default "pipeline,kernels,cli,model,io,vk"), GPU (the GPU's device spec, default 0), TEXT (the GPT
+# "bf16 fp16"), MATRIX_SQUARES (its sizes, default 1024,4096), GPT_PRECISIONS (the gpt part's
+# brigade precisions, default fp32,auto), SUITES (the suite part's, default "pipeline,kernels,cli,model,io,vk"), GPU (the GPU's device spec, default 0), TEXT (the GPT
 # models' text, default jargon-text's), and the Vulkan loader's own variables choose what runs;
 # for the drivers part, MIXED_DRIVER_FILES (VK_DRIVER_FILES listing the GPU's driver, lavapipe's
 # and SwiftShader's) and LVP_LIBS (prepended to LD_LIBRARY_PATH: lavapipe's libraries), if set. Each part has a
@@ -83,7 +85,7 @@ fi
 if want matrix; then
   for p in ${MATRIX_TYPES:-bf16 fp16}; do
     t0=$SECONDS
-    timeout -k 5 180 "$b" bench kernels --device "$gpu" --precision $p --square 1024,4096 --reps 9 --json \
+    timeout -k 5 180 "$b" bench kernels --device "$gpu" --precision $p --square "${MATRIX_SQUARES:-1024,4096}" --reps 9 --json \
       >"$out/kernels-$p.json" 2>>"$out/log.txt"
     say "matrix $p: exit $? in $((SECONDS - t0)) s"
     part "matrix-$p" 40 "$py" "$here/torch/mm_peer.py" --device cuda --dtype $p --brigade-json "$out/kernels-$p.json"
@@ -131,18 +133,20 @@ fi
 if want gpt; then
   for m in gpt-mini:60 gpt-small:70 gpt2-small:90; do
     part gpt "${m#*:}" "$py" "$here/torch/peer_bench.py" --device cuda --runs 1 --models "${m%:*}" \
-      --modes fp32,tf32,bf16 --precision fp32,auto --brigade "$b" --text "$text" &&
+      --modes fp32,tf32,bf16 --precision "${GPT_PRECISIONS:-fp32,auto}" --brigade "$b" --text "$text" &&
       tail -3 "$out/log.txt" >>"$out/summary.txt"
   done
 fi
 
 if want profile; then
   # gpt-mini too: how much of its step the GPU idles, and the host's recording (whether
-  # recording a step once and replaying it would pay there).
-  for m in gpt2-small gpt-mini; do
-    part profile 45 "$b" bench profile --model "$m" -b 16 --reps 3 --devices "$gpu" &&
-      grep -A2 '^training step' "$out/log.txt" | tail -3 >>"$out/summary.txt" &&
-      grep '^host:' "$out/log.txt" | tail -1 >>"$out/summary.txt"
+  # recording a step once and replaying it would pay there); in each of PROFILE_PRECISIONS.
+  for prec in ${PROFILE_PRECISIONS:-fp32 auto}; do
+    for m in gpt2-small gpt-mini; do
+      part profile 45 "$b" bench profile --model "$m" -b 16 --reps 3 --devices "$gpu" --precision "$prec" &&
+        grep -A2 '^training step' "$out/log.txt" | tail -3 >>"$out/summary.txt" &&
+        grep '^host:' "$out/log.txt" | tail -1 >>"$out/summary.txt"
+    done
   done
 fi
 

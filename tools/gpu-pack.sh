@@ -11,6 +11,8 @@
 #                  refuses the newer layer's VK_EXT_layer_settings; unstable's need glibc 2.38,
 #                  which the GPU machine has
 #   text.gz        the GPT presets' text (jargon-text), which that machine lacks
+#   fashion-mnist/ Fashion-MNIST (dataset-fashion-mnist), which the io and cli suites read at
+#                  its Debian path; run.sh puts it there where that machine lacks it
 #   run.sh         unpacks all of it and runs tools/gpu-check.sh OUT PARTS with the GPU's
 #                  driver, the newer layer where it loads, and the text
 #   tools/gpu-pack.sh [BUILD_DIR]          default build/
@@ -47,6 +49,7 @@ else
   echo "gpu-pack: no unstable userland in .drivers/unstable (tools/coopmat-check.sh --prepare): the check will use Debian 12's layer" >&2
 fi
 cp /usr/share/doc/jargon-text/jargon.txt.gz "$out/text.gz"
+cp -r /usr/share/datasets/fashion-mnist "$out/fashion-mnist"
 
 cat > "$out/run.sh" <<'RUN'
 #!/usr/bin/env bash
@@ -63,6 +66,8 @@ if [ -f "$here/vvl.tar.xz" ]; then
     export VK_LAYER_PATH=/tmp/vvl LD_LIBRARY_PATH=/tmp/vvl${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   fi
 fi
+datasets=/usr/share/datasets/fashion-mnist
+[ -e "$datasets" ] || { mkdir -p "$(dirname "$datasets")" && cp -r "$here/fashion-mnist" "$datasets"; }
 export BUILD=$build GPU=${GPU:-NVIDIA} TEXT=$here/text.gz
 "$here/../tools/gpu-check.sh" "$@"
 RUN

@@ -46,18 +46,6 @@ void save(const std::string& path, const model::Model& m, const Settings& s, io:
   if (world().rank() == 0) io::write_checkpoint(path, m, c);
 }
 
-bool SnapshotPolicy::due(uint64_t since, double seconds) {
-  // A step's time smoothed over about ten steps: one slow step does not make snapshots rare.
-  step_seconds_ = step_seconds_ == 0 ? seconds : 0.9 * step_seconds_ + 0.1 * seconds;
-  return since >= interval();
-}
-
-uint64_t SnapshotPolicy::interval() const {
-  if (every_) return every_;
-  if (step_seconds_ <= 0 || capture_seconds_ <= 0) return 1;
-  return std::max<uint64_t>(1, uint64_t(std::ceil(capture_seconds_ / (budget_ * step_seconds_))));
-}
-
 std::vector<uint32_t> lost_stages(const Pipeline& p) {
   std::vector<uint32_t> out;
   for (uint32_t k = 0; k < p.devices.size(); ++k)

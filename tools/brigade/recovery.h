@@ -14,6 +14,7 @@
 #include "optim/optimizer.h"
 #include "pipeline/executor.h"
 #include "pipeline_flags.h"
+#include "snapshot_policy.h"
 #include "train.h"
 
 namespace brigade::cli {
@@ -28,23 +29,6 @@ void restore(const io::Checkpoint& c, pipeline::Executor& ex, optim::Optimizer& 
 // Writes `c` with the settings as the run's checkpoint; under mpirun every rank gives its
 // part and rank 0 writes the one file.
 void save(const std::string& path, const model::Model& m, const Settings& s, io::Checkpoint c);
-
-// When the next snapshot is taken: every `every` steps, or (0) as often as costs at most
-// `budget` of a step's time, measured: the capture's seconds over budget x a step's seconds.
-class SnapshotPolicy {
- public:
-  explicit SnapshotPolicy(uint64_t every, double budget = 0.02) : every_(every), budget_(budget) {}
-  // After a step that took `seconds`, `since` steps after the last snapshot.
-  bool due(uint64_t since, double seconds);
-  void captured(double seconds) { capture_seconds_ = seconds; }
-  // The interval now in force, in steps.
-  uint64_t interval() const;
-
- private:
-  uint64_t every_;
-  double budget_;
-  double capture_seconds_ = 0, step_seconds_ = 0;  // the last capture's; steps' smoothed
-};
 
 // The stages whose devices are lost (vk::Device::lost), in stage order.
 std::vector<uint32_t> lost_stages(const Pipeline& p);
