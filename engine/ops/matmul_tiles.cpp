@@ -79,7 +79,7 @@ std::optional<MatmulTiling> default_matrix_tiling(const vk::PhysicalInfo& device
   const std::optional<MatmulTiling> t = takes_matrix_units(device) ? matrix_tiling(device, element) : std::nullopt;
   if (!t || !rows || !cols) return t;
   MatmulTiling large = *t;
-  large.tm = large.tn = 4, large.bk = 4 * t->lk;
+  large.tm = large.tn = 4, large.bk = 2 * t->lk, large.stages = 2;
   const uint64_t blocks = uint64_t(vk::groups_for(rows, large.wg_y * large.tm * large.lm)) *
                           vk::groups_for(cols, large.wg_x * large.tn * large.ln);
   return blocks >= 256 && large.shared_bytes() <= device.max_shared_memory ? large : t;

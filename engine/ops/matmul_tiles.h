@@ -29,10 +29,11 @@ bool runs_matrix(const vk::PhysicalInfo& device, Precision element, uint32_t m, 
 // by default. BRIGADE_MATRIX_UNITS=auto (the default) takes them on every device but CPUs,
 // whose matrix units are an emulation slower than their SIMT kernel (Mesa 26's lavapipe:
 // docs/BENCHMARKS.md, "Matrix units on a CPU"); on takes them wherever listed, off nowhere.
-// With `rows` and `cols` (a product's M and N), blocks of 4x4 matrices a warp staged 4
-// matrices deep where the product has 256 such blocks or more (an H200's bf16 4096^3 product ran
-// 173 TFLOPS so against 146 in the 2x2 blocks, 1024^3 43 against 79: BENCHMARKS.md, "The H200 a
-// third time"), the 2x2 blocks otherwise.
+// With `rows` and `cols` (a product's M and N), blocks of 4x4 matrices a warp staged 2
+// matrices deep in two copies (the next K tile staged while this one multiplies) where the
+// product has 256 such blocks or more, the 2x2 blocks otherwise. On an H200, bf16 4096^3:
+// 195.7 TFLOPS so, 173.4 staged 4 deep in one copy, 145.7 in the 2x2 blocks; 1024^3: the 4x4
+// blocks 43 against 79 (docs/BENCHMARKS.md, "The H200 a fourth time").
 std::optional<MatmulTiling> default_matrix_tiling(const vk::PhysicalInfo& device, Precision element,
                                                   uint32_t rows = 0, uint32_t cols = 0);
 

@@ -314,7 +314,8 @@ TEST_CASE("16-bit products on matrix units take the large blocks where they have
   REQUIRE(large);
   CHECK(large->tm == 4);
   CHECK(large->tn == 4);
-  CHECK(large->bk == 64);
+  CHECK(large->bk == 32);
+  CHECK(large->stages == 2);
   CHECK(large->wg_x * large->wg_y == 4);
   CHECK(ops::default_matrix_tiling(gpu, Precision::Fp16, 2048, 2048)->tm == 4);  // 16 x 16 blocks
   CHECK(ops::default_matrix_tiling(gpu, Precision::Fp16, 2048, 1920)->tm == 2);  // 16 x 15
