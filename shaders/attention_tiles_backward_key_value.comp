@@ -6,9 +6,12 @@
 // (shaders/attention_tiles.glsl) and stages their k and v, then walks the queries in blocks of
 // BC from the block that holds its first key to the end:
 //   1. S^T = scale K Q^T and dP^T = V dY^T, each warp its rows, into F and G;
-//   2. a lane a key: P^T = exp(S^T - lse) under the causal mask (queries from the key on),
-//      dS^T = P^T (dP^T - delta), both rounded to FORMAT into shared memory;
+//   2. eight queries of a key a lane at a time: P^T = exp(S^T - lse) under the causal mask
+//      (queries from the key on), dS^T = P^T (dP^T - delta), both rounded to FORMAT into
+//      shared memory;
 //   3. P^T dY into F and dS^T Q into G, added to the gradients each lane holds.
+// Between the steps a warp waits for itself alone (WARP_SYNC); the workgroup waits for the
+// block staged and for every warp done with it.
 // At the end the lanes write their sums into dqkv, the keys' scaled (with COPY packed beside).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
@@ -51,26 +54,24 @@ void main() {
     // 1. S^T = scale K Q^T, dP^T = V dY^T: the queries' and dy's rows are the columns.
     WARP_PRODUCT(Fs, w0 * FLD, BC, HS, Ks, w0 * HLD, HLD, Qs, 0, HLD, true, p.scale);
     WARP_PRODUCT(Gs, w0 * FLD, BC, HS, Vs, w0 * HLD, HLD, Dys, 0, HLD, true, 1.0);
-    barrier();
-    // 2. P^T and dS^T, a lane a key: query j0 + j is kept from the key on, up to T - 1.
-    [[dont_unroll]] for (uint i = 0; i < RPL; ++i) {
-      const uint r = lane + i * LANES;
-      if (r >= LM) break;
-      const uint row = w0 + r, key = k0 + row;
-      [[dont_unroll]] for (uint j = 0; j < BC; j += 8) {
-        uvec4 probs, grads;
-        [[unroll]] for (uint c = 0; c < 4; ++c) {
-          const uint j1 = j + 2 * c, at = row * FLD + j1;
-          const bool keep0 = j0 + j1 >= key && j0 + j1 < p.T, keep1 = j0 + j1 + 1 >= key && j0 + j1 + 1 < p.T;
-          const float p0 = keep0 ? exp(Fs[at] - Ls[j1]) : 0.0, p1 = keep1 ? exp(Fs[at + 1] - Ls[j1 + 1]) : 0.0;
-          probs[c] = pair_out(p0, p1, FORMAT);
-          grads[c] = pair_out(p0 * (Gs[at] - Ds[j1]), p1 * (Gs[at + 1] - Ds[j1 + 1]), FORMAT);
-        }
-        Ps[(row * PLD + j) / 8] = probs, Dss[(row * PLD + j) / 8] = grads;
+    WARP_SYNC();
+    // 2. P^T and dS^T, every lane eight queries of a key at a time: query j0 + j is kept from
+    // the key on, up to T - 1.
+    [[dont_unroll]] for (uint x = lane; x < LM * (BC / 8); x += LANES) {
+      const uint row = w0 + x / (BC / 8), j = 8 * (x % (BC / 8)), key = k0 + row;
+      uvec4 probs, grads;
+      [[unroll]] for (uint c = 0; c < 4; ++c) {
+        const uint j1 = j + 2 * c, at = row * FLD + j1;
+        const bool keep0 = j0 + j1 >= key && j0 + j1 < p.T, keep1 = j0 + j1 + 1 >= key && j0 + j1 + 1 < p.T;
+        const float p0 = keep0 ? exp(Fs[at] - Ls[j1]) : 0.0, p1 = keep1 ? exp(Fs[at + 1] - Ls[j1 + 1]) : 0.0;
+        probs[c] = pair_out(p0, p1, FORMAT);
+        grads[c] = pair_out(p0 * (Gs[at] - Ds[j1]), p1 * (Gs[at + 1] - Ds[j1 + 1]), FORMAT);
       }
+      Ps[(row * PLD + j) / 8] = probs, Dss[(row * PLD + j) / 8] = grads;
     }
-    barrier();
-    // 3. dV += P^T dY, dK += scale dS^T Q: the queries' and dy's rows are theirs.
+    WARP_SYNC();
+    // 3. dV += P^T dY, dK += scale dS^T Q: the queries' and dy's rows are theirs. Then every
+    // warp is done with the block (the next staging overwrites it).
     WARP_PRODUCT(Fs, w0 * FLD, HS, BC, Ps, w0 * PLD, PLD, Dys, 0, HLD, false, 1.0);
     WARP_PRODUCT(Gs, w0 * FLD, HS, BC, Dss, w0 * PLD, PLD, Qs, 0, HLD, false, p.scale);
     barrier();
@@ -79,7 +80,6 @@ void main() {
       dv[e] += Fs[at], dv[e + 1] += Fs[at + 1];
       dk[e] += Gs[at], dk[e + 1] += Gs[at + 1];
     }
-    barrier();
   }
 
   STAGE_LOOP for (uint e = 0; e < OWNED; e += 2) {

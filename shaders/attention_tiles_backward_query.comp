@@ -8,9 +8,11 @@
 // A workgroup takes BR query rows of one head (shaders/attention_tiles.glsl): it stages their
 // q and dy, works out their delta, then walks the keys in blocks of BC up to its last row:
 //   1. S = scale Q K^T and dP = dY V^T, each warp its rows, into F and G;
-//   2. a lane a row: P = exp(S - lse) under the causal mask, dS = P (dP - delta), rounded to
-//      FORMAT into shared memory;
+//   2. eight scores a lane at a time: P = exp(S - lse) under the causal mask, dS = P (dP -
+//      delta), rounded to FORMAT into shared memory;
 //   3. dS K into F, added to the gradient each lane holds in registers.
+// Between the steps a warp waits for itself alone (WARP_SYNC: they touch only its rows); the
+// workgroup waits for the block staged and for every warp done with it.
 // At the end the lanes write scale times their sums into dqkv (with COPY packed beside).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
@@ -62,32 +64,27 @@ void main() {
     // 1. S = scale Q K^T, dP = dY V^T: the keys' and values' rows are the columns.
     WARP_PRODUCT(Fs, w0 * FLD, BC, HS, Qs, w0 * HLD, HLD, Ks, 0, HLD, true, p.scale);
     WARP_PRODUCT(Gs, w0 * FLD, BC, HS, Dys, w0 * HLD, HLD, Vs, 0, HLD, true, 1.0);
-    barrier();
-    // 2. dS, a lane a row.
-    [[dont_unroll]] for (uint i = 0; i < RPL; ++i) {
-      const uint r = lane + i * LANES;
-      if (r >= LM) break;
-      const uint row = w0 + r, t = q0 + row, kept = kept_keys(t, j0);
-      [[dont_unroll]] for (uint j = 0; j < BC; j += 8) {
-        uvec4 eight;
-        [[unroll]] for (uint c = 0; c < 4; ++c) {
-          const uint j1 = j + 2 * c, at = row * FLD + j1;
-          const float d0 = j1 < kept ? exp(Fs[at] - Ls[row]) * (Gs[at] - Ds[row]) : 0.0,
-                      d1 = j1 + 1 < kept ? exp(Fs[at + 1] - Ls[row]) * (Gs[at + 1] - Ds[row]) : 0.0;
-          eight[c] = pair_out(d0, d1, FORMAT);
-        }
-        Ps[(row * PLD + j) / 8] = eight;
+    WARP_SYNC();
+    // 2. dS, every lane eight of a row's scores at a time.
+    [[dont_unroll]] for (uint x = lane; x < LM * (BC / 8); x += LANES) {
+      const uint row = w0 + x / (BC / 8), j = 8 * (x % (BC / 8)), t = q0 + row, kept = kept_keys(t, j0);
+      uvec4 eight;
+      [[unroll]] for (uint c = 0; c < 4; ++c) {
+        const uint j1 = j + 2 * c, at = row * FLD + j1;
+        const float d0 = j1 < kept ? exp(Fs[at] - Ls[row]) * (Gs[at] - Ds[row]) : 0.0,
+                    d1 = j1 + 1 < kept ? exp(Fs[at + 1] - Ls[row]) * (Gs[at + 1] - Ds[row]) : 0.0;
+        eight[c] = pair_out(d0, d1, FORMAT);
       }
+      Ps[(row * PLD + j) / 8] = eight;
     }
-    barrier();
-    // 3. dQ += scale dS K: the keys' rows are K's.
+    WARP_SYNC();
+    // 3. dQ += scale dS K: the keys' rows are K's. Then every warp is done with the block.
     WARP_PRODUCT(Fs, w0 * FLD, HS, BC, Ps, w0 * PLD, PLD, Ks, 0, HLD, false, p.scale);
     barrier();
     STAGE_LOOP for (uint e = 0; e < OWNED; e += 2) {
       const uint x = owned_at(e), at = (w0 + x / HS) * FLD + x % HS;
       dq[e] += Fs[at], dq[e + 1] += Fs[at + 1];
     }
-    barrier();
   }
 
   STAGE_LOOP for (uint e = 0; e < OWNED; e += 2) {

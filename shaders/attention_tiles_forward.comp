@@ -14,6 +14,9 @@
 //      form rounds P for its product), and the factor the row's output is rescaled by;
 //   3. each warp multiplies its P by the block's values into F;
 //   4. every lane rescales the outputs it holds in registers and adds the block's.
+// Steps 1 to 4 touch only the warp's own rows of F, P and the factors, so between them a warp
+// waits for itself alone (WARP_SYNC); the workgroup waits twice a block: for the block's keys
+// and values staged, and for every warp done with them.
 // The sums over a block run in the tile operations' order; l sums the unrounded exponentials.
 // At the end y = O / l, rounded to FORMAT, and lse = m + log(l).
 // The tile operations are cooperative matrices where the device has them (the _coopmat builds,
@@ -49,7 +52,7 @@ void main() {
     barrier();
     // 1. S = scale Q K^T: the keys' rows are K^T's columns.
     WARP_PRODUCT(Fs, w0 * FLD, BC, HS, Qs, w0 * HLD, HLD, Ks, 0, HLD, true, p.scale);
-    barrier();
+    WARP_SYNC();
     // 2. The online softmax, a lane a row. Key 0 is in every row's first block, so m is a
     // score's after it.
     [[dont_unroll]] for (uint i = 0; i < RPL; ++i) {
@@ -74,18 +77,18 @@ void main() {
       l[i] = l[i] * rescale + sum, m[i] = top;
       Rs[row] = rescale;
     }
-    barrier();
-    // 3. The block's outputs, P V.
+    WARP_SYNC();
+    // 3. The block's outputs, P V; then every warp is done with the block's keys and values.
     WARP_PRODUCT(Fs, w0 * FLD, HS, BC, Ps, w0 * PLD, PLD, Vs, 0, HLD, false, 1.0);
     barrier();
-    // 4. O = O * rescale + P V.
+    // 4. O = O * rescale + P V (the next block's staging writes none of what this reads).
     STAGE_LOOP for (uint e = 0; e < OWNED; e += 2) {
       const uint x = owned_at(e), row = w0 + x / HS, c = x % HS;
       const float rescale = Rs[row];
       o[e] = o[e] * rescale + Fs[row * FLD + c], o[e + 1] = o[e + 1] * rescale + Fs[row * FLD + c + 1];
     }
-    barrier();
   }
+  WARP_SYNC();  // step 4's reads of Rs before its rows are written again
 
   [[dont_unroll]] for (uint i = 0; i < RPL; ++i) {
     const uint r = lane + i * LANES;

@@ -36,6 +36,17 @@ uint tile_warp() { return gl_LocalInvocationIndex / LANES; }
 uint tile_lane() { return gl_LocalInvocationIndex % LANES; }
 #endif
 
+// Orders a warp's own accesses to shared memory (its tiles' stores, its lanes' loads and
+// stores): a subgroup's barrier where a warp is a subgroup, the workgroup's elsewhere. Other
+// warps run on, so it orders nothing they share.
+#ifdef BRIGADE_COOPMAT
+#define WARP_SYNC()              \
+  subgroupMemoryBarrierShared(); \
+  subgroupBarrier()
+#else
+#define WARP_SYNC() barrier()
+#endif
+
 // The value of the 16-bit element e of a shared tile of uvec4s, from the uvec4 that holds it
 // (shaders/formats.glsl's half_in).
 float tile_value(uvec4 eight, uint e, uint format) { return half_in(eight[(e >> 1) & 3u], e, format); }
