@@ -6,6 +6,9 @@
 // rows are staged as stored, eight elements to a uvec4, HLD elements apart; a warp's products
 // land as floats in its rows of a shared region F (FLD floats a row); each lane holds OWNED
 // of the warp's LM x HS outputs, pairs of a row: element x = 2 lane + e LANES, e even.
+// A kernel that defines ATTENTION_SUMS (the backward's) keeps that many more accumulators a
+// warp across the blocks, its gradients' LM x LN matrices (sums), and F holds only a block's
+// scores (FLD = BC).
 // Included after the kernel's bindings and its push constants `p` (AttentionPush); STAGE_ROWS
 // also wants the workgroup's sample b in scope.
 #ifndef BRIGADE_SHADERS_ATTENTION_TILES_GLSL
@@ -27,49 +30,79 @@ BRIGADE_FORMAT(BRIGADE_ATTENTION_TILES_SPEC_FORMAT, FORMAT);
 const uint BR = WARPS * LM, THREADS = WARPS * LANES;
 const uint HLD = HS + BRIGADE_ATTENTION_TILES_PAD;  // a staged row of q, k, v or dy
 const uint PLD = BC + BRIGADE_ATTENTION_TILES_PAD;  // a row of P or dS (BC of the other side)
-const uint FLD = BC > HS ? BC : HS;                 // a row of F: a block's scores, or outputs
+#ifdef ATTENTION_SUMS
+const uint FLD = BC;  // a row of F: a block's scores
+#else
+const uint FLD = BC > HS ? BC : HS;  // a row of F: a block's scores, or outputs
+#endif
 const uint RPL = (LM + LANES - 1) / LANES;          // rows a lane runs the row-wise steps of
 const uint OWNED = LM * HS / LANES;                 // outputs a lane holds
+// A warp's LM rows of a block's BC scores in runs of eight: run x is row x / (BC / 8), scores
+// from 8 (x % (BC / 8)); lane l takes runs l, l + LANES, ..., RUNS of them at most.
+const uint RUNS = (LM * (BC / 8) + LANES - 1) / LANES;
 
-// The tile operations on one accumulator of LM x LN a warp: tile_step adds A times B, A the
-// LM x LK matrix of rows from element `at_a` of the shared tile `a` (ld_a apart), B the LK x
-// LN matrix from `at_b` of `b`, its rows ld_b apart, or its columns with `cols`; tile_store
-// puts scale times the sums as rows of floats at `at` of `to`, ld apart. Offsets and strides
-// of the 16-bit tiles are multiples of 8: a fragment's rows start on 16 bytes.
+// The tile operations on one accumulator of LM x LN a warp (acc), or on sum s of the warp's
+// ATTENTION_SUMS (sums[s]): tile_step and sum_step add A times B, A the LM x LK matrix of rows
+// from element `at_a` of the shared tile `a` (ld_a apart), B the LK x LN matrix from `at_b` of
+// `b`, its rows ld_b apart, or its columns with `cols`; tile_store and sum_store put scale
+// times the sums as rows of floats at `at` of `to`, ld apart. Offsets and strides of the
+// 16-bit tiles are multiples of 8: a fragment's rows start on 16 bytes.
 #ifdef BRIGADE_COOPMAT
 coopmat<float, gl_ScopeSubgroup, LM, LN, gl_MatrixUseAccumulator> acc;
+#ifdef ATTENTION_SUMS
+coopmat<float, gl_ScopeSubgroup, LM, LN, gl_MatrixUseAccumulator> sums[ATTENTION_SUMS];
+void sums_zero() {
+  [[unroll]] for (uint s = 0; s < ATTENTION_SUMS; ++s)
+    sums[s] = coopmat<float, gl_ScopeSubgroup, LM, LN, gl_MatrixUseAccumulator>(0.0);
+}
+#endif
 coopmat<ELEM, gl_ScopeSubgroup, LM, LK, gl_MatrixUseA> frag_a;
 coopmat<ELEM, gl_ScopeSubgroup, LK, LN, gl_MatrixUseB> frag_b;
 void tile_zero() { acc = coopmat<float, gl_ScopeSubgroup, LM, LN, gl_MatrixUseAccumulator>(0.0); }
-#define tile_step(a, at_a, ld_a, b, at_b, ld_b, cols)                                                \
+#define TILE_MAC(ACC, a, at_a, ld_a, b, at_b, ld_b, cols)                                          \
   {                                                                                                  \
     coopMatLoad(frag_a, a, (at_a) / 8, (ld_a) / 8, gl_CooperativeMatrixLayoutRowMajor);              \
     if (cols) coopMatLoad(frag_b, b, (at_b) / 8, (ld_b) / 8, gl_CooperativeMatrixLayoutColumnMajor); \
     else coopMatLoad(frag_b, b, (at_b) / 8, (ld_b) / 8, gl_CooperativeMatrixLayoutRowMajor);         \
-    acc = coopMatMulAdd(frag_a, frag_b, acc);                                                        \
+    ACC = coopMatMulAdd(frag_a, frag_b, ACC);                                                        \
   }
+#define tile_step(a, at_a, ld_a, b, at_b, ld_b, cols) TILE_MAC(acc, a, at_a, ld_a, b, at_b, ld_b, cols)
+#define sum_step(s, a, at_a, ld_a, b, at_b, ld_b, cols) TILE_MAC(sums[s], a, at_a, ld_a, b, at_b, ld_b, cols)
 #define tile_store(scale, to, at, ld) coopMatStore(acc * (scale), to, at, ld, gl_CooperativeMatrixLayoutRowMajor)
+#define sum_store(s, scale, to, at, ld) coopMatStore(sums[s] * (scale), to, at, ld, gl_CooperativeMatrixLayoutRowMajor)
 #else
 const uint TILE_OWNED = LM * LN / LANES;  // element tile_lane() + LANES e of the matrix
 float acc[TILE_OWNED];
 void tile_zero() {
   [[dont_unroll]] for (uint e = 0; e < TILE_OWNED; ++e) acc[e] = 0.0;
 }
-#define tile_step(a, at_a, ld_a, b, at_b, ld_b, cols)                                                  \
+#ifdef ATTENTION_SUMS
+float sums[ATTENTION_SUMS * TILE_OWNED];
+void sums_zero() {
+  [[dont_unroll]] for (uint e = 0; e < ATTENTION_SUMS * TILE_OWNED; ++e) sums[e] = 0.0;
+}
+#endif
+// ACC: the accumulator of element e.
+#define TILE_MAC(ACC, a, at_a, ld_a, b, at_b, ld_b, cols)                                              \
   [[dont_unroll]] for (uint e = 0; e < TILE_OWNED; ++e) {                                             \
     const uint x = tile_lane() + e * LANES, m = x / LN, n = x % LN;                                    \
-    float s = acc[e];                                                                                  \
+    float v_ = ACC;                                                                                    \
     [[dont_unroll]] for (uint k = 0; k < LK; ++k) {                                                    \
       const uint ea = (at_a) + m * (ld_a) + k, eb = (at_b) + (cols ? n * (ld_b) + k : k * (ld_b) + n); \
-      s += tile_value(a[ea >> 3], ea, FORMAT) * tile_value(b[eb >> 3], eb, FORMAT);                  \
+      v_ += tile_value(a[ea >> 3], ea, FORMAT) * tile_value(b[eb >> 3], eb, FORMAT);                 \
     }                                                                                                  \
-    acc[e] = s;                                                                                        \
+    ACC = v_;                                                                                          \
   }
-#define tile_store(scale, to, at, ld)                                                           \
+#define tile_step(a, at_a, ld_a, b, at_b, ld_b, cols) TILE_MAC(acc[e], a, at_a, ld_a, b, at_b, ld_b, cols)
+#define sum_step(s, a, at_a, ld_a, b, at_b, ld_b, cols) \
+  TILE_MAC(sums[(s) * TILE_OWNED + e], a, at_a, ld_a, b, at_b, ld_b, cols)
+#define TILE_STORE_OF(ACC, scale, to, at, ld)                                                  \
   [[dont_unroll]] for (uint e = 0; e < TILE_OWNED; ++e) {                                      \
     const uint x = tile_lane() + e * LANES;                                                     \
-    to[(at) + (x / LN) * (ld) + x % LN] = (scale) * acc[e];                                     \
+    to[(at) + (x / LN) * (ld) + x % LN] = (scale) * ACC;                                        \
   }
+#define tile_store(scale, to, at, ld) TILE_STORE_OF(acc[e], scale, to, at, ld)
+#define sum_store(s, scale, to, at, ld) TILE_STORE_OF(sums[(s) * TILE_OWNED + e], scale, to, at, ld)
 #endif
 
 // A warp's rows w0 .. w0 + LM - 1 of F, from element `at` on: the product of `len` (K) of A
@@ -82,6 +115,14 @@ void tile_zero() {
         tile_step(a, (a0) + kk_, lda, b, (cols) ? (b0) + jn_ * (ldb) + kk_ : (b0) + kk_ * (ldb) + jn_, ldb, cols); \
     tile_store(scale, to, (at) + jn_, FLD);                                                       \
   }
+
+// Adds to the warp's sums s0 .. s0 + cols_out / LN - 1 the product of `len` (K) of A from its
+// 16-bit tile `a` (rows of lda from `a0`) with B from `b` (from `b0`, rows of ldb, or columns
+// with `cols`), in matrices of LN columns.
+#define WARP_ACCUMULATE(s0, cols_out, len, a, a0, lda, b, b0, ldb, cols)                           \
+  STAGE_LOOP for (uint jn_ = 0; jn_ < (cols_out); jn_ += LN)                                       \
+    STAGE_LOOP for (uint kk_ = 0; kk_ < (len); kk_ += LK)                                          \
+      sum_step((s0) + jn_ / LN, a, (a0) + kk_, lda, b, (cols) ? (b0) + jn_ * (ldb) + kk_ : (b0) + kk_ * (ldb) + jn_, ldb, cols)
 
 // Rows r0 .. r0 + rows - 1 of a token tensor of 16-bit elements (`src`, uvec4s; rows of
 // row8 uvec4s, the head's first at first8) into `tile`, HLD elements apart, zeros past T.

@@ -6,13 +6,14 @@
 // (shaders/attention_tiles.glsl) and stages their k and v, then walks the queries in blocks of
 // BC from the block that holds its first key to the end:
 //   1. S^T = scale K Q^T and dP^T = V dY^T, each warp its rows, into F and G;
-//   2. eight queries of a key a lane at a time: P^T = exp(S^T - lse) under the causal mask
-//      (queries from the key on), dS^T = P^T (dP^T - delta), both rounded to FORMAT into
+//   2. each lane its runs of eight queries of a key: P^T = exp(S^T - lse) under the causal
+//      mask (queries from the key on), dS^T = P^T (dP^T - delta), both rounded to FORMAT into
 //      shared memory;
-//   3. P^T dY into F and dS^T Q into G, added to the gradients each lane holds.
+//   3. P^T dY and dS^T Q added to the warp's sums (dV's matrices, then dK's).
 // Between the steps a warp waits for itself alone (WARP_SYNC); the workgroup waits for the
 // block staged and for every warp done with it.
-// At the end the lanes write their sums into dqkv, the keys' scaled (with COPY packed beside).
+// At the end each warp's sums pass through its rows of F, and its lanes write them into dqkv,
+// the keys' scaled (with COPY packed beside).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #define BRIGADE_FORMATS  // FORMAT is a specialization constant
@@ -27,6 +28,7 @@ layout(binding = 4) readonly buffer Delta { float delta[]; };
 layout(binding = 5) writeonly buffer Copy { uint copyw[]; };  // dqkv packed, with COPY
 layout(constant_id = BRIGADE_ATTENTION_TILES_SPEC_COPY) const bool COPY = false;
 layout(push_constant) uniform Push { AttentionPush p; };
+#define ATTENTION_SUMS (2 * HS / LN)  // dV's matrices, then dK's
 #include "attention_tiles.glsl"
 
 shared uvec4 Ks[BR * HLD / 8], Vs[BR * HLD / 8], Qs[BC * HLD / 8], Dys[BC * HLD / 8];
@@ -38,8 +40,7 @@ void main() {
   const uint h = gl_WorkGroupID.y, b = gl_WorkGroupID.z, k0 = gl_WorkGroupID.x * BR;
   const uint warp = tile_warp(), lane = tile_lane(), w0 = warp * LM;
   const uint stats = (b * p.NH + h) * p.T;
-  float dk[OWNED], dv[OWNED];
-  STAGE_LOOP for (uint e = 0; e < OWNED; ++e) dk[e] = 0.0, dv[e] = 0.0;
+  sums_zero();
   STAGE_QKV(Ks, 1, k0, BR);
   STAGE_QKV(Vs, 2, k0, BR);
 
@@ -55,9 +56,10 @@ void main() {
     WARP_PRODUCT(Fs, w0 * FLD, BC, HS, Ks, w0 * HLD, HLD, Qs, 0, HLD, true, p.scale);
     WARP_PRODUCT(Gs, w0 * FLD, BC, HS, Vs, w0 * HLD, HLD, Dys, 0, HLD, true, 1.0);
     WARP_SYNC();
-    // 2. P^T and dS^T, every lane eight queries of a key at a time: query j0 + j is kept from
-    // the key on, up to T - 1.
-    [[dont_unroll]] for (uint x = lane; x < LM * (BC / 8); x += LANES) {
+    // 2. P^T and dS^T, each lane its runs: query j0 + j is kept from the key on, up to T - 1.
+    [[dont_unroll]] for (uint i = 0; i < RUNS; ++i) {
+      const uint x = lane + i * LANES;
+      if (x >= LM * (BC / 8)) break;
       const uint row = w0 + x / (BC / 8), j = 8 * (x % (BC / 8)), key = k0 + row;
       uvec4 probs, grads;
       [[unroll]] for (uint c = 0; c < 4; ++c) {
@@ -70,27 +72,26 @@ void main() {
       Ps[(row * PLD + j) / 8] = probs, Dss[(row * PLD + j) / 8] = grads;
     }
     WARP_SYNC();
-    // 3. dV += P^T dY, dK += scale dS^T Q: the queries' and dy's rows are theirs. Then every
-    // warp is done with the block (the next staging overwrites it).
-    WARP_PRODUCT(Fs, w0 * FLD, HS, BC, Ps, w0 * PLD, PLD, Dys, 0, HLD, false, 1.0);
-    WARP_PRODUCT(Gs, w0 * FLD, HS, BC, Dss, w0 * PLD, PLD, Qs, 0, HLD, false, p.scale);
+    // 3. dV += P^T dY, dK += dS^T Q (scaled at the end): the queries' and dy's rows are
+    // theirs. Then every warp is done with the block (the next staging overwrites it).
+    WARP_ACCUMULATE(0, HS, BC, Ps, w0 * PLD, PLD, Dys, 0, HLD, false);
+    WARP_ACCUMULATE(HS / LN, HS, BC, Dss, w0 * PLD, PLD, Qs, 0, HLD, false);
     barrier();
-    STAGE_LOOP for (uint e = 0; e < OWNED; e += 2) {
-      const uint x = owned_at(e), at = (w0 + x / HS) * FLD + x % HS;
-      dv[e] += Fs[at], dv[e + 1] += Fs[at + 1];
-      dk[e] += Gs[at], dk[e + 1] += Gs[at + 1];
-    }
   }
 
-  STAGE_LOOP for (uint e = 0; e < OWNED; e += 2) {
-    const uint x = owned_at(e), t = k0 + w0 + x / HS;
-    if (t >= p.T) continue;
-    const uint at = (b * p.T + t) * 3 * p.C + p.C + h * HS + x % HS;
-    dqkv[at] = dk[e], dqkv[at + 1] = dk[e + 1];
-    dqkv[at + p.C] = dv[e], dqkv[at + p.C + 1] = dv[e + 1];
-    if (COPY) {
-      copyw[at / 2] = pair_out(dk[e], dk[e + 1], FORMAT);
-      copyw[(at + p.C) / 2] = pair_out(dv[e], dv[e + 1], FORMAT);
+  // dV and dK out, a matrix at a time through the warp's rows of F.
+  STAGE_LOOP for (uint s = 0; s < 2 * HS / LN; ++s) {
+    const bool keys = s >= HS / LN;
+    sum_store(s, keys ? p.scale : 1.0, Fs, w0 * FLD, FLD);
+    WARP_SYNC();
+    [[dont_unroll]] for (uint x = 2 * lane; x < LM * LN; x += 2 * LANES) {
+      const uint t = k0 + w0 + x / LN;
+      if (t >= p.T) continue;
+      const uint at = (b * p.T + t) * 3 * p.C + (keys ? p.C : 2 * p.C) + h * HS + (s % (HS / LN)) * LN + x % LN;
+      const float v0 = Fs[(w0 + x / LN) * FLD + x % LN], v1 = Fs[(w0 + x / LN) * FLD + x % LN + 1];
+      dqkv[at] = v0, dqkv[at + 1] = v1;
+      if (COPY) copyw[at / 2] = pair_out(v0, v1, FORMAT);
     }
+    WARP_SYNC();
   }
 }

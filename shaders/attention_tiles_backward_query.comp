@@ -6,14 +6,16 @@
 // (B,NH,T) in fp32. The products read dy rounded to FORMAT, as the matrix form's read its
 // packed copy; delta reads it as it is (ops/attention.h).
 // A workgroup takes BR query rows of one head (shaders/attention_tiles.glsl): it stages their
-// q and dy, works out their delta, then walks the keys in blocks of BC up to its last row:
+// q and dy, and each lane works out lse and delta of the rows of its runs; then it walks the
+// keys in blocks of BC up to its last row:
 //   1. S = scale Q K^T and dP = dY V^T, each warp its rows, into F and G;
-//   2. eight scores a lane at a time: P = exp(S - lse) under the causal mask, dS = P (dP -
+//   2. each lane its runs of eight scores: P = exp(S - lse) under the causal mask, dS = P (dP -
 //      delta), rounded to FORMAT into shared memory;
-//   3. dS K into F, added to the gradient each lane holds in registers.
+//   3. dS K added to the warp's sums (its gradient's matrices, held across the blocks).
 // Between the steps a warp waits for itself alone (WARP_SYNC: they touch only its rows); the
 // workgroup waits for the block staged and for every warp done with it.
-// At the end the lanes write scale times their sums into dqkv (with COPY packed beside).
+// At the end each warp's sums pass through its rows of F, and its lanes write scale times
+// them into dqkv (with COPY packed beside).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #define BRIGADE_FORMATS  // FORMAT is a specialization constant
@@ -29,31 +31,31 @@ layout(binding = 5) writeonly buffer Delta { float delta[]; };
 layout(binding = 6) writeonly buffer Copy { uint copyw[]; };  // dqkv packed, with COPY
 layout(constant_id = BRIGADE_ATTENTION_TILES_SPEC_COPY) const bool COPY = false;
 layout(push_constant) uniform Push { AttentionPush p; };
+#define ATTENTION_SUMS (HS / LN)  // dq's matrices
 #include "attention_tiles.glsl"
 
 shared uvec4 Qs[BR * HLD / 8], Dys[BR * HLD / 8], Ks[BC * HLD / 8], Vs[BC * HLD / 8], Ps[BR * PLD / 8];
 shared float Fs[BR * FLD], Gs[BR * FLD];
-shared float Ls[BR], Ds[BR];  // each row's lse and delta
 
 void main() {
   const uint h = gl_WorkGroupID.y, b = gl_WorkGroupID.z, q0 = gl_WorkGroupID.x * BR;
   const uint warp = tile_warp(), lane = tile_lane(), w0 = warp * LM;
-  float dq[OWNED];
-  STAGE_LOOP for (uint e = 0; e < OWNED; ++e) dq[e] = 0.0;
+  sums_zero();
   STAGE_QKV(Qs, 0, q0, BR);
   STAGE_ROUNDED_ROWS(Dys, dy4, p.C / 4, h * HS / 4, q0, BR);
-  [[dont_unroll]] for (uint i = 0; i < RPL; ++i) {
-    const uint r = lane + i * LANES, t = q0 + w0 + r;
-    if (r >= LM) break;
+  // lse and delta of the rows of the lane's runs (a row's first run writes its delta).
+  float ls[RUNS], ds[RUNS];
+  [[dont_unroll]] for (uint i = 0; i < RUNS; ++i) {
+    const uint x = lane + i * LANES, t = q0 + w0 + x / (BC / 8);
     float d = 0.0, l = 0.0;
-    if (t < p.T) {
+    if (x < LM * (BC / 8) && t < p.T) {
       const uint token = (b * p.T + t) * p.C + h * HS;
       [[dont_unroll]] for (uint c = 0; c < HS; c += 4)
         d += dot(dy4[(token + c) / 4], vec4(pair_in(yw[(token + c) / 2], FORMAT), pair_in(yw[(token + c) / 2 + 1], FORMAT)));
       l = lse[(b * p.NH + h) * p.T + t];
-      delta[(b * p.NH + h) * p.T + t] = d;
+      if (x % (BC / 8) == 0) delta[(b * p.NH + h) * p.T + t] = d;
     }
-    Ls[w0 + r] = l, Ds[w0 + r] = d;
+    ls[i] = l, ds[i] = d;
   }
 
   const uint last = min(p.T - 1, q0 + BR - 1);
@@ -65,33 +67,39 @@ void main() {
     WARP_PRODUCT(Fs, w0 * FLD, BC, HS, Qs, w0 * HLD, HLD, Ks, 0, HLD, true, p.scale);
     WARP_PRODUCT(Gs, w0 * FLD, BC, HS, Dys, w0 * HLD, HLD, Vs, 0, HLD, true, 1.0);
     WARP_SYNC();
-    // 2. dS, every lane eight of a row's scores at a time.
-    [[dont_unroll]] for (uint x = lane; x < LM * (BC / 8); x += LANES) {
-      const uint row = w0 + x / (BC / 8), j = 8 * (x % (BC / 8)), t = q0 + row, kept = kept_keys(t, j0);
+    // 2. dS, each lane its runs.
+    [[dont_unroll]] for (uint i = 0; i < RUNS; ++i) {
+      const uint x = lane + i * LANES;
+      if (x >= LM * (BC / 8)) break;
+      const uint row = w0 + x / (BC / 8), j = 8 * (x % (BC / 8)), kept = kept_keys(q0 + row, j0);
       uvec4 eight;
       [[unroll]] for (uint c = 0; c < 4; ++c) {
         const uint j1 = j + 2 * c, at = row * FLD + j1;
-        const float d0 = j1 < kept ? exp(Fs[at] - Ls[row]) * (Gs[at] - Ds[row]) : 0.0,
-                    d1 = j1 + 1 < kept ? exp(Fs[at + 1] - Ls[row]) * (Gs[at + 1] - Ds[row]) : 0.0;
+        const float d0 = j1 < kept ? exp(Fs[at] - ls[i]) * (Gs[at] - ds[i]) : 0.0,
+                    d1 = j1 + 1 < kept ? exp(Fs[at + 1] - ls[i]) * (Gs[at + 1] - ds[i]) : 0.0;
         eight[c] = pair_out(d0, d1, FORMAT);
       }
       Ps[(row * PLD + j) / 8] = eight;
     }
     WARP_SYNC();
-    // 3. dQ += scale dS K: the keys' rows are K's. Then every warp is done with the block.
-    WARP_PRODUCT(Fs, w0 * FLD, HS, BC, Ps, w0 * PLD, PLD, Ks, 0, HLD, false, p.scale);
+    // 3. dQ += dS K (scaled at the end): the keys' rows are K's. Then every warp is done with
+    // the block.
+    WARP_ACCUMULATE(0, HS, BC, Ps, w0 * PLD, PLD, Ks, 0, HLD, false);
     barrier();
-    STAGE_LOOP for (uint e = 0; e < OWNED; e += 2) {
-      const uint x = owned_at(e), at = (w0 + x / HS) * FLD + x % HS;
-      dq[e] += Fs[at], dq[e + 1] += Fs[at + 1];
-    }
   }
 
-  STAGE_LOOP for (uint e = 0; e < OWNED; e += 2) {
-    const uint x = owned_at(e), t = q0 + w0 + x / HS;
-    if (t >= p.T) continue;
-    const uint at = (b * p.T + t) * 3 * p.C + h * HS + x % HS;
-    dqkv[at] = dq[e], dqkv[at + 1] = dq[e + 1];
-    if (COPY) copyw[at / 2] = pair_out(dq[e], dq[e + 1], FORMAT);
+  // dQ out, a matrix at a time through the warp's rows of F.
+  STAGE_LOOP for (uint s = 0; s < HS / LN; ++s) {
+    sum_store(s, p.scale, Fs, w0 * FLD, FLD);
+    WARP_SYNC();
+    [[dont_unroll]] for (uint x = 2 * lane; x < LM * LN; x += 2 * LANES) {
+      const uint t = q0 + w0 + x / LN;
+      if (t >= p.T) continue;
+      const uint at = (b * p.T + t) * 3 * p.C + h * HS + s * LN + x % LN;
+      const float v0 = Fs[(w0 + x / LN) * FLD + x % LN], v1 = Fs[(w0 + x / LN) * FLD + x % LN + 1];
+      dqkv[at] = v0, dqkv[at + 1] = v1;
+      if (COPY) copyw[at / 2] = pair_out(v0, v1, FORMAT);
+    }
+    WARP_SYNC();
   }
 }

@@ -20,13 +20,13 @@ std::string AttentionTiling::name() const {
 
 uint32_t AttentionTiling::shared_bytes(uint32_t HS, TilesPass pass, uint32_t w) const {
   // shaders/attention_tiles_*.comp: 16-bit tiles of rows (this side's, the other side's) and of
-  // P or dS, then the products' floats and a float or two a row.
-  const uint32_t br = w * lm, pad = BRIGADE_ATTENTION_TILES_PAD, rows = (HS + pad) * 2, probs = (bc + pad) * 2,
-                 floats = std::max(bc, HS) * 4;
+  // P or dS, then the products' floats (the forward's a block's scores or its outputs, the
+  // backward's a block's scores: its sums stay in registers) and a float or two a row.
+  const uint32_t br = w * lm, pad = BRIGADE_ATTENTION_TILES_PAD, rows = (HS + pad) * 2, probs = (bc + pad) * 2;
   switch (pass) {
-    case TilesPass::Forward: return br * rows + 2 * bc * rows + br * probs + br * floats + br * 4;
-    case TilesPass::Query: return 2 * br * rows + 2 * bc * rows + br * probs + 2 * br * floats + 2 * br * 4;
-    case TilesPass::KeyValue: return 2 * br * rows + 2 * bc * rows + 2 * br * probs + 2 * br * floats + 2 * bc * 4;
+    case TilesPass::Forward: return br * rows + 2 * bc * rows + br * probs + br * std::max(bc, HS) * 4 + br * 4;
+    case TilesPass::Query: return 2 * br * rows + 2 * bc * rows + br * probs + 2 * br * bc * 4;
+    case TilesPass::KeyValue: return 2 * br * rows + 2 * bc * rows + 2 * br * probs + 2 * br * bc * 4 + 2 * bc * 4;
   }
   return 0;
 }
