@@ -192,4 +192,15 @@ TEST_CASE_FIXTURE(test::Gpu, "attention on matrix tiles refuses heads its tiles 
                        doctest::Contains("16-bit qkv and y"), InternalError);
 }
 
+TEST_CASE("flash attention's passes on 16x16x16 matrices fit heads of 64 in 48 KiB: four warps, the keys' pass two") {
+  // NVIDIA's Vulkan drivers give a workgroup 48 KiB of shared memory. The backward's sums stay
+  // in registers, so its queries' pass fits four warps there, 64 query rows a block of keys.
+  const ops::AttentionTiling t = ops::emulated_attention_tiling(16, 16, 16, 32, 4);
+  CHECK(t.warps_for(64, ops::TilesPass::Forward, 49152) == 4);
+  CHECK(t.warps_for(64, ops::TilesPass::Query, 49152) == 4);
+  CHECK(t.shared_bytes(64, ops::TilesPass::Query, 4) == 49152);
+  CHECK(t.warps_for(64, ops::TilesPass::KeyValue, 49152) == 2);
+  CHECK(t.warps_for(64, ops::TilesPass::Query, 49151) == 2);
+}
+
 }  // namespace kernels_attention_tiles_test
