@@ -1,14 +1,13 @@
 // What the kernels of flash attention on matrix tiles (attention_tiles_*.comp) share: their
-// specialization constants, the shapes of their shared tiles, the tile operations on one
-// accumulator a warp, and the staging of a head's rows.
+// specialization constants, the shapes of their shared tiles, the tile operations, and the
+// staging of a head's rows.
 // A workgroup takes BR = WARPS * LM rows of one head (queries, or keys in the backward's
 // key/value pass), each warp LM of them, and walks the other side in blocks of BC rows. 16-bit
 // rows are staged as stored, eight elements to a uvec4, HLD elements apart; a warp's products
-// land as floats in its rows of a shared region F (FLD floats a row); each lane holds OWNED
-// of the warp's LM x HS outputs, pairs of a row: element x = 2 lane + e LANES, e even.
-// A kernel that defines ATTENTION_SUMS (the backward's) keeps that many more accumulators a
-// warp across the blocks, its gradients' LM x LN matrices (sums), and F holds only a block's
-// scores (FLD = BC).
+// of a block's scores land as floats in its rows of a shared region F (FLD = BC floats a row);
+// what it sums over the blocks (the forward's outputs, the backward's gradients) stays in
+// ATTENTION_SUMS accumulators a warp, LM x LN matrices (sums), which the kernel defines before
+// including this.
 // Included after the kernel's bindings and its push constants `p` (AttentionPush); STAGE_ROWS
 // also wants the workgroup's sample b in scope.
 #ifndef BRIGADE_SHADERS_ATTENTION_TILES_GLSL
@@ -30,13 +29,8 @@ BRIGADE_FORMAT(BRIGADE_ATTENTION_TILES_SPEC_FORMAT, FORMAT);
 const uint BR = WARPS * LM, THREADS = WARPS * LANES;
 const uint HLD = HS + BRIGADE_ATTENTION_TILES_PAD;  // a staged row of q, k, v or dy
 const uint PLD = BC + BRIGADE_ATTENTION_TILES_PAD;  // a row of P or dS (BC of the other side)
-#ifdef ATTENTION_SUMS
-const uint FLD = BC;  // a row of F: a block's scores
-#else
-const uint FLD = BC > HS ? BC : HS;  // a row of F: a block's scores, or outputs
-#endif
+const uint FLD = BC;                                // a row of F: a block's scores
 const uint RPL = (LM + LANES - 1) / LANES;          // rows a lane runs the row-wise steps of
-const uint OWNED = LM * HS / LANES;                 // outputs a lane holds
 // A warp's LM rows of a block's BC scores in runs of eight: run x is row x / (BC / 8), scores
 // from 8 (x % (BC / 8)); lane l takes runs l, l + LANES, ..., RUNS of them at most.
 const uint RUNS = (LM * (BC / 8) + LANES - 1) / LANES;
@@ -49,13 +43,19 @@ const uint RUNS = (LM * (BC / 8) + LANES - 1) / LANES;
 // 16-bit tiles are multiples of 8: a fragment's rows start on 16 bytes.
 #ifdef BRIGADE_COOPMAT
 coopmat<float, gl_ScopeSubgroup, LM, LN, gl_MatrixUseAccumulator> acc;
-#ifdef ATTENTION_SUMS
 coopmat<float, gl_ScopeSubgroup, LM, LN, gl_MatrixUseAccumulator> sums[ATTENTION_SUMS];
 void sums_zero() {
   [[unroll]] for (uint s = 0; s < ATTENTION_SUMS; ++s)
     sums[s] = coopmat<float, gl_ScopeSubgroup, LM, LN, gl_MatrixUseAccumulator>(0.0);
 }
-#endif
+// Every sum's row r times its factor: the LM x LN floats from `at` of `rows` (each row of LN
+// holding its row's factor) loaded as an accumulator, whose components lie where the sums' do.
+#define SUMS_SCALE_ROWS(rows, at)                                                                 \
+  {                                                                                               \
+    coopMatLoad(acc, rows, at, LN, gl_CooperativeMatrixLayoutRowMajor);                           \
+    [[unroll]] for (uint s_ = 0; s_ < ATTENTION_SUMS; ++s_)                                       \
+      [[unroll]] for (uint i_ = 0; i_ < sums[s_].length(); ++i_) sums[s_][i_] *= acc[i_];         \
+  }
 coopmat<ELEM, gl_ScopeSubgroup, LM, LK, gl_MatrixUseA> frag_a;
 coopmat<ELEM, gl_ScopeSubgroup, LK, LN, gl_MatrixUseB> frag_b;
 void tile_zero() { acc = coopmat<float, gl_ScopeSubgroup, LM, LN, gl_MatrixUseAccumulator>(0.0); }
@@ -76,12 +76,15 @@ float acc[TILE_OWNED];
 void tile_zero() {
   [[dont_unroll]] for (uint e = 0; e < TILE_OWNED; ++e) acc[e] = 0.0;
 }
-#ifdef ATTENTION_SUMS
 float sums[ATTENTION_SUMS * TILE_OWNED];
 void sums_zero() {
   [[dont_unroll]] for (uint e = 0; e < ATTENTION_SUMS * TILE_OWNED; ++e) sums[e] = 0.0;
 }
-#endif
+#define SUMS_SCALE_ROWS(rows, at)                                                         \
+  [[dont_unroll]] for (uint e_ = 0; e_ < ATTENTION_SUMS * TILE_OWNED; ++e_) {             \
+    const uint x_ = tile_lane() + (e_ % TILE_OWNED) * LANES;                              \
+    sums[e_] *= rows[(at) + x_];                                                          \
+  }
 // ACC: the accumulator of element e.
 #define TILE_MAC(ACC, a, at_a, ld_a, b, at_b, ld_b, cols)                                              \
   [[dont_unroll]] for (uint e = 0; e < TILE_OWNED; ++e) {                                             \
@@ -150,8 +153,5 @@ uint qkv_head8(uint part) { return (part * p.C + gl_WorkGroupID.y * HS) / 8; }
 
 // How many keys of the block from key j0 query t keeps (the causal mask, and T): j0 .. j0 + n - 1.
 uint kept_keys(uint t, uint j0) { return min(t, p.T - 1) + 1 - min(j0, t + 1); }
-
-// A lane's outputs (pairs of a row of its warp's): element x of the warp's LM x HS, its row.
-uint owned_at(uint e) { return 2 * tile_lane() + e * LANES; }
 
 #endif

@@ -12,13 +12,14 @@
 //   2. a lane a row runs the online softmax over the block's scores: the running max m and sum
 //      l, the causal mask, P = exp(s - m) rounded to FORMAT into shared memory (as the matrix
 //      form rounds P for its product), and the factor the row's output is rescaled by;
-//   3. each warp multiplies its P by the block's values into F;
-//   4. every lane rescales the outputs it holds in registers and adds the block's.
-// Steps 1 to 4 touch only the warp's own rows of F, P and the factors, so between them a warp
+//   3. each warp rescales its outputs O, held in accumulators across the blocks (its sums, a
+//      row's factor broadcast along its row in shared memory), and adds P V to them.
+// Steps 1 to 3 touch only the warp's own rows of F, P and the factors, so between them a warp
 // waits for itself alone (WARP_SYNC); the workgroup waits twice a block: for the block's keys
 // and values staged, and for every warp done with them.
-// The sums over a block run in the tile operations' order; l sums the unrounded exponentials.
-// At the end y = O / l, rounded to FORMAT, and lse = m + log(l).
+// The sums run in the tile operations' order, block after block; l sums the unrounded
+// exponentials. At the end y = O / l, rounded to FORMAT (through the warp's rows of F), and
+// lse = m + log(l).
 // The tile operations are cooperative matrices where the device has them (the _coopmat builds,
 // shaders/warps.glsl), plain invocations elsewhere (shaders/attention_tiles.glsl).
 #extension GL_GOOGLE_include_directive : require
@@ -31,18 +32,19 @@ layout(binding = 0) readonly buffer Qkv { uvec4 qkv8[]; };  // eight 16-bit elem
 layout(binding = 1) writeonly buffer Y { uint yw[]; };
 layout(binding = 2) writeonly buffer Lse { float lse[]; };
 layout(push_constant) uniform Push { AttentionPush p; };
+#define ATTENTION_SUMS (HS / LN)  // O's matrices
 #include "attention_tiles.glsl"
 
 shared uvec4 Qs[BR * HLD / 8], Ks[BC * HLD / 8], Vs[BC * HLD / 8], Ps[BR * PLD / 8];
 shared float Fs[BR * FLD];
-shared float Rs[BR];  // each row's rescale factor, then 1 / l
+shared float Rs[BR * LN];  // each row's rescale factor, then 1 / l, along its row
 
 void main() {
   const uint h = gl_WorkGroupID.y, b = gl_WorkGroupID.z, q0 = gl_WorkGroupID.x * BR;
   const uint warp = tile_warp(), lane = tile_lane(), w0 = warp * LM;  // the warp's first row
-  float m[RPL], l[RPL], o[OWNED];
+  float m[RPL], l[RPL];
   [[dont_unroll]] for (uint i = 0; i < RPL; ++i) m[i] = -3.402823466e38, l[i] = 0.0;
-  STAGE_LOOP for (uint e = 0; e < OWNED; ++e) o[e] = 0.0;
+  sums_zero();
   STAGE_QKV(Qs, 0, q0, BR);
 
   const uint last = min(p.T - 1, q0 + BR - 1);  // the workgroup's last query sees keys 0 .. last
@@ -75,32 +77,35 @@ void main() {
       }
       const float rescale = exp(m[i] - top);
       l[i] = l[i] * rescale + sum, m[i] = top;
-      Rs[row] = rescale;
+      [[dont_unroll]] for (uint c = 0; c < LN; ++c) Rs[row * LN + c] = rescale;
     }
     WARP_SYNC();
-    // 3. The block's outputs, P V; then every warp is done with the block's keys and values.
-    WARP_PRODUCT(Fs, w0 * FLD, HS, BC, Ps, w0 * PLD, PLD, Vs, 0, HLD, false, 1.0);
+    // 3. O = O * rescale + P V; then every warp is done with the block's keys and values.
+    SUMS_SCALE_ROWS(Rs, w0 * LN);
+    WARP_ACCUMULATE(0, HS, BC, Ps, w0 * PLD, PLD, Vs, 0, HLD, false);
     barrier();
-    // 4. O = O * rescale + P V (the next block's staging writes none of what this reads).
-    STAGE_LOOP for (uint e = 0; e < OWNED; e += 2) {
-      const uint x = owned_at(e), row = w0 + x / HS, c = x % HS;
-      const float rescale = Rs[row];
-      o[e] = o[e] * rescale + Fs[row * FLD + c], o[e + 1] = o[e + 1] * rescale + Fs[row * FLD + c + 1];
-    }
   }
-  WARP_SYNC();  // step 4's reads of Rs before its rows are written again
 
   [[dont_unroll]] for (uint i = 0; i < RPL; ++i) {
     const uint r = lane + i * LANES;
     if (r >= LM) break;
     const uint t = q0 + w0 + r;
-    Rs[w0 + r] = 1.0 / l[i];  // l >= 1: the maximum's own term is exp(0)
+    // l >= 1: the maximum's own term is exp(0).
+    [[dont_unroll]] for (uint c = 0; c < LN; ++c) Rs[(w0 + r) * LN + c] = 1.0 / l[i];
     if (t < p.T) lse[(b * p.NH + h) * p.T + t] = m[i] + log(l[i]);
   }
-  barrier();
-  STAGE_LOOP for (uint e = 0; e < OWNED; e += 2) {
-    const uint x = owned_at(e), row = w0 + x / HS, c = x % HS, t = q0 + row;
-    const float inv = Rs[row];
-    if (t < p.T) yw[((b * p.T + t) * p.C + h * HS + c) / 2] = pair_out(o[e] * inv, o[e + 1] * inv, FORMAT);
+  WARP_SYNC();
+  SUMS_SCALE_ROWS(Rs, w0 * LN);
+  // y out, a matrix at a time through the warp's rows of F.
+  STAGE_LOOP for (uint s = 0; s < HS / LN; ++s) {
+    sum_store(s, 1.0, Fs, w0 * FLD, FLD);
+    WARP_SYNC();
+    [[dont_unroll]] for (uint x = 2 * lane; x < LM * LN; x += 2 * LANES) {
+      const uint t = q0 + w0 + x / LN;
+      if (t >= p.T) continue;
+      const uint at = (b * p.T + t) * p.C + h * HS + s * LN + x % LN;
+      yw[at / 2] = pair_out(Fs[(w0 + x / LN) * FLD + x % LN], Fs[(w0 + x / LN) * FLD + x % LN + 1], FORMAT);
+    }
+    WARP_SYNC();
   }
 }

@@ -20,11 +20,11 @@ std::string AttentionTiling::name() const {
 
 uint32_t AttentionTiling::shared_bytes(uint32_t HS, TilesPass pass, uint32_t w) const {
   // shaders/attention_tiles_*.comp: 16-bit tiles of rows (this side's, the other side's) and of
-  // P or dS, then the products' floats (the forward's a block's scores or its outputs, the
-  // backward's a block's scores: its sums stay in registers) and a float or two a row.
+  // P or dS, then the products' floats (a block's scores: the sums stay in registers) and the
+  // forward's factors (one a row, along LN floats), the keys' pass's lse and delta.
   const uint32_t br = w * lm, pad = BRIGADE_ATTENTION_TILES_PAD, rows = (HS + pad) * 2, probs = (bc + pad) * 2;
   switch (pass) {
-    case TilesPass::Forward: return br * rows + 2 * bc * rows + br * probs + br * std::max(bc, HS) * 4 + br * 4;
+    case TilesPass::Forward: return br * rows + 2 * bc * rows + br * probs + br * bc * 4 + br * ln * 4;
     case TilesPass::Query: return 2 * br * rows + 2 * bc * rows + br * probs + 2 * br * bc * 4;
     case TilesPass::KeyValue: return 2 * br * rows + 2 * bc * rows + 2 * br * probs + 2 * br * bc * 4 + 2 * bc * 4;
   }
@@ -47,7 +47,7 @@ std::optional<AttentionTiling> attention_tiling(const vk::PhysicalInfo& device, 
   const std::optional<MatmulTiling> m = default_matrix_tiling(device, element);
   if (!m) return std::nullopt;
   const AttentionTiling t = attention_tiling(*m);
-  if (HS % heads_multiple(t) || (t.lm * HS) % (2 * t.lanes)) return std::nullopt;
+  if (HS % heads_multiple(t)) return std::nullopt;
   for (TilesPass pass : {TilesPass::Forward, TilesPass::Query, TilesPass::KeyValue})
     if (!t.warps_for(HS, pass, device.max_shared_memory)) return std::nullopt;
   return t;
@@ -73,10 +73,10 @@ void dispatch(vk::Commands& cmd, const AttentionTiling& t, TilesPass pass, std::
   const uint32_t HS = C / NH;
   BRIGADE_EXPECT(t.lm && t.ln && t.lk && t.lanes && t.lm % 8 == 0 && t.ln % 8 == 0 && t.lk % 8 == 0 &&
                      HS % t.ln == 0 && HS % t.lk == 0 && t.bc % t.ln == 0 && t.bc % t.lk == 0 &&
-                     (t.lm * HS) % (2 * t.lanes) == 0 && (!t.emulated || (t.lm * t.ln) % t.lanes == 0),
+                     (!t.emulated || (t.lm * t.ln) % t.lanes == 0),
                  "attention tiling " + t.name() + " does not fit heads of " + std::to_string(HS) +
                      ": matrix sides in multiples of 8, the head size and the blocks multiples of the matrices' n "
-                     "and k, a warp's outputs shared evenly by its lanes");
+                     "and k, a matrix's elements shared evenly by its lanes");
   const uint32_t warps = t.warps_for(HS, pass, device.max_shared_memory);
   BRIGADE_EXPECT(warps && warps * t.lanes <= device.max_workgroup_invocations,
                  "attention tiling " + t.name() + " needs more shared memory or invocations than the device has");
