@@ -127,6 +127,20 @@ void sums_zero() {
     STAGE_LOOP for (uint kk_ = 0; kk_ < (len); kk_ += LK)                                          \
       sum_step((s0) + jn_ / LN, a, (a0) + kk_, lda, b, (cols) ? (b0) + jn_ * (ldb) + kk_ : (b0) + kk_ * (ldb) + jn_, ldb, cols)
 
+// F, the warp's rows of it from w0 * FLD: a block's scores, and on their way out, its sums.
+shared float Fs[BR * FLD];
+
+// Sum s of the warp starting at row w0, times scale, into its rows of F (LM x LN from column
+// 0), ready for its lanes (sum_pair).
+#define SUM_TO_F(s, scale, w0)               \
+  sum_store(s, scale, Fs, (w0) * FLD, FLD); \
+  WARP_SYNC()
+// The pair at element x (even) of the sum SUM_TO_F put in the warp's rows from w0: row x / LN.
+vec2 sum_pair(uint w0, uint x) {
+  const uint at = (w0 + x / LN) * FLD + x % LN;
+  return vec2(Fs[at], Fs[at + 1]);
+}
+
 // Rows r0 .. r0 + rows - 1 of a token tensor of 16-bit elements (`src`, uvec4s; rows of
 // row8 uvec4s, the head's first at first8) into `tile`, HLD elements apart, zeros past T.
 // Consecutive invocations copy consecutive uvec4s.

@@ -33,7 +33,7 @@ layout(push_constant) uniform Push { AttentionPush p; };
 
 shared uvec4 Ks[BR * HLD / 8], Vs[BR * HLD / 8], Qs[BC * HLD / 8], Dys[BC * HLD / 8];
 shared uvec4 Ps[BR * PLD / 8], Dss[BR * PLD / 8];
-shared float Fs[BR * FLD], Gs[BR * FLD];
+shared float Gs[BR * FLD];  // dP^T, beside F's S^T
 shared float Ls[BC], Ds[BC];  // the block's queries' lse and delta
 
 void main() {
@@ -82,15 +82,14 @@ void main() {
   // dV and dK out, a matrix at a time through the warp's rows of F.
   STAGE_LOOP for (uint s = 0; s < 2 * HS / LN; ++s) {
     const bool keys = s >= HS / LN;
-    sum_store(s, keys ? p.scale : 1.0, Fs, w0 * FLD, FLD);
-    WARP_SYNC();
+    SUM_TO_F(s, keys ? p.scale : 1.0, w0);
     [[dont_unroll]] for (uint x = 2 * lane; x < LM * LN; x += 2 * LANES) {
       const uint t = k0 + w0 + x / LN;
       if (t >= p.T) continue;
       const uint at = (b * p.T + t) * 3 * p.C + (keys ? p.C : 2 * p.C) + h * HS + (s % (HS / LN)) * LN + x % LN;
-      const float v0 = Fs[(w0 + x / LN) * FLD + x % LN], v1 = Fs[(w0 + x / LN) * FLD + x % LN + 1];
-      dqkv[at] = v0, dqkv[at + 1] = v1;
-      if (COPY) copyw[at / 2] = pair_out(v0, v1, FORMAT);
+      const vec2 v = sum_pair(w0, x);
+      dqkv[at] = v.x, dqkv[at + 1] = v.y;
+      if (COPY) copyw[at / 2] = pair_out(v.x, v.y, FORMAT);
     }
     WARP_SYNC();
   }

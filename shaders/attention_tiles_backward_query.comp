@@ -35,7 +35,7 @@ layout(push_constant) uniform Push { AttentionPush p; };
 #include "attention_tiles.glsl"
 
 shared uvec4 Qs[BR * HLD / 8], Dys[BR * HLD / 8], Ks[BC * HLD / 8], Vs[BC * HLD / 8], Ps[BR * PLD / 8];
-shared float Fs[BR * FLD], Gs[BR * FLD];
+shared float Gs[BR * FLD];  // dP, beside F's S
 
 void main() {
   const uint h = gl_WorkGroupID.y, b = gl_WorkGroupID.z, q0 = gl_WorkGroupID.x * BR;
@@ -43,7 +43,8 @@ void main() {
   sums_zero();
   STAGE_QKV(Qs, 0, q0, BR);
   STAGE_ROUNDED_ROWS(Dys, dy4, p.C / 4, h * HS / 4, q0, BR);
-  // lse and delta of the rows of the lane's runs (a row's first run writes its delta).
+  // lse and delta of the rows of the lane's runs, each lane its own (a row's first run writes
+  // its delta): in registers, not shared memory, so that four warps fit in 48 KiB.
   float ls[RUNS], ds[RUNS];
   [[dont_unroll]] for (uint i = 0; i < RUNS; ++i) {
     const uint x = lane + i * LANES, t = q0 + w0 + x / (BC / 8);
@@ -90,15 +91,14 @@ void main() {
 
   // dQ out, a matrix at a time through the warp's rows of F.
   STAGE_LOOP for (uint s = 0; s < HS / LN; ++s) {
-    sum_store(s, p.scale, Fs, w0 * FLD, FLD);
-    WARP_SYNC();
+    SUM_TO_F(s, p.scale, w0);
     [[dont_unroll]] for (uint x = 2 * lane; x < LM * LN; x += 2 * LANES) {
       const uint t = q0 + w0 + x / LN;
       if (t >= p.T) continue;
       const uint at = (b * p.T + t) * 3 * p.C + h * HS + s * LN + x % LN;
-      const float v0 = Fs[(w0 + x / LN) * FLD + x % LN], v1 = Fs[(w0 + x / LN) * FLD + x % LN + 1];
-      dqkv[at] = v0, dqkv[at + 1] = v1;
-      if (COPY) copyw[at / 2] = pair_out(v0, v1, FORMAT);
+      const vec2 v = sum_pair(w0, x);
+      dqkv[at] = v.x, dqkv[at + 1] = v.y;
+      if (COPY) copyw[at / 2] = pair_out(v.x, v.y, FORMAT);
     }
     WARP_SYNC();
   }

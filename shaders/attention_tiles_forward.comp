@@ -36,7 +36,6 @@ layout(push_constant) uniform Push { AttentionPush p; };
 #include "attention_tiles.glsl"
 
 shared uvec4 Qs[BR * HLD / 8], Ks[BC * HLD / 8], Vs[BC * HLD / 8], Ps[BR * PLD / 8];
-shared float Fs[BR * FLD];
 shared float Rs[BR * LN];  // each row's rescale factor, then 1 / l, along its row
 
 void main() {
@@ -98,13 +97,12 @@ void main() {
   SUMS_SCALE_ROWS(Rs, w0 * LN);
   // y out, a matrix at a time through the warp's rows of F.
   STAGE_LOOP for (uint s = 0; s < HS / LN; ++s) {
-    sum_store(s, 1.0, Fs, w0 * FLD, FLD);
-    WARP_SYNC();
+    SUM_TO_F(s, 1.0, w0);
     [[dont_unroll]] for (uint x = 2 * lane; x < LM * LN; x += 2 * LANES) {
       const uint t = q0 + w0 + x / LN;
       if (t >= p.T) continue;
-      const uint at = (b * p.T + t) * p.C + h * HS + s * LN + x % LN;
-      yw[at / 2] = pair_out(Fs[(w0 + x / LN) * FLD + x % LN], Fs[(w0 + x / LN) * FLD + x % LN + 1], FORMAT);
+      const vec2 v = sum_pair(w0, x);
+      yw[((b * p.T + t) * p.C + h * HS + s * LN + x % LN) / 2] = pair_out(v.x, v.y, FORMAT);
     }
     WARP_SYNC();
   }

@@ -58,8 +58,9 @@ void embedding_backward(vk::Commands& cmd, vk::View dout, vk::View tokens, vk::V
   // at B = 8, T = 1024, C = 128, V = 256 on lavapipe: about 3 ms, against 45 ms with 16
   // rows). A GPU takes one row an invocation: an H200 ran the pass over 32 rows in 4.1 ms of a
   // gpt2-small step (16 x 1024 tokens, 96 workgroups, the rows' sums indexed by the token,
-  // so in memory rather than registers) and in 0.40 ms of gpt-mini's 3.7; one row gives V
-  // times the workgroups, each sum in a register (docs/BENCHMARKS.md, "The H200 a third time").
+  // so in memory rather than registers) and in 0.40 ms of gpt-mini's 3.7; one row (V times the
+  // workgroups, each sum in a register) took 2.72 ms of the gpt2-small step (docs/BENCHMARKS.md,
+  // "The H200 a third time" and "a fourth time").
   const bool cpu = dev.info().type == VK_PHYSICAL_DEVICE_TYPE_CPU;
   rows = std::min(V, rows ? rows : cpu ? 256u : 1u);
   const vk::Groups token_groups{groups_over(C, BRIGADE_WG_EMBEDDING_TOKENS), groups_over(V, rows)};
