@@ -193,8 +193,8 @@ TEST_CASE_FIXTURE(test::Gpu, "attention on matrix tiles refuses heads its tiles 
 }
 
 TEST_CASE("flash attention's passes on 16x16x16 matrices fit heads of 64 in 48 KiB: four warps, the keys' pass two") {
-  // NVIDIA's Vulkan drivers give a workgroup 48 KiB of shared memory. The backward's sums stay
-  // in registers, so its queries' pass fits four warps there, 64 query rows a block of keys.
+  // The backward's sums stay in registers, so in 48 KiB of shared memory its queries' pass fits
+  // four warps, 64 query rows a block of keys.
   const ops::AttentionTiling t = ops::emulated_attention_tiling(16, 16, 16, 32, 4);
   CHECK(t.warps_for(64, ops::TilesPass::Forward, 49152) == 4);
   CHECK(t.warps_for(64, ops::TilesPass::Query, 49152) == 4);
