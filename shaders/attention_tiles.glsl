@@ -6,8 +6,9 @@
 // rows are staged as stored, eight elements to a uvec4, HLD elements apart; a warp's products
 // of a block's scores land as floats in its rows of a shared region F (FLD = BC floats a row);
 // what it sums over the blocks (the forward's outputs, the backward's gradients) stays in
-// ATTENTION_SUMS accumulators a warp, LM x LN matrices (sums), which the kernel defines before
-// including this.
+// ATTENTION_SUMS accumulators a warp, LM x LN matrices (sums), and the A fragments a warp keeps
+// of its own rows of the tiles staged once, in HELD_A held fragments, which the kernel defines
+// before including this.
 // Included after the kernel's bindings and its push constants `p` (AttentionPush); STAGE_ROWS
 // also wants the workgroup's sample b in scope.
 #ifndef BRIGADE_SHADERS_ATTENTION_TILES_GLSL
@@ -30,17 +31,25 @@ const uint BR = WARPS * LM, THREADS = WARPS * LANES;
 const uint HLD = HS + BRIGADE_ATTENTION_TILES_PAD;  // a staged row of q, k, v or dy
 const uint PLD = BC + BRIGADE_ATTENTION_TILES_PAD;  // a row of P or dS (BC of the other side)
 const uint FLD = BC;                                // a row of F: a block's scores
-const uint RPL = (LM + LANES - 1) / LANES;          // rows a lane runs the row-wise steps of
 // A warp's LM rows of a block's BC scores in runs of eight: run x is row x / (BC / 8), scores
 // from 8 (x % (BC / 8)); lane l takes runs l, l + LANES, ..., RUNS of them at most.
 const uint RUNS = (LM * (BC / 8) + LANES - 1) / LANES;
 
 // The tile operations on one accumulator of LM x LN a warp (acc), or on sum s of the warp's
-// ATTENTION_SUMS (sums[s]): tile_step and sum_step add A times B, A the LM x LK matrix of rows
-// from element `at_a` of the shared tile `a` (ld_a apart), B the LK x LN matrix from `at_b` of
-// `b`, its rows ld_b apart, or its columns with `cols`; tile_store and sum_store put scale
-// times the sums as rows of floats at `at` of `to`, ld apart. Offsets and strides of the
-// 16-bit tiles are multiples of 8: a fragment's rows start on 16 bytes.
+// ATTENTION_SUMS (sums[s]). A is an LM x LK matrix of rows from element `at_a` of the shared
+// tile `a` (ld_a apart); B the LK x LN matrix from `at_b` of `b`, its rows ld_b apart, or its
+// columns with `cols`. Offsets and strides of the 16-bit tiles are multiples of 8: a
+// fragment's rows start on 16 bytes.
+//   HOLD_A(i, a, at_a, ld_a): A kept as held fragment i, of the kernel's HELD_A, for as long as
+//     the kernel runs (a warp's own rows of a tile staged once);
+//   held_step(i, a, at_a, ld_a, b, at_b, ld_b, cols): acc += A B, A held fragment i (which
+//     HOLD_A took from the same a, at_a, ld_a);
+//   load_a(a, at_a, ld_a), then sum_step(s, a, at_a, ld_a, b, at_b, ld_b, cols): sums[s] +=
+//     A B, A the one load_a loaded (one load for several sums);
+//   tile_store and sum_store put scale times acc or sums[s] as rows of floats at `at` of `to`,
+//     ld apart.
+// On matrix units a fragment is loaded from shared memory once for every product it takes
+// part in; on plain invocations the steps read A from its tile, where it stays.
 #ifdef BRIGADE_COOPMAT
 coopmat<float, gl_ScopeSubgroup, LM, LN, gl_MatrixUseAccumulator> acc;
 coopmat<float, gl_ScopeSubgroup, LM, LN, gl_MatrixUseAccumulator> sums[ATTENTION_SUMS];
@@ -56,18 +65,24 @@ void sums_zero() {
     [[unroll]] for (uint s_ = 0; s_ < ATTENTION_SUMS; ++s_)                                       \
       [[unroll]] for (uint i_ = 0; i_ < sums[s_].length(); ++i_) sums[s_][i_] *= acc[i_];         \
   }
-coopmat<ELEM, gl_ScopeSubgroup, LM, LK, gl_MatrixUseA> frag_a;
+coopmat<ELEM, gl_ScopeSubgroup, LM, LK, gl_MatrixUseA> frag_a, held[HELD_A];
 coopmat<ELEM, gl_ScopeSubgroup, LK, LN, gl_MatrixUseB> frag_b;
 void tile_zero() { acc = coopmat<float, gl_ScopeSubgroup, LM, LN, gl_MatrixUseAccumulator>(0.0); }
-#define TILE_MAC(ACC, a, at_a, ld_a, b, at_b, ld_b, cols)                                          \
-  {                                                                                                  \
-    coopMatLoad(frag_a, a, (at_a) / 8, (ld_a) / 8, gl_CooperativeMatrixLayoutRowMajor);              \
-    if (cols) coopMatLoad(frag_b, b, (at_b) / 8, (ld_b) / 8, gl_CooperativeMatrixLayoutColumnMajor); \
-    else coopMatLoad(frag_b, b, (at_b) / 8, (ld_b) / 8, gl_CooperativeMatrixLayoutRowMajor);         \
-    ACC = coopMatMulAdd(frag_a, frag_b, ACC);                                                        \
+#define HOLD_A(i, a, at_a, ld_a) coopMatLoad(held[i], a, (at_a) / 8, (ld_a) / 8, gl_CooperativeMatrixLayoutRowMajor)
+#define load_a(a, at_a, ld_a) coopMatLoad(frag_a, a, (at_a) / 8, (ld_a) / 8, gl_CooperativeMatrixLayoutRowMajor)
+#define LOAD_B(b, at_b, ld_b, cols)                                                                \
+  if (cols) coopMatLoad(frag_b, b, (at_b) / 8, (ld_b) / 8, gl_CooperativeMatrixLayoutColumnMajor); \
+  else coopMatLoad(frag_b, b, (at_b) / 8, (ld_b) / 8, gl_CooperativeMatrixLayoutRowMajor)
+#define held_step(i, a, at_a, ld_a, b, at_b, ld_b, cols) \
+  {                                                      \
+    LOAD_B(b, at_b, ld_b, cols);                         \
+    acc = coopMatMulAdd(held[i], frag_b, acc);           \
   }
-#define tile_step(a, at_a, ld_a, b, at_b, ld_b, cols) TILE_MAC(acc, a, at_a, ld_a, b, at_b, ld_b, cols)
-#define sum_step(s, a, at_a, ld_a, b, at_b, ld_b, cols) TILE_MAC(sums[s], a, at_a, ld_a, b, at_b, ld_b, cols)
+#define sum_step(s, a, at_a, ld_a, b, at_b, ld_b, cols) \
+  {                                                     \
+    LOAD_B(b, at_b, ld_b, cols);                        \
+    sums[s] = coopMatMulAdd(frag_a, frag_b, sums[s]);   \
+  }
 #define tile_store(scale, to, at, ld) coopMatStore(acc * (scale), to, at, ld, gl_CooperativeMatrixLayoutRowMajor)
 #define sum_store(s, scale, to, at, ld) coopMatStore(sums[s] * (scale), to, at, ld, gl_CooperativeMatrixLayoutRowMajor)
 #else
@@ -96,7 +111,9 @@ void sums_zero() {
     }                                                                                                  \
     ACC = v_;                                                                                          \
   }
-#define tile_step(a, at_a, ld_a, b, at_b, ld_b, cols) TILE_MAC(acc[e], a, at_a, ld_a, b, at_b, ld_b, cols)
+#define HOLD_A(i, a, at_a, ld_a) {}
+#define load_a(a, at_a, ld_a) {}
+#define held_step(i, a, at_a, ld_a, b, at_b, ld_b, cols) TILE_MAC(acc[e], a, at_a, ld_a, b, at_b, ld_b, cols)
 #define sum_step(s, a, at_a, ld_a, b, at_b, ld_b, cols) \
   TILE_MAC(sums[(s) * TILE_OWNED + e], a, at_a, ld_a, b, at_b, ld_b, cols)
 #define TILE_STORE_OF(ACC, scale, to, at, ld)                                                  \
@@ -108,24 +125,32 @@ void sums_zero() {
 #define sum_store(s, scale, to, at, ld) TILE_STORE_OF(sums[(s) * TILE_OWNED + e], scale, to, at, ld)
 #endif
 
-// A warp's rows w0 .. w0 + LM - 1 of F, from element `at` on: the product of `len` (K) of A
-// from its 16-bit tile `a` (rows of lda from `a0`) with B from `b` (from `b0`, rows of ldb, or
-// columns with `cols`), scaled, in matrices of LN columns over `cols_out` columns.
-#define WARP_PRODUCT(to, at, cols_out, len, a, a0, lda, b, b0, ldb, cols, scale)                  \
-  STAGE_LOOP for (uint jn_ = 0; jn_ < (cols_out); jn_ += LN) {                                    \
-    tile_zero();                                                                                  \
-    STAGE_LOOP for (uint kk_ = 0; kk_ < (len); kk_ += LK)                                         \
-        tile_step(a, (a0) + kk_, lda, b, (cols) ? (b0) + jn_ * (ldb) + kk_ : (b0) + kk_ * (ldb) + jn_, ldb, cols); \
-    tile_store(scale, to, (at) + jn_, FLD);                                                       \
+// The warp's rows of the tile `a` (HS wide, rows HLD apart) from row w0, held as fragments
+// h0 .. h0 + HS / LK - 1 (the A of the warp's products with it).
+#define HOLD_ROWS(h0, a, w0) \
+  STAGE_LOOP for (uint k_ = 0; k_ < HS; k_ += LK) HOLD_A((h0) + k_ / LK, a, (w0) * HLD + k_, HLD)
+
+// A warp's rows w0 .. w0 + LM - 1 of F, from element `at` on: the product of its rows of the
+// tile `a` that HOLD_ROWS(h0, a, w0) holds (HS of K) with B from `b` (from `b0`, rows of ldb,
+// or columns with `cols`), scaled, in matrices of LN columns over `cols_out` columns.
+#define WARP_PRODUCT(to, at, cols_out, h0, a, w0, b, b0, ldb, cols, scale)                                  \
+  STAGE_LOOP for (uint jn_ = 0; jn_ < (cols_out); jn_ += LN) {                                             \
+    tile_zero();                                                                                           \
+    STAGE_LOOP for (uint kk_ = 0; kk_ < HS; kk_ += LK)                                                     \
+        held_step((h0) + kk_ / LK, a, (w0) * HLD + kk_, HLD, b,                                            \
+                  (cols) ? (b0) + jn_ * (ldb) + kk_ : (b0) + kk_ * (ldb) + jn_, ldb, cols);                \
+    tile_store(scale, to, (at) + jn_, FLD);                                                                \
   }
 
 // Adds to the warp's sums s0 .. s0 + cols_out / LN - 1 the product of `len` (K) of A from its
 // 16-bit tile `a` (rows of lda from `a0`) with B from `b` (from `b0`, rows of ldb, or columns
-// with `cols`), in matrices of LN columns.
-#define WARP_ACCUMULATE(s0, cols_out, len, a, a0, lda, b, b0, ldb, cols)                           \
-  STAGE_LOOP for (uint jn_ = 0; jn_ < (cols_out); jn_ += LN)                                       \
-    STAGE_LOOP for (uint kk_ = 0; kk_ < (len); kk_ += LK)                                          \
-      sum_step((s0) + jn_ / LN, a, (a0) + kk_, lda, b, (cols) ? (b0) + jn_ * (ldb) + kk_ : (b0) + kk_ * (ldb) + jn_, ldb, cols)
+// with `cols`), in matrices of LN columns: each of A's matrices loaded once for all of them.
+#define WARP_ACCUMULATE(s0, cols_out, len, a, a0, lda, b, b0, ldb, cols)                                  \
+  STAGE_LOOP for (uint kk_ = 0; kk_ < (len); kk_ += LK) {                                                 \
+    load_a(a, (a0) + kk_, lda);                                                                           \
+    STAGE_LOOP for (uint jn_ = 0; jn_ < (cols_out); jn_ += LN)                                            \
+      sum_step((s0) + jn_ / LN, a, (a0) + kk_, lda, b, (cols) ? (b0) + jn_ * (ldb) + kk_ : (b0) + kk_ * (ldb) + jn_, ldb, cols); \
+  }
 
 // F, the warp's rows of it from w0 * FLD: a block's scores, and on their way out, its sums.
 shared float Fs[BR * FLD];

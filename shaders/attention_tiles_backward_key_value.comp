@@ -29,6 +29,7 @@ layout(binding = 5) writeonly buffer Copy { uint copyw[]; };  // dqkv packed, wi
 layout(constant_id = BRIGADE_ATTENTION_TILES_SPEC_COPY) const bool COPY = false;
 layout(push_constant) uniform Push { AttentionPush p; };
 #define ATTENTION_SUMS (2 * HS / LN)  // dV's matrices, then dK's
+#define HELD_A (2 * HS / LK)          // the warp's keys, then its values
 #include "attention_tiles.glsl"
 
 shared uvec4 Ks[BR * HLD / 8], Vs[BR * HLD / 8], Qs[BC * HLD / 8], Dys[BC * HLD / 8];
@@ -43,6 +44,9 @@ void main() {
   sums_zero();
   STAGE_QKV(Ks, 1, k0, BR);
   STAGE_QKV(Vs, 2, k0, BR);
+  barrier();
+  HOLD_ROWS(0, Ks, w0);
+  HOLD_ROWS(HS / LK, Vs, w0);
 
   for (uint j0 = k0 / BC * BC; j0 < p.T; j0 += BC) {
     STAGE_QKV(Qs, 0, j0, BC);
@@ -53,8 +57,8 @@ void main() {
     }
     barrier();
     // 1. S^T = scale K Q^T, dP^T = V dY^T: the queries' and dy's rows are the columns.
-    WARP_PRODUCT(Fs, w0 * FLD, BC, HS, Ks, w0 * HLD, HLD, Qs, 0, HLD, true, p.scale);
-    WARP_PRODUCT(Gs, w0 * FLD, BC, HS, Vs, w0 * HLD, HLD, Dys, 0, HLD, true, 1.0);
+    WARP_PRODUCT(Fs, w0 * FLD, BC, 0, Ks, w0, Qs, 0, HLD, true, p.scale);
+    WARP_PRODUCT(Gs, w0 * FLD, BC, HS / LK, Vs, w0, Dys, 0, HLD, true, 1.0);
     WARP_SYNC();
     // 2. P^T and dS^T, each lane its runs: query j0 + j is kept from the key on, up to T - 1.
     [[dont_unroll]] for (uint i = 0; i < RUNS; ++i) {

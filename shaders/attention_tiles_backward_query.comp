@@ -32,6 +32,7 @@ layout(binding = 6) writeonly buffer Copy { uint copyw[]; };  // dqkv packed, wi
 layout(constant_id = BRIGADE_ATTENTION_TILES_SPEC_COPY) const bool COPY = false;
 layout(push_constant) uniform Push { AttentionPush p; };
 #define ATTENTION_SUMS (HS / LN)  // dq's matrices
+#define HELD_A (2 * HS / LK)      // the warp's queries, then its dy
 #include "attention_tiles.glsl"
 
 shared uvec4 Qs[BR * HLD / 8], Dys[BR * HLD / 8], Ks[BC * HLD / 8], Vs[BC * HLD / 8], Ps[BR * PLD / 8];
@@ -58,6 +59,9 @@ void main() {
     }
     ls[i] = l, ds[i] = d;
   }
+  barrier();
+  HOLD_ROWS(0, Qs, w0);
+  HOLD_ROWS(HS / LK, Dys, w0);
 
   const uint last = min(p.T - 1, q0 + BR - 1);
   for (uint j0 = 0; j0 <= last; j0 += BC) {
@@ -65,8 +69,8 @@ void main() {
     STAGE_QKV(Vs, 2, j0, BC);
     barrier();
     // 1. S = scale Q K^T, dP = dY V^T: the keys' and values' rows are the columns.
-    WARP_PRODUCT(Fs, w0 * FLD, BC, HS, Qs, w0 * HLD, HLD, Ks, 0, HLD, true, p.scale);
-    WARP_PRODUCT(Gs, w0 * FLD, BC, HS, Dys, w0 * HLD, HLD, Vs, 0, HLD, true, 1.0);
+    WARP_PRODUCT(Fs, w0 * FLD, BC, 0, Qs, w0, Ks, 0, HLD, true, p.scale);
+    WARP_PRODUCT(Gs, w0 * FLD, BC, HS / LK, Dys, w0, Vs, 0, HLD, true, 1.0);
     WARP_SYNC();
     // 2. dS, each lane its runs.
     [[dont_unroll]] for (uint i = 0; i < RUNS; ++i) {

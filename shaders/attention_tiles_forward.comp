@@ -9,17 +9,20 @@
 // each block:
 //   1. each warp multiplies its queries by the block's keys on the tile operations: S, scaled,
 //      to the warp's rows of the shared floats F;
-//   2. a lane a row runs the online softmax over the block's scores: the running max m and sum
-//      l, the causal mask, P = exp(s - m) rounded to FORMAT into shared memory (as the matrix
-//      form rounds P for its product), and the factor the row's output is rescaled by;
+//   2. the online softmax over the block's scores, every lane of the warp on runs of eight
+//      scores (as the backward's element-wise steps): (a) each run's largest kept score; (b)
+//      the row's new running max m from its runs' and its last, and each run's P = exp(s - m)
+//      under the causal mask, rounded to FORMAT into shared memory (as the matrix form rounds
+//      P for its product), and the run's sum of them; (c) a lane a row: the row's sum l, m,
+//      and the factor its output is rescaled by, along its row;
 //   3. each warp rescales its outputs O, held in accumulators across the blocks (its sums, a
 //      row's factor broadcast along its row in shared memory), and adds P V to them.
-// Steps 1 to 3 touch only the warp's own rows of F, P and the factors, so between them a warp
-// waits for itself alone (WARP_SYNC); the workgroup waits twice a block: for the block's keys
-// and values staged, and for every warp done with them.
+// Steps 1 to 3 touch only the warp's own rows of F, P, the runs' partials and the rows' m, l and
+// factors, so between them a warp waits for itself alone (WARP_SYNC); the workgroup waits
+// twice a block: for the block's keys and values staged, and for every warp done with them.
 // The sums run in the tile operations' order, block after block; l sums the unrounded
-// exponentials. At the end y = O / l, rounded to FORMAT (through the warp's rows of F), and
-// lse = m + log(l).
+// exponentials, run by run. At the end y = O / l, rounded to FORMAT (through the warp's rows of
+// F), and lse = m + log(l).
 // The tile operations are cooperative matrices where the device has them (the _coopmat builds,
 // shaders/warps.glsl), plain invocations elsewhere (shaders/attention_tiles.glsl).
 #extension GL_GOOGLE_include_directive : require
@@ -33,18 +36,22 @@ layout(binding = 1) writeonly buffer Y { uint yw[]; };
 layout(binding = 2) writeonly buffer Lse { float lse[]; };
 layout(push_constant) uniform Push { AttentionPush p; };
 #define ATTENTION_SUMS (HS / LN)  // O's matrices
+#define HELD_A (HS / LK)          // the warp's queries
 #include "attention_tiles.glsl"
 
 shared uvec4 Qs[BR * HLD / 8], Ks[BC * HLD / 8], Vs[BC * HLD / 8], Ps[BR * PLD / 8];
 shared float Rs[BR * LN];  // each row's rescale factor, then 1 / l, along its row
+shared float Ms[BR], Ls[BR];             // each row's running max m and sum l
+shared float Xs[BR * (BC / 8)], Ss[BR * (BC / 8)];  // each run's largest kept score, its sum
 
 void main() {
   const uint h = gl_WorkGroupID.y, b = gl_WorkGroupID.z, q0 = gl_WorkGroupID.x * BR;
   const uint warp = tile_warp(), lane = tile_lane(), w0 = warp * LM;  // the warp's first row
-  float m[RPL], l[RPL];
-  [[dont_unroll]] for (uint i = 0; i < RPL; ++i) m[i] = -3.402823466e38, l[i] = 0.0;
+  [[dont_unroll]] for (uint r = lane; r < LM; r += LANES) Ms[w0 + r] = -3.402823466e38, Ls[w0 + r] = 0.0;
   sums_zero();
   STAGE_QKV(Qs, 0, q0, BR);
+  barrier();
+  HOLD_ROWS(0, Qs, w0);
 
   const uint last = min(p.T - 1, q0 + BR - 1);  // the workgroup's last query sees keys 0 .. last
   for (uint j0 = 0; j0 <= last; j0 += BC) {
@@ -52,30 +59,48 @@ void main() {
     STAGE_QKV(Vs, 2, j0, BC);
     barrier();
     // 1. S = scale Q K^T: the keys' rows are K^T's columns.
-    WARP_PRODUCT(Fs, w0 * FLD, BC, HS, Qs, w0 * HLD, HLD, Ks, 0, HLD, true, p.scale);
+    WARP_PRODUCT(Fs, w0 * FLD, BC, 0, Qs, w0, Ks, 0, HLD, true, p.scale);
     WARP_SYNC();
-    // 2. The online softmax, a lane a row. Key 0 is in every row's first block, so m is a
-    // score's after it.
-    [[dont_unroll]] for (uint i = 0; i < RPL; ++i) {
-      const uint r = lane + i * LANES;
-      if (r >= LM) break;
-      const uint row = w0 + r, t = q0 + row, kept = kept_keys(t, j0);
-      float top = m[i];
-      [[dont_unroll]] for (uint j = 0; j < min(kept, BC); ++j) top = max(top, Fs[row * FLD + j]);
+    // 2a. Each run's largest kept score. Key 0 is in every row's first block, so m is a score's
+    // after it.
+    [[dont_unroll]] for (uint i = 0; i < RUNS; ++i) {
+      const uint x = lane + i * LANES;
+      if (x >= LM * (BC / 8)) break;
+      const uint row = w0 + x / (BC / 8), j = 8 * (x % (BC / 8)), kept = kept_keys(q0 + row, j0);
+      float top = -3.402823466e38;
+      [[unroll]] for (uint c = 0; c < 8; ++c)
+        if (j + c < kept) top = max(top, Fs[row * FLD + j + c]);
+      Xs[w0 * (BC / 8) + x] = top;
+    }
+    WARP_SYNC();
+    // 2b. The row's new m, then each run's P, rounded, and its sum.
+    [[dont_unroll]] for (uint i = 0; i < RUNS; ++i) {
+      const uint x = lane + i * LANES;
+      if (x >= LM * (BC / 8)) break;
+      const uint row = w0 + x / (BC / 8), j = 8 * (x % (BC / 8)), kept = kept_keys(q0 + row, j0);
+      float top = Ms[row];
+      [[dont_unroll]] for (uint c = 0; c < BC / 8; ++c) top = max(top, Xs[row * (BC / 8) + c]);
       float sum = 0.0;
-      [[dont_unroll]] for (uint j = 0; j < BC; j += 8) {
-        uvec4 eight;
-        [[unroll]] for (uint c = 0; c < 4; ++c) {
-          const uint j1 = j + 2 * c;
-          const float e0 = j1 < kept ? exp(Fs[row * FLD + j1] - top) : 0.0,
-                      e1 = j1 + 1 < kept ? exp(Fs[row * FLD + j1 + 1] - top) : 0.0;
-          sum += e0 + e1;
-          eight[c] = pair_out(e0, e1, FORMAT);
-        }
-        Ps[(row * PLD + j) / 8] = eight;
+      uvec4 eight;
+      [[unroll]] for (uint c = 0; c < 4; ++c) {
+        const uint j1 = j + 2 * c;
+        const float e0 = j1 < kept ? exp(Fs[row * FLD + j1] - top) : 0.0,
+                    e1 = j1 + 1 < kept ? exp(Fs[row * FLD + j1 + 1] - top) : 0.0;
+        sum += e0 + e1;
+        eight[c] = pair_out(e0, e1, FORMAT);
       }
-      const float rescale = exp(m[i] - top);
-      l[i] = l[i] * rescale + sum, m[i] = top;
+      Ps[(row * PLD + j) / 8] = eight;
+      Ss[w0 * (BC / 8) + x] = sum;
+    }
+    WARP_SYNC();
+    // 2c. A lane a row: l and m, and the factor its output is rescaled by.
+    [[dont_unroll]] for (uint r = lane; r < LM; r += LANES) {
+      const uint row = w0 + r;
+      float top = Ms[row], sum = 0.0;
+      [[dont_unroll]] for (uint c = 0; c < BC / 8; ++c)
+        top = max(top, Xs[row * (BC / 8) + c]), sum += Ss[row * (BC / 8) + c];
+      const float rescale = exp(Ms[row] - top);
+      Ls[row] = Ls[row] * rescale + sum, Ms[row] = top;
       [[dont_unroll]] for (uint c = 0; c < LN; ++c) Rs[row * LN + c] = rescale;
     }
     WARP_SYNC();
@@ -85,13 +110,11 @@ void main() {
     barrier();
   }
 
-  [[dont_unroll]] for (uint i = 0; i < RPL; ++i) {
-    const uint r = lane + i * LANES;
-    if (r >= LM) break;
-    const uint t = q0 + w0 + r;
+  [[dont_unroll]] for (uint r = lane; r < LM; r += LANES) {
+    const uint row = w0 + r, t = q0 + row;
     // l >= 1: the maximum's own term is exp(0).
-    [[dont_unroll]] for (uint c = 0; c < LN; ++c) Rs[(w0 + r) * LN + c] = 1.0 / l[i];
-    if (t < p.T) lse[(b * p.NH + h) * p.T + t] = m[i] + log(l[i]);
+    [[dont_unroll]] for (uint c = 0; c < LN; ++c) Rs[row * LN + c] = 1.0 / Ls[row];
+    if (t < p.T) lse[(b * p.NH + h) * p.T + t] = Ms[row] + log(Ls[row]);
   }
   WARP_SYNC();
   SUMS_SCALE_ROWS(Rs, w0 * LN);

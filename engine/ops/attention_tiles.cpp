@@ -21,10 +21,12 @@ std::string AttentionTiling::name() const {
 uint32_t AttentionTiling::shared_bytes(uint32_t HS, TilesPass pass, uint32_t w) const {
   // shaders/attention_tiles_*.comp: 16-bit tiles of rows (this side's, the other side's) and of
   // P or dS, then the products' floats (a block's scores: the sums stay in registers) and the
-  // forward's factors (one a row, along LN floats), the keys' pass's lse and delta.
+  // forward's factors (one a row, along LN floats), its rows' m and l and its runs' largest
+  // scores and sums (a run eight scores), the keys' pass's lse and delta.
   const uint32_t br = w * lm, pad = BRIGADE_ATTENTION_TILES_PAD, rows = (HS + pad) * 2, probs = (bc + pad) * 2;
   switch (pass) {
-    case TilesPass::Forward: return br * rows + 2 * bc * rows + br * probs + br * bc * 4 + br * ln * 4;
+    case TilesPass::Forward:
+      return br * rows + 2 * bc * rows + br * probs + br * bc * 4 + br * ln * 4 + 2 * br * 4 + 2 * br * (bc / 8) * 4;
     case TilesPass::Query: return 2 * br * rows + 2 * bc * rows + br * probs + 2 * br * bc * 4;
     case TilesPass::KeyValue: return 2 * br * rows + 2 * bc * rows + 2 * br * probs + 2 * br * bc * 4 + 2 * bc * 4;
   }
