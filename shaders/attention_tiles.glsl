@@ -190,6 +190,38 @@ uint qkv_head8(uint part) { return (part * p.C + gl_WorkGroupID.y * HS) / 8; }
 // STAGE_ROWS from part `part` of the workgroup's head of qkv (every kernel's qkv8).
 #define STAGE_QKV(tile, part, r0, rows) STAGE_ROWS(tile, qkv8, 3 * p.C / 8, qkv_head8(part), r0, rows)
 
+// A block of BC rows of the other side staged in two halves, so that the next block's loads
+// from memory are in flight while the warps multiply this one: FETCH_* loads an invocation's
+// share of rows r0 .. r0 + BC - 1 into its registers (`regs`: FETCHES uvec4s, or for fp32
+// rows 2 FETCHES vec4s), and PUT_* stores them into a tile as STAGE_ROWS and
+// STAGE_ROUNDED_ROWS would have.
+const uint FETCHES = (BC * (HS / 8) + THREADS - 1) / THREADS;
+#define FETCH_ROWS(regs, src, row8, first8, r0)                                                   \
+  STAGE_LOOP for (uint i_ = 0; i_ < FETCHES; ++i_) {                                              \
+    const uint x_ = gl_LocalInvocationIndex + i_ * THREADS, t_ = (r0) + x_ / (HS / 8);           \
+    regs[i_] = x_ < BC * (HS / 8) && t_ < p.T ? src[(b * p.T + t_) * (row8) + (first8) + x_ % (HS / 8)] : uvec4(0); \
+  }
+#define FETCH_QKV(regs, part, r0) FETCH_ROWS(regs, qkv8, 3 * p.C / 8, qkv_head8(part), r0)
+#define PUT_ROWS(tile, regs)                                                                 \
+  STAGE_LOOP for (uint i_ = 0; i_ < FETCHES; ++i_) {                                         \
+    const uint x_ = gl_LocalInvocationIndex + i_ * THREADS;                                   \
+    if (x_ < BC * (HS / 8)) tile[(x_ / (HS / 8)) * (HLD / 8) + x_ % (HS / 8)] = regs[i_];     \
+  }
+#define FETCH_ROUNDED_ROWS(regs, src, row4, first4, r0)                                               \
+  STAGE_LOOP for (uint i_ = 0; i_ < FETCHES; ++i_) {                                                  \
+    const uint x_ = gl_LocalInvocationIndex + i_ * THREADS, t_ = (r0) + x_ / (HS / 8);               \
+    const bool in_ = x_ < BC * (HS / 8) && t_ < p.T;                                                  \
+    const uint at_ = (b * p.T + t_) * (row4) + (first4) + 2 * (x_ % (HS / 8));                        \
+    regs[2 * i_] = in_ ? src[at_] : vec4(0.0), regs[2 * i_ + 1] = in_ ? src[at_ + 1] : vec4(0.0);     \
+  }
+#define PUT_ROUNDED_ROWS(tile, regs)                                                                  \
+  STAGE_LOOP for (uint i_ = 0; i_ < FETCHES; ++i_) {                                                  \
+    const uint x_ = gl_LocalInvocationIndex + i_ * THREADS;                                            \
+    if (x_ < BC * (HS / 8))                                                                            \
+      tile[(x_ / (HS / 8)) * (HLD / 8) + x_ % (HS / 8)] =                                              \
+          uvec4(quad_out(regs[2 * i_], FORMAT), quad_out(regs[2 * i_ + 1], FORMAT));                   \
+  }
+
 // How many keys of the block from key j0 query t keeps (the causal mask, and T): j0 .. j0 + n - 1.
 uint kept_keys(uint t, uint j0) { return min(t, p.T - 1) + 1 - min(j0, t + 1); }
 

@@ -4,7 +4,8 @@
 //   dqkv's v part = P^T dY, its k part = scale dS^T Q.
 // Tensors as the queries' pass has them. A workgroup takes BR key rows of one head
 // (shaders/attention_tiles.glsl) and stages their k and v, then walks the queries in blocks of
-// BC from the block that holds its first key to the end:
+// BC from the block that holds its first key to the end, each block loaded into registers
+// while the warps multiply the one before (FETCH_*):
 //   1. S^T = scale K Q^T and dP^T = V dY^T, each warp its rows, into F and G;
 //   2. each lane its runs of eight queries of a key: P^T = exp(S^T - lse) under the causal
 //      mask (queries from the key on), dS^T = P^T (dP^T - delta), both rounded to FORMAT into
@@ -36,6 +37,14 @@ shared uvec4 Ks[BR * HLD / 8], Vs[BR * HLD / 8], Qs[BC * HLD / 8], Dys[BC * HLD 
 shared uvec4 Ps[BR * PLD / 8], Dss[BR * PLD / 8];
 shared float Gs[BR * FLD];  // dP^T, beside F's S^T
 shared float Ls[BC], Ds[BC];  // the block's queries' lse and delta
+// An invocation's share of a block's lse and delta from query r0 on, into lf and df.
+const uint STATS = (BC + THREADS - 1) / THREADS;
+#define FETCH_STATS(r0)                                                              \
+  STAGE_LOOP for (uint i_ = 0; i_ < STATS; ++i_) {                                   \
+    const uint j_ = gl_LocalInvocationIndex + i_ * THREADS;                          \
+    const bool in_ = j_ < BC && (r0) + j_ < p.T;                                     \
+    lf[i_] = in_ ? lse[stats + (r0) + j_] : 0.0, df[i_] = in_ ? delta[stats + (r0) + j_] : 0.0; \
+  }
 
 void main() {
   const uint h = gl_WorkGroupID.y, b = gl_WorkGroupID.z, k0 = gl_WorkGroupID.x * BR;
@@ -48,14 +57,26 @@ void main() {
   HOLD_ROWS(0, Ks, w0);
   HOLD_ROWS(HS / LK, Vs, w0);
 
+  // The next block's queries, dy, lse and delta (an invocation's share).
+  uvec4 qf[FETCHES];
+  vec4 dyf[2 * FETCHES];
+  float lf[STATS], df[STATS];
+  FETCH_QKV(qf, 0, k0 / BC * BC);
+  FETCH_ROUNDED_ROWS(dyf, dy4, p.C / 4, h * HS / 4, k0 / BC * BC);
+  FETCH_STATS(k0 / BC * BC);
   for (uint j0 = k0 / BC * BC; j0 < p.T; j0 += BC) {
-    STAGE_QKV(Qs, 0, j0, BC);
-    STAGE_ROUNDED_ROWS(Dys, dy4, p.C / 4, h * HS / 4, j0, BC);
-    [[dont_unroll]] for (uint j = gl_LocalInvocationIndex; j < BC; j += THREADS) {
-      const bool inside = j0 + j < p.T;
-      Ls[j] = inside ? lse[stats + j0 + j] : 0.0, Ds[j] = inside ? delta[stats + j0 + j] : 0.0;
+    PUT_ROWS(Qs, qf);
+    PUT_ROUNDED_ROWS(Dys, dyf);
+    STAGE_LOOP for (uint i = 0; i < STATS; ++i) {
+      const uint j = gl_LocalInvocationIndex + i * THREADS;
+      if (j < BC) Ls[j] = lf[i], Ds[j] = df[i];
     }
     barrier();
+    if (j0 + BC < p.T) {
+      FETCH_QKV(qf, 0, j0 + BC);
+      FETCH_ROUNDED_ROWS(dyf, dy4, p.C / 4, h * HS / 4, j0 + BC);
+      FETCH_STATS(j0 + BC);
+    }
     // 1. S^T = scale K Q^T, dP^T = V dY^T: the queries' and dy's rows are the columns.
     WARP_PRODUCT(Fs, w0 * FLD, BC, 0, Ks, w0, Qs, 0, HLD, true, p.scale);
     WARP_PRODUCT(Gs, w0 * FLD, BC, HS / LK, Vs, w0, Dys, 0, HLD, true, 1.0);

@@ -7,7 +7,8 @@
 // packed copy; delta reads it as it is (ops/attention.h).
 // A workgroup takes BR query rows of one head (shaders/attention_tiles.glsl): it stages their
 // q and dy, and each lane works out lse and delta of the rows of its runs; then it walks the
-// keys in blocks of BC up to its last row:
+// keys in blocks of BC up to its last row, each block loaded into registers while the warps
+// multiply the one before (FETCH_QKV):
 //   1. S = scale Q K^T and dP = dY V^T, each warp its rows, into F and G;
 //   2. each lane its runs of eight scores: P = exp(S - lse) under the causal mask, dS = P (dP -
 //      delta), rounded to FORMAT into shared memory;
@@ -64,10 +65,17 @@ void main() {
   HOLD_ROWS(HS / LK, Dys, w0);
 
   const uint last = min(p.T - 1, q0 + BR - 1);
+  uvec4 kf[FETCHES], vf[FETCHES];  // the next block's keys and values
+  FETCH_QKV(kf, 1, 0);
+  FETCH_QKV(vf, 2, 0);
   for (uint j0 = 0; j0 <= last; j0 += BC) {
-    STAGE_QKV(Ks, 1, j0, BC);
-    STAGE_QKV(Vs, 2, j0, BC);
+    PUT_ROWS(Ks, kf);
+    PUT_ROWS(Vs, vf);
     barrier();
+    if (j0 + BC <= last) {
+      FETCH_QKV(kf, 1, j0 + BC);
+      FETCH_QKV(vf, 2, j0 + BC);
+    }
     // 1. S = scale Q K^T, dP = dY V^T: the keys' and values' rows are the columns.
     WARP_PRODUCT(Fs, w0 * FLD, BC, 0, Qs, w0, Ks, 0, HLD, true, p.scale);
     WARP_PRODUCT(Gs, w0 * FLD, BC, HS / LK, Dys, w0, Vs, 0, HLD, true, 1.0);

@@ -5,16 +5,16 @@
 // scores, as every attention form saves it for the backward.
 // A workgroup takes BR = WARPS * LM query rows of one head; each warp owns LM of them. It
 // stages its queries in shared memory once, then walks the keys in blocks of BC up to its last
-// row, each block's keys and values staged as stored (16-bit bits, eight to a uvec4), and for
-// each block:
+// row, each block's keys and values staged as stored (16-bit bits, eight to a uvec4; loaded
+// into registers while the warps multiply the block before, FETCH_QKV), and for each block:
 //   1. each warp multiplies its queries by the block's keys on the tile operations: S, scaled,
 //      to the warp's rows of the shared floats F;
 //   2. the online softmax over the block's scores, every lane of the warp on runs of eight
 //      scores (as the backward's element-wise steps): (a) each run's largest kept score; (b)
-//      the row's new running max m from its runs' and its last, and each run's P = exp(s - m)
-//      under the causal mask, rounded to FORMAT into shared memory (as the matrix form rounds
-//      P for its product), and the run's sum of them; (c) a lane a row: the row's sum l, m,
-//      and the factor its output is rescaled by, along its row;
+//      the row's new running max m from its runs' and its last, the factor its output is
+//      rescaled by (along its row, each run a share), and each run's P = exp(s - m) under the
+//      causal mask, rounded to FORMAT into shared memory (as the matrix form rounds P for its
+//      product), and the run's sum of them; (c) a lane a row: the row's sum l, and m;
 //   3. each warp rescales its outputs O, held in accumulators across the blocks (its sums, a
 //      row's factor broadcast along its row in shared memory), and adds P V to them.
 // Steps 1 to 3 touch only the warp's own rows of F, P, the runs' partials and the rows' m, l and
@@ -54,10 +54,17 @@ void main() {
   HOLD_ROWS(0, Qs, w0);
 
   const uint last = min(p.T - 1, q0 + BR - 1);  // the workgroup's last query sees keys 0 .. last
+  uvec4 kf[FETCHES], vf[FETCHES];                  // the next block's keys and values
+  FETCH_QKV(kf, 1, 0);
+  FETCH_QKV(vf, 2, 0);
   for (uint j0 = 0; j0 <= last; j0 += BC) {
-    STAGE_QKV(Ks, 1, j0, BC);
-    STAGE_QKV(Vs, 2, j0, BC);
+    PUT_ROWS(Ks, kf);
+    PUT_ROWS(Vs, vf);
     barrier();
+    if (j0 + BC <= last) {
+      FETCH_QKV(kf, 1, j0 + BC);
+      FETCH_QKV(vf, 2, j0 + BC);
+    }
     // 1. S = scale Q K^T: the keys' rows are K^T's columns.
     WARP_PRODUCT(Fs, w0 * FLD, BC, 0, Qs, w0, Ks, 0, HLD, true, p.scale);
     WARP_SYNC();
@@ -73,13 +80,16 @@ void main() {
       Xs[w0 * (BC / 8) + x] = top;
     }
     WARP_SYNC();
-    // 2b. The row's new m, then each run's P, rounded, and its sum.
+    // 2b. The row's new m, then each run's P, rounded, and its sum; the row's factor along
+    // its row, each run its share.
     [[dont_unroll]] for (uint i = 0; i < RUNS; ++i) {
       const uint x = lane + i * LANES;
       if (x >= LM * (BC / 8)) break;
       const uint row = w0 + x / (BC / 8), j = 8 * (x % (BC / 8)), kept = kept_keys(q0 + row, j0);
       float top = Ms[row];
       [[dont_unroll]] for (uint c = 0; c < BC / 8; ++c) top = max(top, Xs[row * (BC / 8) + c]);
+      const float rescale = exp(Ms[row] - top);
+      [[dont_unroll]] for (uint c = x % (BC / 8); c < LN; c += BC / 8) Rs[row * LN + c] = rescale;
       float sum = 0.0;
       uvec4 eight;
       [[unroll]] for (uint c = 0; c < 4; ++c) {
@@ -93,15 +103,13 @@ void main() {
       Ss[w0 * (BC / 8) + x] = sum;
     }
     WARP_SYNC();
-    // 2c. A lane a row: l and m, and the factor its output is rescaled by.
+    // 2c. A lane a row: l and m.
     [[dont_unroll]] for (uint r = lane; r < LM; r += LANES) {
       const uint row = w0 + r;
       float top = Ms[row], sum = 0.0;
       [[dont_unroll]] for (uint c = 0; c < BC / 8; ++c)
         top = max(top, Xs[row * (BC / 8) + c]), sum += Ss[row * (BC / 8) + c];
-      const float rescale = exp(Ms[row] - top);
-      Ls[row] = Ls[row] * rescale + sum, Ms[row] = top;
-      [[dont_unroll]] for (uint c = 0; c < LN; ++c) Rs[row * LN + c] = rescale;
+      Ls[row] = Ls[row] * exp(Ms[row] - top) + sum, Ms[row] = top;
     }
     WARP_SYNC();
     // 3. O = O * rescale + P V; then every warp is done with the block's keys and values.
