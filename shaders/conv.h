@@ -64,6 +64,7 @@ struct MaxPool2dPush {
 // element each (position gradient), and the positions one forward workgroup covers.
 #define BRIGADE_WG_EMBEDDING 64
 #define BRIGADE_WG_EMBEDDING_TOKENS 64
+#define BRIGADE_WG_EMBEDDING_LISTS 128
 #define BRIGADE_EMBEDDING_POSITIONS 16
 
 // Token + position embedding: tokens (b, t) int32, wte (v, c), wpe (at least t rows, c),

@@ -244,6 +244,8 @@ class Embedding final : public ShapedLayer {
   std::vector<ParamSpec> params() const override;
   Cost cost() const override;
   bool integer_input() const override { return true; }
+  // A GPU's token gradient lists each vocabulary row's positions there (ops::TokenPass).
+  uint64_t scratch_floats(uint32_t rows, ops::Precision stored) const override;
   void forward(const Pass& p, const Tensors& t) const override;
   // Token ids have no gradient: dx is ignored.
   void backward(const Pass& p, const Tensors& t, vk::View dy,

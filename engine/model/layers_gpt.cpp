@@ -34,9 +34,13 @@ void Embedding::forward(const Pass& p, const Tensors& t) const {
   ops::embedding_forward(p.cmd, t.x, t.params[0], t.params[1], t.y, p.rows, T_, C_, vocab_);
 }
 
+uint64_t Embedding::scratch_floats(uint32_t rows, ops::Precision) const {
+  return ops::embedding_scratch_floats(rows, T_, vocab_);
+}
+
 void Embedding::backward(const Pass& p, const Tensors& t, vk::View dy,
                          std::optional<vk::View>) const {
-  ops::embedding_backward(p.cmd, dy, t.x, t.grads[0], t.grads[1], p.rows, T_, C_, vocab_);
+  ops::embedding_backward(p.cmd, dy, t.x, t.grads[0], t.grads[1], p.rows, T_, C_, vocab_, t.scratch);
 }
 
 LmHead::LmHead(uint32_t T, uint32_t C, uint32_t vocab_size)

@@ -44,8 +44,11 @@ void embedding_forward(vk::Commands& cmd, vk::View tokens, vk::View wte, vk::Vie
                {groups_over(uint64_t(B) * T, BRIGADE_EMBEDDING_POSITIONS)});
 }
 
+uint64_t embedding_scratch_floats(uint32_t B, uint32_t T, uint32_t V) { return 2 * uint64_t(V) + uint64_t(B) * T; }
+
 void embedding_backward(vk::Commands& cmd, vk::View dout, vk::View tokens, vk::View dwte,
-                        vk::View dwpe, uint32_t B, uint32_t T, uint32_t C, uint32_t V, uint32_t rows) {
+                        vk::View dwpe, uint32_t B, uint32_t T, uint32_t C, uint32_t V,
+                        std::optional<vk::View> scratch, TokenPass pass, uint32_t rows) {
   validate(B, T, C, V);
   require_positions(dwpe, T, C);
   BRIGADE_EXPECT_BYTES(dout, uint64_t(B) * T * C * 4, "embedding output gradient");
@@ -61,11 +64,25 @@ void embedding_backward(vk::Commands& cmd, vk::View dout, vk::View tokens, vk::V
   // so in memory rather than registers) and in 0.40 ms of gpt-mini's 3.7; one row (V times the
   // workgroups, each sum in a register) took 2.72 ms of the gpt2-small step (docs/BENCHMARKS.md,
   // "The H200 a third time" and "a fourth time").
+  // On a GPU each row's positions are listed first: the H200 pass over one row an invocation
+  // above is a scan of every token by each (row, column), V * C * B * T steps.
   const bool cpu = dev.info().type == VK_PHYSICAL_DEVICE_TYPE_CPU;
-  rows = std::min(V, rows ? rows : cpu ? 256u : 1u);
-  const vk::Groups token_groups{groups_over(C, BRIGADE_WG_EMBEDDING_TOKENS), groups_over(V, rows)};
-  cmd.dispatch(dev.kernel("embedding_backward_tokens", vk::Specialization{}.set(0, rows)),
-               {dout, tokens, dwte}, push, token_groups);
+  if (pass == TokenPass::Auto) pass = !cpu && scratch && V <= 65535 && !rows ? TokenPass::Lists : TokenPass::Scan;
+  if (pass == TokenPass::Lists) {
+    BRIGADE_EXPECT(scratch.has_value(), "the embedding's token lists need a scratch");
+    BRIGADE_EXPECT_FLOATS(*scratch, embedding_scratch_floats(B, T, V), "embedding token lists");
+    BRIGADE_EXPECT(V <= 65535, "the embedding's token lists take at most 65535 vocabulary rows");
+    for (uint32_t phase : {0u, 1u})
+      cmd.dispatch(dev.kernel("embedding_token_lists", vk::Specialization{}.set(0, phase)), {tokens, *scratch}, push,
+                   {V});
+    cmd.dispatch(dev.kernel("embedding_backward_lists"), {dout, *scratch, dwte}, push,
+                 {groups_over(C, BRIGADE_WG_EMBEDDING_TOKENS), V});
+  } else {
+    rows = std::min(V, rows ? rows : cpu ? 256u : 1u);
+    const vk::Groups token_groups{groups_over(C, BRIGADE_WG_EMBEDDING_TOKENS), groups_over(V, rows)};
+    cmd.dispatch(dev.kernel("embedding_backward_tokens", vk::Specialization{}.set(0, rows)),
+                 {dout, tokens, dwte}, push, token_groups);
+  }
   cmd.dispatch(dev.kernel("embedding_backward_positions"), {dout, dwpe}, push,
                {groups_over(uint64_t(T) * C, BRIGADE_WG_EMBEDDING)});
 }

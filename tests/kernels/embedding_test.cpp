@@ -28,9 +28,11 @@ std::string describe(const Dims& d) {
 }
 
 // Odd sizes, channel counts that are not multiples of the workgroup, a vocabulary smaller
-// than the sequence (many repeated tokens), and the gpt-mini layer at batch 2.
+// than the sequence (many repeated tokens), the gpt-mini layer at batch 2, and three tokens
+// over 400 positions (the token lists' workgroup takes chunks of four, each holding repeats).
 const std::vector<Dims> kDims = {
     {2, 5, 7, 11, 5}, {3, 17, 33, 5, 20}, {1, 1, 1, 1, 1}, {2, 9, 70, 300, 16}, {2, 128, 128, 256, 128},
+    {4, 100, 8, 3, 100},
 };
 
 std::vector<int32_t> random_tokens(size_t n, uint32_t V, uint32_t seed) {
@@ -77,12 +79,14 @@ Grads start_grads(const Dims& d, uint32_t seed) {
           test::random_vector(size_t(d.block_size) * d.C, seed + 1, 1.0f, 2.0f)};
 }
 
-Grads gpu_backward(vk::Device& dev, const Problem& p, const Grads& start, uint32_t rows = 0) {
+Grads gpu_backward(vk::Device& dev, const Problem& p, const Grads& start, ops::TokenPass pass = ops::TokenPass::Auto,
+                   uint32_t rows = 0) {
   auto dout = test::to_device(dev, p.dout, "dout"), tok = test::to_device(dev, p.tokens, "tokens");
   auto dwte = test::to_device(dev, start.dwte, "dwte", vk::Category::Gradients);
   auto dwpe = test::to_device(dev, start.dwpe, "dwpe", vk::Category::Gradients);
+  auto scratch = test::zeros(dev, ops::embedding_scratch_floats(p.d.B, p.d.T, p.d.V), "token lists", vk::Category::Scratch);
   vk::Commands cmd(dev, "embedding backward");
-  ops::embedding_backward(cmd, dout, tok, dwte, dwpe, p.d.B, p.d.T, p.d.C, p.d.V, rows);
+  ops::embedding_backward(cmd, dout, tok, dwte, dwpe, p.d.B, p.d.T, p.d.C, p.d.V, vk::View(scratch), pass, rows);
   cmd.run();
   return {test::to_host(dwte), test::to_host(dwpe)};
 }
@@ -125,19 +129,23 @@ TEST_CASE_FIXTURE(test::Gpu, "embedding backward is bit-identical from run to ru
   CHECK(a.dwpe == b.dwpe);
 }
 
-// Each vocabulary row sums its positions in order whatever rows an invocation owns: a GPU's one
-// row, a CPU's whole vocabulary and what lies between give the same bits.
-TEST_CASE_FIXTURE(test::Gpu, "embedding backward gives the same bits with any vocabulary rows an invocation") {
+// Each vocabulary row sums its positions in order whatever rows an invocation of the scan owns
+// (a CPU's whole vocabulary, one row, what lies between) and from its list of positions (a
+// GPU's way): the same bits.
+TEST_CASE_FIXTURE(test::Gpu, "embedding backward gives the same bits with any vocabulary rows an invocation and from lists") {
   uint32_t seed = 400;
   for (const auto& d : kDims) {
     const Problem p(d, seed += 10);
     const auto start = start_grads(d, seed + 5);
-    const Grads one = gpu_backward(device(), p, start, 1);
+    const Grads one = gpu_backward(device(), p, start, ops::TokenPass::Scan, 1);
     for (uint32_t rows : {3u, 32u, 256u}) {
-      const Grads g = gpu_backward(device(), p, start, rows);
+      const Grads g = gpu_backward(device(), p, start, ops::TokenPass::Scan, rows);
       CHECK_MESSAGE(g.dwte == one.dwte, describe(d), ", ", rows, " rows against one");
       CHECK(g.dwpe == one.dwpe);
     }
+    const Grads lists = gpu_backward(device(), p, start, ops::TokenPass::Lists);
+    CHECK_MESSAGE(lists.dwte == one.dwte, describe(d), ", lists against one row");
+    CHECK(lists.dwpe == one.dwpe);
     test::check_close(one.dwte, cpu_backward(p, start).dwte, 1e-5, 1e-5, "dwte, one row, " + describe(d));
   }
 }
@@ -155,23 +163,27 @@ TEST_CASE_FIXTURE(test::Gpu, "embedding clamps out-of-range tokens and touches n
     CHECK_MESSAGE(y[t * C + 5] == p.wte[row * C + 5] + p.wpe[t * C + 5], "position ", t);
   }
 
-  std::vector<float> guarded((V + 2) * C, 7.0f);
-  auto table = test::to_device(dev, guarded, "dwte with guard rows", vk::Category::Gradients);
-  auto dwpe = test::zeros(dev, T * C, "dwpe", vk::Category::Gradients);
-  auto dout = test::to_device(dev, p.dout, "dout"), tok = test::to_device(dev, p.tokens, "tokens");
-  vk::Commands cmd(dev, "embedding backward, guarded");
-  ops::embedding_backward(cmd, dout, tok, vk::View(table, C * 4, V * C * 4), dwpe, B, T, C, V);
-  cmd.run();
-  const auto got = test::to_host(table);
   std::vector<float> want_rows(V * C, 7.0f), unused(T * C);
   std::vector<double> rows_d = test::to_double(want_rows), unused_d = test::to_double(unused);
   ref::embedding_backward<double>(test::to_double(p.dout), p.tokens, rows_d, unused_d, B, T, C, V);
-  for (uint32_t c = 0; c < C; ++c) {
-    CHECK(got[c] == 7.0f);
-    CHECK(got[(V + 1) * C + c] == 7.0f);
+  for (ops::TokenPass pass : {ops::TokenPass::Scan, ops::TokenPass::Lists}) {
+    const std::string what = pass == ops::TokenPass::Scan ? "scan" : "lists";
+    std::vector<float> guarded((V + 2) * C, 7.0f);
+    auto table = test::to_device(dev, guarded, "dwte with guard rows", vk::Category::Gradients);
+    auto dwpe = test::zeros(dev, T * C, "dwpe", vk::Category::Gradients);
+    auto dout = test::to_device(dev, p.dout, "dout"), tok = test::to_device(dev, p.tokens, "tokens");
+    auto lists = test::zeros(dev, ops::embedding_scratch_floats(B, T, V), "token lists", vk::Category::Scratch);
+    vk::Commands cmd(dev, "embedding backward, guarded");
+    ops::embedding_backward(cmd, dout, tok, vk::View(table, C * 4, V * C * 4), dwpe, B, T, C, V, vk::View(lists), pass);
+    cmd.run();
+    const auto got = test::to_host(table);
+    for (uint32_t c = 0; c < C; ++c) {
+      CHECK_MESSAGE(got[c] == 7.0f, what);
+      CHECK_MESSAGE(got[(V + 1) * C + c] == 7.0f, what);
+    }
+    test::check_close(std::span<const float>(got).subspan(C, V * C), test::to_float(rows_d), 1e-6,
+                      1e-6, "dwte with clamped tokens, " + what);
   }
-  test::check_close(std::span<const float>(got).subspan(C, V * C), test::to_float(rows_d), 1e-6,
-                    1e-6, "dwte with clamped tokens");
 }
 
 TEST_CASE("embedding CPU backward matches finite differences of the forward") {
