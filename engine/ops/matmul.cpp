@@ -252,6 +252,14 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
   // no barrier: A for the read-only ones, C for the written one.
   const bool gelu = p.epilogue == Epilogue::Gelu;
   const vk::View pre = !gelu && epilogue ? *epilogue : a, act = gelu ? *epilogue : copy ? *copy : c;
+  if (cmd.marking()) {  // `bench profile`: each product's shape and rate
+    const uint64_t count = uint64_t(p.batch) * p.terms;
+    cmd.note_work(std::to_string(p.M) + "x" + std::to_string(p.N) + "x" + std::to_string(p.K) +
+                      (p.trans_a ? " A^T" : "") + (p.trans_b ? " B^T" : "") +
+                      (count > 1 ? " x" + std::to_string(count) : "") +
+                      (p.causal != MatmulParams::Causal::None ? " causal" : ""),
+                  2.0 * p.M * p.N * p.K * double(count));
+  }
   if (t.variant == MatmulTiling::Variant::Matrix) {
     matmul_tiles(cmd, t, p, spec, {a, b, bias.value_or(a), c, pre, act}, push);
     return;

@@ -75,7 +75,7 @@ LayerProfile profile_model(vk::Device& device, const model::Model& m, uint32_t r
     if (r == 1) {  // which layer and pass each dispatch belongs to: the marks around it
       kernel_s.resize(marks.size());
       for (const auto& k : marks) {
-        KernelTime t{L, k.timestamp > bwd.front(), k.kernel->name(), 0};
+        KernelTime t{L, k.timestamp > bwd.front(), k.kernel->name(), 0, k.work, k.flops};
         if (k.timestamp > fwd.back() && k.timestamp < bwd.front()) {  // the loss: layer L
           kernels.push_back(t);
           continue;

@@ -19,6 +19,8 @@ struct KernelTime {
   bool backward = false;
   std::string kernel;  // the shader's name
   double seconds = 0;
+  std::string work;  // what it computed, where its launcher says (a product's shape)
+  double flops = 0;
 };
 
 struct LayerProfile {

@@ -196,7 +196,10 @@ void Commands::dispatch(const Kernel& kernel, std::initializer_list<View> bindin
     vk.vkCmdPushConstants(cmd_, kernel.layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes, push);
   vk.vkCmdDispatch(cmd_, groups.x, groups.y, groups.z);
   ++dispatches_;
-  if (kernel_marks_) kernel_marks_->push_back({&kernel, timestamp()});
+  if (kernel_marks_) {
+    kernel_marks_->push_back({&kernel, timestamp(), std::move(work_), work_flops_});
+    work_.clear(), work_flops_ = 0;
+  }
 }
 
 void Commands::copy(const Buffer& src, const Buffer& dst, uint64_t bytes, uint64_t src_offset,

@@ -85,8 +85,14 @@ class Commands {
   struct KernelMark {
     const Kernel* kernel;
     uint32_t timestamp;
+    std::string work;  // what the dispatch computes, where its launcher said (note_work)
+    double flops = 0;
   };
   void set_kernel_marks(std::vector<KernelMark>* marks) { kernel_marks_ = marks; }
+  bool marking() const { return kernel_marks_ != nullptr; }
+  // While marking: what the next dispatch computes (a product's shape) and its FLOPs, for its
+  // mark.
+  void note_work(std::string work, double flops) { work_ = std::move(work), work_flops_ = flops; }
   Device& device() const { return device_; }
 
  private:
@@ -122,6 +128,8 @@ class Commands {
   uint64_t submitted_ = 0;
   uint32_t barriers_ = 0, dispatches_ = 0;
   std::vector<KernelMark>* kernel_marks_ = nullptr;
+  std::string work_;
+  double work_flops_ = 0;
   std::vector<std::pair<Extent, uint8_t>> since_barrier_;
 };
 

@@ -189,6 +189,25 @@ TEST_CASE("brigade bench profile in bf16: the products read the weights' 16-bit 
   for (const auto& d : j["dispatches"])
     if (d["layer"] == 1 && d["pass"] == "forward") forward.insert(d["kernel"].get<std::string>().substr(0, 11));
   CHECK(forward == std::set<std::string>{"matmul_half"});
+  // Each product says its shape: the first Linear's forward x W^T, its weight gradient dy^T x;
+  // summed by shape, every product's dispatch counted once.
+  size_t products = 0;
+  for (const auto& d : j["dispatches"])
+    if (d["kernel"].get<std::string>().rfind("matmul", 0) == 0) {
+      ++products;
+      CHECK(d.contains("work"));
+      CHECK(d.value("flops", 0.0) > 0);
+    }
+  std::map<std::string, uint32_t> shapes;
+  for (const auto& s : j["products"]) {
+    shapes[s["shape"]] += s["dispatches"].get<uint32_t>();
+    CHECK(s["gflops"].get<double>() > 0);
+  }
+  CHECK(shapes["4x256x784 B^T"] == 1);
+  CHECK(shapes["256x784x4 A^T"] == 1);
+  uint32_t summed = 0;
+  for (const auto& [shape, n] : shapes) summed += n;
+  CHECK(summed == products);
 }
 
 TEST_CASE("brigade bench profile times every layer and dispatch, and splits a step into GPU and host time") {

@@ -65,6 +65,24 @@ StepProfile profile_steps(const model::Model& m, const Options& o, Pipeline& p) 
   return out;
 }
 
+// The products' GPU time summed by shape (ops::matmul names each one's), the slowest first.
+struct ShapeTime {
+  std::string work;
+  uint32_t dispatches = 0;
+  double seconds = 0, flops = 0;
+};
+std::vector<ShapeTime> by_shape(const std::vector<pipeline::KernelTime>& kernels) {
+  std::vector<ShapeTime> out;
+  for (const pipeline::KernelTime& k : kernels) {
+    if (k.work.empty()) continue;
+    auto it = std::find_if(out.begin(), out.end(), [&](const ShapeTime& s) { return s.work == k.work; });
+    if (it == out.end()) it = out.insert(out.end(), {k.work});
+    it->dispatches++, it->seconds += k.seconds, it->flops += k.flops;
+  }
+  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.seconds > b.seconds; });
+  return out;
+}
+
 void run(const Options& o) {
   const model::Model m = model::build(o.model, o.set);
   Pipeline p = open_pipeline(m, o.pipeline, o.batch, 2);
@@ -94,9 +112,15 @@ void run(const Options& o) {
     for (uint32_t l = 0; l < L; ++l)
       j["layers"].push_back({{"layer", l}, {"kind", m.layers[l]->kind()},
                              {"forward_ms", lp.forward[l] * 1e3}, {"backward_ms", lp.backward[l] * 1e3}});
-    for (const auto& k : lp.kernels)
-      j["dispatches"].push_back({{"layer", k.layer}, {"pass", k.backward ? "backward" : "forward"},
-                                 {"kernel", k.kernel}, {"ms", k.seconds * 1e3}});
+    for (const auto& k : lp.kernels) {
+      nlohmann::json d{{"layer", k.layer}, {"pass", k.backward ? "backward" : "forward"}, {"kernel", k.kernel},
+                       {"ms", k.seconds * 1e3}};
+      if (!k.work.empty()) d["work"] = k.work, d["flops"] = k.flops;
+      j["dispatches"].push_back(std::move(d));
+    }
+    for (const ShapeTime& s : by_shape(lp.kernels))
+      j["products"].push_back({{"shape", s.work}, {"dispatches", s.dispatches}, {"ms", s.seconds * 1e3},
+                               {"gflops", s.seconds > 0 ? s.flops / s.seconds * 1e-9 : 0.0}});
     j["step"] = {{"stages", t.stages}, {"micro_batches", t.micro_batches}, {"wall_ms", sp.wall_ms},
                  {"busy_ms", sp.busy_ms}, {"submissions", t.submissions}, {"dispatches", t.dispatches},
                  {"barriers", t.barriers}, {"record_ms", t.record_ms}};
@@ -155,6 +179,14 @@ void run(const Options& o) {
   for (const auto& [name, n_s] : by_kernel)
     kt.push_back({name, std::to_string(n_s.first), ms(n_s.second), percent(n_s.second, gpu)});
   print_table(kt);
+
+  // The products again, by shape: M x N x K of op(A) op(B), A^T or B^T where stored transposed,
+  // xP for P products in one dispatch (causal: FLOPs counted as if whole).
+  std::printf("\nproducts by shape (M x N x K):\n");
+  std::vector<std::vector<std::string>> ps{{"product", "dispatches", "ms", "GFLOPS", "share"}};
+  for (const ShapeTime& s : by_shape(lp.kernels))
+    ps.push_back({s.work, std::to_string(s.dispatches), ms(s.seconds), gflops(s.flops, s.seconds), percent(s.seconds, gpu)});
+  print_table(ps);
 
   std::printf("\ntraining step (AdamW) on %u stage(s), %u micro-batch(es) of up to %u rows, median of %d "
               "after one warm-up: %.2f ms wall\n",
