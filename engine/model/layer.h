@@ -120,8 +120,15 @@ class Layer {
   // Floats of transient memory either pass over `rows` samples may overwrite freely. A layer
   // may ask for less than it could use and work through the samples in chunks (Conv2d).
   // `stored`: how the Cell stores its tensors, Tensors::y_precision (fp32 for a layer on fp32
-  // copies); a 16-bit GPT block packs its products' operands in it too.
-  virtual uint64_t scratch_floats(uint32_t /*rows*/, ops::Precision /*stored*/) const { return 0; }
+  // copies); a 16-bit GPT block packs its products' operands in it too. `lean`: on a device
+  // and in a precision of lean_scratch().
+  virtual uint64_t scratch_floats(uint32_t /*rows*/, ops::Precision /*stored*/, bool /*lean*/ = false) const {
+    return 0;
+  }
+  // The 16-bit precisions (bits 1 << ops::Precision) in which this layer's kernels on `device`,
+  // reading and writing 16 bits themselves (stores_half), need only scratch_floats(rows,
+  // stored, true): a GPT block's attention as flash attention on matrix tiles, no (T,T) scores.
+  virtual uint8_t lean_scratch(const vk::PhysicalInfo& /*device*/) const { return 0; }
   virtual Cost cost() const = 0;
   // True when the output IS the input (Flatten): the stage hands the input view on as the
   // output and the output gradient back as the input gradient; forward/backward do nothing.

@@ -67,7 +67,7 @@ class Linear final : public ShapedLayer {
   bool backward_reads_output() const override { return relu_; }
   bool stores_half(const vk::PhysicalInfo& device) const override;
   bool reads_half_weights() const override { return true; }
-  uint64_t scratch_floats(uint32_t rows, ops::Precision stored) const override;
+  uint64_t scratch_floats(uint32_t rows, ops::Precision stored, bool lean = false) const override;
   Cost cost() const override;
   void forward(const Pass& p, const Tensors& t) const override;
   // A split backward keeps the output gradient ("dy") for backward_params.
@@ -147,7 +147,7 @@ class Conv2d final : public ShapedLayer {
   // The scratch of the matrix form (ops/conv2d.h), its columns or Winograd's tiles: every
   // sample's, up to kScratchCap bytes; past the cap the passes work through the samples in
   // chunks (one sample at least).
-  uint64_t scratch_floats(uint32_t rows, ops::Precision stored) const override;
+  uint64_t scratch_floats(uint32_t rows, ops::Precision stored, bool lean = false) const override;
   static constexpr uint64_t kScratchCap = 32ull << 20;
 
  private:
@@ -245,7 +245,7 @@ class Embedding final : public ShapedLayer {
   Cost cost() const override;
   bool integer_input() const override { return true; }
   // A GPU's token gradient lists each vocabulary row's positions there (ops::TokenPass).
-  uint64_t scratch_floats(uint32_t rows, ops::Precision stored) const override;
+  uint64_t scratch_floats(uint32_t rows, ops::Precision stored, bool lean = false) const override;
   void forward(const Pass& p, const Tensors& t) const override;
   // Token ids have no gradient: dx is ignored.
   void backward(const Pass& p, const Tensors& t, vk::View dy,
@@ -272,7 +272,7 @@ class LmHead final : public ShapedLayer {
   void backward(const Pass& p, const Tensors& t, vk::View dy,
                 std::optional<vk::View> dx) const override;
   void backward_params(const Pass& p, const Tensors& t) const override;
-  uint64_t scratch_floats(uint32_t rows, ops::Precision stored) const override;
+  uint64_t scratch_floats(uint32_t rows, ops::Precision stored, bool lean = false) const override;
 
  private:
   Operand product_operand(const Pass& p, const Tensors& t, vk::View dy) const;
@@ -296,7 +296,8 @@ class GptBlock final : public ShapedLayer {
   bool reads_half_weights() const override { return true; }
   std::vector<ParamSpec> params() const override;
   std::vector<SavedSpec> saved() const override;
-  uint64_t scratch_floats(uint32_t rows, ops::Precision stored) const override;
+  uint64_t scratch_floats(uint32_t rows, ops::Precision stored, bool lean = false) const override;
+  uint8_t lean_scratch(const vk::PhysicalInfo& device) const override;
   Cost cost() const override;
   void forward(const Pass& p, const Tensors& t) const override;
   // A split backward keeps the gradients its six parameter groups need: dy (mlp.c_proj),

@@ -88,7 +88,7 @@ ops::Conv2dShape Conv2d::shape(uint32_t rows) const {
   return conv_shape(input_, out_, kernel_, stride_, padding_, rows);
 }
 
-uint64_t Conv2d::scratch_floats(uint32_t rows, ops::Precision stored) const {
+uint64_t Conv2d::scratch_floats(uint32_t rows, ops::Precision stored, bool) const {
   const uint64_t per = ops::conv2d_scratch_per_sample(shape(1));
   const uint32_t samples = uint32_t(std::clamp<uint64_t>(kScratchCap / 4 / per, 1, std::max(rows, 1u)));
   if (pools()) return ops::conv2d_pool_scratch_floats(shape(rows), samples, stored);

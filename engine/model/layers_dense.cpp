@@ -63,7 +63,7 @@ Cost Linear::cost() const { return standard_cost(*this, 2.0 * rows_per_sample_ *
 
 // The masked output gradient of a folded ReLU, then in a 16-bit stage the gradient the products
 // read, packed (operand.h): one pass's rows.
-uint64_t Linear::scratch_floats(uint32_t rows, ops::Precision stored) const {
+uint64_t Linear::scratch_floats(uint32_t rows, ops::Precision stored, bool) const {
   const uint64_t floats = uint64_t(rows) * rows_per_sample_ * out_;
   return (relu_ ? aligned_floats(floats) : 0) + operand_floats(floats, stored);
 }

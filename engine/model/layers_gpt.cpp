@@ -34,7 +34,7 @@ void Embedding::forward(const Pass& p, const Tensors& t) const {
   ops::embedding_forward(p.cmd, t.x, t.params[0], t.params[1], t.y, p.rows, T_, C_, vocab_);
 }
 
-uint64_t Embedding::scratch_floats(uint32_t rows, ops::Precision) const {
+uint64_t Embedding::scratch_floats(uint32_t rows, ops::Precision, bool) const {
   return ops::embedding_scratch_floats(rows, T_, vocab_);
 }
 
@@ -64,7 +64,7 @@ void LmHead::forward(const Pass& p, const Tensors& t) const {
 std::vector<SavedSpec> LmHead::deferred() const { return {{"dy", uint64_t(T_) * vocab_}}; }
 
 // In a 16-bit stage the products read dy packed in the scratch (operand.h), as a Linear's do.
-uint64_t LmHead::scratch_floats(uint32_t rows, ops::Precision stored) const {
+uint64_t LmHead::scratch_floats(uint32_t rows, ops::Precision stored, bool) const {
   return operand_floats(uint64_t(rows) * T_ * vocab_, stored);
 }
 

@@ -44,6 +44,7 @@ class Carver {
     used_ = at + floats;
     return vk::View(*view_.buffer, view_.offset + at * 4, floats * 4);
   }
+  vk::View rest() { return take(view_.range / 4 - std::min(view_.range / 4, aligned_floats(used_))); }
 
  private:
   vk::View view_;
@@ -53,8 +54,9 @@ class Carver {
 // The scratch of one pass over N tokens. Lifetimes in backward (see GptBlock::backward):
 // wide_a holds the packed dy and dfc of a 16-bit stage, then dqkv; wide_b dfc, then the packed
 // dx1 and dqkv; narrow_a the forward's branch output, then dx1; narrow_b dln_2, then dattn,
-// then dln_1; attention is the attention kernels' own scratch (heads and (T,T) scores). A split
-// backward uses only narrow_b (dattn), attention and the packed copies' rooms.
+// then dln_1; attention is the attention kernels' own scratch, the rest of the view: (T,T)
+// scores, or in a lean scratch (Layer::lean_scratch) flash attention's delta. A split backward
+// uses only narrow_b (dattn), attention and the packed copies' rooms.
 struct Scratch {
   vk::View wide_a, wide_b, narrow_a, narrow_b, attention;
 };
@@ -74,11 +76,10 @@ uint64_t attention_floats(uint32_t rows, uint32_t T, uint32_t C, uint32_t NH, op
 }
 
 // rows samples of T tokens: N = rows * T.
-Scratch carve(vk::View scratch, uint32_t rows, uint32_t T, uint32_t C, uint32_t NH, ops::Precision stored) {
+Scratch carve(vk::View scratch, uint32_t rows, uint32_t T, uint32_t C) {
   Carver c(scratch);
   const uint64_t N = uint64_t(rows) * T;
-  return {c.take(N * 4 * C), c.take(N * 4 * C), c.take(N * C), c.take(N * C),
-          c.take(attention_floats(rows, T, C, NH, stored))};
+  return {c.take(N * 4 * C), c.take(N * 4 * C), c.take(N * C), c.take(N * C), c.rest()};
 }
 
 // Where a product also writes its result packed (MatmulParams::copy_format): in a stage storing
@@ -187,8 +188,19 @@ std::vector<SavedSpec> GptBlock::deferred() const {
           {"dx1", T * C}, {"dqkv", T * 3 * C}, {"dln_1", T * C}};
 }
 
-uint64_t GptBlock::scratch_floats(uint32_t rows, ops::Precision stored) const {
-  return rows * uint64_t(T_) * 10 * C_ + attention_floats(rows, T_, C_, NH_, stored) + kScratchRegions * kAlignFloats;
+uint64_t GptBlock::scratch_floats(uint32_t rows, ops::Precision stored, bool lean) const {
+  const uint64_t attention = lean ? uint64_t(rows) * T_ * NH_ : attention_floats(rows, T_, C_, NH_, stored);
+  return rows * uint64_t(T_) * 10 * C_ + attention + kScratchRegions * kAlignFloats;
+}
+
+// Flash attention on matrix tiles keeps no (T,T) scores: its backward takes B*NH*T floats of
+// the scratch for delta, the forward none.
+uint8_t GptBlock::lean_scratch(const vk::PhysicalInfo& device) const {
+  if (!stores_half(device)) return 0;
+  uint8_t mask = 0;
+  for (ops::Precision p : {ops::Precision::Bf16, ops::Precision::Fp16})
+    if (ops::attention_takes_tiles(device, p, C_ / NH_)) mask |= uint8_t(1u << uint32_t(p));
+  return mask;
 }
 
 // Where its kernels take 16 bits: attention in the matrix form, or fused where the device's
@@ -214,7 +226,7 @@ void GptBlock::forward(const Pass& p, const Tensors& t) const {
   const uint32_t N = p.rows * T_, C = C_;
   const auto& w = t.params;
   const auto& s = t.saved;
-  const Scratch scratch = carve(*t.scratch, p.rows, T_, C_, NH_, t.y_precision);
+  const Scratch scratch = carve(*t.scratch, p.rows, T_, C_);
   vk::Commands& cmd = p.cmd;
   // Stored tensors as Tensors says (16 bits where the Cell hands them so, stores_half): x,
   // every saved tensor but the statistics (h), y; the branches' outputs in the scratch are fp32.
@@ -243,7 +255,7 @@ void GptBlock::backward(const Pass& p, const Tensors& t, vk::View dy,
   const auto& w = t.params;
   const auto& s = t.saved;
   const auto& d = t.deferred;
-  const Scratch scratch = carve(*t.scratch, p.rows, T_, C_, NH_, t.y_precision);
+  const Scratch scratch = carve(*t.scratch, p.rows, T_, C_);
   vk::Commands& cmd = p.cmd;
   // Where an internal gradient that a parameter kernel reads lives: in t.deferred for a split
   // backward, since other passes reuse the scratch before backward_params runs.
@@ -316,7 +328,7 @@ void GptBlock::backward_params(const Pass& p, const Tensors& t) const {
   BRIGADE_EXPECT(t.deferred.size() == kDeferredCount,
                  "gpt_block backward_params without its deferred tensors");
   const uint32_t N = p.rows * T_;
-  const Scratch scratch = carve(*t.scratch, p.rows, T_, C_, NH_, t.y_precision);
+  const Scratch scratch = carve(*t.scratch, p.rows, T_, C_);
   const uint64_t widths[kDeferredCount] = {C_, 4ull * C_, C_, C_, 3ull * C_, C_};  // deferred()'s
   for (size_t k = 0; k < kDeferredCount; ++k) {
     const bool product = k != kDln2 && k != kDln1;  // a Linear's weight gradient

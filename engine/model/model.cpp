@@ -38,6 +38,12 @@ std::vector<bool> Model::stores_half(const vk::PhysicalInfo& device) const {
   return out;
 }
 
+std::vector<uint8_t> Model::lean_scratch(const vk::PhysicalInfo& device) const {
+  std::vector<uint8_t> out;
+  for (const auto& layer : layers) out.push_back(layer->lean_scratch(device));
+  return out;
+}
+
 uint64_t Model::parameter_count() const {
   uint64_t n = 0;
   for (const ParamSpec& p : params())

@@ -31,6 +31,8 @@ struct Model {
   // Per layer: whether its kernels take 16-bit tensors as stored on `device`
   // (Layer::stores_half): what a stage's plan needs to know of its device.
   std::vector<bool> stores_half(const vk::PhysicalInfo& device) const;
+  // Layer::lean_scratch of every layer on the device.
+  std::vector<uint8_t> lean_scratch(const vk::PhysicalInfo& device) const;
 };
 
 // The presets shipped in models/: {"fashion-cnn", "fashion-cnn-bn", "fashion-mlp", "gpt-mini", ...}.

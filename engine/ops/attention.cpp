@@ -212,6 +212,10 @@ std::string attention_path(const vk::PhysicalInfo& device, Precision stored) {
          std::to_string(heads_multiple(t)) + " elements, the matrix form for others";
 }
 
+bool attention_takes_tiles(const vk::PhysicalInfo& device, Precision stored, uint32_t HS) {
+  return is_half(stored) && default_form(device, stored) == Form::Fused && attention_tiling(device, stored, HS).has_value();
+}
+
 uint64_t attention_scratch_floats(uint32_t samples, uint32_t T, uint32_t C, uint32_t NH, Precision stored) {
   head_size(C, NH);
   return scratch_of(samples, T, C, NH, true, is_half(stored));

@@ -59,6 +59,11 @@ namespace brigade::ops {
 uint64_t attention_scratch_floats(uint32_t samples, uint32_t T, uint32_t C, uint32_t NH,
                                   Precision stored = Precision::Fp32);
 
+// Whether attention with qkv and y stored in `stored` and heads of HS takes flash attention on
+// matrix tiles on the device by default: no (T,T) scores, B*NH*T floats of scratch for the
+// backward's delta (qkv and dy starting on 16 bytes, as a GPT block's do).
+bool attention_takes_tiles(const vk::PhysicalInfo& device, Precision stored, uint32_t HS);
+
 // Which kernels attention takes on the device with qkv and y stored in `stored` (16 bits in
 // the GPT blocks of a 16-bit stage where they store them, fp32 otherwise), in words (`plan`).
 std::string attention_path(const vk::PhysicalInfo& device, Precision stored);

@@ -114,6 +114,10 @@ Cell::Cell(vk::Device& device, const model::Model& model, CellLayout layout)
   for (uint32_t l = 0; l < layout_.direct.size(); ++l)
     BRIGADE_EXPECT(!layout_.direct[l] || model_.layers[layout_.first + l]->stores_half(device.info()),
                    "layer " + std::to_string(layout_.first + l) + " was planned to take 16 bits on another device");
+  for (uint32_t l = 0; l < layout_.lean.size(); ++l)
+    BRIGADE_EXPECT(!layout_.lean[l] || (model_.layers[layout_.first + l]->lean_scratch(device.info()) >>
+                                            uint32_t(layout_.output_precision[l]) & 1u),
+                   "layer " + std::to_string(layout_.first + l) + " was planned with another device's lean scratch");
   if (layout_.gradient_out_bytes)
     grad_out_ = vk::Buffer(device, layout_.gradient_out_bytes, act, tag + "input gradient, packed");
   if (layout_.last_cell) {
@@ -212,7 +216,9 @@ model::Tensors Cell::tensors(uint32_t l, const MicroBatch& mb, std::vector<vk::V
   t.w_precision = weight_precision_[l];
   if (scratch_)
     t.scratch = vk::View(scratch_, 0,
-                         layer.scratch_floats(mb.rows, direct(l) ? layout_.output_precision[l] : ops::Precision::Fp32) * kFloat);
+                         layer.scratch_floats(mb.rows, direct(l) ? layout_.output_precision[l] : ops::Precision::Fp32,
+                                              !layout_.lean.empty() && layout_.lean[l]) *
+                             kFloat);
   return t;
 }
 

@@ -35,6 +35,9 @@ struct StageSpec {
   // this stage's device (model::Layer::stores_half). Empty: none do, every 16-bit layer
   // runs on fp32 copies.
   std::vector<bool> stores_half;
+  // Per layer of the model: the 16-bit precisions in which it needs less scratch on this
+  // stage's device (model::Layer::lean_scratch). Empty: none.
+  std::vector<uint8_t> lean_scratch;
   // Time of layers [first, last) on this stage.
   double time(const std::vector<LayerCost>& layers, size_t first, size_t last) const;
 };

@@ -90,9 +90,11 @@ std::vector<ops::Precision> output_precisions(const model::Model& m, const std::
 
 CellLayout layout_cell(const model::Model& m, uint32_t cell, uint32_t first, uint32_t last,
                        bool last_cell, uint32_t max_rows, const CellBuffers& buffers,
-                       const std::vector<ops::Precision>& precision, const std::vector<bool>& stores_half) {
+                       const std::vector<ops::Precision>& precision, const std::vector<bool>& stores_half,
+                       const std::vector<uint8_t>& lean_scratch) {
   BRIGADE_EXPECT(first < last && last <= m.layers.size(), "a cell holds layers [first, last)");
   BRIGADE_EXPECT(stores_half.empty() || stores_half.size() == m.layers.size(), "stores_half has one entry per layer");
+  BRIGADE_EXPECT(lean_scratch.empty() || lean_scratch.size() == m.layers.size(), "lean_scratch has one entry per layer");
   CellLayout s;
   s.cell = cell, s.first = first, s.last = last;
   s.first_cell = first == 0, s.last_cell = last_cell;
@@ -114,6 +116,8 @@ CellLayout layout_cell(const model::Model& m, uint32_t cell, uint32_t first, uin
     const bool touches_half = !layer.is_view() && (x_half || ops::is_half(prec));
     const bool direct = touches_half && !stores_half.empty() && stores_half[l];
     s.direct.push_back(direct);
+    const bool lean = direct && !lean_scratch.empty() && (lean_scratch[l] >> uint32_t(prec) & 1u);
+    s.lean.push_back(lean);
     s.converted.push_back(touches_half && !direct);
     if (touches_half && !direct) {
       copies = true;
@@ -136,7 +140,7 @@ CellLayout layout_cell(const model::Model& m, uint32_t cell, uint32_t first, uin
     s.deferred_bytes.push_back(std::move(deferred));
     widest = std::max(widest, out);
     if (!layer.integer_input()) widest = std::max(widest, model::elements(layer.input_shape()));
-    scratch = std::max(scratch, layer.scratch_floats(max_rows, direct ? prec : ops::Precision::Fp32));
+    scratch = std::max(scratch, layer.scratch_floats(max_rows, direct ? prec : ops::Precision::Fp32, lean));
     // The weight copies a 16-bit layer's kernels read.
     std::vector<int32_t> copies_of;
     const ops::Precision stored_w = direct && layer.reads_half_weights() ? prec : ops::Precision::Fp32;
@@ -335,7 +339,7 @@ Plan plan(const model::Model& m, const PlanOptions& o) {
   auto layout = [&](size_t c, size_t first, size_t last) {
     CellLayout s = layout_cell(m, uint32_t(c), uint32_t(first), uint32_t(last), last == L, p.micro_rows[0],
                                {slots.inputs[c], slots.sets[c], slots.deferreds[c]}, precisions(c, first, last),
-                               o.stages[c % K].stores_half);
+                               o.stages[c % K].stores_half, o.stages[c % K].lean_scratch);
     s.link_bytes = link_bytes(m, s, K == 1);
     return s;
   };
@@ -343,13 +347,15 @@ Plan plan(const model::Model& m, const PlanOptions& o) {
   // which cell it is: each is laid out once, however often the partitioner asks.
   // (and on its stage's precision, the one before, and which layers its device's kernels
   // take in 16 bits).
-  std::map<std::tuple<size_t, size_t, uint32_t, uint32_t, uint32_t, ops::Precision, ops::Precision, std::vector<bool>>,
+  std::map<std::tuple<size_t, size_t, uint32_t, uint32_t, uint32_t, ops::Precision, ops::Precision, std::vector<bool>,
+                      std::vector<uint8_t>>,
            uint64_t>
       footprints;
   const CellMemory exact = [&](size_t c, size_t first, size_t last) {
     const ops::Precision before = c ? stage_precision(c - 1) : ops::Precision::Fp32;
     const auto [it, fresh] = footprints.try_emplace({first, last, slots.inputs[c], slots.sets[c], slots.deferreds[c],
-                                                     stage_precision(c), before, o.stages[c % K].stores_half},
+                                                     stage_precision(c), before, o.stages[c % K].stores_half,
+                                                     o.stages[c % K].lean_scratch},
                                                     0);
     if (fresh) it->second = total(layout(c, first, last).memory(o.optimizer_states));
     return it->second;

@@ -55,6 +55,9 @@ struct CellLayout {
   // 16-bit saved tensors, the largest of the cell.
   std::vector<bool> direct;
   std::vector<bool> converted;  // per layer of the cell: touches 16 bits, on fp32 copies
+  // Per layer of the cell: direct, in a precision of StageSpec::lean_scratch, so its scratch is
+  // Layer::scratch_floats(rows, stored, true).
+  std::vector<bool> lean;
   uint64_t work_part_bytes = 0;
   uint64_t work_bytes = 0;
   uint64_t gradient_out_bytes = 0;  // a 16-bit input's gradient, packed for the link
@@ -106,12 +109,12 @@ struct CellBuffers {
 };
 
 // `precision`: one per layer of the model (the layers of [first, last) and those before it
-// matter), empty for fp32 throughout. `stores_half`: per layer of the model, as
-// StageSpec::stores_half (empty: none).
+// matter), empty for fp32 throughout. `stores_half` and `lean_scratch`: per layer of the
+// model, as StageSpec's (empty: none).
 CellLayout layout_cell(const model::Model& m, uint32_t cell, uint32_t first, uint32_t last,
                        bool last_cell, uint32_t max_rows, const CellBuffers& buffers,
                        const std::vector<ops::Precision>& precision = {},
-                       const std::vector<bool>& stores_half = {});
+                       const std::vector<bool>& stores_half = {}, const std::vector<uint8_t>& lean_scratch = {});
 // The precision each layer's output is stored in: its own, a view's that of its input, fp32
 // before the first 16-bit layer. `precision` as for layout_cell.
 std::vector<ops::Precision> output_precisions(const model::Model& m, const std::vector<ops::Precision>& precision);

@@ -32,7 +32,8 @@ LayerProfile profile_model(vk::Device& device, const model::Model& m, uint32_t r
     }
   } lift{device.memory()};
   Cell stage(device, m,
-             layout_cell(m, 0, 0, L, true, rows, {}, std::vector<ops::Precision>(L, precision), m.stores_half(device.info())));
+             layout_cell(m, 0, 0, L, true, rows, {}, std::vector<ops::Precision>(L, precision), m.stores_half(device.info()),
+                         m.lean_scratch(device.info())));
   for (const model::ParamSpec& p : m.params()) {
     const std::vector<float> v = p.kind == model::ParamKind::State
                                      ? std::vector<float>(p.elements(), 0.0f)

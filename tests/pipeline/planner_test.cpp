@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "model/model.h"
+#include "ops/matmul_tiles.h"
 #include "pipeline/plan.h"
 #include "pipeline/planner.h"
 #include "pipeline/simulate.h"
@@ -151,6 +152,42 @@ TEST_CASE("16 bits are chosen only where predicted faster by more than their mar
     const ops::Precision want = speedup > 1 + s.sixteen_bit_margin ? ops::Precision::Bf16 : ops::Precision::Fp32;
     CHECK(r.ranked.front().precision == std::vector<ops::Precision>{want});
   }
+}
+
+}  // namespace pipeline_planner_test
+
+namespace pipeline_planner_test {
+
+// A GPT block whose attention runs as flash attention on matrix tiles keeps no (T,T) scores, so
+// its cell's scratch plans none, in the 16-bit types whose products the device runs on matrix
+// units and only there (this device lists fp16 alone).
+TEST_CASE("a 16-bit GPT block on flash attention's matrix tiles plans no (T,T) scores in its scratch") {
+  vk::PhysicalInfo gpu;
+  gpu.name = "a GPU";
+  gpu.type = VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU;
+  gpu.subgroup_size = 32, gpu.max_shared_memory = 49152, gpu.max_workgroup_invocations = 1024;
+  gpu.matrix_units.shapes = {{16, 16, 16, vk::MatrixShape::Element::Fp16}};
+  gpu.matrix_units.vulkan_memory_model = gpu.matrix_units.full_subgroups = true;
+  const model::Model m = model::build("gpt-mini");
+  const std::vector<uint8_t> lean = m.lean_scratch(gpu);
+  if (!ops::default_matrix_tiling(gpu, ops::Precision::Fp16)) {  // built without the cooperative-matrix kernels
+    CHECK(std::count(lean.begin(), lean.end(), 0) == long(lean.size()));
+    return;
+  }
+  const uint32_t L = uint32_t(m.layers.size()), rows = 4;
+  for (uint32_t l = 0; l < L; ++l)
+    CHECK_MESSAGE(lean[l] == (m.layers[l]->kind() == "gpt_block" ? 1u << uint32_t(ops::Precision::Fp16) : 0u), "layer ", l);
+  const std::vector<bool> half = m.stores_half(gpu);
+  const auto scratch = [&](ops::Precision p, const std::vector<uint8_t>& facts) {
+    const CellLayout c = layout_cell(m, 0, 0, L, true, rows, {}, std::vector<ops::Precision>(L, p), half, facts);
+    return c.scratch_bytes;
+  };
+  // One sample's scores of every head, P and dS, at the least: gone in fp16, kept in bf16.
+  const uint64_t scores = uint64_t(2) * 4 * 128 * 128 * 4;  // gpt-mini: 4 heads, 128 tokens
+  CHECK(scratch(ops::Precision::Fp16, lean) + scores <= scratch(ops::Precision::Fp16, {}));
+  CHECK(scratch(ops::Precision::Bf16, lean) == scratch(ops::Precision::Bf16, {}));
+  const CellLayout c = layout_cell(m, 0, 0, L, true, rows, {}, std::vector<ops::Precision>(L, ops::Precision::Fp16), half, lean);
+  for (uint32_t l = 0; l < L; ++l) CHECK(c.lean[l] == (lean[l] != 0));
 }
 
 }  // namespace pipeline_planner_test

@@ -29,7 +29,10 @@ pipeline::Plan make_plan(const model::Model& m, uint32_t K, const PipelineConfig
   o.precision = c.precision, o.layer_precision = c.layer_precision;
   o.stages.assign(K, pipeline::StageSpec{});
   if (!c.fp32_copies)
-    for (uint32_t k = 0; k < K && k < devices.size(); ++k) o.stages[k].stores_half = m.stores_half(devices[k]->info());
+    for (uint32_t k = 0; k < K && k < devices.size(); ++k) {
+      o.stages[k].stores_half = m.stores_half(devices[k]->info());
+      o.stages[k].lean_scratch = m.lean_scratch(devices[k]->info());
+    }
   if (!c.layer_stores_half.empty()) o.stages.at(0).stores_half = c.layer_stores_half;
   return pipeline::plan(m, o);
 }

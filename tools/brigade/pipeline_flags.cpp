@@ -119,19 +119,24 @@ std::string join_list(const std::vector<std::string>& items) {
   return out;
 }
 
-std::vector<std::vector<bool>> stores_half(const model::Model& m, const std::vector<vk::Device*>& devices) {
-  std::vector<std::vector<bool>> out(devices.size());
+std::vector<LayerFacts> layer_facts(const model::Model& m, const std::vector<vk::Device*>& devices) {
+  std::vector<LayerFacts> out(devices.size());
   for (size_t k = 0; k < devices.size(); ++k)
-    if (devices[k]) out[k] = m.stores_half(devices[k]->info());
+    if (devices[k]) out[k] = {m.stores_half(devices[k]->info()), m.lean_scratch(devices[k]->info())};
   if (!world().multi()) return out;
-  // Under mpirun each rank opens one: every rank learns the others'.
+  // Under mpirun each rank opens one: every rank learns the others', a letter a layer ('a'
+  // plus 1 where it stores 16 bits, plus twice its lean precisions).
   const size_t here = size_t(std::find_if(devices.begin(), devices.end(), [](vk::Device* d) { return d; }) - devices.begin());
   std::string mine;
-  for (bool b : out[here]) mine += b ? '1' : '0';
+  for (size_t l = 0; l < out[here].stores_half.size(); ++l)
+    mine += char('a' + (out[here].stores_half[l] ? 1 : 0) + 2 * out[here].lean_scratch[l]);
   const std::vector<std::string> all = world().allgather(mine);
   for (size_t k = 0; k < devices.size(); ++k) {
-    out[k].clear();
-    for (char c : all[k]) out[k].push_back(c == '1');
+    out[k] = {};
+    for (char c : all[k]) {
+      out[k].stores_half.push_back((c - 'a') & 1);
+      out[k].lean_scratch.push_back(uint8_t((c - 'a') >> 1));
+    }
   }
   return out;
 }
@@ -276,12 +281,13 @@ pipeline::Plan make_plan(const model::Model& m, const PipelineFlags& f, Devices&
     po.stages.push_back({1.0, d.caps[k], (s.rank.empty() ? "" : s.rank + ", ") + "device " + std::to_string(s.index) + ", " + s.name,
                          s.index, s.heap, {}});
   }
-  // Which layers each stage's device runs on 16-bit tensors as stored (the plan is the same
-  // on every rank).
+  // Which layers each stage's device runs on 16-bit tensors as stored, and with a lean
+  // scratch (the plan is the same on every rank).
   std::vector<vk::Device*> devices;
   for (auto& dev : d.devices) devices.push_back(dev.get());
-  const std::vector<std::vector<bool>> half = stores_half(m, devices);
-  for (uint32_t k = 0; k < K; ++k) po.stages[k].stores_half = half[k];
+  const std::vector<LayerFacts> facts = layer_facts(m, devices);
+  for (uint32_t k = 0; k < K; ++k)
+    po.stages[k].stores_half = facts[k].stores_half, po.stages[k].lean_scratch = facts[k].lean_scratch;
   if (f.partition == "profile" && world().multi()) {
     // Each rank times every layer on its own device; every rank plans on all the times.
     const uint32_t micro_rows = pipeline::split_rows(rows, f.micro_batches).front();

@@ -82,9 +82,15 @@ struct StageDevice {
 // "bf16,fp32" -> {"bf16", "fp32"}.
 std::vector<std::string> split_list(const std::string& text);
 std::string join_list(const std::vector<std::string>& items);  // split_list undone
-// Per device (null: another rank's, learnt from it): which layers of `m` its kernels run on
-// 16-bit tensors as stored (model::Model::stores_half). The same on every rank.
-std::vector<std::vector<bool>> stores_half(const model::Model& m, const std::vector<vk::Device*>& devices);
+// What a stage's plan needs to know of its device, per layer of `m`: which layers its kernels
+// run on 16-bit tensors as stored, and in which precisions they need less scratch there
+// (model::Model::stores_half, lean_scratch).
+struct LayerFacts {
+  std::vector<bool> stores_half;
+  std::vector<uint8_t> lean_scratch;
+};
+// Per device (null: another rank's, learnt from it); the same on every rank.
+std::vector<LayerFacts> layer_facts(const model::Model& m, const std::vector<vk::Device*>& devices);
 // A device as a stage's: its names, heap and what it multiplies.
 StageDevice describe(const vk::Device& dev);
 // --mem-limit for n stages or devices: one size for all or one each (0: no cap); `per` ends
