@@ -297,12 +297,7 @@ TEST_CASE("the matrix-unit kernels' warps fit a device's subgroups: its one size
 // smaller one, or one whose shape is not given, the 2x2 blocks; a device with too little shared
 // memory for the large ones keeps the small.
 TEST_CASE("16-bit products on matrix units take the large blocks where they have enough of them") {
-  vk::PhysicalInfo gpu;
-  gpu.name = "a GPU";
-  gpu.type = VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU;
-  gpu.subgroup_size = 32, gpu.max_shared_memory = 49152, gpu.max_workgroup_invocations = 1024;
-  gpu.matrix_units.shapes = {{16, 16, 16, vk::MatrixShape::Element::Fp16}};
-  gpu.matrix_units.vulkan_memory_model = gpu.matrix_units.full_subgroups = true;
+  vk::PhysicalInfo gpu = test::synthetic_gpu(vk::MatrixShape::Element::Fp16);
   const std::optional<MatmulTiling> small = ops::default_matrix_tiling(gpu, Precision::Fp16);
   if (!small) {  // a build without the cooperative-matrix kernels (tools/install-glslang.sh)
     CHECK_FALSE(vk::has_shader("matmul_tiles_coopmat_fp16"));

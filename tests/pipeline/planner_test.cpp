@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "gpu.h"
 #include "model/model.h"
 #include "ops/matmul_tiles.h"
 #include "pipeline/plan.h"
@@ -162,12 +163,7 @@ namespace pipeline_planner_test {
 // its cell's scratch plans none, in the 16-bit types whose products the device runs on matrix
 // units and only there (this device lists fp16 alone).
 TEST_CASE("a 16-bit GPT block on flash attention's matrix tiles plans no (T,T) scores in its scratch") {
-  vk::PhysicalInfo gpu;
-  gpu.name = "a GPU";
-  gpu.type = VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU;
-  gpu.subgroup_size = 32, gpu.max_shared_memory = 49152, gpu.max_workgroup_invocations = 1024;
-  gpu.matrix_units.shapes = {{16, 16, 16, vk::MatrixShape::Element::Fp16}};
-  gpu.matrix_units.vulkan_memory_model = gpu.matrix_units.full_subgroups = true;
+  const vk::PhysicalInfo gpu = test::synthetic_gpu(vk::MatrixShape::Element::Fp16);
   const model::Model m = model::build("gpt-mini");
   const std::vector<uint8_t> lean = m.lean_scratch(gpu);
   if (!ops::default_matrix_tiling(gpu, ops::Precision::Fp16)) {  // built without the cooperative-matrix kernels

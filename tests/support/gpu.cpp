@@ -111,4 +111,14 @@ std::vector<std::string> Gpu::new_messages() const {
 
 void Gpu::accept_messages() { baseline_ = instance().message_count(); }
 
+vk::PhysicalInfo synthetic_gpu(vk::MatrixShape::Element element) {
+  vk::PhysicalInfo gpu;
+  gpu.name = "a GPU";
+  gpu.type = VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU;
+  gpu.subgroup_size = 32, gpu.max_shared_memory = 49152, gpu.max_workgroup_invocations = 1024;
+  gpu.matrix_units.shapes = {{16, 16, 16, element}};
+  gpu.matrix_units.vulkan_memory_model = gpu.matrix_units.full_subgroups = true;
+  return gpu;
+}
+
 }  // namespace brigade::test

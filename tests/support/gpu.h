@@ -30,6 +30,9 @@ uint32_t test_subgroup_size();
 // device offers (vk::subgroup_sizes), each with BRIGADE_TEST_SUBGROUP_SIZE set to it;
 // fails if any run fails.
 int run_each_subgroup_size(char** argv);
+// A GPU as Vulkan would describe one, for host-only tests: subgroups of 32, 48 KiB of shared
+// memory, 1024 invocations a workgroup, and matrix units of 16x16x16 `element` it can use.
+vk::PhysicalInfo synthetic_gpu(vk::MatrixShape::Element element);
 
 class Gpu {
  public:
