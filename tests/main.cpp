@@ -21,7 +21,8 @@ int main(int argc, char** argv) {
     else args.push_back(argv[i]);
   }
   args.push_back(nullptr);
-  if (each) return brigade::test::run_each_subgroup_size(args.data());
+  if (each)
+    if (const int status = brigade::test::run_each_subgroup_size(args.data()); status >= 0) return status;
   doctest::Context context(int(args.size() - 1), args.data());
   return context.run();
 }

@@ -84,7 +84,7 @@ void check_tiles(vk::Device& dev, const AttentionTiling& t, const Shape& s, Prec
 TEST_CASE_FIXTURE(test::Gpu, "attention on matrix tiles matches the matrix form and the CPU reference on 16-bit qkv") {
   // SwiftShader has no matrix units, so Brigade never runs these kernels there; its compiler
   // takes minutes and gigabytes over the key/value pass's plain build (four products a block).
-  if (device().info().driver_id == VK_DRIVER_ID_GOOGLE_SWIFTSHADER) {
+  if (test::is_swiftshader(device().info())) {
     MESSAGE("not on this device: SwiftShader compiles the key/value pass's plain build for minutes");
     return;
   }

@@ -159,6 +159,7 @@ TEST_CASE_FIXTURE(test::Gpu, "matmul writes C's 16-bit copy as it stores C: the 
   const MatmulParams round{.M = 9, .N = 16, .K = 20, .trans_b = true, .c_round = Precision::Bf16};
   uint32_t seed = 1300;
   for (const MatmulTiling& t : {kSubgroupRegisters, kShared, ops::emulated_matrix_tiling(16, 8, 16, 32)}) {
+    if (t.variant == MatmulTiling::Variant::Matrix && test::is_swiftshader(device().info())) continue;
     check_copy(device(), t, gelu_grad, Precision::Bf16, seed += 5, "GELU gradient");
     check_copy(device(), t, sums, Precision::Bf16, seed += 5, "accumulated batch");
   }

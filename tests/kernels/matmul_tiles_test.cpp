@@ -115,6 +115,10 @@ void check_against_simt(vk::Device& dev, const MatmulTiling& tiles, Precision p,
 }  // namespace
 
 TEST_CASE_FIXTURE(test::Gpu, "the matrix-unit kernel on plain invocations stores the SIMT kernel's bits for bf16 and fp16") {
+  if (test::is_swiftshader(device().info())) {
+    MESSAGE("not on this device: SwiftShader has no matrix units (the plain build runs on lavapipe)");
+    return;
+  }
   // NVIDIA's and AMD's 16x16x16 in warps of 32, NVIDIA's 16x8x16, Intel's 8x16x16 in warps of
   // 8, and warps of 4 (SwiftShader's subgroup) holding 64 accumulators a matrix.
   check_against_simt(device(), ops::emulated_matrix_tiling(16, 16, 16, 32), Precision::Bf16, 3000);
@@ -254,6 +258,7 @@ void check_needed_tiles(vk::Device& dev, const MatmulTiling& t, Precision p = Pr
 
 TEST_CASE_FIXTURE(test::Gpu, "the staged kernels take only the K tiles a causal block of rows needs") {
   check_needed_tiles(device(), test::kShared);
+  if (test::is_swiftshader(device().info())) return;  // no matrix units there (test::is_swiftshader)
   check_needed_tiles(device(), ops::emulated_matrix_tiling(16, 8, 16, 32));
   MatmulTiling narrow = ops::emulated_matrix_tiling(8, 8, 8, 8);
   narrow.bk = 24;  // a K depth that divides no block

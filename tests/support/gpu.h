@@ -28,8 +28,14 @@ uint32_t test_device_index();
 uint32_t test_subgroup_size();
 // Runs this test program (with `argv`, null-terminated) once per subgroup size the test
 // device offers (vk::subgroup_sizes), each with BRIGADE_TEST_SUBGROUP_SIZE set to it;
-// fails if any run fails.
+// fails if any run fails. A device of one size: BRIGADE_TEST_SUBGROUP_SIZE set to it and -1,
+// for the caller to run the tests itself.
 int run_each_subgroup_size(char** argv);
+// SwiftShader: no matrix units, so Brigade never runs the matrix-unit kernels there, and its
+// compiler takes long over their plain builds. The kernel tests run those builds on lavapipe
+// (and on matrix units under tools/coopmat-check.sh), not in SwiftShader's copy of the suite.
+bool is_swiftshader(const vk::PhysicalInfo& info);
+
 // A GPU as Vulkan would describe one, for host-only tests: subgroups of 32, 48 KiB of shared
 // memory, 1024 invocations a workgroup, and matrix units of 16x16x16 `element` it can use.
 vk::PhysicalInfo synthetic_gpu(vk::MatrixShape::Element element);
