@@ -166,23 +166,26 @@ vec2 sum_pair(uint w0, uint x) {
   return vec2(Fs[at], Fs[at + 1]);
 }
 
+// Where uvec4 x of a block of staged rows lies in its tile (eight elements of row x / (HS / 8),
+// rows HLD elements apart), and eight fp32 values rounded to FORMAT as a pack rounds them.
+uint staged_at(uint x) { return (x / (HS / 8)) * (HLD / 8) + x % (HS / 8); }
+uvec4 rounded8(vec4 lo, vec4 hi) { return uvec4(quad_out(lo, FORMAT), quad_out(hi, FORMAT)); }
+
 // Rows r0 .. r0 + rows - 1 of a token tensor of 16-bit elements (`src`, uvec4s; rows of
 // row8 uvec4s, the head's first at first8) into `tile`, HLD elements apart, zeros past T.
 // Consecutive invocations copy consecutive uvec4s.
 #define STAGE_ROWS(tile, src, row8, first8, r0, rows)                                              \
   [[dont_unroll]] for (uint x_ = gl_LocalInvocationIndex; x_ < (rows) * (HS / 8); x_ += THREADS) { \
-    const uint r_ = x_ / (HS / 8), c_ = x_ % (HS / 8), t_ = (r0) + r_;                            \
-    tile[r_ * (HLD / 8) + c_] = t_ < p.T ? src[(b * p.T + t_) * (row8) + (first8) + c_] : uvec4(0);       \
+    const uint t_ = (r0) + x_ / (HS / 8);                                                         \
+    tile[staged_at(x_)] = t_ < p.T ? src[(b * p.T + t_) * (row8) + (first8) + x_ % (HS / 8)] : uvec4(0); \
   }
 
 // The same from fp32 rows (`src`, vec4s; rows of row4 vec4s, the head's first at first4),
 // each value rounded to FORMAT as a pack rounds it.
 #define STAGE_ROUNDED_ROWS(tile, src, row4, first4, r0, rows)                                     \
   [[dont_unroll]] for (uint x_ = gl_LocalInvocationIndex; x_ < (rows) * (HS / 8); x_ += THREADS) { \
-    const uint r_ = x_ / (HS / 8), c_ = x_ % (HS / 8), t_ = (r0) + r_;                            \
-    const uint at_ = (b * p.T + t_) * (row4) + (first4) + 2 * c_;                                 \
-    tile[r_ * (HLD / 8) + c_] =                                                                   \
-        t_ < p.T ? uvec4(quad_out(src[at_], FORMAT), quad_out(src[at_ + 1], FORMAT)) : uvec4(0);  \
+    const uint t_ = (r0) + x_ / (HS / 8), at_ = (b * p.T + t_) * (row4) + (first4) + 2 * (x_ % (HS / 8)); \
+    tile[staged_at(x_)] = t_ < p.T ? rounded8(src[at_], src[at_ + 1]) : uvec4(0);                 \
   }
 
 // Where part `part` (q, k, v: 0, 1, 2) of head h starts in a row of qkv, in uvec4s.
@@ -205,7 +208,7 @@ const uint FETCHES = (BC * (HS / 8) + THREADS - 1) / THREADS;
 #define PUT_ROWS(tile, regs)                                                                 \
   STAGE_LOOP for (uint i_ = 0; i_ < FETCHES; ++i_) {                                         \
     const uint x_ = gl_LocalInvocationIndex + i_ * THREADS;                                   \
-    if (x_ < BC * (HS / 8)) tile[(x_ / (HS / 8)) * (HLD / 8) + x_ % (HS / 8)] = regs[i_];     \
+    if (x_ < BC * (HS / 8)) tile[staged_at(x_)] = regs[i_];                                  \
   }
 #define FETCH_ROUNDED_ROWS(regs, src, row4, first4, r0)                                               \
   STAGE_LOOP for (uint i_ = 0; i_ < FETCHES; ++i_) {                                                  \
@@ -217,9 +220,7 @@ const uint FETCHES = (BC * (HS / 8) + THREADS - 1) / THREADS;
 #define PUT_ROUNDED_ROWS(tile, regs)                                                                  \
   STAGE_LOOP for (uint i_ = 0; i_ < FETCHES; ++i_) {                                                  \
     const uint x_ = gl_LocalInvocationIndex + i_ * THREADS;                                            \
-    if (x_ < BC * (HS / 8))                                                                            \
-      tile[(x_ / (HS / 8)) * (HLD / 8) + x_ % (HS / 8)] =                                              \
-          uvec4(quad_out(regs[2 * i_], FORMAT), quad_out(regs[2 * i_ + 1], FORMAT));                   \
+    if (x_ < BC * (HS / 8)) tile[staged_at(x_)] = rounded8(regs[2 * i_], regs[2 * i_ + 1]);           \
   }
 
 // How many keys of the block from key j0 query t keeps (the causal mask, and T): j0 .. j0 + n - 1.
