@@ -30,9 +30,9 @@ using uint = std::uint32_t;
 // The row kernels: move vec4s, each row buffer bound both as floats and as vec4s (HS a
 // multiple of 4, views 16-byte aligned).
 #define BRIGADE_ATTENTION_SPEC_VEC4 1
-// attention_softmax_backward: how y is stored (shaders/formats.glsl, its _half build).
+// attention_softmax_backward: how y is stored (shaders/formats.glsl, its 16-bit builds).
 #define BRIGADE_ATTENTION_SPEC_FORMAT_Y 2
-// The softmax kernels with VEC4, in their _half builds: where P (and in the backward dS) go,
+// The softmax kernels with VEC4, in their 16-bit builds: where P (and in the backward dS) go,
 // fp32 over the scores as computed, or packed to this 16-bit format into bindings of their
 // own, for the products that read them packed (the fp32 values are then not written).
 #define BRIGADE_ATTENTION_SPEC_FORMAT_P 12

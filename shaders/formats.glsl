@@ -6,17 +6,32 @@
 #define BRIGADE_SHADERS_FORMATS_GLSL
 #include "precision.h"
 
-// A storage format a kernel takes: a specialization constant in the kernel's _half build
-// (cmake/shaders.cmake compiles it with BRIGADE_FORMATS), fp32 at compile time in its plain
-// build, which then holds none of the 16-bit code (smaller SPIR-V, faster pipeline creation).
+// A storage format a kernel takes: a specialization constant in the kernel's 16-bit builds
+// (cmake/shaders.cmake compiles NAME_bf16 and NAME_fp16 with BRIGADE_FORMATS and BRIGADE_HALF
+// the one 16-bit type each holds: fp32 or that type), fp32 at compile time in its plain build.
+// A build holds only the conversions it can take: lavapipe translates a module's whole code
+// for every pipeline, before specialization removes what is unused, so a smaller module is a
+// faster pipeline creation (the matrix kernel's build for both types took 3 times as long to
+// create as its bf16 build).
 #ifdef BRIGADE_FORMATS
 #define BRIGADE_FORMAT(id, name) layout(constant_id = id) const uint name = BRIGADE_FORMAT_FP32
 #else
 #define BRIGADE_FORMAT(id, name) const uint name = BRIGADE_FORMAT_FP32
 #endif
 
+// The 16 bits of `format` (never fp32: the callers keep fp32 apart), to fp32 and back. In a
+// build for one 16-bit type, that type whatever `format` says (ops::format_kernel picks the
+// build of a dispatch's one 16-bit type).
+#if defined(BRIGADE_HALF) && BRIGADE_HALF == BRIGADE_FORMAT_BF16
+float from_half(uint h, uint format) { return uintBitsToFloat(bits_from_bf16(h)); }
+uint to_half(float v, uint format) { return bf16_from_bits(floatBitsToUint(v)); }
+#elif defined(BRIGADE_HALF) && BRIGADE_HALF == BRIGADE_FORMAT_FP16
+float from_half(uint h, uint format) { return uintBitsToFloat(bits_from_fp16(h)); }
+uint to_half(float v, uint format) { return fp16_from_bits(floatBitsToUint(v)); }
+#else
 float from_half(uint h, uint format) { return uintBitsToFloat(bits_from_half(h, format)); }
 uint to_half(float v, uint format) { return half_from_bits(floatBitsToUint(v), format); }
+#endif
 
 // Element i of a packed tensor, from the word that holds it (word i / 2).
 float half_in(uint word, uint i, uint format) {

@@ -6,7 +6,7 @@
 //   bias:  (N) added to every row, or (M) to every column, as BIAS says (otherwise bound to
 //          anything, never read)
 //   C:     (M,N)
-//   A, B and C stored in fp32, or in 16 bits as FORMAT_* say (the _half build,
+//   A, B and C stored in fp32, or in 16 bits as FORMAT_* say (the 16-bit builds,
 //          shaders/formats.glsl); C may instead hold fp32 values rounded to ROUND_C
 //   pre, act: (M,N) like C, for the epilogue (EPILOGUE, shaders/matmul.h): C's product times
 //          gelu'(pre), or gelu(C as stored) written to act; or relu(C) stored (no tensor);

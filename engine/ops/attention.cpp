@@ -316,7 +316,7 @@ void attention_backward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View ls
                                                  .set(BRIGADE_ATTENTION_SPEC_FORMAT_P, uint32_t(to)));
     const AttentionSoftmaxPush push{n, T, NH, HS, first};
     const vk::Groups groups{vk::groups_for(T, BRIGADE_WG_ATTENTION_ROWS), n * NH, 1};
-    // Its _half build binds P's and dS's packed rooms too (s and ds themselves where unused).
+    // Its 16-bit builds bind P's and dS's packed rooms too (s and ds themselves where unused).
     if (is_half(f.y) || direct)
       cmd.dispatch(kernel, {s.view, ds.view, lse, dy, y, direct ? p_room : s.view, direct ? ds_room : ds.view}, push,
                    groups);

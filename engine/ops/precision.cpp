@@ -23,6 +23,17 @@ Precision parse_precision(const std::string& text) {
   throw UserError("unknown `precision` '" + text + "'; expected fp32, bf16, fp16 or auto");
 }
 
+std::string format_kernel(const char* name, std::initializer_list<Precision> formats) {
+  Precision half = Precision::Fp32;
+  for (Precision p : formats) {
+    if (!is_half(p)) continue;
+    BRIGADE_EXPECT(!is_half(half) || half == p,
+                   std::string(name) + " reads and writes one 16-bit type, not both bf16 and fp16");
+    half = p;
+  }
+  return is_half(half) ? std::string(name) + "_" + precision_name(half) : std::string(name);
+}
+
 namespace {
 
 vk::Groups word_groups(uint32_t n) { return capped_groups((uint64_t(n) + 1) / 2, BRIGADE_WG_PRECISION); }

@@ -30,13 +30,10 @@ struct Formats {
   Precision x = Precision::Fp32, y = Precision::Fp32, w = Precision::Fp32;
 };
 
-// The build of kernel `name` for these formats: NAME_half where one is 16 bits, NAME (with
-// no 16-bit code) where all are fp32 (cmake/shaders.cmake).
-inline std::string format_kernel(const char* name, std::initializer_list<Precision> formats) {
-  for (Precision p : formats)
-    if (is_half(p)) return std::string(name) + "_half";
-  return name;
-}
+// The build of kernel `name` for these formats: NAME (with no 16-bit code) where all are
+// fp32, else NAME_bf16 or NAME_fp16, the build of the one 16-bit type among them
+// (cmake/shaders.cmake); a dispatch that mixes bf16 and fp16 is an InternalError.
+std::string format_kernel(const char* name, std::initializer_list<Precision> formats);
 
 // Bytes of `elements` values stored in `p`: 4 each in fp32, whole words of two in 16 bits.
 inline uint64_t stored_bytes(uint64_t elements, Precision p) {

@@ -188,7 +188,7 @@ TEST_CASE("brigade bench profile in bf16: the products read the weights' 16-bit 
   std::set<std::string> forward;
   for (const auto& d : j["dispatches"])
     if (d["layer"] == 1 && d["pass"] == "forward") forward.insert(d["kernel"].get<std::string>().substr(0, 11));
-  CHECK(forward == std::set<std::string>{"matmul_half"});
+  CHECK(forward == std::set<std::string>{"matmul_bf16"});
   // Each product says its shape: the first Linear's forward x W^T, its weight gradient dy^T x;
   // summed by shape, every product's dispatch counted once.
   size_t products = 0;

@@ -106,7 +106,7 @@ TEST_CASE_FIXTURE(test::Gpu, "attention_softmax_backward turns scores and dP int
   }
 }
 
-// With whole quads of keys a row, the softmax kernels' _half builds write P (and dS) packed
+// With whole quads of keys a row, the softmax kernels' 16-bit builds write P (and dS) packed
 // to 16 bits for the products that read them so: the bits a pack of their fp32 values gives,
 // and nothing over the scores.
 TEST_CASE_FIXTURE(test::Gpu, "the softmax kernels write P and dS packed, as a pack of their fp32 values") {
@@ -131,7 +131,7 @@ TEST_CASE_FIXTURE(test::Gpu, "the softmax kernels write P and dS packed, as a pa
     vk::Buffer bl = test::to_device(dev, lse, "lse in"), bdy = test::to_device(dev, dy, "dy"), by = test::to_device(dev, y, "y");
     vk::Commands cmd(dev, "softmax, packed");
     cmd.dispatch(dev.kernel("attention_softmax", spec(ops::Precision::Fp32)), {bs, blse}, push, groups);
-    cmd.dispatch(dev.kernel("attention_softmax_half", spec(p)), {hs, hlse, pp}, push, groups);
+    cmd.dispatch(dev.kernel(ops::format_kernel("attention_softmax", {p}), spec(p)), {hs, hlse, pp}, push, groups);
     cmd.run();
     CHECK_MESSAGE(test::to_host(pp) == test::packed(test::to_host(bs), p), what, ": P");
     CHECK_MESSAGE(test::to_host(hs) == scores, what, ": the scores left alone");
@@ -140,7 +140,7 @@ TEST_CASE_FIXTURE(test::Gpu, "the softmax kernels write P and dS packed, as a pa
     vk::Commands back(dev, "softmax backward, packed");
     back.dispatch(dev.kernel("attention_softmax_backward", spec(ops::Precision::Fp32)), {bs2, bds, bl, bdy, by}, push,
                   groups);
-    back.dispatch(dev.kernel("attention_softmax_backward_half", spec(p)), {hs2, hds, bl, bdy, by, pp, pds}, push,
+    back.dispatch(dev.kernel(ops::format_kernel("attention_softmax_backward", {p}), spec(p)), {hs2, hds, bl, bdy, by, pp, pds}, push,
                   groups);
     back.run();
     CHECK_MESSAGE(test::to_host(pp) == test::packed(test::to_host(bs2), p), what, ": P in the backward");
