@@ -1,9 +1,10 @@
 # Compiles every shaders/*.comp with glslc (Vulkan 1.2 target) and embeds the SPIR-V words
 # in the engine. A shader that does not compile fails the build with glslc's file:line.
-# The kernels that read and write 16-bit tensors themselves are built three times
+# The kernels that read and write 16-bit tensors themselves are built four times
 # (shaders/formats.glsl): NAME with every format fp32 at compile time, so fp32 pipelines carry
-# none of the 16-bit code, and NAME_bf16 and NAME_fp16 with the formats as specialization
-# constants, each holding one 16-bit type's conversions (ops::format_kernel picks).
+# none of the 16-bit code, and NAME_bf16, NAME_fp16 and NAME_half with the formats as
+# specialization constants, holding one 16-bit type's conversions or, for a dispatch that
+# mixes the two (a stage reading another stage's boundary), both (ops::format_kernel picks).
 # The matrix-unit kernels are also built with cooperative matrices (shaders/tiles.glsl), as
 # NAME_coopmat_fp16 and NAME_coopmat_bf16, by a glslang that knows them
 # (tools/install-glslang.sh puts one in .toolchain/), and each is checked by that
@@ -37,7 +38,8 @@ function(brigade_embed_shaders target shader_dir)
     list(APPEND builds "${name}|${shader}|")
     if(name IN_LIST BRIGADE_FORMAT_SHADERS)
       list(APPEND builds "${name}_bf16|${shader}|-DBRIGADE_FORMATS -DBRIGADE_HALF=1"
-                         "${name}_fp16|${shader}|-DBRIGADE_FORMATS -DBRIGADE_HALF=2")
+                         "${name}_fp16|${shader}|-DBRIGADE_FORMATS -DBRIGADE_HALF=2"
+                         "${name}_half|${shader}|-DBRIGADE_FORMATS")
     endif()
     if(name IN_LIST BRIGADE_COOPMAT_SHADERS AND BRIGADE_GLSLANG AND BRIGADE_SPIRV_VAL)
       list(APPEND builds "${name}_coopmat_fp16|${shader}|-DBRIGADE_COOPMAT|coopmat"

@@ -8,11 +8,12 @@
 
 // A storage format a kernel takes: a specialization constant in the kernel's 16-bit builds
 // (cmake/shaders.cmake compiles NAME_bf16 and NAME_fp16 with BRIGADE_FORMATS and BRIGADE_HALF
-// the one 16-bit type each holds: fp32 or that type), fp32 at compile time in its plain build.
+// the one 16-bit type each holds: fp32 or that type; NAME_half, for a dispatch that mixes
+// the two, without BRIGADE_HALF), fp32 at compile time in its plain build.
 // A build holds only the conversions it can take: lavapipe translates a module's whole code
 // for every pipeline, before specialization removes what is unused, so a smaller module is a
-// faster pipeline creation (the matrix kernel's build for both types took 3 times as long to
-// create as its bf16 build).
+// faster pipeline creation (the matrix kernel's bf16 build is 45 % of one for both types; a
+// bf16 pipeline case of the suite takes a quarter less CPU time: docs/BENCHMARKS.md).
 #ifdef BRIGADE_FORMATS
 #define BRIGADE_FORMAT(id, name) layout(constant_id = id) const uint name = BRIGADE_FORMAT_FP32
 #else

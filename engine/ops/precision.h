@@ -30,9 +30,10 @@ struct Formats {
   Precision x = Precision::Fp32, y = Precision::Fp32, w = Precision::Fp32;
 };
 
-// The build of kernel `name` for these formats: NAME (with no 16-bit code) where all are
-// fp32, else NAME_bf16 or NAME_fp16, the build of the one 16-bit type among them
-// (cmake/shaders.cmake); a dispatch that mixes bf16 and fp16 is an InternalError.
+// The build of kernel `name` for these formats (cmake/shaders.cmake): NAME (with no 16-bit
+// code) where all are fp32, NAME_bf16 or NAME_fp16 where one 16-bit type is among them, and
+// NAME_half, which holds both, where both are (the first layer of a stage reading the
+// boundary of a stage in the other type).
 std::string format_kernel(const char* name, std::initializer_list<Precision> formats);
 
 // Bytes of `elements` values stored in `p`: 4 each in fp32, whole words of two in 16 bits.

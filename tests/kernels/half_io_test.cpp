@@ -43,21 +43,24 @@ struct Case {
 
 // op(A) op(B) + bias, ReLU'd, with A and B in `p`: C in `p` (pairs or quads of a row), or C
 // in fp32 rounded to `p` (accumulated onto zeros, as a Linear's dx), against the fp32 kernel
-// on the same values, rounded and packed on the host.
-void check_formats(vk::Device& dev, const MatmulTiling& tiling, const Case& c, Precision p, uint32_t seed) {
+// on the same values, rounded and packed on the host. B in `pb`, A's other 16-bit type where
+// they differ (a stage's first layer reading the boundary of a stage in the other type).
+void check_formats(vk::Device& dev, const MatmulTiling& tiling, const Case& c, Precision p, uint32_t seed,
+                   Precision pb = Precision::Fp32) {
+  if (pb == Precision::Fp32) pb = p;
   const uint64_t na = uint64_t(c.M) * c.K, nb = uint64_t(c.K) * c.N, nc = uint64_t(c.M) * c.N;
   std::vector<float> a = rounded(test::random_vector(na, seed, -2, 2), p);
-  const std::vector<float> b = rounded(test::random_vector(nb, seed + 1, -2, 2), p);
+  const std::vector<float> b = rounded(test::random_vector(nb, seed + 1, -2, 2), pb);
   const std::vector<float> bias = test::random_vector(c.N, seed + 2);
   a[1] = std::numeric_limits<float>::quiet_NaN();  // a NaN row or column keeps its NaN
   MatmulParams fp32{.M = c.M, .N = c.N, .K = c.K, .trans_a = c.trans_a, .trans_b = c.trans_b,
                     .epilogue = MatmulParams::Epilogue::Relu, .tiling = tiling};
   auto ba = test::to_device(dev, a, "A"), bb = test::to_device(dev, b, "B"), bbias = test::to_device(dev, bias, "bias");
-  auto ha = test::to_device(dev, packed(a, p), "A, 16 bits"), hb = test::to_device(dev, packed(b, p), "B, 16 bits");
+  auto ha = test::to_device(dev, packed(a, p), "A, 16 bits"), hb = test::to_device(dev, packed(b, pb), "B, 16 bits");
   // C in 16 bits where the tiling stores it a word at a time, else in fp32.
   const bool stores = tiling.tn % 2 == 0 && c.N % 2 == 0;
   MatmulParams half = fp32;
-  half.a_format = half.b_format = p, half.c_format = stores ? p : Precision::Fp32;
+  half.a_format = p, half.b_format = pb, half.c_format = stores ? p : Precision::Fp32;
   MatmulParams plain = fp32;
   plain.epilogue = MatmulParams::Epilogue::None, plain.accumulate = true;
   MatmulParams round = plain;
@@ -72,7 +75,7 @@ void check_formats(vk::Device& dev, const MatmulTiling& tiling, const Case& c, P
   cmd.run();
   const std::string what = tiling.name() + " " + std::to_string(c.M) + "x" + std::to_string(c.N) + "x" +
                            std::to_string(c.K) + (c.trans_a ? " A^T" : "") + (c.trans_b ? " B^T" : "") + " " +
-                           ops::precision_name(p);
+                           ops::precision_name(p) + (pb != p ? std::string(" B ") + ops::precision_name(pb) : "");
   const std::vector<float> want = test::to_host(wide);
   check_bits(test::to_host(direct), stores ? packed(want, p) : want,
              what + (stores ? ": C stored in 16 bits" : ": 16-bit A and B, fp32 C"));
@@ -95,6 +98,10 @@ TEST_CASE_FIXTURE(test::Gpu, "matmul on 16-bit A and B, storing C in 16 bits or 
   for (const auto& [tiling, c] : runs) check_formats(device(), tiling, c, Precision::Bf16, seed += 3);
   for (const Case& c : {Case{9, 6, 16, true, true}, Case{7, 12, 5, false, true}})
     check_formats(device(), kSubgroupRegisters, c, Precision::Fp16, seed += 3);
+  // Both types in one dispatch: the build that holds both (ops::format_kernel).
+  CHECK(ops::format_kernel("matmul", {Precision::Fp16, Precision::Bf16}) == "matmul_half");
+  check_formats(device(), kSubgroupRegisters, pairs, Precision::Fp16, seed += 3, Precision::Bf16);
+  check_formats(device(), kRegisters, quads, Precision::Bf16, seed += 3, Precision::Fp16);
 }
 
 TEST_CASE_FIXTURE(test::Gpu, "matmul refuses a 16-bit C it cannot store a word at a time") {
