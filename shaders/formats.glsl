@@ -20,19 +20,15 @@
 #define BRIGADE_FORMAT(id, name) const uint name = BRIGADE_FORMAT_FP32
 #endif
 
-// The 16 bits of `format` (never fp32: the callers keep fp32 apart), to fp32 and back. In a
-// build for one 16-bit type, that type whatever `format` says (ops::format_kernel picks the
-// build of a dispatch's one 16-bit type).
-#if defined(BRIGADE_HALF) && BRIGADE_HALF == BRIGADE_FORMAT_BF16
-float from_half(uint h, uint format) { return uintBitsToFloat(bits_from_bf16(h)); }
-uint to_half(float v, uint format) { return bf16_from_bits(floatBitsToUint(v)); }
-#elif defined(BRIGADE_HALF) && BRIGADE_HALF == BRIGADE_FORMAT_FP16
-float from_half(uint h, uint format) { return uintBitsToFloat(bits_from_fp16(h)); }
-uint to_half(float v, uint format) { return fp16_from_bits(floatBitsToUint(v)); }
+// The 16 bits of `format` (never fp32: the callers keep fp32 apart), to fp32 and back; in a
+// build for one 16-bit type, that type whatever `format` says (ops::format_kernel chose it).
+#ifdef BRIGADE_HALF
+#define BRIGADE_HALF_TYPE(format) BRIGADE_HALF
 #else
-float from_half(uint h, uint format) { return uintBitsToFloat(bits_from_half(h, format)); }
-uint to_half(float v, uint format) { return half_from_bits(floatBitsToUint(v), format); }
+#define BRIGADE_HALF_TYPE(format) format
 #endif
+float from_half(uint h, uint format) { return uintBitsToFloat(bits_from_half(h, BRIGADE_HALF_TYPE(format))); }
+uint to_half(float v, uint format) { return half_from_bits(floatBitsToUint(v), BRIGADE_HALF_TYPE(format)); }
 
 // Element i of a packed tensor, from the word that holds it (word i / 2).
 float half_in(uint word, uint i, uint format) {

@@ -17,7 +17,7 @@ cmake --build "$build" --parallel "$(nproc)"
 # A quarantine of 32 MB, not 256: freed memory stays poisoned until 32 MB more has been freed.
 # The drivers and the validation layer allocate and free constantly through ASan's allocator,
 # and the whole default quarantine made each process touch fresh pages: a bf16 pipeline case
-# took 8 % more CPU time and 1.6 GiB against 1.0 (docs/TESTING.md).
+# took 8 % more CPU time and 1.6 GiB against 1.0 (docs/BENCHMARKS.md).
 export ASAN_OPTIONS=abort_on_error=1:detect_leaks=1:detect_stack_use_after_return=1:check_initialization_order=1:strict_init_order=1:quarantine_size_mb=32
 export UBSAN_OPTIONS=abort_on_error=1:halt_on_error=1:print_stacktrace=1
 export LSAN_OPTIONS=suppressions=$root/tests/sanitizers/lsan.supp:print_suppressions=0
