@@ -55,9 +55,8 @@ void Commands::begin() {
   VK_CHECK(device_.vk().vkBeginCommandBuffer(cmd_, &info));
   recording_ = true;
   any_write_ = false;
-  query_count_ = 0;
+  query_count_ = queries_reset_ = 0;
   since_barrier_.clear();
-  if (queries_) device_.vk().vkCmdResetQueryPool(cmd_, queries_, 0, kMaxQueries);
 }
 
 void Commands::reset() {
@@ -224,10 +223,14 @@ uint32_t Commands::timestamp() {
     info.queryCount = kMaxQueries;
     VK_CHECK(vk.vkCreateQueryPool(device_.handle(), &info, nullptr, &queries_));
     device_.name(VK_OBJECT_TYPE_QUERY_POOL, queries_, name_ + " timestamps");
-    vk.vkCmdResetQueryPool(cmd_, queries_, 0, kMaxQueries);
   }
   if (query_count_ == kMaxQueries)
     throw VulkanError(name_ + ": more than 4096 timestamps in one recording", VK_ERROR_TOO_MANY_OBJECTS);
+  if (query_count_ == queries_reset_) {  // the next run of queries, reset before its first write
+    const uint32_t run = std::min(std::max(2u, query_count_), kMaxQueries - query_count_);
+    vk.vkCmdResetQueryPool(cmd_, queries_, query_count_, run);
+    queries_reset_ += run;
+  }
   vk.vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_, query_count_);
   return query_count_++;
 }

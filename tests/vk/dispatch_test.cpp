@@ -97,6 +97,27 @@ TEST_CASE_FIXTURE(test::Gpu, "GPU timestamps bracket a dispatch in order") {
   CHECK(ts[1] > ts[0]);
 }
 
+// A recording resets only the queries it writes, in runs as it goes (2, 2, 4, 8, ...): every
+// timestamp of a recording reused with more of them than the one before must still land on a
+// reset query, which the validation layer checks on submit.
+TEST_CASE_FIXTURE(test::Gpu, "timestamps in any number, in a recording reused, each on a query reset first") {
+  vk::Device& dev = device();
+  const uint32_t n = 1 << 12;
+  vk::Buffer x(dev, n * 4, Category::Activations, "x"), y(dev, n * 4, Category::Activations, "y");
+  vk::Commands cmd(dev, "timed again");
+  for (uint32_t count : {1u, 2u, 3u, 37u, 5u, 64u, 65u}) {
+    cmd.reset();
+    for (uint32_t i = 0; i < count; ++i) {
+      CHECK(cmd.timestamp() == i);
+      cmd.dispatch(dev.kernel("axpy"), {x, y}, shaders::AxpyPush{n, 1.0f}, {vk::groups_for(n, BRIGADE_WG_1D)});
+    }
+    cmd.run();
+    const auto ts = cmd.timestamps_ns();
+    REQUIRE(ts.size() == count);
+    for (uint32_t i = 1; i < count; ++i) CHECK_MESSAGE(ts[i] >= ts[i - 1], "timestamp ", i, " of ", count);
+  }
+}
+
 TEST_CASE_FIXTURE(test::Gpu, "binding the wrong number of buffers is caught before the driver sees it") {
   vk::Device& dev = device();
   vk::Buffer x(dev, 1024, Category::Scratch, "x");
