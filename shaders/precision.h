@@ -6,10 +6,13 @@
 #define BRIGADE_SHADERS_PRECISION_H
 
 #ifdef __cplusplus
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 namespace brigade::shaders {
 using uint = std::uint32_t;
+using std::max;
+using std::min;
 #define BRIGADE_FN inline
 #define BRIGADE_FLOAT_BITS(f) std::bit_cast<uint>(float(f))
 #else
@@ -30,43 +33,53 @@ struct PrecisionPush {
   uint n;  // elements (the packed side holds (n + 1) / 2 words)
 };
 
+// The branch-free choice of a or b: an OpSelect in a shader. The conversions below are inlined
+// at every 16-bit load and store of the kernels, so they compute each case and select one
+// rather than branch: CPU drivers compile a branch into masked paths of every lane, and
+// without branches SwiftShader and lavapipe create an fp16 pipeline in about three quarters
+// of the time (docs/BENCHMARKS.md, "Conversions without branches").
+#ifdef __cplusplus
+#define BRIGADE_SELECT(c, a, b) ((c) ? (a) : (b))
+#else
+#define BRIGADE_SELECT(c, a, b) mix((b), (a), (c))
+#endif
+
 // fp32 bits to bf16 bits. A NaN stays a (quiet) NaN rather than rounding into infinity.
 BRIGADE_FN uint bf16_from_bits(uint u) {
-  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (u >> 16u) | 0x40u;
-  return (u + 0x7FFFu + ((u >> 16u) & 1u)) >> 16u;
+  return BRIGADE_SELECT((u & 0x7FFFFFFFu) > 0x7F800000u, (u >> 16u) | 0x40u, (u + 0x7FFFu + ((u >> 16u) & 1u)) >> 16u);
 }
 
 BRIGADE_FN uint bits_from_bf16(uint h) { return h << 16u; }
 
 // fp32 bits to fp16 bits: past the largest finite fp16 (65504) rounds to infinity, below the
 // smallest normal (2^-14) to a subnormal, below half the smallest subnormal (2^-25) to zero.
+// Every case is computed and the right one selected.
 BRIGADE_FN uint fp16_from_bits(uint u) {
   const uint sign = (u >> 16u) & 0x8000u;
   const uint a = u & 0x7FFFFFFFu;
-  if (a > 0x7F800000u) return sign | 0x7E00u;         // NaN
-  if (a >= 0x477FF000u) return sign | 0x7C00u;        // rounds past 65504: infinity
-  if (a >= 0x38800000u) {                             // normal: rebias the exponent 127 -> 15
-    const uint r = a - 0x38000000u;
-    return sign | ((r + 0xFFFu + ((r >> 13u) & 1u)) >> 13u);
-  }
-  if (a <= 0x33000000u) return sign;                  // at most 2^-25: zero (a tie goes to even)
-  const uint e = a >> 23u;                            // 102 .. 112
+  // A normal: the exponent rebiased 127 -> 15, rounded to nearest even at bit 13.
+  const uint r = a - 0x38000000u;
+  const uint normal = (r + 0xFFFu + ((r >> 13u) & 1u)) >> 13u;
+  // A subnormal, m * 2^(e - 126) in units of 2^-24, rounded to nearest even; e kept within
+  // 102 .. 112 so the shift stays in range where the value is not one.
+  const uint e = min(max(a >> 23u, 102u), 112u), shift = 126u - e;
   const uint m = (a & 0x7FFFFFu) | 0x800000u;
-  const uint shift = 126u - e;                        // units of 2^-24: m * 2^(e - 126)
-  uint q = m >> shift;
-  const uint rest = m & ((1u << shift) - 1u), midway = 1u << (shift - 1u);
-  if (rest > midway || (rest == midway && (q & 1u) != 0u)) q += 1u;
-  return sign | q;
+  const uint sub = (m + ((1u << (shift - 1u)) - 1u) + ((m >> shift) & 1u)) >> shift;
+  uint h = BRIGADE_SELECT(a >= 0x38800000u, normal, sub);
+  h = BRIGADE_SELECT(a <= 0x33000000u, 0u, h);       // at most 2^-25: zero (a tie goes to even)
+  h = BRIGADE_SELECT(a >= 0x477FF000u, 0x7C00u, h);  // rounds past 65504: infinity
+  h = BRIGADE_SELECT(a > 0x7F800000u, 0x7E00u, h);   // NaN
+  return sign | h;
 }
 
 BRIGADE_FN uint bits_from_fp16(uint h) {
   const uint sign = (h & 0x8000u) << 16u;
   const uint e = (h >> 10u) & 0x1Fu, m = h & 0x3FFu;
-  if (e == 31u) return sign | 0x7F800000u | (m << 13u);
-  if (e != 0u) return sign | ((e + 112u) << 23u) | (m << 13u);
-  // A subnormal (or zero): m * 2^-24, exact in fp32 (m < 2^10, a power-of-two scale), with
-  // no loop to normalize it (this is inlined at every 16-bit load of the kernels).
-  return sign | BRIGADE_FLOAT_BITS(float(m) * 5.9604644775390625e-8);
+  // Infinity and NaN keep fp32's top exponent; a normal is rebiased 15 -> 127.
+  const uint normal = (BRIGADE_SELECT(e == 31u, 255u, e + 112u) << 23u) | (m << 13u);
+  // A subnormal (or zero): m * 2^-24, exact in fp32 (m < 2^10, a power-of-two scale).
+  const uint sub = BRIGADE_FLOAT_BITS(float(m) * 5.9604644775390625e-8);
+  return sign | BRIGADE_SELECT(e == 0u, sub, normal);
 }
 
 // fp32 bits to the 16 bits of `format`, and back.

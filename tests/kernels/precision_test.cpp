@@ -10,6 +10,7 @@
 #include "check.h"
 #include "gpu.h"
 #include "ops/precision.h"
+#include "shaders/precision.h"
 #include "vk/commands.h"
 
 namespace kernels_precision_test {
@@ -110,6 +111,40 @@ TEST_CASE("the host's rounding to bf16 and fp16 is the nearest value of the form
     }
   }
   CHECK(ops::round_on_host(1.0f, Precision::Fp32) == 1.0f);
+}
+
+// shaders/precision.h selects among its cases rather than branching, so each case's
+// arithmetic runs on every input: every fp16 value widens to the oracle's, and every midpoint
+// between neighbours, and the fp32 values either side of it, round as the oracle rounds.
+TEST_CASE("every fp16 value widens exactly, and every midpoint and its neighbours round to nearest even") {
+  const Format& f = oracle(Precision::Fp16);
+  uint32_t checked = 0;
+  for (size_t i = 0; i < f.finite.size(); ++i) {
+    const uint32_t h = uint32_t(i);  // the oracle lists the non-negative values in bit order
+    for (uint32_t sign : {0u, 0x8000u}) {
+      const float got = std::bit_cast<float>(shaders::bits_from_half(h | sign, BRIGADE_FORMAT_FP16));
+      const double want = sign ? -f.finite[i].first : f.finite[i].first;
+      if (double(got) != want || std::signbit(got) != bool(sign)) {
+        FAIL_CHECK("fp16 bits ", h | sign, " widen to ", got, " against ", want);
+        return;
+      }
+    }
+    const double next = i + 1 < f.finite.size() ? f.finite[i + 1].first : f.overflow;
+    const float mid = float((f.finite[i].first + next) / 2);  // exact in fp32
+    for (float x : {mid, std::nextafter(mid, 0.0f), std::nextafter(mid, INFINITY)})
+      for (float s : {x, -x}) {
+        const float got = ops::round_on_host(s, Precision::Fp16);
+        ++checked;
+        if (double(got) != f.round(s) || std::signbit(got) != std::signbit(s)) {
+          FAIL_CHECK("fp16 of ", s, ": ", got, " against ", f.round(s));
+          return;
+        }
+      }
+  }
+  CHECK(checked == 6 * f.finite.size());
+  const uint32_t inf = 0x7C00u, nan = 0x7E01u;
+  CHECK(std::isinf(std::bit_cast<float>(shaders::bits_from_half(inf, BRIGADE_FORMAT_FP16))));
+  CHECK(std::isnan(std::bit_cast<float>(shaders::bits_from_half(nan, BRIGADE_FORMAT_FP16))));
 }
 
 TEST_CASE_FIXTURE(test::Gpu, "pack, unpack and round kernels give the host's bits in bf16 and fp16") {
