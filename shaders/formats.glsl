@@ -12,8 +12,8 @@
 // the two, without BRIGADE_HALF), fp32 at compile time in its plain build.
 // A build holds only the conversions it can take: lavapipe translates a module's whole code
 // for every pipeline, before specialization removes what is unused, so a smaller module is a
-// faster pipeline creation (the matrix kernel's bf16 build is 45 % of one for both types; a
-// bf16 pipeline case of the suite takes a quarter less CPU time: docs/BENCHMARKS.md).
+// faster pipeline creation (the matrix kernel's bf16 build is 55 % of one for both types; a
+// bf16 pipeline case of the suite took a quarter less CPU time: docs/BENCHMARKS.md).
 #ifdef BRIGADE_FORMATS
 #define BRIGADE_FORMAT(id, name) layout(constant_id = id) const uint name = BRIGADE_FORMAT_FP32
 #else
