@@ -1,15 +1,49 @@
-// The test programs' main: doctest's, with two options of Brigade's own, taken out of the
+// The test programs' main: doctest's, with options of Brigade's own, taken out of the
 // arguments before doctest sees them (tests/CMakeLists.txt passes them per suite):
 //   --device=SPEC          the physical device the tests run on (sets BRIGADE_TEST_DEVICE)
 //   --each-subgroup-size   runs the program once per subgroup size that device offers
+//   --share-devices        the cases of the run share their logical devices (gpu.h; sets
+//                          BRIGADE_TEST_SHARE_DEVICES)
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "gpu.h"
+
+namespace {
+
+// How many cases the run's filters selected, and those that said they cannot run on this
+// device: a run that shares its devices runs the cases of one source file
+// (tests/CMakeLists.txt), and must neither pass on a filter that selects none nor count a
+// case it did not run as passed.
+unsigned selected_cases = 0;
+std::vector<std::string> not_run;
+std::string current_case;
+
+struct Selected : doctest::IReporter {
+  explicit Selected(const doctest::ContextOptions&) {}
+  void report_query(const doctest::QueryData&) override {}
+  void test_run_start() override {}
+  void test_run_end(const doctest::TestRunStats& s) override { selected_cases = s.numTestCasesPassingFilters; }
+  void test_case_start(const doctest::TestCaseData& t) override { current_case = t.m_name; }
+  void test_case_reenter(const doctest::TestCaseData&) override {}
+  void test_case_end(const doctest::CurrentTestCaseStats&) override {}
+  void test_case_exception(const doctest::TestCaseException&) override {}
+  void subcase_start(const doctest::SubcaseSignature&) override {}
+  void subcase_end() override {}
+  void log_assert(const doctest::AssertData&) override {}
+  void log_message(const doctest::MessageData& m) override {
+    if (std::string(m.m_string.c_str()).rfind("not on this device:", 0) == 0) not_run.push_back(current_case);
+  }
+  void test_case_skipped(const doctest::TestCaseData&) override {}
+};
+REGISTER_LISTENER("selected", 1, Selected);
+
+}  // namespace
 
 int main(int argc, char** argv) {
   std::vector<char*> args;
@@ -18,11 +52,29 @@ int main(int argc, char** argv) {
     const std::string a = argv[i];
     if (a == "--each-subgroup-size") each = true;
     else if (a.rfind("--device=", 0) == 0) setenv("BRIGADE_TEST_DEVICE", a.c_str() + 9, 1);
+    else if (a == "--share-devices") setenv("BRIGADE_TEST_SHARE_DEVICES", "1", 1);
     else args.push_back(argv[i]);
   }
   args.push_back(nullptr);
   if (each)
     if (const int status = brigade::test::run_each_subgroup_size(args.data()); status >= 0) return status;
   doctest::Context context(int(args.size() - 1), args.data());
-  return context.run();
+  const int status = context.run();
+  if (!brigade::test::sharing_devices() || context.shouldExit()) return status;
+  if (selected_cases == 0) {
+    std::fprintf(stderr, "no test case matched the filters\n");
+    return 1;
+  }
+  // The shared devices' destruction, checked as each case's fixture checks its own.
+  const std::vector<std::string> messages = brigade::test::release_shared_devices();
+  for (const std::string& m : messages) std::fprintf(stderr, "%s\n", m.c_str());
+  if (!messages.empty())
+    std::fprintf(stderr, "the validation layer reported %zu message(s) destroying the shared devices\n", messages.size());
+  if (!messages.empty()) return 1;
+  if (status == 0 && !not_run.empty()) {
+    std::fprintf(stderr, "%zu case(s) not run on this device (ctest counts the file skipped):\n", not_run.size());
+    for (const std::string& name : not_run) std::fprintf(stderr, "  %s\n", name.c_str());
+    return brigade::test::kNotRunHere;
+  }
+  return status;
 }

@@ -81,7 +81,8 @@ void check_tiles(vk::Device& dev, const AttentionTiling& t, const Shape& s, Prec
 
 }  // namespace
 
-TEST_CASE_FIXTURE(test::Gpu, "attention on matrix tiles matches the matrix form and the CPU reference on 16-bit qkv") {
+TEST_CASE_FIXTURE(test::Gpu, "attention on matrix tiles matches the matrix form and the CPU reference on 16-bit qkv"
+                  * doctest::test_suite("not on SwiftShader")) {
   // SwiftShader has no matrix units, so Brigade never runs these kernels there; its compiler
   // takes minutes and gigabytes over the key/value pass's plain build (four products a block).
   if (test::is_swiftshader(device().info())) {

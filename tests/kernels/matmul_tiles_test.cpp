@@ -114,7 +114,8 @@ void check_against_simt(vk::Device& dev, const MatmulTiling& tiles, Precision p,
 
 }  // namespace
 
-TEST_CASE_FIXTURE(test::Gpu, "the matrix-unit kernel on plain invocations stores the SIMT kernel's bits for bf16 and fp16") {
+TEST_CASE_FIXTURE(test::Gpu, "the matrix-unit kernel on plain invocations stores the SIMT kernel's bits for bf16 and fp16"
+                  * doctest::test_suite("not on SwiftShader")) {
   if (test::is_swiftshader(device().info())) {
     MESSAGE("not on this device: SwiftShader has no matrix units (the plain build runs on lavapipe)");
     return;

@@ -29,7 +29,7 @@ uint32_t test_subgroup_size();
 // Runs this test program (with `argv`, null-terminated) once per subgroup size the test
 // device offers (vk::subgroup_sizes), each with BRIGADE_TEST_SUBGROUP_SIZE set to it;
 // fails if any run fails. A device of one size: BRIGADE_TEST_SUBGROUP_SIZE set to it and -1,
-// for the caller to run the tests itself.
+// for the caller to run the tests itself. kNotRunHere where no run failed and one returned it.
 int run_each_subgroup_size(char** argv);
 // SwiftShader: no matrix units, so Brigade never runs the matrix-unit kernels there, and its
 // compiler takes long over their plain builds. The kernel tests run those builds on lavapipe
@@ -39,6 +39,20 @@ bool is_swiftshader(const vk::PhysicalInfo& info);
 // A GPU as Vulkan would describe one, for host-only tests: subgroups of 32, 48 KiB of shared
 // memory, 1024 invocations a workgroup, and matrix units of 16x16x16 `element` it can use.
 vk::PhysicalInfo synthetic_gpu(vk::MatrixShape::Element element);
+
+// --share-devices (tests/main.cpp, which sets BRIGADE_TEST_SHARE_DEVICES): the cases of one
+// run share their logical devices, each made once per process rather than once per case, so
+// each kernel's pipeline is built once (SwiftShader, which keeps no pipelines across
+// processes, builds a 16-bit product's in about a second). A device with a memory cap is
+// still the case's own. A case must leave nothing allocated on a shared device: its fixture
+// checks, and waits for the device first.
+bool sharing_devices();
+// Destroys the shared devices (main, after the run) and returns the validation layer's
+// messages since the last case ended: what their destruction reported.
+std::vector<std::string> release_shared_devices();
+// The exit status of a run sharing its devices in which no case failed and some said they
+// cannot run on this device (`not on this device:`): ctest's SKIP_RETURN_CODE.
+inline constexpr int kNotRunHere = 77;
 
 class Gpu {
  public:
