@@ -67,10 +67,11 @@ int main(int argc, char** argv) {
   }
   // The shared devices' destruction, checked as each case's fixture checks its own.
   const std::vector<std::string> messages = brigade::test::release_shared_devices();
-  for (const std::string& m : messages) std::fprintf(stderr, "%s\n", m.c_str());
-  if (!messages.empty())
+  if (!messages.empty()) {
+    for (const std::string& m : messages) std::fprintf(stderr, "%s\n", m.c_str());
     std::fprintf(stderr, "the validation layer reported %zu message(s) destroying the shared devices\n", messages.size());
-  if (!messages.empty()) return 1;
+    return 1;
+  }
   if (status == 0 && !not_run.empty()) {
     std::fprintf(stderr, "%zu case(s) not run on this device (ctest counts the file skipped):\n", not_run.size());
     for (const std::string& name : not_run) std::fprintf(stderr, "  %s\n", name.c_str());

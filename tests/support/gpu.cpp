@@ -49,6 +49,12 @@ vk::Device& make_device(std::unique_ptr<vk::Device>& d, const std::string& spec,
   return *d;
 }
 
+// The validation layer's messages after the first `count`.
+std::vector<std::string> messages_since(size_t count) {
+  auto all = instance().messages();
+  return {all.begin() + long(std::min(count, all.size())), all.end()};
+}
+
 }  // namespace
 
 bool sharing_devices() {
@@ -59,8 +65,7 @@ bool sharing_devices() {
 std::vector<std::string> release_shared_devices() {
   const size_t before = instance().message_count();
   shared_devices().clear();
-  auto all = instance().messages();
-  return {all.begin() + long(std::min(before, all.size())), all.end()};
+  return messages_since(before);
 }
 
 uint32_t test_device_index() {
@@ -139,10 +144,7 @@ vk::Device& Gpu::device_on(const std::string& spec, size_t i) {
   return make_device((sharing_devices() ? shared_devices() : named_)[{spec, i}], spec, i, 0);
 }
 
-std::vector<std::string> Gpu::new_messages() const {
-  auto all = instance().messages();
-  return {all.begin() + long(std::min(baseline_, all.size())), all.end()};
-}
+std::vector<std::string> Gpu::new_messages() const { return messages_since(baseline_); }
 
 void Gpu::accept_messages() { baseline_ = instance().message_count(); }
 

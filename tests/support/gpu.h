@@ -42,10 +42,9 @@ vk::PhysicalInfo synthetic_gpu(vk::MatrixShape::Element element);
 
 // --share-devices (tests/main.cpp, which sets BRIGADE_TEST_SHARE_DEVICES): the cases of one
 // run share their logical devices, each made once per process rather than once per case, so
-// each kernel's pipeline is built once (SwiftShader, which keeps no pipelines across
-// processes, builds a 16-bit product's in about a second). A device with a memory cap is
-// still the case's own. A case must leave nothing allocated on a shared device: its fixture
-// checks, and waits for the device first.
+// each kernel's pipeline is built once (SwiftShader keeps no pipelines across processes).
+// A device with a memory cap is still the case's own. A case must leave nothing allocated on
+// a shared device: its fixture checks, and waits for the device first.
 bool sharing_devices();
 // Destroys the shared devices (main, after the run) and returns the validation layer's
 // messages since the last case ended: what their destruction reported.
