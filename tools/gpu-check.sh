@@ -3,7 +3,7 @@
 # with CUDA for the peers):
 #   tools/gpu-check.sh OUTDIR [PARTS]
 # PARTS (comma-separated, default all): devices, kernels, matrix, tilings, suite, gpt, profile,
-# attention, drivers, stages, precision.
+# replay, attention, drivers, stages, precision.
 #   kernels  `bench kernels` up to 4096^3 beside torch.mm fp32 (TF32 off) and TF32 on the same GPU
 #   matrix   `bench kernels --precision bf16` and `fp16` (the products on the matrix units where
 #            the GPU lists the type, each candidate warp tiling) at 1024^3 and 4096^3 and the
@@ -22,6 +22,8 @@
 #            (peer_bench.py)
 #   profile  where a gpt2-small and a gpt-mini step go (`bench profile`): kernels, GPU idle, host,
 #            in each of PROFILE_PRECISIONS (default "fp32 auto")
+#   replay   a gpt-mini step with --precision auto (`bench profile`'s step wall time and host
+#            line), its actions' recordings replayed and with --record-each-step, in turn, 3 rounds
 #   attention a gpt-small and a gpt2-small step (`bench profile`'s step wall time) with
 #            attention in each form (BRIGADE_ATTENTION=matrix, fused: products and softmax
 #            passes, or flash attention: in 16-bit stages on matrix tiles, in fp32 the staged
@@ -44,7 +46,7 @@
 # peers' tables), log.txt (every part's output), suite.txt, kernels.json.
 set -uo pipefail
 out=${1:?usage: tools/gpu-check.sh OUTDIR [PARTS]}
-parts=${2:-devices,kernels,matrix,tilings,suite,gpt,profile,attention,drivers,stages,precision}
+parts=${2:-devices,kernels,matrix,tilings,suite,gpt,profile,replay,attention,drivers,stages,precision}
 build=${BUILD:-build}
 b=$build/brigade
 gpu=${GPU:-0}
@@ -157,6 +159,21 @@ step_ms() {
   timeout -k 5 60 "$b" bench profile --model "$m" -b 16 --reps 3 --devices "$gpu" "$@" 2>>"$out/log.txt" |
     tee -a "$out/log.txt" | sed -n 's/^training step.*: \([0-9.]*\) ms wall$/\1/p'
 }
+
+if want replay; then
+  for r in 1 2 3; do
+    line="replay: gpt-mini auto round $r:"
+    for form in replayed each-step; do
+      flag=()
+      [ "$form" = each-step ] && flag=(--record-each-step)
+      echo "== replay: gpt-mini $form round $r" >>"$out/log.txt"
+      ms=$(step_ms gpt-mini --precision auto "${flag[@]}")
+      host=$(grep '^host:' "$out/log.txt" | tail -1 | sed -n 's/.*recording took \([0-9.]*\) ms, \([0-9.]*\) ms of CPU.*/\1 \2/p')
+      line+=" $form ${ms:-failed} ms (recording ms, CPU ms: ${host:-?})"
+    done
+    say "$line"
+  done
+fi
 
 if want attention; then
   t0=$SECONDS

@@ -175,20 +175,8 @@ void Executor::build_norms() {
 }
 
 void Executor::build_ring() {
-  const uint32_t K = stages();
   shared_->writer = topology_->local_stages().at(0);
-  shared_->ring.resize(K);
-  for (uint32_t k = 0; k < K; ++k) {
-    if (!devices_[k]) continue;
-    size_t gpu_actions = 0;
-    for (const Action& a : schedule_.actions[k]) gpu_actions += computes(a.op) || a.op == Op::Step;
-    // A backward summed in buckets is submitted in pieces: at most one more per layer.
-    if (topology_->replicas() > 1 && options_.bucket_bytes > 0)
-      for (uint32_t c = k; c < cells(); c += K) gpu_actions += plan_.cells[c].last - plan_.cells[c].first;
-    for (size_t i = 0; i < gpu_actions; ++i)
-      shared_->ring[k].push_back(std::make_unique<vk::Commands>(
-          *devices_[k], "stage " + std::to_string(k) + " action " + std::to_string(i)));
-  }
+  shared_->rings.resize(stages());
 }
 
 void Executor::zero_state() {

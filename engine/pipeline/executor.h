@@ -43,6 +43,9 @@ struct ExecutorOptions {
   // Data-parallel replicas: the gradients summed in buckets of about this many bytes while
   // the backward goes on (pipeline/buckets.h); 0 sums them all after the backward.
   uint64_t bucket_bytes = uint64_t(25) << 20;  // PyTorch DDP's bucket_cap_mb
+  // Each action's command buffer submitted again when the action makes the same calls as in
+  // the last run (vk::Commands::set_replay); off: recorded every time.
+  bool replay = true;
 };
 
 // The path of each boundary between neighbouring cells of a K-stage pipeline with `cells`

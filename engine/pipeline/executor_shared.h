@@ -15,7 +15,11 @@ namespace brigade::pipeline {
 struct Executor::Shared {
   std::map<std::string, std::vector<uint32_t>> holders;  // parameter -> cells, in order
   std::map<std::string, uint64_t> tied;                  // parameter held by several cells -> elements
-  std::vector<std::vector<std::unique_ptr<vk::Commands>>> ring;  // per stage, one per GPU action
+  // Per stage: the Commands of each GPU action of a run (a backward summed in buckets takes
+  // one per piece), made as runs need them. One set per kind of run (training or evaluation)
+  // and turn of the link slots its transfers start in (Link: transfer n takes slot n % slots),
+  // so that an action finds the recording it made in the last run like it, to replay.
+  std::vector<std::map<uint64_t, std::vector<std::unique_ptr<vk::Commands>>>> rings;
   // Per cell: the reduction over the gradients it owns.
   struct Norm {
     std::unique_ptr<optim::GradNorm> reduce;

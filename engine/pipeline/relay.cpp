@@ -1,6 +1,7 @@
 #include "pipeline/relay.h"
 
 #include <chrono>
+#include <ctime>
 
 namespace brigade::pipeline {
 
@@ -8,6 +9,12 @@ double now_us() {
   return std::chrono::duration<double, std::micro>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
+}
+
+double thread_cpu_us() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return double(t.tv_sec) * 1e6 + double(t.tv_nsec) / 1e3;
 }
 
 namespace {

@@ -22,6 +22,9 @@ namespace brigade::pipeline {
 
 // Host time in microseconds of the steady clock: what trace times are measured in.
 double now_us();
+// CPU time the calling thread has run, in microseconds: what it did, without the time other
+// threads held its core.
+double thread_cpu_us();
 
 // What a relay did, for the trace: host times in microseconds of the steady clock.
 struct Transfer {

@@ -33,6 +33,9 @@ StageRunner::StageRunner(Executor& ex, uint32_t stage, const Schedule& schedule,
     m.recv_grad = m.send_grad = ex.backward_runs_ * M;
     for (auto* v : {&m.act_in, &m.act_out, &m.grad_in, &m.grad_out, &m.fwd_value, &m.bwd_value}) v->assign(M, 0);
   }
+  const uint64_t slots = std::max(ex.options_.slots, 1u);
+  const uint64_t turn = (ex.forward_runs_ * M % slots) * slots + ex.backward_runs_ * M % slots;
+  ring_ = &ex.shared_->rings[stage][turn * 2 + (schedule.training ? 0 : 1)];
   const std::vector<Action>& actions = schedule.actions[stage];
   for (size_t x = 0; x < actions.size(); ++x)
     if (actions[x].op == Op::Backward || actions[x].op == Op::WeightGradient) cursors_[actions[x].cell].last_gradient = x;
@@ -75,8 +78,13 @@ bool StageRunner::run() {
 }
 
 vk::Commands& StageRunner::begin(const Action& a) {
-  vk::Commands& c = *ex_.shared_->ring[k_].at(next_cmd_++);
-  open_start_us_ = now_us() - waited_us_;
+  if (next_cmd_ == ring_->size()) {
+    ring_->push_back(std::make_unique<vk::Commands>(dev_, "stage " + std::to_string(k_) + " action " +
+                                                              std::to_string(next_cmd_)));
+    ring_->back()->set_replay(ex_.options_.replay);
+  }
+  vk::Commands& c = *(*ring_)[next_cmd_++];
+  open_start_us_ = now_us() - waited_us_, open_cpu_us_ = thread_cpu_us() - waited_cpu_us_;
   open_dispatches_ = c.dispatches(), open_barriers_ = c.barriers();
   ActionEvent e{k_, to_string(a, schedule_.virtual_stages > 1)};
   c.reset();
@@ -91,17 +99,20 @@ uint64_t StageRunner::submit(vk::Commands& c) {
   ActionEvent& e = recorded_.back().second;
   e.submit_us = now_us();
   e.record_us = e.submit_us - waited_us_ - open_start_us_;
+  e.record_cpu_us = thread_cpu_us() - waited_cpu_us_ - open_cpu_us_;
   e.dispatches = c.dispatches() - open_dispatches_, e.barriers = c.barriers() - open_barriers_;
   if (ex_.abort_.raised()) throw UserError("stopped: another stage failed");
+  const uint64_t replays = c.replays();
   last_value_ = c.submit();
+  e.replayed = c.replays() > replays;
   return last_value_;
 }
 
 template <class F>
 void StageRunner::wait(F&& f) {
-  const double t0 = now_us();
+  const double t0 = now_us(), c0 = thread_cpu_us();
   f([this] { return ex_.abort_.raised(); });
-  waited_us_ += now_us() - t0;
+  waited_us_ += now_us() - t0, waited_cpu_us_ += thread_cpu_us() - c0;
 }
 
 uint64_t StageRunner::used(const MicroBatch& mb, uint64_t value) {
@@ -261,9 +272,10 @@ bool StageRunner::step(const Action& a) {
   }
   if (ex_.abort_.raised()) return false;
   vk::Commands& cmd = begin(a);
-  const double t0 = now_us();
+  const double t0 = now_us(), c0 = thread_cpu_us();
   const std::optional<double> grad_scale = step_sums();
-  waited_us_ += now_us() - t0;  // the stages' sums and the norms' reduction on the host
+  // The stages' sums and the norms' reduction on the host.
+  waited_us_ += now_us() - t0, waited_cpu_us_ += thread_cpu_us() - c0;
   if (!grad_scale || ex_.abort_.raised()) return false;
   if (update_.optimizer && !skipped_) {
     optim::Step st = update_.step;

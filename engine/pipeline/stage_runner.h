@@ -57,7 +57,7 @@ class StageRunner {
   std::string first_non_finite_parameter(uint32_t c);
   std::string non_finite_message(uint32_t c, uint64_t step, double loss) const;
 
-  // The action's recording: the next Commands of the stage's ring, reset, timestamped.
+  // The action's recording: the next Commands of the run's ring, reset, timestamped.
   vk::Commands& begin(const Action& a);
   uint64_t submit(vk::Commands& cmd);
   // Blocks on a link (f returns false when stopped), kept out of the recording time.
@@ -82,15 +82,17 @@ class StageRunner {
   std::vector<Cursor> cursors_;  // per cell of the stage
   size_t x_ = 0;                 // the action being run
   // Host time blocked in waits and the step's sums, kept out of record_us.
-  double waited_us_ = 0;
+  double waited_us_ = 0, waited_cpu_us_ = 0;
   bool skipped_ = false;  // step_sums: the loss scale was too large, no update (Update::loss_scale)
+  // This run's Commands (Executor::Shared::rings), and the next action's among them.
+  std::vector<std::unique_ptr<vk::Commands>>* ring_ = nullptr;
   size_t next_cmd_ = 0;
   std::vector<std::pair<vk::Commands*, ActionEvent>> recorded_;
   uint64_t last_value_ = 0;
   // The replicas' sums of the cells' gradients, pushed by their last backward (buckets.h).
   std::unique_ptr<BucketSums> sums_;
   // The action being recorded: its start, less the waits so far, and its Commands' counts.
-  double open_start_us_ = 0;
+  double open_start_us_ = 0, open_cpu_us_ = 0;
   uint32_t open_dispatches_ = 0, open_barriers_ = 0;
 };
 

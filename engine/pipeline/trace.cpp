@@ -22,8 +22,8 @@ TraceSummary Trace::summary() const {
   s.busy_ms.assign(stages, 0.0);
   double first = std::numeric_limits<double>::max(), last = std::numeric_limits<double>::lowest();
   for (const ActionEvent& a : actions) {
-    ++s.submissions, s.dispatches += a.dispatches, s.barriers += a.barriers;
-    s.record_ms += a.record_us / 1000.0;
+    ++s.submissions, s.dispatches += a.dispatches, s.barriers += a.barriers, s.replayed += a.replayed;
+    s.record_ms += a.record_us / 1000.0, s.record_cpu_ms += a.record_cpu_us / 1000.0;
     if (!counts_for_bubble(a) || a.stage >= stages) continue;
     first = std::min(first, a.begin_us), last = std::max(last, a.end_us);
     s.busy_ms[a.stage] += (a.end_us - a.begin_us) / 1000.0;
@@ -63,7 +63,9 @@ std::string Trace::chrome_json() const {
     events.push_back({{"ph", "X"}, {"name", a.name}, {"cat", "gpu"}, {"pid", pid(a.stage)}, {"tid", a.stage},
                       {"ts", a.begin_us - origin}, {"dur", a.end_us - a.begin_us},
                       {"args", {{"submitted_us", a.submit_us - origin}, {"record_us", a.record_us},
-                                {"dispatches", a.dispatches}, {"barriers", a.barriers}}}});
+                                {"record_cpu_us", a.record_cpu_us},
+                                {"dispatches", a.dispatches}, {"barriers", a.barriers},
+                                {"replayed", a.replayed}}}});
   for (const TransferEvent& t : transfers) {
     const uint32_t tid = 100 + std::min(t.from, t.to);
     events.push_back({{"ph", "X"}, {"name", t.transfer.name}, {"cat", "relay"}, {"pid", pid(t.from)},
@@ -84,7 +86,8 @@ void Trace::merge(const Trace& other) {
 std::string Trace::to_json() const {
   nlohmann::json a = nlohmann::json::array(), t = nlohmann::json::array();
   for (const ActionEvent& e : actions)
-    a.push_back({e.stage, e.name, e.submit_us, e.begin_us, e.end_us, e.record_us, e.dispatches, e.barriers});
+    a.push_back({e.stage, e.name, e.submit_us, e.begin_us, e.end_us, e.record_us, e.record_cpu_us, e.dispatches, e.barriers,
+                 e.replayed});
   for (const TransferEvent& e : transfers)
     t.push_back({e.from, e.to, e.transfer.name, e.transfer.bytes, e.transfer.shared_bytes, e.transfer.ready_us,
                  e.transfer.begin_us, e.transfer.end_us});
@@ -100,7 +103,7 @@ Trace Trace::from_json(const std::string& text) {
   j.at("schedule").get_to(tr.schedule), j.at("predicted_bubble").get_to(tr.predicted_bubble);
   j.at("ranks").get_to(tr.ranks);
   for (const nlohmann::json& e : j.at("actions"))
-    tr.actions.push_back({e[0], e[1], e[2], e[3], e[4], e[5], e[6], e[7]});
+    tr.actions.push_back({e[0], e[1], e[2], e[3], e[4], e[5], e[6], e[7], e[8], e[9]});
   for (const nlohmann::json& e : j.at("transfers"))
     tr.transfers.push_back({e[0], e[1], Transfer{e[2], e[3], e[4], e[5], e[6], e[7]}});
   return tr;

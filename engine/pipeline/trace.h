@@ -20,7 +20,9 @@ struct ActionEvent {
   // Host time spent recording the action's commands: from the start of the recording to its
   // submission, less the time blocked inside it (a link's free slot, the step's barrier).
   double record_us = 0;
+  double record_cpu_us = 0;  // the same span's CPU time on the stage's thread
   uint32_t dispatches = 0, barriers = 0;
+  bool replayed = false;  // the command buffer of the action's last run, submitted again (vk::Commands::set_replay)
 };
 
 struct TransferEvent {
@@ -39,9 +41,9 @@ struct TraceSummary {
   uint64_t copied_bytes = 0;          // of which the host copied (staging links)
   double transfer_ms = 0;             // host time of the relays' copies and signals
   // Every action, the optimizer step's included: submissions, the dispatches and barriers
-  // they hold, and the host time spent recording them.
-  uint32_t submissions = 0, dispatches = 0, barriers = 0;
-  double record_ms = 0;
+  // they hold, those that were replays, and the host time spent recording them.
+  uint32_t submissions = 0, dispatches = 0, barriers = 0, replayed = 0;
+  double record_ms = 0, record_cpu_ms = 0;
 };
 
 struct Trace {

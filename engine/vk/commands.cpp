@@ -1,6 +1,7 @@
 #include "vk/commands.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "util/units.h"
 #include "vk/check.h"
@@ -51,7 +52,8 @@ Commands::~Commands() {
 
 void Commands::begin() {
   VkCommandBufferBeginInfo info{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-  info.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  // A buffer kept for replay is submitted again, so not once only.
+  info.flags = keep_ ? 0 : VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
   VK_CHECK(device_.vk().vkBeginCommandBuffer(cmd_, &info));
   recording_ = true;
   any_write_ = false;
@@ -59,22 +61,83 @@ void Commands::begin() {
   since_barrier_.clear();
 }
 
-void Commands::reset() {
-  if (pending_) wait();
-  if (recording_) {
-    device_.vk().vkEndCommandBuffer(cmd_);
-    recording_ = false;
-  }
+void Commands::restart() {
   VK_CHECK(device_.vk().vkResetCommandBuffer(cmd_, 0));
   // The sets stay cached across recordings (the same step binds the same views every time);
-  // past a bound they are all dropped, which is safe here: nothing recorded is pending.
+  // past a bound they are all dropped, which is safe here: nothing recorded is pending, and
+  // the one recording that bound them is gone.
   if (sets_.size() > kMaxCachedSets) {
     for (auto p : descriptor_pools_) VK_CHECK(device_.vk().vkResetDescriptorPool(device_.handle(), p, 0));
     pool_cursor_ = 0;
     sets_.clear();
   }
+  calls_.clear();
+  complete_ = replaying_ = false;
   begin();
 }
+
+void Commands::reset() {
+  if (pending_) wait();
+  if (keep_ && complete_ && !recording_) {
+    // The buffer holds the last recording, ended: compare the calls to come with it.
+    replaying_ = true;
+    cursor_ = 0;
+    query_count_ = 0;
+    dispatches_before_ = dispatches_, barriers_before_ = barriers_;
+    return;
+  }
+  if (recording_) {
+    device_.vk().vkEndCommandBuffer(cmd_);
+    recording_ = false;
+  }
+  restart();
+}
+
+void Commands::issue(const Call& c) {
+  if (replaying_) {
+    if (cursor_ < calls_.size() && calls_[cursor_].same(c)) {
+      Call& kept = calls_[cursor_++];
+      kept.buffer = c.buffer;  // the buffers as passed now, should the rest differ
+      barriers_ += kept.barriers;
+      if (c.kind == Call::Kind::Dispatch) ++dispatches_;
+      if (c.kind == Call::Kind::Timestamp) ++query_count_;
+      return;
+    }
+    diverge();
+  }
+  record(c);
+}
+
+void Commands::diverge() {
+  std::vector<Call> matched(calls_.begin(), calls_.begin() + ptrdiff_t(cursor_));
+  dispatches_ = dispatches_before_, barriers_ = barriers_before_;
+  restart();
+  for (const Call& c : matched) record(c);
+}
+
+void Commands::record(Call c) {
+  const uint32_t before = barriers_;
+  switch (c.kind) {
+    case Call::Kind::Dispatch: record_dispatch(c); break;
+    case Call::Kind::Copy: {
+      touch({{c.buffer[0]->extent(), kRead}, {c.buffer[1]->extent(), kWrite}});
+      VkBufferCopy region{c.offset[0], c.offset[1], c.bytes};
+      device_.vk().vkCmdCopyBuffer(cmd_, c.buffer[0]->handle(), c.buffer[1]->handle(), 1, &region);
+      break;
+    }
+    case Call::Kind::Fill:
+      touch({{c.buffer[0]->extent(), kWrite}});
+      device_.vk().vkCmdFillBuffer(cmd_, c.buffer[0]->handle(), c.offset[0], c.range[0] / 4 * 4, c.word);
+      break;
+    case Call::Kind::Timestamp: record_timestamp(); break;
+    case Call::Kind::Barrier: barrier(); break;
+  }
+  if (!keep_) return;
+  c.barriers = barriers_ - before;
+  calls_.push_back(c);
+}
+
+void Commands::after_earlier_submissions() { issue(Call{}); }
 
 void Commands::barrier() {
   VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
@@ -140,12 +203,15 @@ void Commands::dispatch(const Kernel& kernel, std::initializer_list<View> bindin
     throw VulkanError(kernel.name() + ": bound " + std::to_string(bindings.size()) +
                           " buffers, the shader declares " + std::to_string(kernel.bindings()),
                       VK_ERROR_UNKNOWN);
+  if (bindings.size() > Call::kMaxViews)
+    throw VulkanError(kernel.name() + ": binds " + std::to_string(bindings.size()) + " buffers, more than " +
+                          std::to_string(Call::kMaxViews) + " a recorded call keeps",
+                      VK_ERROR_UNKNOWN);
   const uint64_t max_range = device_.info().max_storage_buffer_range;
-  std::vector<VkDescriptorBufferInfo> infos;
-  infos.reserve(bindings.size());
-  std::vector<std::pair<Extent, uint8_t>> accesses;
-  // The cache key: the set layout and every binding's buffer (by serial), offset and range.
-  std::vector<uint64_t> key{uint64_t(reinterpret_cast<uintptr_t>(kernel.set_layout()))};
+  Call c;
+  c.kind = Call::Kind::Dispatch;
+  c.kernel = &kernel, c.groups = groups, c.push_bytes = push_bytes;
+  if (push_bytes) std::memcpy(c.push.data(), push, push_bytes);
   uint32_t b = 0;
   for (const View& v : bindings) {
     if (v.range > max_range)
@@ -159,10 +225,27 @@ void Commands::dispatch(const Kernel& kernel, std::initializer_list<View> bindin
                             ", not a multiple of this device's minStorageBufferOffsetAlignment " +
                             std::to_string(device_.info().min_storage_offset_alignment),
                         VK_ERROR_UNKNOWN);
-    accesses.emplace_back(v.buffer->extent(), kernel.writes(b) ? kWrite | kRead : kRead);
-    infos.push_back({v.buffer->handle(), v.offset, v.range});
-    key.insert(key.end(), {v.buffer->serial(), v.offset, v.range});
+    c.add(*v.buffer, v.offset, v.range);
     ++b;
+  }
+  issue(c);
+  if (kernel_marks_) {
+    kernel_marks_->push_back({&kernel, timestamp(), std::move(work_), work_flops_});
+    work_.clear(), work_flops_ = 0;
+  }
+}
+
+void Commands::record_dispatch(const Call& c) {
+  const Kernel& kernel = *c.kernel;
+  std::vector<VkDescriptorBufferInfo> infos;
+  infos.reserve(c.views);
+  std::vector<std::pair<Extent, uint8_t>> accesses;
+  // The cache key: the set layout and every binding's buffer (by serial), offset and range.
+  std::vector<uint64_t> key{uint64_t(reinterpret_cast<uintptr_t>(kernel.set_layout()))};
+  for (uint32_t b = 0; b < c.views; ++b) {
+    accesses.emplace_back(c.buffer[b]->extent(), kernel.writes(b) ? kWrite | kRead : kRead);
+    infos.push_back({c.buffer[b]->handle(), c.offset[b], c.range[b]});
+    key.insert(key.end(), {c.serial[b], c.offset[b], c.range[b]});
   }
   touch(accesses);
   const auto& vk = device_.vk();
@@ -191,31 +274,42 @@ void Commands::dispatch(const Kernel& kernel, std::initializer_list<View> bindin
   if (set)
     vk.vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, kernel.layout(), 0, 1, &set,
                                0, nullptr);
-  if (push_bytes)
-    vk.vkCmdPushConstants(cmd_, kernel.layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes, push);
-  vk.vkCmdDispatch(cmd_, groups.x, groups.y, groups.z);
+  if (c.push_bytes)
+    vk.vkCmdPushConstants(cmd_, kernel.layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0, c.push_bytes, c.push.data());
+  vk.vkCmdDispatch(cmd_, c.groups.x, c.groups.y, c.groups.z);
   ++dispatches_;
-  if (kernel_marks_) {
-    kernel_marks_->push_back({&kernel, timestamp(), std::move(work_), work_flops_});
-    work_.clear(), work_flops_ = 0;
-  }
 }
 
 void Commands::copy(const Buffer& src, const Buffer& dst, uint64_t bytes, uint64_t src_offset,
                     uint64_t dst_offset) {
-  touch({{src.extent(), kRead}, {dst.extent(), kWrite}});
-  VkBufferCopy region{src_offset, dst_offset, bytes};
-  device_.vk().vkCmdCopyBuffer(cmd_, src.handle(), dst.handle(), 1, &region);
+  Call c;
+  c.kind = Call::Kind::Copy;
+  c.bytes = bytes;
+  c.add(src, src_offset, bytes);
+  c.add(dst, dst_offset, bytes);
+  issue(c);
 }
 
 void Commands::fill(const View& dst, uint32_t word) {
-  touch({{dst.buffer->extent(), kWrite}});
-  device_.vk().vkCmdFillBuffer(cmd_, dst.buffer->handle(), dst.offset, dst.range / 4 * 4, word);
+  Call c;
+  c.kind = Call::Kind::Fill;
+  c.word = word;
+  c.add(*dst.buffer, dst.offset, dst.range);
+  issue(c);
 }
 
 uint32_t Commands::timestamp() {
   if (!device_.info().timestamps)
     throw VulkanError(device_.label() + ": the compute queue has no timestamps", VK_ERROR_FEATURE_NOT_PRESENT);
+  if (query_count_ == kMaxQueries)
+    throw VulkanError(name_ + ": more than 4096 timestamps in one recording", VK_ERROR_TOO_MANY_OBJECTS);
+  Call c;
+  c.kind = Call::Kind::Timestamp;
+  issue(c);
+  return query_count_ - 1;
+}
+
+void Commands::record_timestamp() {
   const auto& vk = device_.vk();
   if (!queries_) {
     VkQueryPoolCreateInfo info{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
@@ -224,20 +318,28 @@ uint32_t Commands::timestamp() {
     VK_CHECK(vk.vkCreateQueryPool(device_.handle(), &info, nullptr, &queries_));
     device_.name(VK_OBJECT_TYPE_QUERY_POOL, queries_, name_ + " timestamps");
   }
-  if (query_count_ == kMaxQueries)
-    throw VulkanError(name_ + ": more than 4096 timestamps in one recording", VK_ERROR_TOO_MANY_OBJECTS);
   if (query_count_ == queries_reset_) {  // the next run of queries, reset before its first write
     const uint32_t run = std::min(std::max(2u, query_count_), kMaxQueries - query_count_);
     vk.vkCmdResetQueryPool(cmd_, queries_, query_count_, run);
     queries_reset_ += run;
   }
   vk.vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_, query_count_);
-  return query_count_++;
+  ++query_count_;
 }
 
 uint64_t Commands::submit(const std::vector<SemaphoreValue>& waits,
                           const std::vector<SemaphoreValue>& signals) {
   if (pending_) throw VulkanError(name_ + ": submitted twice without wait()", VK_ERROR_UNKNOWN);
+  if (replaying_) {
+    if (cursor_ == calls_.size()) {  // every call the same: the kept buffer as it is
+      replaying_ = false;
+      submitted_ = device_.submit(cmd_, waits, signals);
+      pending_ = true;
+      ++replays_;
+      return submitted_;
+    }
+    diverge();
+  }
   const auto& vk = device_.vk();
   if (any_write_) {
     // Device writes become visible to the host (mapped reads after wait()).
@@ -251,6 +353,7 @@ uint64_t Commands::submit(const std::vector<SemaphoreValue>& waits,
   recording_ = false;
   submitted_ = device_.submit(cmd_, waits, signals);
   pending_ = true;
+  complete_ = keep_;
   return submitted_;
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "vk/buffer.h"
+#include "vk/call.h"
 #include "vk/device.h"
 #include "vk/kernel.h"
 
@@ -33,10 +34,6 @@ void expect_bytes(const View& v, uint64_t bytes, const std::string& what, const 
   ::brigade::vk::expect_bytes((view), (bytes), (what), __FILE__, __LINE__)
 #define BRIGADE_EXPECT_FLOATS(view, floats, what) \
   ::brigade::vk::expect_bytes((view), uint64_t(floats) * 4, (what), __FILE__, __LINE__)
-
-struct Groups {
-  uint32_t x = 1, y = 1, z = 1;
-};
 
 // Workgroups needed to cover `n` items with `per_group` items each.
 inline uint32_t groups_for(uint64_t n, uint32_t per_group) {
@@ -63,7 +60,7 @@ class Commands {
   void fill(const View& dst, uint32_t word = 0);  // every 32-bit word of the view
   // Orders what follows after everything submitted earlier to this device's queue (the
   // automatic barriers only see this recording).
-  void after_earlier_submissions() { barrier(); }
+  void after_earlier_submissions();
   // Writes a GPU timestamp once the preceding commands finish; returns its index.
   uint32_t timestamp();
   // Ends recording and submits; returns the device's queue-timeline value for it.
@@ -75,6 +72,14 @@ class Commands {
   std::vector<double> timestamps_ns() const;
   // Starts a new recording (after wait()), reusing the command buffer.
   void reset();
+  // Replay: while on, a recording whose calls are the same as those of the last one submitted
+  // (vk::Call: kernels, views, push constants, groups, in order) is not recorded again: the
+  // command buffer that one left is submitted as it is. At the first call that differs, or
+  // at a submit before all of them, the buffer is recorded anew from the start. Takes effect
+  // from the next reset(); off by default. The recording's cost is then the comparison.
+  void set_replay(bool on) { keep_ = on; }
+  // Submissions since this Commands was made that resubmitted the last recording.
+  uint64_t replays() const { return replays_; }
 
   // Counts since this Commands was made (reset() keeps them).
   uint32_t barriers() const { return barriers_; }
@@ -98,6 +103,17 @@ class Commands {
  private:
   enum Access : uint8_t { kRead = 1, kWrite = 2 };
   void begin();
+  // The command buffer emptied and begun again; the calls kept are dropped.
+  void restart();
+  // A call compared with the last recording's next one while replaying, else recorded.
+  void issue(const Call& c);
+  // Recorded into the command buffer, and kept while replay is on.
+  void record(Call c);
+  // Replaying: the first call that differs. The buffer is recorded anew with the calls that
+  // matched so far.
+  void diverge();
+  void record_dispatch(const Call& c);
+  void record_timestamp();
   // Registers one command's buffer accesses, with a barrier first if any conflicts with an
   // access since the last barrier: the same bytes of memory (vk::Extent), so a part of an
   // arena conflicts with the arena.
@@ -137,6 +153,14 @@ class Commands {
   std::string work_;
   double work_flops_ = 0;
   std::vector<std::pair<Extent, uint8_t>> since_barrier_;
+  // Replay (set_replay): the calls of the recording the command buffer holds, whether that
+  // recording was ended and submitted whole, and, while replaying, the next call to compare
+  // and the counts before it began.
+  std::vector<Call> calls_;
+  bool keep_ = false, complete_ = false, replaying_ = false;
+  size_t cursor_ = 0;
+  uint32_t dispatches_before_ = 0, barriers_before_ = 0;
+  uint64_t replays_ = 0;
 };
 
 }  // namespace brigade::vk

@@ -123,7 +123,8 @@ void run(const Options& o) {
                                {"gflops", s.seconds > 0 ? s.flops / s.seconds * 1e-9 : 0.0}});
     j["step"] = {{"stages", t.stages}, {"micro_batches", t.micro_batches}, {"wall_ms", sp.wall_ms},
                  {"busy_ms", sp.busy_ms}, {"submissions", t.submissions}, {"dispatches", t.dispatches},
-                 {"barriers", t.barriers}, {"record_ms", t.record_ms}};
+                 {"barriers", t.barriers}, {"replayed", t.replayed}, {"record_ms", t.record_ms},
+                 {"record_cpu_ms", t.record_cpu_ms}};
     std::printf("%s\n", j.dump(2).c_str());
     return;
   }
@@ -196,9 +197,9 @@ void run(const Options& o) {
     stages.push_back({std::to_string(k), ms(sp.busy_ms[k], 1), percent(sp.busy_ms[k], sp.wall_ms),
                       ms(sp.wall_ms - sp.busy_ms[k], 1)});
   print_table(stages);
-  std::printf("host: %u submissions, %u dispatches, %u barriers per step; recording took %.2f ms "
-              "(%.1f us per dispatch, %.2f ms per micro-batch)\n",
-              t.submissions, t.dispatches, t.barriers, t.record_ms,
+  std::printf("host: %u submissions (%u replayed), %u dispatches, %u barriers per step; recording took %.2f ms, "
+              "%.2f ms of CPU time (%.1f us per dispatch, %.2f ms per micro-batch)\n",
+              t.submissions, t.replayed, t.dispatches, t.barriers, t.record_ms, t.record_cpu_ms,
               t.dispatches ? t.record_ms * 1e3 / t.dispatches : 0.0, t.record_ms / std::max(1u, t.micro_batches));
 }
 

@@ -59,6 +59,9 @@ void add_pipeline_flags(CLI::App& cmd, PipelineFlags& f) {
                  "weights; the weights and optimizer state stay fp32")
       ->capture_default_str();
   cmd.add_flag("--validation", f.validation, "run under the Khronos validation layer");
+  cmd.add_flag("--record-each-step", f.record_each_step,
+               "record every action's commands each step, rather than submitting again the "
+               "recording of an action whose commands did not change");
   cmd.add_option("--replicas", f.replicas,
                  "under mpirun: data-parallel replicas R, each a pipeline of ranks / R stages "
                  "taking its share of every mini-batch")
@@ -333,6 +336,7 @@ Pipeline open_pipeline(const model::Model& m, const PipelineFlags& given, uint32
   pipeline::ExecutorOptions eo;
   eo.bucket_bytes = f.bucket_size == "0" ? 0 : parse_size(f.bucket_size, "--bucket-size");
   eo.link = pipeline::parse_link(f.link);
+  eo.replay = !f.record_each_step;
   eo.links = choose_links(f, d, eo.link);
   p.link_lines = link_lines(eo.links, d);
   // With replicas, each pipeline is planned for its share: the first replica's is the largest.
