@@ -69,7 +69,7 @@ void check_replay(test::Gpu& gpu, const test::PipelineConfig& c) {
   CHECK(replayed.replayed[2] == replayed.submissions[2] - 2);
   CHECK(replayed.losses == recorded.losses);
   CHECK(replayed.evaluations == recorded.evaluations);
-  for (const auto& [name, want] : recorded.params) CHECK_MESSAGE(replayed.params.at(name) == want, name);
+  for (const auto& kv : recorded.params) CHECK_MESSAGE(replayed.params.at(kv.first) == kv.second, kv.first);
 }
 
 }  // namespace
