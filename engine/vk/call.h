@@ -30,15 +30,17 @@ struct Call {
   const Kernel* kernel = nullptr;
   Groups groups;
   uint64_t bytes = 0;         // a copy's; its views are the source and the destination
-  // Bound views: the buffers as the caller passed them (to record the call again), and what
-  // the comparison reads.
-  std::array<const Buffer*, kMaxViews> buffer{};
-  std::array<uint64_t, kMaxViews> serial{}, offset{}, range{};
+  // Bound views: the buffer as the caller passed it (to record the call again), and what the
+  // comparison reads.
+  struct Bound {
+    const Buffer* buffer;
+    uint64_t serial, offset, range;
+  };
+  std::array<Bound, kMaxViews> view;
   std::array<uint8_t, kMaxPushBytes> push;
 
   void add(const Buffer& b, uint64_t at, uint64_t len) {
-    buffer[views] = &b, serial[views] = b.serial(), offset[views] = at, range[views] = len;
-    ++views;
+    view[views++] = {&b, b.serial(), at, len};
   }
   // The same command with the same arguments (the buffer pointers aside: a buffer moved
   // keeps its serial).
@@ -47,7 +49,8 @@ struct Call {
         bytes != o.bytes || groups.x != o.groups.x || groups.y != o.groups.y || groups.z != o.groups.z)
       return false;
     for (uint32_t i = 0; i < views; ++i)
-      if (serial[i] != o.serial[i] || offset[i] != o.offset[i] || range[i] != o.range[i]) return false;
+      if (view[i].serial != o.view[i].serial || view[i].offset != o.view[i].offset || view[i].range != o.view[i].range)
+        return false;
     return std::memcmp(push.data(), o.push.data(), push_bytes) == 0;
   }
 };

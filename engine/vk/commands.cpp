@@ -97,7 +97,7 @@ void Commands::issue(const Call& c) {
   if (replaying_) {
     if (cursor_ < calls_.size() && calls_[cursor_].same(c)) {
       Call& kept = calls_[cursor_++];
-      kept.buffer = c.buffer;  // the buffers as passed now, should the rest differ
+      for (uint32_t i = 0; i < c.views; ++i) kept.view[i].buffer = c.view[i].buffer;  // as passed now, should the rest differ
       barriers_ += kept.barriers;
       if (c.kind == Call::Kind::Dispatch) ++dispatches_;
       if (c.kind == Call::Kind::Timestamp) ++query_count_;
@@ -120,14 +120,14 @@ void Commands::record(Call c) {
   switch (c.kind) {
     case Call::Kind::Dispatch: record_dispatch(c); break;
     case Call::Kind::Copy: {
-      touch({{c.buffer[0]->extent(), kRead}, {c.buffer[1]->extent(), kWrite}});
-      VkBufferCopy region{c.offset[0], c.offset[1], c.bytes};
-      device_.vk().vkCmdCopyBuffer(cmd_, c.buffer[0]->handle(), c.buffer[1]->handle(), 1, &region);
+      touch({{c.view[0].buffer->extent(), kRead}, {c.view[1].buffer->extent(), kWrite}});
+      VkBufferCopy region{c.view[0].offset, c.view[1].offset, c.bytes};
+      device_.vk().vkCmdCopyBuffer(cmd_, c.view[0].buffer->handle(), c.view[1].buffer->handle(), 1, &region);
       break;
     }
     case Call::Kind::Fill:
-      touch({{c.buffer[0]->extent(), kWrite}});
-      device_.vk().vkCmdFillBuffer(cmd_, c.buffer[0]->handle(), c.offset[0], c.range[0] / 4 * 4, c.word);
+      touch({{c.view[0].buffer->extent(), kWrite}});
+      device_.vk().vkCmdFillBuffer(cmd_, c.view[0].buffer->handle(), c.view[0].offset, c.view[0].range / 4 * 4, c.word);
       break;
     case Call::Kind::Timestamp: record_timestamp(); break;
     case Call::Kind::Barrier: barrier(); break;
@@ -243,9 +243,10 @@ void Commands::record_dispatch(const Call& c) {
   // The cache key: the set layout and every binding's buffer (by serial), offset and range.
   std::vector<uint64_t> key{uint64_t(reinterpret_cast<uintptr_t>(kernel.set_layout()))};
   for (uint32_t b = 0; b < c.views; ++b) {
-    accesses.emplace_back(c.buffer[b]->extent(), kernel.writes(b) ? kWrite | kRead : kRead);
-    infos.push_back({c.buffer[b]->handle(), c.offset[b], c.range[b]});
-    key.insert(key.end(), {c.serial[b], c.offset[b], c.range[b]});
+    const Call::Bound& v = c.view[b];
+    accesses.emplace_back(v.buffer->extent(), kernel.writes(b) ? kWrite | kRead : kRead);
+    infos.push_back({v.buffer->handle(), v.offset, v.range});
+    key.insert(key.end(), {v.serial, v.offset, v.range});
   }
   touch(accesses);
   const auto& vk = device_.vk();
