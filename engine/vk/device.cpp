@@ -299,14 +299,16 @@ void Device::settle(uint64_t timeout_ns) noexcept {
   }
 }
 
-const Kernel& Device::kernel(const std::string& shader) { return kernel(shader, Specialization{}); }
+const Kernel& Device::kernel(std::string_view shader) { return kernel(shader, Specialization{}); }
 
-const Kernel& Device::kernel(const std::string& shader, const Specialization& spec) {
+const Kernel& Device::kernel(std::string_view shader, const Specialization& spec) {
   std::lock_guard lock(kernel_mutex_);
-  const std::string key = shader + spec.key();
-  auto it = kernels_.find(key);
+  auto it = kernels_.find(KernelProbe{shader, &spec.constants});
   if (it == kernels_.end())
-    it = kernels_.emplace(key, std::make_unique<Kernel>(*this, shader, spec)).first;
+    it = kernels_
+             .emplace(KernelKey{std::string(shader), spec.constants},
+                      std::make_unique<Kernel>(*this, std::string(shader), spec))
+             .first;
   return *it->second;
 }
 

@@ -11,6 +11,8 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "vk/memory.h"
@@ -89,9 +91,10 @@ class Device {
   // The subgroup size every kernel must run with (DeviceOptions), or 0.
   uint32_t required_subgroup_size() const { return required_subgroup_size_; }
 
-  // The compute pipeline of a shader from shaders/, built once per specialization.
-  const Kernel& kernel(const std::string& shader, const Specialization& spec);
-  const Kernel& kernel(const std::string& shader);
+  // The compute pipeline of a shader from shaders/, built once per specialization. A lookup
+  // makes no string: every dispatch of a recording asks for its kernel.
+  const Kernel& kernel(std::string_view shader, const Specialization& spec);
+  const Kernel& kernel(std::string_view shader);
 
  private:
   Instance& instance_;
@@ -116,7 +119,21 @@ class Device {
   [[noreturn]] void fail(VkResult r, const char* call, int line) const;
   std::unique_ptr<Allocator> memory_;
   std::mutex kernel_mutex_;
-  std::map<std::string, std::unique_ptr<Kernel>> kernels_;
+  // By shader and specialization constants; found by a (shader, constants) pair of views.
+  using KernelKey = std::pair<std::string, std::vector<std::pair<uint32_t, uint32_t>>>;
+  using KernelProbe = std::pair<std::string_view, const std::vector<std::pair<uint32_t, uint32_t>>*>;
+  struct KernelLess {
+    using is_transparent = void;
+    static bool less(std::string_view as, const std::vector<std::pair<uint32_t, uint32_t>>& ac, std::string_view bs,
+                     const std::vector<std::pair<uint32_t, uint32_t>>& bc) {
+      if (const int c = as.compare(bs)) return c < 0;
+      return ac < bc;
+    }
+    bool operator()(const KernelKey& a, const KernelKey& b) const { return less(a.first, a.second, b.first, b.second); }
+    bool operator()(const KernelKey& a, const KernelProbe& b) const { return less(a.first, a.second, b.first, *b.second); }
+    bool operator()(const KernelProbe& a, const KernelKey& b) const { return less(a.first, *a.second, b.first, b.second); }
+  };
+  std::map<KernelKey, std::unique_ptr<Kernel>, KernelLess> kernels_;
 };
 
 // A timeline semaphore owned by one device.
