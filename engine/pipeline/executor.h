@@ -46,6 +46,9 @@ struct ExecutorOptions {
   // Each action's command buffer submitted again when the action makes the same calls as in
   // the last run (vk::Commands::set_replay); off: recorded every time.
   bool replay = true;
+  // Each action's recording timed in the stage thread's CPU time too (ActionEvent::record_cpu_us):
+  // a system call at each end of an action and of each wait inside it.
+  bool cpu_times = false;
 };
 
 // The path of each boundary between neighbouring cells of a K-stage pipeline with `cells`

@@ -84,7 +84,7 @@ vk::Commands& StageRunner::begin(const Action& a) {
     ring_->back()->set_replay(ex_.options_.replay);
   }
   vk::Commands& c = *(*ring_)[next_cmd_++];
-  open_start_us_ = now_us() - waited_us_, open_cpu_us_ = thread_cpu_us() - waited_cpu_us_;
+  open_start_us_ = now_us() - waited_us_, open_cpu_us_ = cpu_us() - waited_cpu_us_;
   open_dispatches_ = c.dispatches(), open_barriers_ = c.barriers();
   ActionEvent e{k_, to_string(a, schedule_.virtual_stages > 1)};
   c.reset();
@@ -99,7 +99,7 @@ uint64_t StageRunner::submit(vk::Commands& c) {
   ActionEvent& e = recorded_.back().second;
   e.submit_us = now_us();
   e.record_us = e.submit_us - waited_us_ - open_start_us_;
-  e.record_cpu_us = thread_cpu_us() - waited_cpu_us_ - open_cpu_us_;
+  if (ex_.options_.cpu_times) e.record_cpu_us = cpu_us() - waited_cpu_us_ - open_cpu_us_;
   e.dispatches = c.dispatches() - open_dispatches_, e.barriers = c.barriers() - open_barriers_;
   if (ex_.abort_.raised()) throw UserError("stopped: another stage failed");
   const uint64_t replays = c.replays();
@@ -108,11 +108,13 @@ uint64_t StageRunner::submit(vk::Commands& c) {
   return last_value_;
 }
 
+double StageRunner::cpu_us() const { return ex_.options_.cpu_times ? thread_cpu_us() : 0; }
+
 template <class F>
 void StageRunner::wait(F&& f) {
-  const double t0 = now_us(), c0 = thread_cpu_us();
+  const double t0 = now_us(), c0 = cpu_us();
   f([this] { return ex_.abort_.raised(); });
-  waited_us_ += now_us() - t0, waited_cpu_us_ += thread_cpu_us() - c0;
+  waited_us_ += now_us() - t0, waited_cpu_us_ += cpu_us() - c0;
 }
 
 uint64_t StageRunner::used(const MicroBatch& mb, uint64_t value) {
@@ -272,10 +274,10 @@ bool StageRunner::step(const Action& a) {
   }
   if (ex_.abort_.raised()) return false;
   vk::Commands& cmd = begin(a);
-  const double t0 = now_us(), c0 = thread_cpu_us();
+  const double t0 = now_us(), c0 = cpu_us();
   const std::optional<double> grad_scale = step_sums();
   // The stages' sums and the norms' reduction on the host.
-  waited_us_ += now_us() - t0, waited_cpu_us_ += thread_cpu_us() - c0;
+  waited_us_ += now_us() - t0, waited_cpu_us_ += cpu_us() - c0;
   if (!grad_scale || ex_.abort_.raised()) return false;
   if (update_.optimizer && !skipped_) {
     optim::Step st = update_.step;

@@ -63,6 +63,8 @@ class StageRunner {
   // Blocks on a link (f returns false when stopped), kept out of the recording time.
   template <class F>
   void wait(F&& f);
+  // The thread's CPU time under ExecutorOptions::cpu_times, else 0.
+  double cpu_us() const;
   // Marks micro-batch mb's kept input slot as read by the submission `value`.
   uint64_t used(const MicroBatch& mb, uint64_t value);
   // The mini-batch row micro-batch i starts at.

@@ -20,7 +20,7 @@ struct ActionEvent {
   // Host time spent recording the action's commands: from the start of the recording to its
   // submission, less the time blocked inside it (a link's free slot, the step's barrier).
   double record_us = 0;
-  double record_cpu_us = 0;  // the same span's CPU time on the stage's thread
+  double record_cpu_us = 0;  // the same span's CPU time on the stage's thread (ExecutorOptions::cpu_times)
   uint32_t dispatches = 0, barriers = 0;
   bool replayed = false;  // the command buffer of the action's last run, submitted again (vk::Commands::set_replay)
 };

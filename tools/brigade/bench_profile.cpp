@@ -85,7 +85,9 @@ std::vector<ShapeTime> by_shape(const std::vector<pipeline::KernelTime>& kernels
 
 void run(const Options& o) {
   const model::Model m = model::build(o.model, o.set);
-  Pipeline p = open_pipeline(m, o.pipeline, o.batch, 2);
+  PipelineFlags flags = o.pipeline;
+  flags.cpu_times = true;  // the host line's CPU time
+  Pipeline p = open_pipeline(m, flags, o.batch, 2);
   const uint32_t micro_rows = p.plan.micro_rows.front();
   vk::Device& first = *p.devices.front();
   const ops::Precision precision = p.precision.front();

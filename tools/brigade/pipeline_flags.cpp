@@ -337,6 +337,7 @@ Pipeline open_pipeline(const model::Model& m, const PipelineFlags& given, uint32
   eo.bucket_bytes = f.bucket_size == "0" ? 0 : parse_size(f.bucket_size, "--bucket-size");
   eo.link = pipeline::parse_link(f.link);
   eo.replay = !f.record_each_step;
+  eo.cpu_times = f.cpu_times;
   eo.links = choose_links(f, d, eo.link);
   p.link_lines = link_lines(eo.links, d);
   // With replicas, each pipeline is planned for its share: the first replica's is the largest.

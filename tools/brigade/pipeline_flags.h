@@ -35,6 +35,7 @@ struct PipelineFlags {
   std::string precision = "fp32";
   bool validation = false;
   bool record_each_step = false;
+  bool cpu_times = false;  // not a flag: bench profile's (ExecutorOptions::cpu_times)
   std::string plan = "given";  // or auto: the flags left out chosen by the planner (auto_plan.h)
   // Whether the command line gave `flag` ("--micro-batches"): what --plan auto leaves alone.
   bool given(const std::string& flag) const {
