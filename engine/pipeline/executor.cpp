@@ -169,8 +169,10 @@ void Executor::build_norms() {
       if (holders.front() == c) grads.emplace_back(cells_[c]->gradient(name)), norm.names.push_back(name);
     }
     norm.reduce = std::make_unique<optim::GradNorm>(cells_[c]->device(), std::move(grads));
-    if (!norm.in_backward)
+    if (!norm.in_backward) {
       norm.commands = std::make_unique<vk::Commands>(cells_[c]->device(), "cell " + std::to_string(c) + " gradient norm");
+      norm.commands->set_replay(options_.replay);  // the same dispatches every step
+    }
   }
 }
 
