@@ -99,7 +99,7 @@ uint64_t StageRunner::submit(vk::Commands& c) {
   ActionEvent& e = recorded_.back().second;
   e.submit_us = now_us();
   e.record_us = e.submit_us - waited_us_ - open_start_us_;
-  if (ex_.options_.cpu_times) e.record_cpu_us = cpu_us() - waited_cpu_us_ - open_cpu_us_;
+  e.record_cpu_us = cpu_us() - waited_cpu_us_ - open_cpu_us_;  // 0 unless cpu_times
   e.dispatches = c.dispatches() - open_dispatches_, e.barriers = c.barriers() - open_barriers_;
   if (ex_.abort_.raised()) throw UserError("stopped: another stage failed");
   const uint64_t replays = c.replays();

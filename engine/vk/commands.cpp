@@ -109,7 +109,9 @@ void Commands::issue(const Call& c) {
 }
 
 void Commands::diverge() {
-  std::vector<Call> matched(calls_.begin(), calls_.begin() + ptrdiff_t(cursor_));
+  std::vector<Call> matched;
+  matched.swap(calls_);
+  matched.resize(cursor_);
   dispatches_ = dispatches_before_, barriers_ = barriers_before_;
   restart();
   for (const Call& c : matched) record(c);

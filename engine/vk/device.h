@@ -120,12 +120,12 @@ class Device {
   std::unique_ptr<Allocator> memory_;
   std::mutex kernel_mutex_;
   // By shader and specialization constants; found by a (shader, constants) pair of views.
-  using KernelKey = std::pair<std::string, std::vector<std::pair<uint32_t, uint32_t>>>;
-  using KernelProbe = std::pair<std::string_view, const std::vector<std::pair<uint32_t, uint32_t>>*>;
+  using Constants = std::vector<std::pair<uint32_t, uint32_t>>;  // Specialization::constants
+  using KernelKey = std::pair<std::string, Constants>;
+  using KernelProbe = std::pair<std::string_view, const Constants*>;
   struct KernelLess {
     using is_transparent = void;
-    static bool less(std::string_view as, const std::vector<std::pair<uint32_t, uint32_t>>& ac, std::string_view bs,
-                     const std::vector<std::pair<uint32_t, uint32_t>>& bc) {
+    static bool less(std::string_view as, const Constants& ac, std::string_view bs, const Constants& bc) {
       if (const int c = as.compare(bs)) return c < 0;
       return ac < bc;
     }
