@@ -421,23 +421,14 @@ void Cell::refresh_weight_copies(vk::Commands& cmd) {
   }
 }
 
-std::vector<float> Cell::tied_gradient(const std::string& name) {
-  const vk::Buffer& g = grads_.at(name);
-  const vk::Buffer& host = tied_host_.at(name);
-  vk::Commands cmd(device_, "tied gradient " + name);
-  cmd.copy(g, host, g.size());
-  cmd.run();
-  const float* v = static_cast<const float*>(host.mapped());
-  return std::vector<float>(v, v + g.size() / kFloat);
+void Cell::copy_tied_gradients(vk::Commands& cmd, bool to_host) {
+  for (auto& [name, host] : tied_host_) {
+    vk::Buffer& g = grads_.at(name);
+    if (to_host) cmd.copy(g, host, g.size());
+    else cmd.copy(host, g, g.size());
+  }
 }
 
-void Cell::set_tied_gradient(const std::string& name, const float* values) {
-  vk::Buffer& g = grads_.at(name);
-  vk::Buffer& host = tied_host_.at(name);
-  std::memcpy(host.mapped(), values, g.size());
-  vk::Commands cmd(device_, "tied gradient " + name);
-  cmd.copy(host, g, g.size());
-  cmd.run();
-}
+float* Cell::tied_host(const std::string& name) { return static_cast<float*>(tied_host_.at(name).mapped()); }
 
 }  // namespace brigade::pipeline

@@ -82,10 +82,11 @@ class Cell {
   const vk::Buffer& correct() const { return correct_; }
 
   bool holds(const std::string& param) const { return params_.count(param) != 0; }
-  // The gradient of a tied parameter (CellLayout::tied) read and written through the cell's
-  // host memory for it: the step's sum over the cells holding it. Blocking.
-  std::vector<float> tied_gradient(const std::string& name);
-  void set_tied_gradient(const std::string& name, const float* values);
+  // The gradients of the tied parameters (CellLayout::tied) pass through the cell's host memory
+  // for them, where the step sums the cells' copies: copy_tied_gradients records the copies of
+  // all of them there (to_host) or back; tied_host is a parameter's, in host memory.
+  void copy_tied_gradients(vk::Commands& cmd, bool to_host);
+  float* tied_host(const std::string& name);
   vk::Buffer& param(const std::string& name) { return params_.at(name); }
   vk::Buffer& gradient(const std::string& name) { return grads_.at(name); }
   // Trainable parameters of the cell, in model order.

@@ -154,6 +154,7 @@ void Executor::build_norms() {
     }
   }
   shared_->norms.resize(C);
+  shared_->tied_copies.resize(C);
   for (uint32_t c = 0; c < C; ++c) {
     if (!local(c)) continue;
     // The gradients this cell owns (a tied one counts once, on its first holder). A cell
@@ -172,6 +173,14 @@ void Executor::build_norms() {
     if (!norm.in_backward) {
       norm.commands = std::make_unique<vk::Commands>(cells_[c]->device(), "cell " + std::to_string(c) + " gradient norm");
       norm.commands->set_replay(options_.replay);  // the same dispatches every step
+    }
+    if (!plan_.cells[c].tied.empty()) {
+      Shared::TiedCopies& copies = shared_->tied_copies[c];
+      const std::string tag = "cell " + std::to_string(c) + " tied gradients";
+      copies.to_host = std::make_unique<vk::Commands>(cells_[c]->device(), tag + " to the host");
+      copies.back = std::make_unique<vk::Commands>(cells_[c]->device(), tag + " back");
+      copies.to_host->set_replay(options_.replay);
+      copies.back->set_replay(options_.replay);
     }
   }
 }

@@ -28,6 +28,12 @@ struct Executor::Shared {
     bool in_backward = false;        // recorded at the end of the cell's last gradient action
   };
   std::vector<Norm> norms;
+  // Per cell holding a tied parameter: the copies of those gradients to the host and back
+  // (Cell::copy_tied_gradients), the same every step.
+  struct TiedCopies {
+    std::unique_ptr<vk::Commands> to_host, back;
+  };
+  std::vector<TiedCopies> tied_copies;
   uint32_t writer = 0;  // the first stage this process runs: its thread writes the run's results
 };
 

@@ -9,6 +9,7 @@
 // update.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "ops/batchnorm.h"
 #include "pipeline/executor_shared.h"
@@ -53,12 +54,21 @@ std::optional<double> StageRunner::step_sums() {
     }
   // Parameters held by more than one cell: every copy gets the sum of the cells' gradients.
   if (!sh.tied.empty()) {
+    const auto copy = [&](uint32_t c, bool to_host) {
+      const Executor::Shared::TiedCopies& copies = sh.tied_copies[c];
+      vk::Commands& cmd = to_host ? *copies.to_host : *copies.back;
+      cmd.reset();
+      cells[c]->copy_tied_gradients(cmd, to_host);
+      cmd.run();
+    };
+    for (uint32_t c : mine)
+      if (sh.tied_copies[c].to_host) copy(c, true);
     std::vector<float> all;
     for (const auto& [name, n] : sh.tied) {
       std::vector<float> sum(n, 0.0f);
       for (uint32_t c : mine)
         if (cells[c]->holds(name)) {
-          const std::vector<float> g = cells[c]->tied_gradient(name);
+          const float* g = cells[c]->tied_host(name);
           for (size_t e = 0; e < n; ++e) sum[e] += g[e];
         }
       all.insert(all.end(), sum.begin(), sum.end());
@@ -67,9 +77,11 @@ std::optional<double> StageRunner::step_sums() {
     uint64_t at = 0;
     for (const auto& [name, n] : sh.tied) {
       for (uint32_t c : mine)
-        if (cells[c]->holds(name)) cells[c]->set_tied_gradient(name, all.data() + at);
+        if (cells[c]->holds(name)) std::memcpy(cells[c]->tied_host(name), all.data() + at, n * sizeof(float));
       at += n;
     }
+    for (uint32_t c : mine)
+      if (sh.tied_copies[c].back) copy(c, false);
   }
   // Per cell its squared gradient norm and whether a gradient is not finite, then the loss.
   std::vector<double> stats(2 * C + 1, 0.0);
