@@ -267,7 +267,7 @@ Model sequential(const toml::table& table, const Reader& r, const std::string& d
   return m;
 }
 
-// nanoGPT's GPT: Embedding, n_layer blocks, ln_f, the tied lm_head.
+// nanoGPT's GPT: Embedding, n_layer blocks (each as two layers: attention, MLP), ln_f, the tied lm_head.
 Model gpt(const Reader& r, const std::string& default_name, uint32_t window) {
   r.only(kGptKeys);
   Model m;
@@ -288,9 +288,13 @@ Model gpt(const Reader& r, const std::string& default_name, uint32_t window) {
   try {
     m.layers.push_back(std::make_unique<Embedding>(V, block, T, C));
     check_sizes(*m.layers.back());
-    part = "gpt_block";
-    for (uint32_t i = 0; i < L; ++i) m.layers.push_back(std::make_unique<GptBlock>(i, T, C, NH, L));
-    check_sizes(*m.layers.back());  // the blocks are alike
+    part = "gpt block";
+    for (uint32_t i = 0; i < L; ++i) {
+      m.layers.push_back(std::make_unique<GptAttention>(i, T, C, NH, L));
+      m.layers.push_back(std::make_unique<GptMlp>(i, T, C, L));
+    }
+    check_sizes(*m.layers[m.layers.size() - 2]);  // the blocks are alike
+    check_sizes(*m.layers.back());
     part = "lm_head";
     m.layers.push_back(std::make_unique<LayerNorm>(Shape{T, C}, C, "transformer.ln_f."));
     m.layers.push_back(std::make_unique<LmHead>(T, C, V));

@@ -1,9 +1,9 @@
-// The concrete layers models are built from. Each mirrors a PyTorch module (nanoGPT's Block
-// for GptBlock) and names its parameters as that module's state_dict does, after `prefix`
+// The concrete layers models are built from. Each mirrors a PyTorch module (nanoGPT's Block's
+// two halves for GptAttention and GptMlp) and names its parameters as that module's state_dict does, after `prefix`
 // ("3." for the fourth module of a Sequential, "transformer.h.0." for a GPT block).
 // Implementations: layers_dense.cpp (Flatten, Linear, ReLU, GELU), layers_conv.cpp (Conv2d,
 // MaxPool2d), layers_norm.cpp (BatchNorm2d, LayerNorm), layers_gpt.cpp (Embedding, LmHead)
-// and layers_gpt_block.cpp (GptBlock).
+// and layers_gpt_block.cpp (GptAttention, GptMlp).
 #pragma once
 
 #include <cstdint>
@@ -280,35 +280,60 @@ class LmHead final : public ShapedLayer {
   uint32_t T_, C_, vocab_;
 };
 
-// nanoGPT's Block (bias, no dropout) on [T, C]:
-//   x1 = x + attn.c_proj(attention(attn.c_attn(ln_1(x))))
-//   y  = x1 + mlp.c_proj(gelu(mlp.c_fc(ln_2(x1))))
+// nanoGPT's Block (bias, no dropout) on [T, C] as two layers, so that a pipeline can cut
+// between them:
+//   GptAttention  x1 = x + attn.c_proj(attention(attn.c_attn(ln_1(x))))
+//   GptMlp        y  = x1 + mlp.c_proj(gelu(mlp.c_fc(ln_2(x1))))
 // Parameters "transformer.h.{index}.*" in nanoGPT's order; Linear weights start
-// Normal(0, 0.02), the two c_proj weights Normal(0, 0.02 / sqrt(2 * n_layer)).
-class GptBlock final : public ShapedLayer {
+// Normal(0, 0.02), the two c_proj weights Normal(0, 0.02 / sqrt(2 * n_layer)). Each writes its
+// input gradient through its LayerNorm's backward, the residual added there (dx = dy + the
+// branch's gradient), and its copy packed where the Cell asks for one.
+class GptHalf : public ShapedLayer {
  public:
-  GptBlock(uint32_t index, uint32_t T, uint32_t C, uint32_t n_head, uint32_t n_layer);
-  std::string kind() const override { return "gpt_block"; }
-  bool writes_input_gradient() const override { return true; }  // dx = dx1 + ln_1's gradient
+  bool writes_input_gradient() const override { return true; }
   bool writes_input_gradient_copy() const override { return true; }
   bool reads_output_gradient_copy() const override { return true; }
-  bool stores_half(const vk::PhysicalInfo& device) const override;
   bool reads_half_weights() const override { return true; }
+
+ protected:
+  GptHalf(uint32_t index, uint32_t T, uint32_t C, uint32_t n_head, uint32_t n_layer);
+  // "transformer.h.{index}." and the c_proj weights' standard deviation.
+  std::string prefix() const;
+  float proj_std() const;
+  uint32_t index_, T_, C_, NH_, n_layer_;
+};
+
+class GptAttention final : public GptHalf {
+ public:
+  GptAttention(uint32_t index, uint32_t T, uint32_t C, uint32_t n_head, uint32_t n_layer);
+  std::string kind() const override { return "gpt_attention"; }
+  bool stores_half(const vk::PhysicalInfo& device) const override;
   std::vector<ParamSpec> params() const override;
   std::vector<SavedSpec> saved() const override;
   uint64_t scratch_floats(uint32_t rows, ops::Precision stored, bool lean = false) const override;
   uint8_t lean_scratch(const vk::PhysicalInfo& device) const override;
   Cost cost() const override;
   void forward(const Pass& p, const Tensors& t) const override;
-  // A split backward keeps the gradients its six parameter groups need: dy (mlp.c_proj),
-  // dfc (mlp.c_fc), dln_2, dx1 (attn.c_proj), dqkv (attn.c_attn) and dln_1.
+  // A split backward keeps dy (attn.c_proj), dqkv (attn.c_attn) and dln_1.
   std::vector<SavedSpec> deferred() const override;
-  void backward(const Pass& p, const Tensors& t, vk::View dy,
-                std::optional<vk::View> dx) const override;
+  void backward(const Pass& p, const Tensors& t, vk::View dy, std::optional<vk::View> dx) const override;
   void backward_params(const Pass& p, const Tensors& t) const override;
+};
 
- private:
-  uint32_t index_, T_, C_, NH_, n_layer_;
+class GptMlp final : public GptHalf {
+ public:
+  GptMlp(uint32_t index, uint32_t T, uint32_t C, uint32_t n_layer);
+  std::string kind() const override { return "gpt_mlp"; }
+  bool stores_half(const vk::PhysicalInfo& device) const override;
+  std::vector<ParamSpec> params() const override;
+  std::vector<SavedSpec> saved() const override;
+  uint64_t scratch_floats(uint32_t rows, ops::Precision stored, bool lean = false) const override;
+  Cost cost() const override;
+  void forward(const Pass& p, const Tensors& t) const override;
+  // A split backward keeps dy (mlp.c_proj), dfc (mlp.c_fc) and dln_2.
+  std::vector<SavedSpec> deferred() const override;
+  void backward(const Pass& p, const Tensors& t, vk::View dy, std::optional<vk::View> dx) const override;
+  void backward_params(const Pass& p, const Tensors& t) const override;
 };
 
 }  // namespace brigade::model

@@ -285,8 +285,8 @@ TEST_CASE("--precision: plan shows each stage's, and bad values are refused in o
   const auto mixed = test::brigade_run("plan --model gpt-mini --devices 0,0 -b 16 -m 4 --precision bf16,fp32");
   INFO(mixed.output);
   REQUIRE(mixed.status == 0);
-  CHECK(mixed.output.find("embedding..gpt_block  bf16") != std::string::npos);
-  CHECK(mixed.output.find("gpt_block..lm_head    fp32") != std::string::npos);
+  CHECK(mixed.output.find("embedding..gpt_mlp       bf16") != std::string::npos);
+  CHECK(mixed.output.find("gpt_attention..lm_head  fp32") != std::string::npos);
   const auto automatic = test::brigade_run("plan --model gpt-mini --devices 0,0 -b 16 --precision auto");
   // Devices without matrix units: auto keeps bf16 storage, and plan says where each stage's
   // products run and why.
@@ -305,14 +305,15 @@ TEST_CASE("--precision: plan shows each stage's, and bad values are refused in o
                           "only where the stage's products take the device's matrix units\n") != std::string::npos);
   CHECK(fused.output.find("stage 1 attention: attention fused: flash attention on SIMT cores") != std::string::npos);
   const auto half = test::brigade_run("plan --model gpt-mini --devices 0,0 -b 16 --precision fp32,fp16");
-  CHECK(half.output.find("gpt_block..lm_head    fp16") != std::string::npos);
+  CHECK(half.output.find("gpt_attention..lm_head  fp16") != std::string::npos);
   CHECK(half.output.find("fp16 stages train with dynamic loss scaling") != std::string::npos);
   CHECK(automatic.output.find("loss scaling from") == std::string::npos);
   // Where the 16-bit tensors are: a stage names the layers whose kernels take them and those
   // on fp32 copies (an fp32 stage's first layer reads its bf16 input); fp32 alone says nothing.
-  CHECK(mixed.output.find("stage 0 bf16: 16-bit tensors taken by 1 gpt_block, 2 gpt_block; on fp32 copies: 0 embedding; fp32 work ") !=
+  CHECK(mixed.output.find("stage 0 bf16: 16-bit tensors taken by 1 gpt_attention, 2 gpt_mlp, 3 gpt_attention, 4 gpt_mlp; on fp32 copies: "
+                              "0 embedding; fp32 work ") !=
         std::string::npos);
-  CHECK(mixed.output.find("stage 1 fp32: 16-bit tensors taken by 3 gpt_block; on fp32 copies: none; fp32 work 0 B") !=
+  CHECK(mixed.output.find("stage 1 fp32: 16-bit tensors taken by 5 gpt_attention; on fp32 copies: none; fp32 work 0 B") !=
         std::string::npos);
   const auto wide = test::brigade_run("plan --model gpt-mini --devices 0,0 -b 16");
   CHECK(wide.status == 0);

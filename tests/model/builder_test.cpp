@@ -181,9 +181,10 @@ TEST_CASE("gpt-mini matches nanoGPT with the lm_head tied") {
   CHECK(m.input == model::Shape{128});
   CHECK(m.classes == 256);
   CHECK(m.targets_per_sample == 128);
-  REQUIRE(m.layers.size() == 7);
+  REQUIRE(m.layers.size() == 11);  // each block as its attention and its MLP
   CHECK(m.layers.front()->kind() == "embedding");
-  CHECK(m.layers[5]->kind() == "layernorm");
+  for (size_t i = 1; i < 9; ++i) CHECK(m.layers[i]->kind() == (i % 2 ? "gpt_attention" : "gpt_mlp"));
+  CHECK(m.layers[9]->kind() == "layernorm");
   CHECK(m.layers.back()->kind() == "lm_head");
   CHECK(m.layers.back()->output_shape() == model::Shape{128, 256});
   check_params(m, gpt_params(256, 128, 128, 4));
@@ -210,7 +211,7 @@ TEST_CASE("a GPT on shorter windows keeps its parameters, and other windows and 
 
 TEST_CASE("overrides change the model and its config") {
   const model::Model m = model::build("gpt-mini", {"n_layer=2", "block_size=16"});
-  CHECK(m.layers.size() == 5);
+  CHECK(m.layers.size() == 7);
   CHECK(m.input == model::Shape{16});
   check_params(m, gpt_params(256, 16, 128, 2));
   CHECK(m.config.find("n_layer = 2") != std::string::npos);
@@ -280,7 +281,7 @@ TEST_CASE("models the kernels cannot index or that are absurdly deep are refused
                   "137438953472 elements") != std::string::npos);
   CHECK(error_of([] { model::build("gpt-mini", {"n_layer=100000"}); })
             .find("gpt-mini with n_layer=100000: key 'n_layer' must be at most 4096, got 100000") != std::string::npos);
-  CHECK(model::build("gpt-mini", {"n_layer=2", "n_embd=8", "n_head=2"}).layers.size() == 5);
+  CHECK(model::build("gpt-mini", {"n_layer=2", "n_embd=8", "n_head=2"}).layers.size() == 7);
 }
 
 TEST_CASE("conv2d padding that wraps 32 bits is refused, not folded into a small output") {

@@ -1,5 +1,5 @@
-// Embedding, LmHead and GptBlock on the GPU against CPU references; GptBlock's composed
-// reference is itself checked against finite differences first.
+// Embedding, LmHead and a GPT block's two layers (GptAttention, GptMlp) on the GPU against CPU
+// references; the block's composed reference is itself checked against finite differences.
 #include <doctest/doctest.h>
 
 #include "check.h"
@@ -83,9 +83,11 @@ TEST_CASE_FIXTURE(test::Gpu, "lm_head forward and backward match the reference")
   run.check_guards();
 }
 
-TEST_CASE("gpt_block declares nanoGPT's parameters") {
-  const model::GptBlock layer(2, 16, 64, 4, 6);
-  const auto p = layer.params();
+TEST_CASE("a GPT block's two layers declare nanoGPT's parameters") {
+  const model::GptAttention attention(2, 16, 64, 4, 6);
+  const model::GptMlp mlp(2, 16, 64, 6);
+  std::vector<model::ParamSpec> p = attention.params();
+  for (const model::ParamSpec& spec : mlp.params()) p.push_back(spec);
   const std::vector<std::pair<std::string, std::vector<int64_t>>> want = {
       {"transformer.h.2.ln_1.weight", {64}},       {"transformer.h.2.ln_1.bias", {64}},
       {"transformer.h.2.attn.c_attn.weight", {192, 64}}, {"transformer.h.2.attn.c_attn.bias", {192}},
@@ -104,35 +106,47 @@ TEST_CASE("gpt_block declares nanoGPT's parameters") {
   CHECK(p[10].scale == doctest::Approx(0.02 / std::sqrt(12.0)));
   CHECK(p[3].init == model::Init::Zeros);
   CHECK(p[6].init == model::Init::Ones);
-  uint64_t param_floats = 0, saved_floats = 0;
-  for (const auto& spec : p) param_floats += spec.elements();
-  for (const auto& spec : layer.saved()) saved_floats += spec.per_sample;
-  CHECK(saved_floats == 16 * (15 * 64 + 4 + 4));  // 15 C + NH + 4 statistics per token
-  const model::Cost cost = layer.cost();
-  CHECK(cost.param_bytes == param_floats * 4);
-  CHECK(cost.activation_bytes == (16 * 64 + saved_floats) * 4);
-  CHECK(cost.flops > 2.0 * 16 * 12 * 64 * 64);  // more than its Linear layers alone
-  CHECK_THROWS_WITH_AS(model::GptBlock(0, 16, 66, 4, 1),
+  // Per token: the attention keeps 5 C + NH + 2 statistics, the MLP 9 C + 2, and x1 between
+  // them is the attention's output.
+  const auto saved_floats = [](const model::Layer& l) {
+    uint64_t n = 0;
+    for (const auto& spec : l.saved()) n += spec.per_sample;
+    return n;
+  };
+  CHECK(saved_floats(attention) == 16 * (5 * 64 + 4 + 2));
+  CHECK(saved_floats(mlp) == 16 * (9 * 64 + 2));
+  for (const model::Layer* l : {static_cast<const model::Layer*>(&attention), static_cast<const model::Layer*>(&mlp)}) {
+    uint64_t param_floats = 0;
+    for (const auto& spec : l->params()) param_floats += spec.elements();
+    const model::Cost cost = l->cost();
+    CHECK(cost.param_bytes == param_floats * 4);
+    CHECK(cost.activation_bytes == (16 * 64 + saved_floats(*l)) * 4);
+  }
+  CHECK(attention.cost().flops > 2.0 * 16 * 4 * 64 * 64);  // more than its Linear layers alone
+  CHECK(mlp.cost().flops > 2.0 * 16 * 8 * 64 * 64);
+  CHECK_THROWS_WITH_AS(model::GptAttention(0, 16, 66, 4, 1),
                        doctest::Contains("n_embd 66 is not divisible by n_head 4"), UserError);
 }
 
-TEST_CASE("gpt_block reference backward agrees with finite differences") {
-  const test::BlockShape s{2, 4, 8, 2};
-  const model::GptBlock layer(0, s.T, s.C, s.NH, 2);
+namespace {
+
+// The reference of one half (attention or MLP) checked against finite differences, then the
+// layer on the GPU against the reference.
+template <class Layer, class Forward, class Backward>
+void check_reference_gradients(const Layer& layer, const test::BlockShape& s, Forward forward, Backward backward,
+                               const std::string& name) {
   const test::LayerData d = test::random_data(layer, s.B, 13);
   const auto x = test::to_double(d.x), r = test::to_double(d.dy);
   const auto params = to_double(d.params);
   std::vector<std::vector<double>> grads;
   for (const auto& p : params) grads.emplace_back(p.size(), 0.0);
   std::vector<double> dx(x.size(), 0.0);
-  const auto f = test::block_forward(x, params, s);
-  test::block_backward(x, params, f, r, dx, grads, s);
-
+  const auto f = forward(x, params, s);
+  backward(x, params, f, r, dx, grads, s);
   auto loss = [&](const std::vector<double>& xv, const std::vector<std::vector<double>>& pv) {
-    return test::dot(test::block_forward(xv, pv, s).y, r);
+    return test::dot(forward(xv, pv, s).y, r);
   };
-  test::check_gradient([&](const std::vector<double>& v) { return loss(v, params); }, x, dx, 1e-5,
-                       1e-6, "gpt_block dx");
+  test::check_gradient([&](const std::vector<double>& v) { return loss(v, params); }, x, dx, 1e-5, 1e-6, name + " dx");
   const auto specs = layer.params();
   for (size_t i = 0; i < params.size(); ++i) {
     auto with = [&](const std::vector<double>& v) {
@@ -140,36 +154,54 @@ TEST_CASE("gpt_block reference backward agrees with finite differences") {
       pv[i] = v;
       return loss(x, pv);
     };
-    test::check_gradient(with, params[i], grads[i], 1e-5, 1e-6, "gpt_block d" + specs[i].name);
+    test::check_gradient(with, params[i], grads[i], 1e-5, 1e-6, name + " d" + specs[i].name);
   }
 }
 
-TEST_CASE_FIXTURE(test::Gpu, "gpt_block forward and backward match the composed reference") {
-  const test::BlockShape& s = kBlock;
-  const model::GptBlock layer(1, s.T, s.C, s.NH, 2);
+template <class Layer, class Forward, class Backward>
+void check_against_reference(vk::Device& device, const Layer& layer, const test::BlockShape& s, Forward forward,
+                             Backward backward, const std::string& name) {
   const test::LayerData d = test::random_data(layer, s.B, 14);
-  test::LayerRun run(device(), layer, s.B, d);
+  test::LayerRun run(device, layer, s.B, d);
   run.forward();
   run.backward();
-
   const auto x = test::to_double(d.x), dy = test::to_double(d.dy);
   const auto params = to_double(d.params);
   auto grads = to_double(d.grads);
-  // The block writes dx (writes_input_gradient): what the buffer held (d.dx) is not read.
+  // Each half writes dx (writes_input_gradient): what the buffer held (d.dx) is not read.
   REQUIRE(layer.writes_input_gradient());
   std::vector<double> dx(d.dx.size(), 0.0);
-  const auto f = test::block_forward(x, params, s);
-  test::block_backward(x, params, f, dy, dx, grads, s);
-
-  check(run.y(), f.y, "gpt_block y");
+  const auto f = forward(x, params, s);
+  backward(x, params, f, dy, dx, grads, s);
+  check(run.y(), f.y, name + " y");
   const auto saved = layer.saved();
   const auto want = f.saved();
   REQUIRE(saved.size() == want.size());
-  for (size_t i = 0; i < saved.size(); ++i) check(run.saved(i), *want[i], "gpt_block saved " + saved[i].name);
-  check(run.dx(), dx, "gpt_block dx");
+  for (size_t i = 0; i < saved.size(); ++i) check(run.saved(i), *want[i], name + " saved " + saved[i].name);
+  check(run.dx(), dx, name + " dx");
   const auto specs = layer.params();
-  for (size_t i = 0; i < specs.size(); ++i) check(run.grad(i), grads[i], "gpt_block d" + specs[i].name);
+  for (size_t i = 0; i < specs.size(); ++i) check(run.grad(i), grads[i], name + " d" + specs[i].name);
   run.check_guards();
+}
+
+}  // namespace
+
+TEST_CASE("a GPT block's references (attention, MLP) agree with finite differences") {
+  const test::BlockShape s{2, 4, 8, 2};
+  check_reference_gradients(model::GptAttention(0, s.T, s.C, s.NH, 2), s,
+                            test::attention_half_forward<double>, test::attention_half_backward<double>,
+                            "gpt_attention");
+  check_reference_gradients(model::GptMlp(0, s.T, s.C, 2), s, test::mlp_half_forward<double>,
+                            test::mlp_half_backward<double>, "gpt_mlp");
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "a GPT block's attention and MLP forward and backward match the composed reference") {
+  const test::BlockShape& s = kBlock;
+  check_against_reference(device(), model::GptAttention(1, s.T, s.C, s.NH, 2), s,
+                          test::attention_half_forward<double>, test::attention_half_backward<double>,
+                          "gpt_attention");
+  check_against_reference(device(), model::GptMlp(1, s.T, s.C, 2), s, test::mlp_half_forward<double>,
+                          test::mlp_half_backward<double>, "gpt_mlp");
 }
 
 TEST_CASE_FIXTURE(test::Gpu, "lm_head's split backward (input gradient, then parameter gradients) equals its whole backward") {
@@ -181,17 +213,25 @@ TEST_CASE_FIXTURE(test::Gpu, "lm_head's split backward (input gradient, then par
   test::check_split_backward(device(), layer, rows, test::random_data(layer, rows, 24));
 }
 
-TEST_CASE_FIXTURE(test::Gpu, "gpt_block's split backward (input gradient, then parameter gradients) equals its whole backward") {
+TEST_CASE_FIXTURE(test::Gpu, "a GPT block's split backward (input gradient, then parameter gradients) equals its whole backward") {
   const test::BlockShape& s = kBlock;
-  const model::GptBlock layer(1, s.T, s.C, s.NH, 2);
-  uint64_t deferred_floats = 0;
-  for (const auto& spec : layer.deferred()) deferred_floats += spec.floats(s.B);
-  CHECK(layer.deferred().size() == 6);
-  CHECK(deferred_floats == uint64_t(s.B) * s.T * 11 * s.C);  // dy, dfc, dln_2, dx1, dqkv, dln_1
-  test::LayerData d = test::random_data(layer, s.B, 25);
-  test::check_split_backward(device(), layer, s.B, d);
-  d.dx.clear();  // the model's first layer
-  test::check_split_backward(device(), layer, s.B, d);
+  const model::GptAttention attention(1, s.T, s.C, s.NH, 2);
+  const model::GptMlp mlp(1, s.T, s.C, 2);
+  const auto deferred_floats = [&](const model::Layer& l) {
+    uint64_t n = 0;
+    for (const auto& spec : l.deferred()) n += spec.floats(s.B);
+    return n;
+  };
+  CHECK(attention.deferred().size() == 3);
+  CHECK(deferred_floats(attention) == uint64_t(s.B) * s.T * 5 * s.C);  // dy, dqkv, dln_1
+  CHECK(mlp.deferred().size() == 3);
+  CHECK(deferred_floats(mlp) == uint64_t(s.B) * s.T * 6 * s.C);  // dy, dfc, dln_2
+  for (const model::Layer* layer : {static_cast<const model::Layer*>(&attention), static_cast<const model::Layer*>(&mlp)}) {
+    test::LayerData d = test::random_data(*layer, s.B, 25);
+    test::check_split_backward(device(), *layer, s.B, d);
+    d.dx.clear();  // as the model's first layer
+    test::check_split_backward(device(), *layer, s.B, d);
+  }
 }
 
 }  // namespace model_gpt_test

@@ -25,7 +25,7 @@ std::map<std::string, size_t> where(const std::vector<pipeline::Bucket>& buckets
 }  // namespace
 
 TEST_CASE("buckets: one per layer when small, one for the cell when large, the tied embedding last") {
-  // gpt-mini: embedding (wte, wpe), 4 blocks, the final norm, the head (wte again).
+  // gpt-mini: embedding (wte, wpe), 4 blocks as 8 layers, the final norm, the head (wte again).
   const model::Model m = model::build("gpt-mini");
   const uint32_t L = uint32_t(m.layers.size());
   uint64_t trainable = 0;
@@ -38,7 +38,7 @@ TEST_CASE("buckets: one per layer when small, one for the cell when large, the t
   // parameter is the embedding's, so it closes none.
   std::vector<uint32_t> afters;
   for (const pipeline::Bucket& b : each) afters.push_back(b.after);
-  CHECK(afters == std::vector<uint32_t>{L - 2, 4, 3, 2, 1, 0});
+  CHECK(afters == std::vector<uint32_t>{L - 2, 8, 7, 6, 5, 4, 3, 2, 1, 0});
   CHECK(at.at("transformer.wte.weight") == each.size() - 1);
   CHECK(each.back().after == 0);
 
@@ -47,13 +47,13 @@ TEST_CASE("buckets: one per layer when small, one for the cell when large, the t
   CHECK(one[0].after == 0);
   CHECK(where(one).size() == trainable);
 
-  // A cell of the blocks alone (layers 2-3): two buckets of 64 KiB at least, the last one
-  // closed at the cell's first layer whatever its size.
-  const std::vector<pipeline::Bucket> mid = pipeline::plan_buckets(m, 2, 4, 64 << 10);
+  // A cell of one block alone (layers 3-4, its attention and its MLP): two buckets of 64 KiB
+  // at least, the last one closed at the cell's first layer whatever its size.
+  const std::vector<pipeline::Bucket> mid = pipeline::plan_buckets(m, 3, 5, 64 << 10);
   REQUIRE(mid.size() == 2);
   CHECK(mid[0].after == 1);
   CHECK(mid[1].after == 0);
-  CHECK(mid[0].names.front() == "transformer.h.2.ln_1.weight");
+  CHECK(mid[0].names.front() == "transformer.h.1.ln_2.weight");
 }
 
 TEST_CASE("buckets: layers without parameters join the next bucket; a cell without any has none") {

@@ -172,7 +172,7 @@ TEST_CASE("a 16-bit GPT block on flash attention's matrix tiles plans no (T,T) s
   }
   const uint32_t L = uint32_t(m.layers.size()), rows = 4;
   for (uint32_t l = 0; l < L; ++l)
-    CHECK_MESSAGE(lean[l] == (m.layers[l]->kind() == "gpt_block" ? 1u << uint32_t(ops::Precision::Fp16) : 0u), "layer ", l);
+    CHECK_MESSAGE(lean[l] == (m.layers[l]->kind() == "gpt_attention" ? 1u << uint32_t(ops::Precision::Fp16) : 0u), "layer ", l);
   const std::vector<bool> half = m.stores_half(gpu);
   const auto scratch = [&](ops::Precision p, const std::vector<uint8_t>& facts) {
     const CellLayout c = layout_cell(m, 0, 0, L, true, rows, {}, std::vector<ops::Precision>(L, p), half, facts);

@@ -85,7 +85,7 @@ GradientError worst_gradient_error(const Outcome& got, const Outcome& want) {
 }
 
 bool has_gpt_block(const model::Model& m) {
-  return std::any_of(m.layers.begin(), m.layers.end(), [](const auto& l) { return l->kind() == "gpt_block"; });
+  return std::any_of(m.layers.begin(), m.layers.end(), [](const auto& l) { return l->kind() == "gpt_attention"; });
 }
 
 bool same_bits(float a, float b) { return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b); }
@@ -436,8 +436,9 @@ TEST_CASE_FIXTURE(test::Gpu, "a 16-bit stage's products read its weights rounded
 // activations and weight copies; in the backward each internal gradient a Linear's products
 // read, rounded and packed once and read by both; and attention's P, dS and dY, packed for its
 // products. None takes a pack of its own: dfc, dattn (attention's dY) and dqkv are packed by
-// the products that write them, dx1 by LayerNorm's backward, the block's output gradient by
-// the layer after it (the next block's ln_1 or ln_f, CellLayout::gradient_copies), and P and
+// the products that write them, dx1 by the MLP's LayerNorm backward for the attention after it
+// and the block's output gradient by the layer after it (the next block's ln_1 or ln_f), both
+// as CellLayout::gradient_copies between layers of a cell, and P and
 // dS (whole quads of keys a row here: T = 16) by the softmax kernels themselves as they make
 // them. So on a device that multiplies the type on matrix units
 // (tools/coopmat-check.sh runs it on one) every product of the block takes them: 4 Linear and
@@ -454,7 +455,8 @@ TEST_CASE_FIXTURE(test::Gpu, "a 16-bit GPT block's products all read 16-bit oper
     const bool tiles = units && ops::attention_form_for(dev.info(), true) == ops::Form::Fused;
     CAPTURE(tiles);
     for (uint32_t l = 0; l < m.layers.size(); ++l) {
-      if (m.layers[l]->kind() != "gpt_block") continue;
+      const bool attends = m.layers[l]->kind() == "gpt_attention";
+      if (!attends && m.layers[l]->kind() != "gpt_mlp") continue;
       CAPTURE(l);
       uint32_t packs[2] = {}, matrix = 0, attention = 0;
       for (const pipeline::KernelTime& k : profile.kernels)
@@ -465,8 +467,9 @@ TEST_CASE_FIXTURE(test::Gpu, "a 16-bit GPT block's products all read 16-bit oper
         }
       CHECK(packs[0] == 0);
       CHECK(packs[1] == 0);
-      CHECK(matrix == (units ? tiles ? 12u : 19u : 0u));
-      CHECK(attention == (tiles ? 3u : 0u));
+      // Each half's six Linear products; the attention's seven products in the matrix form.
+      CHECK(matrix == (units ? attends && !tiles ? 13u : 6u : 0u));
+      CHECK(attention == (tiles && attends ? 3u : 0u));
     }
   }
 }

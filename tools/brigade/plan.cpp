@@ -93,7 +93,7 @@ int run_plan(const PlanArgs& a) {
   for (uint32_t c = 0; c < C; ++c) {
     const pipeline::CellLayout& l = p.cells[c];
     for (uint32_t j = l.first; j < l.last; ++j) {
-      if (m.layers[j]->kind() != "gpt_block") continue;
+      if (m.layers[j]->kind() != "gpt_attention") continue;
       const bool half = j - l.first < l.direct.size() && l.direct[j - l.first];
       const std::string name = (C > K ? "cell " : "stage ") + std::to_string(c);
       std::printf("%s attention: %s\n", name.c_str(),
