@@ -9,6 +9,10 @@
 #include <regex>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
+#include "io/checkpoint.h"
+#include "model/model.h"
 #include "run.h"
 
 namespace cli_planner_test {
@@ -141,6 +145,29 @@ TEST_CASE("train --plan auto says and records its choice, and --resume goes on w
   CHECK(r.output.find("plan auto, as the run chose at its start") != std::string::npos);
   CHECK(r.output.find(std::to_string(flags.at("micro_batches").get<uint32_t>()) + " micro-batches") != std::string::npos);
   CHECK(r.output.find("profiling") == std::string::npos);  // not searched again
+}
+
+TEST_CASE("train --resume plans again where the checkpoint's plan cut the model into other layers") {
+  // A checkpoint of an older build, whose GPT blocks were one layer each: its recorded plan's
+  // layers add up to another count than this build's model has.
+  const Cache cache("planner-layers");
+  const fs::path out = cache.dir / "run";
+  const std::string common = " --eval-every 1 --eval-batches 1 --batch-size 8 --steps 2";
+  Result r = cache.run("train --model fashion-mlp --plan auto --devices 0,0 --stop-after 1 --out " + out.string() + common);
+  REQUIRE_MESSAGE(r.status == 0, r.output);
+  const std::string path = (out / "checkpoint.safetensors").string();
+  nlohmann::json config = nlohmann::json::parse(io::checkpoint_config(path));
+  const model::Model m = model::build_from_toml(config.at("model_toml").get<std::string>(), path);
+  io::Checkpoint c = io::read_checkpoint(path, m);
+  config["plan"]["balance"] = "2,3";  // five layers; fashion-mlp has six
+  c.config = config.dump();
+  io::write_checkpoint(path, m, c);
+  r = cache.run("train --resume --out " + out.string());
+  REQUIRE_MESSAGE(r.status == 0, r.output);
+  CHECK(r.output.find("the checkpoint's plan cuts fashion-mlp into 5 layers, where this build makes 6: planning again "
+                      "(--plan auto)") != std::string::npos);
+  CHECK(r.output.find("plan auto: devices ") != std::string::npos);  // chosen anew
+  CHECK(r.output.find("final test accuracy") != std::string::npos);
 }
 
 }  // namespace cli_planner_test

@@ -21,6 +21,7 @@
 #include "optim/adamw.h"
 #include "optim/lr_schedule.h"
 #include "optim/sgd.h"
+#include "pipeline/partition.h"
 #include "pipeline/schedule.h"
 #include "pipeline_flags.h"
 #include "progress.h"
@@ -192,8 +193,21 @@ void run_train(TrainArgs& a) {
     const bool sets_pipeline = std::any_of(a.pipeline.options.begin(), a.pipeline.options.end(),
                                            [](const auto& o) { return o.second->count() > 0; });
     if (sets_pipeline) s.plan = nullptr;
-    else if (!s.plan.is_null()) a.pipeline = recorded_flags(a.pipeline, s.plan);
     m = model::build_from_toml(s.model_toml, ckpt + " (config)");
+    if (!s.plan.is_null()) {
+      const PipelineFlags recorded = recorded_flags(a.pipeline, s.plan);
+      // A plan cut by a build whose layers were others (a GPT block was one layer before it
+      // was two) cannot be cut the same way: --plan auto chooses again.
+      uint32_t layers = 0;
+      for (uint32_t n : pipeline::parse_balance(recorded.balance)) layers += n;
+      if (layers == m.layers.size()) {
+        a.pipeline = recorded;
+      } else {
+        std::printf("the checkpoint's plan cuts %s into %u layers, where this build makes %zu: planning again "
+                    "(--plan auto)\n", m.name.c_str(), layers, m.layers.size());
+        a.pipeline.plan = "auto";
+      }
+    }
     resumed = io::read_checkpoint(ckpt, m, from);
     data = io::open_dataset(m, s.data, s.seed);
   } else {
