@@ -68,17 +68,24 @@ Partition balance_min_max(const std::vector<LayerCost>& layers, const std::vecto
   std::vector<std::vector<double>> best(K + 1, std::vector<double>(L + 1, inf));
   std::vector<std::vector<uint32_t>> cut(K + 1, std::vector<uint32_t>(L + 1, 0));
   best[0][0] = 0;
+  // Stage k-1 holding layers j..i-1: the candidates for each i in order of their time, then of
+  // j (ties: the earliest cut), so that the first whose memory fits is the best and the cell
+  // memory, which can cost a layout of the cell, is asked of as few as that takes.
+  std::vector<std::pair<double, uint32_t>> candidates;
   for (size_t k = 1; k <= K; ++k) {
     const StageSpec& st = stages[k - 1];
-    for (size_t i = k; i <= L - (K - k); ++i)
-      for (size_t j = k - 1; j < i; ++j) {  // stage k-1 holds layers j..i-1
-        if (best[k - 1][j] == inf) continue;
-        if (st.memory_cap &&
-            (memory ? memory(k - 1, j, i) : mem_prefix[i] - mem_prefix[j]) > st.memory_cap)
-          continue;
-        const double t = std::max(best[k - 1][j], time_prefix[k - 1][i] - time_prefix[k - 1][j]);
-        if (t < best[k][i]) best[k][i] = t, cut[k][i] = uint32_t(j);  // ties: earliest cut
-      }
+    for (size_t i = k; i <= L - (K - k); ++i) {
+      candidates.clear();
+      for (size_t j = k - 1; j < i; ++j)
+        if (best[k - 1][j] != inf)
+          candidates.emplace_back(std::max(best[k - 1][j], time_prefix[k - 1][i] - time_prefix[k - 1][j]), uint32_t(j));
+      std::sort(candidates.begin(), candidates.end());
+      for (const auto& [t, j] : candidates)
+        if (!st.memory_cap || (memory ? memory(k - 1, j, i) : mem_prefix[i] - mem_prefix[j]) <= st.memory_cap) {
+          best[k][i] = t, cut[k][i] = j;
+          break;
+        }
+    }
   }
   if (best[K][L] == inf) {
     uint64_t largest = 0;
