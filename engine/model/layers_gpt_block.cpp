@@ -50,10 +50,9 @@ class Carver {
 // The scratch of a half over N tokens of width C, region by region in order: `wide` floats
 // (the gradient of its first Linear: dqkv, 3C a token, or dfc, 4C), two of C a token (narrow_a:
 // the forward's branch output, then the attention's dattn; narrow_b: dln_1 or dln_2), then in a
-// 16-bit stage the
-// rooms its gradients are packed into for the products (operand.h): dy, and the wide
-// gradient's (the attention half's dattn too); then the attention kernels' own scratch, the
-// rest. A split backward keeps the gradients its parameter kernels read in t.deferred instead.
+// 16-bit stage the rooms its gradients are packed into for the products (operand.h): dy, and
+// the wide gradient's (the attention half's dattn too); then the attention kernels' own
+// scratch, the rest. A split backward keeps the gradients its parameter kernels read in t.deferred instead.
 struct Regions {
   std::array<uint64_t, 6> floats{};  // wide, narrow_a, narrow_b, dy room, wide room, dattn room
   uint64_t total() const {
