@@ -30,6 +30,24 @@ enum MlpSaved : size_t { kLn2, kLn2Mean, kLn2Rstd, kFc, kGelu };
 // mlp.c_fc), kNorm its LayerNorm (dln_1, dln_2); per-token sizes in deferred().
 enum Deferred : size_t { kDy, kLinear, kNorm, kDeferredCount };
 
+// What tells a half's two layers apart in the code they share. Its parameter kernels: c_proj's
+// weight gradient reads dy and saved tensor `dy_x` (its input, `dy_in` C wide); the other
+// Linear's (c_attn's, c_fc's) reads its gradient and saved tensor `linear_x` (its output,
+// `linear_out` C wide: the half's widest gradient); the LayerNorm's reads its gradient, the
+// half's input and the saved statistics. Weights are params[weight], biases params[weight + 1].
+// `attends`: the attention half, whose scratch also holds dattn's packed room and the
+// attention kernels' own scratch.
+struct Half {
+  size_t dy_x, dy_weight;
+  uint32_t dy_in;
+  size_t linear_x, linear_weight;
+  uint32_t linear_out;
+  size_t mean, rstd, norm_weight;
+  bool attends;
+};
+constexpr Half kAttentionHalf{kAttn, kProjW, 1, kLn1, kAttnW, 3, kLn1Mean, kLn1Rstd, kLn1W, true};
+constexpr Half kMlpHalf{kGelu, kMlpProjW, 4, kLn2, kFcW, 4, kLn2Mean, kLn2Rstd, kLn2W, false};
+
 // Hands out consecutive aligned sub-views of one view.
 class Carver {
  public:
@@ -52,7 +70,8 @@ class Carver {
 // the forward's branch output, then the attention's dattn; narrow_b: dln_1 or dln_2), then in a
 // 16-bit stage the rooms its gradients are packed into for the products (operand.h): dy, and
 // the wide gradient's (the attention half's dattn too); then the attention kernels' own
-// scratch, the rest. A split backward keeps the gradients its parameter kernels read in t.deferred instead.
+// scratch, the rest. A split backward keeps the gradients its parameter kernels read in
+// t.deferred instead.
 struct Regions {
   std::array<uint64_t, 6> floats{};  // wide, narrow_a, narrow_b, dy room, wide room, dattn room
   uint64_t total() const {
@@ -61,17 +80,20 @@ struct Regions {
     return sum;
   }
 };
-Regions regions(uint64_t N, uint64_t C, uint64_t wide, bool attention, ops::Precision h) {
-  return {{N * wide, N * C, N * C, operand_floats(N * C, h), operand_floats(N * wide, h),
-           attention ? operand_floats(N * C, h) : 0}};
+Regions regions(uint64_t N, uint64_t C, const Half& half, ops::Precision h) {
+  const uint64_t wide = N * C * half.linear_out;
+  return {{wide, N * C, N * C, operand_floats(N * C, h), operand_floats(wide, h),
+           half.attends ? operand_floats(N * C, h) : 0}};
 }
 struct Scratch {
   vk::View wide, narrow_a, narrow_b, dy_room, wide_room, dattn_room, attention;
 };
-Scratch carve(vk::View scratch, const Regions& r) {
-  Carver c(scratch);
+// The scratch of a pass of `half` over N tokens, carved from t.scratch.
+Scratch carve(const Tensors& t, uint32_t N, uint32_t C, const Half& half) {
+  const Regions r = regions(N, C, half, t.y_precision);
+  Carver c(*t.scratch);
   Scratch s{c.take(r.floats[0]), c.take(r.floats[1]), c.take(r.floats[2]), c.take(r.floats[3]),
-            c.take(r.floats[4]), c.take(r.floats[5]), scratch};
+            c.take(r.floats[4]), c.take(r.floats[5]), *t.scratch};
   s.attention = c.rest();
   return s;
 }
@@ -125,24 +147,9 @@ void linear_grads(vk::Commands& cmd, const Tensors& t, vk::View grad, Operand pr
   ops::linear_bias_backward(cmd, grad, t.grads[weight + 1], N, out);
 }
 
-// Where a half's three parameter kernels find their inputs: c_proj's weight gradient reads dy
-// and saved tensor `dy_x` (its input, `dy_in` wide); the other Linear's (c_attn's, c_fc's)
-// reads its gradient and saved tensor `linear_x` (`linear_out` wide); the LayerNorm's reads
-// its gradient, the half's input and the saved statistics. Weights are params[weight],
-// biases params[weight + 1].
-struct HalfParams {
-  size_t dy_x, dy_weight;
-  uint32_t dy_in;
-  size_t linear_x, linear_weight;
-  uint32_t linear_out;
-  size_t mean, rstd, norm_weight;
-};
-constexpr HalfParams kAttentionParams{kAttn, kProjW, 1, kLn1, kAttnW, 3, kLn1Mean, kLn1Rstd, kLn1W};
-constexpr HalfParams kMlpParams{kGelu, kMlpProjW, 4, kLn2, kFcW, 4, kLn2Mean, kLn2Rstd, kLn2W};
-
 // Accumulates into t.grads the parameter gradients that `grad` (deferred gradient k, `product`
 // as the products read it) gives, over N tokens of width C (the widths above in units of C).
-void param_grad(vk::Commands& cmd, const Tensors& t, const HalfParams& h, Deferred k, vk::View grad, Operand product,
+void param_grad(vk::Commands& cmd, const Tensors& t, const Half& h, Deferred k, vk::View grad, Operand product,
                 uint32_t N, uint32_t C) {
   const auto& s = t.saved;
   switch (k) {
@@ -164,7 +171,7 @@ void param_grad(vk::Commands& cmd, const Tensors& t, const HalfParams& h, Deferr
 struct ParamGrads {
   const Pass& p;
   const Tensors& t;
-  const HalfParams& half;
+  const Half& half;
   uint32_t N, C;
   vk::View kept(Deferred k, vk::View in_scratch) const { return p.split ? t.deferred[k] : in_scratch; }
   void ready(Deferred k, vk::View grad, Operand product) const {
@@ -173,13 +180,19 @@ struct ParamGrads {
   }
 };
 
+// dy as the products read it: its copy packed by the layer after this one where that one wrote
+// it, else packed here into `room` (in a 16-bit stage).
+Operand dy_operand(vk::Commands& cmd, const Tensors& t, vk::View dy, uint64_t elements, vk::View room) {
+  return t.dy_copy ? Operand{*t.dy_copy, t.y_precision} : operand(cmd, dy, elements, t.y_precision, room);
+}
+
 // The second half of a split backward: the parameter kernels a whole backward records, in
-// its order, on the gradients the first half kept (`wide` floats a token in its first
-// Linear's); the products read dy and that gradient packed into `room` in a 16-bit stage.
-void record_deferred(const Pass& p, const Tensors& t, const HalfParams& half, uint32_t N, uint32_t C, uint32_t wide,
-                     vk::View room) {
+// its order, on the gradients the first half kept; the products read dy and the wide
+// gradient packed into the scratch's room for it in a 16-bit stage.
+void record_deferred(const Pass& p, const Tensors& t, const Half& half, uint32_t N, uint32_t C) {
   BRIGADE_EXPECT(t.deferred.size() == kDeferredCount, "a gpt half's backward_params without its deferred tensors");
-  const uint64_t floats[kDeferredCount] = {uint64_t(N) * C, uint64_t(N) * wide, uint64_t(N) * C};
+  const vk::View room = carve(t, N, C, half).wide_room;
+  const uint64_t floats[kDeferredCount] = {uint64_t(N) * C, uint64_t(N) * C * half.linear_out, uint64_t(N) * C};
   for (size_t k = 0; k < kDeferredCount; ++k) {
     const Operand o = k != kNorm ? operand(p.cmd, t.deferred[k], floats[k], t.y_precision, room) : Operand{t.deferred[k]};
     param_grad(p.cmd, t, half, Deferred(k), t.deferred[k], o, N, C);
@@ -230,7 +243,7 @@ uint64_t GptAttention::scratch_floats(uint32_t rows, ops::Precision stored, bool
   const uint64_t attention =
       lean ? uint64_t(rows) * T_ * NH_
            : ops::attention_scratch_floats(attention_samples(rows, T_, C_, NH_, stored), T_, C_, NH_, stored);
-  return regions(uint64_t(rows) * T_, C_, 3ull * C_, true, stored).total() + attention + kAlignFloats;
+  return regions(uint64_t(rows) * T_, C_, kAttentionHalf, stored).total() + attention + kAlignFloats;
 }
 
 // Flash attention on matrix tiles keeps no (T,T) scores: its backward takes B*NH*T floats of
@@ -266,7 +279,7 @@ void GptAttention::forward(const Pass& p, const Tensors& t) const {
   const uint32_t N = p.rows * T_, C = C_;
   const auto& w = t.params;
   const auto& s = t.saved;
-  const Scratch scratch = carve(*t.scratch, regions(N, C, 3ull * C, true, t.y_precision));
+  const Scratch scratch = carve(t, N, C, kAttentionHalf);
   vk::Commands& cmd = p.cmd;
   // Stored tensors as Tensors says (16 bits where the Cell hands them so, stores_half): x,
   // every saved tensor but the statistics (h), y; the branch's output in the scratch is fp32.
@@ -287,15 +300,15 @@ void GptAttention::backward(const Pass& p, const Tensors& t, vk::View dy, std::o
   const auto& w = t.params;
   const auto& s = t.saved;
   const ops::Precision h = t.y_precision;
-  const Scratch scratch = carve(*t.scratch, regions(N, C, 3ull * C, true, h));
+  const Scratch scratch = carve(t, N, C, kAttentionHalf);
   vk::Commands& cmd = p.cmd;
-  const ParamGrads grads{p, t, kAttentionParams, N, C};
+  const ParamGrads grads{p, t, kAttentionHalf, N, C};
   // The gradients the products read, packed in a 16-bit stage: dy (unless the layer after
   // wrote its copy, t.dy_copy), dattn and dqkv by the kernels that write them.
   const CopyTo dattn_copy = copy_to(scratch.dattn_room, h), dqkv_copy = copy_to(scratch.wide_room, h);
   const vk::View dattn = scratch.narrow_a;
   const vk::View dqkv = grads.kept(kLinear, scratch.wide), dln1 = grads.kept(kNorm, scratch.narrow_b);
-  const Operand dy_product = t.dy_copy ? Operand{*t.dy_copy, h} : operand(cmd, dy, uint64_t(N) * C, h, scratch.dy_room);
+  const Operand dy_product = dy_operand(cmd, t, dy, uint64_t(N) * C, scratch.dy_room);
   grads.ready(kDy, dy, dy_product);
   // Attention's gradient is rounded to h as it is stored: its products and its softmax's
   // backward then read one value of it (ops/attention.h).
@@ -315,9 +328,7 @@ void GptAttention::backward(const Pass& p, const Tensors& t, vk::View dy, std::o
 }
 
 void GptAttention::backward_params(const Pass& p, const Tensors& t) const {
-  const uint32_t N = p.rows * T_, C = C_;
-  const Scratch scratch = carve(*t.scratch, regions(N, C, 3ull * C, true, t.y_precision));
-  record_deferred(p, t, kAttentionParams, N, C, 3 * C, scratch.wide_room);
+  record_deferred(p, t, kAttentionHalf, p.rows * T_, C_);
 }
 
 // ---- MLP: y = x1 + mlp.c_proj(gelu(mlp.c_fc(ln_2(x1)))) ----
@@ -347,7 +358,7 @@ std::vector<SavedSpec> GptMlp::deferred() const {
 }
 
 uint64_t GptMlp::scratch_floats(uint32_t rows, ops::Precision stored, bool /*lean*/) const {
-  return regions(uint64_t(rows) * T_, C_, 4ull * C_, false, stored).total() + kAlignFloats;
+  return regions(uint64_t(rows) * T_, C_, kMlpHalf, stored).total() + kAlignFloats;
 }
 
 // Where its kernels take 16 bits: LayerNorm and the residual add a quad at a time
@@ -367,7 +378,7 @@ void GptMlp::forward(const Pass& p, const Tensors& t) const {
   const uint32_t N = p.rows * T_, C = C_;
   const auto& w = t.params;
   const auto& s = t.saved;
-  const Scratch scratch = carve(*t.scratch, regions(N, C, 4ull * C, false, t.y_precision));
+  const Scratch scratch = carve(t, N, C, kMlpHalf);
   vk::Commands& cmd = p.cmd;
   const ops::Precision fx = t.x_precision, h = t.y_precision, f32 = ops::Precision::Fp32, fw = t.w_precision;
   ops::layernorm_forward(cmd, t.x, w[kLn2W], w[kLn2B], s[kLn2], s[kLn2Mean], s[kLn2Rstd], N, C, 1e-5f, {fx, h});
@@ -382,13 +393,12 @@ void GptMlp::backward(const Pass& p, const Tensors& t, vk::View dy, std::optiona
   const auto& w = t.params;
   const auto& s = t.saved;
   const ops::Precision h = t.y_precision;
-  const Scratch scratch = carve(*t.scratch, regions(N, C, 4ull * C, false, h));
+  const Scratch scratch = carve(t, N, C, kMlpHalf);
   vk::Commands& cmd = p.cmd;
-  const ParamGrads grads{p, t, kMlpParams, N, C};
+  const ParamGrads grads{p, t, kMlpHalf, N, C};
   const CopyTo dfc_copy = copy_to(scratch.wide_room, h);
   const vk::View dfc = grads.kept(kLinear, scratch.wide), dln2 = grads.kept(kNorm, scratch.narrow_b);
-  // dy as the products read it: packed by the layer after this one where it wrote a copy.
-  const Operand dy_product = t.dy_copy ? Operand{*t.dy_copy, h} : operand(cmd, dy, uint64_t(N) * C, h, scratch.dy_room);
+  const Operand dy_product = dy_operand(cmd, t, dy, uint64_t(N) * C, scratch.dy_room);
   grads.ready(kDy, dy, dy_product);
   const Operand dfc_product = write_backward_data(cmd, dy_product, w[kMlpProjW], dfc, N, 4 * C, C, t.w_precision,
                                                   dfc_copy, ops::Precision::Fp32, s[kFc], h);
@@ -402,9 +412,7 @@ void GptMlp::backward(const Pass& p, const Tensors& t, vk::View dy, std::optiona
 }
 
 void GptMlp::backward_params(const Pass& p, const Tensors& t) const {
-  const uint32_t N = p.rows * T_, C = C_;
-  const Scratch scratch = carve(*t.scratch, regions(N, C, 4ull * C, false, t.y_precision));
-  record_deferred(p, t, kMlpParams, N, C, 4 * C, scratch.wide_room);
+  record_deferred(p, t, kMlpHalf, p.rows * T_, C_);
 }
 
 }  // namespace brigade::model

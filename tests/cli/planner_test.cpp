@@ -36,6 +36,13 @@ struct Cache {
 
 const char* const kPlan = "plan --model fashion-mlp -b 8 --plan auto --devices 0,0";
 
+// The first of two steps of a fashion-mlp run --plan auto chose, into `out`, stopped there
+// with a checkpoint.
+Result first_step_planned(const Cache& cache, const fs::path& out) {
+  return cache.run("train --model fashion-mlp --plan auto --devices 0,0 --stop-after 1 --out " + out.string() +
+                   " --eval-every 1 --eval-batches 1 --batch-size 8 --steps 2");
+}
+
 std::string line_with(const std::string& output, const std::string& start) {
   const size_t at = output.find(start);
   return at == std::string::npos ? "" : output.substr(at, output.find('\n', at) - at);
@@ -131,8 +138,7 @@ TEST_CASE("--plan auto refuses constraints nothing satisfies in one line") {
 TEST_CASE("train --plan auto says and records its choice, and --resume goes on with it") {
   const Cache cache("planner-train");
   const fs::path out = cache.dir / "run";
-  const std::string common = " --eval-every 1 --eval-batches 1 --batch-size 8 --steps 2";
-  Result r = cache.run("train --model fashion-mlp --plan auto --devices 0,0 --stop-after 1 --out " + out.string() + common);
+  Result r = first_step_planned(cache, out);
   REQUIRE_MESSAGE(r.status == 0, r.output);
   const std::string choice = line_with(r.output, "plan auto: devices ");
   CHECK(!choice.empty());
@@ -152,8 +158,7 @@ TEST_CASE("train --resume plans again where the checkpoint's plan cut the model 
   // layers add up to another count than this build's model has.
   const Cache cache("planner-layers");
   const fs::path out = cache.dir / "run";
-  const std::string common = " --eval-every 1 --eval-batches 1 --batch-size 8 --steps 2";
-  Result r = cache.run("train --model fashion-mlp --plan auto --devices 0,0 --stop-after 1 --out " + out.string() + common);
+  Result r = first_step_planned(cache, out);
   REQUIRE_MESSAGE(r.status == 0, r.output);
   const std::string path = (out / "checkpoint.safetensors").string();
   nlohmann::json config = nlohmann::json::parse(io::checkpoint_config(path));
