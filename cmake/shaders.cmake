@@ -11,6 +11,19 @@
 # toolchain's spirv-val. Without it those variants are left out and every device multiplies
 # on its SIMT cores (ops::matrix_tiling finds no kernel).
 find_program(GLSLC glslc REQUIRED)
+# tools/compile-shader.sh: the compiled variants, shared by the checkout's build directories.
+set(BRIGADE_SHADER_CACHE "${CMAKE_SOURCE_DIR}/.cache/shaders" CACHE PATH
+    "Where compiled shader variants are kept for every build directory (empty: none)")
+# The compilers' versions, part of a cached variant's key.
+function(brigade_tool_version var)
+  set(versions "")
+  foreach(tool ${ARGN})
+    execute_process(COMMAND "${tool}" --version OUTPUT_VARIABLE out ERROR_VARIABLE out)
+    string(APPEND versions "${tool} ${out}")
+  endforeach()
+  string(MD5 id "${versions}")
+  set(${var} "${id}" PARENT_SCOPE)
+endfunction()
 set(BRIGADE_COOPMAT_SHADERS matmul_tiles attention_tiles_forward attention_tiles_backward_query
     attention_tiles_backward_key_value)
 find_program(BRIGADE_GLSLANG glslang PATHS "${CMAKE_SOURCE_DIR}/.toolchain/bin" NO_DEFAULT_PATH)
@@ -33,6 +46,10 @@ function(brigade_embed_shaders target shader_dir)
   set(entries "")
   set(outputs "")
   set(builds "")
+  brigade_tool_version(glslc_id ${GLSLC})
+  if(BRIGADE_GLSLANG AND BRIGADE_SPIRV_VAL)
+    brigade_tool_version(glslang_id ${BRIGADE_GLSLANG} ${BRIGADE_SPIRV_VAL})
+  endif()
   foreach(shader ${shaders})
     get_filename_component(name "${shader}" NAME_WE)
     list(APPEND builds "${name}|${shader}|")
@@ -57,28 +74,22 @@ function(brigade_embed_shaders target shader_dir)
       separate_arguments(defines)
     endif()
     set(inc "${out_dir}/${name}.inc")
+    set(tools ${GLSLC})
+    set(what glslc)
+    set(tools_id ${glslc_id})
     if(n GREATER 3)  # a cooperative-matrix variant: glslang, then its spirv-val
-      add_custom_command(
-        OUTPUT "${inc}"
-        COMMAND ${BRIGADE_GLSLANG} --quiet --target-env vulkan1.2 -I${shader_dir} ${defines}
-                --depfile "${inc}.d" -o "${inc}.spv" "${shader}"
-        COMMAND ${BRIGADE_SPIRV_VAL} --target-env vulkan1.2 "${inc}.spv"
-        COMMAND ${BRIGADE_GLSLANG} --quiet --target-env vulkan1.2 -I${shader_dir} ${defines} -x
-                -o "${inc}" "${shader}"
-        DEPENDS "${shader}"
-        DEPFILE "${inc}.d"
-        COMMENT "glslang ${name}"
-        VERBATIM)
-    else()
-      add_custom_command(
-        OUTPUT "${inc}"
-        COMMAND ${GLSLC} --target-env=vulkan1.2 -O -Werror -mfmt=num -I "${shader_dir}" ${defines}
-                -MD -MF "${inc}.d" -o "${inc}" "${shader}"
-        DEPENDS "${shader}"
-        DEPFILE "${inc}.d"
-        COMMENT "glslc ${name}"
-        VERBATIM)
+      set(tools ${BRIGADE_GLSLANG} ${BRIGADE_SPIRV_VAL})
+      set(what glslang)
+      set(tools_id ${glslang_id})
     endif()
+    add_custom_command(
+      OUTPUT "${inc}"
+      COMMAND "${CMAKE_SOURCE_DIR}/tools/compile-shader.sh" "${BRIGADE_SHADER_CACHE}" ${tools_id} "${inc}" "${shader}"
+              ${defines} -- ${tools}
+      DEPENDS "${shader}" "${CMAKE_SOURCE_DIR}/tools/compile-shader.sh"
+      DEPFILE "${inc}.d"
+      COMMENT "${what} ${name}"
+      VERBATIM)
     list(APPEND outputs "${inc}")
     string(APPEND includes "const uint32_t k_${name}[] = {\n#include \"${name}.inc\"\n};\n")
     string(APPEND entries "      {\"${name}\", {k_${name}, sizeof(k_${name}) / 4}},\n")
