@@ -24,7 +24,7 @@
 namespace brigade::cli {
 namespace {
 
-struct Options : ModelPipeline {
+struct PartitionOptions : ModelPipeline {
   int rounds = 5;
   int steps = 3;
 };
@@ -39,7 +39,7 @@ struct Side {
   uint64_t t = 1;
 };
 
-void run(const Options& o) {
+void run(const PartitionOptions& o) {
   if (o.pipeline.virtual_stages > 1)
     throw UserError("bench partition compares cuts of one cell per stage; leave out --virtual-stages");
   if (o.rounds < 1 || o.steps < 1) throw UserError("--rounds and --steps must be at least 1");
@@ -120,7 +120,7 @@ void run(const Options& o) {
 }  // namespace
 
 void add_bench_partition(CLI::App& bench) {
-  auto o = std::make_shared<Options>();
+  auto o = std::make_shared<PartitionOptions>();
   CLI::App* cmd = bench.add_subcommand(
       "partition", "Partition by cost against by profile on unequal devices: planned and measured stage "
                    "times, step times alternated");
