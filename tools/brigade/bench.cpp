@@ -476,7 +476,7 @@ void run_kernels(const std::string& device_spec, const std::vector<uint32_t>& sq
 }  // namespace
 
 void add_bench(CLI::App& app) {
-  auto* bench = app.add_subcommand("bench", "Measure kernel speed, pipeline overhead and GPipe's bubble");
+  auto* bench = app.add_subcommand("bench", "measure kernel speed, pipeline overhead and GPipe's bubble");
   bench->require_subcommand(1);
   auto* kernels = bench->add_subcommand(
       "kernels", "Matmul and Linear GFLOPS: square problems and the presets' Linear shapes, each "

@@ -115,7 +115,7 @@ void run(bool json) {
 }  // namespace
 
 void add_devices(CLI::App& app) {
-  auto* cmd = app.add_subcommand("devices", "List every Vulkan device with its driver and capabilities");
+  auto* cmd = app.add_subcommand("devices", "list every Vulkan device with its driver and capabilities");
   auto json = std::make_shared<bool>(false);
   cmd->add_flag("--json", *json, "Print JSON instead of a table");
   cmd->callback([json] { run(*json); });
