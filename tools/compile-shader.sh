@@ -36,11 +36,10 @@ compile() {
 if [ -z "$cache" ]; then compile; exit 0; fi
 # Few processes: a hit costs about as much as starting them.
 read -r key _ < <(printf '%s\n' "$tools_id" "$compiler" "$validator" "${shader##*/}" "${defines[@]}" |
-                  cat - "$shader" "$dir"/!(*.comp) | sha256sum)
+                  cat - "$shader" "$dir"/!(*.comp) 2>/dev/null | sha256sum)
 entry=$cache/$key
-if [ -f "$entry.inc" ] && [ -f "$entry.deps" ]; then
-  cp "$entry.inc" "$out"
-  read -r deps <"$entry.deps"
+# A hit; an entry that cannot be read (a prune in another build took it) is compiled instead.
+if [ -f "$entry.inc" ] && read -r deps 2>/dev/null <"$entry.deps" && cp "$entry.inc" "$out" 2>/dev/null; then
   printf '%s: %s\n' "$out" "$deps" >"$out.d"
   exit 0
 fi
@@ -48,9 +47,12 @@ compile
 # The includes, without the depfile's target (which this entry's next user replaces).
 deps=$(sed -e '1s/^[^:]*: *//' "$out.d" | tr -d '\\\n')
 printf '%s: %s\n' "$out" "$deps" >"$out.d"
+# Storing is best effort (a read-only checkout, a full disk: the build goes on without it).
 # Written beside, then renamed: builds running at once never read half an entry.
-mkdir -p "$cache"
-tmp=$(mktemp "$entry.XXXXXX")
-cp "$out" "$tmp" && mv -f "$tmp" "$entry.inc"
-printf '%s\n' "$deps" >"$tmp" && mv -f "$tmp" "$entry.deps"
-find "$cache" -maxdepth 1 -type f -name '*.inc' -mtime +30 -exec sh -c 'rm -f "$1" "${1%.inc}.deps"' _ {} \; 2>/dev/null || true
+store() {
+  mkdir -p "$cache" && tmp=$(mktemp "$entry.XXXXXX") || return 0
+  { cp "$out" "$tmp" && mv -f "$tmp" "$entry.inc" && printf '%s\n' "$deps" >"$tmp" && mv -f "$tmp" "$entry.deps"; } ||
+    rm -f "$tmp"
+  find "$cache" -maxdepth 1 -type f -name '*.inc' -mtime +30 -exec sh -c 'rm -f "$1" "${1%.inc}.deps"' _ {} \;
+}
+store 2>/dev/null || true
