@@ -6,9 +6,10 @@
 # Through a cache that every build directory of the checkout shares (CACHE, empty for none):
 # the optimized, sanitized and fuzzing builds compile the same variants, and the second and
 # third take them from the first. An entry's key is the variant's command line, the compiler's
-# and validator's versions, and the bytes of the shader and of every other file in its
-# directory (its includes come from there only), so any edit misses. Entries are deleted 30
-# days after they were made; a build that needs one again compiles it again.
+# and validator's versions, this script (its flags), and the bytes of the shader and of every
+# other file in its directory (its includes come from there only), so any edit misses.
+# Entries are deleted 30 days after they were made; a build that needs one again compiles it
+# again.
 #   tools/compile-shader.sh CACHE TOOLS_ID OUT SHADER [DEFINE...] -- GLSLC
 #   tools/compile-shader.sh CACHE TOOLS_ID OUT SHADER [DEFINE...] -- GLSLANG SPIRV_VAL
 # TOOLS_ID: the compiler's and validator's versions, as the build found them.
@@ -29,14 +30,15 @@ compile() {
   else
     "$compiler" --quiet --target-env vulkan1.2 -I"$dir" "${defines[@]}" --depfile "$out.d" -o "$out.spv" "$shader"
     "$validator" --target-env vulkan1.2 "$out.spv"
-    "$compiler" --quiet --target-env vulkan1.2 -I"$dir" "${defines[@]}" -x -o "$out" "$shader"
+    # The validated words as C array elements, without compiling again.
+    od -An -v -tu4 "$out.spv" | tr -s ' ' '\n' | sed -e '/^$/d' -e 's/$/,/' >"$out"
   fi
 }
 
 if [ -z "$cache" ]; then compile; exit 0; fi
 # Few processes: a hit costs about as much as starting them.
 read -r key _ < <(printf '%s\n' "$tools_id" "$compiler" "$validator" "${shader##*/}" "${defines[@]}" |
-                  cat - "$shader" "$dir"/!(*.comp) 2>/dev/null | sha256sum)
+                  cat - "$0" "$shader" "$dir"/!(*.comp) 2>/dev/null | sha256sum)
 entry=$cache/$key
 # A hit; an entry that cannot be read (a prune in another build took it) is compiled instead.
 if [ -f "$entry.inc" ] && read -r deps 2>/dev/null <"$entry.deps" && cp "$entry.inc" "$out" 2>/dev/null; then
