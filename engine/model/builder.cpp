@@ -392,6 +392,15 @@ Model with_window(const Model& m, uint32_t window) {
   return w;
 }
 
+std::optional<StandIn> stand_in(const Model& m) {
+  const uint32_t L = uint32_t(m.layers.size());
+  if (!m.block_size || L < 7) return std::nullopt;  // embedding, 2 blocks of two layers, ln_f, lm_head
+  StandIn s{build_toml(m.config, m.name, {"n_layer=1"}, m.input.at(0)), {}};
+  s.model.name = m.name;
+  for (uint32_t l = 0; l < L; ++l) s.layer.push_back(l == 0 ? 0 : l >= L - 2 ? l - (L - 5) : 2 - l % 2);
+  return s;
+}
+
 Model build(const std::string& name_or_path, const std::vector<std::string>& overrides) {
   if (name_or_path.ends_with(".toml")) {
     std::ifstream in(name_or_path, std::ios::binary);

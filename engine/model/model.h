@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,16 @@ Model build_from_toml(const std::string& text, const std::string& source,
 // block_size rows), so parameters and checkpoints move between windows. Other models, or a
 // window outside that range, are refused with a UserError.
 Model with_window(const Model& m, uint32_t window);
+
+// A shorter model whose layers' times stand for every layer of `m`: a GPT of one block (its
+// embedding, one block's two layers, ln_f and lm_head), since its blocks run the same kernels
+// on the same shapes; nullopt where no shorter model stands in (a GPT of one block, any
+// sequential model). Layer l of `m` is timed by layer `layer[l]` of `model`.
+struct StandIn {
+  Model model;
+  std::vector<uint32_t> layer;
+};
+std::optional<StandIn> stand_in(const Model& m);
 
 // The initial values of one parameter, a pure function of (seed, spec.name, spec): the same
 // seed gives the same model on every machine.

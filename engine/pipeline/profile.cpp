@@ -102,4 +102,17 @@ LayerProfile profile_model(vk::Device& device, const model::Model& m, uint32_t r
   return out;
 }
 
+LayerProfile profile_layer_times(vk::Device& device, const model::Model& m, uint32_t rows, uint32_t reps,
+                                 ops::Precision precision) {
+  const std::optional<model::StandIn> s = model::stand_in(m);
+  if (!s) return profile_model(device, m, rows, reps, false, precision);
+  const LayerProfile short_profile = profile_model(device, s->model, rows, reps, false, precision);
+  LayerProfile out;
+  for (uint32_t l : s->layer) {
+    out.forward.push_back(short_profile.forward.at(l));
+    out.backward.push_back(short_profile.backward.at(l));
+  }
+  return out;
+}
+
 }  // namespace brigade::pipeline

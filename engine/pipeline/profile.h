@@ -36,10 +36,17 @@ struct LayerProfile {
 LayerProfile profile_model(vk::Device& device, const model::Model& m, uint32_t rows, uint32_t reps = 3,
                            bool per_kernel = false, ops::Precision precision = ops::Precision::Fp32);
 
+// Forward and backward seconds per layer, as the planner and the partitioner take them:
+// profile_model of the model's stand-in (model::stand_in: a GPT of one block) where it has one,
+// every layer given the times of the layer that stands for it. A GPT's profile so takes about
+// the time of one block rather than of all of them.
+LayerProfile profile_layer_times(vk::Device& device, const model::Model& m, uint32_t rows, uint32_t reps = 3,
+                                 ops::Precision precision = ops::Precision::Fp32);
+
 // Forward plus backward seconds per layer (the partitioner's input).
 inline std::vector<double> profile_layers(vk::Device& device, const model::Model& m, uint32_t rows,
                                           ops::Precision precision = ops::Precision::Fp32, uint32_t reps = 3) {
-  return profile_model(device, m, rows, reps, false, precision).total();
+  return profile_layer_times(device, m, rows, reps, precision).total();
 }
 
 }  // namespace brigade::pipeline

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -207,6 +209,41 @@ TEST_CASE("a GPT on shorter windows keeps its parameters, and other windows and 
   CHECK_THROWS_WITH_AS(model::with_window(model::build("fashion-mlp"), 8), doctest::Contains("is not a GPT"),
                        UserError);
   CHECK(model::build("fashion-mlp").block_size == 0);
+}
+
+TEST_CASE("a GPT's stand-in is one block, each layer timed by one of the same kind, shapes and parameters") {
+  // What makes a layer's time: its kernels (kind), the shapes they run on, and its parameters'
+  // shapes. Names differ (transformer.h.3 against h.0) and do not count.
+  const auto alike = [](const model::Layer& a, const model::Layer& b) {
+    if (a.kind() != b.kind() || a.input_shape() != b.input_shape() || a.output_shape() != b.output_shape())
+      return false;
+    const std::vector<model::ParamSpec> pa = a.params(), pb = b.params();
+    if (pa.size() != pb.size()) return false;
+    for (size_t i = 0; i < pa.size(); ++i)
+      if (pa[i].shape != pb[i].shape || pa[i].kind != pb[i].kind || pa[i].product != pb[i].product) return false;
+    return a.cost().flops == b.cost().flops;
+  };
+  for (const model::Model& m : {model::build("gpt-mini"), model::with_window(model::build("gpt-small"), 40),
+                                model::build("gpt-mini", {"n_layer=2"})}) {
+    CAPTURE(m.name);
+    CAPTURE(m.layers.size());
+    const std::optional<model::StandIn> s = model::stand_in(m);
+    REQUIRE(s);
+    CHECK(s->model.layers.size() == 5);
+    CHECK(s->model.name == m.name);
+    CHECK(s->model.input == m.input);
+    REQUIRE(s->layer.size() == m.layers.size());
+    std::set<uint32_t> used;
+    for (size_t l = 0; l < m.layers.size(); ++l) {
+      CAPTURE(l);
+      REQUIRE(s->layer[l] < s->model.layers.size());
+      CHECK(alike(*m.layers[l], *s->model.layers[s->layer[l]]));
+      used.insert(s->layer[l]);
+    }
+    CHECK(used.size() == 5);  // every layer of the stand-in times some layer
+  }
+  CHECK_FALSE(model::stand_in(model::build("gpt-mini", {"n_layer=1"})));  // no shorter model
+  CHECK_FALSE(model::stand_in(model::build("fashion-cnn")));
 }
 
 TEST_CASE("overrides change the model and its config") {

@@ -237,6 +237,23 @@ TEST_CASE_FIXTURE(test::Gpu, "profiling times every layer on the device, convolu
   CHECK(t[3] > t[6]);
 }
 
+TEST_CASE_FIXTURE(test::Gpu, "a GPT's layer times come from one block's, every block given them") {
+  const model::Model m = model::with_window(model::build("gpt-mini", {"n_layer=3"}), 16);
+  const pipeline::LayerProfile p = pipeline::profile_layer_times(device(0), m, 2, 1);
+  REQUIRE(p.forward.size() == m.layers.size());
+  REQUIRE(p.backward.size() == m.layers.size());
+  for (size_t l = 0; l < m.layers.size(); ++l) {
+    CAPTURE(l);
+    CHECK(p.forward[l] > 0);
+    CHECK(p.backward[l] > 0);
+    if (l >= 3 && l <= 6) {  // blocks 1 and 2 take block 0's times (layers 1 and 2)
+      CHECK(p.forward[l] == p.forward[l - 2]);
+      CHECK(p.backward[l] == p.backward[l - 2]);
+    }
+  }
+  CHECK(p.forward[1] != p.forward[2]);  // attention and MLP timed apart
+}
+
 namespace {
 
 Evaluation evaluate(test::Gpu& gpu, const model::Model& m, const Config& c, const pipeline::Batch& b) {

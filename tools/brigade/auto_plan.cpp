@@ -77,7 +77,7 @@ std::map<uint32_t, pipeline::LayerTimes> profile_sizes(vk::Device& dev, const mo
     std::fprintf(stderr, "plan auto: profiling %s on %s: micro-batches of %u in %s (%u runs)\n", m.name.c_str(),
                  dev.info().name.c_str(), r, ops::precision_name(p), runs);
     const Clock::time_point t = Clock::now();
-    const pipeline::LayerProfile lp = pipeline::profile_model(dev, m, r, runs, false, p);
+    const pipeline::LayerProfile lp = pipeline::profile_layer_times(dev, m, r, runs, p);
     run_seconds = since(t) / (runs + 1);
     out[r] = {lp.forward, lp.backward};
     cache.put(key, out[r]);
