@@ -10,10 +10,14 @@
 #include <chrono>
 #include <fstream>
 #include <thread>
+#include <tuple>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "io/checkpoint.h"
 #include "io/safetensors.h"
+#include "model/model.h"
 #include "run.h"
 #include "tiny_data.h"
 
@@ -224,6 +228,49 @@ TEST_CASE("train, eval and sample refuse bad requests with one line") {
     CHECK(std::count(r.output.begin(), r.output.end(), '\n') <= 2);
   }
   CHECK_FALSE(fs::exists(dir / "run" / "checkpoint.safetensors"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("train --resume refuses saved settings that no flag would take, naming the setting") {
+  const fs::path dir = test::scratch_dir("train-saved-settings");
+  test::write_tiny_fashion(dir / "data", 64, 32);
+  const fs::path run = dir / "run";
+  auto r = test::brigade_run("train --model fashion-mlp --data " + (dir / "data").string() +
+                             " --steps 2 -b 16 --eval-every 2 --eval-batches 1 --out " + run.string());
+  REQUIRE_MESSAGE(r.status == 0, r.output);
+  const std::string path = (run / "checkpoint.safetensors").string();
+  const nlohmann::json config = nlohmann::json::parse(io::checkpoint_config(path));
+  const model::Model m = model::build_from_toml(config.at("model_toml").get<std::string>(), path);
+  const io::Checkpoint saved = io::read_checkpoint(path, m);
+  const std::vector<std::tuple<std::string, nlohmann::json, std::string>> edits = {
+      {"batch_size", -3, "'batch_size' is -3; expected a whole number from 1 to 4294967295"},
+      {"batch_size", 0, "'batch_size' is 0; expected a whole number from 1"},
+      {"batch_size", 1.5, "'batch_size' is 1.5; expected a whole number"},
+      {"eval_batches", 5000000000ull, "'eval_batches' is 5000000000; expected a whole number from 0 to 4294967295"},
+      {"steps", 0, "'steps' is 0; expected a whole number from 1"},
+      {"eval_every", 0, "'eval_every' is 0; expected a whole number from 1"},
+      {"clip", -1.0, "'clip' is -1.0; expected a finite number, 0 or more"},
+      {"lr", "fast", "'lr' is \"fast\"; expected a finite number"},
+      {"model_toml", 5, "'model_toml' is 5; expected a string"},
+      {"optimizer", "adam", "'optimizer' is 'adam'; expected adamw or sgd"},
+      {"schedule", "linear", "'schedule' is 'linear'; expected constant or cosine"},
+  };
+  for (const auto& [key, value, expected] : edits) {
+    const fs::path edited = dir / ("edited-" + key);
+    fs::remove_all(edited);
+    fs::copy(run, edited);
+    nlohmann::json c = config;
+    c[key] = value;
+    io::Checkpoint ckpt = saved;
+    ckpt.config = c.dump();
+    const std::string edited_path = (edited / "checkpoint.safetensors").string();
+    io::write_checkpoint(edited_path, m, ckpt);
+    r = test::brigade_run("train --resume --out " + edited.string());
+    INFO(key, " = ", value.dump(), "\n", r.output);
+    CHECK(r.status == 2);
+    CHECK(r.output.find(edited_path + ": the saved training setting " + expected) != std::string::npos);
+    CHECK(std::count(r.output.begin(), r.output.end(), '\n') <= 1);
+  }
   fs::remove_all(dir);
 }
 

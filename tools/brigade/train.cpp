@@ -10,7 +10,9 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <memory>
+#include <type_traits>
 
 #include "auto_plan.h"
 #include "commands.h"
@@ -41,22 +43,65 @@ nlohmann::json to_json(const Settings& s) {
           {"eval_batches", s.eval_batches}, {"plan", s.plan}, {"plan_history", s.plan_history}};
 }
 
+namespace {
+
+// One saved setting, held to what its flag takes: a string, a whole number from `least` to
+// what its type holds, or a finite number (not negative where `non_negative`). A checkpoint
+// Brigade wrote passes; one edited by hand or damaged is refused naming the setting.
+[[noreturn]] void refuse_setting(const std::string& source, const char* key, const nlohmann::json& v,
+                                 const std::string& expected) {
+  const std::string text = v.dump();
+  throw UserError(source + ": the saved training setting '" + key + "' is " +
+                  (text.size() > 40 ? text.substr(0, 37) + "..." : text) + "; expected " + expected);
+}
+
+template <class T>
+void read_setting(const nlohmann::json& j, const char* key, T& out, const std::string& source, uint64_t least = 0) {
+  const nlohmann::json& v = j.at(key);
+  if constexpr (std::is_same_v<T, std::string>) {
+    if (!v.is_string()) refuse_setting(source, key, v, "a string");
+  } else {
+    static_assert(std::is_unsigned_v<T>);
+    if (!v.is_number_unsigned() || v.get<uint64_t>() < least || v.get<uint64_t>() > std::numeric_limits<T>::max())
+      refuse_setting(source, key, v, "a whole number from " + std::to_string(least) + " to " +
+                                         std::to_string(std::numeric_limits<T>::max()));
+  }
+  out = v.get<T>();
+}
+
+void read_number(const nlohmann::json& j, const char* key, double& out, const std::string& source,
+                 bool non_negative = false) {
+  const nlohmann::json& v = j.at(key);
+  if (!v.is_number() || !std::isfinite(v.get<double>()) || (non_negative && v.get<double>() < 0))
+    refuse_setting(source, key, v, non_negative ? "a finite number, 0 or more" : "a finite number");
+  out = v.get<double>();
+}
+
+}  // namespace
+
 Settings settings_from_json(const nlohmann::json& j, const std::string& source) {
   Settings s;
   if (!j.is_object()) throw UserError(source + ": metadata 'config' is not a JSON object of training settings");
   try {
-    j.at("model").get_to(s.model), j.at("model_toml").get_to(s.model_toml), j.at("data").get_to(s.data);
-    j.at("seed").get_to(s.seed), j.at("batch_size").get_to(s.batch_size), j.at("steps").get_to(s.steps);
-    j.at("optimizer").get_to(s.optimizer), j.at("lr").get_to(s.lr), j.at("min_lr").get_to(s.min_lr);
-    j.at("weight_decay").get_to(s.weight_decay), j.at("momentum").get_to(s.momentum);
-    j.at("beta1").get_to(s.beta1), j.at("beta2").get_to(s.beta2), j.at("eps").get_to(s.eps);
-    j.at("schedule").get_to(s.schedule), j.at("warmup").get_to(s.warmup), j.at("clip").get_to(s.clip);
-    j.at("eval_every").get_to(s.eval_every), j.at("eval_batches").get_to(s.eval_batches);
+    read_setting(j, "model", s.model, source), read_setting(j, "model_toml", s.model_toml, source);
+    read_setting(j, "data", s.data, source), read_setting(j, "seed", s.seed, source);
+    read_setting(j, "batch_size", s.batch_size, source, 1), read_setting(j, "steps", s.steps, source, 1);
+    read_setting(j, "optimizer", s.optimizer, source), read_number(j, "lr", s.lr, source);
+    read_number(j, "min_lr", s.min_lr, source), read_number(j, "weight_decay", s.weight_decay, source);
+    read_number(j, "momentum", s.momentum, source), read_number(j, "beta1", s.beta1, source);
+    read_number(j, "beta2", s.beta2, source), read_number(j, "eps", s.eps, source);
+    read_setting(j, "schedule", s.schedule, source), read_setting(j, "warmup", s.warmup, source);
+    read_number(j, "clip", s.clip, source, true), read_setting(j, "eval_every", s.eval_every, source, 1);
+    read_setting(j, "eval_batches", s.eval_batches, source);
     if (j.contains("plan")) s.plan = j.at("plan");
     if (j.contains("plan_history")) s.plan_history = j.at("plan_history");
   } catch (const nlohmann::json::exception& e) {
     throw UserError(source + ": the saved training settings are incomplete (" + e.what() + ")");
   }
+  if (s.optimizer != "adamw" && s.optimizer != "sgd")
+    throw UserError(source + ": the saved training setting 'optimizer' is '" + s.optimizer + "'; expected adamw or sgd");
+  if (s.schedule != "constant" && s.schedule != "cosine")
+    throw UserError(source + ": the saved training setting 'schedule' is '" + s.schedule + "'; expected constant or cosine");
   return s;
 }
 
