@@ -175,4 +175,32 @@ TEST_CASE("train --resume plans again where the checkpoint's plan cut the model 
   CHECK(r.output.find("final test accuracy") != std::string::npos);
 }
 
+TEST_CASE("train --resume names the checkpoint's plan where it cannot run here, and --plan auto plans again") {
+  const Cache cache("planner-gone");
+  const fs::path out = cache.dir / "run";
+  Result r = first_step_planned(cache, out);
+  REQUIRE_MESSAGE(r.status == 0, r.output);
+  const std::string path = (out / "checkpoint.safetensors").string();
+  nlohmann::json config = nlohmann::json::parse(io::checkpoint_config(path));
+  const model::Model m = model::build_from_toml(config.at("model_toml").get<std::string>(), path);
+  io::Checkpoint c = io::read_checkpoint(path, m);
+  // The plan's devices, as on a machine that had ten: device 9 for each of its stages.
+  std::string devices;
+  for (char ch : config.at("plan").at("devices").get<std::string>() + ",")
+    if (ch == ',') devices += devices.empty() ? "9" : ",9";
+  config["plan"]["devices"] = devices;
+  c.config = config.dump();
+  io::write_checkpoint(path, m, c);
+  r = cache.run("train --resume --out " + out.string());
+  INFO(r.output);
+  CHECK(r.status == 2);
+  CHECK(r.output.find("device 9 does not exist") != std::string::npos);
+  CHECK(r.output.find("(from the plan " + path + " recorded: pass --plan auto to plan again, or the pipeline flags)") !=
+        std::string::npos);
+  r = cache.run("train --resume --plan auto --out " + out.string());
+  REQUIRE_MESSAGE(r.status == 0, r.output);
+  CHECK(r.output.find("plan auto: devices ") != std::string::npos);  // chosen anew
+  CHECK(r.output.find("final test accuracy") != std::string::npos);
+}
+
 }  // namespace cli_planner_test

@@ -254,6 +254,15 @@ TEST_CASE("train --resume refuses saved settings that no flag would take, naming
       {"model_toml", 5, "'model_toml' is 5; expected a string"},
       {"optimizer", "adam", "'optimizer' is 'adam'; expected adamw or sgd"},
       {"schedule", "linear", "'schedule' is 'linear'; expected constant or cosine"},
+      {"plan", 5, "'plan' is 5; expected a JSON object of pipeline flags"},
+      {"plan", {{"devices", "0"}}, ""},  // incomplete: no micro_batches
+      {"plan", {{"devices", "0"}, {"micro_batches", "x"}, {"schedule", "gpipe"}, {"virtual_stages", 1},
+                {"remat", "never"}, {"precision", "fp32"}, {"balance", "6"}, {"mem_limit", ""}},
+       "'plan.micro_batches' is \"x\"; expected a whole number from 1"},
+      {"plan", {{"devices", "0"}, {"micro_batches", 1}, {"schedule", "gpipe"}, {"virtual_stages", 0},
+                {"remat", "never"}, {"precision", "fp32"}, {"balance", "6"}, {"mem_limit", ""}},
+       "'plan.virtual_stages' is 0; expected a whole number from 1"},
+      {"plan_history", 7, "'plan_history' is 7; expected a JSON array of re-plans"},
   };
   for (const auto& [key, value, expected] : edits) {
     const fs::path edited = dir / ("edited-" + key);
@@ -268,7 +277,8 @@ TEST_CASE("train --resume refuses saved settings that no flag would take, naming
     r = test::brigade_run("train --resume --out " + edited.string());
     INFO(key, " = ", value.dump(), "\n", r.output);
     CHECK(r.status == 2);
-    CHECK(r.output.find(edited_path + ": the saved training setting " + expected) != std::string::npos);
+    CHECK(r.output.find(edited_path + (expected.empty() ? ": the saved training settings are incomplete"
+                                                         : ": the saved training setting " + expected)) != std::string::npos);
     CHECK(std::count(r.output.begin(), r.output.end(), '\n') <= 1);
   }
   fs::remove_all(dir);

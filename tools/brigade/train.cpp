@@ -45,37 +45,39 @@ nlohmann::json to_json(const Settings& s) {
 
 namespace {
 
-// One saved setting, held to what its flag takes: a string, a whole number from `least` to
-// what its type holds, or a finite number (not negative where `non_negative`). A checkpoint
-// Brigade wrote passes; one edited by hand or damaged is refused naming the setting.
-[[noreturn]] void refuse_setting(const std::string& source, const char* key, const nlohmann::json& v,
-                                 const std::string& expected) {
-  const std::string text = v.dump();
-  throw UserError(source + ": the saved training setting '" + key + "' is " +
-                  (text.size() > 40 ? text.substr(0, 37) + "..." : text) + "; expected " + expected);
-}
+// The saved settings of a checkpoint (or its plan's flags, `prefix` "plan."), each held to
+// what its flag takes: a string, a whole number from `least` to what its type holds, or a
+// finite number (not negative where `non_negative`). A checkpoint Brigade wrote passes; one
+// edited by hand or damaged is refused naming the setting.
+struct SavedSettings {
+  const nlohmann::json& j;
+  const std::string& source;
+  std::string prefix;
 
-template <class T>
-void read_setting(const nlohmann::json& j, const char* key, T& out, const std::string& source, uint64_t least = 0) {
-  const nlohmann::json& v = j.at(key);
-  if constexpr (std::is_same_v<T, std::string>) {
-    if (!v.is_string()) refuse_setting(source, key, v, "a string");
-  } else {
-    static_assert(std::is_unsigned_v<T>);
-    if (!v.is_number_unsigned() || v.get<uint64_t>() < least || v.get<uint64_t>() > std::numeric_limits<T>::max())
-      refuse_setting(source, key, v, "a whole number from " + std::to_string(least) + " to " +
-                                         std::to_string(std::numeric_limits<T>::max()));
+  [[noreturn]] void refuse(const char* key, const std::string& expected) const {
+    const std::string text = j.at(key).dump();
+    throw UserError(source + ": the saved training setting '" + prefix + key + "' is " +
+                    (text.size() > 40 ? text.substr(0, 37) + "..." : text) + "; expected " + expected);
   }
-  out = v.get<T>();
-}
-
-void read_number(const nlohmann::json& j, const char* key, double& out, const std::string& source,
-                 bool non_negative = false) {
-  const nlohmann::json& v = j.at(key);
-  if (!v.is_number() || !std::isfinite(v.get<double>()) || (non_negative && v.get<double>() < 0))
-    refuse_setting(source, key, v, non_negative ? "a finite number, 0 or more" : "a finite number");
-  out = v.get<double>();
-}
+  template <class T>
+  void read(const char* key, T& out, uint64_t least = 0) const {
+    const nlohmann::json& v = j.at(key);
+    if constexpr (std::is_same_v<T, std::string>) {
+      if (!v.is_string()) refuse(key, "a string");
+    } else {
+      static_assert(std::is_unsigned_v<T>);
+      if (!v.is_number_unsigned() || v.get<uint64_t>() < least || v.get<uint64_t>() > std::numeric_limits<T>::max())
+        refuse(key, "a whole number from " + std::to_string(least) + " to " + std::to_string(std::numeric_limits<T>::max()));
+    }
+    out = v.get<T>();
+  }
+  void number(const char* key, double& out, bool non_negative = false) const {
+    const nlohmann::json& v = j.at(key);
+    if (!v.is_number() || !std::isfinite(v.get<double>()) || (non_negative && v.get<double>() < 0))
+      refuse(key, non_negative ? "a finite number, 0 or more" : "a finite number");
+    out = v.get<double>();
+  }
+};
 
 }  // namespace
 
@@ -83,18 +85,26 @@ Settings settings_from_json(const nlohmann::json& j, const std::string& source) 
   Settings s;
   if (!j.is_object()) throw UserError(source + ": metadata 'config' is not a JSON object of training settings");
   try {
-    read_setting(j, "model", s.model, source), read_setting(j, "model_toml", s.model_toml, source);
-    read_setting(j, "data", s.data, source), read_setting(j, "seed", s.seed, source);
-    read_setting(j, "batch_size", s.batch_size, source, 1), read_setting(j, "steps", s.steps, source, 1);
-    read_setting(j, "optimizer", s.optimizer, source), read_number(j, "lr", s.lr, source);
-    read_number(j, "min_lr", s.min_lr, source), read_number(j, "weight_decay", s.weight_decay, source);
-    read_number(j, "momentum", s.momentum, source), read_number(j, "beta1", s.beta1, source);
-    read_number(j, "beta2", s.beta2, source), read_number(j, "eps", s.eps, source);
-    read_setting(j, "schedule", s.schedule, source), read_setting(j, "warmup", s.warmup, source);
-    read_number(j, "clip", s.clip, source, true), read_setting(j, "eval_every", s.eval_every, source, 1);
-    read_setting(j, "eval_batches", s.eval_batches, source);
-    if (j.contains("plan")) s.plan = j.at("plan");
-    if (j.contains("plan_history")) s.plan_history = j.at("plan_history");
+    const SavedSettings in{j, source, ""};
+    in.read("model", s.model), in.read("model_toml", s.model_toml), in.read("data", s.data), in.read("seed", s.seed);
+    in.read("batch_size", s.batch_size, 1), in.read("steps", s.steps, 1), in.read("optimizer", s.optimizer);
+    in.number("lr", s.lr), in.number("min_lr", s.min_lr), in.number("weight_decay", s.weight_decay);
+    in.number("momentum", s.momentum), in.number("beta1", s.beta1), in.number("beta2", s.beta2), in.number("eps", s.eps);
+    in.read("schedule", s.schedule), in.read("warmup", s.warmup), in.number("clip", s.clip, true);
+    in.read("eval_every", s.eval_every, 1), in.read("eval_batches", s.eval_batches);
+    if (j.contains("plan") && !j.at("plan").is_null()) {  // --plan auto's choice: the pipeline flags
+      if (!j.at("plan").is_object()) in.refuse("plan", "a JSON object of pipeline flags");
+      const SavedSettings plan{j.at("plan"), source, "plan."};
+      std::string text;
+      uint32_t count = 0;
+      for (const char* key : {"devices", "schedule", "remat", "precision", "balance", "mem_limit"}) plan.read(key, text);
+      plan.read("micro_batches", count, 1), plan.read("virtual_stages", count, 1);
+      s.plan = j.at("plan");
+    }
+    if (j.contains("plan_history")) {  // each re-plan's record, kept and added to
+      if (!j.at("plan_history").is_array()) in.refuse("plan_history", "a JSON array of re-plans");
+      s.plan_history = j.at("plan_history");
+    }
   } catch (const nlohmann::json::exception& e) {
     throw UserError(source + ": the saved training settings are incomplete (" + e.what() + ")");
   }
@@ -223,6 +233,7 @@ void run_train(TrainArgs& a) {
   if (!a.resume) make_optimizer(s);  // so is an unknown optimizer or a bad option of it (the defaults filled later are valid)
   std::optional<io::Checkpoint> resumed;
   nlohmann::json saved_plan;  // the plan the resumed run ran with, where --plan auto chose it
+  bool recorded_plan = false;  // the pipeline flags are that plan's
   std::unique_ptr<io::Dataset> data;
   model::Model m;
   if (a.resume) {
@@ -234,9 +245,10 @@ void run_train(TrainArgs& a) {
                         ckpt + "); drop the flag");
     s = saved;
     // A run --plan auto planned goes on with the plan it chose, unless the command line sets
-    // the pipeline itself (then --plan auto, if given, searches again around those flags).
-    const bool sets_pipeline = std::any_of(a.pipeline.options.begin(), a.pipeline.options.end(),
-                                           [](const auto& o) { return o.second->count() > 0; });
+    // the pipeline itself or gives --plan (then --plan auto searches again around the flags
+    // given).
+    const bool sets_pipeline = given(a, "--plan") || std::any_of(a.pipeline.options.begin(), a.pipeline.options.end(),
+                                                                 [](const auto& o) { return o.second->count() > 0; });
     if (sets_pipeline) s.plan = nullptr;
     m = model::build_from_toml(s.model_toml, ckpt + " (config)");
     if (!s.plan.is_null()) {
@@ -247,6 +259,7 @@ void run_train(TrainArgs& a) {
       for (uint32_t n : pipeline::parse_balance(recorded.balance)) layers += n;
       if (layers == m.layers.size()) {
         a.pipeline = recorded;
+        recorded_plan = true;
       } else {
         std::printf("the checkpoint's plan cuts %s into %u layers, where this build makes %zu: planning again "
                     "(--plan auto)\n", m.name.c_str(), layers, m.layers.size());
@@ -279,7 +292,15 @@ void run_train(TrainArgs& a) {
     t->p.executor->attach(*t->opt);
     return t;
   };
-  std::unique_ptr<Trainer> t = build(a.pipeline);
+  std::unique_ptr<Trainer> t;
+  try {
+    t = build(a.pipeline);
+  } catch (const UserError& e) {
+    if (!recorded_plan) throw;
+    // Flags the user did not give (a device this machine lacks, a plan edited by hand): say
+    // where they came from, and how to plan anew.
+    throw UserError(std::string(e.what()) + " (from the plan " + ckpt + " recorded: pass --plan auto to plan again, or the pipeline flags)");
+  }
   if (t->p.chosen) {
     s.plan = t->p.chosen->record.at("flags");
     // A run resumed on another plan (as brigade supervise's restarts on the ranks that remain
