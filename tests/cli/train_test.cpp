@@ -169,6 +169,11 @@ TEST_CASE("brigade sample and eval on a small GPT: deterministic by seed, greedy
   CHECK(e8.output != e.output);
   CHECK(test::brigade_run("eval " + run + " --window 17").output.find("windows of 1 to 16 tokens") !=
         std::string::npos);
+  for (const char* t : {"-1", "nan", "inf"}) {
+    const auto r = test::brigade_run("sample " + run + " --length 4 --temperature " + t);
+    CHECK(r.status == 2);
+    CHECK(r.output.find("--temperature must be a finite number, 0 (greedy) or more") != std::string::npos);
+  }
   fs::remove_all(dir);
 }
 
@@ -214,6 +219,7 @@ TEST_CASE("train, eval and sample refuse bad requests with one line") {
            std::string("eval /nonexistent/checkpoint.safetensors"),
            std::string("train --model fashion-mlp -b 0") + out,
            std::string("train --model fashion-mlp --clip -1") + out,
+           std::string("train --model fashion-mlp --clip nan") + out,
            std::string("train --model fashion-mlp --seed -1") + out,
            std::string("train --model gpt-mini --data /etc") + out,               // a folder
            std::string("train --model fashion-mlp --out /proc/brigade-run"),      // cannot be created

@@ -136,7 +136,8 @@ void run_sample(const SampleArgs& a) {
     throw UserError("sample runs in one process (its logits come back to the host one byte at a time); start it without mpirun");
   const Loaded l = load(a.source);
   if (!l.model.token_input) throw UserError(l.model.name + " is not a text model; sample needs a GPT checkpoint");
-  if (a.temperature < 0) throw UserError("--temperature must be 0 (greedy) or more");
+  if (!(a.temperature >= 0) || !std::isfinite(a.temperature))
+    throw UserError("--temperature must be a finite number, 0 (greedy) or more");
   const uint32_t block = l.model.block_size, V = l.model.classes;  // token input: a GPT
   std::map<uint32_t, model::Model> models;  // by window; each outlives the pipeline that runs it
   std::map<uint32_t, Pipeline> pipelines;
@@ -193,7 +194,7 @@ void add_sample(CLI::App& app) {
   auto a = std::make_shared<SampleArgs>();
   CLI::App* cmd = app.add_subcommand("sample", "generate text from a GPT checkpoint");
   add_source(cmd, a->source);
-  cmd->add_option("--prompt", a->prompt, "text to continue")->capture_default_str();
+  cmd->add_option("--prompt", a->prompt, "text to continue (default: a newline)");
   cmd->add_option("--length", a->length, "bytes to generate")->capture_default_str();
   cmd->add_option("--temperature", a->temperature, "softmax temperature; 0 = always the likeliest byte")
       ->capture_default_str();

@@ -616,6 +616,7 @@ void add_train(CLI::App& app) {
   add_pipeline_flags(*cmd, a->pipeline);
   cmd->callback([a] {
     if (!a->resume && a->model.empty()) throw UserError("--model is required (unless --resume)");
+    if (!std::isfinite(a->s.clip)) throw UserError("--clip must be a finite number, 0 (off) or more");
     run_train(*a);
   });
 }
