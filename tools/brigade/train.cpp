@@ -13,6 +13,7 @@
 #include <limits>
 #include <memory>
 #include <type_traits>
+#include <typeinfo>
 
 #include "auto_plan.h"
 #include "commands.h"
@@ -296,9 +297,10 @@ void run_train(TrainArgs& a) {
   try {
     t = build(a.pipeline);
   } catch (const UserError& e) {
-    if (!recorded_plan) throw;
     // Flags the user did not give (a device this machine lacks, a plan edited by hand): say
-    // where they came from, and how to plan anew.
+    // where they came from, and how to plan anew. Errors of their own kind (every rank's, a
+    // plan over memory) keep it.
+    if (!recorded_plan || typeid(e) != typeid(UserError)) throw;
     throw UserError(std::string(e.what()) + " (from the plan " + ckpt + " recorded: pass --plan auto to plan again, or the pipeline flags)");
   }
   if (t->p.chosen) {
