@@ -10,9 +10,7 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
-#include <limits>
 #include <memory>
-#include <type_traits>
 #include <typeinfo>
 
 #include "auto_plan.h"
@@ -34,88 +32,6 @@
 
 namespace brigade::cli {
 
-nlohmann::json to_json(const Settings& s) {
-  return {{"model", s.model},         {"model_toml", s.model_toml},   {"data", s.data},
-          {"seed", s.seed},           {"batch_size", s.batch_size},   {"steps", s.steps},
-          {"optimizer", s.optimizer}, {"lr", s.lr},                   {"min_lr", s.min_lr},
-          {"weight_decay", s.weight_decay}, {"momentum", s.momentum}, {"beta1", s.beta1},
-          {"beta2", s.beta2},         {"eps", s.eps},                 {"schedule", s.schedule},
-          {"warmup", s.warmup},       {"clip", s.clip},               {"eval_every", s.eval_every},
-          {"eval_batches", s.eval_batches}, {"plan", s.plan}, {"plan_history", s.plan_history}};
-}
-
-namespace {
-
-// The saved settings of a checkpoint (or its plan's flags, `prefix` "plan."), each held to
-// what its flag takes: a string, a whole number from `least` to what its type holds, or a
-// finite number (not negative where `non_negative`). A checkpoint Brigade wrote passes; one
-// edited by hand or damaged is refused naming the setting.
-struct SavedSettings {
-  const nlohmann::json& j;
-  const std::string& source;
-  std::string prefix;
-
-  [[noreturn]] void refuse(const char* key, const std::string& expected) const {
-    const std::string text = j.at(key).dump();
-    throw UserError(source + ": the saved training setting '" + prefix + key + "' is " +
-                    (text.size() > 40 ? text.substr(0, 37) + "..." : text) + "; expected " + expected);
-  }
-  template <class T>
-  void read(const char* key, T& out, uint64_t least = 0) const {
-    const nlohmann::json& v = j.at(key);
-    if constexpr (std::is_same_v<T, std::string>) {
-      if (!v.is_string()) refuse(key, "a string");
-    } else {
-      static_assert(std::is_unsigned_v<T>);
-      if (!v.is_number_unsigned() || v.get<uint64_t>() < least || v.get<uint64_t>() > std::numeric_limits<T>::max())
-        refuse(key, "a whole number from " + std::to_string(least) + " to " + std::to_string(std::numeric_limits<T>::max()));
-    }
-    out = v.get<T>();
-  }
-  void number(const char* key, double& out, bool non_negative = false) const {
-    const nlohmann::json& v = j.at(key);
-    if (!v.is_number() || !std::isfinite(v.get<double>()) || (non_negative && v.get<double>() < 0))
-      refuse(key, non_negative ? "a finite number, 0 or more" : "a finite number");
-    out = v.get<double>();
-  }
-};
-
-}  // namespace
-
-Settings settings_from_json(const nlohmann::json& j, const std::string& source) {
-  Settings s;
-  if (!j.is_object()) throw UserError(source + ": metadata 'config' is not a JSON object of training settings");
-  try {
-    const SavedSettings in{j, source, ""};
-    in.read("model", s.model), in.read("model_toml", s.model_toml), in.read("data", s.data), in.read("seed", s.seed);
-    in.read("batch_size", s.batch_size, 1), in.read("steps", s.steps, 1), in.read("optimizer", s.optimizer);
-    in.number("lr", s.lr), in.number("min_lr", s.min_lr), in.number("weight_decay", s.weight_decay);
-    in.number("momentum", s.momentum), in.number("beta1", s.beta1), in.number("beta2", s.beta2), in.number("eps", s.eps);
-    in.read("schedule", s.schedule), in.read("warmup", s.warmup), in.number("clip", s.clip, true);
-    in.read("eval_every", s.eval_every, 1), in.read("eval_batches", s.eval_batches);
-    if (j.contains("plan") && !j.at("plan").is_null()) {  // --plan auto's choice: the pipeline flags
-      if (!j.at("plan").is_object()) in.refuse("plan", "a JSON object of pipeline flags");
-      const SavedSettings plan{j.at("plan"), source, "plan."};
-      std::string text;
-      uint32_t count = 0;
-      for (const char* key : {"devices", "schedule", "remat", "precision", "balance", "mem_limit"}) plan.read(key, text);
-      plan.read("micro_batches", count, 1), plan.read("virtual_stages", count, 1);
-      s.plan = j.at("plan");
-    }
-    if (j.contains("plan_history")) {  // each re-plan's record, kept and added to
-      if (!j.at("plan_history").is_array()) in.refuse("plan_history", "a JSON array of re-plans");
-      s.plan_history = j.at("plan_history");
-    }
-  } catch (const nlohmann::json::exception& e) {
-    throw UserError(source + ": the saved training settings are incomplete (" + e.what() + ")");
-  }
-  if (s.optimizer != "adamw" && s.optimizer != "sgd")
-    throw UserError(source + ": the saved training setting 'optimizer' is '" + s.optimizer + "'; expected adamw or sgd");
-  if (s.schedule != "constant" && s.schedule != "cosine")
-    throw UserError(source + ": the saved training setting 'schedule' is '" + s.schedule + "'; expected constant or cosine");
-  return s;
-}
-
 namespace {
 
 std::atomic<int> g_signal{0};
@@ -134,18 +50,6 @@ struct TrainArgs {
   PipelineFlags pipeline;
   CLI::App* cmd = nullptr;
 };
-
-}  // namespace
-
-const std::vector<std::string>& setting_flags() {
-  static const std::vector<std::string> flags{"--model", "--set", "--data", "--seed", "--batch-size", "--steps",
-                                              "--epochs", "--optimizer", "--lr", "--min-lr", "--weight-decay",
-                                              "--momentum", "--beta1", "--beta2", "--eps", "--lr-schedule",
-                                              "--warmup", "--clip", "--eval-every", "--eval-batches"};
-  return flags;
-}
-
-namespace {
 
 bool given(const TrainArgs& a, const char* flag) { return a.cmd->count(flag) > 0; }
 
