@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <regex>
 #include <string>
 
@@ -41,6 +42,17 @@ const char* const kPlan = "plan --model fashion-mlp -b 8 --plan auto --devices 0
 Result first_step_planned(const Cache& cache, const fs::path& out) {
   return cache.run("train --model fashion-mlp --plan auto --devices 0,0 --stop-after 1 --out " + out.string() +
                    " --eval-every 1 --eval-batches 1 --batch-size 8 --steps 2");
+}
+
+// Rewrites the plan the checkpoint in `out` recorded as `edit` says.
+void edit_recorded_plan(const fs::path& out, const std::function<void(nlohmann::json&)>& edit) {
+  const std::string path = (out / "checkpoint.safetensors").string();
+  nlohmann::json config = nlohmann::json::parse(io::checkpoint_config(path));
+  const model::Model m = model::build_from_toml(config.at("model_toml").get<std::string>(), path);
+  io::Checkpoint c = io::read_checkpoint(path, m);
+  edit(config["plan"]);
+  c.config = config.dump();
+  io::write_checkpoint(path, m, c);
 }
 
 std::string line_with(const std::string& output, const std::string& start) {
@@ -160,13 +172,7 @@ TEST_CASE("train --resume plans again where the checkpoint's plan cut the model 
   const fs::path out = cache.dir / "run";
   Result r = first_step_planned(cache, out);
   REQUIRE_MESSAGE(r.status == 0, r.output);
-  const std::string path = (out / "checkpoint.safetensors").string();
-  nlohmann::json config = nlohmann::json::parse(io::checkpoint_config(path));
-  const model::Model m = model::build_from_toml(config.at("model_toml").get<std::string>(), path);
-  io::Checkpoint c = io::read_checkpoint(path, m);
-  config["plan"]["balance"] = "2,3";  // five layers; fashion-mlp has six
-  c.config = config.dump();
-  io::write_checkpoint(path, m, c);
+  edit_recorded_plan(out, [](nlohmann::json& plan) { plan["balance"] = "2,3"; });  // five layers; fashion-mlp has six
   r = cache.run("train --resume --out " + out.string());
   REQUIRE_MESSAGE(r.status == 0, r.output);
   CHECK(r.output.find("the checkpoint's plan cuts fashion-mlp into 5 layers, where this build makes 6: planning again "
@@ -180,17 +186,14 @@ TEST_CASE("train --resume names the checkpoint's plan where it cannot run here, 
   const fs::path out = cache.dir / "run";
   Result r = first_step_planned(cache, out);
   REQUIRE_MESSAGE(r.status == 0, r.output);
-  const std::string path = (out / "checkpoint.safetensors").string();
-  nlohmann::json config = nlohmann::json::parse(io::checkpoint_config(path));
-  const model::Model m = model::build_from_toml(config.at("model_toml").get<std::string>(), path);
-  io::Checkpoint c = io::read_checkpoint(path, m);
   // The plan's devices, as on a machine that had ten: device 9 for each of its stages.
-  std::string devices;
-  for (char ch : config.at("plan").at("devices").get<std::string>() + ",")
-    if (ch == ',') devices += devices.empty() ? "9" : ",9";
-  config["plan"]["devices"] = devices;
-  c.config = config.dump();
-  io::write_checkpoint(path, m, c);
+  edit_recorded_plan(out, [](nlohmann::json& plan) {
+    std::string devices;
+    for (char ch : plan.at("devices").get<std::string>() + ",")
+      if (ch == ',') devices += devices.empty() ? "9" : ",9";
+    plan["devices"] = devices;
+  });
+  const std::string path = (out / "checkpoint.safetensors").string();
   r = cache.run("train --resume --out " + out.string());
   INFO(r.output);
   CHECK(r.status == 2);
