@@ -33,6 +33,11 @@
 #            the GPU and lavapipe (--partition profile: each layer timed on each device), the
 #            losses compared step by step, and the plan of the second
 #   stages   K logical devices on the one GPU against one (`bench pipeline`)
+#   planner  --plan auto on the GPU alone, for each of PLANNER_MODELS (default "gpt-small
+#            gpt2-small"), batch 16: planned with an empty profile cache (the layer timing runs and
+#            their seconds: a GPT timed as one block), then again from the cache; the choice and
+#            its predicted step. Then `bench planner` on the last: the choice against a grid of 4
+#            configurations measured, 3 rounds
 #   precision a GPT step per --precision (`bench profile`'s step wall time; the precisions in
 #            turn, ROUNDS rounds, default 3), then gpt-mini trained GPT_STEPS steps (default
 #            1000; 0: none) in each precision from the same start (seed 0), its final validation loss
@@ -46,7 +51,7 @@
 # peers' tables), log.txt (every part's output), suite.txt, kernels.json.
 set -uo pipefail
 out=${1:?usage: tools/gpu-check.sh OUTDIR [PARTS]}
-parts=${2:-devices,kernels,matrix,tilings,suite,gpt,profile,replay,attention,drivers,stages,precision}
+parts=${2:-devices,kernels,matrix,tilings,suite,gpt,profile,replay,attention,drivers,stages,planner,precision}
 build=${BUILD:-build}
 b=$build/brigade
 gpu=${GPU:-0}
@@ -217,6 +222,22 @@ fi
 
 want stages && part stages 45 "$b" bench pipeline --model gpt-small -b 16 --stages 1 2 4 -m 1 4 \
   --remat never --device "$gpu" --reps 3
+
+if want planner; then
+  models=(${PLANNER_MODELS:-gpt-small gpt2-small})
+  for m in "${models[@]}"; do
+    rm -rf "$out/plan-cache"
+    for pass in cold warm; do
+      BRIGADE_CACHE_DIR="$out/plan-cache" part "planner $m $pass" 150 "$b" plan --model "$m" -b 16 --plan auto --devices "$gpu"
+      sed -n "/^== planner $m $pass: /,\$p" "$out/log.txt" | grep -E '^(profiled |layer times from|plan auto: devices)' |
+        sed "s/^/planner $m $pass: /" >>"$out/summary.txt"
+    done
+  done
+  BRIGADE_CACHE_DIR="$out/plan-cache" part "planner grid" 180 "$b" bench planner --model "${models[-1]}" -b 16 \
+    --devices "$gpu" --grid 4 --rounds 3
+  sed -n '/^== planner grid: /,$p' "$out/log.txt" | grep -E '^choice: ' | sed 's/^/planner grid: /' >>"$out/summary.txt"
+  rm -rf "$out/plan-cache"
+fi
 
 if want precision; then
   t0=$SECONDS
