@@ -176,6 +176,10 @@ TEST_CASE("brigade bench pipeline measures steps, GPipe's bubble and memory per 
   CHECK(svg.output.find("(K-1)/(M+K-1)") != std::string::npos);
   CHECK(test::xml_problem(test::slurp(dir / "bubble.svg")).empty());
   fs::remove_all(dir);
+  const auto none = test::brigade_run("bench pipeline --model fashion-mlp -b 8 --stages 0 -m 1 --reps 1");
+  INFO(none.output);
+  CHECK(none.status >= 100);  // refused by the flag's range, before anything runs
+  CHECK(none.output.find("--stages") != std::string::npos);
 }
 
 // In a 16-bit precision every dispatch still falls to a layer: the weight copies are made

@@ -144,7 +144,10 @@ void add_bench_pipeline(CLI::App& bench) {
       "pipeline", "Pipeline overhead and GPipe's bubble: training steps on K logical devices of one device");
   cmd->add_option("--model", o->model, "preset name or a model .toml file")->capture_default_str();
   cmd->add_option("--batch-size,-b", o->batch, "samples per mini-batch")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--stages", o->stages, "numbers of stages K to measure")->delimiter(',')->capture_default_str();
+  cmd->add_option("--stages", o->stages, "numbers of stages K to measure")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 64u));
   cmd->add_option("--micro-batches,-m", o->micro_batches, "numbers of micro-batches M to measure")
       ->delimiter(',')
       ->capture_default_str();
