@@ -270,7 +270,11 @@ TEST_CASE("train --resume refuses saved settings that no flag would take, naming
        "'plan.virtual_stages' is 0; expected a whole number from 1"},
       {"plan_history", 7, "'plan_history' is 7; expected a JSON array of re-plans"},
   };
-  for (const auto& [key, value, expected] : edits) {
+  for (const auto& edit : edits) {
+    // References, not structured bindings: doctest's messages capture them.
+    const std::string& key = std::get<0>(edit);
+    const nlohmann::json& value = std::get<1>(edit);
+    const std::string& expected = std::get<2>(edit);
     const fs::path edited = dir / ("edited-" + key);
     fs::remove_all(edited);
     fs::copy(run, edited);
