@@ -397,7 +397,8 @@ std::optional<StandIn> stand_in(const Model& m) {
   if (!m.block_size || L < 7) return std::nullopt;  // embedding, 2 blocks of two layers, ln_f, lm_head
   StandIn s{build_toml(m.config, m.name, {"n_layer=1"}, m.input.at(0)), {}};
   s.model.name = m.name;
-  for (uint32_t l = 0; l < L; ++l) s.layer.push_back(l == 0 ? 0 : l >= L - 2 ? l - (L - 5) : 2 - l % 2);
+  // Its layers: 0 the embedding, 1 attention, 2 the MLP, 3 ln_f, 4 lm_head.
+  for (uint32_t l = 0; l < L; ++l) s.layer.push_back(l == 0 ? 0 : l == L - 2 ? 3 : l == L - 1 ? 4 : l % 2 ? 1 : 2);
   return s;
 }
 

@@ -337,20 +337,6 @@ AutoPlan report(const PipelineFlags& f, const pipeline::SearchResult& r, const P
 
 }  // namespace
 
-PipelineFlags recorded_flags(const PipelineFlags& f, const nlohmann::json& j) {
-  PipelineFlags out = f;
-  out.plan = "given";
-  j.at("devices").get_to(out.devices);
-  j.at("micro_batches").get_to(out.micro_batches);
-  j.at("schedule").get_to(out.schedule);
-  j.at("virtual_stages").get_to(out.virtual_stages);
-  j.at("remat").get_to(out.remat);
-  j.at("precision").get_to(out.precision);
-  j.at("balance").get_to(out.balance);
-  j.at("mem_limit").get_to(out.mem_limit);
-  return out;
-}
-
 AutoPlan auto_plan(const model::Model& m, const PipelineFlags& f, uint32_t rows, uint32_t optimizer_states,
                    size_t top) {
   if (f.given("--partition"))

@@ -37,7 +37,4 @@ struct AutoPlan {
 AutoPlan auto_plan(const model::Model& m, const PipelineFlags& f, uint32_t rows, uint32_t optimizer_states,
                    size_t top = 8);
 
-// A recorded choice (AutoPlan::record["flags"]) applied to `f`: what a resumed run trains with.
-PipelineFlags recorded_flags(const PipelineFlags& f, const nlohmann::json& flags);
-
 }  // namespace brigade::cli

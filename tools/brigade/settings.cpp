@@ -55,6 +55,11 @@ struct SavedSettings {
   }
 };
 
+// A setting (or a plan's flag) missing: json's own words name it.
+[[noreturn]] void incomplete(const std::string& source, const nlohmann::json::exception& e) {
+  throw UserError(source + ": the saved training settings are incomplete (" + e.what() + ")");
+}
+
 }  // namespace
 
 Settings settings_from_json(const nlohmann::json& j, const std::string& source) {
@@ -68,13 +73,8 @@ Settings settings_from_json(const nlohmann::json& j, const std::string& source) 
     in.number("momentum", s.momentum), in.number("beta1", s.beta1), in.number("beta2", s.beta2), in.number("eps", s.eps);
     in.read("schedule", s.schedule), in.read("warmup", s.warmup), in.number("clip", s.clip, true);
     in.read("eval_every", s.eval_every, 1), in.read("eval_batches", s.eval_batches);
-    if (j.contains("plan") && !j.at("plan").is_null()) {  // --plan auto's choice: the pipeline flags
+    if (j.contains("plan") && !j.at("plan").is_null()) {  // --plan auto's choice: recorded_flags reads it
       if (!j.at("plan").is_object()) in.refuse("plan", "a JSON object of pipeline flags");
-      const SavedSettings plan{j.at("plan"), source, "plan."};
-      std::string text;
-      uint32_t count = 0;
-      for (const char* key : {"devices", "schedule", "remat", "precision", "balance", "mem_limit"}) plan.read(key, text);
-      plan.read("micro_batches", count, 1), plan.read("virtual_stages", count, 1);
       s.plan = j.at("plan");
     }
     if (j.contains("plan_history")) {  // each re-plan's record, kept and added to
@@ -82,13 +82,28 @@ Settings settings_from_json(const nlohmann::json& j, const std::string& source) 
       s.plan_history = j.at("plan_history");
     }
   } catch (const nlohmann::json::exception& e) {
-    throw UserError(source + ": the saved training settings are incomplete (" + e.what() + ")");
+    incomplete(source, e);
   }
   if (s.optimizer != "adamw" && s.optimizer != "sgd")
     throw UserError(source + ": the saved training setting 'optimizer' is '" + s.optimizer + "'; expected adamw or sgd");
   if (s.schedule != "constant" && s.schedule != "cosine")
     throw UserError(source + ": the saved training setting 'schedule' is '" + s.schedule + "'; expected constant or cosine");
   return s;
+}
+
+PipelineFlags recorded_flags(const PipelineFlags& f, const nlohmann::json& plan, const std::string& source) {
+  PipelineFlags out = f;
+  out.plan = "given";
+  try {
+    const SavedSettings in{plan, source, "plan."};
+    in.read("devices", out.devices), in.read("micro_batches", out.micro_batches, 1);
+    in.read("schedule", out.schedule), in.read("virtual_stages", out.virtual_stages, 1);
+    in.read("remat", out.remat), in.read("precision", out.precision);
+    in.read("balance", out.balance), in.read("mem_limit", out.mem_limit);
+  } catch (const nlohmann::json::exception& e) {
+    incomplete(source, e);
+  }
+  return out;
 }
 
 const std::vector<std::string>& setting_flags() {

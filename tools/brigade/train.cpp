@@ -157,7 +157,7 @@ void run_train(TrainArgs& a) {
     if (sets_pipeline) s.plan = nullptr;
     m = model::build_from_toml(s.model_toml, ckpt + " (config)");
     if (!s.plan.is_null()) {
-      const PipelineFlags recorded = recorded_flags(a.pipeline, s.plan);
+      const PipelineFlags recorded = recorded_flags(a.pipeline, s.plan, ckpt);
       // A plan cut by a build whose layers were others (a GPT block was one layer before it
       // was two) cannot be cut the same way: --plan auto chooses again.
       uint32_t layers = 0;

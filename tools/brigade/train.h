@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/model.h"
+#include "pipeline_flags.h"
 
 namespace brigade::cli {
 
@@ -38,5 +39,8 @@ nlohmann::json to_json(const Settings& s);
 // The flags of the settings a resumed run may not change (the checkpoint holds them).
 const std::vector<std::string>& setting_flags();
 Settings settings_from_json(const nlohmann::json& j, const std::string& source);
+// The plan a checkpoint (`source`) recorded (Settings::plan, AutoPlan::record["flags"]) applied
+// to `f`: what a resumed run trains with. Each flag is held to what it takes, as the settings are.
+PipelineFlags recorded_flags(const PipelineFlags& f, const nlohmann::json& plan, const std::string& source);
 
 }  // namespace brigade::cli
