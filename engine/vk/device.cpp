@@ -103,6 +103,7 @@ Device::Device(Instance& instance, uint32_t index, DeviceOptions options) : inst
     queues.push_back(q);
   }
 
+  if (options.specialize_on_host) info_.specialize_on_host = true;
   if (options.subgroup_size) {
     const auto sizes = subgroup_sizes(info_);
     if (std::find(sizes.begin(), sizes.end(), options.subgroup_size) == sizes.end())

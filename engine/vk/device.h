@@ -31,6 +31,9 @@ struct DeviceOptions {
   // Every kernel of this device runs with this subgroup size (one of subgroup_sizes() of
   // the device); 0 = the driver's choice. Tests use it to run each kernel under every size.
   uint32_t subgroup_size = 0;
+  // Fold every kernel's specialization constants into its SPIR-V on the host, as on drivers
+  // that need it (PhysicalInfo::specialize_on_host), on this device too. Tests use it.
+  bool specialize_on_host = false;
 };
 
 struct SemaphoreValue {

@@ -2,6 +2,7 @@
 
 #include "vk/check.h"
 #include "vk/device.h"
+#include "vk/specialize.h"
 #include "vk/spirv.h"
 
 namespace brigade::vk {
@@ -9,13 +10,18 @@ namespace brigade::vk {
 std::string Specialization::key() const {
   std::string k;
   for (auto& [id, v] : constants) k += "|" + std::to_string(id) + "=" + std::to_string(v);
-  return k;
+  return fold ? k + "|folded" : k;
 }
 
 Kernel::Kernel(Device& device, const std::string& shader, const Specialization& spec)
     : device_(device), name_(shader + spec.key()) {
-  const auto code = shader_spirv(shader);
+  std::span<const uint32_t> code = shader_spirv(shader);
   const ShaderInterface iface = reflect(code, shader);
+  // The cooperative-matrix modules are never folded: no driver that needs it has matrix
+  // units, and Debian 12's SPIR-V optimizer predates them.
+  const bool fold = spec.fold && device.info().specialize_on_host && !spec.constants.empty() && !iface.full_subgroups;
+  std::vector<uint32_t> folded;
+  if (fold) code = folded = specialize(code, spec, shader);
   bindings_ = iface.bindings;
   written_mask_ = iface.written_mask;
   const auto& vk = device.vk();
@@ -56,7 +62,7 @@ Kernel::Kernel(Device& device, const std::string& shader, const Specialization& 
   info.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
   info.stage.module = module;
   info.stage.pName = "main";
-  info.stage.pSpecializationInfo = entries.empty() ? nullptr : &spec_info;
+  info.stage.pSpecializationInfo = entries.empty() || fold ? nullptr : &spec_info;
   VkPipelineShaderStageRequiredSubgroupSizeCreateInfo required{
       VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO};
   required.requiredSubgroupSize = device.required_subgroup_size();

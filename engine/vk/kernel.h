@@ -19,6 +19,11 @@ inline constexpr uint32_t kMaxPushBytes = 128;  // the minimum every Vulkan devi
 
 struct Specialization {
   std::vector<std::pair<uint32_t, uint32_t>> constants;  // constant_id -> 32-bit value
+  // Where the device's driver compiles specialization constants as values read at run time
+  // (PhysicalInfo::specialize_on_host), fold these into the SPIR-V on the host first
+  // (vk/specialize.h): for kernels whose loops and arrays they size, whose runs repay a
+  // slower pipeline creation.
+  bool fold = false;
   Specialization& set(uint32_t id, uint32_t value) {
     constants.emplace_back(id, value);
     return *this;

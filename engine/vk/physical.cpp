@@ -133,6 +133,7 @@ PhysicalInfo describe(VkPhysicalDevice device, uint32_t index) {
   info.vendor_id = p.vendorID;
   info.vendor = vendor_name(p.vendorID);
   info.driver_id = driver.driverID;
+  info.specialize_on_host = driver.driverID == VK_DRIVER_ID_GOOGLE_SWIFTSHADER;
   info.type = p.deviceType;
   info.driver_name = driver.driverName;
   info.driver_info = driver.driverInfo;

@@ -55,6 +55,9 @@ struct PhysicalInfo {
   bool cooperative_matrix = false;   // VK_KHR_ or VK_NV_cooperative_matrix
   MatrixUnits matrix_units;          // the 16-bit products it lists (VK_KHR_cooperative_matrix)
   uint64_t min_imported_host_pointer_alignment = 0;
+  // The driver compiles specialization constants as values read at run time (SwiftShader), so
+  // each kernel's constants are folded into its SPIR-V on the host first (vk/specialize.h).
+  bool specialize_on_host = false;
 
   std::string type_name() const;
   std::string driver_version_string() const;

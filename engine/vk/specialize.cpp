@@ -1,0 +1,33 @@
+#include "vk/specialize.h"
+
+#include <spirv-tools/optimizer.hpp>
+
+#include <unordered_map>
+
+#include "util/error.h"
+
+namespace brigade::vk {
+
+std::vector<uint32_t> specialize(std::span<const uint32_t> spirv, const Specialization& spec,
+                                 const std::string& shader) {
+  // The shaders are built for Vulkan 1.2 (cmake/shaders.cmake).
+  spvtools::Optimizer opt(SPV_ENV_VULKAN_1_2);
+  std::string messages;
+  opt.SetMessageConsumer([&messages](spv_message_level_t, const char*, const spv_position_t&, const char* m) {
+    messages += (messages.empty() ? "" : "; ") + std::string(m);
+  });
+  std::unordered_map<uint32_t, std::vector<uint32_t>> values;
+  for (const auto& [id, v] : spec.constants) values[id] = {v};  // a bool's 0 or 1 as well
+  opt.RegisterPass(spvtools::CreateSetSpecConstantDefaultValuePass(values))
+      .RegisterPass(spvtools::CreateFreezeSpecConstantValuePass())
+      .RegisterPass(spvtools::CreateFoldSpecConstantOpAndCompositePass())
+      .RegisterPass(spvtools::CreateUnifyConstantPass());
+  std::vector<uint32_t> out;
+  spvtools::OptimizerOptions options;
+  options.set_run_validator(false);  // validated when built (tools/compile-shader.sh)
+  BRIGADE_EXPECT(opt.Run(spirv.data(), spirv.size(), &out, options) && !out.empty(),
+                 "folding the specialization constants " + spec.key() + " into " + shader + ": " + messages);
+  return out;
+}
+
+}  // namespace brigade::vk
