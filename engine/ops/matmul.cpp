@@ -275,10 +275,10 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
       .set(BRIGADE_MATMUL_SPEC_TN, t.tn)
       .set(BRIGADE_MATMUL_SPEC_VEC4_C, vec4_c);
   // SwiftShader (vk::Specialization::fold): the register blocks' loops unrolled and their
-  // arrays in registers ran fp32 products 5 to 8 times faster there. Not on 16-bit operands,
-  // where its compiler took minutes over some unrolled loads of one element at a time, nor in
-  // blocks of more than 32 outputs, which it took 1.3 s or more to create (the default is 8x4).
-  spec.fold = regs && t.tm * t.tn <= 32 && !is_half(p.a_format) && !is_half(p.b_format);
+  // arrays in registers ran fp32 products 5 to 8 times faster there. Not where 16-bit operands
+  // are loaded one element at a time, over which its compiler took minutes once unrolled, nor
+  // in blocks of more than 32 outputs, which it took 1.3 s or more to create (the default is 8x4).
+  spec.fold = regs && t.tm * t.tn <= 32 && ((vec4_a && vec4_b) || (!is_half(p.a_format) && !is_half(p.b_format)));
   if (regs)
     spec.set(BRIGADE_MATMUL_SPEC_SUBGROUP, t.subgroup)
         .set(BRIGADE_MATMUL_SPEC_K_TAIL, (vec4_a || vec4_b) && p.K % 4 != 0);

@@ -10,7 +10,7 @@ namespace brigade::vk {
 std::string Specialization::key() const {
   std::string k;
   for (auto& [id, v] : constants) k += "|" + std::to_string(id) + "=" + std::to_string(v);
-  return fold ? k + "|folded" : k;
+  return k;
 }
 
 Kernel::Kernel(Device& device, const std::string& shader, const Specialization& spec)
@@ -21,7 +21,7 @@ Kernel::Kernel(Device& device, const std::string& shader, const Specialization& 
   // units, and Debian 12's SPIR-V optimizer predates them.
   const bool fold = spec.fold && device.info().specialize_on_host && !spec.constants.empty() && !iface.full_subgroups;
   std::vector<uint32_t> folded;
-  if (fold) code = folded = specialize(code, spec, shader);
+  if (fold) code = folded = specialize(code, spec, shader), name_ += "|folded";
   bindings_ = iface.bindings;
   written_mask_ = iface.written_mask;
   const auto& vk = device.vk();

@@ -22,7 +22,8 @@ struct Specialization {
   // Where the device's driver compiles specialization constants as values read at run time
   // (PhysicalInfo::specialize_on_host), fold these into the SPIR-V on the host first
   // (vk/specialize.h): for kernels whose loops and arrays they size, whose runs repay a
-  // slower pipeline creation.
+  // slower pipeline creation. For one shader, a function of the constants: a device's kernels
+  // are found by those alone.
   bool fold = false;
   Specialization& set(uint32_t id, uint32_t value) {
     constants.emplace_back(id, value);
