@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "vk/check.h"
+#include "vk/specialize.h"
 #include "vk/instance.h"
 #include "vk/kernel.h"
 
@@ -103,7 +104,10 @@ Device::Device(Instance& instance, uint32_t index, DeviceOptions options) : inst
     queues.push_back(q);
   }
 
-  if (options.specialize_on_host) info_.specialize_on_host = true;
+  if (options.specialize_on_host) {
+    BRIGADE_EXPECT(folds_on_host(), "a device folding specialization constants in a build without the SPIR-V optimizer");
+    info_.specialize_on_host = true;
+  }
   if (options.subgroup_size) {
     const auto sizes = subgroup_sizes(info_);
     if (std::find(sizes.begin(), sizes.end(), options.subgroup_size) == sizes.end())

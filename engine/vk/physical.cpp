@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "vk/check.h"
+#include "vk/specialize.h"
 
 namespace brigade::vk {
 namespace {
@@ -133,7 +134,7 @@ PhysicalInfo describe(VkPhysicalDevice device, uint32_t index) {
   info.vendor_id = p.vendorID;
   info.vendor = vendor_name(p.vendorID);
   info.driver_id = driver.driverID;
-  info.specialize_on_host = driver.driverID == VK_DRIVER_ID_GOOGLE_SWIFTSHADER;
+  info.specialize_on_host = driver.driverID == VK_DRIVER_ID_GOOGLE_SWIFTSHADER && folds_on_host();
   info.type = p.deviceType;
   info.driver_name = driver.driverName;
   info.driver_info = driver.driverInfo;

@@ -1,15 +1,25 @@
 #include "vk/specialize.h"
 
-#include <spirv-tools/optimizer.hpp>
-
 #include <unordered_map>
 
 #include "util/error.h"
 
+#ifndef BRIGADE_FOLD_ON_HOST
+#define BRIGADE_FOLD_ON_HOST 0
+#endif
+#if BRIGADE_FOLD_ON_HOST
+#include <spirv-tools/optimizer.hpp>
+#endif
+
 namespace brigade::vk {
 
-std::vector<uint32_t> specialize(std::span<const uint32_t> spirv, const Specialization& spec,
+bool folds_on_host() { return BRIGADE_FOLD_ON_HOST; }
+
+std::vector<uint32_t> specialize([[maybe_unused]] std::span<const uint32_t> spirv, const Specialization& spec,
                                  const std::string& shader) {
+#if !BRIGADE_FOLD_ON_HOST
+  fail_invariant(__FILE__, __LINE__, "folding " + shader + spec.key() + ": this build has no SPIR-V optimizer");
+#else
   // The shaders are built for Vulkan 1.2 (cmake/shaders.cmake).
   spvtools::Optimizer opt(SPV_ENV_VULKAN_1_2);
   std::string messages;
@@ -28,6 +38,7 @@ std::vector<uint32_t> specialize(std::span<const uint32_t> spirv, const Speciali
   BRIGADE_EXPECT(opt.Run(spirv.data(), spirv.size(), &out, options) && !out.empty(),
                  "folding the specialization constants " + spec.key() + " into " + shader + ": " + messages);
   return out;
+#endif
 }
 
 }  // namespace brigade::vk

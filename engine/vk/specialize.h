@@ -14,6 +14,10 @@
 
 namespace brigade::vk {
 
+// Whether this build folds (the sanitized build does not: CMakeLists.txt). Where it does not,
+// no device folds, whatever it needs (PhysicalInfo::specialize_on_host stays false).
+bool folds_on_host();
+
 // `spirv` with every constant of `spec` set to its value and every specialization constant
 // (given or left at its default) made an ordinary constant, the expressions on them folded.
 // The module needs no specialization info after it. `shader` names it in an error.
