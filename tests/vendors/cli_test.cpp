@@ -143,7 +143,10 @@ TEST_CASE("a run trained on one device mix resumes on another and ends where one
 }
 
 TEST_CASE("--partition profile gives SwiftShader, the slower driver, fewer layers than lavapipe and than by cost") {
-  const std::string base = "plan --model fashion-cnn --devices llvmpipe,swiftshader -m 4 -b 16 --partition ";
+  // gpt-mini: its attention runs about ten times slower on SwiftShader than on lavapipe. (On
+  // fashion-cnn's layers the two drivers came within a factor of two once SwiftShader's
+  // products took folded constants, and profile and cost gave it the same layers.)
+  const std::string base = "plan --model gpt-mini --devices llvmpipe,swiftshader -m 4 -b 16 --partition ";
   const auto cost = brigade_run(base + "cost");
   REQUIRE_MESSAGE(cost.status == 0, cost.output);
   const auto profile = brigade_run(base + "profile");
@@ -153,8 +156,8 @@ TEST_CASE("--partition profile gives SwiftShader, the slower driver, fewer layer
   INFO(cost.output, profile.output);
   REQUIRE(by_cost.size() == 2);
   REQUIRE(by_profile.size() == 2);
-  CHECK(by_cost.at("llvmpipe") + by_cost.at("SwiftShader") == 10);
-  CHECK(by_profile.at("llvmpipe") + by_profile.at("SwiftShader") == 10);
+  CHECK(by_cost.at("llvmpipe") + by_cost.at("SwiftShader") == 11);
+  CHECK(by_profile.at("llvmpipe") + by_profile.at("SwiftShader") == 11);
   CHECK(by_profile.at("SwiftShader") < by_profile.at("llvmpipe"));
   CHECK(by_profile.at("SwiftShader") < by_cost.at("SwiftShader"));
 }
