@@ -21,7 +21,11 @@ Kernel::Kernel(Device& device, const std::string& shader, const Specialization& 
   // units, and Debian 12's SPIR-V optimizer predates them.
   const bool fold = spec.fold && device.info().specialize_on_host && !spec.constants.empty() && !iface.full_subgroups;
   std::vector<uint32_t> folded;
-  if (fold) code = folded = specialize(code, spec, shader), name_ += "|folded";
+  if (fold) {
+    folded = specialize(code, spec, shader);
+    code = folded;
+    name_ += "|folded";
+  }
   bindings_ = iface.bindings;
   written_mask_ = iface.written_mask;
   const auto& vk = device.vk();
