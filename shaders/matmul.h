@@ -102,6 +102,9 @@ using uint = std::uint32_t;
 // repeat one matrix): a grid of matrices, such as attention's heads side by side in each
 // sample's token rows; heads = 1 is a plain batch stride. The sum over `terms` runs in order
 // inside one invocation, so it is as deterministic as a longer K.
+// k_chunk != 0 splits K (the staged kernels only, ops/matmul_split.h): workgroup z takes the
+// K range [z k_chunk, (z + 1) k_chunk) of one product (A's and B's strides 0) and stores its
+// partial sum, alpha times it, as C[z]; a second pass adds the parts in order.
 struct MatmulPush {
   uint M, N, K;
   uint lda, ldb, ldc;
@@ -112,6 +115,7 @@ struct MatmulPush {
   uint offset_a, offset_b, offset_c;
   uint heads;
   uint head_stride_a, head_stride_b, head_stride_c;
+  uint k_chunk;  // 0: all of K
 };
 
 // linear_bias_backward: dbias[o] += sum over n of dy[n][o]. (The forward bias is added by

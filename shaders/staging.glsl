@@ -86,9 +86,14 @@ void load_tile(uint term, uint k0, uint mb, uint nb) {
 // needs (shaders/matmul.h): a causal product's leaves out the tiles wholly right of the block's
 // last row (K_TO_ROW) or left of its first (K_FROM_ROW), or all of them for a block wholly
 // above the diagonal (SKIP_ABOVE, whose C there is unspecified); every tile otherwise. A tile
-// taken is taken whole: what of it lies past the block's diagonal is op(A)'s zeros.
+// taken is taken whole: what of it lies past the block's diagonal is op(A)'s zeros. A part of
+// a split K (k_chunk, a multiple of BK) takes its own tiles.
 uvec2 needed_tiles(uint mb, uint nb) {
   const uint tiles = (p.K + BK - 1) / BK;
+  if (p.k_chunk != 0) {
+    const uint first = gl_WorkGroupID.z * (p.k_chunk / BK);
+    return uvec2(min(first, tiles), min(tiles, first + p.k_chunk / BK));
+  }
   if (CAUSAL == BRIGADE_MATMUL_CAUSAL_K_TO_ROW) return uvec2(0, (min(p.K, mb + BM) + BK - 1) / BK);
   if (CAUSAL == BRIGADE_MATMUL_CAUSAL_K_FROM_ROW) return uvec2(min(p.K, mb) / BK, tiles);
   if (CAUSAL == BRIGADE_MATMUL_CAUSAL_SKIP_ABOVE && nb > mb + BM - 1) return uvec2(0, 0);

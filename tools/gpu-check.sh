@@ -3,7 +3,7 @@
 # with CUDA for the peers):
 #   tools/gpu-check.sh OUTDIR [PARTS]
 # PARTS (comma-separated, default all): devices, kernels, matrix, tilings, suite, gpt, profile,
-# replay, attention, drivers, stages, precision.
+# replay, attention, split, drivers, stages, planner, precision.
 #   kernels  `bench kernels` up to 4096^3 beside torch.mm fp32 (TF32 off) and TF32 on the same GPU
 #   matrix   `bench kernels --precision bf16` and `fp16` (the products on the matrix units where
 #            the GPU lists the type, each candidate warp tiling) at 1024^3 and 4096^3 and the
@@ -29,6 +29,9 @@
 #            passes, or flash attention: in 16-bit stages on matrix tiles, in fp32 the staged
 #            row kernels), in turn, 2 rounds in each of ATTENTION_PRECISIONS (default "auto";
 #            the fp32 pair was measured on an H200 before: BENCHMARKS, "The H200 again")
+#   split    a gpt-small and a gpt2-small step with --precision auto (`bench profile`'s step
+#            wall time) with the weight gradients' K split (the default) and not
+#            (BRIGADE_SPLIT_K=off), in turn, 2 rounds
 #   drivers  gpt-mini trained on the GPU alone, then pipelined over the GPU and SwiftShader and
 #            the GPU and lavapipe (--partition profile: each layer timed on each device), the
 #            losses compared step by step, and the plan of the second
@@ -51,7 +54,7 @@
 # peers' tables), log.txt (every part's output), suite.txt, kernels.json.
 set -uo pipefail
 out=${1:?usage: tools/gpu-check.sh OUTDIR [PARTS]}
-parts=${2:-devices,kernels,matrix,tilings,suite,gpt,profile,replay,attention,drivers,stages,planner,precision}
+parts=${2:-devices,kernels,matrix,tilings,suite,gpt,profile,replay,attention,split,drivers,stages,planner,precision}
 build=${BUILD:-build}
 b=$build/brigade
 gpu=${GPU:-0}
@@ -196,6 +199,22 @@ if want attention; then
   done
   done
   say "attention: $((SECONDS - t0)) s"
+fi
+
+if want split; then
+  t0=$SECONDS
+  for m in gpt-small gpt2-small; do
+    for r in 1 2; do
+      line="split: $m auto round $r:"
+      for mode in auto off; do
+        echo "== split: $m $mode round $r" >>"$out/log.txt"
+        ms=$(BRIGADE_SPLIT_K=$mode step_ms "$m" --precision auto)
+        line+=" $mode ${ms:-failed} ms"
+      done
+      say "$line"
+    done
+  done
+  say "split: $((SECONDS - t0)) s"
 fi
 
 if want drivers; then

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <iterator>
 
+#include "ops/matmul_split.h"
 #include "ops/matmul_tiles.h"
 #include "shaders/matmul.h"
 #include "util/error.h"
@@ -62,6 +63,7 @@ bool vec4_ok(vk::View v, const Grid& g, uint32_t ld, uint64_t matrices, bool alo
 }  // namespace
 
 std::string MatmulTiling::name() const {
+  const std::string parts = k_parts > 1 ? ", K in " + std::to_string(k_parts) + " parts" : "";
   if (variant == Variant::Matrix)
     return std::string(emulated ? "matrix tiles on plain invocations " : "matrix units ") + std::to_string(lm) + "x" +
            std::to_string(ln) + "x" + std::to_string(lk) + ", " + std::to_string(tm) + "x" + std::to_string(tn) +
@@ -69,10 +71,10 @@ std::string MatmulTiling::name() const {
            " warps, k-depth " + std::to_string(bk) + (stages == 2 ? ", double-buffered" : "") +
            (feed == Feed::StageOnce ? ", one tile staged (a ceiling)"
             : feed == Feed::Direct  ? ", fragments from memory (no staging)"
-                                    : "");
+                                    : "") + parts;
   const std::string block = std::to_string(tm) + "x" + std::to_string(tn) + " per invocation, " +
                             std::to_string(wg_y) + "x" + std::to_string(wg_x) + " invocations";
-  if (variant == Variant::Shared) return "shared " + block + ", k-depth " + std::to_string(bk);
+  if (variant == Variant::Shared) return "shared " + block + ", k-depth " + std::to_string(bk) + parts;
   return "registers " + block +
          (subgroup ? ", A shared by subgroups of " + std::to_string(subgroup) : "");
 }
@@ -164,7 +166,9 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
   vk::Device& dev = cmd.device();
   std::optional<MatmulTiling> matrix;
   if (!p.tiling && is_half(p.a_format) && p.b_format == p.a_format) matrix = default_matrix_tiling(dev.info(), p.a_format, p.M, p.N);
-  const MatmulTiling t = p.tiling ? *p.tiling : matrix ? *matrix : matmul_tiling(dev.info(), p.M, p.N);
+  MatmulTiling t = p.tiling ? *p.tiling : matrix ? *matrix : matmul_tiling(dev.info(), p.M, p.N);
+  const bool extras = bias || epilogue || copy;
+  if (!p.tiling && !extras && cmd.workspace()) t = split_tiling(dev.info(), t, p, cmd.workspace()->range);
   BRIGADE_EXPECT(t.tm && t.tn && t.wg_x && t.wg_y && t.bk, "tiling " + t.name() + " has a zero size");
   BRIGADE_EXPECT(t.wg_x * t.wg_y <= dev.info().max_workgroup_invocations,
          "tiling " + t.name() + " has more invocations than the device allows");
@@ -233,6 +237,10 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
                  "C's 16-bit copy needs even pairs of a row in one invocation (an even block width, even N, "
                  "row starts and matrices)");
   BRIGADE_EXPECT(p.c_round == Precision::Fp32 || !is_half(p.c_format), "C is either rounded in fp32 or stored in 16 bits");
+  BRIGADE_EXPECT(t.k_parts == 1 || !extras, "a split product adds no bias and writes no copy of C");
+  if (t.k_parts > 1) return matmul_split(cmd, a, b, c, p, t);
+  BRIGADE_EXPECT(!p.k_chunk || (!regs && t.feed == MatmulTiling::Feed::Staged && p.k_chunk % t.bk == 0),
+                 "tiling " + t.name() + ": a part of a split K is whole tiles of the staged kernels");
   vk::Specialization spec;
   spec.set(BRIGADE_MATMUL_SPEC_TRANS_A, p.trans_a)
       .set(BRIGADE_MATMUL_SPEC_TRANS_B, p.trans_b)
@@ -252,16 +260,17 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
   const shaders::MatmulPush push{p.M,        p.N,        p.K,        lda,        ldb,
                                  ldc,        p.stride_a, p.stride_b, p.stride_c, p.alpha,
                                  p.accumulate ? 1u : 0u, p.terms, p.offset_a, p.offset_b, p.offset_c,
-                                 p.heads,    p.head_stride_a, p.head_stride_b, p.head_stride_c};
+                                 p.heads,    p.head_stride_a, p.head_stride_b, p.head_stride_c, p.k_chunk};
   // Unused bindings stand in for what the dispatch already touches the same way, so they add
   // no barrier: A for the read-only ones, C for the written one.
   const bool gelu = p.epilogue == Epilogue::Gelu;
   const vk::View pre = !gelu && epilogue ? *epilogue : a, act = gelu ? *epilogue : copy ? *copy : c;
   if (cmd.marking()) {  // `bench profile`: each product's shape and rate
-    const uint64_t count = uint64_t(p.batch) * p.terms;
+    const uint64_t count = p.k_chunk ? 1 : uint64_t(p.batch) * p.terms;
     cmd.note_work(std::to_string(p.M) + "x" + std::to_string(p.N) + "x" + std::to_string(p.K) +
                       (p.trans_a ? " A^T" : "") + (p.trans_b ? " B^T" : "") +
                       (count > 1 ? " x" + std::to_string(count) : "") +
+                      (p.k_chunk ? " in " + std::to_string(p.batch) + " parts of K" : "") +
                       (p.causal != MatmulParams::Causal::None ? " causal" : ""),
                   2.0 * p.M * p.N * p.K * double(count));
   }

@@ -44,6 +44,9 @@ struct MatmulTiling {
   Feed feed = Feed::Staged;
   // Matrix: copies of the staged tiles in shared memory (BRIGADE_TILES_SPEC_STAGES), 1 or 2.
   uint32_t stages = 1;
+  // Shared and Matrix: parts K is split into, each part's sum a workgroup's, added after
+  // (ops/matmul_split.h); 1: none.
+  uint32_t k_parts = 1;
   // e.g. "registers 8x8 per invocation, 8x8 invocations, A shared by subgroups of 8"
   std::string name() const;
   // Workgroup shared memory the kernel declares with this tiling.
@@ -112,8 +115,11 @@ struct MatmulParams {
   // Not with a GELU epilogue; needs what a 16-bit C needs, but for accumulation.
   Precision copy_format = Precision::Fp32;
   // Unset: the matrix units where A and B are 16-bit values of a type the device multiplies
-  // (default_matrix_tiling), otherwise matmul_tiling(the device).
+  // (default_matrix_tiling), otherwise matmul_tiling(the device), with K split where the
+  // product has few blocks and a long K (ops/matmul_split.h).
   std::optional<MatmulTiling> tiling;
+  // Set by the K split for the dispatch of its parts (shaders/matmul.h), not by callers.
+  uint32_t k_chunk = 0;
 
   uint32_t ld_a() const { return lda ? lda : trans_a ? M : K; }
   uint32_t ld_b() const { return ldb ? ldb : trans_b ? K : N; }

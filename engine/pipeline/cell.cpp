@@ -110,6 +110,8 @@ Cell::Cell(vk::Device& device, const model::Model& model, CellLayout layout)
   }
   if (layout_.scratch_bytes)
     scratch_ = vk::Buffer(device, layout_.scratch_bytes, vk::Category::Scratch, tag + "scratch");
+  if (layout_.workspace_bytes)
+    workspace_ = vk::Buffer(device, layout_.workspace_bytes, vk::Category::Scratch, tag + "products' workspace");
   if (layout_.work_bytes) work_ = vk::Buffer(device, layout_.work_bytes, vk::Category::Scratch, tag + "fp32 work");
   for (uint32_t l = 0; l < layout_.direct.size(); ++l)
     BRIGADE_EXPECT(!layout_.direct[l] || model_.layers[layout_.first + l]->stores_half(device.info()),
@@ -223,6 +225,7 @@ model::Tensors Cell::tensors(uint32_t l, const MicroBatch& mb, std::vector<vk::V
 }
 
 model::Pass Cell::pass(vk::Commands& cmd, const MicroBatch& mb, uint32_t l, bool recompute) const {
+  cmd.set_workspace(workspace_ ? std::optional(vk::View(workspace_)) : std::nullopt);
   model::Pass p{cmd};
   p.rows = mb.rows, p.total_rows = mb.total_rows, p.step = mb.step, p.micro_batch = mb.index;
   p.layer = layout_.first + l, p.training = mb.training, p.recompute = recompute;

@@ -146,6 +146,7 @@ class Cell {
   std::vector<Set> sets_;
   std::vector<std::vector<std::vector<vk::Buffer>>> deferred_;  // [slot][layer][spec]: B to W
   vk::Buffer grad_a_, grad_b_, scratch_;
+  vk::Buffer workspace_;  // the products' (vk::Commands::workspace), set by pass()
   vk::Buffer copy_a_, copy_b_;  // CellLayout::gradient_copy_bytes: gradients handed on packed
   vk::Buffer work_, grad_out_;  // CellLayout::work_bytes, gradient_out_bytes
   vk::Buffer loss_, discard_, correct_;

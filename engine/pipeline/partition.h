@@ -38,6 +38,9 @@ struct StageSpec {
   // Per layer of the model: the 16-bit precisions in which it needs less scratch on this
   // stage's device (model::Layer::lean_scratch). Empty: none.
   std::vector<uint8_t> lean_scratch;
+  // The workspace a cell on this stage's device keeps for its products' split K
+  // (ops::matmul_workspace_bytes; CellLayout::workspace_bytes).
+  uint64_t workspace_bytes = 0;
   // Time of layers [first, last) on this stage.
   double time(const std::vector<LayerCost>& layers, size_t first, size_t last) const;
 };

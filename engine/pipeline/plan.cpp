@@ -75,7 +75,7 @@ Bytes CellLayout::memory(uint32_t optimizer_states) const {
   for (const model::ParamSpec& p : params)  // the tied sums' host memory
     if (std::find(tied.begin(), tied.end(), p.name) != tied.end())
       b[cat(vk::Category::Transfer)] += p.elements() * kFloat;
-  b[cat(vk::Category::Scratch)] += scratch_bytes + norm_bytes + work_bytes + (last_cell ? 3 * kFloat : 0);  // loss, discard, correct
+  b[cat(vk::Category::Scratch)] += scratch_bytes + workspace_bytes + norm_bytes + work_bytes + (last_cell ? 3 * kFloat : 0);  // loss, discard, correct
   return b;
 }
 
@@ -341,6 +341,7 @@ Plan plan(const model::Model& m, const PlanOptions& o) {
                                {slots.inputs[c], slots.sets[c], slots.deferreds[c]}, precisions(c, first, last),
                                o.stages[c % K].stores_half, o.stages[c % K].lean_scratch);
     s.link_bytes = link_bytes(m, s, K == 1);
+    s.workspace_bytes = o.stages[c % K].workspace_bytes;
     return s;
   };
   // A cell's footprint depends on its layers and how many inputs and sets it keeps, not on
@@ -348,14 +349,14 @@ Plan plan(const model::Model& m, const PlanOptions& o) {
   // (and on its stage's precision, the one before, and which layers its device's kernels
   // take in 16 bits).
   std::map<std::tuple<size_t, size_t, uint32_t, uint32_t, uint32_t, ops::Precision, ops::Precision, std::vector<bool>,
-                      std::vector<uint8_t>>,
+                      std::vector<uint8_t>, uint64_t>,
            uint64_t>
       footprints;
   const CellMemory exact = [&](size_t c, size_t first, size_t last) {
     const ops::Precision before = c ? stage_precision(c - 1) : ops::Precision::Fp32;
     const auto [it, fresh] = footprints.try_emplace({first, last, slots.inputs[c], slots.sets[c], slots.deferreds[c],
                                                      stage_precision(c), before, o.stages[c % K].stores_half,
-                                                     o.stages[c % K].lean_scratch},
+                                                     o.stages[c % K].lean_scratch, o.stages[c % K].workspace_bytes},
                                                     0);
     if (fresh) it->second = total(layout(c, first, last).memory(o.optimizer_states));
     return it->second;

@@ -71,6 +71,9 @@ struct CellLayout {
   std::vector<bool> gradient_copies;
   uint64_t gradient_copy_bytes = 0;
   uint64_t scratch_bytes = 0;  // shared transient memory of the layers
+  // The products' workspace (vk::Commands::workspace: a split K's parts; set by plan() from
+  // StageSpec::workspace_bytes).
+  uint64_t workspace_bytes = 0;
   uint64_t norm_bytes = 0;     // partial sums of the gradient-norm reduction (optim::GradNorm)
   uint64_t target_bytes = 0;   // last cell: one micro-batch's targets (kept with each input)
   uint64_t loss_rows_bytes = 0;  // last cell: cross-entropy's per-row scratch, per set

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "ops/matmul_split.h"
 #include "pipeline/plan.h"
 #include "pipeline/cell.h"
 #include "util/stats.h"
@@ -31,9 +32,10 @@ LayerProfile profile_model(vk::Device& device, const model::Model& m, uint32_t r
       mem.reset_peaks();
     }
   } lift{device.memory()};
-  Cell stage(device, m,
-             layout_cell(m, 0, 0, L, true, rows, {}, std::vector<ops::Precision>(L, precision), m.stores_half(device.info()),
-                         m.lean_scratch(device.info())));
+  CellLayout layout = layout_cell(m, 0, 0, L, true, rows, {}, std::vector<ops::Precision>(L, precision),
+                                  m.stores_half(device.info()), m.lean_scratch(device.info()));
+  layout.workspace_bytes = ops::matmul_workspace_bytes(device.info());
+  Cell stage(device, m, layout);
   for (const model::ParamSpec& p : m.params()) {
     const std::vector<float> v = p.kind == model::ParamKind::State
                                      ? std::vector<float>(p.elements(), 0.0f)

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -99,6 +100,11 @@ class Commands {
   // mark.
   void note_work(std::string work, double flops) { work_ = std::move(work), work_flops_ = flops; }
   Device& device() const { return device_; }
+  // Device memory the launchers may use for intermediate results of what is recorded while it
+  // is set (ops::matmul's split products keep their parts' sums there), no one else's: set by
+  // whoever owns what is recorded (a cell), none by default.
+  void set_workspace(std::optional<View> w) { workspace_ = w; }
+  const std::optional<View>& workspace() const { return workspace_; }
 
  private:
   enum Access : uint8_t { kRead = 1, kWrite = 2 };
@@ -123,6 +129,7 @@ class Commands {
 
   Device& device_;
   std::string name_;
+  std::optional<View> workspace_;
   VkCommandPool pool_ = VK_NULL_HANDLE;
   VkCommandBuffer cmd_ = VK_NULL_HANDLE;
   VkQueryPool queries_ = VK_NULL_HANDLE;

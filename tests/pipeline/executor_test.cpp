@@ -169,6 +169,33 @@ TEST_CASE_FIXTURE(test::Gpu, "fashion-cnn-bn pipelined equals BatchNorm applied 
   }
 }
 
+// A GPU stage keeps a workspace for its products' split K (ops/matmul_split.h): planned with
+// the stage's scratch, held by each cell while it records (lavapipe splits none itself).
+TEST_CASE_FIXTURE(test::Gpu, "a stage's products' workspace is planned and held with its scratch") {
+  const model::Model m = model::build("fashion-mlp");
+  const uint32_t N = 16, K = 2;
+  const auto planned = [&](uint64_t workspace) {
+    pipeline::PlanOptions o;
+    o.rows = N, o.micro_batches = 2, o.optimizer_states = 0;
+    o.stages.assign(K, pipeline::StageSpec{});
+    o.stages[1].workspace_bytes = workspace;
+    return pipeline::plan(m, o);
+  };
+  const pipeline::Plan plain = planned(0), plan = planned(3u << 20);
+  const int scratch = int(vk::Category::Scratch);
+  CHECK(plan.cells[0].memory(0) == plain.cells[0].memory(0));
+  CHECK(plan.cells[1].workspace_bytes == 3u << 20);
+  CHECK(plan.cells[1].memory(0)[scratch] == plain.cells[1].memory(0)[scratch] + (3u << 20));
+  std::vector<vk::Device*> devices = {&device(0), &device(1)};
+  {
+    pipeline::Executor ex(m, devices, plan, {LinkKind::Auto, 2});
+    for (vk::Device* d : devices) d->memory().reset_peaks();
+    ex.train(random_batch(m, N, 3));
+  }
+  for (uint32_t k = 0; k < K; ++k)
+    CHECK_MESSAGE(device(k).memory().stats().peak[scratch] == plan.cells[k].memory(0)[scratch], "stage ", k);
+}
+
 TEST_CASE_FIXTURE(test::Gpu, "each stage's activation memory is what the planner predicts, and remat shrinks it") {
   const model::Model m = model::build("fashion-cnn");
   const uint32_t N = 16, K = 2;

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "check.h"
+#include "ops/matmul_split.h"
 #include "optim/adamw.h"
 #include "optim/sgd.h"
 
@@ -33,6 +34,8 @@ pipeline::Plan make_plan(const model::Model& m, uint32_t K, const PipelineConfig
       o.stages[k].stores_half = m.stores_half(devices[k]->info());
       o.stages[k].lean_scratch = m.lean_scratch(devices[k]->info());
     }
+  for (uint32_t k = 0; k < K && k < devices.size(); ++k)
+    o.stages[k].workspace_bytes = ops::matmul_workspace_bytes(devices[k]->info());
   if (!c.layer_stores_half.empty()) o.stages.at(0).stores_half = c.layer_stores_half;
   return pipeline::plan(m, o);
 }

@@ -361,6 +361,7 @@ AutoPlan auto_plan(const model::Model& m, const PipelineFlags& f, uint32_t rows,
     d.spec.device = (s.rank.empty() ? "" : s.rank + ", ") + "device " + std::to_string(s.index) + ", " + s.name;
     d.spec.physical = s.index, d.spec.device_memory = s.heap;
     d.spec.stores_half = facts[i].stores_half, d.spec.lean_scratch = facts[i].lean_scratch;
+    d.spec.workspace_bytes = facts[i].workspace_bytes;
     // Stages share compute where their devices do: CPU drivers in one process share the host's
     // cores; a rank computes on its own.
     const bool cpu = device_of[i] && device_of[i]->info().type == VK_PHYSICAL_DEVICE_TYPE_CPU;

@@ -24,6 +24,7 @@
 #include "table.h"
 #include "ops/linear.h"
 #include "ops/matmul.h"
+#include "ops/matmul_split.h"
 #include "ops/matmul_tiles.h"
 #include "ops/precision.h"
 #include "shaders/precision.h"
@@ -201,11 +202,16 @@ double gflops(const Case& c, double ms) {
   return 2.0 * double(m) * double(n) * double(k) / (ms * 1e6);
 }
 
-// The tiling ops::matmul picks for the case when none is given.
+// The tiling ops::matmul picks for the case when none is given, K split where it would be in a
+// stage (a Linear's forward adds a bias, so it never is).
 ops::MatmulTiling default_tiling(const vk::PhysicalInfo& info, const Case& c) {
-  if (const auto matrix = ops::default_matrix_tiling(info, c.format, uint32_t(c.mnk()[0]), uint32_t(c.mnk()[1])))
-    return *matrix;
-  return ops::matmul_tiling(info, uint32_t(c.mnk()[0]), uint32_t(c.mnk()[1]));
+  const auto [m, n, k] = c.mnk();
+  const auto matrix = ops::default_matrix_tiling(info, c.format, uint32_t(m), uint32_t(n));
+  const ops::MatmulTiling t = matrix ? *matrix : ops::matmul_tiling(info, uint32_t(m), uint32_t(n));
+  if (c.op == Op::LinearForward) return t;
+  ops::MatmulParams p{.M = uint32_t(m), .N = uint32_t(n), .K = uint32_t(k), .trans_a = c.trans_a(), .trans_b = c.trans_b()};
+  p.a_format = p.b_format = c.format;
+  return ops::split_tiling(info, t, p, ops::matmul_workspace_bytes(info));
 }
 
 // Values as stored: fp32, or packed two 16-bit values to a word.
@@ -229,6 +235,12 @@ Result run_case(vk::Device& dev, const Case& c, const Problem& problem, int reps
   for (size_t n : output_sizes(c)) out.emplace_back(dev, n * 4, vk::Category::Activations, "output");
 
   vk::Commands cmd(dev, "bench");
+  // A stage's workspace, where products split K (ops/matmul_split.h).
+  std::optional<vk::Buffer> workspace;
+  if (const uint64_t bytes = ops::matmul_workspace_bytes(dev.info())) {
+    workspace.emplace(dev, bytes, vk::Category::Scratch, "products' workspace");
+    cmd.set_workspace(vk::View(*workspace));
+  }
   for (auto& b : out) cmd.fill(b, 0);
   record(cmd, c, in, out);
   cmd.run();

@@ -4,6 +4,7 @@
 
 #include "auto_plan.h"
 #include "ops/attention.h"
+#include "ops/matmul_split.h"
 #include "ops/matmul_tiles.h"
 #include "pipeline/profile.h"
 #include "engine_words.h"
@@ -125,21 +126,26 @@ std::string join_list(const std::vector<std::string>& items) {
 std::vector<LayerFacts> layer_facts(const model::Model& m, const std::vector<vk::Device*>& devices) {
   std::vector<LayerFacts> out(devices.size());
   for (size_t k = 0; k < devices.size(); ++k)
-    if (devices[k]) out[k] = {m.stores_half(devices[k]->info()), m.lean_scratch(devices[k]->info())};
+    if (devices[k])
+      out[k] = {m.stores_half(devices[k]->info()), m.lean_scratch(devices[k]->info()),
+                ops::matmul_workspace_bytes(devices[k]->info())};
   if (!world().multi()) return out;
   // Under mpirun each rank opens one: every rank learns the others', a letter a layer ('a'
-  // plus 1 where it stores 16 bits, plus twice its lean precisions).
+  // plus 1 where it stores 16 bits, plus twice its lean precisions), then the workspace's bytes.
   const size_t here = size_t(std::find_if(devices.begin(), devices.end(), [](vk::Device* d) { return d; }) - devices.begin());
   std::string mine;
   for (size_t l = 0; l < out[here].stores_half.size(); ++l)
     mine += char('a' + (out[here].stores_half[l] ? 1 : 0) + 2 * out[here].lean_scratch[l]);
+  mine += std::to_string(out[here].workspace_bytes);
   const std::vector<std::string> all = world().allgather(mine);
   for (size_t k = 0; k < devices.size(); ++k) {
     out[k] = {};
-    for (char c : all[k]) {
-      out[k].stores_half.push_back((c - 'a') & 1);
-      out[k].lean_scratch.push_back(uint8_t((c - 'a') >> 1));
+    size_t c = 0;
+    for (; c < all[k].size() && all[k][c] >= 'a'; ++c) {
+      out[k].stores_half.push_back((all[k][c] - 'a') & 1);
+      out[k].lean_scratch.push_back(uint8_t((all[k][c] - 'a') >> 1));
     }
+    out[k].workspace_bytes = std::stoull(all[k].substr(c));
   }
   return out;
 }
@@ -290,7 +296,8 @@ pipeline::Plan make_plan(const model::Model& m, const PipelineFlags& f, Devices&
   for (auto& dev : d.devices) devices.push_back(dev.get());
   const std::vector<LayerFacts> facts = layer_facts(m, devices);
   for (uint32_t k = 0; k < K; ++k)
-    po.stages[k].stores_half = facts[k].stores_half, po.stages[k].lean_scratch = facts[k].lean_scratch;
+    po.stages[k].stores_half = facts[k].stores_half, po.stages[k].lean_scratch = facts[k].lean_scratch,
+    po.stages[k].workspace_bytes = facts[k].workspace_bytes;
   if (f.partition == "profile" && world().multi()) {
     // Each rank times every layer on its own device; every rank plans on all the times.
     const uint32_t micro_rows = pipeline::split_rows(rows, f.micro_batches).front();
