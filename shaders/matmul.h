@@ -37,6 +37,10 @@ using uint = std::uint32_t;
 // two to a word; no GELU epilogue, whose act is there): a gradient packed for the products that
 // read it, by the pass that writes it. Needs C's quads or pairs (VEC4_C, or pairs of a row).
 #define BRIGADE_MATMUL_SPEC_FORMAT_COPY 21
+// The staged kernels (shared and matrix tiles): a part of a split K, K_CHUNK deep (a multiple
+// of the staged depth) from workgroup z's K_CHUNK z; 0, all of K. A constant, not a push
+// constant, so a product unsplit compiles without it.
+#define BRIGADE_MATMUL_SPEC_K_CHUNK 22
 
 // Specialization constants of matmul_tiles.comp, the matrix-unit kernel, beside matmul.comp's
 // TRANS_A, TRANS_B, BIAS, EPILOGUE and FORMAT_* (the same ids, the same meanings). Its tile
@@ -102,8 +106,8 @@ using uint = std::uint32_t;
 // repeat one matrix): a grid of matrices, such as attention's heads side by side in each
 // sample's token rows; heads = 1 is a plain batch stride. The sum over `terms` runs in order
 // inside one invocation, so it is as deterministic as a longer K.
-// k_chunk != 0 splits K (the staged kernels only, ops/matmul_split.h): workgroup z takes the
-// K range [z k_chunk, (z + 1) k_chunk) of one product (A's and B's strides 0) and stores its
+// K_CHUNK != 0 splits K (the staged kernels only, ops/matmul_split.h): workgroup z takes the
+// K range [z K_CHUNK, (z + 1) K_CHUNK) of one product (A's and B's strides 0) and stores its
 // partial sum, alpha times it, as C[z]; a second pass adds the parts in order.
 struct MatmulPush {
   uint M, N, K;
@@ -115,7 +119,6 @@ struct MatmulPush {
   uint offset_a, offset_b, offset_c;
   uint heads;
   uint head_stride_a, head_stride_b, head_stride_c;
-  uint k_chunk;  // 0: all of K
 };
 
 // linear_bias_backward: dbias[o] += sum over n of dy[n][o]. (The forward bias is added by

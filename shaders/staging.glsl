@@ -87,12 +87,13 @@ void load_tile(uint term, uint k0, uint mb, uint nb) {
 // last row (K_TO_ROW) or left of its first (K_FROM_ROW), or all of them for a block wholly
 // above the diagonal (SKIP_ABOVE, whose C there is unspecified); every tile otherwise. A tile
 // taken is taken whole: what of it lies past the block's diagonal is op(A)'s zeros. A part of
-// a split K (k_chunk, a multiple of BK) takes its own tiles.
+// a split K (K_CHUNK, a multiple of BK) takes its own tiles.
+layout(constant_id = BRIGADE_MATMUL_SPEC_K_CHUNK) const uint K_CHUNK = 0;
 uvec2 needed_tiles(uint mb, uint nb) {
   const uint tiles = (p.K + BK - 1) / BK;
-  if (p.k_chunk != 0) {
-    const uint first = gl_WorkGroupID.z * (p.k_chunk / BK);
-    return uvec2(min(first, tiles), min(tiles, first + p.k_chunk / BK));
+  if (K_CHUNK != 0) {
+    const uint first = gl_WorkGroupID.z * (K_CHUNK / BK);
+    return uvec2(min(first, tiles), min(tiles, first + K_CHUNK / BK));
   }
   if (CAUSAL == BRIGADE_MATMUL_CAUSAL_K_TO_ROW) return uvec2(0, (min(p.K, mb + BM) + BK - 1) / BK);
   if (CAUSAL == BRIGADE_MATMUL_CAUSAL_K_FROM_ROW) return uvec2(min(p.K, mb) / BK, tiles);

@@ -257,10 +257,11 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
       .set(BRIGADE_MATMUL_SPEC_BIAS, !bias         ? BRIGADE_MATMUL_BIAS_NONE
                                      : p.bias_rows ? BRIGADE_MATMUL_BIAS_ROWS
                                                    : BRIGADE_MATMUL_BIAS_COLUMNS);
+  if (p.k_chunk) spec.set(BRIGADE_MATMUL_SPEC_K_CHUNK, p.k_chunk);  // unsplit, the constant's default
   const shaders::MatmulPush push{p.M,        p.N,        p.K,        lda,        ldb,
                                  ldc,        p.stride_a, p.stride_b, p.stride_c, p.alpha,
                                  p.accumulate ? 1u : 0u, p.terms, p.offset_a, p.offset_b, p.offset_c,
-                                 p.heads,    p.head_stride_a, p.head_stride_b, p.head_stride_c, p.k_chunk};
+                                 p.heads,    p.head_stride_a, p.head_stride_b, p.head_stride_c};
   // Unused bindings stand in for what the dispatch already touches the same way, so they add
   // no barrier: A for the read-only ones, C for the written one.
   const bool gelu = p.epilogue == Epilogue::Gelu;

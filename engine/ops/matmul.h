@@ -118,7 +118,7 @@ struct MatmulParams {
   // (default_matrix_tiling), otherwise matmul_tiling(the device), with K split where the
   // product has few blocks and a long K (ops/matmul_split.h).
   std::optional<MatmulTiling> tiling;
-  // Set by the K split for the dispatch of its parts (shaders/matmul.h), not by callers.
+  // Set by the K split for the dispatch of its parts (shaders/matmul.h, K_CHUNK), not by callers.
   uint32_t k_chunk = 0;
 
   uint32_t ld_a() const { return lda ? lda : trans_a ? M : K; }
