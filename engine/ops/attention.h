@@ -17,8 +17,8 @@
 // in the scratch, which the layers of a stage share. Backward also reads y, which c_proj
 // keeps as its input anyway.
 //
-// Where the matrix kernel is slow (ops/form.h: SwiftShader), row kernels compute the same
-// passes straight from the token layouts, one query (or key) row per invocation; of the
+// The row kernels (Form::Direct, SwiftShader's form while its matrix kernel was slow) compute
+// the same passes straight from the token layouts, one query (or key) row per invocation; of the
 // scratch they use only the backward's B*NH*T floats of delta. They never store the (T,T)
 // matrix: the forward streams keys with an online softmax, the backward recomputes each
 // probability from lse. Form::Fused runs them staged, flash attention on SIMT cores: a

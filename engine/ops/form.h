@@ -1,8 +1,9 @@
 // The two forms of the layers whose work is matrix products (convolution, attention): as
 // products on the matrix kernel (ops/matmul.h), or through direct kernels that walk their own
-// loops. The matrix form is the default; SwiftShader runs the direct kernels, since its code
-// for the matrix kernel is slow (0.13 to 0.31 GFLOPS under every tiling: fashion-cnn's step
-// took 9988 ms through it against 5128 ms direct; docs/BENCHMARKS.md).
+// loops. The matrix form is the default; SwiftShader runs the convolutions' direct kernels
+// (chosen when its matrix kernel ran 0.13 to 0.31 GFLOPS; with its constants folded on the host,
+// fashion-cnn's step took 338 and 314 ms direct against 368 and 311 in the matrix form:
+// docs/BENCHMARKS.md), and attention the matrix form (attention_form_for).
 #pragma once
 
 #include <optional>
@@ -21,10 +22,10 @@ enum class Form { Matrix, Winograd, Direct, Fused };
 // The form `info`'s device runs.
 Form form_for(const vk::PhysicalInfo& info);
 
-// The form attention takes on `info`'s device: form_for's, Fused where that is Direct or
-// where the tensors are 16-bit and the device multiplies matrices of their type
-// (`half_on_matrix_units`: flash attention on matrix tiles), unless BRIGADE_ATTENTION says
-// matrix, direct or fused (read once; auto is the default).
+// The form attention takes on `info`'s device: the matrix form, Fused where the tensors are
+// 16-bit and the device multiplies matrices of their type (`half_on_matrix_units`: flash
+// attention on matrix tiles), unless BRIGADE_ATTENTION says matrix, direct or fused (read
+// once; auto is the default).
 Form attention_form_for(const vk::PhysicalInfo& info, bool half_on_matrix_units = false);
 
 }  // namespace brigade::ops
