@@ -262,7 +262,7 @@ uint8_t GptAttention::lean_scratch(const vk::PhysicalInfo& device) const {
 // products storing 16-bit outputs of 3C and HS columns (HS even).
 bool GptAttention::stores_half(const vk::PhysicalInfo& device) const {
   const uint32_t HS = C_ / NH_;
-  const ops::Form form = ops::attention_form_for(device);
+  const ops::Form form = ops::attention_form_for();
   return (form == ops::Form::Matrix || (form == ops::Form::Fused && ops::form_for(device) == ops::Form::Matrix)) &&
          C_ % 4 == 0 && HS % 2 == 0 && ops::matmul_stores_half(device, HS);
 }

@@ -192,7 +192,7 @@ void expect_forward_views(vk::View qkv, vk::View y, vk::View lse, uint64_t rows,
 
 // The form where the caller names none.
 Form default_form(const vk::PhysicalInfo& device, Precision stored) {
-  return attention_form_for(device, is_half(stored) && default_matrix_tiling(device, stored).has_value());
+  return attention_form_for(is_half(stored) && default_matrix_tiling(device, stored).has_value());
 }
 
 }  // namespace

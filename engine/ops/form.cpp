@@ -1,9 +1,8 @@
 #include "ops/form.h"
 
-#include <cstdlib>
 #include <string>
 
-#include "util/error.h"
+#include "util/env.h"
 
 namespace brigade::ops {
 
@@ -11,14 +10,8 @@ Form form_for(const vk::PhysicalInfo& info) {
   return info.driver_id == VK_DRIVER_ID_GOOGLE_SWIFTSHADER ? Form::Direct : Form::Matrix;
 }
 
-Form attention_form_for(const vk::PhysicalInfo& /*info*/, bool half_on_matrix_units) {
-  static const std::string mode = [] {
-    const char* env = std::getenv("BRIGADE_ATTENTION");
-    const std::string m = env ? env : "auto";
-    if (m != "auto" && m != "matrix" && m != "direct" && m != "fused")
-      throw UserError("BRIGADE_ATTENTION is '" + m + "'; expected auto, matrix, direct or fused");
-    return m;
-  }();
+Form attention_form_for(bool half_on_matrix_units) {
+  static const std::string mode = env_choice("BRIGADE_ATTENTION", {"auto", "matrix", "direct", "fused"});
   if (mode == "matrix") return Form::Matrix;
   if (mode == "direct") return Form::Direct;
   if (mode == "fused") return Form::Fused;

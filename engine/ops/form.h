@@ -22,10 +22,10 @@ enum class Form { Matrix, Winograd, Direct, Fused };
 // The form `info`'s device runs.
 Form form_for(const vk::PhysicalInfo& info);
 
-// The form attention takes on `info`'s device: the matrix form, Fused where the tensors are
+// The form attention takes, on every device: the matrix form, Fused where the tensors are
 // 16-bit and the device multiplies matrices of their type (`half_on_matrix_units`: flash
 // attention on matrix tiles), unless BRIGADE_ATTENTION says matrix, direct or fused (read
 // once; auto is the default).
-Form attention_form_for(const vk::PhysicalInfo& info, bool half_on_matrix_units = false);
+Form attention_form_for(bool half_on_matrix_units = false);
 
 }  // namespace brigade::ops

@@ -1,11 +1,11 @@
 #include "ops/matmul_split.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <string>
 
 #include "ops/matmul_tiles.h"
 #include "shaders/push.h"
+#include "util/env.h"
 #include "util/error.h"
 #include "vk/kernel.h"
 
@@ -21,12 +21,7 @@ constexpr uint32_t kLarge = 1u << 15;   // a product's side that takes the large
 // BRIGADE_SPLIT_K, read once: auto (the default) splits where a device keeps a workspace, off
 // nowhere (the other half of a measurement: tools/gpu-check.sh's split part).
 bool split_off() {
-  static const bool off = [] {
-    const char* env = std::getenv("BRIGADE_SPLIT_K");
-    const std::string mode = env ? env : "auto";
-    if (mode != "auto" && mode != "off") throw UserError("BRIGADE_SPLIT_K is '" + mode + "'; expected auto or off");
-    return mode == "off";
-  }();
+  static const bool off = env_choice("BRIGADE_SPLIT_K", {"auto", "off"}) == "off";
   return off;
 }
 

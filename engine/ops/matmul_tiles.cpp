@@ -1,7 +1,7 @@
 #include "ops/matmul_tiles.h"
 
-#include <cstdlib>
 
+#include "util/env.h"
 #include "util/error.h"
 #include "vk/kernel.h"
 #include "vk/spirv.h"
@@ -57,13 +57,7 @@ namespace {
 
 // BRIGADE_MATRIX_UNITS, read once: ops::matmul asks on every 16-bit product it records.
 const std::string& matrix_units_mode() {
-  static const std::string mode = [] {
-    const char* env = std::getenv("BRIGADE_MATRIX_UNITS");
-    const std::string m = env ? env : "auto";
-    if (m != "auto" && m != "on" && m != "off")
-      throw UserError("BRIGADE_MATRIX_UNITS is '" + m + "'; expected auto, on or off");
-    return m;
-  }();
+  static const std::string mode = env_choice("BRIGADE_MATRIX_UNITS", {"auto", "on", "off"});
   return mode;
 }
 

@@ -452,7 +452,7 @@ TEST_CASE_FIXTURE(test::Gpu, "a 16-bit GPT block's products all read 16-bit oper
     CAPTURE(std::string(ops::precision_name(p)));
     const pipeline::LayerProfile profile = pipeline::profile_model(dev, m, 2, 1, true, p);
     const bool units = ops::default_matrix_tiling(dev.info(), p).has_value();
-    const bool tiles = units && ops::attention_form_for(dev.info(), true) == ops::Form::Fused;
+    const bool tiles = units && ops::attention_form_for(true) == ops::Form::Fused;
     CAPTURE(tiles);
     for (uint32_t l = 0; l < m.layers.size(); ++l) {
       const bool attends = m.layers[l]->kind() == "gpt_attention";
