@@ -31,7 +31,8 @@ uint32_t block_cols(const MatmulTiling& t) { return t.wg_x * t.tn * (t.variant =
 }  // namespace
 
 uint64_t matmul_workspace_bytes(const vk::PhysicalInfo& device) {
-  return device.type == VK_PHYSICAL_DEVICE_TYPE_CPU || split_off() ? 0 : kWorkspaceBytes;
+  // BRIGADE_SPLIT_K first, so a word it does not take is refused on any device.
+  return split_off() || device.type == VK_PHYSICAL_DEVICE_TYPE_CPU ? 0 : kWorkspaceBytes;
 }
 
 bool splits_k(const MatmulParams& p) {
