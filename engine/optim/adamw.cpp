@@ -1,21 +1,26 @@
 #include "optim/adamw.h"
 
 #include <cmath>
+#include <string>
+#include <utility>
 
 #include "ops/launch_geometry.h"
 #include "shaders/optim.h"
 #include "util/error.h"
+#include "util/units.h"
 
 namespace brigade::optim {
 
 void validate(const AdamWOptions& o) {
-  auto in_unit = [](double b) { return b >= 0 && b < 1; };
-  if (!in_unit(o.beta1) || !in_unit(o.beta2))
-    throw UserError("adamw: betas are (" + std::to_string(o.beta1) + ", " +
-                    std::to_string(o.beta2) + "), expected each in [0, 1)");
-  if (!(o.eps >= 0)) throw UserError("adamw: eps is " + std::to_string(o.eps) + ", expected >= 0");
-  if (!(o.weight_decay >= 0))
-    throw UserError("adamw: weight_decay is " + std::to_string(o.weight_decay) + ", expected >= 0");
+  for (const auto& [name, beta] : {std::pair{"beta1", o.beta1}, std::pair{"beta2", o.beta2}})
+    if (!(beta >= 0 && beta < 1))
+      throw UserError(std::string("AdamW's `") + name + "` " + format_number(beta) +
+                      " is not in [0, 1)");
+  if (!(o.eps >= 0 && std::isfinite(o.eps)))
+    throw UserError("AdamW's `eps` " + format_number(o.eps) + " is not a number of 0 or more");
+  if (!(o.weight_decay >= 0 && std::isfinite(o.weight_decay)))
+    throw UserError("AdamW's `weight_decay` " + format_number(o.weight_decay) +
+                    " is not a number of 0 or more");
 }
 
 void adamw_step(vk::Commands& cmd, vk::View param, vk::View grad, vk::View exp_avg,

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "util/error.h"
+#include "util/units.h"
 
 namespace brigade::optim {
 
@@ -23,16 +24,15 @@ LrSchedule warmup_cosine(double base_lr, double min_lr, uint64_t warmup_steps, u
 
 void validate(const LrSchedule& s) {
   if (!(s.base_lr > 0 && std::isfinite(s.base_lr)))
-    throw UserError("learning rate: base lr is " + std::to_string(s.base_lr) +
-                    ", expected a positive number");
+    throw UserError("`base_lr` " + format_number(s.base_lr) + " is not a learning rate; expected a number above 0");
   if (s.kind == LrSchedule::Kind::Constant) return;
   if (!(s.min_lr >= 0 && s.min_lr <= s.base_lr))
-    throw UserError("learning rate: min lr is " + std::to_string(s.min_lr) +
-                    ", expected between 0 and the base lr " + std::to_string(s.base_lr));
-  if (s.total_steps == 0 || s.warmup_steps > s.total_steps)
-    throw UserError("learning rate: warmup " + std::to_string(s.warmup_steps) + " and total " +
-                    std::to_string(s.total_steps) +
-                    " steps, expected total > 0 and warmup <= total");
+    throw UserError("`min_lr` " + format_number(s.min_lr) + " is not between 0 and `base_lr` " +
+                    format_number(s.base_lr));
+  if (s.total_steps == 0) throw UserError("a learning-rate schedule of 0 steps (`total_steps`)");
+  if (s.warmup_steps > s.total_steps)
+    throw UserError("`warmup_steps` " + std::to_string(s.warmup_steps) + " is more than the schedule's `total_steps` " +
+                    std::to_string(s.total_steps));
 }
 
 double learning_rate(const LrSchedule& s, uint64_t step) {

@@ -2,16 +2,17 @@
 
 #include "shaders/optim.h"
 #include "util/error.h"
+#include "util/units.h"
 
 namespace brigade::optim {
 
 void validate(const SgdOptions& o) {
   if (!(o.momentum >= 0 && o.momentum < 1))
-    throw UserError("sgd: momentum is " + std::to_string(o.momentum) +
-                    ", expected 0 <= momentum < 1");
-  if (!(o.weight_decay >= 0))
-    throw UserError("sgd: weight_decay is " + std::to_string(o.weight_decay) + ", expected >= 0");
-  if (o.nesterov && o.momentum == 0) throw UserError("sgd: nesterov needs a momentum above 0");
+    throw UserError("SGD's `momentum` " + format_number(o.momentum) + " is not in [0, 1)");
+  if (!(o.weight_decay >= 0 && std::isfinite(o.weight_decay)))
+    throw UserError("SGD's `weight_decay` " + format_number(o.weight_decay) +
+                    " is not a number of 0 or more");
+  if (o.nesterov && o.momentum == 0) throw UserError("SGD's Nesterov momentum needs a `momentum` above 0");
 }
 
 void sgd_step(vk::Commands& cmd, vk::View param, vk::View grad, vk::View momentum_buffer,

@@ -45,6 +45,12 @@ std::vector<uint64_t> parse_size_list(std::string_view text, std::string_view wh
   return sizes;
 }
 
+std::string format_number(double value) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", value);
+  return buf;
+}
+
 std::string format_bytes(uint64_t bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   double v = double(bytes);

@@ -22,4 +22,7 @@ std::optional<std::vector<uint32_t>> parse_uint_list(std::string_view text);
 // "1.5 MiB", "512 B", "2.0 GiB".
 std::string format_bytes(uint64_t bytes);
 
+// A number as people write it, in the shortest of %g's forms: "0.001", "2", "1e-08", "nan".
+std::string format_number(double value);
+
 }  // namespace brigade

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <thread>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -232,6 +233,37 @@ TEST_CASE("train, eval and sample refuse bad requests with one line") {
     // failure (3) or an internal error (4).
     CHECK((r.status == 2 || (r.status >= 100 && r.status < 128)));
     CHECK(std::count(r.output.begin(), r.output.end(), '\n') <= 2);
+  }
+  CHECK_FALSE(fs::exists(dir / "run" / "checkpoint.safetensors"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("train refuses a number out of range naming its flag and the value as given") {
+  const fs::path dir = test::scratch_dir("train-numbers");
+  const std::string out = " --out " + (dir / "run").string();
+  // The flag, the value, and one short line: no engine setting's own name and no bound
+  // written out to hundreds of digits.
+  const std::pair<std::string, std::string> cases[] = {
+      {"--lr 0", "--lr 0 "},
+      {"--lr nan", "--lr nan "},
+      {"--min-lr 5", "--min-lr 5 is not between 0 and --lr 0.001"},
+      {"--steps 10 --warmup 50", "--warmup 50 is more than the schedule's --steps 10"},
+      {"--beta1 1", "--beta1 1 "},
+      {"--beta2 -0.5", "--beta2 -0.5 "},
+      {"--eps -1", "--eps -1 "},
+      {"--weight-decay -1", "--weight-decay -1 "},
+      {"--optimizer sgd --momentum 3", "--momentum 3 "},
+      {"-b 0", "--batch-size: 0 "},
+      {"--clip -1", "--clip: -1 "},
+      {"--seed -1", "--seed: -1 "},
+  };
+  for (const auto& [flags, says] : cases) {
+    const auto r = test::brigade_run("train --model fashion-mlp " + flags + out);
+    INFO(flags, "\n", r.output);
+    CHECK((r.status == 2 || (r.status >= 100 && r.status < 128)));
+    CHECK(r.output.find(says) != std::string::npos);
+    CHECK(r.output.find('`') == std::string::npos);
+    CHECK(r.output.size() < 200);
   }
   CHECK_FALSE(fs::exists(dir / "run" / "checkpoint.safetensors"));
   fs::remove_all(dir);

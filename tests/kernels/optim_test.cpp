@@ -420,9 +420,9 @@ TEST_CASE("warmup then cosine has the defined values at its boundaries") {
 }
 
 TEST_CASE("schedules with impossible settings are refused with one line") {
-  CHECK_THROWS_WITH_AS(optim::warmup_cosine(0.1, 0.01, 20, 10), doctest::Contains("warmup"),
+  CHECK_THROWS_WITH_AS(optim::warmup_cosine(0.1, 0.01, 20, 10), doctest::Contains("`warmup_steps` 20"),
                        UserError);
-  CHECK_THROWS_WITH_AS(optim::warmup_cosine(0.1, 0.2, 0, 10), doctest::Contains("min lr"),
+  CHECK_THROWS_WITH_AS(optim::warmup_cosine(0.1, 0.2, 0, 10), doctest::Contains("`min_lr` 0.2"),
                        UserError);
   CHECK_THROWS_AS(optim::warmup_cosine(0.1, 0.0, 0, 0), UserError);
   CHECK_THROWS_AS(optim::constant(0), UserError);

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "blas_peer.h"
+#include "checks.h"
 #include "commands.h"
 #include "table.h"
 #include "ops/linear.h"
@@ -510,7 +511,7 @@ void add_bench(CLI::App& app) {
       ->check(CLI::Range(1u, 16384u));
   kernels->add_option("--reps", opt->reps, "Timed repetitions per case (the median is reported)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   kernels->add_flag("--json", opt->json, "Print JSON instead of a table");
   kernels->add_flag("--compare", opt->compare,
                     "Time the presets' shapes under every candidate tiling, not just the default");

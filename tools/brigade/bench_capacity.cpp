@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "checks.h"
 #include "commands.h"
 #include "io/safetensors.h"
 #include "io/svg.h"
@@ -394,10 +395,10 @@ void add_bench_capacity(CLI::App& bench) {
   cmd->add_option("--widths", o->widths, "n_embd values to try (multiples of the head size)")
       ->delimiter(',')
       ->capture_default_str();
-  cmd->add_option("--batch-size,-b", o->batch, "samples per mini-batch")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--batch-size,-b", o->batch, "samples per mini-batch")->capture_default_str()->check(kPositive);
   cmd->add_option("--micro-batches,-m", o->micro_batches, "micro-batches M per mini-batch")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   cmd->add_option("--optimizer", o->optimizer, "adamw or sgd (momentum 0.9): the state the cap must hold")
       ->capture_default_str();
   cmd->add_option("--configs", o->configs, "rows as K:remat[:schedule[:precision]] (stages, re-materialization, gpipe, "

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "checks.h"
 #include "commands.h"
 #include "io/safetensors.h"
 #include "io/svg.h"
@@ -143,7 +144,7 @@ void add_bench_pipeline(CLI::App& bench) {
   CLI::App* cmd = bench.add_subcommand(
       "pipeline", "Pipeline overhead and GPipe's bubble: training steps on K logical devices of one device");
   cmd->add_option("--model", o->model, "preset name or a model .toml file")->capture_default_str();
-  cmd->add_option("--batch-size,-b", o->batch, "samples per mini-batch")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--batch-size,-b", o->batch, "samples per mini-batch")->capture_default_str()->check(kPositive);
   cmd->add_option("--stages", o->stages, "numbers of stages K to measure")
       ->delimiter(',')
       ->capture_default_str()
@@ -156,7 +157,7 @@ void add_bench_pipeline(CLI::App& bench) {
   cmd->add_option("--device", o->device, "device from `brigade devices`: index, part of its name or a UUID prefix")->capture_default_str();
   cmd->add_option("--reps", o->reps, "timed steps per case (the median is reported)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   cmd->add_flag("--json", o->json, "print JSON instead of a table");
   cmd->add_option("--svg", o->svg, "folder to write bubble.svg into");
   cmd->callback([o] { run(*o); });

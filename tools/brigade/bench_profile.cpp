@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "checks.h"
 #include "commands.h"
 #include "optim/adamw.h"
 #include "pipeline/executor.h"
@@ -214,7 +215,7 @@ void add_bench_profile(CLI::App& bench) {
   add_model_pipeline_flags(*cmd, *o);
   cmd->add_option("--reps", o->reps, "timed runs of each measurement (the median is reported)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   cmd->add_flag("--json", o->json, "print JSON instead of tables");
   cmd->callback([o] { run(*o); });
 }

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "checks.h"
 #include "commands.h"
 #include "io/safetensors.h"
 #include "io/svg.h"
@@ -162,7 +163,7 @@ void add_bench_schedules(CLI::App& bench) {
   CLI::App* cmd = bench.add_subcommand(
       "schedules", "The pipeline schedules side by side: memory per stage against the plan, step time and bubble");
   cmd->add_option("--model", o->model, "preset name or a model .toml file")->capture_default_str();
-  cmd->add_option("--batch-size,-b", o->batch, "samples per mini-batch")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--batch-size,-b", o->batch, "samples per mini-batch")->capture_default_str()->check(kPositive);
   cmd->add_option("--stages", o->stages, "stages K (logical devices of --device)")->capture_default_str()->check(CLI::Range(1u, 64u));
   cmd->add_option("--micro-batches,-m", o->micro_batches, "numbers of micro-batches M to measure")
       ->delimiter(',')
@@ -178,7 +179,7 @@ void add_bench_schedules(CLI::App& bench) {
   cmd->add_option("--device", o->device, "device from `brigade devices`: index, part of its name or a UUID prefix")->capture_default_str();
   cmd->add_option("--reps", o->reps, "timed steps per schedule and M (the median is reported)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   cmd->add_flag("--json", o->json, "print JSON instead of a table");
   cmd->add_option("--svg", o->svg, "folder to write schedule-memory.svg and schedule-bubble.svg into");
   cmd->callback([o] { run_schedules(*o); });

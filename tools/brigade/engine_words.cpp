@@ -6,23 +6,33 @@ namespace brigade::cli {
 
 namespace {
 
-// Engine setting (PlanOptions, ExecutorOptions, StageSpec, the data and lr-schedule settings)
+// Engine setting (PlanOptions, ExecutorOptions, StageSpec, the data, lr-schedule and optimizer
+// settings)
 // -> the flag that sets it.
 const std::map<std::string, std::string, std::less<>>& flags() {
   static const std::map<std::string, std::string, std::less<>> table = {
       {"balance", "--balance"},
+      {"base_lr", "--lr"},
+      {"beta1", "--beta1"},
+      {"beta2", "--beta2"},
       {"data", "--data"},
       {"devices", "--devices"},
+      {"eps", "--eps"},
       {"link", "--link"},
       {"lr_schedule", "--lr-schedule"},
       {"memory_cap", "--mem-limit"},
       {"micro_batches", "--micro-batches"},
+      {"min_lr", "--min-lr"},
+      {"momentum", "--momentum"},
       {"partition", "--partition"},
       {"precision", "--precision"},
       {"remat", "--remat"},
       {"rows", "--batch-size"},
       {"schedule", "--schedule"},
+      {"total_steps", "--steps"},
       {"virtual_stages", "--virtual-stages"},
+      {"warmup_steps", "--warmup"},
+      {"weight_decay", "--weight-decay"},
   };
   return table;
 }

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 
+#include "checks.h"
 #include "commands.h"
 #include "io/checkpoint.h"
 #include "io/data.h"
@@ -182,10 +183,10 @@ void add_eval(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("eval", "loss (and accuracy) of a checkpoint on the test or validation split");
   add_source(cmd, a->source);
   cmd->add_option("--data", a->data, "dataset (default: the run's, else the model's default)");
-  cmd->add_option("--batch-size,-b", a->batch_size, "samples per evaluation batch")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--batch-size,-b", a->batch_size, "samples per evaluation batch")->capture_default_str()->check(kPositive);
   cmd->add_option("--limit", a->limit, "evaluate only the first N batches; 0 = all")->capture_default_str();
   cmd->add_option("--window", a->window, "a GPT: tokens per text window, 1 to its block_size (default: the block)")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   add_pipeline_flags(*cmd, a->pipeline);
   cmd->callback([a] { run_eval(*a); });
 }
@@ -199,7 +200,7 @@ void add_sample(CLI::App& app) {
   cmd->add_option("--temperature", a->temperature, "softmax temperature; 0 = always the likeliest byte")
       ->capture_default_str();
   cmd->add_option("--top-k", a->top_k, "sample among the k likeliest bytes; 0 = all")->capture_default_str();
-  cmd->add_option("--seed", a->seed, "seed of the sampling")->capture_default_str()->check(CLI::NonNegativeNumber);
+  cmd->add_option("--seed", a->seed, "seed of the sampling")->capture_default_str()->check(kNonNegative);
   add_pipeline_flags(*cmd, a->pipeline);
   cmd->callback([a] { run_sample(*a); });
 }

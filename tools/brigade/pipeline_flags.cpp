@@ -3,6 +3,7 @@
 #include <map>
 
 #include "auto_plan.h"
+#include "checks.h"
 #include "ops/attention.h"
 #include "ops/matmul_split.h"
 #include "ops/matmul_tiles.h"
@@ -67,7 +68,7 @@ void add_pipeline_flags(CLI::App& cmd, PipelineFlags& f) {
                  "under mpirun: data-parallel replicas R, each a pipeline of ranks / R stages "
                  "taking its share of every mini-batch")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   for (const char* flag : {"--devices", "--micro-batches", "--schedule", "--virtual-stages", "--remat", "--link",
                            "--balance", "--partition", "--mem-limit", "--precision", "--replicas"})
     f.options[flag] = cmd.get_option(flag);
@@ -80,7 +81,7 @@ void add_pipeline_flags(CLI::App& cmd, PipelineFlags& f) {
 CLI::Option* add_model_flags(CLI::App& cmd, std::string& model, std::vector<std::string>& set, uint32_t& batch) {
   CLI::Option* o = cmd.add_option("--model", model, "preset name or a model .toml file")->capture_default_str();
   cmd.add_option("--set", set, "override a model setting, e.g. --set n_layer=6 (repeatable)");
-  cmd.add_option("--batch-size,-b", batch, "samples per mini-batch")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd.add_option("--batch-size,-b", batch, "samples per mini-batch")->capture_default_str()->check(kPositive);
   return o;
 }
 

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <string>
 
+#include "checks.h"
 #include "auto_plan.h"
 #include "commands.h"
 #include "io/tensors.h"
@@ -109,7 +110,7 @@ void add_init(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("init", "write a model's initial parameters (safetensors)");
   cmd->add_option("--model", a->model, "preset name or a model .toml file")->required();
   cmd->add_option("--set", a->set, "override a model setting, e.g. --set n_layer=6 (repeatable)");
-  cmd->add_option("--seed", a->seed, "random seed")->capture_default_str()->check(CLI::NonNegativeNumber);
+  cmd->add_option("--seed", a->seed, "random seed")->capture_default_str()->check(kNonNegative);
   cmd->add_option("--out", a->out, "parameters file to write")->required();
   cmd->callback([a] { run_init(*a); });
 }

@@ -14,6 +14,7 @@
 #include <typeinfo>
 
 #include "auto_plan.h"
+#include "checks.h"
 #include "commands.h"
 #include "io/checkpoint.h"
 #include "io/data.h"
@@ -492,10 +493,10 @@ void add_train(CLI::App& app) {
   auto* epochs = cmd->add_option("--epochs", a->epochs, "epochs to train (default: 6 for images)");
   cmd->add_option("--steps", s.steps, "optimizer steps to train (default: 1000 for text)")->excludes(epochs);
   cmd->add_option("--batch-size,-b", s.batch_size, "samples per mini-batch (default: 64 images, 16 text windows)")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   cmd->add_option("--seed", s.seed, "seed of the initial parameters, data order and dropout")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   cmd->add_option("--optimizer", s.optimizer, "adamw or sgd")->capture_default_str();
   cmd->add_option("--lr", s.lr, "peak learning rate")->capture_default_str();
   cmd->add_option("--lr-schedule", s.schedule, "learning rate: constant, or cosine (linear warmup, cosine decay)")->capture_default_str();
@@ -507,7 +508,7 @@ void add_train(CLI::App& app) {
   cmd->add_option("--beta2", s.beta2, "AdamW beta2 (default 0.999, text 0.99)");
   cmd->add_option("--eps", s.eps, "AdamW epsilon")->capture_default_str();
   cmd->add_option("--clip", s.clip, "clip the global gradient norm to this; 0 = off (default: off, text 1.0)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   cmd->add_option("--eval-every", s.eval_every, "steps between evaluations and checkpoints (default: an epoch, text 100)");
   cmd->add_option("--eval-batches", s.eval_batches, "batches per evaluation; 0 = the whole split (default: all, text 16)");
   cmd->add_option("--stop-after", a->stop_after, "stop this run after so many steps, with a checkpoint (resume later)");
