@@ -20,6 +20,21 @@ struct LayerCost {
   uint64_t memory = 0;  // bytes the layer needs on whichever stage holds it
 };
 
+// What a stage's device makes of the model (pipeline::device_facts), per layer of it:
+//   stores_half     whether its kernels read and write 16-bit tensors themselves there
+//                   (model::Layer::stores_half); empty: none do, every 16-bit layer runs on
+//                   fp32 copies;
+//   lean_scratch    the 16-bit precisions in which it needs less scratch there
+//                   (model::Layer::lean_scratch); empty: none;
+// and the workspace a cell there keeps for its products' split K (ops::matmul_workspace_bytes;
+// CellLayout::workspace_bytes).
+struct DeviceFacts {
+  std::vector<bool> stores_half;
+  std::vector<uint8_t> lean_scratch;
+  uint64_t workspace_bytes = 0;
+  auto operator<=>(const DeviceFacts&) const = default;
+};
+
 struct StageSpec {
   double speed = 1.0;       // relative throughput of this stage's device (2.0 = twice as fast)
   uint64_t memory_cap = 0;  // bytes; 0 = unbounded
@@ -31,16 +46,8 @@ struct StageSpec {
   // Measured time of every layer of the model on this stage's own device (profiled). When
   // given, it replaces LayerCost::time / speed for this stage.
   std::vector<double> layer_times;
-  // Per layer of the model: whether its kernels read and write 16-bit tensors themselves on
-  // this stage's device (model::Layer::stores_half). Empty: none do, every 16-bit layer
-  // runs on fp32 copies.
-  std::vector<bool> stores_half;
-  // Per layer of the model: the 16-bit precisions in which it needs less scratch on this
-  // stage's device (model::Layer::lean_scratch). Empty: none.
-  std::vector<uint8_t> lean_scratch;
-  // The workspace a cell on this stage's device keeps for its products' split K
-  // (ops::matmul_workspace_bytes; CellLayout::workspace_bytes).
-  uint64_t workspace_bytes = 0;
+  // What this stage's device makes of the model's layers; none of it by default.
+  DeviceFacts facts;
   // Time of layers [first, last) on this stage.
   double time(const std::vector<LayerCost>& layers, size_t first, size_t last) const;
 };

@@ -6,6 +6,7 @@
 #include <set>
 #include <tuple>
 
+#include "ops/matmul_split.h"
 #include "optim/clip.h"
 #include "util/units.h"
 
@@ -88,10 +89,15 @@ std::vector<ops::Precision> output_precisions(const model::Model& m, const std::
   return out;
 }
 
+DeviceFacts device_facts(const model::Model& m, const vk::PhysicalInfo& info) {
+  return {m.stores_half(info), m.lean_scratch(info), ops::matmul_workspace_bytes(info)};
+}
+
 CellLayout layout_cell(const model::Model& m, uint32_t cell, uint32_t first, uint32_t last,
                        bool last_cell, uint32_t max_rows, const CellBuffers& buffers,
-                       const std::vector<ops::Precision>& precision, const std::vector<bool>& stores_half,
-                       const std::vector<uint8_t>& lean_scratch) {
+                       const std::vector<ops::Precision>& precision, const DeviceFacts& facts) {
+  const std::vector<bool>& stores_half = facts.stores_half;
+  const std::vector<uint8_t>& lean_scratch = facts.lean_scratch;
   BRIGADE_EXPECT(first < last && last <= m.layers.size(), "a cell holds layers [first, last)");
   BRIGADE_EXPECT(stores_half.empty() || stores_half.size() == m.layers.size(), "stores_half has one entry per layer");
   BRIGADE_EXPECT(lean_scratch.empty() || lean_scratch.size() == m.layers.size(), "lean_scratch has one entry per layer");
@@ -99,6 +105,7 @@ CellLayout layout_cell(const model::Model& m, uint32_t cell, uint32_t first, uin
   s.cell = cell, s.first = first, s.last = last;
   s.first_cell = first == 0, s.last_cell = last_cell;
   s.max_rows = max_rows, s.inputs = buffers.inputs, s.sets = buffers.sets, s.deferreds = buffers.deferreds;
+  s.workspace_bytes = facts.workspace_bytes;
   const std::vector<ops::Precision> stored = output_precisions(m, precision);
   s.input_precision = first ? stored[first - 1] : ops::Precision::Fp32;
   const uint64_t in = model::elements(m.layers[first]->input_shape()) * max_rows;
@@ -339,24 +346,20 @@ Plan plan(const model::Model& m, const PlanOptions& o) {
   auto layout = [&](size_t c, size_t first, size_t last) {
     CellLayout s = layout_cell(m, uint32_t(c), uint32_t(first), uint32_t(last), last == L, p.micro_rows[0],
                                {slots.inputs[c], slots.sets[c], slots.deferreds[c]}, precisions(c, first, last),
-                               o.stages[c % K].stores_half, o.stages[c % K].lean_scratch);
+                               o.stages[c % K].facts);
     s.link_bytes = link_bytes(m, s, K == 1);
-    s.workspace_bytes = o.stages[c % K].workspace_bytes;
     return s;
   };
   // A cell's footprint depends on its layers and how many inputs and sets it keeps, not on
   // which cell it is: each is laid out once, however often the partitioner asks.
   // (and on its stage's precision, the one before, and which layers its device's kernels
   // take in 16 bits).
-  std::map<std::tuple<size_t, size_t, uint32_t, uint32_t, uint32_t, ops::Precision, ops::Precision, std::vector<bool>,
-                      std::vector<uint8_t>, uint64_t>,
-           uint64_t>
+  std::map<std::tuple<size_t, size_t, uint32_t, uint32_t, uint32_t, ops::Precision, ops::Precision, DeviceFacts>, uint64_t>
       footprints;
   const CellMemory exact = [&](size_t c, size_t first, size_t last) {
     const ops::Precision before = c ? stage_precision(c - 1) : ops::Precision::Fp32;
     const auto [it, fresh] = footprints.try_emplace({first, last, slots.inputs[c], slots.sets[c], slots.deferreds[c],
-                                                     stage_precision(c), before, o.stages[c % K].stores_half,
-                                                     o.stages[c % K].lean_scratch, o.stages[c % K].workspace_bytes},
+                                                     stage_precision(c), before, o.stages[c % K].facts},
                                                     0);
     if (fresh) it->second = total(layout(c, first, last).memory(o.optimizer_states));
     return it->second;

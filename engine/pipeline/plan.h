@@ -112,12 +112,12 @@ struct CellBuffers {
 };
 
 // `precision`: one per layer of the model (the layers of [first, last) and those before it
-// matter), empty for fp32 throughout. `stores_half` and `lean_scratch`: per layer of the
-// model, as StageSpec's (empty: none).
+// matter), empty for fp32 throughout. `facts`: the stage's device's, as StageSpec's.
 CellLayout layout_cell(const model::Model& m, uint32_t cell, uint32_t first, uint32_t last,
                        bool last_cell, uint32_t max_rows, const CellBuffers& buffers,
-                       const std::vector<ops::Precision>& precision = {},
-                       const std::vector<bool>& stores_half = {}, const std::vector<uint8_t>& lean_scratch = {});
+                       const std::vector<ops::Precision>& precision = {}, const DeviceFacts& facts = {});
+// What a device described by `info` makes of `m` (DeviceFacts).
+DeviceFacts device_facts(const model::Model& m, const vk::PhysicalInfo& info);
 // The precision each layer's output is stored in: its own, a view's that of its input, fp32
 // before the first 16-bit layer. `precision` as for layout_cell.
 std::vector<ops::Precision> output_precisions(const model::Model& m, const std::vector<ops::Precision>& precision);

@@ -32,9 +32,8 @@ LayerProfile profile_model(vk::Device& device, const model::Model& m, uint32_t r
       mem.reset_peaks();
     }
   } lift{device.memory()};
-  CellLayout layout = layout_cell(m, 0, 0, L, true, rows, {}, std::vector<ops::Precision>(L, precision),
-                                  m.stores_half(device.info()), m.lean_scratch(device.info()));
-  layout.workspace_bytes = ops::matmul_workspace_bytes(device.info());
+  const CellLayout layout = layout_cell(m, 0, 0, L, true, rows, {}, std::vector<ops::Precision>(L, precision),
+                                        device_facts(m, device.info()));
   Cell stage(device, m, layout);
   for (const model::ParamSpec& p : m.params()) {
     const std::vector<float> v = p.kind == model::ParamKind::State

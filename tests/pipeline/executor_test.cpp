@@ -178,7 +178,7 @@ TEST_CASE_FIXTURE(test::Gpu, "a stage's products' workspace is planned and held 
     pipeline::PlanOptions o;
     o.rows = N, o.micro_batches = 2, o.optimizer_states = 0;
     o.stages.assign(K, pipeline::StageSpec{});
-    o.stages[1].workspace_bytes = workspace;
+    o.stages[1].facts.workspace_bytes = workspace;
     return pipeline::plan(m, o);
   };
   const pipeline::Plan plain = planned(0), plan = planned(3u << 20);

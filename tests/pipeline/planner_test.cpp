@@ -175,14 +175,14 @@ TEST_CASE("a 16-bit GPT block on flash attention's matrix tiles plans no (T,T) s
     CHECK_MESSAGE(lean[l] == (m.layers[l]->kind() == "gpt_attention" ? 1u << uint32_t(ops::Precision::Fp16) : 0u), "layer ", l);
   const std::vector<bool> half = m.stores_half(gpu);
   const auto scratch = [&](ops::Precision p, const std::vector<uint8_t>& facts) {
-    const CellLayout c = layout_cell(m, 0, 0, L, true, rows, {}, std::vector<ops::Precision>(L, p), half, facts);
+    const CellLayout c = layout_cell(m, 0, 0, L, true, rows, {}, std::vector<ops::Precision>(L, p), {half, facts});
     return c.scratch_bytes;
   };
   // One sample's scores of every head, P and dS, at the least: gone in fp16, kept in bf16.
   const uint64_t scores = uint64_t(2) * 4 * 128 * 128 * 4;  // gpt-mini: 4 heads, 128 tokens
   CHECK(scratch(ops::Precision::Fp16, lean) + scores <= scratch(ops::Precision::Fp16, {}));
   CHECK(scratch(ops::Precision::Bf16, lean) == scratch(ops::Precision::Bf16, {}));
-  const CellLayout c = layout_cell(m, 0, 0, L, true, rows, {}, std::vector<ops::Precision>(L, ops::Precision::Fp16), half, lean);
+  const CellLayout c = layout_cell(m, 0, 0, L, true, rows, {}, std::vector<ops::Precision>(L, ops::Precision::Fp16), {half, lean});
   for (uint32_t l = 0; l < L; ++l) CHECK(c.lean[l] == (lean[l] != 0));
 }
 

@@ -7,7 +7,6 @@
 #include <set>
 
 #include "check.h"
-#include "ops/matmul_split.h"
 #include "optim/adamw.h"
 #include "optim/sgd.h"
 
@@ -29,14 +28,11 @@ pipeline::Plan make_plan(const model::Model& m, uint32_t K, const PipelineConfig
   o.schedule = c.schedule, o.virtual_stages = c.V;
   o.precision = c.precision, o.layer_precision = c.layer_precision;
   o.stages.assign(K, pipeline::StageSpec{});
-  if (!c.fp32_copies)
-    for (uint32_t k = 0; k < K && k < devices.size(); ++k) {
-      o.stages[k].stores_half = m.stores_half(devices[k]->info());
-      o.stages[k].lean_scratch = m.lean_scratch(devices[k]->info());
-    }
-  for (uint32_t k = 0; k < K && k < devices.size(); ++k)
-    o.stages[k].workspace_bytes = ops::matmul_workspace_bytes(devices[k]->info());
-  if (!c.layer_stores_half.empty()) o.stages.at(0).stores_half = c.layer_stores_half;
+  for (uint32_t k = 0; k < K && k < devices.size(); ++k) {
+    o.stages[k].facts = pipeline::device_facts(m, devices[k]->info());
+    if (c.fp32_copies) o.stages[k].facts.stores_half.clear(), o.stages[k].facts.lean_scratch.clear();
+  }
+  if (!c.layer_stores_half.empty()) o.stages.at(0).facts.stores_half = c.layer_stores_half;
   return pipeline::plan(m, o);
 }
 

@@ -353,15 +353,14 @@ AutoPlan auto_plan(const model::Model& m, const PipelineFlags& f, uint32_t rows,
   const size_t P = described.size();
 
   // What each pool entry's kernels take in 16 bits, and its candidates.
-  const std::vector<LayerFacts> facts = layer_facts(m, device_of);
+  const std::vector<pipeline::DeviceFacts> facts = device_facts(m, device_of);
   for (size_t i = 0; i < P; ++i) {
     const StageDevice& s = described[i];
     pipeline::PlanDevice d;
     d.spec.memory_cap = caps[i];
     d.spec.device = (s.rank.empty() ? "" : s.rank + ", ") + "device " + std::to_string(s.index) + ", " + s.name;
     d.spec.physical = s.index, d.spec.device_memory = s.heap;
-    d.spec.stores_half = facts[i].stores_half, d.spec.lean_scratch = facts[i].lean_scratch;
-    d.spec.workspace_bytes = facts[i].workspace_bytes;
+    d.spec.facts = facts[i];
     // Stages share compute where their devices do: CPU drivers in one process share the host's
     // cores; a rank computes on its own.
     const bool cpu = device_of[i] && device_of[i]->info().type == VK_PHYSICAL_DEVICE_TYPE_CPU;

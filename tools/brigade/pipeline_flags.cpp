@@ -5,7 +5,6 @@
 #include "auto_plan.h"
 #include "checks.h"
 #include "ops/attention.h"
-#include "ops/matmul_split.h"
 #include "ops/matmul_tiles.h"
 #include "pipeline/profile.h"
 #include "engine_words.h"
@@ -124,12 +123,10 @@ std::string join_list(const std::vector<std::string>& items) {
   return out;
 }
 
-std::vector<LayerFacts> layer_facts(const model::Model& m, const std::vector<vk::Device*>& devices) {
-  std::vector<LayerFacts> out(devices.size());
+std::vector<pipeline::DeviceFacts> device_facts(const model::Model& m, const std::vector<vk::Device*>& devices) {
+  std::vector<pipeline::DeviceFacts> out(devices.size());
   for (size_t k = 0; k < devices.size(); ++k)
-    if (devices[k])
-      out[k] = {m.stores_half(devices[k]->info()), m.lean_scratch(devices[k]->info()),
-                ops::matmul_workspace_bytes(devices[k]->info())};
+    if (devices[k]) out[k] = pipeline::device_facts(m, devices[k]->info());
   if (!world().multi()) return out;
   // Under mpirun each rank opens one: every rank learns the others', a letter a layer ('a'
   // plus 1 where it stores 16 bits, plus twice its lean precisions), then the workspace's bytes.
@@ -295,10 +292,8 @@ pipeline::Plan make_plan(const model::Model& m, const PipelineFlags& f, Devices&
   // scratch (the plan is the same on every rank).
   std::vector<vk::Device*> devices;
   for (auto& dev : d.devices) devices.push_back(dev.get());
-  const std::vector<LayerFacts> facts = layer_facts(m, devices);
-  for (uint32_t k = 0; k < K; ++k)
-    po.stages[k].stores_half = facts[k].stores_half, po.stages[k].lean_scratch = facts[k].lean_scratch,
-    po.stages[k].workspace_bytes = facts[k].workspace_bytes;
+  const std::vector<pipeline::DeviceFacts> facts = device_facts(m, devices);
+  for (uint32_t k = 0; k < K; ++k) po.stages[k].facts = facts[k];
   if (f.partition == "profile" && world().multi()) {
     // Each rank times every layer on its own device; every rank plans on all the times.
     const uint32_t micro_rows = pipeline::split_rows(rows, f.micro_batches).front();

@@ -84,17 +84,9 @@ struct StageDevice {
 // "bf16,fp32" -> {"bf16", "fp32"}.
 std::vector<std::string> split_list(const std::string& text);
 std::string join_list(const std::vector<std::string>& items);  // split_list undone
-// What a stage's plan needs to know of its device, per layer of `m`: which layers its kernels
-// run on 16-bit tensors as stored, and in which precisions they need less scratch there
-// (model::Model::stores_half, lean_scratch); and the workspace its products' split K takes
-// (ops::matmul_workspace_bytes).
-struct LayerFacts {
-  std::vector<bool> stores_half;
-  std::vector<uint8_t> lean_scratch;
-  uint64_t workspace_bytes = 0;
-};
-// Per device (null: another rank's, learnt from it); the same on every rank.
-std::vector<LayerFacts> layer_facts(const model::Model& m, const std::vector<vk::Device*>& devices);
+// What each device makes of `m` (pipeline::device_facts), per device (null: another rank's,
+// learnt from it); the same on every rank.
+std::vector<pipeline::DeviceFacts> device_facts(const model::Model& m, const std::vector<vk::Device*>& devices);
 // A device as a stage's: its names, heap and what it multiplies.
 StageDevice describe(const vk::Device& dev);
 // --mem-limit for n stages or devices: one size for all or one each (0: no cap); `per` ends
