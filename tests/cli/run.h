@@ -105,12 +105,14 @@ inline std::string slurp(const std::filesystem::path& p) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
-// The records of one kind in a run folder's metrics.jsonl.
+// The records of one kind in a run folder's metrics.jsonl. A last line without its newline is
+// one the run is writing: a test that polls a running run can read the first page of a
+// record whose write spans two pages of the file before the second is copied in.
 inline std::vector<nlohmann::json> records(const std::filesystem::path& run, const std::string& kind) {
   std::vector<nlohmann::json> out;
   std::ifstream in(run / "metrics.jsonl");
   std::string line;
-  while (std::getline(in, line)) {
+  while (std::getline(in, line) && !in.eof()) {
     const auto j = nlohmann::json::parse(line);
     if (j.at("kind") == kind) out.push_back(j);
   }
