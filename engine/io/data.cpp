@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstring>
 #include <utility>
 
 #include "io/files.h"
@@ -91,7 +90,9 @@ class FashionMnist final : public Dataset {
     b.images.resize(b.rows * px);
     b.targets.resize(b.rows);
     for (uint32_t r = 0; r < b.rows; ++r) {
-      std::memcpy(b.images.data() + r * px, set.images.data() + indices[r] * px, px * sizeof(float));
+      const uint8_t* from = set.pixels.data() + indices[r] * px;
+      float* to = b.images.data() + r * px;
+      for (uint64_t i = 0; i < px; ++i) to[i] = float(from[i]) / 255.0f;
       b.targets[r] = set.labels[indices[r]];
     }
     return b;

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <memory>
+#include <utility>
 
 #include "io/files.h"
 #include "util/error.h"
@@ -15,6 +17,16 @@ std::vector<uint8_t> gunzip(std::span<const uint8_t> bytes, const std::string& s
   z_stream z{};
   if (inflateInit2(&z, 15 + 32) != Z_OK) throw UserError(source + ": zlib init failed");
   std::vector<uint8_t> out;
+  // A gzip member ends with its data's size mod 2^32: room for it at once. A hint only (zlib
+  // data and concatenated members grow as they come), and never more than deflate's largest
+  // ratio, about 1032:1, could give.
+  if (bytes.size() >= 18 && bytes[0] == 0x1f && bytes[1] == 0x8b) {
+    const uint8_t* t = bytes.data() + bytes.size() - 4;
+    const size_t said = uint32_t(t[0]) | uint32_t(t[1]) << 8 | uint32_t(t[2]) << 16 | uint32_t(t[3]) << 24;
+    out.reserve(std::min({limit, said, bytes.size() * 1032}));
+  }
+  constexpr size_t kPiece = size_t(256) << 10;
+  const auto piece = std::make_unique<uint8_t[]>(kPiece);
   z.next_in = const_cast<Bytef*>(bytes.data());
   z.avail_in = uInt(bytes.size());
   int r = Z_OK;
@@ -38,13 +50,10 @@ std::vector<uint8_t> gunzip(std::span<const uint8_t> bytes, const std::string& s
       inflateEnd(&z);
       throw UserError(source + ": decompresses to more than " + std::to_string(limit) + " bytes");
     }
-    // Room grows with the output (small files stay small, large ones take few steps).
-    const size_t have = out.size(), chunk = std::clamp<size_t>(have, size_t(16) << 10, size_t(64) << 20);
-    out.resize(have + chunk);
-    z.next_out = out.data() + have;
-    z.avail_out = uInt(chunk);
+    z.next_out = piece.get();
+    z.avail_out = uInt(kPiece);
     r = inflate(&z, Z_NO_FLUSH);
-    out.resize(have + chunk - z.avail_out);
+    out.insert(out.end(), piece.get(), piece.get() + (kPiece - z.avail_out));
     if (r == Z_BUF_ERROR && z.avail_in == 0) r = Z_DATA_ERROR;  // input ended mid-stream
     if (r != Z_OK && r != Z_STREAM_END) {
       inflateEnd(&z);
@@ -55,7 +64,10 @@ std::vector<uint8_t> gunzip(std::span<const uint8_t> bytes, const std::string& s
   return out;
 }
 
-IdxArray parse_idx(std::span<const uint8_t> b, const std::string& source) {
+namespace {
+
+// An IDX array's dimensions and the bytes of its header; refuses what parse_idx refuses.
+std::pair<std::vector<uint32_t>, size_t> idx_header(std::span<const uint8_t> b, const std::string& source) {
   auto bad = [&](const std::string& why) { return UserError(source + ": not a valid IDX file: " + why); };
   if (b.size() < 4) throw bad("shorter than its 4-byte magic number");
   if (b[0] != 0 || b[1] != 0) throw bad("the magic number does not start with two zero bytes");
@@ -69,24 +81,33 @@ IdxArray parse_idx(std::span<const uint8_t> b, const std::string& source) {
   if (b.size() < 4 + 4 * rank)
     throw bad("ends inside its dimension sizes (" + std::to_string(b.size()) + " bytes; " +
               std::to_string(rank) + " dimensions need a " + std::to_string(4 + 4 * rank) + "-byte header)");
-  IdxArray a;
+  std::vector<uint32_t> dims;
   uint64_t n = 1;
   for (uint32_t i = 0; i < rank; ++i) {
     const uint8_t* p = &b[4 + 4 * i];
     const uint32_t d = uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3];
-    a.dims.push_back(d);
+    dims.push_back(d);
     n *= d;
     if (n > (uint64_t(1) << 34)) throw bad("dimensions multiply past 16 GiB");
   }
   const uint64_t have = b.size() - (4 + 4 * rank);
   if (have != n)
     throw bad("the dimensions promise " + std::to_string(n) + " bytes of data but the file holds " + std::to_string(have));
-  a.data.assign(b.begin() + 4 + 4 * rank, b.end());
-  return a;
+  return {std::move(dims), 4 + 4 * rank};
+}
+
+}  // namespace
+
+IdxArray parse_idx(std::span<const uint8_t> b, const std::string& source) {
+  auto [dims, header] = idx_header(b, source);
+  return {std::move(dims), std::vector<uint8_t>(b.begin() + header, b.end())};
 }
 
 IdxArray read_idx(const std::string& path) {
-  return parse_idx(read_bytes(path), path);
+  std::vector<uint8_t> bytes = read_bytes(path);
+  auto [dims, header] = idx_header(bytes, path);
+  bytes.erase(bytes.begin(), bytes.begin() + ptrdiff_t(header));  // in place, not a second copy
+  return {std::move(dims), std::move(bytes)};
 }
 
 ImageSet load_fashion_mnist(const std::string& dir, bool train) {
@@ -96,7 +117,8 @@ ImageSet load_fashion_mnist(const std::string& dir, bool train) {
   if (!probe)
     throw UserError(images_path + ": not found; install Debian's dataset-fashion-mnist or pass `data` DIR "
                     "holding the four *-idx*-ubyte.gz files");
-  const IdxArray images = read_idx(images_path), labels = read_idx(labels_path);
+  IdxArray images = read_idx(images_path);
+  const IdxArray labels = read_idx(labels_path);
   if (images.dims.size() != 3)
     throw UserError(images_path + ": has " + std::to_string(images.dims.size()) +
                     " dimensions; expected 3 (count, rows, cols)");
@@ -110,8 +132,7 @@ ImageSet load_fashion_mnist(const std::string& dir, bool train) {
   set.count = images.dims[0];
   set.height = images.dims[1];
   set.width = images.dims[2];
-  set.images.resize(images.data.size());
-  for (size_t i = 0; i < images.data.size(); ++i) set.images[i] = float(images.data[i]) / 255.0f;
+  set.pixels = std::move(images.data);
   set.labels.resize(set.count);
   for (uint32_t i = 0; i < set.count; ++i) {
     if (labels.data[i] >= 10)

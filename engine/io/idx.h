@@ -24,8 +24,8 @@ std::vector<uint8_t> gunzip(std::span<const uint8_t> bytes, const std::string& s
 
 struct ImageSet {
   uint32_t count = 0, height = 0, width = 0;
-  std::vector<float> images;   // (count, 1, height, width), pixel / 255
-  std::vector<int32_t> labels; // (count)
+  std::vector<uint8_t> pixels;  // (count, 1, height, width) as stored; a batch takes pixel / 255
+  std::vector<int32_t> labels;  // (count)
 };
 
 // Fashion-MNIST's train or test split from `dir` (default /usr/share/datasets/fashion-mnist).

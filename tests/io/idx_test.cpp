@@ -95,13 +95,13 @@ TEST_CASE("Fashion-MNIST loads with 60000 training and 10000 test images of 28x2
   CHECK(test.count == 10000);
   CHECK(test.height == 28);
   CHECK(test.width == 28);
-  CHECK(test.images.size() == 10000u * 28 * 28);
+  CHECK(test.pixels.size() == 10000u * 28 * 28);
   std::vector<int> per_class(10, 0);
   for (int32_t l : test.labels) per_class[size_t(l)]++;
   for (int c : per_class) CHECK(c == 1000);  // the test split is balanced
   double mean = 0;
-  for (float p : test.images) mean += p;
-  mean /= double(test.images.size());
+  for (uint8_t p : test.pixels) mean += p / 255.0;
+  mean /= double(test.pixels.size());
   CHECK(mean > 0.25);  // Fashion-MNIST's mean pixel is about 0.286
   CHECK(mean < 0.32);
 }
