@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <utility>
 
 #include "io/files.h"
@@ -52,24 +53,24 @@ std::vector<std::pair<uint64_t, uint32_t>> chunks(uint64_t count, uint32_t rows,
 class FashionMnist final : public Dataset {
  public:
   FashionMnist(const std::string& dir, uint64_t seed)
-      : dir_(dir), seed_(seed), train_(load_fashion_mnist(dir, true)), test_(load_fashion_mnist(dir, false)) {}
+      : dir_(dir), seed_(seed), test_(load_fashion_mnist(dir, false)) {}
 
   std::string describe() const override {
-    return "Fashion-MNIST from " + dir_ + ": " + std::to_string(train_.count) + " training and " +
+    return "Fashion-MNIST from " + dir_ + ": " + std::to_string(train().count) + " training and " +
            std::to_string(test_.count) + " test images";
   }
   uint64_t steps_per_epoch(uint32_t rows) const override {
     expect_rows(rows);
-    if (rows > train_.count)
+    if (rows > train().count)
       throw UserError("a batch of " + std::to_string(rows) + " is larger than the training set (" +
-                      std::to_string(train_.count) + " images)");
-    return train_.count / rows;
+                      std::to_string(train().count) + " images)");
+    return train().count / rows;
   }
   pipeline::Batch train_batch(uint64_t step, uint32_t rows) override {
     const uint64_t per_epoch = steps_per_epoch(rows), epoch = step / per_epoch;
-    if (epoch != order_epoch_ || order_.empty()) order_ = shuffled(train_.count, seed_, epoch), order_epoch_ = epoch;
+    if (epoch != order_epoch_ || order_.empty()) order_ = shuffled(train().count, seed_, epoch), order_epoch_ = epoch;
     const uint64_t first = (step % per_epoch) * rows;
-    return gather(train_, std::span<const uint32_t>(order_).subspan(first, rows));
+    return gather(train(), std::span<const uint32_t>(order_).subspan(first, rows));
   }
   std::vector<pipeline::Batch> eval_batches(uint32_t rows, uint32_t limit) const override {
     std::vector<uint32_t> all(test_.count);
@@ -83,6 +84,12 @@ class FashionMnist final : public Dataset {
   const char* unit() const override { return "samples"; }
 
  private:
+  // The training split, read when first asked for: `eval` takes the test split alone, and
+  // the training images are most of the dataset's gunzipping.
+  const ImageSet& train() const {
+    if (!train_) train_ = load_fashion_mnist(dir_, true);
+    return *train_;
+  }
   static pipeline::Batch gather(const ImageSet& set, std::span<const uint32_t> indices) {
     const uint64_t px = uint64_t(set.height) * set.width;
     pipeline::Batch b;
@@ -100,7 +107,8 @@ class FashionMnist final : public Dataset {
 
   std::string dir_;
   uint64_t seed_;
-  ImageSet train_, test_;
+  mutable std::optional<ImageSet> train_;
+  ImageSet test_;
   std::vector<uint32_t> order_;
   uint64_t order_epoch_ = 0;
 };
