@@ -1,5 +1,7 @@
 #include "optim/sgd.h"
 
+#include <cmath>
+
 #include "shaders/optim.h"
 #include "util/error.h"
 #include "util/units.h"

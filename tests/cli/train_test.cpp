@@ -257,7 +257,8 @@ TEST_CASE("train refuses a number out of range naming its flag and the value as 
       {"--clip -1", "--clip: -1 "},
       {"--seed -1", "--seed: -1 "},
   };
-  for (const auto& [flags, says] : cases) {
+  for (const auto& c : cases) {
+    const std::string &flags = c.first, &says = c.second;  // not a structured binding: INFO captures it
     const auto r = test::brigade_run("train --model fashion-mlp " + flags + out);
     INFO(flags, "\n", r.output);
     CHECK((r.status == 2 || (r.status >= 100 && r.status < 128)));
