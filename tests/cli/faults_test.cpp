@@ -89,6 +89,7 @@ TEST_CASE("kill -9 during a checkpoint write leaves the previous checkpoint inta
     const bool resume = fs::exists(run / "checkpoint.safetensors");
     const pid_t pid = test::brigade_spawn(resume ? "train --resume --out " + run.string() : args,
                                           dir / ("log" + std::to_string(attempt)));
+    const test::KillOnExit reap{pid};
     // Let a first checkpoint land, then kill the process while it writes a later one.
     bool seen = wait_for_checkpoint_write(inotify, std::chrono::seconds(60));
     if (seen) {  // drain events until a checkpoint is in place, and a little longer
@@ -137,6 +138,7 @@ TEST_CASE("--on-device-loss stop: a lost device stops every stage with a message
                                                 " --steps 20 -b 16 --eval-every 5 --eval-batches 1 --devices 0,0 -m 2 --on-device-loss stop --out " +
                                                 run.string(),
                                             run.string() + ".log");
+      const test::KillOnExit reap{pid};
       unsetenv("BRIGADE_FAULT");
       int status = 0;
       bool exited = false;

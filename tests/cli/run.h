@@ -67,6 +67,22 @@ inline pid_t command_spawn(const std::string& command, const std::filesystem::pa
   return pid;
 }
 
+// Kills a spawned process that is still running when its test leaves the scope early (a
+// failed REQUIRE, a throw), so that a failed case leaves nothing running beside the cases
+// after it. A process the test has waited for is no longer its child, and is left alone.
+struct KillOnExit {
+  pid_t pid;
+  explicit KillOnExit(pid_t spawned) : pid(spawned) {}
+  KillOnExit(const KillOnExit&) = delete;
+  KillOnExit& operator=(const KillOnExit&) = delete;
+  ~KillOnExit() {
+    if (pid > 0 && waitpid(pid, nullptr, WNOHANG) == 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+  }
+};
+
 // How a background process ended: its wait status, and the seconds it took from the call.
 struct Exit {
   int status = 0;

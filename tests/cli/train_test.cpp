@@ -187,6 +187,7 @@ TEST_CASE("SIGINT and SIGTERM stop training at a step boundary with a checkpoint
                                               " --steps 100000 -b 4 --eval-every 100000 --eval-batches 1 --out " +
                                               run.string(),
                                           log);
+    const test::KillOnExit reap{pid};
     for (int i = 0; i < 600 && test::records(run, "train").size() < 3; ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     REQUIRE(test::records(run, "train").size() >= 3);

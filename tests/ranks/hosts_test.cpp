@@ -152,6 +152,7 @@ TEST_CASE("across two hosts: kill -9 of the remote rank stops the job, and its l
   const std::string args = "train --model fashion-mlp --data " + (d / "data").string();
   const pid_t pid = test::command_spawn(across(args + " --steps 400 --batch-size 12 -m 2 --eval-every 5 --eval-batches 1 --out " + run),
                                         d / "log");
+  const test::KillOnExit reap{pid};
   // Once a checkpoint has landed on brigade-a, kill brigade-b's rank.
   const auto start = std::chrono::steady_clock::now();
   while (on("brigade-a", "test -f " + run + "/checkpoint.safetensors").status != 0 &&
@@ -191,6 +192,7 @@ TEST_CASE("brigade supervise: kill -9 of the remote rank restarts the job on bri
                                             across(args + " --steps 200 --batch-size 12 -m 2 --eval-every 5 --eval-batches 1 --out " +
                                                    run.string()),
                                         d / "log");
+  const test::KillOnExit reap{pid};
   const auto start = std::chrono::steady_clock::now();
   while (!fs::exists(run / "checkpoint.safetensors") && std::chrono::steady_clock::now() - start < std::chrono::seconds(60))
     std::this_thread::sleep_for(std::chrono::milliseconds(100));

@@ -285,6 +285,7 @@ TEST_CASE("kill -9 of one rank stops every rank within seconds, and the last che
   const std::string cmd = mpirun(2) + BRIGADE_EXE + " train --model fashion-mlp --data " + (d / "data").string() +
                           " --steps 400 --batch-size 12 -m 2 --eval-every 5 --eval-batches 1 --out " + run.string();
   const pid_t pid = test::command_spawn(cmd, log);
+  const test::KillOnExit reap{pid};
   // Once a checkpoint has landed, kill the rank running stage 1.
   const auto start = std::chrono::steady_clock::now();
   while (!fs::exists(run / "checkpoint.safetensors") && std::chrono::steady_clock::now() - start < std::chrono::seconds(60))
@@ -316,6 +317,7 @@ TEST_CASE("SIGINT to mpirun: every rank stops after the same step and rank 0 wri
                           " train --model fashion-mlp --data " + (d / "data").string() +
                           " --steps 400 --batch-size 12 -m 2 --eval-every 1000 --eval-batches 1 --out " + run.string();
   const pid_t pid = test::command_spawn(cmd, log);
+  const test::KillOnExit reap{pid};
   const auto start = std::chrono::steady_clock::now();
   while (std::chrono::steady_clock::now() - start < std::chrono::seconds(60) &&
          (!fs::exists(run / "metrics.jsonl") || test::records(run, "train").size() < 3))
