@@ -96,11 +96,9 @@ DeviceFacts device_facts(const model::Model& m, const vk::PhysicalInfo& info) {
 CellLayout layout_cell(const model::Model& m, uint32_t cell, uint32_t first, uint32_t last,
                        bool last_cell, uint32_t max_rows, const CellBuffers& buffers,
                        const std::vector<ops::Precision>& precision, const DeviceFacts& facts) {
-  const std::vector<bool>& stores_half = facts.stores_half;
-  const std::vector<uint8_t>& lean_scratch = facts.lean_scratch;
   BRIGADE_EXPECT(first < last && last <= m.layers.size(), "a cell holds layers [first, last)");
-  BRIGADE_EXPECT(stores_half.empty() || stores_half.size() == m.layers.size(), "stores_half has one entry per layer");
-  BRIGADE_EXPECT(lean_scratch.empty() || lean_scratch.size() == m.layers.size(), "lean_scratch has one entry per layer");
+  BRIGADE_EXPECT(facts.stores_half.empty() || facts.stores_half.size() == m.layers.size(), "stores_half has one entry per layer");
+  BRIGADE_EXPECT(facts.lean_scratch.empty() || facts.lean_scratch.size() == m.layers.size(), "lean_scratch has one entry per layer");
   CellLayout s;
   s.cell = cell, s.first = first, s.last = last;
   s.first_cell = first == 0, s.last_cell = last_cell;
@@ -121,9 +119,9 @@ CellLayout layout_cell(const model::Model& m, uint32_t cell, uint32_t first, uin
     const ops::Precision before = l == first ? s.input_precision : stored[l - 1];
     const bool x_half = ops::is_half(before) && !layer.integer_input();
     const bool touches_half = !layer.is_view() && (x_half || ops::is_half(prec));
-    const bool direct = touches_half && !stores_half.empty() && stores_half[l];
+    const bool direct = touches_half && !facts.stores_half.empty() && facts.stores_half[l];
     s.direct.push_back(direct);
-    const bool lean = direct && !lean_scratch.empty() && (lean_scratch[l] >> uint32_t(prec) & 1u);
+    const bool lean = direct && !facts.lean_scratch.empty() && (facts.lean_scratch[l] >> uint32_t(prec) & 1u);
     s.lean.push_back(lean);
     s.converted.push_back(touches_half && !direct);
     if (touches_half && !direct) {

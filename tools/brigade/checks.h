@@ -9,21 +9,21 @@
 namespace brigade::cli {
 
 namespace detail {
-template <bool kZeroToo>
-CLI::Validator number_check(const char* name, const char* expected) {
+// Refuses text that is not a number, or a number below 0 (or at 0, unless `zero_too`).
+inline CLI::Validator number_check(const char* name, const char* expected, bool zero_too) {
   return CLI::Validator(
-      [expected](std::string& text) -> std::string {
+      [expected, zero_too](std::string& text) -> std::string {
         double x = 0;
         if (!CLI::detail::lexical_cast(text, x)) return "'" + text + "' is not a number";
-        return (kZeroToo ? x >= 0 : x > 0) ? std::string() : text + " is out of range; expected " + expected;
+        return (x > 0 || (zero_too && x == 0)) ? std::string() : text + " is out of range; expected " + expected;
       },
       name);
 }
 }  // namespace detail
 
 // A number above 0.
-inline const CLI::Validator kPositive = detail::number_check<false>("POSITIVE", "a number above 0");
+inline const CLI::Validator kPositive = detail::number_check("POSITIVE", "a number above 0", false);
 // 0 or a number above it.
-inline const CLI::Validator kNonNegative = detail::number_check<true>("NONNEGATIVE", "0 or more");
+inline const CLI::Validator kNonNegative = detail::number_check("NONNEGATIVE", "0 or more", true);
 
 }  // namespace brigade::cli
