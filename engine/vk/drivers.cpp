@@ -44,7 +44,7 @@ void set_list_item(const char* name, char sep, const std::string& item, bool add
 }
 
 LavapipeChoice decide() {
-  const std::string dir = std::string(BRIGADE_DRIVERS_DIR) + "/lavapipe";
+  const std::string dir = BRIGADE_DRIVERS_DIR "/lavapipe";
   const std::string manifest = dir + "/lavapipe_icd.json";
   LavapipeChoice c;
   std::ifstream version_file(dir + "/VERSION");

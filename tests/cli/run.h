@@ -52,7 +52,7 @@ inline Result command_run(const std::string& command) {
   return r;
 }
 
-inline Result brigade_run(const std::string& args) { return command_run(std::string(BRIGADE_EXE) + " " + args); }
+inline Result brigade_run(const std::string& args) { return command_run(BRIGADE_EXE " " + args); }
 
 // Starts a shell command line in the background, its stdout and stderr into `log`; returns
 // its pid.
@@ -104,7 +104,7 @@ inline std::optional<Exit> wait_exit(pid_t pid, double limit) {
 
 // Starts the program in the background, its stdout and stderr into `log`; returns its pid.
 inline pid_t brigade_spawn(const std::string& args, const std::filesystem::path& log) {
-  return command_spawn(std::string(BRIGADE_EXE) + " " + args, log);
+  return command_spawn(BRIGADE_EXE " " + args, log);
 }
 
 // An empty directory of this test process's own.

@@ -299,7 +299,9 @@ TEST_CASE("builder errors name the source and the problem") {
   text.replace(text.find("classes = 3"), 11, "");
   CHECK(error_of([&] { model::build_from_toml(text, "t.toml"); })
             .find("t.toml: missing key 'classes'") != std::string::npos);
-  CHECK(error_of([&] { model::build_from_toml(std::string(kTiny) + "dropout = 0.1\n", "t.toml"); })
+  text = kTiny;
+  text += "dropout = 0.1\n";
+  CHECK(error_of([&] { model::build_from_toml(text, "t.toml"); })
             .find("unknown key 'dropout'") != std::string::npos);
 }
 

@@ -27,7 +27,7 @@ inline pid_t rank_pid(uint32_t rank, const std::string& args) {
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
     std::string cmdline = slurp(e.path() / "cmdline"), env = slurp(e.path() / "environ");
     for (char& c : cmdline) c = c ? c : ' ';
-    if (cmdline.rfind(std::string(BRIGADE_EXE) + " " + args, 0) != 0) continue;
+    if (cmdline.rfind(BRIGADE_EXE " " + args, 0) != 0) continue;
     if (env.find(std::string("OMPI_COMM_WORLD_RANK=") + std::to_string(rank) + '\0') != std::string::npos)
       return pid_t(std::stoi(name));
   }

@@ -58,10 +58,11 @@ TEST_CASE("2, 3 and 4 ranks pipelined give one process's loss and gradients, und
   test::write_image_batch(d / "b.safetensors", 12);
   Result r = brigade_run(step_args(d, "fashion-mlp", "one.safetensors") + " -m 4");
   REQUIRE_MESSAGE(r.status == 0, r.output);
-  for (const auto& [ranks, flags] : {std::pair{2u, "-m 4"}, std::pair{3u, "-m 3 --schedule 1f1b"},
-                                     std::pair{4u, "-m 4 --schedule zb"}, std::pair{2u, "-m 4 --schedule interleaved --virtual-stages 2"}}) {
-    CAPTURE(ranks);
-    CAPTURE(flags);
+  for (const auto& run : {std::pair{2u, "-m 4"}, std::pair{3u, "-m 3 --schedule 1f1b"},
+                          std::pair{4u, "-m 4 --schedule zb"}, std::pair{2u, "-m 4 --schedule interleaved --virtual-stages 2"}}) {
+    const auto& [ranks, flags] = run;
+    CAPTURE(run.first);
+    CAPTURE(run.second);
     r = ranks_run(ranks, step_args(d, "fashion-mlp", "ranks.safetensors") + " " + flags);
     REQUIRE_MESSAGE(r.status == 0, r.output);
     CHECK(r.output.find("mpi, another process") != std::string::npos);
@@ -181,8 +182,9 @@ TEST_CASE("replicas summing their gradients in buckets during the backward give 
     for (const auto& e : j.at("traceEvents")) n += e.value("name", "") == "B0" && e.value("pid", 0) == 1;
     return n;
   };
-  for (const auto& [ranks, flags] : {std::pair{2u, " -m 1 --replicas 2"}, std::pair{4u, " -m 2 --replicas 2"}}) {
-    CAPTURE(flags);
+  for (const auto& run : {std::pair{2u, " -m 1 --replicas 2"}, std::pair{4u, " -m 2 --replicas 2"}}) {
+    const auto& [ranks, flags] = run;
+    CAPTURE(run.second);
     const std::string after = (d / "after.safetensors").string();
     Result r = ranks_run(ranks, step_args(d, model, "after.safetensors") + flags + " --bucket-size 0 --trace " +
                                     (d / "after.json").string());
