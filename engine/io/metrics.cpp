@@ -98,7 +98,7 @@ MetricsFile::MetricsFile(const std::string& path, bool resume, uint64_t step) : 
   }
   write_atomically(path, kept);
   f_ = std::fopen(path.c_str(), "a");
-  if (!f_) throw UserError(path + ": cannot open for writing");
+  if (!f_) throw UserError(path + ": cannot open for writing (" + std::strerror(errno) + ")");
 }
 
 MetricsFile::~MetricsFile() { std::fclose(f_); }
@@ -106,7 +106,7 @@ MetricsFile::~MetricsFile() { std::fclose(f_); }
 void MetricsFile::write(std::string_view json_line) {
   const std::string line = std::string(json_line) + "\n";
   if (std::fwrite(line.data(), 1, line.size(), f_) != line.size() || std::fflush(f_) != 0)
-    throw UserError(path_ + ": write failed");
+    throw UserError(path_ + ": write failed (" + std::strerror(errno) + ")");
 }
 
 }  // namespace brigade::io

@@ -2,8 +2,10 @@
 
 #include <zlib.h>
 
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <unistd.h>
@@ -65,7 +67,11 @@ std::string ProfileCache::save() const {
   {
     std::ofstream out(tmp);
     out << nlohmann::json{{"version", 1}, {"profiles", entries_}}.dump(1) << "\n";
-    if (!out.flush()) return "could not write " + tmp;
+    if (!out.flush()) {
+      const std::string why = std::strerror(errno);
+      fs::remove(tmp, ec);
+      return "could not write " + tmp + " (" + why + ")";
+    }
   }
   fs::rename(tmp, path_, ec);
   if (ec) {

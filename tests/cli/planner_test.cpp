@@ -115,6 +115,20 @@ TEST_CASE("a corrupt profile cache is ignored with one warning and rewritten; an
   CHECK(again.output.find("profiled ") != std::string::npos);
 }
 
+TEST_CASE("a profile cache that cannot be written is named with its reason, and the plan goes on without claiming it") {
+  const Cache cache("planner-unwritable");
+  fs::remove_all(cache.dir);
+  std::ofstream(cache.dir) << "a file where the cache's folder would be";
+  const Result r = cache.run(kPlan);
+  REQUIRE_MESSAGE(r.status == 0, r.output);
+  const std::string warning = line_with(r.output, "brigade: warning: profile cache:");
+  CHECK_MESSAGE(warning.find("could not write " + cache.dir.string()) != std::string::npos, r.output);
+  CHECK_MESSAGE(warning.find("(Not a directory)") != std::string::npos, r.output);
+  CHECK(r.output.find("plan auto: devices") != std::string::npos);
+  CHECK(line_with(r.output, "profiled ").find("cached in") == std::string::npos);
+  CHECK(fs::is_regular_file(cache.dir));  // nothing left beside it, nothing replaced
+}
+
 TEST_CASE("times the cache holds cannot take a plan over a memory cap") {
   const Cache cache("planner-capped");
   REQUIRE(cache.run(kPlan).status == 0);

@@ -399,8 +399,12 @@ AutoPlan auto_plan(const model::Model& m, const PipelineFlags& f, uint32_t rows,
       for (const auto& [r, t] : times) space.pool[i].times[{r, p}] = t;
     }
   }
-  if (measured)
-    if (const std::string why = cache.save(); !why.empty()) std::fprintf(stderr, "brigade: warning: profile cache: %s\n", why.c_str());
+  bool saved = false;
+  if (measured) {
+    const std::string why = cache.save();
+    if (!why.empty()) std::fprintf(stderr, "brigade: warning: profile cache: %s\n", why.c_str());
+    saved = why.empty();
+  }
   if (ranks) {  // every rank's times, gathered: each rank profiled its own device
     nlohmann::json mine = nlohmann::json::array();
     const auto me = std::find_if(device_of.begin(), device_of.end(), [](vk::Device* d) { return d; });
@@ -424,7 +428,7 @@ AutoPlan auto_plan(const model::Model& m, const PipelineFlags& f, uint32_t rows,
 
   std::string how = measured ? "profiled " + std::to_string(measured) + " layer timing runs in " + fixed(profile_seconds, 1) + " s"
                              : "layer times from the profile cache";
-  if (!cache.path().empty() && measured) how += " (cached in " + cache.path() + ")";
+  if (!cache.path().empty() && measured && saved) how += " (cached in " + cache.path() + ")";
   else if (!measured && cached) how += " (" + cache.path() + ")";
   how += "; " + std::to_string(r.considered) + " configurations planned in " + fixed(search_seconds, 2) + " s, " +
          std::to_string(r.over_memory) + " over memory";
