@@ -9,15 +9,34 @@
 #include <filesystem>
 #include <fstream>
 #include <unistd.h>
+#include <vector>
 
 namespace brigade::pipeline {
+
+const std::string& build_checksum() {
+  static const std::string sum = [] {
+    std::ifstream in("/proc/self/exe", std::ios::binary);
+    std::vector<char> piece(1 << 20);
+    uLong crc = crc32(0L, Z_NULL, 0);
+    bool read = false;
+    while (in.read(piece.data(), std::streamsize(piece.size())) || in.gcount() > 0) {
+      crc = crc32(crc, reinterpret_cast<const Bytef*>(piece.data()), uInt(in.gcount()));
+      read = true;
+    }
+    char text[16];
+    std::snprintf(text, sizeof text, "%08lx", static_cast<unsigned long>(crc));
+    return read ? std::string(text) : std::string("unknown");
+  }();
+  return sum;
+}
 
 std::string profile_key(const vk::PhysicalInfo& device, const model::Model& m, uint32_t rows, ops::Precision p) {
   const uLong crc = crc32(0L, reinterpret_cast<const Bytef*>(m.config.data()), uInt(m.config.size()));
   char model[32];
   std::snprintf(model, sizeof model, "%08lx", static_cast<unsigned long>(crc));
   return device.device_uuid_string() + " " + device.driver_version_string() + " " + model + "x" +
-         std::to_string(m.layers.size()) + " " + std::to_string(rows) + " " + ops::precision_name(p);
+         std::to_string(m.layers.size()) + " " + std::to_string(rows) + " " + ops::precision_name(p) + " " +
+         build_checksum();
 }
 
 std::string default_profile_cache() {

@@ -1,7 +1,8 @@
 // Measured layer times kept between runs, so that a second `--plan auto` does not profile
 // again. One JSON file; an entry is found only by the same device (its UUID), driver
-// version, model (its configuration's checksum and layer count), micro-batch rows and
-// precision, so a profile from another driver, device or model is never used. A file that
+// version, model (its configuration's checksum and layer count), micro-batch rows,
+// precision and program (build_checksum), so a profile from another driver, device, model
+// or build of Brigade (other kernels, other tilings) is never used. A file that
 // does not parse is ignored with one warning and rewritten whole; an entry of the wrong
 // length or with a time that is not a finite non-negative number counts as missing. The
 // cache holds times only: memory always comes from the plan's model, never from the file.
@@ -20,8 +21,12 @@
 
 namespace brigade::pipeline {
 
-// "<device uuid> <driver version> <model checksum>x<layers> <rows> <precision>".
+// "<device uuid> <driver version> <model checksum>x<layers> <rows> <precision> <build checksum>".
 std::string profile_key(const vk::PhysicalInfo& device, const model::Model& m, uint32_t rows, ops::Precision p);
+
+// The running program's checksum (CRC-32 of /proc/self/exe, read once; "unknown" where it
+// cannot be read): a rebuilt or upgraded Brigade profiles again.
+const std::string& build_checksum();
 
 // $BRIGADE_CACHE_DIR, else $XDG_CACHE_HOME/brigade, else $HOME/.cache/brigade; then
 // profiles.json. Empty when none of them is set.

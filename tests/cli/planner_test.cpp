@@ -1,9 +1,10 @@
 // `--plan auto` end to end: the search's table and choice, the profile cache (reused, a
-// corrupt file or another driver's profiles not), constraints nothing satisfies refused in
+// corrupt file or another driver's or build's profiles not), constraints nothing satisfies refused in
 // one line, and a training run that records its choice and resumes with it.
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -11,6 +12,7 @@
 #include <string>
 
 #include <nlohmann/json.hpp>
+#include <zlib.h>
 
 #include "io/checkpoint.h"
 #include "model/model.h"
@@ -88,7 +90,7 @@ TEST_CASE("plan --plan auto prints its best configurations and choice, then read
   CHECK(line_with(fixed.output, "plan auto: devices ").find("precision fp32, ") != std::string::npos);
 }
 
-TEST_CASE("a corrupt profile cache is ignored with one warning and rewritten; another driver's profiles are not used") {
+TEST_CASE("a corrupt profile cache is ignored with one warning and rewritten; another driver's or build's profiles are not used") {
   const Cache cache("planner-corrupt");
   fs::create_directories(cache.dir);
   std::ofstream(cache.file()) << "{ not json";
@@ -113,6 +115,29 @@ TEST_CASE("a corrupt profile cache is ignored with one warning and rewritten; an
   const Result again = cache.run(kPlan);
   REQUIRE_MESSAGE(again.status == 0, again.output);
   CHECK(again.output.find("profiled ") != std::string::npos);
+  // The same entries from another build of Brigade (the key's last word): profiled again too,
+  // while this build's own are read.
+  const Result warm = cache.run(kPlan);
+  REQUIRE_MESSAGE(warm.status == 0, warm.output);
+  REQUIRE(warm.output.find("layer times from the profile cache") != std::string::npos);
+  std::ifstream mine(cache.file());
+  const nlohmann::json own = nlohmann::json::parse(mine, nullptr, false);
+  REQUIRE(own.is_object());
+  const std::string exe = test::slurp(BRIGADE_EXE);
+  char build[16];
+  std::snprintf(build, sizeof build, "%08lx",
+                static_cast<unsigned long>(crc32(0L, reinterpret_cast<const Bytef*>(exe.data()), uInt(exe.size()))));
+  nlohmann::json rebuilt = own;
+  rebuilt["profiles"] = nlohmann::json::object();
+  for (const auto& entry : own.at("profiles").items()) {
+    const std::string key = entry.key();
+    CHECK_MESSAGE(key.ends_with(std::string(" ") + build), key);
+    rebuilt["profiles"][key.substr(0, key.rfind(' ') + 1) + "0badb1d0"] = entry.value();
+  }
+  std::ofstream(cache.file()) << rebuilt.dump();
+  const Result other_build = cache.run(kPlan);
+  REQUIRE_MESSAGE(other_build.status == 0, other_build.output);
+  CHECK(other_build.output.find("profiled ") != std::string::npos);
 }
 
 TEST_CASE("a profile cache that cannot be written is named with its reason, and the plan goes on without claiming it") {
