@@ -9,13 +9,18 @@
 # (whose products take the matrix units by default there) against one device, with the
 # 16-bit numerics cases over every preset, the GPT ones again with attention on the matrix
 # units (BRIGADE_ATTENTION=fused).
+# With --whole, instead: the vk, model, kernels and pipeline suites whole inside it, under
+# unstable's validation layer, which knows more than Debian 12's (1.3.239), on Mesa 26's
+# lavapipe with the products where a CPU device puts them.
 # Needs root (chroot, mounts) and debootstrap (installed when missing).
-#   tools/coopmat-check.sh [BUILD_DIR]        default build/
-#   tools/coopmat-check.sh --prepare          only make the userland (CI: while Brigade builds)
+#   tools/coopmat-check.sh [BUILD_DIR]          default build/
+#   tools/coopmat-check.sh --whole [BUILD_DIR]
+#   tools/coopmat-check.sh --prepare            only make the userland (CI: while Brigade builds)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-prepare=0
+prepare=0 whole=0
 [ "${1:-}" = "--prepare" ] && { prepare=1; shift; }
+[ "${1:-}" = "--whole" ] && { whole=1; shift; }
 [ $prepare = 1 ] || build=$(cd "${1:-$root/build}" && pwd)
 dest=$root/.drivers/unstable
 min_mesa=26
@@ -61,6 +66,18 @@ if [ "$build" != "$root/build" ] && [[ "$build" != "$root"/* ]]; then
   mkdir -p "$dest$build" && mount --bind "$build" "$dest$build" && mounted=("$dest$build" "${mounted[@]}")
 fi
 
+if [ $whole = 1 ]; then
+  layer=$(chroot "$dest" dpkg-query -W -f='${Version}' vulkan-validationlayers)
+  for suite in vk model kernels pipeline; do
+    t0=$SECONDS
+    chroot "$dest" env BRIGADE_LAVAPIPE=system "$build/tests/test_$suite" >"$build/coopmat-whole-$suite.log" 2>&1 ||
+      { tail -40 "$build/coopmat-whole-$suite.log" >&2; echo "coopmat-check: the $suite suite failed ($build/coopmat-whole-$suite.log)" >&2; exit 1; }
+    cases=$(awk -F'|' '/test cases:/ { sub(/.*test cases: */, "", $1); gsub(/^ +| +$/, "", $2); gsub(/^ +| +$/, "", $4)
+                                       print $1 + 0 " cases, " $2 ", " $4 }' "$build/coopmat-whole-$suite.log")
+    echo "coopmat-check: $suite suite under validation layer $layer on Mesa $mesa's lavapipe: $cases, in $((SECONDS - t0)) s"
+  done
+  exit 0
+fi
 # Matrix units taken by default, as on a GPU (a CPU's leaves them to its faster SIMT kernel).
 inside() { chroot "$dest" env BRIGADE_LAVAPIPE=system BRIGADE_MATRIX_UNITS=on "$@"; }
 echo "coopmat-check: Mesa $mesa's lavapipe: $(inside "$build/brigade" devices | grep -A1 'matrix products' | tail -1 | tr -s ' ')"
