@@ -66,11 +66,13 @@ if [ "$build" != "$root/build" ] && [[ "$build" != "$root"/* ]]; then
   mkdir -p "$dest$build" && mount --bind "$build" "$dest$build" && mounted=("$dest$build" "${mounted[@]}")
 fi
 
+# Mesa 26's lavapipe rather than the one in .drivers/.
+unstable() { chroot "$dest" env BRIGADE_LAVAPIPE=system "$@"; }
 if [ $whole = 1 ]; then
   layer=$(chroot "$dest" dpkg-query -W -f='${Version}' vulkan-validationlayers)
   for suite in vk model kernels pipeline; do
     t0=$SECONDS
-    chroot "$dest" env BRIGADE_LAVAPIPE=system "$build/tests/test_$suite" >"$build/coopmat-whole-$suite.log" 2>&1 ||
+    unstable "$build/tests/test_$suite" >"$build/coopmat-whole-$suite.log" 2>&1 ||
       { tail -40 "$build/coopmat-whole-$suite.log" >&2; echo "coopmat-check: the $suite suite failed ($build/coopmat-whole-$suite.log)" >&2; exit 1; }
     cases=$(awk -F'|' '/test cases:/ { sub(/.*test cases: */, "", $1); gsub(/^ +| +$/, "", $2); gsub(/^ +| +$/, "", $4)
                                        print $1 + 0 " cases, " $2 ", " $4 }' "$build/coopmat-whole-$suite.log")
@@ -79,7 +81,7 @@ if [ $whole = 1 ]; then
   exit 0
 fi
 # Matrix units taken by default, as on a GPU (a CPU's leaves them to its faster SIMT kernel).
-inside() { chroot "$dest" env BRIGADE_LAVAPIPE=system BRIGADE_MATRIX_UNITS=on "$@"; }
+inside() { unstable env BRIGADE_MATRIX_UNITS=on "$@"; }
 echo "coopmat-check: Mesa $mesa's lavapipe: $(inside "$build/brigade" devices | grep -A1 'matrix products' | tail -1 | tr -s ' ')"
 inside "$build/brigade" devices | grep -q 'products on matrix units' ||
   { echo "coopmat-check: the device lists no matrix product Brigade takes" >&2; exit 1; }
