@@ -3,7 +3,7 @@
 # with CUDA for the peers):
 #   tools/gpu-check.sh OUTDIR [PARTS]
 # PARTS (comma-separated, default all): devices, kernels, matrix, tilings, suite, gpt, profile,
-# replay, attention, split, drivers, stages, planner, precision.
+# products, replay, attention, split, drivers, stages, planner, precision.
 #   kernels  `bench kernels` up to 4096^3 beside torch.mm fp32 (TF32 off) and TF32 on the same GPU
 #   matrix   `bench kernels --precision bf16` and `fp16` (the products on the matrix units where
 #            the GPU lists the type, each candidate warp tiling) at 1024^3 and 4096^3 and the
@@ -22,6 +22,12 @@
 #            (peer_bench.py)
 #   profile  where a gpt2-small and a gpt-mini step go (`bench profile`): kernels, GPU idle, host,
 #            in each of PROFILE_PRECISIONS (default "fp32 auto")
+#   products every product of a micro-batch of 16 windows of PRODUCTS_MODEL (default gpt2-small;
+#            `bench products`) timed
+#            alone under its default tiling and, for the PRODUCTS_TOP (default 8) shapes that take
+#            the most of it, under every other tiling the GPU has (matrix-unit blocks, shared
+#            tiles, K split in 1 to 16 parts), in each of PRODUCTS_PRECISIONS (default "auto"):
+#            which shapes' defaults to change, and what the step's products would gain
 #   replay   a gpt-mini step with --precision auto (`bench profile`'s step wall time and host
 #            line), its actions' recordings replayed and with --record-each-step, in turn, 3 rounds
 #   attention a gpt-small and a gpt2-small step (`bench profile`'s step wall time) with
@@ -54,7 +60,7 @@
 # peers' tables), log.txt (every part's output), suite.txt, kernels.json.
 set -uo pipefail
 out=${1:?usage: tools/gpu-check.sh OUTDIR [PARTS]}
-parts=${2:-devices,kernels,matrix,tilings,suite,gpt,profile,replay,attention,split,drivers,stages,planner,precision}
+parts=${2:-devices,kernels,matrix,tilings,suite,gpt,profile,products,replay,attention,split,drivers,stages,planner,precision}
 build=${BUILD:-build}
 b=$build/brigade
 gpu=${GPU:-0}
@@ -157,6 +163,15 @@ if want profile; then
         grep -A2 '^training step' "$out/log.txt" | tail -3 >>"$out/summary.txt" &&
         grep '^host:' "$out/log.txt" | tail -1 >>"$out/summary.txt"
     done
+  done
+fi
+
+if want products; then
+  for prec in ${PRODUCTS_PRECISIONS:-auto}; do
+    part products 150 "$b" bench products --model "${PRODUCTS_MODEL:-gpt2-small}" -b 16 --reps 5 --top "${PRODUCTS_TOP:-8}" \
+      --devices "$gpu" --precision "$prec" &&
+      awk '/ products of one micro-batch /{on=1; buf=""} on{buf=buf $0 "\n"} /^the micro-batch.s products:/{on=0; last=buf}
+           END{printf "%s", last}' "$out/log.txt" >>"$out/summary.txt"
   done
 fi
 

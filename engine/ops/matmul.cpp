@@ -5,6 +5,7 @@
 
 #include "ops/matmul_split.h"
 #include "ops/matmul_tiles.h"
+#include "ops/product_capture.h"
 #include "shaders/matmul.h"
 #include "util/error.h"
 #include "vk/kernel.h"
@@ -33,8 +34,9 @@ uint64_t span_elements(uint64_t batch, const Grid& g, uint32_t rows, uint32_t co
          uint64_t(rows - 1) * ld + cols;
 }
 
-void check_operand(const char* name, vk::View v, uint64_t batch, const Grid& g,
-                   uint32_t rows, uint32_t cols, uint32_t ld, Precision format = Precision::Fp32) {
+// The bytes of `v` the operand spans, checked against its range.
+uint64_t check_operand(const char* name, vk::View v, uint64_t batch, const Grid& g,
+                       uint32_t rows, uint32_t cols, uint32_t ld, Precision format = Precision::Fp32) {
   BRIGADE_EXPECT(ld >= cols, std::string(name) + ": leading dimension " + std::to_string(ld) +
                          " is less than the stored row length " + std::to_string(cols));
   const uint64_t elements = g.offset + span_elements(batch, g, rows, cols, ld);
@@ -44,6 +46,7 @@ void check_operand(const char* name, vk::View v, uint64_t batch, const Grid& g,
                               std::to_string(v.range) + " bytes, a batch of " +
                               std::to_string(batch) + " stored " + dims(rows, cols) +
                               " matrices needs " + std::to_string(need));
+  return need;
 }
 
 // vec4 loads of an operand are valid when every stored row starts 16-byte aligned and, where
@@ -88,6 +91,14 @@ uint32_t MatmulTiling::shared_bytes() const {
   }
   if (variant != Variant::Shared) return 0;
   return 2 * bk * (wg_y * tm / 4 + 1 + wg_x * tn / 4 + 1) * 16;  // shaders/matmul_shared.comp: two of each tile
+}
+
+std::string product_name(const MatmulParams& p) {
+  const uint64_t count = p.k_chunk ? 1 : uint64_t(p.batch) * p.terms;
+  return std::to_string(p.M) + "x" + std::to_string(p.N) + "x" + std::to_string(p.K) + (p.trans_a ? " A^T" : "") +
+         (p.trans_b ? " B^T" : "") + (count > 1 ? " x" + std::to_string(count) : "") +
+         (p.k_chunk ? " in " + std::to_string(p.batch) + " parts of K" : "") +
+         (p.causal != MatmulParams::Causal::None ? " causal" : "");
 }
 
 bool MatmulTiling::stores_pairs() const { return variant == Variant::Matrix ? ln % 2 == 0 : tn % 2 == 0; }
@@ -190,24 +201,24 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
   const Grid ga{p.offset_a, p.stride_a, p.heads, p.head_stride_a},
       gb{p.offset_b, p.stride_b, p.heads, p.head_stride_b},
       gc{p.offset_c, p.stride_c, p.heads, p.head_stride_c};
-  check_operand("A", a, products, ga, p.trans_a ? p.K : p.M, p.trans_a ? p.M : p.K, lda, p.a_format);
-  check_operand("B", b, products, gb, p.trans_b ? p.N : p.K, p.trans_b ? p.K : p.N, ldb, p.b_format);
-  check_operand("C", c, p.batch, gc, p.M, p.N, ldc, p.c_format);
+  const uint64_t a_bytes = check_operand("A", a, products, ga, p.trans_a ? p.K : p.M, p.trans_a ? p.M : p.K, lda, p.a_format);
+  const uint64_t b_bytes = check_operand("B", b, products, gb, p.trans_b ? p.N : p.K, p.trans_b ? p.K : p.N, ldb, p.b_format);
+  const uint64_t c_bytes = check_operand("C", c, p.batch, gc, p.M, p.N, ldc, p.c_format);
   const uint32_t bias_size = p.bias_rows ? p.M : p.N;
-  if (bias) check_operand("bias", *bias, 1, Grid{0, 0}, 1, bias_size, bias_size);
+  const uint64_t bias_bytes = bias ? check_operand("bias", *bias, 1, Grid{0, 0}, 1, bias_size, bias_size) : 0;
   using Epilogue = MatmulParams::Epilogue;
   const bool has_tensor = p.epilogue == Epilogue::Gelu || p.epilogue == Epilogue::GeluGrad;
   BRIGADE_EXPECT(has_tensor == bool(epilogue), "an epilogue and its tensor come together");
   BRIGADE_EXPECT((p.epilogue != Epilogue::Gelu && p.epilogue != Epilogue::Relu) || !p.accumulate,
                  "a GELU or ReLU epilogue applies to the whole of C, so C cannot accumulate");
-  if (epilogue) check_operand("epilogue tensor", *epilogue, p.batch, gc, p.M, p.N, ldc, p.e_format);
+  const uint64_t e_bytes = epilogue ? check_operand("epilogue tensor", *epilogue, p.batch, gc, p.M, p.N, ldc, p.e_format) : 0;
   BRIGADE_EXPECT(p.epilogue == Epilogue::Gelu ? p.e_format == p.c_format
                                               : p.epilogue == Epilogue::GeluGrad || p.e_format == Precision::Fp32,
                  "a GELU epilogue stores its activation as C; only a GELU gradient reads a 16-bit tensor");
   BRIGADE_EXPECT(is_half(p.copy_format) == bool(copy), "C's copy and its 16-bit format come together");
   BRIGADE_EXPECT(!copy || (p.c_format == Precision::Fp32 && p.epilogue != Epilogue::Gelu),
                  "C's 16-bit copy is of an fp32 C, and not beside a GELU epilogue's activation");
-  if (copy) check_operand("C's copy", *copy, p.batch, gc, p.M, p.N, ldc, p.copy_format);
+  const uint64_t copy_bytes = copy ? check_operand("C's copy", *copy, p.batch, gc, p.M, p.N, ldc, p.copy_format) : 0;
   using Causal = MatmulParams::Causal;
   BRIGADE_EXPECT(p.causal == Causal::None || (p.causal == Causal::SkipAbove ? p.M == p.N : p.M == p.K),
                  "a causal product is square along its diagonal");
@@ -238,6 +249,14 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
                  "row starts and matrices)");
   BRIGADE_EXPECT(p.c_round == Precision::Fp32 || !is_half(p.c_format), "C is either rounded in fp32 or stored in 16 bits");
   BRIGADE_EXPECT(t.k_parts == 1 || !extras, "a split product adds no bias and writes no copy of C");
+  if (ProductCapture* capture = ProductCapture::active(); capture && !p.k_chunk) {
+    auto seen = [](vk::View v, uint64_t bytes) { return CapturedOperand{v.offset % 256, bytes}; };
+    auto seen_if = [&](const std::optional<vk::View>& v, uint64_t bytes) {
+      return v ? std::optional(seen(*v, bytes)) : std::nullopt;
+    };
+    capture->add({p, seen(a, a_bytes), seen(b, b_bytes), seen(c, c_bytes), seen_if(bias, bias_bytes),
+                  seen_if(epilogue, e_bytes), seen_if(copy, copy_bytes)});
+  }
   if (t.k_parts > 1) return matmul_split(cmd, a, b, c, p, t);
   BRIGADE_EXPECT(!p.k_chunk || (!regs && t.feed == MatmulTiling::Feed::Staged && p.k_chunk % t.bk == 0),
                  "tiling " + t.name() + ": a part of a split K is whole tiles of the staged kernels");
@@ -266,15 +285,8 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
   // no barrier: A for the read-only ones, C for the written one.
   const bool gelu = p.epilogue == Epilogue::Gelu;
   const vk::View pre = !gelu && epilogue ? *epilogue : a, act = gelu ? *epilogue : copy ? *copy : c;
-  if (cmd.marking()) {  // `bench profile`: each product's shape and rate
-    const uint64_t count = p.k_chunk ? 1 : uint64_t(p.batch) * p.terms;
-    cmd.note_work(std::to_string(p.M) + "x" + std::to_string(p.N) + "x" + std::to_string(p.K) +
-                      (p.trans_a ? " A^T" : "") + (p.trans_b ? " B^T" : "") +
-                      (count > 1 ? " x" + std::to_string(count) : "") +
-                      (p.k_chunk ? " in " + std::to_string(p.batch) + " parts of K" : "") +
-                      (p.causal != MatmulParams::Causal::None ? " causal" : ""),
-                  2.0 * p.M * p.N * p.K * double(count));
-  }
+  if (cmd.marking())  // `bench profile`: each product's shape and rate
+    cmd.note_work(product_name(p), 2.0 * p.M * p.N * p.K * double(p.k_chunk ? 1 : uint64_t(p.batch) * p.terms));
   if (t.variant == MatmulTiling::Variant::Matrix) {
     matmul_tiles(cmd, t, p, spec, {a, b, bias.value_or(a), c, pre, act}, push);
     return;

@@ -126,6 +126,11 @@ struct MatmulParams {
   uint32_t ld_c() const { return ldc ? ldc : N; }
 };
 
+// A product's shape as `bench profile` and `bench products` name it: M x N x K of op(A) op(B),
+// A^T or B^T where stored transposed, xP for P products in one dispatch, a split K's parts, and
+// whether it is causal ("16384x2304x768 B^T", "128x128x64 B^T x96 causal").
+std::string product_name(const MatmulParams& p);
+
 // Whether the device's default tiling stores a 16-bit C of N columns (packed rows, no
 // accumulation): where N is even, each invocation writes a row's outputs
 // in even pairs (register blocks, whole quads where N % 4 == 0; shared tiles lay out an

@@ -276,7 +276,7 @@ TEST_CASE("every subcommand has --help naming its flags") {
            {"devices", "--json"}, {"plan", "--mem-limit"}, {"init", "--seed"}, {"step", "--micro-batches"},
            {"train", "--resume"}, {"eval", "--batch-size"}, {"sample", "--temperature"}, {"plot", "--smooth"},
            {"bench kernels", "--reps"}, {"bench pipeline", "--stages"}, {"bench profile", "--micro-batches"},
-           {"bench capacity", "--mem-limit"}}) {
+           {"bench products", "--reps"}, {"bench capacity", "--mem-limit"}}) {
     const std::string &cmd = cmd_, &flag = flag_;  // references: doctest's messages capture them
     const auto r = test::brigade_run(cmd + " --help");
     INFO(cmd, "\n", r.output);

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_tilings.h"
 #include "blas_peer.h"
 #include "checks.h"
 #include "commands.h"
@@ -38,6 +39,85 @@
 #include "vk/instance.h"
 
 namespace brigade::cli {
+
+std::vector<float> random_values(size_t n, uint32_t seed) {
+  std::vector<float> v(n);
+  uint64_t s = 0x9E3779B97F4A7C15ull * (seed + 1);
+  for (auto& x : v) {
+    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+    x = float((s >> 40) & 0xFFFFFF) / float(1 << 23) - 1.0f;
+  }
+  return v;
+}
+
+std::vector<uint32_t> stored_words(const std::vector<float>& v, ops::Precision format) {
+  if (format == ops::Precision::Fp32) return std::vector<uint32_t>(reinterpret_cast<const uint32_t*>(v.data()),
+                                                                   reinterpret_cast<const uint32_t*>(v.data() + v.size()));
+  std::vector<uint32_t> words((v.size() + 1) / 2, 0);
+  for (size_t i = 0; i < v.size(); ++i)
+    words[i / 2] |= shaders::half_from_bits(std::bit_cast<uint32_t>(v[i]), uint32_t(format)) << (i % 2 ? 16 : 0);
+  return words;
+}
+
+std::vector<std::optional<ops::MatmulTiling>> candidate_tilings(const vk::PhysicalInfo& info, ops::Precision format) {
+  using V = ops::MatmulTiling::Variant;
+  const ops::MatmulTiling chosen = ops::matmul_tiling(info);
+  std::vector<ops::MatmulTiling> all = {
+      chosen,
+      {V::Registers, chosen.wg_x, chosen.wg_y, 16, 8, 16, chosen.subgroup},
+      {V::Registers, 8, 8, 8, 8, 16, 0},
+      {V::Registers, 8, 8, 16, 8, 16, 0},
+      {V::Shared, 16, 16, 4, 4, 16, 0},
+  };
+  if (chosen.subgroup) {
+    ops::MatmulTiling square = chosen;
+    square.tm = square.tn = 12;
+    all.push_back(square);
+  }
+  // GPUs: the shared tiles matmul_tiling chooses among (128x128 staged 8 deep, 64x64, 32x32),
+  // and 128x128 staged 16 deep, 64x128 and 64x64 of 8x8 outputs each.
+  if (info.type != VK_PHYSICAL_DEVICE_TYPE_CPU)
+    all.insert(all.end(), {{V::Shared, 16, 16, 8, 8, 8, 0}, {V::Shared, 16, 16, 8, 8, 16, 0},
+                           {V::Shared, 16, 8, 8, 8, 8, 0}, {V::Shared, 8, 8, 8, 8, 16, 0},
+                           {V::Shared, 8, 8, 4, 4, 16, 0}});
+  // 16-bit products: the matrix units where the device lists the type, and larger warp tiles.
+  if (const auto matrix = ops::matrix_tiling(info, format)) {
+    for (const auto& [warps_m, warps_n, tiles_m, tiles_n, deeper] :
+         {std::array{2u, 2u, 2u, 2u, 0u}, {2u, 2u, 4u, 4u, 0u}, {2u, 2u, 4u, 4u, 1u}, {2u, 2u, 4u, 2u, 0u},
+          {2u, 4u, 4u, 2u, 0u}, {2u, 4u, 4u, 2u, 1u}, {4u, 2u, 2u, 4u, 0u}, {4u, 4u, 2u, 2u, 0u}}) {
+      // Blocks of 4x4 to 8x8 matrices (64x64 to 128x128 of 16x16) in 4 to 16 warps, staged 2 or
+      // 4 matrices deep.
+      ops::MatmulTiling t = *matrix;
+      t.wg_y = warps_m, t.wg_x = warps_n, t.tm = tiles_m, t.tn = tiles_n, t.bk = (deeper ? 4 : 2) * matrix->lk;
+      all.push_back(t);
+      t.stages = 2;  // and with the next K tile staged while this one multiplies
+      all.push_back(t);
+    }
+    // Every other shape the device lists for the type, in the default's block.
+    for (const vk::MatrixShape& shape : info.matrix_units.shapes)
+      if ((shape.element == vk::MatrixShape::Element::Bf16) == (format == ops::Precision::Bf16) &&
+          shape.m % 8 == 0 && shape.n % 8 == 0 && shape.k % 8 == 0) {
+        ops::MatmulTiling t = *matrix;
+        t.lm = shape.m, t.ln = shape.n, t.lk = shape.k, t.bk = 2 * shape.k;
+        all.push_back(t);
+      }
+    // Two measurements of the default's block: its inner loop alone (the first K tile multiplied
+    // in place of every one, C unchecked), and its warps fed from memory with no staging.
+    for (const auto feed : {ops::MatmulTiling::Feed::StageOnce, ops::MatmulTiling::Feed::Direct}) {
+      ops::MatmulTiling probe = *matrix;
+      probe.feed = feed;
+      all.push_back(probe);
+    }
+  }
+  std::vector<std::optional<ops::MatmulTiling>> out = {std::nullopt};
+  for (const auto& t : all)
+    if (std::none_of(out.begin() + 1, out.end(), [&](auto& o) { return o->name() == t.name(); }) &&
+        t.shared_bytes() <= info.max_shared_memory &&
+        t.wg_x * t.wg_y * (t.variant == V::Matrix ? t.subgroup : 1) <= info.max_workgroup_invocations)
+      out.push_back(t);
+  return out;
+}
+
 namespace {
 
 enum class Op { Matmul, LinearForward, LinearBackwardData, LinearBackwardWeight };
@@ -98,16 +178,6 @@ struct Problem {
 
 constexpr double kFullCheckFlops = 2.0 * 1024 * 1024 * 1024;
 constexpr uint32_t kCheckedRows = 64;
-
-std::vector<float> random_values(size_t n, uint32_t seed) {
-  std::vector<float> v(n);
-  uint64_t s = 0x9E3779B97F4A7C15ull * (seed + 1);
-  for (auto& x : v) {
-    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-    x = float((s >> 40) & 0xFFFFFF) / float(1 << 23) - 1.0f;
-  }
-  return v;
-}
 
 std::vector<double> wide(const std::vector<float>& v) { return {v.begin(), v.end()}; }
 std::vector<float> narrow(const std::vector<double>& v) { return {v.begin(), v.end()}; }
@@ -215,21 +285,11 @@ ops::MatmulTiling default_tiling(const vk::PhysicalInfo& info, const Case& c) {
   return ops::split_tiling(info, t, p, ops::matmul_workspace_bytes(info));
 }
 
-// Values as stored: fp32, or packed two 16-bit values to a word.
-std::vector<uint32_t> stored(const std::vector<float>& v, ops::Precision format) {
-  if (format == ops::Precision::Fp32) return std::vector<uint32_t>(reinterpret_cast<const uint32_t*>(v.data()),
-                                                                   reinterpret_cast<const uint32_t*>(v.data() + v.size()));
-  std::vector<uint32_t> words((v.size() + 1) / 2, 0);
-  for (size_t i = 0; i < v.size(); ++i)
-    words[i / 2] |= shaders::half_from_bits(std::bit_cast<uint32_t>(v[i]), uint32_t(format)) << (i % 2 ? 16 : 0);
-  return words;
-}
-
 Result run_case(vk::Device& dev, const Case& c, const Problem& problem, int reps, bool fresh) {
   Result r{c, c.tiling ? c.tiling->name() : "default: " + default_tiling(dev.info(), c).name()};
   std::vector<vk::Buffer> in, out;
   for (size_t i = 0; i < problem.inputs.size(); ++i) {
-    const std::vector<uint32_t> words = stored(problem.inputs[i], c.format);
+    const std::vector<uint32_t> words = stored_words(problem.inputs[i], c.format);
     in.emplace_back(dev, words.size() * 4, vk::Category::Activations, "input " + std::to_string(i));
     vk::upload(in.back(), words.data(), words.size() * 4);
   }
@@ -317,68 +377,6 @@ std::vector<Case> preset_cases() {
       cases.push_back({l.name + " " + std::to_string(l.in) + "->" + std::to_string(l.out), op, l.n,
                        l.in, l.out, std::nullopt});
   return cases;
-}
-
-// Tilings worth comparing on this device: the default (unset: the device's choice for each
-// problem, matmul_tiling), then the fixed alternatives it was chosen over (docs/BENCHMARKS.md),
-// the default's own full-size workgroup among them.
-std::vector<std::optional<ops::MatmulTiling>> candidate_tilings(const vk::PhysicalInfo& info, ops::Precision format) {
-  using V = ops::MatmulTiling::Variant;
-  const ops::MatmulTiling chosen = ops::matmul_tiling(info);
-  std::vector<ops::MatmulTiling> all = {
-      chosen,
-      {V::Registers, chosen.wg_x, chosen.wg_y, 16, 8, 16, chosen.subgroup},
-      {V::Registers, 8, 8, 8, 8, 16, 0},
-      {V::Registers, 8, 8, 16, 8, 16, 0},
-      {V::Shared, 16, 16, 4, 4, 16, 0},
-  };
-  if (chosen.subgroup) {
-    ops::MatmulTiling square = chosen;
-    square.tm = square.tn = 12;
-    all.push_back(square);
-  }
-  // GPUs: the shared tiles matmul_tiling chooses among (128x128 staged 8 deep, 64x64, 32x32),
-  // and 128x128 staged 16 deep, 64x128 and 64x64 of 8x8 outputs each.
-  if (info.type != VK_PHYSICAL_DEVICE_TYPE_CPU)
-    all.insert(all.end(), {{V::Shared, 16, 16, 8, 8, 8, 0}, {V::Shared, 16, 16, 8, 8, 16, 0},
-                           {V::Shared, 16, 8, 8, 8, 8, 0}, {V::Shared, 8, 8, 8, 8, 16, 0},
-                           {V::Shared, 8, 8, 4, 4, 16, 0}});
-  // 16-bit products: the matrix units where the device lists the type, and larger warp tiles.
-  if (const auto matrix = ops::matrix_tiling(info, format)) {
-    for (const auto& [warps_m, warps_n, tiles_m, tiles_n, deeper] :
-         {std::array{2u, 2u, 2u, 2u, 0u}, {2u, 2u, 4u, 4u, 0u}, {2u, 2u, 4u, 4u, 1u}, {2u, 2u, 4u, 2u, 0u},
-          {2u, 4u, 4u, 2u, 0u}, {2u, 4u, 4u, 2u, 1u}, {4u, 2u, 2u, 4u, 0u}, {4u, 4u, 2u, 2u, 0u}}) {
-      // Blocks of 4x4 to 8x8 matrices (64x64 to 128x128 of 16x16) in 4 to 16 warps, staged 2 or
-      // 4 matrices deep.
-      ops::MatmulTiling t = *matrix;
-      t.wg_y = warps_m, t.wg_x = warps_n, t.tm = tiles_m, t.tn = tiles_n, t.bk = (deeper ? 4 : 2) * matrix->lk;
-      all.push_back(t);
-      t.stages = 2;  // and with the next K tile staged while this one multiplies
-      all.push_back(t);
-    }
-    // Every other shape the device lists for the type, in the default's block.
-    for (const vk::MatrixShape& shape : info.matrix_units.shapes)
-      if ((shape.element == vk::MatrixShape::Element::Bf16) == (format == ops::Precision::Bf16) &&
-          shape.m % 8 == 0 && shape.n % 8 == 0 && shape.k % 8 == 0) {
-        ops::MatmulTiling t = *matrix;
-        t.lm = shape.m, t.ln = shape.n, t.lk = shape.k, t.bk = 2 * shape.k;
-        all.push_back(t);
-      }
-    // Two measurements of the default's block: its inner loop alone (the first K tile multiplied
-    // in place of every one, C unchecked), and its warps fed from memory with no staging.
-    for (const auto feed : {ops::MatmulTiling::Feed::StageOnce, ops::MatmulTiling::Feed::Direct}) {
-      ops::MatmulTiling probe = *matrix;
-      probe.feed = feed;
-      all.push_back(probe);
-    }
-  }
-  std::vector<std::optional<ops::MatmulTiling>> out = {std::nullopt};
-  for (const auto& t : all)
-    if (std::none_of(out.begin() + 1, out.end(), [&](auto& o) { return o->name() == t.name(); }) &&
-        t.shared_bytes() <= info.max_shared_memory &&
-        t.wg_x * t.wg_y * (t.variant == V::Matrix ? t.subgroup : 1) <= info.max_workgroup_invocations)
-      out.push_back(t);
-  return out;
 }
 
 void run_kernels(const std::string& device_spec, const std::vector<uint32_t>& squares, int reps, bool json,
@@ -526,6 +524,7 @@ void add_bench(CLI::App& app) {
   add_bench_schedules(*bench);
   add_bench_partition(*bench);
   add_bench_profile(*bench);
+  add_bench_products(*bench);
   add_bench_capacity(*bench);
   add_bench_planner(*bench);
 }

@@ -1,0 +1,397 @@
+// `brigade bench products`: every matrix product of one micro-batch of a model, forward and
+// backward (the micro-batch `bench profile` times), each timed alone under its default tiling
+// and under every candidate tiling of the device (`bench kernels --compare`'s, and a split K's
+// parts where the product can split), on buffers laid out as the step's were. Each candidate's
+// C is checked against the default's first. What it shows: for each shape, whether its default
+// is its fastest, and what the micro-batch's products would take with each shape's fastest.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <span>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bench_tilings.h"
+#include "checks.h"
+#include "commands.h"
+#include "ops/matmul_split.h"
+#include "ops/matmul_tiles.h"
+#include "ops/product_capture.h"
+#include "pipeline/profile.h"
+#include "pipeline_flags.h"
+#include "table.h"
+#include "util/error.h"
+#include "util/stats.h"
+#include "vk/buffer.h"
+
+namespace brigade::cli {
+namespace bench_products {
+namespace {
+
+using ops::MatmulParams;
+using ops::MatmulTiling;
+
+struct Options : ModelPipeline {
+  int reps = 5;
+  uint32_t top = 0;  // candidates for this many shapes, the most of the step's time first; 0: all
+  bool json = false;
+};
+
+// What sets a product apart beyond its shape: its formats, epilogue, bias, accumulation.
+std::string details(const ops::CapturedProduct& c) {
+  const MatmulParams& p = c.params;
+  std::vector<std::string> d;
+  auto format = [&](const char* what, ops::Precision f) {
+    if (ops::is_half(f)) d.push_back(std::string(what) + " " + ops::precision_name(f));
+  };
+  format("A", p.a_format), format("B", p.b_format), format("C", p.c_format), format("C rounded to", p.c_round);
+  format("C copied to", p.copy_format);
+  const char* epilogues[] = {"", "GELU", "GELU gradient", "ReLU"};
+  if (p.epilogue != MatmulParams::Epilogue::None) d.push_back(epilogues[uint32_t(p.epilogue)]);
+  if (c.bias) d.push_back(p.bias_rows ? "bias per row" : "bias");
+  if (p.accumulate) d.push_back("accumulating");
+  if (p.tiling) d.push_back("the caller's " + p.tiling->name());
+  std::string out;
+  for (const std::string& s : d) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+// Everything a product's kernel and its time depend on: equal keys, one product timed once.
+std::string key(const ops::CapturedProduct& c) {
+  const MatmulParams& p = c.params;
+  std::ostringstream k;
+  k << ops::product_name(p) << '|' << details(c) << '|' << p.ld_a() << ' ' << p.ld_b() << ' ' << p.ld_c() << '|'
+    << p.stride_a << ' ' << p.stride_b << ' ' << p.stride_c << '|' << p.heads << ' ' << p.head_stride_a << ' '
+    << p.head_stride_b << ' ' << p.head_stride_c << '|' << p.offset_a << ' ' << p.offset_b << ' ' << p.offset_c
+    << '|' << p.alpha << ' ' << uint32_t(p.e_format) << '|';
+  for (const auto& o : {std::optional(c.a), std::optional(c.b), std::optional(c.c), c.bias, c.epilogue, c.copy})
+    k << (o ? std::to_string(o->offset) + "+" + std::to_string(o->bytes) : "-") << ' ';
+  return k.str();
+}
+
+struct Shape {
+  ops::CapturedProduct product;
+  uint32_t count = 0;
+};
+
+// The micro-batch's products, each distinct one once with how often it came. profile_model
+// records the micro-batch twice (a warm-up, then the timed run): the two halves are the same.
+std::vector<Shape> capture_products(vk::Device& dev, const model::Model& m, uint32_t rows, ops::Precision precision,
+                                    uint32_t& total) {
+  ops::ProductCapture capture;
+  pipeline::profile_model(dev, m, rows, 1, false, precision);
+  const std::vector<ops::CapturedProduct>& all = capture.products();
+  const size_t half = all.size() / 2;
+  BRIGADE_EXPECT(all.size() % 2 == 0, "the warm-up and the timed run record the same products");
+  for (size_t i = 0; i < half; ++i) BRIGADE_EXPECT(key(all[i]) == key(all[half + i]), "the same products twice");
+  std::vector<Shape> shapes;
+  std::vector<std::string> keys;
+  for (size_t i = 0; i < half; ++i) {
+    const std::string k = key(all[i]);
+    const auto it = std::find(keys.begin(), keys.end(), k);
+    if (it != keys.end()) {
+      shapes[size_t(it - keys.begin())].count++;
+      continue;
+    }
+    keys.push_back(k);
+    shapes.push_back({all[i], 1});
+  }
+  total = uint32_t(half);
+  return shapes;
+}
+
+// A causal product that takes op(A) as zero right or left of its diagonal may leave those
+// elements out, so they are zero as in the step (attention's probabilities above the diagonal).
+void zero_masked(const MatmulParams& p, std::span<float> a) {
+  using Causal = MatmulParams::Causal;
+  if (p.causal != Causal::KToRow && p.causal != Causal::KFromRow) return;
+  for (uint64_t i = 0; i < uint64_t(p.batch) * p.terms; ++i) {
+    const uint64_t base = p.offset_a + (i / p.heads) * p.stride_a + (i % p.heads) * p.head_stride_a;
+    for (uint32_t m = 0; m < p.M; ++m)
+      for (uint32_t k = 0; k < p.K; ++k)
+        if (p.causal == Causal::KToRow ? k > m : k < m) a[base + (p.trans_a ? uint64_t(k) * p.ld_a() + m : uint64_t(m) * p.ld_a() + k)] = 0;
+  }
+}
+
+// A product's buffers, laid out as its views were in the step (their offsets' alignment), filled
+// with values in [-1, 1) of each one's format; C's first values kept to start every check from.
+struct Operands {
+  std::vector<std::unique_ptr<vk::Buffer>> buffers;
+  std::vector<vk::View> views;  // A, B, C, then the bias, epilogue tensor and copy where present
+  std::optional<vk::View> bias, epilogue, copy;
+  std::vector<uint32_t> c_words;
+
+  Operands(vk::Device& dev, const ops::CapturedProduct& c) {
+    const MatmulParams& p = c.params;
+    auto add = [&](const ops::CapturedOperand& o, ops::Precision format, const char* name) {
+      const uint64_t bytes = (o.offset + o.bytes + 15) / 16 * 16, size = ops::is_half(format) ? 2 : 4;
+      buffers.push_back(std::make_unique<vk::Buffer>(dev, bytes, vk::Category::Activations, name));
+      std::vector<float> values = random_values(bytes / size, uint32_t(buffers.size()));
+      if (views.empty()) zero_masked(p, std::span(values).subspan(o.offset / size));
+      const std::vector<uint32_t> words = stored_words(values, format);
+      vk::upload(*buffers.back(), words.data(), bytes);
+      if (views.size() == 2) c_words = words;
+      views.emplace_back(*buffers.back(), o.offset, o.bytes);
+      return views.back();
+    };
+    add(c.a, p.a_format, "A");
+    add(c.b, p.b_format, "B");
+    add(c.c, p.c_format, "C");
+    if (c.bias) bias = add(*c.bias, ops::Precision::Fp32, "bias");
+    const bool gelu = p.epilogue == MatmulParams::Epilogue::Gelu;
+    if (c.epilogue) epilogue = add(*c.epilogue, gelu ? p.c_format : p.e_format, "epilogue tensor");
+    if (c.copy) copy = add(*c.copy, p.copy_format, "C's copy");
+  }
+  void record(vk::Commands& cmd, const MatmulParams& p) const {
+    ops::matmul(cmd, views[0], views[1], views[2], p, bias, epilogue, copy);
+  }
+  // C's values after one run of the product from its first values.
+  std::vector<float> run_once(vk::Device& dev, const MatmulParams& p, std::optional<vk::View> workspace) const {
+    vk::Buffer& c = *buffers[2];
+    vk::upload(c, c_words.data(), c.size());
+    vk::Commands cmd(dev, "bench products");
+    cmd.set_workspace(workspace);
+    record(cmd, p);
+    cmd.run();
+    std::vector<uint32_t> words(c.size() / 4);
+    vk::download(c, words.data(), c.size());
+    const std::span<const uint32_t> from = std::span<const uint32_t>(words).subspan(views[2].offset / 4);
+    if (!ops::is_half(p.c_format)) return std::vector<float>(reinterpret_cast<const float*>(from.data()),
+                                                             reinterpret_cast<const float*>(from.data() + from.size()));
+    std::vector<float> out(2 * from.size());
+    ops::unpack_on_host(from, out, p.c_format);
+    return out;
+  }
+};
+
+// How far `got` is from `want` over the product's C matrices (the first and last four), as a
+// share of what the sums' order and C's rounding allow: at most 1 agrees. Causal products
+// leave blocks above the diagonal unspecified, so only its lower triangle is compared.
+double disagreement(const MatmulParams& p, const std::vector<float>& got, const std::vector<float>& want) {
+  const double sums = 1e-5 * std::sqrt(double(std::max(p.K, 1u)));
+  const double rounding = ops::is_half(p.c_format) || ops::is_half(p.c_round) ? 1.0 / 128 : 0.0;
+  double worst = 0;
+  for (uint32_t z = 0; z < p.batch; ++z) {
+    if (z == 4 && p.batch > 8) z = p.batch - 4;
+    const uint64_t base = p.offset_c + uint64_t(z / p.heads) * p.stride_c + uint64_t(z % p.heads) * p.head_stride_c;
+    for (uint32_t m = 0; m < p.M; ++m)
+      for (uint32_t n = 0; n < (p.causal == MatmulParams::Causal::SkipAbove ? m + 1 : p.N); ++n) {
+        const uint64_t at = base + uint64_t(m) * p.ld_c() + n;
+        const double g = got.at(at), w = want.at(at);
+        if (std::isnan(g) != std::isnan(w)) return INFINITY;
+        if (!std::isnan(w)) worst = std::max(worst, std::abs(g - w) / (sums * (1 + std::abs(w)) + rounding * std::abs(w)));
+      }
+  }
+  return worst;
+}
+
+// The median GPU time of one run of the product, over `reps` runs recorded back to back (on a
+// GPU after as many again untimed, so it runs at its working clock).
+double median_ms(vk::Device& dev, const Operands& o, const MatmulParams& p, std::optional<vk::View> workspace, int reps) {
+  vk::Commands cmd(dev, "bench products");
+  cmd.set_workspace(workspace);
+  if (dev.info().type != VK_PHYSICAL_DEVICE_TYPE_CPU) {
+    for (int i = 0; i < reps; ++i) o.record(cmd, p);
+    cmd.run();
+    cmd.reset();
+  }
+  std::vector<uint32_t> marks;
+  for (int i = 0; i < reps; ++i) {
+    marks.push_back(cmd.timestamp());
+    o.record(cmd, p);
+    marks.push_back(cmd.timestamp());
+  }
+  cmd.run();
+  const std::vector<double> ts = cmd.timestamps_ns();
+  std::vector<double> ms;
+  for (int i = 0; i < reps; ++i) ms.push_back((ts[marks[2 * i + 1]] - ts[marks[2 * i]]) * 1e-6);
+  return median(ms);
+}
+
+// The tiling ops::matmul takes for the product where the caller fixed none.
+MatmulTiling default_tiling(const vk::PhysicalInfo& info, const ops::CapturedProduct& c, uint64_t workspace) {
+  const MatmulParams& p = c.params;
+  if (p.tiling) return *p.tiling;
+  std::optional<MatmulTiling> matrix;
+  if (ops::is_half(p.a_format) && p.b_format == p.a_format) matrix = ops::default_matrix_tiling(info, p.a_format, p.M, p.N);
+  const MatmulTiling t = matrix ? *matrix : ops::matmul_tiling(info, p.M, p.N);
+  return c.bias || c.epilogue || c.copy || !workspace ? t : ops::split_tiling(info, t, p, workspace);
+}
+
+// The tilings to try beside the default: the device's candidates that compute this product
+// (staged as the product is, matrix units only on 16-bit A and B of one type), and where the
+// product can split, the default's block with K in 1 to 16 parts.
+std::vector<MatmulTiling> candidates(const vk::PhysicalInfo& info, const ops::CapturedProduct& c,
+                                     const MatmulTiling& chosen, uint64_t workspace) {
+  const MatmulParams& p = c.params;
+  const bool units = ops::is_half(p.a_format) && p.b_format == p.a_format;
+  std::vector<MatmulTiling> out;
+  auto add = [&](const MatmulTiling& t) {
+    if (t.name() != chosen.name() && std::none_of(out.begin(), out.end(), [&](auto& o) { return o.name() == t.name(); }))
+      out.push_back(t);
+  };
+  for (const std::optional<MatmulTiling>& t : candidate_tilings(info, p.a_format))
+    if (t && t->feed == MatmulTiling::Feed::Staged && (units || t->variant != MatmulTiling::Variant::Matrix)) add(*t);
+  const bool splits = workspace && !c.bias && !c.epilogue && !c.copy && ops::splits_k(p) &&
+                      chosen.variant != MatmulTiling::Variant::Registers;
+  for (uint32_t parts = 1; splits && parts <= 16; parts *= 2) {
+    MatmulTiling t = chosen;
+    t.k_parts = parts;
+    add(t);
+  }
+  return out;
+}
+
+struct Timed {
+  std::string tiling;
+  double ms = NAN;           // NAN: not run
+  double disagreement = 0;   // with the default's C (disagreement())
+  std::string not_run;       // why it does not compute this product
+};
+
+struct Row {
+  Shape shape;
+  Timed by_default;
+  std::vector<Timed> others;
+  const Timed& fastest() const {
+    const Timed* best = &by_default;
+    for (const Timed& t : others)
+      if (t.not_run.empty() && t.disagreement <= 1 && t.ms < best->ms) best = &t;
+    return *best;
+  }
+};
+
+Row measure(vk::Device& dev, const Shape& s, std::optional<vk::View> workspace, int reps, bool others) {
+  const vk::PhysicalInfo& info = dev.info();
+  const uint64_t room = workspace ? workspace->range : 0;
+  const MatmulTiling chosen = default_tiling(info, s.product, room);
+  const Operands o(dev, s.product);
+  const MatmulParams& p = s.product.params;
+  Row row{s, {"default: " + chosen.name(), NAN, 0, ""}, {}};
+  const std::vector<float> want = o.run_once(dev, p, workspace);
+  row.by_default.ms = median_ms(dev, o, p, workspace, reps);
+  for (const MatmulTiling& t : others ? candidates(info, s.product, chosen, room) : std::vector<MatmulTiling>{}) {
+    Timed timed{t.name(), NAN, 0, ""};
+    MatmulParams q = p;
+    q.tiling = t;
+    try {
+      timed.disagreement = disagreement(p, o.run_once(dev, q, workspace), want);
+      timed.ms = median_ms(dev, o, q, workspace, reps);
+    } catch (const InternalError& e) {  // a tiling that cannot take this product
+      timed.not_run = e.what();
+      timed.not_run = timed.not_run.substr(timed.not_run.find(": ", timed.not_run.find(':') + 1) + 2);
+    }
+    row.others.push_back(std::move(timed));
+  }
+  return row;
+}
+
+std::string fixed(double v, int digits) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.*f", digits, v);
+  return b;
+}
+
+void run(const Options& o) {
+  const model::Model m = model::build(o.model, o.set);
+  Pipeline p = open_pipeline(m, o.pipeline, o.batch, 2);
+  const uint32_t rows = p.plan.micro_rows.front();
+  vk::Device& dev = *p.devices.front();
+  const ops::Precision precision = p.precision.front();
+  uint32_t total = 0;
+  const std::vector<Shape> shapes = capture_products(dev, m, rows, precision, total);
+  // A GPU stage's workspace, where products split K (ops/matmul_split.h).
+  std::optional<vk::Buffer> workspace;
+  if (const uint64_t bytes = ops::matmul_workspace_bytes(dev.info()))
+    workspace.emplace(dev, bytes, vk::Category::Scratch, "products' workspace");
+  const std::optional<vk::View> room = workspace ? std::optional(vk::View(*workspace)) : std::nullopt;
+
+  // With --top, every shape's default first, then the others for the shapes that take most of
+  // the step under it.
+  std::vector<Row> table;
+  for (const Shape& s : shapes) table.push_back(o.top ? measure(dev, s, room, o.reps, false) : Row{s, {}, {}});
+  std::vector<size_t> order(shapes.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  if (o.top) {
+    std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {
+      return table[x].shape.count * table[x].by_default.ms > table[y].shape.count * table[y].by_default.ms;
+    });
+    order.resize(std::min<size_t>(order.size(), o.top));
+  }
+  size_t wrong = 0;
+  for (size_t n = 0; n < order.size(); ++n) {
+    const size_t i = order[n];
+    table[i] = measure(dev, shapes[i], room, o.reps, true);
+    const Row& r = table[i];
+    for (const Timed& t : r.others) wrong += t.not_run.empty() && !(t.disagreement <= 1);
+    if (!o.json)
+      std::fprintf(stderr, "  %zu/%zu %s: default %.3f ms, fastest %.3f ms\n", n + 1, order.size(),
+                   ops::product_name(r.shape.product.params).c_str(), r.by_default.ms, r.fastest().ms);
+  }
+  double by_default = 0, fastest = 0;
+  for (const Row& r : table) by_default += r.shape.count * r.by_default.ms, fastest += r.shape.count * r.fastest().ms;
+
+  if (o.json) {
+    nlohmann::json j{{"model", m.name}, {"device", dev.info().name}, {"micro_batch_rows", rows},
+                     {"precision", ops::precision_name(precision)}, {"reps", o.reps}, {"products", total},
+                     {"top", o.top},
+                     {"default_ms", by_default}, {"fastest_ms", fastest}, {"shapes", nlohmann::json::array()}};
+    for (const Row& r : table) {
+      nlohmann::json s{{"shape", ops::product_name(r.shape.product.params)}, {"details", details(r.shape.product)},
+                       {"count", r.shape.count}, {"default", {{"tiling", r.by_default.tiling}, {"ms", r.by_default.ms}}},
+                       {"fastest", {{"tiling", r.fastest().tiling}, {"ms", r.fastest().ms}}}};
+      for (const Timed& t : r.others)
+        s["candidates"].push_back(t.not_run.empty() ? nlohmann::json{{"tiling", t.tiling}, {"ms", t.ms}, {"disagreement", t.disagreement}}
+                                                    : nlohmann::json{{"tiling", t.tiling}, {"not_run", t.not_run}});
+      j["shapes"].push_back(std::move(s));
+    }
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    std::printf("%s on %s: the %u products of one micro-batch of %u rows in %s, forward and backward, in %zu "
+                "shapes; each timed alone, median of %d runs, under its default tiling and every other that "
+                "computes it%s\n",
+                m.name.c_str(), dev.label().c_str(), total, rows, ops::precision_name(precision), shapes.size(), o.reps,
+                o.top && o.top < shapes.size() ? (" (the others for the " + std::to_string(o.top) +
+                                                 " shapes that take the most of the step)").c_str() : "");
+    std::vector<std::vector<std::string>> t{{"product", "in a step", "default ms", "fastest", "ms", "of default"}};
+    for (const Row& r : table) {
+      const Timed& best = r.fastest();
+      const std::string d = details(r.shape.product);
+      t.push_back({ops::product_name(r.shape.product.params) + (d.empty() ? "" : " (" + d + ")"), std::to_string(r.shape.count),
+                   fixed(r.by_default.ms, 3),
+                   r.others.empty() ? "-" : &best == &r.by_default ? "the default" : best.tiling, fixed(best.ms, 3),
+                   fixed(best.ms / r.by_default.ms, 2)});
+    }
+    print_table(t);
+    std::printf("the micro-batch's products: %.2f ms under their default tilings, %.2f ms under each shape's "
+                "fastest (%.2fx)\n", by_default, fastest, fastest / by_default);
+  }
+  if (wrong)
+    throw vk::VulkanError(std::to_string(wrong) + " tiling(s) disagree with a product's default tiling", VK_ERROR_UNKNOWN);
+}
+
+}  // namespace
+}  // namespace bench_products
+
+void add_bench_products(CLI::App& bench) {
+  auto o = std::make_shared<bench_products::Options>();
+  CLI::App* cmd = bench.add_subcommand(
+      "products", "Every matrix product of a model's micro-batch timed alone under its default tiling and every "
+                  "other the device has: where a shape's default is not its fastest");
+  add_model_pipeline_flags(*cmd, *o);
+  cmd->add_option("--reps", o->reps, "timed runs of each product under each tiling (the median is reported)")
+      ->capture_default_str()
+      ->check(kPositive);
+  cmd->add_option("--top", o->top,
+                  "time the other tilings only for the N shapes that take the most of the step under their "
+                  "defaults (0: every shape)")
+      ->capture_default_str();
+  cmd->add_flag("--json", o->json, "print JSON instead of a table");
+  cmd->callback([o] { bench_products::run(*o); });
+}
+
+}  // namespace brigade::cli
