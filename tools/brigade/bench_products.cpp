@@ -189,27 +189,36 @@ double disagreement(const MatmulParams& p, const std::vector<float>& got, const 
   return worst;
 }
 
-// The median GPU time of one run of the product, over `reps` runs recorded back to back (on a
-// GPU after as many again untimed, so it runs at its working clock).
-double median_ms(vk::Device& dev, const Operands& o, const MatmulParams& p, std::optional<vk::View> workspace, int reps) {
+// The median GPU time of one run of each of `runs` (the product under its tilings): `reps`
+// rounds, each running every one once in turn, in one submission, so that a change in the
+// device's speed falls on all of them alike (on a GPU after one such batch untimed, so it runs
+// at its working clock).
+std::vector<double> alternated_ms(vk::Device& dev, const Operands& o, const std::vector<MatmulParams>& runs,
+                                  std::optional<vk::View> workspace, int reps) {
   vk::Commands cmd(dev, "bench products");
   cmd.set_workspace(workspace);
   if (dev.info().type != VK_PHYSICAL_DEVICE_TYPE_CPU) {
-    for (int i = 0; i < reps; ++i) o.record(cmd, p);
+    for (int r = 0; r < reps; ++r)
+      for (const MatmulParams& p : runs) o.record(cmd, p);
     cmd.run();
     cmd.reset();
   }
-  std::vector<uint32_t> marks;
-  for (int i = 0; i < reps; ++i) {
-    marks.push_back(cmd.timestamp());
-    o.record(cmd, p);
-    marks.push_back(cmd.timestamp());
-  }
+  std::vector<std::vector<uint32_t>> marks(runs.size());
+  for (int r = 0; r < reps; ++r)
+    for (size_t i = 0; i < runs.size(); ++i) {
+      marks[i].push_back(cmd.timestamp());
+      o.record(cmd, runs[i]);
+      marks[i].push_back(cmd.timestamp());
+    }
   cmd.run();
   const std::vector<double> ts = cmd.timestamps_ns();
-  std::vector<double> ms;
-  for (int i = 0; i < reps; ++i) ms.push_back((ts[marks[2 * i + 1]] - ts[marks[2 * i]]) * 1e-6);
-  return median(ms);
+  std::vector<double> out;
+  for (const std::vector<uint32_t>& m : marks) {
+    std::vector<double> ms;
+    for (size_t r = 0; r < m.size(); r += 2) ms.push_back((ts[m[r + 1]] - ts[m[r]]) * 1e-6);
+    out.push_back(median(ms));
+  }
+  return out;
 }
 
 // The tiling ops::matmul takes for the product where the caller fixed none.
@@ -271,22 +280,28 @@ Row measure(vk::Device& dev, const Shape& s, std::optional<vk::View> workspace, 
   const MatmulTiling chosen = default_tiling(info, s.product, room);
   const Operands o(dev, s.product);
   const MatmulParams& p = s.product.params;
+  const std::vector<MatmulTiling> tilings = others ? candidates(info, s.product, chosen, room) : std::vector<MatmulTiling>{};
   Row row{s, {"default: " + chosen.name(), NAN, 0, ""}, {}};
+  row.others.reserve(tilings.size());
+  // Each tiling run once and checked (its pipeline made), then all of them timed together.
   const std::vector<float> want = o.run_once(dev, p, workspace);
-  row.by_default.ms = median_ms(dev, o, p, workspace, reps);
-  for (const MatmulTiling& t : others ? candidates(info, s.product, chosen, room) : std::vector<MatmulTiling>{}) {
-    Timed timed{t.name(), NAN, 0, ""};
+  std::vector<MatmulParams> runs{p};
+  std::vector<Timed*> timed{&row.by_default};
+  for (const MatmulTiling& t : tilings) {
+    Timed& mine = row.others.emplace_back(Timed{t.name(), NAN, 0, ""});
     MatmulParams q = p;
     q.tiling = t;
     try {
-      timed.disagreement = disagreement(p, o.run_once(dev, q, workspace), want);
-      timed.ms = median_ms(dev, o, q, workspace, reps);
+      mine.disagreement = disagreement(p, o.run_once(dev, q, workspace), want);
+      runs.push_back(q);
+      timed.push_back(&mine);
     } catch (const InternalError& e) {  // a tiling that cannot take this product
-      timed.not_run = e.what();
-      timed.not_run = timed.not_run.substr(timed.not_run.find(": ", timed.not_run.find(':') + 1) + 2);
+      mine.not_run = e.what();
+      mine.not_run = mine.not_run.substr(mine.not_run.find(": ", mine.not_run.find(':') + 1) + 2);
     }
-    row.others.push_back(std::move(timed));
   }
+  const std::vector<double> ms = alternated_ms(dev, o, runs, workspace, reps);
+  for (size_t i = 0; i < ms.size(); ++i) timed[i]->ms = ms[i];
   return row;
 }
 
@@ -353,7 +368,7 @@ void run(const Options& o) {
   } else {
     std::printf("%s on %s: the %u products of one micro-batch of %u rows in %s, forward and backward, in %zu "
                 "shapes; each timed alone, median of %d runs, under its default tiling and every other that "
-                "computes it%s\n",
+                "computes it, in turn%s\n",
                 m.name.c_str(), dev.label().c_str(), total, rows, ops::precision_name(precision), shapes.size(), o.reps,
                 o.top && o.top < shapes.size() ? (" (the others for the " + std::to_string(o.top) +
                                                  " shapes that take the most of the step)").c_str() : "");
