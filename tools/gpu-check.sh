@@ -168,10 +168,14 @@ fi
 
 if want products; then
   for prec in ${PRODUCTS_PRECISIONS:-auto}; do
-    part products 150 "$b" bench products --model "${PRODUCTS_MODEL:-gpt2-small}" -b 16 --reps 5 --top "${PRODUCTS_TOP:-8}" \
-      --devices "$gpu" --precision "$prec" &&
-      awk '/ products of one micro-batch /{on=1; buf=""} on{buf=buf $0 "\n"} /^the micro-batch.s products:/{on=0; last=buf}
-           END{printf "%s", last}' "$out/log.txt" >>"$out/summary.txt"
+    part products 180 "$b" bench products --model "${PRODUCTS_MODEL:-gpt2-small}" -b 16 --reps 5 --top "${PRODUCTS_TOP:-8}" \
+      --devices "$gpu" --precision "$prec"
+    # What it measured, stopped at its limit or not: a line per shape tried, then the table.
+    awk '/^== /{keep = /^== products:/; if (keep) buf = ""; on = 0; next}
+         keep && / products of one micro-batch /{on = 1}
+         keep && (on || /^  [0-9]+\/[0-9]+ /){buf = buf $0 "\n"}
+         /^the micro-batch.s products:/{on = 0}
+         END{printf "%s", buf}' "$out/log.txt" >>"$out/summary.txt"
   done
 fi
 

@@ -93,6 +93,13 @@ uint32_t MatmulTiling::shared_bytes() const {
   return 2 * bk * (wg_y * tm / 4 + 1 + wg_x * tn / 4 + 1) * 16;  // shaders/matmul_shared.comp: two of each tile
 }
 
+MatmulTiling default_tiling(const vk::PhysicalInfo& device, const MatmulParams& p, bool extras, uint64_t workspace_bytes) {
+  std::optional<MatmulTiling> matrix;
+  if (is_half(p.a_format) && p.b_format == p.a_format) matrix = default_matrix_tiling(device, p.a_format, p.M, p.N);
+  const MatmulTiling t = matrix ? *matrix : matmul_tiling(device, p.M, p.N);
+  return extras || !workspace_bytes ? t : split_tiling(device, t, p, workspace_bytes);
+}
+
 std::string product_name(const MatmulParams& p) {
   const uint64_t count = p.k_chunk ? 1 : uint64_t(p.batch) * p.terms;
   return std::to_string(p.M) + "x" + std::to_string(p.N) + "x" + std::to_string(p.K) + (p.trans_a ? " A^T" : "") +
@@ -175,11 +182,8 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
             std::optional<vk::View> bias, std::optional<vk::View> epilogue, std::optional<vk::View> copy) {
   if (p.M == 0 || p.N == 0 || p.batch == 0 || (p.K == 0 && p.accumulate)) return;
   vk::Device& dev = cmd.device();
-  std::optional<MatmulTiling> matrix;
-  if (!p.tiling && is_half(p.a_format) && p.b_format == p.a_format) matrix = default_matrix_tiling(dev.info(), p.a_format, p.M, p.N);
-  MatmulTiling t = p.tiling ? *p.tiling : matrix ? *matrix : matmul_tiling(dev.info(), p.M, p.N);
   const bool extras = bias || epilogue || copy;
-  if (!p.tiling && !extras && cmd.workspace()) t = split_tiling(dev.info(), t, p, cmd.workspace()->range);
+  const MatmulTiling t = p.tiling ? *p.tiling : default_tiling(dev.info(), p, extras, cmd.workspace() ? cmd.workspace()->range : 0);
   BRIGADE_EXPECT(t.tm && t.tn && t.wg_x && t.wg_y && t.bk, "tiling " + t.name() + " has a zero size");
   BRIGADE_EXPECT(t.wg_x * t.wg_y <= dev.info().max_workgroup_invocations,
          "tiling " + t.name() + " has more invocations than the device allows");

@@ -126,6 +126,12 @@ struct MatmulParams {
   uint32_t ld_c() const { return ldc ? ldc : N; }
 };
 
+// The tiling ops::matmul takes for `p` where the caller fixed none: the matrix units where A
+// and B are 16-bit values of a type the device multiplies (default_matrix_tiling), otherwise
+// matmul_tiling(the device), with K split (ops/matmul_split.h) within `workspace_bytes` where
+// the product adds nothing else to C (`extras`: a bias, an epilogue's tensor or C's copy).
+MatmulTiling default_tiling(const vk::PhysicalInfo& device, const MatmulParams& p, bool extras, uint64_t workspace_bytes);
+
 // A product's shape as `bench profile` and `bench products` name it: M x N x K of op(A) op(B),
 // A^T or B^T where stored transposed, xP for P products in one dispatch, a split K's parts, and
 // whether it is causal ("16384x2304x768 B^T", "128x128x64 B^T x96 causal").

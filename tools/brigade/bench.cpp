@@ -277,12 +277,9 @@ double gflops(const Case& c, double ms) {
 // stage (a Linear's forward adds a bias, so it never is).
 ops::MatmulTiling default_tiling(const vk::PhysicalInfo& info, const Case& c) {
   const auto [m, n, k] = c.mnk();
-  const auto matrix = ops::default_matrix_tiling(info, c.format, uint32_t(m), uint32_t(n));
-  const ops::MatmulTiling t = matrix ? *matrix : ops::matmul_tiling(info, uint32_t(m), uint32_t(n));
-  if (c.op == Op::LinearForward) return t;
   ops::MatmulParams p{.M = uint32_t(m), .N = uint32_t(n), .K = uint32_t(k), .trans_a = c.trans_a(), .trans_b = c.trans_b()};
   p.a_format = p.b_format = c.format;
-  return ops::split_tiling(info, t, p, ops::matmul_workspace_bytes(info));
+  return ops::default_tiling(info, p, c.op == Op::LinearForward, ops::matmul_workspace_bytes(info));
 }
 
 Result run_case(vk::Device& dev, const Case& c, const Problem& problem, int reps, bool fresh) {

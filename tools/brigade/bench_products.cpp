@@ -221,14 +221,10 @@ std::vector<double> alternated_ms(vk::Device& dev, const Operands& o, const std:
   return out;
 }
 
-// The tiling ops::matmul takes for the product where the caller fixed none.
+// The tiling ops::matmul takes for the product.
 MatmulTiling default_tiling(const vk::PhysicalInfo& info, const ops::CapturedProduct& c, uint64_t workspace) {
   const MatmulParams& p = c.params;
-  if (p.tiling) return *p.tiling;
-  std::optional<MatmulTiling> matrix;
-  if (ops::is_half(p.a_format) && p.b_format == p.a_format) matrix = ops::default_matrix_tiling(info, p.a_format, p.M, p.N);
-  const MatmulTiling t = matrix ? *matrix : ops::matmul_tiling(info, p.M, p.N);
-  return c.bias || c.epilogue || c.copy || !workspace ? t : ops::split_tiling(info, t, p, workspace);
+  return p.tiling ? *p.tiling : ops::default_tiling(info, p, c.bias || c.epilogue || c.copy, workspace);
 }
 
 // The tilings to try beside the default: the device's candidates that compute this product
@@ -344,8 +340,9 @@ void run(const Options& o) {
     const Row& r = table[i];
     for (const Timed& t : r.others) wrong += t.not_run.empty() && !(t.disagreement <= 1);
     if (!o.json)
-      std::fprintf(stderr, "  %zu/%zu %s: default %.3f ms, fastest %.3f ms\n", n + 1, order.size(),
-                   ops::product_name(r.shape.product.params).c_str(), r.by_default.ms, r.fastest().ms);
+      std::fprintf(stderr, "  %zu/%zu %s (%u in a step): default %.3f ms, fastest %.3f ms (%s)\n", n + 1, order.size(),
+                   ops::product_name(r.shape.product.params).c_str(), r.shape.count, r.by_default.ms, r.fastest().ms,
+                   r.fastest().tiling.c_str());
   }
   double by_default = 0, fastest = 0;
   for (const Row& r : table) by_default += r.shape.count * r.by_default.ms, fastest += r.shape.count * r.fastest().ms;
