@@ -38,6 +38,7 @@ TEST_CASE("bench products: each product of bench profile's micro-batch, under it
     const double ms = s["default"]["ms"], best = s["fastest"]["ms"];
     CHECK(ms > 0);
     CHECK(best <= ms);
+    CHECK(s["default"]["gflops"].get<double>() == doctest::Approx(s["flops"].get<double>() / (ms * 1e6)));
     by_default += s["count"].get<uint32_t>() * ms, fastest += s["count"].get<uint32_t>() * best;
     for (const auto& c : s["candidates"]) {
       ++candidates;

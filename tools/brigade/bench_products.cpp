@@ -301,6 +301,11 @@ Row measure(vk::Device& dev, const Shape& s, std::optional<vk::View> workspace, 
   return row;
 }
 
+// A product's floating-point operations, 2 M N K each of its matrices (a causal one counted
+// whole, as `bench profile` counts it).
+double flops(const MatmulParams& p) { return 2.0 * p.M * p.N * p.K * double(uint64_t(p.batch) * p.terms); }
+double gflops(const MatmulParams& p, double ms) { return flops(p) / (ms * 1e6); }
+
 std::string fixed(double v, int digits) {
   char b[32];
   std::snprintf(b, sizeof b, "%.*f", digits, v);
@@ -315,6 +320,7 @@ void run(const Options& o) {
   const ops::Precision precision = p.precision.front();
   uint32_t total = 0;
   const std::vector<Shape> shapes = capture_products(dev, m, rows, precision, total);
+  if (shapes.empty()) throw UserError(m.name + " records no matrix product on " + dev.label());
   // A GPU stage's workspace, where products split K (ops/matmul_split.h).
   std::optional<vk::Buffer> workspace;
   if (const uint64_t bytes = ops::matmul_workspace_bytes(dev.info()))
@@ -353,9 +359,11 @@ void run(const Options& o) {
                      {"top", o.top},
                      {"default_ms", by_default}, {"fastest_ms", fastest}, {"shapes", nlohmann::json::array()}};
     for (const Row& r : table) {
-      nlohmann::json s{{"shape", ops::product_name(r.shape.product.params)}, {"details", details(r.shape.product)},
-                       {"count", r.shape.count}, {"default", {{"tiling", r.by_default.tiling}, {"ms", r.by_default.ms}}},
-                       {"fastest", {{"tiling", r.fastest().tiling}, {"ms", r.fastest().ms}}}};
+      const MatmulParams& q = r.shape.product.params;
+      nlohmann::json s{{"shape", ops::product_name(q)}, {"details", details(r.shape.product)}, {"count", r.shape.count},
+                       {"flops", flops(q)},
+                       {"default", {{"tiling", r.by_default.tiling}, {"ms", r.by_default.ms}, {"gflops", gflops(q, r.by_default.ms)}}},
+                       {"fastest", {{"tiling", r.fastest().tiling}, {"ms", r.fastest().ms}, {"gflops", gflops(q, r.fastest().ms)}}}};
       for (const Timed& t : r.others)
         s["candidates"].push_back(t.not_run.empty() ? nlohmann::json{{"tiling", t.tiling}, {"ms", t.ms}, {"disagreement", t.disagreement}}
                                                     : nlohmann::json{{"tiling", t.tiling}, {"not_run", t.not_run}});
@@ -369,14 +377,15 @@ void run(const Options& o) {
                 m.name.c_str(), dev.label().c_str(), total, rows, ops::precision_name(precision), shapes.size(), o.reps,
                 o.top && o.top < shapes.size() ? (" (the others for the " + std::to_string(o.top) +
                                                  " shapes that take the most of the step)").c_str() : "");
-    std::vector<std::vector<std::string>> t{{"product", "in a step", "default ms", "fastest", "ms", "of default"}};
+    std::vector<std::vector<std::string>> t{
+        {"product", "in a step", "default ms", "GFLOPS", "fastest", "ms", "GFLOPS", "of default"}};
     for (const Row& r : table) {
       const Timed& best = r.fastest();
       const std::string d = details(r.shape.product);
       t.push_back({ops::product_name(r.shape.product.params) + (d.empty() ? "" : " (" + d + ")"), std::to_string(r.shape.count),
-                   fixed(r.by_default.ms, 3),
+                   fixed(r.by_default.ms, 3), fixed(gflops(r.shape.product.params, r.by_default.ms), 1),
                    r.others.empty() ? "-" : &best == &r.by_default ? "the default" : best.tiling, fixed(best.ms, 3),
-                   fixed(best.ms / r.by_default.ms, 2)});
+                   fixed(gflops(r.shape.product.params, best.ms), 1), fixed(best.ms / r.by_default.ms, 2)});
     }
     print_table(t);
     std::printf("the micro-batch's products: %.2f ms under their default tilings, %.2f ms under each shape's "
@@ -392,8 +401,8 @@ void run(const Options& o) {
 void add_bench_products(CLI::App& bench) {
   auto o = std::make_shared<bench_products::Options>();
   CLI::App* cmd = bench.add_subcommand(
-      "products", "Every matrix product of a model's micro-batch timed alone under its default tiling and every "
-                  "other the device has: where a shape's default is not its fastest");
+      "products", "Every matrix product of a model's micro-batch timed alone, on the first stage's device, under "
+                  "its default tiling and every other the device has: where a shape's default is not its fastest");
   add_model_pipeline_flags(*cmd, *o);
   cmd->add_option("--reps", o->reps, "timed runs of each product under each tiling (the median is reported)")
       ->capture_default_str()
