@@ -5,6 +5,7 @@
 // C is checked against the default's first. What it shows: for each shape, whether its default
 // is its fastest, and what the micro-batch's products would take with each shape's fastest.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -191,17 +192,21 @@ double disagreement(const MatmulParams& p, const std::vector<float>& got, const 
 
 // The median GPU time of one run of each of `runs` (the product under its tilings): `reps`
 // rounds, each running every one once in turn, in one submission, so that a change in the
-// device's speed falls on all of them alike (on a GPU after one such batch untimed, so it runs
-// at its working clock).
+// device's speed falls on all of them alike (on a GPU after such batches untimed for a quarter
+// of a second at least, as `bench kernels` keeps one busy before each case, so that it runs at
+// its working clock after the host's checks).
 std::vector<double> alternated_ms(vk::Device& dev, const Operands& o, const std::vector<MatmulParams>& runs,
                                   std::optional<vk::View> workspace, int reps) {
   vk::Commands cmd(dev, "bench products");
   cmd.set_workspace(workspace);
   if (dev.info().type != VK_PHYSICAL_DEVICE_TYPE_CPU) {
-    for (int r = 0; r < reps; ++r)
-      for (const MatmulParams& p : runs) o.record(cmd, p);
-    cmd.run();
-    cmd.reset();
+    const auto start = std::chrono::steady_clock::now();
+    do {
+      for (int r = 0; r < reps; ++r)
+        for (const MatmulParams& p : runs) o.record(cmd, p);
+      cmd.run();
+      cmd.reset();
+    } while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(250));
   }
   std::vector<std::vector<uint32_t>> marks(runs.size());
   for (int r = 0; r < reps; ++r)
