@@ -100,13 +100,22 @@ MatmulTiling default_tiling(const vk::PhysicalInfo& device, const MatmulParams& 
   return extras || !workspace_bytes ? t : split_tiling(device, t, p, workspace_bytes);
 }
 
+namespace {
+
+// The products one call names: one for a part of a split K, else every matrix of the batch's terms.
+uint64_t products_named(const MatmulParams& p) { return p.k_chunk ? 1 : uint64_t(p.batch) * p.terms; }
+
+}  // namespace
+
 std::string product_name(const MatmulParams& p) {
-  const uint64_t count = p.k_chunk ? 1 : uint64_t(p.batch) * p.terms;
+  const uint64_t count = products_named(p);
   return std::to_string(p.M) + "x" + std::to_string(p.N) + "x" + std::to_string(p.K) + (p.trans_a ? " A^T" : "") +
          (p.trans_b ? " B^T" : "") + (count > 1 ? " x" + std::to_string(count) : "") +
          (p.k_chunk ? " in " + std::to_string(p.batch) + " parts of K" : "") +
          (p.causal != MatmulParams::Causal::None ? " causal" : "");
 }
+
+double product_flops(const MatmulParams& p) { return 2.0 * p.M * p.N * p.K * double(products_named(p)); }
 
 bool MatmulTiling::stores_pairs() const { return variant == Variant::Matrix ? ln % 2 == 0 : tn % 2 == 0; }
 
@@ -290,7 +299,7 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
   const bool gelu = p.epilogue == Epilogue::Gelu;
   const vk::View pre = !gelu && epilogue ? *epilogue : a, act = gelu ? *epilogue : copy ? *copy : c;
   if (cmd.marking())  // `bench profile`: each product's shape and rate
-    cmd.note_work(product_name(p), 2.0 * p.M * p.N * p.K * double(p.k_chunk ? 1 : uint64_t(p.batch) * p.terms));
+    cmd.note_work(product_name(p), product_flops(p));
   if (t.variant == MatmulTiling::Variant::Matrix) {
     matmul_tiles(cmd, t, p, spec, {a, b, bias.value_or(a), c, pre, act}, push);
     return;

@@ -136,6 +136,9 @@ MatmulTiling default_tiling(const vk::PhysicalInfo& device, const MatmulParams& 
 // A^T or B^T where stored transposed, xP for P products in one dispatch, a split K's parts, and
 // whether it is causal ("16384x2304x768 B^T", "128x128x64 B^T x96 causal").
 std::string product_name(const MatmulParams& p);
+// Its floating-point operations: 2 M N K for each of the products it names (a causal one counted
+// whole).
+double product_flops(const MatmulParams& p);
 
 // Whether the device's default tiling stores a 16-bit C of N columns (packed rows, no
 // accumulation): where N is even, each invocation writes a row's outputs

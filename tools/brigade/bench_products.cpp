@@ -296,9 +296,8 @@ Row measure(vk::Device& dev, const Shape& s, std::optional<vk::View> workspace, 
       mine.disagreement = disagreement(p, o.run_once(dev, q, workspace), want);
       runs.push_back(q);
       timed.push_back(&mine);
-    } catch (const InternalError& e) {  // a tiling that cannot take this product
+    } catch (const InternalError& e) {  // a tiling that cannot take this product: file:line and why
       mine.not_run = e.what();
-      mine.not_run = mine.not_run.substr(mine.not_run.find(": ", mine.not_run.find(':') + 1) + 2);
     }
   }
   const std::vector<double> ms = alternated_ms(dev, o, runs, workspace, reps);
@@ -306,16 +305,7 @@ Row measure(vk::Device& dev, const Shape& s, std::optional<vk::View> workspace, 
   return row;
 }
 
-// A product's floating-point operations, 2 M N K each of its matrices (a causal one counted
-// whole, as `bench profile` counts it).
-double flops(const MatmulParams& p) { return 2.0 * p.M * p.N * p.K * double(uint64_t(p.batch) * p.terms); }
-double gflops(const MatmulParams& p, double ms) { return flops(p) / (ms * 1e6); }
-
-std::string fixed(double v, int digits) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.*f", digits, v);
-  return b;
-}
+double gflops(const MatmulParams& p, double ms) { return ops::product_flops(p) / (ms * 1e6); }
 
 void run(const Options& o) {
   const model::Model m = model::build(o.model, o.set);
@@ -366,7 +356,7 @@ void run(const Options& o) {
     for (const Row& r : table) {
       const MatmulParams& q = r.shape.product.params;
       nlohmann::json s{{"shape", ops::product_name(q)}, {"details", details(r.shape.product)}, {"count", r.shape.count},
-                       {"flops", flops(q)},
+                       {"flops", ops::product_flops(q)},
                        {"default", {{"tiling", r.by_default.tiling}, {"ms", r.by_default.ms}, {"gflops", gflops(q, r.by_default.ms)}}},
                        {"fastest", {{"tiling", r.fastest().tiling}, {"ms", r.fastest().ms}, {"gflops", gflops(q, r.fastest().ms)}}}};
       for (const Timed& t : r.others)
