@@ -6,6 +6,7 @@
 #include "ops/matmul_split.h"
 #include "ops/matmul_tiles.h"
 #include "ops/product_capture.h"
+#include "ops/tuned_tilings.h"
 #include "shaders/matmul.h"
 #include "util/error.h"
 #include "vk/kernel.h"
@@ -192,16 +193,6 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
   if (p.M == 0 || p.N == 0 || p.batch == 0 || (p.K == 0 && p.accumulate)) return;
   vk::Device& dev = cmd.device();
   const bool extras = bias || epilogue || copy;
-  const MatmulTiling t = p.tiling ? *p.tiling : default_tiling(dev.info(), p, extras, cmd.workspace() ? cmd.workspace()->range : 0);
-  BRIGADE_EXPECT(t.tm && t.tn && t.wg_x && t.wg_y && t.bk, "tiling " + t.name() + " has a zero size");
-  BRIGADE_EXPECT(t.wg_x * t.wg_y <= dev.info().max_workgroup_invocations,
-         "tiling " + t.name() + " has more invocations than the device allows");
-  BRIGADE_EXPECT(t.shared_bytes() <= dev.info().max_shared_memory,
-         "tiling " + t.name() + " needs more shared memory than the device has");
-  BRIGADE_EXPECT(t.variant != MatmulTiling::Variant::Registers || !t.subgroup || (t.wg_x % t.subgroup == 0 && t.tm % 4 == 0),
-         "tiling " + t.name() + " shares A by subgroups, which needs wg_x % subgroup == 0 and tm % 4 == 0");
-  BRIGADE_EXPECT(t.variant != MatmulTiling::Variant::Shared || (t.tm % 4 == 0 && t.tn % 4 == 0 && t.bk % 4 == 0),
-                 "tiling " + t.name() + ": shared tiles need outputs per invocation and a k-depth in multiples of 4");
   BRIGADE_EXPECT(p.batch <= 65535, "batch " + std::to_string(p.batch) + " is over 65535 workgroups");
   BRIGADE_EXPECT((p.batch <= p.heads || p.stride_c != 0) && (p.heads == 1 || p.head_stride_c != 0),
                  "batched C needs a non-zero stride");
@@ -236,6 +227,36 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
   BRIGADE_EXPECT(p.causal == Causal::None || (p.causal == Causal::SkipAbove ? p.M == p.N : p.M == p.K),
                  "a causal product is square along its diagonal");
 
+  // The tiling: the caller's, else the device's tuned one for this product (ops/tuned_tilings.h),
+  // else the default; the product and the tiling it took go to a capture (`bench products`).
+  ProductCapture* capture = p.k_chunk ? nullptr : ProductCapture::active();
+  const bool tuned = !p.tiling && !p.k_chunk && any_tuned();
+  std::optional<CapturedProduct> seen;
+  if (capture || tuned) {
+    auto at = [](vk::View v, uint64_t bytes) { return CapturedOperand{v.offset % 256, bytes}; };
+    auto at_if = [&](const std::optional<vk::View>& v, uint64_t bytes) {
+      return v ? std::optional(at(*v, bytes)) : std::nullopt;
+    };
+    seen = CapturedProduct{p, at(a, a_bytes), at(b, b_bytes), at(c, c_bytes), at_if(bias, bias_bytes),
+                           at_if(epilogue, e_bytes), at_if(copy, copy_bytes), {}};
+  }
+  const uint64_t workspace = cmd.workspace() ? cmd.workspace()->range : 0;
+  MatmulTiling t = p.tiling ? *p.tiling : default_tiling(dev.info(), p, extras, workspace);
+  const std::optional<MatmulTiling> tuned_one = tuned ? tuned_tiling(dev.info(), *seen, t, workspace) : std::nullopt;
+  if (tuned_one) t = *tuned_one;
+  if (capture) {
+    seen->tiling = t;
+    capture->add(std::move(*seen));
+  }
+  BRIGADE_EXPECT(t.tm && t.tn && t.wg_x && t.wg_y && t.bk, "tiling " + t.name() + " has a zero size");
+  BRIGADE_EXPECT(t.wg_x * t.wg_y <= dev.info().max_workgroup_invocations,
+         "tiling " + t.name() + " has more invocations than the device allows");
+  BRIGADE_EXPECT(t.shared_bytes() <= dev.info().max_shared_memory,
+         "tiling " + t.name() + " needs more shared memory than the device has");
+  BRIGADE_EXPECT(t.variant != MatmulTiling::Variant::Registers || !t.subgroup || (t.wg_x % t.subgroup == 0 && t.tm % 4 == 0),
+         "tiling " + t.name() + " shares A by subgroups, which needs wg_x % subgroup == 0 and tm % 4 == 0");
+  BRIGADE_EXPECT(t.variant != MatmulTiling::Variant::Shared || (t.tm % 4 == 0 && t.tn % 4 == 0 && t.bk % 4 == 0),
+                 "tiling " + t.name() + ": shared tiles need outputs per invocation and a k-depth in multiples of 4");
   // Vec4 loads: the register blocks need whole quads across their rows and columns too; the
   // kernels that stage tiles (shared, matrix) load a run that crosses an edge one element at
   // a time (the matrix kernel's runs are 8 elements).
@@ -262,14 +283,6 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
                  "row starts and matrices)");
   BRIGADE_EXPECT(p.c_round == Precision::Fp32 || !is_half(p.c_format), "C is either rounded in fp32 or stored in 16 bits");
   BRIGADE_EXPECT(t.k_parts == 1 || !extras, "a split product adds no bias and writes no copy of C");
-  if (ProductCapture* capture = ProductCapture::active(); capture && !p.k_chunk) {
-    auto seen = [](vk::View v, uint64_t bytes) { return CapturedOperand{v.offset % 256, bytes}; };
-    auto seen_if = [&](const std::optional<vk::View>& v, uint64_t bytes) {
-      return v ? std::optional(seen(*v, bytes)) : std::nullopt;
-    };
-    capture->add({p, seen(a, a_bytes), seen(b, b_bytes), seen(c, c_bytes), seen_if(bias, bias_bytes),
-                  seen_if(epilogue, e_bytes), seen_if(copy, copy_bytes)});
-  }
   if (t.k_parts > 1) return matmul_split(cmd, a, b, c, p, t);
   BRIGADE_EXPECT(!p.k_chunk || (!regs && t.feed == MatmulTiling::Feed::Staged && p.k_chunk % t.bk == 0),
                  "tiling " + t.name() + ": a part of a split K is whole tiles of the staged kernels");
@@ -298,8 +311,8 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
   // no barrier: A for the read-only ones, C for the written one.
   const bool gelu = p.epilogue == Epilogue::Gelu;
   const vk::View pre = !gelu && epilogue ? *epilogue : a, act = gelu ? *epilogue : copy ? *copy : c;
-  if (cmd.marking())  // `bench profile`: each product's shape and rate
-    cmd.note_work(product_name(p), product_flops(p));
+  if (cmd.marking())  // `bench profile`: each product's shape and rate, and whether its tiling was tuned
+    cmd.note_work(product_name(p) + (tuned_one ? " tuned" : ""), product_flops(p));
   if (t.variant == MatmulTiling::Variant::Matrix) {
     matmul_tiles(cmd, t, p, spec, {a, b, bias.value_or(a), c, pre, act}, push);
     return;

@@ -1,5 +1,8 @@
 #include "ops/product_capture.h"
 
+#include <sstream>
+#include <vector>
+
 namespace brigade::ops {
 namespace {
 
@@ -12,5 +15,35 @@ ProductCapture::ProductCapture() : outer_(newest) { newest = this; }
 ProductCapture::~ProductCapture() { newest = outer_; }
 
 ProductCapture* ProductCapture::active() { return newest; }
+
+std::string product_details(const CapturedProduct& c) {
+  const MatmulParams& p = c.params;
+  std::vector<std::string> d;
+  auto format = [&](const char* what, Precision f) {
+    if (is_half(f)) d.push_back(std::string(what) + " " + precision_name(f));
+  };
+  format("A", p.a_format), format("B", p.b_format), format("C", p.c_format), format("C rounded to", p.c_round);
+  format("C copied to", p.copy_format);
+  const char* epilogues[] = {"", "GELU", "GELU gradient", "ReLU"};
+  if (p.epilogue != MatmulParams::Epilogue::None) d.push_back(epilogues[uint32_t(p.epilogue)]);
+  if (c.bias) d.push_back(p.bias_rows ? "bias per row" : "bias");
+  if (p.accumulate) d.push_back("accumulating");
+  if (p.tiling) d.push_back("the caller's " + p.tiling->name());
+  std::string out;
+  for (const std::string& s : d) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+std::string product_key(const CapturedProduct& c) {
+  const MatmulParams& p = c.params;
+  std::ostringstream k;
+  k << product_name(p) << '|' << product_details(c) << '|' << p.ld_a() << ' ' << p.ld_b() << ' ' << p.ld_c() << '|'
+    << p.stride_a << ' ' << p.stride_b << ' ' << p.stride_c << '|' << p.heads << ' ' << p.head_stride_a << ' '
+    << p.head_stride_b << ' ' << p.head_stride_c << '|' << p.offset_a << ' ' << p.offset_b << ' ' << p.offset_c
+    << '|' << p.alpha << ' ' << uint32_t(p.e_format) << '|';
+  for (const auto& o : {std::optional(c.a), std::optional(c.b), std::optional(c.c), c.bias, c.epilogue, c.copy})
+    k << (o ? std::to_string(o->offset) + "+" + std::to_string(o->bytes) : "-") << ' ';
+  return k.str();
+}
 
 }  // namespace brigade::ops

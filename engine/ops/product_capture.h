@@ -22,10 +22,18 @@ struct CapturedProduct {
   MatmulParams params;  // as the caller gave them (a tiling only where the caller fixed one)
   CapturedOperand a, b, c;
   std::optional<CapturedOperand> bias, epilogue, copy;
+  MatmulTiling tiling;  // the one ops::matmul took (a tuned one, ops/tuned_tilings.h, where found)
 };
 
+// What sets a product apart beyond its shape (product_name): its formats, epilogue, bias,
+// accumulation, a tiling its caller fixed ("A bf16, B bf16, GELU, bias").
+std::string product_details(const CapturedProduct& c);
+// Everything a product's kernel and its time depend on but the tiling: equal keys, one
+// product (`bench products` times it once; a tuned tiling is found by it).
+std::string product_key(const CapturedProduct& c);
+
 // While one is alive, ops::matmul appends every product recorded on this thread to the
-// newest, before choosing its tiling (a split K's parts are the one product, not more).
+// newest, with the tiling it took (a split K's parts are the one product, not more).
 class ProductCapture {
  public:
   ProductCapture();

@@ -176,6 +176,7 @@ Pool open_pool(const PipelineFlags& f) {
         vk::DeviceOptions o;
         o.label = "device " + std::to_string(index);
         pool.opened.push_back(std::make_unique<vk::Device>(*pool.instance, index, o));
+        use_tilings(f, *pool.opened.back());
         by_index[index] = pool.opened.back().get();
       }
       pool.device_of.push_back(by_index[index]);

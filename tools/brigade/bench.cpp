@@ -26,6 +26,7 @@
 #include "table.h"
 #include "ops/linear.h"
 #include "ops/matmul.h"
+#include "ops/matmul_candidates.h"
 #include "ops/matmul_split.h"
 #include "ops/matmul_tiles.h"
 #include "ops/precision.h"
@@ -57,65 +58,6 @@ std::vector<uint32_t> stored_words(const std::vector<float>& v, ops::Precision f
   for (size_t i = 0; i < v.size(); ++i)
     words[i / 2] |= shaders::half_from_bits(std::bit_cast<uint32_t>(v[i]), uint32_t(format)) << (i % 2 ? 16 : 0);
   return words;
-}
-
-std::vector<std::optional<ops::MatmulTiling>> candidate_tilings(const vk::PhysicalInfo& info, ops::Precision format) {
-  using V = ops::MatmulTiling::Variant;
-  const ops::MatmulTiling chosen = ops::matmul_tiling(info);
-  std::vector<ops::MatmulTiling> all = {
-      chosen,
-      {V::Registers, chosen.wg_x, chosen.wg_y, 16, 8, 16, chosen.subgroup},
-      {V::Registers, 8, 8, 8, 8, 16, 0},
-      {V::Registers, 8, 8, 16, 8, 16, 0},
-      {V::Shared, 16, 16, 4, 4, 16, 0},
-  };
-  if (chosen.subgroup) {
-    ops::MatmulTiling square = chosen;
-    square.tm = square.tn = 12;
-    all.push_back(square);
-  }
-  // GPUs: the shared tiles matmul_tiling chooses among (128x128 staged 8 deep, 64x64, 32x32),
-  // and 128x128 staged 16 deep, 64x128 and 64x64 of 8x8 outputs each.
-  if (info.type != VK_PHYSICAL_DEVICE_TYPE_CPU)
-    all.insert(all.end(), {{V::Shared, 16, 16, 8, 8, 8, 0}, {V::Shared, 16, 16, 8, 8, 16, 0},
-                           {V::Shared, 16, 8, 8, 8, 8, 0}, {V::Shared, 8, 8, 8, 8, 16, 0},
-                           {V::Shared, 8, 8, 4, 4, 16, 0}});
-  // 16-bit products: the matrix units where the device lists the type, and larger warp tiles.
-  if (const auto matrix = ops::matrix_tiling(info, format)) {
-    for (const auto& [warps_m, warps_n, tiles_m, tiles_n, deeper] :
-         {std::array{2u, 2u, 2u, 2u, 0u}, {2u, 2u, 4u, 4u, 0u}, {2u, 2u, 4u, 4u, 1u}, {2u, 2u, 4u, 2u, 0u},
-          {2u, 4u, 4u, 2u, 0u}, {2u, 4u, 4u, 2u, 1u}, {4u, 2u, 2u, 4u, 0u}, {4u, 4u, 2u, 2u, 0u}}) {
-      // Blocks of 4x4 to 8x8 matrices (64x64 to 128x128 of 16x16) in 4 to 16 warps, staged 2 or
-      // 4 matrices deep.
-      ops::MatmulTiling t = *matrix;
-      t.wg_y = warps_m, t.wg_x = warps_n, t.tm = tiles_m, t.tn = tiles_n, t.bk = (deeper ? 4 : 2) * matrix->lk;
-      all.push_back(t);
-      t.stages = 2;  // and with the next K tile staged while this one multiplies
-      all.push_back(t);
-    }
-    // Every other shape the device lists for the type, in the default's block.
-    for (const vk::MatrixShape& shape : info.matrix_units.shapes)
-      if ((shape.element == vk::MatrixShape::Element::Bf16) == (format == ops::Precision::Bf16) &&
-          shape.m % 8 == 0 && shape.n % 8 == 0 && shape.k % 8 == 0) {
-        ops::MatmulTiling t = *matrix;
-        t.lm = shape.m, t.ln = shape.n, t.lk = shape.k, t.bk = 2 * shape.k;
-        all.push_back(t);
-      }
-    // Two measurements of the default's block: its inner loop alone (the first K tile multiplied
-    // in place of every one, C unchecked), and its warps fed from memory with no staging.
-    for (const auto feed : {ops::MatmulTiling::Feed::StageOnce, ops::MatmulTiling::Feed::Direct}) {
-      ops::MatmulTiling probe = *matrix;
-      probe.feed = feed;
-      all.push_back(probe);
-    }
-  }
-  std::vector<std::optional<ops::MatmulTiling>> out = {std::nullopt};
-  for (const auto& t : all)
-    if (std::none_of(out.begin() + 1, out.end(), [&](auto& o) { return o->name() == t.name(); }) &&
-        t.shared_bytes() <= info.max_shared_memory &&
-        t.wg_x * t.wg_y * (t.variant == V::Matrix ? t.subgroup : 1) <= info.max_workgroup_invocations)
-      out.push_back(t);
-  return out;
 }
 
 namespace {
@@ -388,7 +330,7 @@ void run_kernels(const std::string& device_spec, const std::vector<uint32_t>& sq
   // Square problems under every candidate tiling; the presets' shapes under the default,
   // or under every candidate too when comparing.
   std::vector<Case> cases;
-  const auto tilings = candidate_tilings(info, format);
+  const auto tilings = ops::candidate_tilings(info, format);
   for (uint32_t n : squares)
     for (const auto& t : tilings) cases.push_back({"square " + std::to_string(n) + "^3", Op::Matmul, n, n, n, t, format});
   for (Case c : preset_cases()) {

@@ -19,9 +19,11 @@
 #include "bench_tilings.h"
 #include "checks.h"
 #include "commands.h"
+#include "io/cache_file.h"
+#include "ops/matmul_candidates.h"
 #include "ops/matmul_split.h"
-#include "ops/matmul_tiles.h"
 #include "ops/product_capture.h"
+#include "ops/tuned_tilings.h"
 #include "pipeline/profile.h"
 #include "pipeline_flags.h"
 #include "table.h"
@@ -40,39 +42,10 @@ struct Options : ModelPipeline {
   int reps = 5;
   uint32_t top = 0;  // candidates for this many shapes, the most of the step's time first; 0: all
   bool json = false;
+  bool save = false;      // keep the tilings that beat their defaults (ops/tuned_tilings.h)
+  double min_gain = 3;    // by this many percent of the default's time at least
+
 };
-
-// What sets a product apart beyond its shape: its formats, epilogue, bias, accumulation.
-std::string details(const ops::CapturedProduct& c) {
-  const MatmulParams& p = c.params;
-  std::vector<std::string> d;
-  auto format = [&](const char* what, ops::Precision f) {
-    if (ops::is_half(f)) d.push_back(std::string(what) + " " + ops::precision_name(f));
-  };
-  format("A", p.a_format), format("B", p.b_format), format("C", p.c_format), format("C rounded to", p.c_round);
-  format("C copied to", p.copy_format);
-  const char* epilogues[] = {"", "GELU", "GELU gradient", "ReLU"};
-  if (p.epilogue != MatmulParams::Epilogue::None) d.push_back(epilogues[uint32_t(p.epilogue)]);
-  if (c.bias) d.push_back(p.bias_rows ? "bias per row" : "bias");
-  if (p.accumulate) d.push_back("accumulating");
-  if (p.tiling) d.push_back("the caller's " + p.tiling->name());
-  std::string out;
-  for (const std::string& s : d) out += (out.empty() ? "" : ", ") + s;
-  return out;
-}
-
-// Everything a product's kernel and its time depend on: equal keys, one product timed once.
-std::string key(const ops::CapturedProduct& c) {
-  const MatmulParams& p = c.params;
-  std::ostringstream k;
-  k << ops::product_name(p) << '|' << details(c) << '|' << p.ld_a() << ' ' << p.ld_b() << ' ' << p.ld_c() << '|'
-    << p.stride_a << ' ' << p.stride_b << ' ' << p.stride_c << '|' << p.heads << ' ' << p.head_stride_a << ' '
-    << p.head_stride_b << ' ' << p.head_stride_c << '|' << p.offset_a << ' ' << p.offset_b << ' ' << p.offset_c
-    << '|' << p.alpha << ' ' << uint32_t(p.e_format) << '|';
-  for (const auto& o : {std::optional(c.a), std::optional(c.b), std::optional(c.c), c.bias, c.epilogue, c.copy})
-    k << (o ? std::to_string(o->offset) + "+" + std::to_string(o->bytes) : "-") << ' ';
-  return k.str();
-}
 
 struct Shape {
   ops::CapturedProduct product;
@@ -88,11 +61,11 @@ std::vector<Shape> capture_products(vk::Device& dev, const model::Model& m, uint
   const std::vector<ops::CapturedProduct>& all = capture.products();
   const size_t half = all.size() / 2;
   BRIGADE_EXPECT(all.size() % 2 == 0, "the warm-up and the timed run record the same products");
-  for (size_t i = 0; i < half; ++i) BRIGADE_EXPECT(key(all[i]) == key(all[half + i]), "the same products twice");
+  for (size_t i = 0; i < half; ++i) BRIGADE_EXPECT(ops::product_key(all[i]) == ops::product_key(all[half + i]), "the same products twice");
   std::vector<Shape> shapes;
   std::vector<std::string> keys;
   for (size_t i = 0; i < half; ++i) {
-    const std::string k = key(all[i]);
+    const std::string k = ops::product_key(all[i]);
     const auto it = std::find(keys.begin(), keys.end(), k);
     if (it != keys.end()) {
       shapes[size_t(it - keys.begin())].count++;
@@ -232,30 +205,6 @@ MatmulTiling default_tiling(const vk::PhysicalInfo& info, const ops::CapturedPro
   return p.tiling ? *p.tiling : ops::default_tiling(info, p, c.bias || c.epilogue || c.copy, workspace);
 }
 
-// The tilings to try beside the default: the device's candidates that compute this product
-// (staged as the product is, matrix units only on 16-bit A and B of one type), and where the
-// product can split, the default's block with K in 1 to 16 parts.
-std::vector<MatmulTiling> candidates(const vk::PhysicalInfo& info, const ops::CapturedProduct& c,
-                                     const MatmulTiling& chosen, uint64_t workspace) {
-  const MatmulParams& p = c.params;
-  const bool units = ops::is_half(p.a_format) && p.b_format == p.a_format;
-  std::vector<MatmulTiling> out;
-  auto add = [&](const MatmulTiling& t) {
-    if (t.name() != chosen.name() && std::none_of(out.begin(), out.end(), [&](auto& o) { return o.name() == t.name(); }))
-      out.push_back(t);
-  };
-  for (const std::optional<MatmulTiling>& t : candidate_tilings(info, p.a_format))
-    if (t && t->feed == MatmulTiling::Feed::Staged && (units || t->variant != MatmulTiling::Variant::Matrix)) add(*t);
-  const bool splits = workspace && !c.bias && !c.epilogue && !c.copy && ops::splits_k(p) &&
-                      chosen.variant != MatmulTiling::Variant::Registers;
-  for (uint32_t parts = 1; splits && parts <= 16; parts *= 2) {
-    MatmulTiling t = chosen;
-    t.k_parts = parts;
-    add(t);
-  }
-  return out;
-}
-
 struct Timed {
   std::string tiling;
   double ms = NAN;           // NAN: not run
@@ -267,6 +216,7 @@ struct Row {
   Shape shape;
   Timed by_default;
   std::vector<Timed> others;
+  std::string saved;  // the tiling --save kept for it ("" none)
   const Timed& fastest() const {
     const Timed* best = &by_default;
     for (const Timed& t : others)
@@ -281,7 +231,7 @@ Row measure(vk::Device& dev, const Shape& s, std::optional<vk::View> workspace, 
   const MatmulTiling chosen = default_tiling(info, s.product, room);
   const Operands o(dev, s.product);
   const MatmulParams& p = s.product.params;
-  const std::vector<MatmulTiling> tilings = others ? candidates(info, s.product, chosen, room) : std::vector<MatmulTiling>{};
+  const std::vector<MatmulTiling> tilings = others ? ops::product_candidates(info, s.product, chosen, room) : std::vector<MatmulTiling>{};
   Row row{s, {"default: " + chosen.name(), NAN, 0, ""}, {}};
   row.others.reserve(tilings.size());
   // Each tiling run once and checked (its pipeline made), then all of them timed together.
@@ -305,6 +255,39 @@ Row measure(vk::Device& dev, const Shape& s, std::optional<vk::View> workspace, 
   return row;
 }
 
+// --save: for each shape timed under the other tilings, the fastest of them where it took at
+// most (1 - min_gain / 100) of the default's time, kept in the cache as the device's tuned
+// tiling for that product; a timed shape with none loses any it had. Returns what it did.
+std::string save(const vk::PhysicalInfo& info, std::vector<Row>& table, double min_gain) {
+  io::CacheFile file(ops::default_tiling_cache(), "tiling", "tilings");
+  if (file.path().empty()) throw UserError("--save: no cache folder (set BRIGADE_CACHE_DIR, XDG_CACHE_HOME or HOME)");
+  const std::string device = ops::tuned_device_key(info);
+  const nlohmann::json* had = file.find(device);
+  nlohmann::json entry = had && had->is_object() ? *had : nlohmann::json::object();
+  size_t kept = 0;
+  for (Row& r : table) {
+    if (r.others.empty()) continue;
+    const Timed* best = nullptr;
+    for (const Timed& t : r.others)
+      if (t.not_run.empty() && t.disagreement <= 1 && (!best || t.ms < best->ms)) best = &t;
+    const std::string key = ops::product_key(r.shape.product);
+    if (!best || !(best->ms <= r.by_default.ms * (1 - min_gain / 100))) {
+      entry.erase(key);
+      continue;
+    }
+    const std::string d = ops::product_details(r.shape.product);
+    entry[key] = {{"tiling", best->tiling}, {"ms", best->ms}, {"default_ms", r.by_default.ms},
+                  {"product", ops::product_name(r.shape.product.params) + (d.empty() ? "" : " (" + d + ")")}};
+    r.saved = best->tiling;
+    ++kept;
+  }
+  file.put(device, entry);
+  if (const std::string why = file.save(); !why.empty()) throw UserError("--save: " + why);
+  return "saved " + std::to_string(kept) + " tuned tiling(s) for " + info.name + " in " + file.path() + " (" +
+         std::to_string(entry.size()) + " product(s) there for this device and build); later commands take them, "
+         "--tilings default the built-in ones";
+}
+
 double gflops(const MatmulParams& p, double ms) { return ops::product_flops(p) / (ms * 1e6); }
 
 void run(const Options& o) {
@@ -312,6 +295,7 @@ void run(const Options& o) {
   Pipeline p = open_pipeline(m, o.pipeline, o.batch, 2);
   const uint32_t rows = p.plan.micro_rows.front();
   vk::Device& dev = *p.devices.front();
+  ops::use_tuned_tilings(dev.info(), {});  // measured against the built-in defaults, whatever was tuned
   const ops::Precision precision = p.precision.front();
   uint32_t total = 0;
   const std::vector<Shape> shapes = capture_products(dev, m, rows, precision, total);
@@ -347,18 +331,21 @@ void run(const Options& o) {
   }
   double by_default = 0, fastest = 0;
   for (const Row& r : table) by_default += r.shape.count * r.by_default.ms, fastest += r.shape.count * r.fastest().ms;
+  const std::string saved = o.save ? save(dev.info(), table, o.min_gain) : "";
 
   if (o.json) {
     nlohmann::json j{{"model", m.name}, {"device", dev.info().name}, {"micro_batch_rows", rows},
                      {"precision", ops::precision_name(precision)}, {"reps", o.reps}, {"products", total},
                      {"top", o.top},
                      {"default_ms", by_default}, {"fastest_ms", fastest}, {"shapes", nlohmann::json::array()}};
+    if (o.save) j["saved"] = saved;
     for (const Row& r : table) {
       const MatmulParams& q = r.shape.product.params;
-      nlohmann::json s{{"shape", ops::product_name(q)}, {"details", details(r.shape.product)}, {"count", r.shape.count},
+      nlohmann::json s{{"shape", ops::product_name(q)}, {"details", ops::product_details(r.shape.product)}, {"count", r.shape.count},
                        {"flops", ops::product_flops(q)},
                        {"default", {{"tiling", r.by_default.tiling}, {"ms", r.by_default.ms}, {"gflops", gflops(q, r.by_default.ms)}}},
                        {"fastest", {{"tiling", r.fastest().tiling}, {"ms", r.fastest().ms}, {"gflops", gflops(q, r.fastest().ms)}}}};
+      if (o.save) s["saved"] = r.saved.empty() ? nlohmann::json() : nlohmann::json(r.saved);
       for (const Timed& t : r.others)
         s["candidates"].push_back(t.not_run.empty() ? nlohmann::json{{"tiling", t.tiling}, {"ms", t.ms}, {"disagreement", t.disagreement}}
                                                     : nlohmann::json{{"tiling", t.tiling}, {"not_run", t.not_run}});
@@ -376,7 +363,7 @@ void run(const Options& o) {
         {"product", "in a step", "default ms", "GFLOPS", "fastest", "ms", "GFLOPS", "of default"}};
     for (const Row& r : table) {
       const Timed& best = r.fastest();
-      const std::string d = details(r.shape.product);
+      const std::string d = ops::product_details(r.shape.product);
       t.push_back({ops::product_name(r.shape.product.params) + (d.empty() ? "" : " (" + d + ")"), std::to_string(r.shape.count),
                    fixed(r.by_default.ms, 3), fixed(gflops(r.shape.product.params, r.by_default.ms), 1),
                    r.others.empty() ? "-" : &best == &r.by_default ? "the default" : best.tiling, fixed(best.ms, 3),
@@ -385,6 +372,7 @@ void run(const Options& o) {
     print_table(t);
     std::printf("the micro-batch's products: %.2f ms under their default tilings, %.2f ms under each shape's "
                 "fastest (%.2fx)\n", by_default, fastest, fastest / by_default);
+    if (o.save) std::printf("%s\n", saved.c_str());
   }
   if (wrong)
     throw vk::VulkanError(std::to_string(wrong) + " tiling(s) disagree with a product's default tiling", VK_ERROR_UNKNOWN);
@@ -407,6 +395,15 @@ void add_bench_products(CLI::App& bench) {
                   "defaults (0: every shape)")
       ->capture_default_str();
   cmd->add_flag("--json", o->json, "print JSON instead of a table");
+  cmd->add_flag("--save", o->save,
+                "keep each timed shape's fastest other tiling, where it beats the default by --min-gain, in the "
+                "cache (tilings.json) as the device's tuned tiling for that product: every later command takes it "
+                "(--tilings default for the built-in ones)");
+  cmd->add_option("--min-gain", o->min_gain,
+                  "with --save: the percent of the default's time a tiling must save to be kept (negative: kept "
+                  "even when slower by up to that much, to try the tuned path)")
+      ->capture_default_str()
+      ->check(CLI::Range(-1e6, 99.0));
   cmd->callback([o] { bench_products::run(*o); });
 }
 

@@ -1,11 +1,14 @@
 #include "pipeline_flags.h"
 
+#include <cstdio>
 #include <map>
+#include <set>
 
 #include "auto_plan.h"
 #include "checks.h"
 #include "ops/attention.h"
 #include "ops/matmul_tiles.h"
+#include "ops/tuned_tilings.h"
 #include "pipeline/profile.h"
 #include "engine_words.h"
 #include "ranks.h"
@@ -59,6 +62,11 @@ void add_pipeline_flags(CLI::App& cmd, PipelineFlags& f) {
                  "every sum accumulates in fp32 and the products read 16-bit copies of their "
                  "weights; the weights and optimizer state stay fp32")
       ->capture_default_str();
+  cmd.add_option("--tilings", f.tilings,
+                 "the matrix products' tilings: tuned (where `brigade bench products --save` measured "
+                 "one faster than the default for a product on this device, that one) or default")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"tuned", "default"}));
   cmd.add_flag("--validation", f.validation, "run under the Khronos validation layer");
   cmd.add_flag("--record-each-step", f.record_each_step,
                "record every action's commands each step, rather than submitting again the "
@@ -173,6 +181,20 @@ StageDevice describe(const vk::Device& dev) {
 }
 
 
+void use_tilings(const PipelineFlags& f, const vk::Device& dev) {
+  const vk::PhysicalInfo& info = dev.info();
+  if (f.tilings == "default") return ops::use_tuned_tilings(info, {});
+  const io::CacheFile file(ops::default_tiling_cache(), "tiling", "tilings");
+  static std::set<std::string> told;  // the warning and the devices whose line was printed, once each
+  if (!file.warning().empty() && told.insert(file.warning()).second)
+    std::fprintf(stderr, "brigade: warning: %s\n", file.warning().c_str());
+  ops::TunedTilings tuned = ops::tuned_tilings(file, info);
+  if (!tuned.empty() && told.insert(ops::tuned_device_key(info)).second)
+    std::fprintf(stderr, "tilings: %zu product(s) of %s take the tuned tilings of `bench products --save` (%s; "
+                 "--tilings default for the built-in ones)\n", tuned.size(), info.name.c_str(), file.path().c_str());
+  ops::use_tuned_tilings(info, std::move(tuned));
+}
+
 Devices open_devices(const PipelineFlags& f) {
   Devices d;
   vk::InstanceOptions io;
@@ -203,6 +225,7 @@ Devices open_devices(const PipelineFlags& f) {
     o.label = "stage " + std::to_string(k);
     o.mem_limit = d.caps[k];
     d.devices.push_back(std::make_unique<vk::Device>(*d.instance, indices[k], o));
+    use_tilings(f, *d.devices.back());
     d.stages.push_back(describe(*d.devices.back()));
   }
   if (w.multi()) {  // every stage's device, from the first replica's ranks

@@ -33,6 +33,7 @@ struct PipelineFlags {
   std::string mem_limit;
   std::string partition = "cost";
   std::string precision = "fp32";
+  std::string tilings = "tuned";  // or default: no tuned tilings (ops/tuned_tilings.h)
   bool validation = false;
   bool record_each_step = false;
   bool cpu_times = false;  // not a flag: bench profile's (ExecutorOptions::cpu_times)
@@ -103,6 +104,9 @@ struct Devices {
   std::vector<uint64_t> caps;
 };
 Devices open_devices(const PipelineFlags& f);
+// The tuned tilings of `dev` from the cache (ops/tuned_tilings.h), unless --tilings default
+// says none; a line on stderr, once a process for each device, where it has some.
+void use_tilings(const PipelineFlags& f, const vk::Device& dev);
 // Each boundary's path under --link (pipeline::choose_links): every pair of neighbouring
 // devices is probed; a forced path a pair cannot take is refused here, before anything is
 // allocated.

@@ -1,0 +1,47 @@
+// What Brigade measures on a machine and keeps between runs (the planner's layer times,
+// pipeline/profile_cache.h; the tilings `bench products --save` found faster, ops/tuned_tilings.h):
+// one JSON file per kind in the cache folder, its entries under one section, each found by a
+// key that names everything the measurement depends on. A file that does not parse, or that
+// another kind of cache wrote, is ignored with one warning and rewritten whole.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+namespace brigade::io {
+
+// $BRIGADE_CACHE_DIR, else $XDG_CACHE_HOME/brigade, else $HOME/.cache/brigade; then `name`.
+// Empty when none of them is set.
+std::string cache_path(const std::string& name);
+
+// A CRC-32 of `bytes` as eight hex digits.
+std::string checksum(std::string_view bytes);
+
+// The running program's checksum (CRC-32 of /proc/self/exe, read once; "unknown" where it
+// cannot be read): every key carries it, so a rebuilt or upgraded Brigade measures again.
+const std::string& build_checksum();
+
+class CacheFile {
+ public:
+  // Reads `path` when it exists, keeping the object under `section` ("profiles"); `kind`
+  // names the cache in the warning ("profile"). Empty path: a cache that keeps nothing.
+  CacheFile(std::string path, std::string kind, std::string section);
+  // The entry under `key`, or null.
+  const nlohmann::json* find(const std::string& key) const;
+  void put(const std::string& key, nlohmann::json entry);
+  void erase(const std::string& key) { entries_.erase(key); }
+  // Writes the file through a temporary and a rename (a reader sees the old file or the
+  // new); returns "" or why it could not.
+  std::string save() const;
+  const std::string& path() const { return path_; }
+  // Why the file was ignored when read ("" when it was not).
+  const std::string& warning() const { return warning_; }
+
+ private:
+  std::string path_, kind_, section_, warning_;
+  nlohmann::json entries_ = nlohmann::json::object();
+};
+
+}  // namespace brigade::io

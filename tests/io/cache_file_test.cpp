@@ -1,0 +1,80 @@
+// The cache files (io/cache_file.h): entries kept under their section through a save and a
+// read, a file another cache or nothing of Brigade's wrote ignored with one warning, and the
+// folder the caches live in.
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "io/cache_file.h"
+
+namespace io_cache_file_test {
+
+using namespace brigade;
+namespace fs = std::filesystem;
+
+TEST_CASE("a cache file keeps its section's entries through a save, and ignores what it did not write") {
+  const fs::path dir = fs::temp_directory_path() / ("brigade-cache-" + std::to_string(getpid()));
+  const std::string path = (dir / "tilings.json").string();
+  fs::remove_all(dir);
+  {
+    io::CacheFile file(path, "tiling", "tilings");
+    CHECK(file.warning().empty());
+    CHECK(file.find("device") == nullptr);
+    file.put("device", {{"product", {{"tiling", "registers 8x8"}}}});
+    file.put("gone", 1);
+    file.erase("gone");
+    CHECK(file.save().empty());  // the folder made too
+  }
+  {
+    const io::CacheFile again(path, "tiling", "tilings");
+    CHECK(again.warning().empty());
+    REQUIRE(again.find("device") != nullptr);
+    CHECK((*again.find("device"))["product"]["tiling"] == "registers 8x8");
+    CHECK(again.find("gone") == nullptr);
+    // Another kind of cache reads no entries from it, and says so.
+    const io::CacheFile profiles(path, "profile", "profiles");
+    CHECK(profiles.find("device") == nullptr);
+    CHECK(profiles.warning() == path + " is not a profile cache Brigade wrote; ignored, and rewritten with new profiles");
+  }
+  std::ofstream(path) << "{ not json";
+  const io::CacheFile broken(path, "tiling", "tilings");
+  CHECK(broken.find("device") == nullptr);
+  CHECK(broken.warning().find("is not a tiling cache Brigade wrote") != std::string::npos);
+  CHECK(broken.save().empty());  // rewritten whole
+  CHECK(io::CacheFile(path, "tiling", "tilings").warning().empty());
+  // No path: a cache that keeps nothing and writes nothing.
+  io::CacheFile none("", "tiling", "tilings");
+  none.put("device", 1);
+  CHECK(none.save().empty());
+  fs::remove_all(dir);
+}
+
+TEST_CASE("the caches live in BRIGADE_CACHE_DIR, else XDG_CACHE_HOME's brigade, else HOME's .cache/brigade") {
+  const char* names[] = {"BRIGADE_CACHE_DIR", "XDG_CACHE_HOME", "HOME"};
+  std::string saved[3];
+  bool had[3];
+  for (int i = 0; i < 3; ++i)
+    if ((had[i] = std::getenv(names[i]))) saved[i] = std::getenv(names[i]);
+  setenv("HOME", "/home/u", 1);
+  setenv("XDG_CACHE_HOME", "/xdg", 1);
+  setenv("BRIGADE_CACHE_DIR", "/cache", 1);
+  CHECK(io::cache_path("profiles.json") == "/cache/profiles.json");
+  unsetenv("BRIGADE_CACHE_DIR");
+  CHECK(io::cache_path("profiles.json") == "/xdg/brigade/profiles.json");
+  unsetenv("XDG_CACHE_HOME");
+  CHECK(io::cache_path("tilings.json") == "/home/u/.cache/brigade/tilings.json");
+  unsetenv("HOME");
+  CHECK(io::cache_path("tilings.json").empty());
+  for (int i = 0; i < 3; ++i)
+    if (had[i]) setenv(names[i], saved[i].c_str(), 1);
+  CHECK(io::build_checksum().size() == 8);
+  CHECK(io::checksum("") == "00000000");
+  CHECK(io::checksum("123456789") == "cbf43926");  // CRC-32's check value
+}
+
+}  // namespace io_cache_file_test
