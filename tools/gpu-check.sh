@@ -3,7 +3,7 @@
 # with CUDA for the peers):
 #   tools/gpu-check.sh OUTDIR [PARTS]
 # PARTS (comma-separated, default all): devices, kernels, matrix, tilings, suite, gpt, profile,
-# products, replay, attention, split, drivers, stages, planner, precision.
+# products, tuned, replay, attention, split, drivers, stages, planner, precision.
 #   kernels  `bench kernels` up to 4096^3 beside torch.mm fp32 (TF32 off) and TF32 on the same GPU
 #   matrix   `bench kernels --precision bf16` and `fp16` (the products on the matrix units where
 #            the GPU lists the type, each candidate warp tiling) at 1024^3 and 4096^3 and the
@@ -27,7 +27,11 @@
 #            alone under its default tiling and, for the PRODUCTS_TOP (default 8) shapes that take
 #            the most of it, under every other tiling the GPU has (matrix-unit blocks, shared
 #            tiles, K split in 1 to 16 parts), in each of PRODUCTS_PRECISIONS (default "auto"):
-#            which shapes' defaults to change, and what the step's products would gain
+#            which shapes' defaults to change, and what the step's products would gain; with
+#            --save, so every later part takes the tilings it found 3 % faster or more
+#   tuned    a step of PRODUCTS_MODEL in each of PRODUCTS_PRECISIONS (`bench profile`'s step
+#            wall time) with the tuned tilings the products part kept and with the defaults
+#            (--tilings default), in turn, 3 rounds
 #   replay   a gpt-mini step with --precision auto (`bench profile`'s step wall time and host
 #            line), its actions' recordings replayed and with --record-each-step, in turn, 3 rounds
 #   attention a gpt-small and a gpt2-small step (`bench profile`'s step wall time) with
@@ -57,16 +61,18 @@
 # for the drivers part, MIXED_DRIVER_FILES (VK_DRIVER_FILES listing the GPU's driver, lavapipe's
 # and SwiftShader's) and LVP_LIBS (prepended to LD_LIBRARY_PATH: lavapipe's libraries), if set. Each part has a
 # time limit. Written to OUTDIR: summary.txt (a line per part, the suite's failures, the
-# peers' tables), log.txt (every part's output), suite.txt, kernels.json.
+# peers' tables), log.txt (every part's output), suite.txt, kernels.json, and cache/ (the
+# BRIGADE_CACHE_DIR of every part but the planner's, unless set: the tuned tilings).
 set -uo pipefail
 out=${1:?usage: tools/gpu-check.sh OUTDIR [PARTS]}
-parts=${2:-devices,kernels,matrix,tilings,suite,gpt,profile,products,replay,attention,split,drivers,stages,planner,precision}
+parts=${2:-devices,kernels,matrix,tilings,suite,gpt,profile,products,tuned,replay,attention,split,drivers,stages,planner,precision}
 build=${BUILD:-build}
 b=$build/brigade
 gpu=${GPU:-0}
 text=${TEXT:-/usr/share/doc/jargon-text/jargon.txt.gz}
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
+export BRIGADE_CACHE_DIR=${BRIGADE_CACHE_DIR:-$out/cache}
 py=$(command -v python3)
 
 say() { echo "$*" | tee -a "$out/summary.txt"; }
@@ -169,12 +175,13 @@ fi
 if want products; then
   for prec in ${PRODUCTS_PRECISIONS:-auto}; do
     part products 180 "$b" bench products --model "${PRODUCTS_MODEL:-gpt2-small}" -b 16 --reps 5 --top "${PRODUCTS_TOP:-8}" \
-      --devices "$gpu" --precision "$prec"
+      --devices "$gpu" --precision "$prec" --save
     # What it measured, stopped at its limit or not: a line per shape tried, then the table.
     awk '/^== /{keep = /^== products:/; if (keep) buf = ""; on = 0; next}
          keep && / products of one micro-batch /{on = 1}
          keep && (on || /^  [0-9]+\/[0-9]+ /){buf = buf $0 "\n"}
          /^the micro-batch.s products:/{on = 0}
+         /^saved [0-9]+ tuned tiling/{buf = buf $0 "\n"}
          END{printf "%s", buf}' "$out/log.txt" >>"$out/summary.txt"
   done
 fi
@@ -186,6 +193,20 @@ step_ms() {
   timeout -k 5 60 "$b" bench profile --model "$m" -b 16 --reps 3 --devices "$gpu" "$@" 2>>"$out/log.txt" |
     tee -a "$out/log.txt" | sed -n 's/^training step.*: \([0-9.]*\) ms wall$/\1/p'
 }
+
+if want tuned; then
+  for prec in ${PRODUCTS_PRECISIONS:-auto}; do
+    for r in 1 2 3; do
+      line="tuned: ${PRODUCTS_MODEL:-gpt2-small} $prec round $r:"
+      for tilings in tuned default; do
+        echo "== tuned: $prec $tilings round $r" >>"$out/log.txt"
+        ms=$(step_ms "${PRODUCTS_MODEL:-gpt2-small}" --precision "$prec" --tilings $tilings)
+        line+=" $tilings ${ms:-failed} ms"
+      done
+      say "$line"
+    done
+  done
+fi
 
 if want replay; then
   for r in 1 2 3; do

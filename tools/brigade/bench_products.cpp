@@ -257,36 +257,47 @@ Row measure(vk::Device& dev, const Shape& s, std::optional<vk::View> workspace, 
 
 // --save: for each shape timed under the other tilings, the fastest of them where it took at
 // most (1 - min_gain / 100) of the default's time, kept in the cache as the device's tuned
-// tiling for that product; a timed shape with none loses any it had. Returns what it did.
-std::string save(const vk::PhysicalInfo& info, std::vector<Row>& table, double min_gain) {
-  io::CacheFile file(ops::default_tiling_cache(), "tiling", "tilings");
-  if (file.path().empty()) throw UserError("--save: no cache folder (set BRIGADE_CACHE_DIR, XDG_CACHE_HOME or HOME)");
-  const std::string device = ops::tuned_device_key(info);
-  const nlohmann::json* had = file.find(device);
-  nlohmann::json entry = had && had->is_object() ? *had : nlohmann::json::object();
-  size_t kept = 0;
-  for (Row& r : table) {
-    if (r.others.empty()) continue;
+// tiling for that product (a timed shape with none loses any it had), written as each shape
+// is timed, so that a run stopped part way keeps what it measured.
+class Saver {
+ public:
+  Saver(const vk::PhysicalInfo& info, double min_gain)
+      : file_(ops::default_tiling_cache(), "tiling", "tilings"), device_(ops::tuned_device_key(info)),
+        name_(info.name), min_gain_(min_gain) {
+    if (file_.path().empty()) throw UserError("--save: no cache folder (set BRIGADE_CACHE_DIR, XDG_CACHE_HOME or HOME)");
+    if (!file_.warning().empty()) std::fprintf(stderr, "brigade: warning: %s\n", file_.warning().c_str());
+    if (const nlohmann::json* had = file_.find(device_); had && had->is_object()) entry_ = *had;
+  }
+  void add(Row& r) {
     const Timed* best = nullptr;
     for (const Timed& t : r.others)
       if (t.not_run.empty() && t.disagreement <= 1 && (!best || t.ms < best->ms)) best = &t;
     const std::string key = ops::product_key(r.shape.product);
-    if (!best || !(best->ms <= r.by_default.ms * (1 - min_gain / 100))) {
-      entry.erase(key);
-      continue;
+    if (!best || !(best->ms <= r.by_default.ms * (1 - min_gain_ / 100))) {
+      entry_.erase(key);
+    } else {
+      const std::string d = ops::product_details(r.shape.product);
+      entry_[key] = {{"tiling", best->tiling}, {"ms", best->ms}, {"default_ms", r.by_default.ms},
+                     {"product", ops::product_name(r.shape.product.params) + (d.empty() ? "" : " (" + d + ")")}};
+      r.saved = best->tiling;
+      ++kept_;
     }
-    const std::string d = ops::product_details(r.shape.product);
-    entry[key] = {{"tiling", best->tiling}, {"ms", best->ms}, {"default_ms", r.by_default.ms},
-                  {"product", ops::product_name(r.shape.product.params) + (d.empty() ? "" : " (" + d + ")")}};
-    r.saved = best->tiling;
-    ++kept;
+    file_.put(device_, entry_);
+    if (const std::string why = file_.save(); !why.empty()) throw UserError("--save: " + why);
   }
-  file.put(device, entry);
-  if (const std::string why = file.save(); !why.empty()) throw UserError("--save: " + why);
-  return "saved " + std::to_string(kept) + " tuned tiling(s) for " + info.name + " in " + file.path() + " (" +
-         std::to_string(entry.size()) + " product(s) there for this device and build); later commands take them, "
-         "--tilings default the built-in ones";
-}
+  std::string summary() const {
+    return "saved " + std::to_string(kept_) + " tuned tiling(s) for " + name_ + " in " + file_.path() + " (" +
+           std::to_string(entry_.size()) + " product(s) there for this device and build); later commands take "
+           "them, --tilings default the built-in ones";
+  }
+
+ private:
+  io::CacheFile file_;
+  std::string device_, name_;
+  double min_gain_;
+  nlohmann::json entry_ = nlohmann::json::object();
+  size_t kept_ = 0;
+};
 
 double gflops(const MatmulParams& p, double ms) { return ops::product_flops(p) / (ms * 1e6); }
 
@@ -319,19 +330,22 @@ void run(const Options& o) {
     order.resize(std::min<size_t>(order.size(), o.top));
   }
   size_t wrong = 0;
+  std::optional<Saver> saver;
+  if (o.save) saver.emplace(dev.info(), o.min_gain);
   for (size_t n = 0; n < order.size(); ++n) {
     const size_t i = order[n];
     table[i] = measure(dev, shapes[i], room, o.reps, true);
-    const Row& r = table[i];
+    Row& r = table[i];
     for (const Timed& t : r.others) wrong += t.not_run.empty() && !(t.disagreement <= 1);
+    if (saver) saver->add(r);
     if (!o.json)
-      std::fprintf(stderr, "  %zu/%zu %s (%u in a step): default %.3f ms, fastest %.3f ms (%s)\n", n + 1, order.size(),
+      std::fprintf(stderr, "  %zu/%zu %s (%u in a step): default %.3f ms, fastest %.3f ms (%s)%s\n", n + 1, order.size(),
                    ops::product_name(r.shape.product.params).c_str(), r.shape.count, r.by_default.ms, r.fastest().ms,
-                   r.fastest().tiling.c_str());
+                   r.fastest().tiling.c_str(), r.saved.empty() ? "" : ("; kept: " + r.saved).c_str());
   }
   double by_default = 0, fastest = 0;
   for (const Row& r : table) by_default += r.shape.count * r.by_default.ms, fastest += r.shape.count * r.fastest().ms;
-  const std::string saved = o.save ? save(dev.info(), table, o.min_gain) : "";
+  const std::string saved = saver ? saver->summary() : "";
 
   if (o.json) {
     nlohmann::json j{{"model", m.name}, {"device", dev.info().name}, {"micro_batch_rows", rows},
