@@ -27,6 +27,20 @@ namespace brigade::test {
 inline const bool kChildrenValidated = setenv("BRIGADE_VALIDATION", "1", 1) == 0;
 inline constexpr const char* kValidationFailure = "validation layer reported";
 
+// And each keeps its caches (the planner's profiles, tuned tilings) in a folder of this test
+// process's own, removed as it ends, unless a test gives its own BRIGADE_CACHE_DIR: what a
+// user measured on this machine never changes what a test sees.
+struct ChildCaches {
+  std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("brigade-cli-caches-" + std::to_string(getpid()));
+  ChildCaches() { setenv("BRIGADE_CACHE_DIR", dir.c_str(), 1); }
+  ~ChildCaches() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+};
+inline const ChildCaches kChildCaches;
+
 struct Result {
   int status = 0;
   std::string output;  // stdout and stderr

@@ -217,6 +217,14 @@ struct Row {
   Timed by_default;
   std::vector<Timed> others;
   std::string saved;  // the tiling --save kept for it ("" none)
+  double again = NAN;  // --save: the best other's time over the default's, timed again the two alone
+  // The fastest of the other tilings that computed the product and agreed with the default.
+  const Timed* best_other() const {
+    const Timed* best = nullptr;
+    for (const Timed& t : others)
+      if (t.not_run.empty() && t.disagreement <= 1 && (!best || t.ms < best->ms)) best = &t;
+    return best;
+  }
   const Timed& fastest() const {
     const Timed* best = &by_default;
     for (const Timed& t : others)
@@ -225,7 +233,11 @@ struct Row {
   }
 };
 
-Row measure(vk::Device& dev, const Shape& s, std::optional<vk::View> workspace, int reps, bool others) {
+// The product under its default and (with `others`) every candidate tiling. Where the best of
+// them took at most `recheck` of the default's time, the two are timed again alone, so that a
+// tiling is kept (--save) only for a gain seen twice.
+Row measure(vk::Device& dev, const Shape& s, std::optional<vk::View> workspace, int reps, bool others,
+            double recheck = 0) {
   const vk::PhysicalInfo& info = dev.info();
   const uint64_t room = workspace ? workspace->range : 0;
   const MatmulTiling chosen = default_tiling(info, s.product, room);
@@ -252,13 +264,20 @@ Row measure(vk::Device& dev, const Shape& s, std::optional<vk::View> workspace, 
   }
   const std::vector<double> ms = alternated_ms(dev, o, runs, workspace, reps);
   for (size_t i = 0; i < ms.size(); ++i) timed[i]->ms = ms[i];
+  if (const Timed* best = row.best_other(); best && best->ms <= row.by_default.ms * recheck) {
+    MatmulParams q = p;
+    q.tiling = tilings[size_t(best - row.others.data())];
+    const std::vector<double> two = alternated_ms(dev, o, {p, q}, workspace, reps);
+    row.again = two[1] / two[0];
+  }
   return row;
 }
 
 // --save: for each shape timed under the other tilings, the fastest of them where it took at
-// most (1 - min_gain / 100) of the default's time, kept in the cache as the device's tuned
-// tiling for that product (a timed shape with none loses any it had), written as each shape
-// is timed, so that a run stopped part way keeps what it measured.
+// most (1 - min_gain / 100) of the default's time, among all of them and again timed alone
+// beside the default (Row::again), kept in the cache as the device's tuned tiling for that
+// product (a timed shape with none loses any it had); written as each shape is timed, so that
+// a run stopped part way keeps what it measured.
 class Saver {
  public:
   Saver(const vk::PhysicalInfo& info, double min_gain)
@@ -268,16 +287,15 @@ class Saver {
     if (!file_.warning().empty()) std::fprintf(stderr, "brigade: warning: %s\n", file_.warning().c_str());
     if (const nlohmann::json* had = file_.find(device_); had && had->is_object()) entry_ = *had;
   }
+  double share() const { return 1 - min_gain_ / 100; }  // of the default's time, at most
   void add(Row& r) {
-    const Timed* best = nullptr;
-    for (const Timed& t : r.others)
-      if (t.not_run.empty() && t.disagreement <= 1 && (!best || t.ms < best->ms)) best = &t;
+    const Timed* best = r.best_other();
     const std::string key = ops::product_key(r.shape.product);
-    if (!best || !(best->ms <= r.by_default.ms * (1 - min_gain_ / 100))) {
+    if (!best || !(best->ms <= r.by_default.ms * share()) || !(r.again <= share())) {
       entry_.erase(key);
     } else {
       const std::string d = ops::product_details(r.shape.product);
-      entry_[key] = {{"tiling", best->tiling}, {"ms", best->ms}, {"default_ms", r.by_default.ms},
+      entry_[key] = {{"tiling", best->tiling}, {"ms", best->ms}, {"default_ms", r.by_default.ms}, {"again", r.again},
                      {"product", ops::product_name(r.shape.product.params) + (d.empty() ? "" : " (" + d + ")")}};
       r.saved = best->tiling;
       ++kept_;
@@ -334,14 +352,16 @@ void run(const Options& o) {
   if (o.save) saver.emplace(dev.info(), o.min_gain);
   for (size_t n = 0; n < order.size(); ++n) {
     const size_t i = order[n];
-    table[i] = measure(dev, shapes[i], room, o.reps, true);
+    table[i] = measure(dev, shapes[i], room, o.reps, true, saver ? saver->share() : 0);
     Row& r = table[i];
     for (const Timed& t : r.others) wrong += t.not_run.empty() && !(t.disagreement <= 1);
     if (saver) saver->add(r);
     if (!o.json)
-      std::fprintf(stderr, "  %zu/%zu %s (%u in a step): default %.3f ms, fastest %.3f ms (%s)%s\n", n + 1, order.size(),
-                   ops::product_name(r.shape.product.params).c_str(), r.shape.count, r.by_default.ms, r.fastest().ms,
-                   r.fastest().tiling.c_str(), r.saved.empty() ? "" : ("; kept: " + r.saved).c_str());
+      std::fprintf(stderr, "  %zu/%zu %s (%u in a step): default %.3f ms, fastest %.3f ms (%s)%s%s\n", n + 1,
+                   order.size(), ops::product_name(r.shape.product.params).c_str(), r.shape.count, r.by_default.ms,
+                   r.fastest().ms, r.fastest().tiling.c_str(),
+                   std::isnan(r.again) ? "" : ("; timed again alone: " + fixed(r.again, 2) + "x the default's time").c_str(),
+                   r.saved.empty() ? "" : ("; kept: " + r.saved).c_str());
   }
   double by_default = 0, fastest = 0;
   for (const Row& r : table) by_default += r.shape.count * r.by_default.ms, fastest += r.shape.count * r.fastest().ms;
@@ -360,6 +380,7 @@ void run(const Options& o) {
                        {"default", {{"tiling", r.by_default.tiling}, {"ms", r.by_default.ms}, {"gflops", gflops(q, r.by_default.ms)}}},
                        {"fastest", {{"tiling", r.fastest().tiling}, {"ms", r.fastest().ms}, {"gflops", gflops(q, r.fastest().ms)}}}};
       if (o.save) s["saved"] = r.saved.empty() ? nlohmann::json() : nlohmann::json(r.saved);
+      if (!std::isnan(r.again)) s["again"] = r.again;
       for (const Timed& t : r.others)
         s["candidates"].push_back(t.not_run.empty() ? nlohmann::json{{"tiling", t.tiling}, {"ms", t.ms}, {"disagreement", t.disagreement}}
                                                     : nlohmann::json{{"tiling", t.tiling}, {"not_run", t.not_run}});
@@ -410,9 +431,10 @@ void add_bench_products(CLI::App& bench) {
       ->capture_default_str();
   cmd->add_flag("--json", o->json, "print JSON instead of a table");
   cmd->add_flag("--save", o->save,
-                "keep each timed shape's fastest other tiling, where it beats the default by --min-gain, in the "
-                "cache (tilings.json) as the device's tuned tiling for that product: every later command takes it "
-                "(--tilings default for the built-in ones)");
+                "keep each timed shape's fastest other tiling, where it beats the default by --min-gain among all "
+                "of them and again timed alone beside it, in the cache (tilings.json) as the device's tuned tiling "
+                "for that product: every later command on the device takes it (--tilings default for the built-in "
+                "ones)");
   cmd->add_option("--min-gain", o->min_gain,
                   "with --save: the percent of the default's time a tiling must save to be kept (negative: kept "
                   "even when slower by up to that much, to try the tuned path)")
