@@ -1,6 +1,7 @@
 #include "ops/product_capture.h"
 
-#include <sstream>
+#include <cstdio>
+#include <initializer_list>
 #include <vector>
 
 namespace brigade::ops {
@@ -35,15 +36,24 @@ std::string product_details(const CapturedProduct& c) {
 }
 
 std::string product_key(const CapturedProduct& c) {
+  // Built by appending (a step records its products every time, and each looks its key up
+  // where the device has tuned tilings).
   const MatmulParams& p = c.params;
-  std::ostringstream k;
-  k << product_name(p) << '|' << product_details(c) << '|' << p.ld_a() << ' ' << p.ld_b() << ' ' << p.ld_c() << '|'
-    << p.stride_a << ' ' << p.stride_b << ' ' << p.stride_c << '|' << p.heads << ' ' << p.head_stride_a << ' '
-    << p.head_stride_b << ' ' << p.head_stride_c << '|' << p.offset_a << ' ' << p.offset_b << ' ' << p.offset_c
-    << '|' << p.alpha << ' ' << uint32_t(p.e_format) << '|';
+  std::string k = product_name(p) + '|' + product_details(c);
+  auto fields = [&](std::initializer_list<uint64_t> values) {
+    k += '|';
+    for (const uint64_t v : values) k += std::to_string(v) + ' ';
+  };
+  fields({p.ld_a(), p.ld_b(), p.ld_c()});
+  fields({p.stride_a, p.stride_b, p.stride_c});
+  fields({p.heads, p.head_stride_a, p.head_stride_b, p.head_stride_c});
+  fields({p.offset_a, p.offset_b, p.offset_c});
+  char alpha[32];
+  std::snprintf(alpha, sizeof alpha, "%.9g", double(p.alpha));
+  k += std::string("|") + alpha + ' ' + std::to_string(uint32_t(p.e_format)) + '|';
   for (const auto& o : {std::optional(c.a), std::optional(c.b), std::optional(c.c), c.bias, c.epilogue, c.copy})
-    k << (o ? std::to_string(o->offset) + "+" + std::to_string(o->bytes) : "-") << ' ';
-  return k.str();
+    k += (o ? std::to_string(o->offset) + "+" + std::to_string(o->bytes) : "-") + ' ';
+  return k;
 }
 
 }  // namespace brigade::ops
