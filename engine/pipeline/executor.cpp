@@ -294,6 +294,12 @@ void Executor::attach(optim::Optimizer& optimizer) {
       for (const std::string& name : s->trainable()) optimizer.add(name, s->param(name), s->gradient(name));
 }
 
+uint32_t Executor::recording_turns() const {
+  // A step moves both slot counters on by M: the turns repeat every slots / gcd(M, slots) steps.
+  const uint32_t slots = std::max(options_.slots, 1u);
+  return slots / std::gcd(schedule_.micro_batches, slots);
+}
+
 StepResult Executor::train(const Batch& batch, const Update& update) {
   BRIGADE_EXPECT(update.loss_scale > 0 && std::isfinite(update.loss_scale), "a positive, finite loss scale");
   state_->loss_scale = update.loss_scale;

@@ -131,6 +131,11 @@ class Executor {
   // One training mini-batch: forward and backward of every micro-batch, then the step
   // (gradients complete; parameters updated when `update` has an optimizer).
   StepResult train(const Batch& batch, const Update& update = {});
+  // Training steps, from any step, until every action has recorded its commands once: the link
+  // slots turn from step to step, and each turn keeps recordings of its own to replay
+  // (vk::Commands::set_replay). What a benchmark warms up with, so that every step it times is
+  // as the steps of a long run are.
+  uint32_t recording_turns() const;
   // Forward only, in evaluation mode (BatchNorm uses its running statistics), over the
   // micro-batches of the same plan. With `outputs`, the last layer's output of every row is
   // copied there (rows x elements of the last layer's output).

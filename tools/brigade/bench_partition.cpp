@@ -1,8 +1,8 @@
 // `brigade bench partition`: on devices of unequal speed (two vendors' drivers, a GPU and a
 // CPU), the partition by estimated cost (FLOPs) against the partition by each layer's time
 // measured on each stage's own device (--partition profile). Both pipelines are opened once;
-// then --rounds rounds, alternating the two, each timing --steps SGD training steps after one
-// warm-up step. Reported per partition: the layers and the planned time of each stage (the
+// then --rounds rounds, alternating the two, each timing --steps SGD training steps after its
+// warm-up (cli::warm_up). Reported per partition: the layers and the planned time of each stage (the
 // profiled layer times of its device, summed over its layers, times M) next to the busy time
 // the trace measured, the median step time and its spread, and the ratio of the two.
 #include <algorithm>
@@ -79,7 +79,7 @@ void run(const PartitionOptions& o) {
   auto step = [&](Side& s) {
     return s.p.executor->train(batch, {s.sgd.get(), optim::Step{s.t++, 0.01, 1}, 0});
   };
-  for (Side& s : sides) step(s);  // warm-up: kernels compiled, memory touched
+  for (Side& s : sides) s.t = warm_up(*s.p.executor, batch, s.sgd.get(), 0.01);
   for (int r = 0; r < o.rounds; ++r)
     for (Side& s : sides) {
       std::vector<double> ms;
@@ -94,7 +94,7 @@ void run(const PartitionOptions& o) {
       std::fprintf(stderr, "round %d, %s: %.1f ms per step\n", r + 1, s.name.c_str(), s.step_ms.back());
     }
 
-  std::printf("%s, batch %u as %u micro-batches, remat %s; %d alternated rounds of %d steps after one warm-up\n",
+  std::printf("%s, batch %u as %u micro-batches, remat %s; %d alternated rounds of %d steps after warm-up\n",
               m.name.c_str(), o.batch, o.pipeline.micro_batches, o.pipeline.remat.c_str(), o.rounds, o.steps);
   std::vector<std::vector<std::string>> t{{"partition", "stage", "device", "layers", "planned ms", "measured busy ms"}};
   for (const Side& s : sides)

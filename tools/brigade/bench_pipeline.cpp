@@ -1,6 +1,6 @@
 // `brigade bench pipeline`: what the pipeline machinery costs, and GPipe's bubble, measured.
 // For each K of --stages (K logical devices of one physical device) and each M of
-// --micro-batches: one warm-up training step (SGD) on a fixed random mini-batch, then --reps
+// --micro-batches: warm-up training steps (SGD; cli::warm_up) on a fixed random mini-batch, then --reps
 // timed steps. Reported per (K, M): the median step time and samples per second, the
 // throughput relative to K=1 at the same M, the bubble measured from the trace's GPU
 // timestamps against GPipe's (K-1)/(M+K-1), and the largest stage's peak activation and
@@ -57,12 +57,12 @@ Row measure(const model::Model& m, const Options& o, const pipeline::Batch& batc
   ex.initialize_parameters(0);
   optim::Sgd sgd(optim::SgdOptions{.momentum = 0.9});
   ex.attach(sgd);
-  ex.train(batch, {&sgd, optim::Step{1, 0.01, 1}, 0});  // warm-up: pipelines compiled, memory touched
+  const uint64_t first = warm_up(ex, batch, &sgd, 0.01);
   std::vector<double> ms, bubble;
   double predicted = 0;
   for (int r = 0; r < o.reps; ++r) {
     const double t0 = pipeline::now_us();
-    const pipeline::StepResult s = ex.train(batch, {&sgd, optim::Step{uint64_t(r) + 2, 0.01, 1}, 0});
+    const pipeline::StepResult s = ex.train(batch, {&sgd, optim::Step{first + uint64_t(r), 0.01, 1}, 0});
     ms.push_back((pipeline::now_us() - t0) / 1e3);
     const pipeline::TraceSummary t = s.trace.summary();
     bubble.push_back(t.bubble);
@@ -114,7 +114,7 @@ void run(const Options& o) {
       t.push_back({std::to_string(r.K), std::to_string(r.M), buf[0], buf[1], buf[2], buf[3], buf[4],
                    format_bytes(r.activations), format_bytes(r.total)});
     }
-    std::printf("%s, batch %u, remat %s, median of %d steps after one warm-up\n", o.model.c_str(), o.batch,
+    std::printf("%s, batch %u, remat %s, median of %d steps after warm-up\n", o.model.c_str(), o.batch,
                 o.remat.c_str(), o.reps);
     print_table(t);
   }

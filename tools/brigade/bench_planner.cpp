@@ -3,7 +3,7 @@
 // as `--plan auto` does; then a grid of --grid distinct configurations is opened: its choice,
 // its nearest rivals in the planner's ranking, and others spread over those predicted within
 // --within of it. --rounds rounds each run one SGD training step of every configuration, the
-// order turning each round, after one warm-up step each (under mpirun, where one pipeline is
+// order turning each round, after each one's warm-up (cli::warm_up; under mpirun, where one pipeline is
 // open at a time, one configuration's rounds after another's). Reported: each configuration's predicted and measured step time and
 // rank, the choice's measured time against the best measured (the planner's promise: within
 // 10 %), and the rank correlation (Spearman) of predicted against measured.
@@ -43,6 +43,7 @@ struct Measured {
   size_t rank = 0;  // in the planner's ranking, from 1
   std::optional<Pipeline> p;
   std::unique_ptr<optim::Sgd> sgd;
+  uint64_t first = 1;  // the first step to time (warm_up)
   std::vector<double> ms;
 };
 
@@ -101,11 +102,11 @@ void run(const Options& o) {
     ex.initialize_parameters(0);
     x.sgd = std::make_unique<optim::Sgd>(optim::SgdOptions{.momentum = 0.9});
     ex.attach(*x.sgd);
-    ex.train(batch, {x.sgd.get(), optim::Step{1, 0.01, 1}, 0});  // warm-up: pipelines compiled, memory touched
+    x.first = warm_up(ex, batch, x.sgd.get(), 0.01);
   };
   auto time_step = [&](Measured& x, int r) {
     const double t0 = pipeline::now_us();
-    x.p->executor->train(batch, {x.sgd.get(), optim::Step{uint64_t(r) + 2, 0.01, 1}, 0});
+    x.p->executor->train(batch, {x.sgd.get(), optim::Step{x.first + uint64_t(r), 0.01, 1}, 0});
     x.ms.push_back((pipeline::now_us() - t0) / 1e3);
   };
   for (size_t i : picks) {
@@ -144,7 +145,7 @@ void run(const Options& o) {
     return;
   }
   std::printf("%s, batch %u: %zu of the %zu configurations predicted within %gx of the choice (of %zu that fit), %d "
-              "SGD steps each after a warm-up step, %s\n",
+              "SGD steps each after warm-up, %s\n",
               o.model.c_str(), o.batch, grid.size(), n, o.within, chosen.ranked.size(), o.rounds,
               world().multi() ? "one configuration after another (ranks)" : "rounds alternated");
   std::vector<std::vector<std::string>> t{{"planner rank", "configuration (devices M schedule remat precision)",

@@ -378,4 +378,10 @@ Pipeline open_pipeline(const model::Model& m, const PipelineFlags& given, uint32
   return p;
 }
 
+uint64_t warm_up(pipeline::Executor& ex, const pipeline::Batch& batch, optim::Optimizer* optimizer, double lr) {
+  const uint32_t steps = ex.recording_turns();
+  for (uint32_t t = 1; t <= steps; ++t) ex.train(batch, {optimizer, optim::Step{t, lr, 1}, 0});
+  return uint64_t(steps) + 1;
+}
+
 }  // namespace brigade::cli

@@ -13,6 +13,8 @@
 
 #include "model/model.h"
 #include "mpi/world.h"
+#include "optim/optimizer.h"
+#include "pipeline/batch.h"
 #include "pipeline/executor.h"
 #include "pipeline/plan.h"
 #include "vk/device.h"
@@ -145,5 +147,10 @@ struct Pipeline {
 };
 Pipeline open_pipeline(const model::Model& m, const PipelineFlags& f, uint32_t rows,
                        uint32_t optimizer_states);
+// A benchmark's warm-up: training steps 1, 2, ... of `optimizer` at `lr` on `batch` until its
+// pipelines are compiled, its memory touched and every action's recording made once
+// (Executor::recording_turns), so that each step it times replays as a long run's do. Returns
+// the number of the first step to time.
+uint64_t warm_up(pipeline::Executor& ex, const pipeline::Batch& batch, optim::Optimizer* optimizer, double lr);
 
 }  // namespace brigade::cli
