@@ -108,6 +108,17 @@ TEST_CASE("bench products --save: the tilings it keeps are the ones later comman
   CHECK(garbage.status == 0);
   CHECK(lines_with(garbage.output, "is not a tiling cache Brigade wrote") == 1);
   CHECK(lines_with(garbage.output, "tuned") == 0);
+
+  // A cache that cannot be written is refused in one line before anything is timed.
+  const std::filesystem::path not_a_folder = dir / "not-a-folder";
+  std::ofstream(not_a_folder) << "x";
+  const auto unwritable = test::command_run("BRIGADE_CACHE_DIR=" + not_a_folder.string() + " " + BRIGADE_EXE +
+                                            " bench products " + mlp + " --reps 1 --top 1 --save");
+  INFO(unwritable.output);
+  CHECK(unwritable.status == 2);
+  CHECK(lines_with(unwritable.output, "brigade: error: --save: could not write ") == 1);
+  CHECK(lines_with(unwritable.output, "(Not a directory)") == 1);
+  CHECK(lines_with(unwritable.output, " ms") == 0);  // nothing timed
   std::filesystem::remove_all(dir);
 }
 

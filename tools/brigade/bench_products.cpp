@@ -286,6 +286,8 @@ class Saver {
     if (file_.path().empty()) throw UserError("--save: no cache folder (set BRIGADE_CACHE_DIR, XDG_CACHE_HOME or HOME)");
     if (!file_.warning().empty()) std::fprintf(stderr, "brigade: warning: %s\n", file_.warning().c_str());
     if (const nlohmann::json* had = file_.find(device_); had && had->is_object()) entry_ = *had;
+    // A cache that cannot be written is refused before minutes of timing, not after.
+    if (const std::string why = file_.save(); !why.empty()) throw UserError("--save: " + why);
   }
   double share() const { return 1 - min_gain_ / 100; }  // of the default's time, at most
   void add(Row& r) {
@@ -301,9 +303,12 @@ class Saver {
       ++kept_;
     }
     file_.put(device_, entry_);
-    if (const std::string why = file_.save(); !why.empty()) throw UserError("--save: " + why);
+    if (error_.empty()) error_ = file_.save();  // the first failure kept, the timing goes on
   }
+  // Why the cache could not be written part way ("" when it was).
+  const std::string& error() const { return error_; }
   std::string summary() const {
+    if (!error_.empty()) return "not saved: " + error_;
     return "saved " + std::to_string(kept_) + " tuned tiling(s) for " + name_ + " in " + file_.path() + " (" +
            std::to_string(entry_.size()) + " product(s) there for this device and build); later commands take "
            "them, --tilings default the built-in ones";
@@ -315,6 +320,7 @@ class Saver {
   double min_gain_;
   nlohmann::json entry_ = nlohmann::json::object();
   size_t kept_ = 0;
+  std::string error_;
 };
 
 double gflops(const MatmulParams& p, double ms) { return ops::product_flops(p) / (ms * 1e6); }
@@ -325,6 +331,8 @@ void run(const Options& o) {
   const uint32_t rows = p.plan.micro_rows.front();
   vk::Device& dev = *p.devices.front();
   ops::use_tuned_tilings(dev.info(), {});  // measured against the built-in defaults, whatever was tuned
+  std::optional<Saver> saver;
+  if (o.save) saver.emplace(dev.info(), o.min_gain);
   const ops::Precision precision = p.precision.front();
   uint32_t total = 0;
   const std::vector<Shape> shapes = capture_products(dev, m, rows, precision, total);
@@ -348,8 +356,6 @@ void run(const Options& o) {
     order.resize(std::min<size_t>(order.size(), o.top));
   }
   size_t wrong = 0;
-  std::optional<Saver> saver;
-  if (o.save) saver.emplace(dev.info(), o.min_gain);
   for (size_t n = 0; n < order.size(); ++n) {
     const size_t i = order[n];
     table[i] = measure(dev, shapes[i], room, o.reps, true, saver ? saver->share() : 0);
@@ -409,6 +415,7 @@ void run(const Options& o) {
                 "fastest (%.2fx)\n", by_default, fastest, fastest / by_default);
     if (o.save) std::printf("%s\n", saved.c_str());
   }
+  if (saver && !saver->error().empty()) throw UserError("--save: " + saver->error());
   if (wrong)
     throw vk::VulkanError(std::to_string(wrong) + " tiling(s) disagree with a product's default tiling", VK_ERROR_UNKNOWN);
 }
