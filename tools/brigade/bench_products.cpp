@@ -365,7 +365,6 @@ void run(const Options& o) {
     const size_t i = order[n];
     table[i] = measure(dev, shapes[i], room, o.reps, true, saver ? saver->share() : 0);
     Row& r = table[i];
-    for (const Timed& t : r.others) wrong += t.not_run.empty() && !(t.disagreement <= 1);
     if (saver) saver->add(r);
     if (!o.json)
       std::fprintf(stderr, "  %zu/%zu %s (%u in a step): default %.3f ms, fastest %.3f ms (%s)%s%s\n", n + 1,
@@ -373,6 +372,14 @@ void run(const Options& o) {
                    r.fastest().ms, r.fastest().tiling.c_str(),
                    std::isnan(r.again) ? "" : ("; timed again alone: " + fixed(r.again, 2) + "x the default's time").c_str(),
                    r.saved.empty() ? "" : ("; kept: " + r.saved).c_str());
+    for (const Timed& t : r.others) {
+      if (!t.not_run.empty() || t.disagreement <= 1) continue;
+      ++wrong;
+      if (!o.json)
+        std::fprintf(stderr, "    disagrees with the default: %s (%s)\n", t.tiling.c_str(),
+                     std::isfinite(t.disagreement) ? (fixed(t.disagreement, 2) + "x the difference allowed").c_str()
+                                                   : "NaN on one side only");
+    }
   }
   double by_default = 0, fastest = 0;
   for (const Row& r : table) by_default += r.shape.count * r.by_default.ms, fastest += r.shape.count * r.fastest().ms;
@@ -421,7 +428,9 @@ void run(const Options& o) {
   }
   if (saver && !saver->error().empty()) throw UserError("--save: " + saver->error());
   if (wrong)
-    throw vk::VulkanError(std::to_string(wrong) + " tiling(s) disagree with a product's default tiling", VK_ERROR_UNKNOWN);
+    throw vk::VulkanError(std::to_string(wrong) + " tiling(s) disagree with a product's default tiling" +
+                              (o.json ? std::string(" (each shape's candidates say by how much)") : " (listed above)"),
+                          VK_ERROR_UNKNOWN);
 }
 
 }  // namespace
