@@ -5,7 +5,10 @@
 // depends on LANES alone, never on timing (no atomics). CPU devices take one lane and small
 // workgroups: there each workgroup runs on one thread, and a few hundred columns still make
 // several. GPUs take 64 lanes, so a column of 16k rows is 64 short walks, not one long one.
-// Shared by GLSL and the C++ launchers (ops/launch_geometry.h: column_lanes).
+// The grid's second dimension cuts the rows into runs (ops/column_sums.h: one unless the
+// launcher chooses more): with several, each run's workgroups write its own row of partial
+// sums where the gradient would be added to, and a second pass adds the rows in order.
+// Shared by GLSL and the C++ launchers (ops/column_sums.h).
 #ifndef BRIGADE_SHADERS_COLUMN_SUMS_H
 #define BRIGADE_SHADERS_COLUMN_SUMS_H
 
@@ -20,9 +23,16 @@ layout(constant_id = 1) const uint LANES = 1;
 layout(constant_id = 2) const uint COLUMNS = BRIGADE_COLUMNS_CPU;
 shared vec4 lane_sums[LANES * COLUMNS];
 
-// The column this invocation sums (it may lie past the last one) and its first row.
+// The column this invocation sums (it may lie past the last one); the rows of its run, from
+// its first to one past the run's last, of `rows` in all.
 uint sum_column() { return gl_WorkGroupID.x * COLUMNS + gl_LocalInvocationID.x; }
-uint first_row() { return gl_LocalInvocationID.y; }
+uint run_rows(uint rows) { return (rows + gl_NumWorkGroups.y - 1) / gl_NumWorkGroups.y; }
+uint first_row(uint rows) { return gl_WorkGroupID.y * run_rows(rows) + gl_LocalInvocationID.y; }
+uint end_row(uint rows) { return min(rows, (gl_WorkGroupID.y + 1) * run_rows(rows)); }
+// Where a column's total goes, of `items` columns: added to the gradient in one run, written
+// to the run's row of partial sums in several.
+bool in_runs() { return gl_NumWorkGroups.y > 1; }
+uint total_at(uint column, uint items) { return gl_WorkGroupID.y * items + column; }
 
 // The column's total from every lane's sum, in lane 0 (other lanes get their own back).
 // Every invocation of the workgroup must call it, the same number of times.

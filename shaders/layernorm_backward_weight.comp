@@ -35,7 +35,7 @@ vec4 x_quad(uint q) {
   {                                                                           \
     T w = T(0.0), b = T(0.0);                                                 \
     if (c < L)                                                                \
-      for (uint row = first_row(); row < p.rows; row += LANES) {              \
+      for (uint row = first; row < end; row += LANES) {                       \
         const T g = DY[row * L + c];                                          \
         w += g * (X(row * L + c) - mean_in[row]) * rstd_in[row];              \
         b += g;                                                               \
@@ -45,6 +45,7 @@ vec4 x_quad(uint q) {
 
 void main() {
   const uint C = p.channels, c = sum_column(), items = VEC4 ? C / 4 : C;
+  const uint first = first_row(p.rows), end = end_row(p.rows);
   vec4 dw, db;
   if (VEC4)
     LAYERNORM_WEIGHT_SUMS(vec4, C / 4, dy4, x_quad)
@@ -53,11 +54,12 @@ void main() {
   dw = column_total(dw);
   db = column_total(db);
   if (c >= items || gl_LocalInvocationID.y != 0) return;
+  const uint at = total_at(c, items);
   if (VEC4) {
-    dweight4[c] += dw;
-    dbias4[c] += db;
+    dweight4[at] = in_runs() ? dw : dweight4[at] + dw;
+    dbias4[at] = in_runs() ? db : dbias4[at] + db;
   } else {
-    dweight[c] += dw.x;
-    dbias[c] += db.x;
+    dweight[at] = in_runs() ? dw.x : dweight[at] + dw.x;
+    dbias[at] = in_runs() ? db.x : dbias[at] + db.x;
   }
 }

@@ -16,16 +16,18 @@ layout(push_constant) uniform Push { LinearBiasPush p; };
 void main() {
   const uint o = sum_column(), items = VEC4 ? p.features / 4 : p.features;
   vec4 sum = vec4(0.0);
+  const uint first = first_row(p.rows), end = end_row(p.rows);
   if (o < items) {
     if (VEC4)
-      for (uint r = first_row(); r < p.rows; r += LANES) sum += dy4[r * items + o];
+      for (uint r = first; r < end; r += LANES) sum += dy4[r * items + o];
     else
-      for (uint r = first_row(); r < p.rows; r += LANES) sum.x += dy[r * items + o];
+      for (uint r = first; r < end; r += LANES) sum.x += dy[r * items + o];
   }
   sum = column_total(sum);
   if (o >= items || gl_LocalInvocationID.y != 0) return;
+  const uint at = total_at(o, items);
   if (VEC4)
-    dbias4[o] += sum;
+    dbias4[at] = in_runs() ? sum : dbias4[at] + sum;
   else
-    dbias[o] += sum.x;
+    dbias[at] = in_runs() ? sum.x : dbias[at] + sum.x;
 }

@@ -28,9 +28,10 @@ layout(push_constant) uniform Push { LinearBiasPush p; };
 void main() {
   const uint o = sum_column(), items = VEC4 ? p.features / 4 : p.features;
   vec4 sum = vec4(0.0);
+  const uint first = first_row(p.rows), end = end_row(p.rows);
   if (o < items) {
     if (VEC4)
-      for (uint r = first_row(); r < p.rows; r += LANES) {
+      for (uint r = first; r < end; r += LANES) {
         const uint i = r * items + o;
         const vec4 yv = FORMAT_Y == BRIGADE_FORMAT_FP32 ? y4[i] : quad_in(yw2[i], FORMAT_Y);
         const vec4 gv = mix(vec4(0.0), dy4[i], greaterThan(yv, vec4(0.0)));
@@ -38,7 +39,7 @@ void main() {
         sum += gv;
       }
     else
-      for (uint r = first_row(); r < p.rows; r += LANES) {
+      for (uint r = first; r < end; r += LANES) {
         const uint i = r * items + o;
         const float yv = FORMAT_Y == BRIGADE_FORMAT_FP32 ? y[i] : half_in(yw[i >> 1], i, FORMAT_Y);
         const float gv = yv > 0.0 ? dy[i] : 0.0;
@@ -48,8 +49,9 @@ void main() {
   }
   sum = column_total(sum);
   if (o >= items || gl_LocalInvocationID.y != 0) return;
+  const uint at = total_at(o, items);
   if (VEC4)
-    dbias4[o] += sum;
+    dbias4[at] = in_runs() ? sum : dbias4[at] + sum;
   else
-    dbias[o] += sum.x;
+    dbias[at] = in_runs() ? sum.x : dbias[at] + sum.x;
 }

@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <initializer_list>
 
-#include "shaders/column_sums.h"
 #include "shaders/elementwise.h"
 #include "shaders/workgroup_reduce.h"
 #include "vk/commands.h"
@@ -63,21 +62,6 @@ inline vk::Specialization reduction_spec(const vk::Device& dev, uint64_t items) 
 inline vk::Groups row_groups(const vk::Device& dev, uint64_t rows) {
   if (dev.info().type == VK_PHYSICAL_DEVICE_TYPE_CPU) return {uint32_t(std::min<uint64_t>(rows, 256))};
   return capped_groups(rows, 1);
-}
-
-// The workgroup of a kernel that sums down columns (shaders/column_sums.h): `lanes`
-// invocations down each column (0: the device's choice, one on CPU devices, many on GPUs),
-// as specialization constants 1 (lanes) and 2 (columns per workgroup), beside `spec`; and the
-// workgroups for `columns` columns.
-struct ColumnLanes {
-  vk::Specialization spec;
-  vk::Groups groups;
-};
-inline ColumnLanes column_lanes(const vk::Device& dev, uint32_t columns, uint32_t lanes,
-                                vk::Specialization spec) {
-  if (lanes == 0) lanes = dev.info().type == VK_PHYSICAL_DEVICE_TYPE_CPU ? 1 : BRIGADE_LANES_GPU;
-  const uint32_t per_group = lanes == 1 ? BRIGADE_COLUMNS_CPU : BRIGADE_COLUMNS_GPU;
-  return {spec.set(1, lanes).set(2, per_group), {vk::groups_for(columns, per_group)}};
 }
 
 }  // namespace brigade::ops

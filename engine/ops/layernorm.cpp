@@ -1,6 +1,7 @@
 #include "ops/layernorm.h"
 
 #include "shaders/norm.h"
+#include "ops/column_sums.h"
 #include "ops/launch_geometry.h"
 #include "util/error.h"
 
@@ -62,15 +63,16 @@ void layernorm_backward_data(vk::Commands& cmd, vk::View dy, vk::View x, vk::Vie
 
 void layernorm_backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View mean,
                                vk::View rstd, vk::View dweight, vk::View dbias, uint32_t N,
-                               uint32_t C, uint32_t lanes, Precision x_format) {
+                               uint32_t C, ColumnWalk walk, Precision x_format) {
   if (C == 0) return;
   const bool vec4 = quads(C, {dy, x, dweight, dbias});
   expect_quads(vec4, {x_format}, "weight gradient");
-  const ColumnLanes g = column_lanes(cmd.device(), vec4 ? C / 4 : C, lanes,
-                                     vk::Specialization().set(0, vec4).set(3, uint32_t(x_format)));
-  cmd.dispatch(cmd.device().kernel(format_kernel("layernorm_backward_weight", {x_format}), g.spec),
-               {dy, x, mean, rstd, dweight, dbias},
-               shaders::LayerNormPush{N, C, 0.0f}, g.groups);
+  const ColumnSums g(cmd, vec4 ? C / 4 : C, C, N, walk,
+                     vk::Specialization().set(0, vec4).set(3, uint32_t(x_format)), 2);
+  cmd.dispatch(cmd.device().kernel(format_kernel("layernorm_backward_weight", {x_format}), g.spec()),
+               {dy, x, mean, rstd, g.into(0, dweight), g.into(1, dbias)},
+               shaders::LayerNormPush{N, C, 0.0f}, g.groups());
+  g.finish(cmd, {dweight, dbias});
 }
 
 }  // namespace brigade::ops

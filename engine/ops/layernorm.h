@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "ops/column_sums.h"
 #include "ops/precision.h"
 #include "vk/commands.h"
 
@@ -32,11 +33,10 @@ void layernorm_backward_data(vk::Commands& cmd, vk::View dy, vk::View x, vk::Vie
                              vk::View mean, vk::View rstd, vk::View dx, uint32_t N,
                              uint32_t C, Precision x_format = Precision::Fp32,
                              Precision dx_round = Precision::Fp32, const LayerNormGrad& around = {});
-// dweight += sum_N dy * xhat,  dbias += sum_N dy, `lanes` invocations down each channel
-// (shaders/column_sums.h; 0: the device's choice).
+// dweight += sum_N dy * xhat,  dbias += sum_N dy, walked as `walk` says (ops/column_sums.h).
 // dy, x: (N, C)  mean, rstd: (N) from the forward  dweight, dbias: (C)
 void layernorm_backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View mean,
                                vk::View rstd, vk::View dweight, vk::View dbias, uint32_t N,
-                               uint32_t C, uint32_t lanes = 0, Precision x_format = Precision::Fp32);
+                               uint32_t C, ColumnWalk walk = {}, Precision x_format = Precision::Fp32);
 
 }  // namespace brigade::ops

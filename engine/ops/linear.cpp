@@ -1,5 +1,6 @@
 #include "ops/linear.h"
 
+#include "ops/column_sums.h"
 #include "ops/launch_geometry.h"
 #include "shaders/matmul.h"
 
@@ -50,23 +51,25 @@ void linear_backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View
 }
 
 void linear_bias_backward(vk::Commands& cmd, vk::View dy, vk::View dbias, uint32_t n, uint32_t out,
-                          uint32_t lanes) {
+                          ColumnWalk walk) {
   if (out == 0) return;
   const bool vec4 = quads(out, {dy, dbias});
-  const ColumnLanes g = column_lanes(cmd.device(), vec4 ? out / 4 : out, lanes, vk::Specialization().set(0, vec4));
-  cmd.dispatch(cmd.device().kernel("linear_bias_backward", g.spec), {dy, dbias}, shaders::LinearBiasPush{n, out},
-               g.groups);
+  const ColumnSums g(cmd, vec4 ? out / 4 : out, out, n, walk, vk::Specialization().set(0, vec4), 1);
+  cmd.dispatch(cmd.device().kernel("linear_bias_backward", g.spec()), {dy, g.into(0, dbias)},
+               shaders::LinearBiasPush{n, out}, g.groups());
+  g.finish(cmd, {dbias});
 }
 
 void linear_relu_backward(vk::Commands& cmd, vk::View y, vk::View dy, vk::View g, vk::View dbias, uint32_t n,
-                          uint32_t out, Precision y_format, uint32_t lanes) {
+                          uint32_t out, Precision y_format, ColumnWalk walk) {
   if (out == 0 || n == 0) return;
   // A quad of a 16-bit y is two words.
   const bool vec4 = quads(out, {dy, g, dbias}) && y.offset % (is_half(y_format) ? 8 : 16) == 0;
-  const ColumnLanes c = column_lanes(cmd.device(), vec4 ? out / 4 : out, lanes,
-                                     vk::Specialization().set(0, vec4).set(3, uint32_t(y_format)));
-  cmd.dispatch(cmd.device().kernel(format_kernel("linear_relu_backward", {y_format}), c.spec), {y, dy, g, dbias},
-               shaders::LinearBiasPush{n, out}, c.groups);
+  const ColumnSums c(cmd, vec4 ? out / 4 : out, out, n, walk,
+                     vk::Specialization().set(0, vec4).set(3, uint32_t(y_format)), 1);
+  cmd.dispatch(cmd.device().kernel(format_kernel("linear_relu_backward", {y_format}), c.spec()),
+               {y, dy, g, c.into(0, dbias)}, shaders::LinearBiasPush{n, out}, c.groups());
+  c.finish(cmd, {dbias});
 }
 
 }  // namespace brigade::ops

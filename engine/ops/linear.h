@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "ops/column_sums.h"
 #include "ops/matmul.h"
 #include "vk/commands.h"
 
@@ -42,15 +43,14 @@ void linear_backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View
                             std::optional<vk::View> dbias, uint32_t n, uint32_t in, uint32_t out,
                             std::optional<MatmulTiling> tiling = std::nullopt, Formats f = {});
 
-// dbias += the sum of dy (n, out) over its rows, `lanes` invocations down each column
-// (shaders/column_sums.h; 0: the device's choice).
+// dbias += the sum of dy (n, out) over its rows, walked as `walk` says (ops/column_sums.h).
 void linear_bias_backward(vk::Commands& cmd, vk::View dy, vk::View dbias, uint32_t n, uint32_t out,
-                          uint32_t lanes = 0);
+                          ColumnWalk walk = {});
 
 // The backward of a ReLU folded into a Linear, with the bias gradient in the same pass:
 // g = dy where y > 0, else 0 (written whole), and dbias += the sum of g over rows, the same
 // bits as relu_backward then linear_bias_backward. y: (n, out) as `y_format` stores it.
 void linear_relu_backward(vk::Commands& cmd, vk::View y, vk::View dy, vk::View g, vk::View dbias, uint32_t n,
-                          uint32_t out, Precision y_format, uint32_t lanes = 0);
+                          uint32_t out, Precision y_format, ColumnWalk walk = {});
 
 }  // namespace brigade::ops
