@@ -11,6 +11,7 @@
 
 #include "check.h"
 #include "gpu.h"
+#include "half_check.h"
 #include "ops/activation.h"
 #include "ops/column_sums.h"
 #include "ops/layernorm.h"
