@@ -11,15 +11,19 @@
 #                  refuses the newer layer's VK_EXT_layer_settings; unstable's need glibc 2.38,
 #                  which the GPU machine has
 #   text.gz        the GPT presets' text (jargon-text), which that machine lacks
-#   fashion-mnist/ Fashion-MNIST (dataset-fashion-mnist), which the io and cli suites read at
-#                  its Debian path; run.sh puts it there where that machine lacks it
+#   fashion-mnist/ with --data: Fashion-MNIST (dataset-fashion-mnist, 30 MB), which the io and
+#                  cli suites read at its Debian path; run.sh puts it there where that machine
+#                  lacks it. Only the suite part needs it, and with it the pack, .gl and the
+#                  checkout come near the 64 MiB a call may carry
 #   run.sh         unpacks all of it and runs tools/gpu-check.sh OUT PARTS with the GPU's
 #                  driver, the newer layer where it loads, and the text
-#   tools/gpu-pack.sh [BUILD_DIR]          default build/
+#   tools/gpu-pack.sh [--data] [BUILD_DIR]          default build/
 # Then, on that machine, from the checkout's root, with .gl and gpu-pack carried:
 #   source .gl/setup.sh; gpu-pack/run.sh "$OUT" matrix,gpt,suite
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+data=0
+[ "${1:-}" = "--data" ] && data=1 && shift
 build=$(cd "${1:-$root/build}" && pwd)
 out=$root/gpu-pack
 cd "$root"
@@ -49,7 +53,7 @@ else
   echo "gpu-pack: no unstable userland in .drivers/unstable (tools/coopmat-check.sh --prepare): the check will use Debian 12's layer" >&2
 fi
 cp /usr/share/doc/jargon-text/jargon.txt.gz "$out/text.gz"
-cp -r /usr/share/datasets/fashion-mnist "$out/fashion-mnist"
+[ $data = 1 ] && cp -r /usr/share/datasets/fashion-mnist "$out/fashion-mnist"
 
 cat > "$out/run.sh" <<'RUN'
 #!/usr/bin/env bash
@@ -67,10 +71,17 @@ if [ -f "$here/vvl.tar.xz" ]; then
   fi
 fi
 datasets=/usr/share/datasets/fashion-mnist
-[ -e "$datasets" ] || { mkdir -p "$(dirname "$datasets")" && cp -r "$here/fashion-mnist" "$datasets"; }
+if [ ! -e "$datasets" ] && [ -d "$here/fashion-mnist" ]; then
+  mkdir -p "$(dirname "$datasets")" && cp -r "$here/fashion-mnist" "$datasets"
+fi
 export BUILD=$build GPU=${GPU:-NVIDIA} TEXT=$here/text.gz
 "$here/../tools/gpu-check.sh" "$@"
 RUN
 chmod +x "$out/run.sh"
 du -sh "$out" .gl 2>/dev/null || du -sh "$out"
+# What a call carries: the pack, .gl and the checkout's tracked files, against its 64 MiB.
+total=$(( $(du -sb "$out" | cut -f1) + $(du -sb .gl 2>/dev/null | cut -f1 || echo 0) +
+          $(git ls-files -z | xargs -0 du -cb | tail -1 | cut -f1) ))
+echo "gpu-pack: $((total >> 20)) MiB with .gl and the tracked files"
+[ $total -le $((60 << 20)) ] || echo "gpu-pack: warning: over 60 MiB of the 64 a call may carry" >&2
 echo "ready: carry .gl and gpu-pack; on the machine: source .gl/setup.sh; gpu-pack/run.sh \"\$OUT\" PARTS"
