@@ -14,7 +14,7 @@
 #   fashion-mnist/ with --data: Fashion-MNIST (dataset-fashion-mnist, 30 MB), which the io and
 #                  cli suites read at its Debian path; run.sh puts it there where that machine
 #                  lacks it. Only the suite part needs it, and with it the pack, .gl and the
-#                  checkout come near the 64 MiB a call may carry
+#                  checkout came to 63 MiB
 #   run.sh         unpacks all of it and runs tools/gpu-check.sh OUT PARTS with the GPU's
 #                  driver, the newer layer where it loads, and the text
 #   tools/gpu-pack.sh [--data] [BUILD_DIR]          default build/
@@ -79,9 +79,9 @@ export BUILD=$build GPU=${GPU:-NVIDIA} TEXT=$here/text.gz
 RUN
 chmod +x "$out/run.sh"
 du -sh "$out" .gl 2>/dev/null || du -sh "$out"
-# What a call carries: the pack, .gl and the checkout's tracked files, against its 64 MiB.
+# What goes to the machine: the pack, .gl and the checkout's tracked files.
 total=$(( $(du -sb "$out" | cut -f1) + $(du -sb .gl 2>/dev/null | cut -f1 || echo 0) +
           $(git ls-files -z | xargs -0 du -cb | tail -1 | cut -f1) ))
 echo "gpu-pack: $((total >> 20)) MiB with .gl and the tracked files"
-[ $total -le $((60 << 20)) ] || echo "gpu-pack: warning: over 60 MiB of the 64 a call may carry" >&2
+[ $total -le $((60 << 20)) ] || echo "gpu-pack: warning: over 60 MiB to carry (leave out --data?)" >&2
 echo "ready: carry .gl and gpu-pack; on the machine: source .gl/setup.sh; gpu-pack/run.sh \"\$OUT\" PARTS"
