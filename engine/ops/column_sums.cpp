@@ -11,7 +11,7 @@ namespace brigade::ops {
 namespace {
 
 constexpr uint64_t kRunWorkgroups = 1024;     // a GPU's choice of runs aims at about as many
-constexpr uint64_t kRunLeastRowsPerLane = 8;  // and never has a lane walk fewer rows
+constexpr uint64_t kRunLeastRowsPerLane = 16;  // and never has a lane walk fewer rows
 constexpr uint32_t kMostRuns = 64;
 constexpr uint64_t kRunAlign = 256;  // a partial sums' view starts on any device's storage offset alignment
 

@@ -18,8 +18,9 @@ namespace brigade::ops {
 // gradient in order. A sum's bits depend on its lanes and runs alone. The device's choice is
 // one run on CPU devices or where the recording has no workspace (each workgroup runs on one
 // thread there, and a few hundred columns already make several); on GPUs, as many runs as make
-// about 1024 workgroups with each lane walking 8 rows or more: a LayerNorm of 768 channels over
-// 16k rows is otherwise 48 workgroups, a third of an H200's multiprocessors.
+// about 1024 workgroups with each lane walking 16 rows or more (a second pass costs a dispatch,
+// so small sums keep one): a LayerNorm of 768 channels over 16k rows is otherwise 48
+// workgroups, a third of an H200's multiprocessors, and takes 16 runs.
 struct ColumnWalk {
   ColumnWalk(uint32_t lanes_ = 0, uint32_t runs_ = 0) : lanes(lanes_), runs(runs_) {}
   uint32_t lanes, runs;
