@@ -96,7 +96,13 @@ uint32_t MatmulTiling::shared_bytes() const {
 
 MatmulTiling default_tiling(const vk::PhysicalInfo& device, const MatmulParams& p, bool extras, uint64_t workspace_bytes) {
   std::optional<MatmulTiling> matrix;
-  if (is_half(p.a_format) && p.b_format == p.a_format) matrix = default_matrix_tiling(device, p.a_format, p.M, p.N);
+  // A product with GELU's gradient in its epilogue keeps the small blocks however many it has:
+  // on an H200 gpt2-small's MLP input gradient (16384x3072x768, C also copied to bf16) took
+  // 0.671 ms in them against 0.858 in the large double-buffered ones, 0.78x timed again alone
+  // (docs/BENCHMARKS.md, "The H200 a fifth time").
+  const bool gelu_grad = p.epilogue == MatmulParams::Epilogue::GeluGrad;
+  if (is_half(p.a_format) && p.b_format == p.a_format)
+    matrix = default_matrix_tiling(device, p.a_format, gelu_grad ? 0 : p.M, gelu_grad ? 0 : p.N);
   const MatmulTiling t = matrix ? *matrix : matmul_tiling(device, p.M, p.N);
   return extras || !workspace_bytes ? t : split_tiling(device, t, p, workspace_bytes);
 }

@@ -127,9 +127,10 @@ struct MatmulParams {
 };
 
 // The tiling ops::matmul takes for `p` where the caller fixed none: the matrix units where A
-// and B are 16-bit values of a type the device multiplies (default_matrix_tiling), otherwise
-// matmul_tiling(the device), with K split (ops/matmul_split.h) within `workspace_bytes` where
-// the product adds nothing else to C (`extras`: a bias, an epilogue's tensor or C's copy).
+// and B are 16-bit values of a type the device multiplies (default_matrix_tiling, by M and N;
+// the small blocks with GELU's gradient in the epilogue), otherwise matmul_tiling(the device),
+// with K split (ops/matmul_split.h) within `workspace_bytes` where the product adds nothing
+// else to C (`extras`: a bias, an epilogue's tensor or C's copy).
 MatmulTiling default_tiling(const vk::PhysicalInfo& device, const MatmulParams& p, bool extras, uint64_t workspace_bytes);
 
 // A product's shape as `bench profile` and `bench products` name it: M x N x K of op(A) op(B),

@@ -57,6 +57,16 @@ MatmulTiling split_tiling(const vk::PhysicalInfo& device, const MatmulTiling& t,
          2 * parts * part_bytes <= workspace_bytes)
     parts *= 2;
   if (parts == 1) return t;
+  // On matrix units, blocks half as wide that make enough whole go before a split K: on an H200
+  // gpt2-small's MLP weight gradients (768x3072 and 3072x768, K 16384: 144 large blocks) took
+  // 0.573 and 0.575 ms in 128x64 blocks against 0.743 and 0.736 in the large ones with K in 2
+  // parts (docs/BENCHMARKS.md, "The H200 a fifth time").
+  if (big.variant == V::Matrix && big.tn % 2 == 0) {
+    MatmulTiling narrow = big;
+    narrow.tn /= 2;
+    if (uint64_t(vk::groups_for(p.M, block_rows(narrow))) * vk::groups_for(p.N, block_cols(narrow)) >= kEnoughBlocks)
+      return narrow;
+  }
   big.k_parts = parts;
   return big;
 }

@@ -27,7 +27,8 @@ bool splits_k(const MatmulParams& p);
 // splits, the device's largest block of t's kind with K in as many parts (a power of two up to
 // 16) as bring the blocks to 256, each part at least 1,024 deep, all of them within
 // `workspace_bytes`; `t` itself where it does not (one part, a product that cannot split, or
-// register blocks).
+// register blocks). On matrix units, where it would split and the largest blocks half as wide
+// are 256 or more, those, whole.
 MatmulTiling split_tiling(const vk::PhysicalInfo& device, const MatmulTiling& t, const MatmulParams& p,
                           uint64_t workspace_bytes);
 

@@ -178,6 +178,24 @@ TEST_CASE("a GPU splits the K of products with few blocks and a long K, and noth
   CHECK(units.tm == 4);
   CHECK(units.k_parts == 8);
   CHECK(units.name().find("K in 8 parts") != std::string::npos);
+  // Where the large blocks are too few but blocks half as wide are enough, those, whole (the
+  // MLP's weight gradients: 144 large blocks, 288 of 128x64); 2304 x 768 still splits (216).
+  for (const auto& [M, N] : {std::pair{768u, 3072u}, std::pair{3072u, 768u}}) {
+    MatmulParams mlp = half;
+    mlp.M = M, mlp.N = N;
+    const MatmulTiling narrow = ops::split_tiling(gpu, *ops::default_matrix_tiling(gpu, Precision::Bf16, M, N), mlp, workspace);
+    CHECK(narrow.tm == 4);
+    CHECK(narrow.tn == 2);
+    CHECK(narrow.stages == 2);
+    CHECK(narrow.k_parts == 1);
+  }
+  MatmulParams qkv = half;
+  qkv.M = 2304;
+  CHECK(ops::split_tiling(gpu, *ops::default_matrix_tiling(gpu, Precision::Bf16, qkv.M, qkv.N), qkv, workspace).k_parts == 4);
+  // Too short a K to split keeps the small blocks.
+  MatmulParams short_k = half;
+  short_k.N = 3072, short_k.K = 1024;
+  CHECK(ops::split_tiling(gpu, *small, short_k, workspace).tm == 2);
 }
 
 }  // namespace kernels_matmul_split_test

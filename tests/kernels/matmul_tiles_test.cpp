@@ -321,6 +321,13 @@ TEST_CASE("16-bit products on matrix units take the large blocks where they have
   CHECK(ops::default_matrix_tiling(gpu, Precision::Fp16, 2048, 2048)->tm == 4);  // 16 x 16 blocks
   CHECK(ops::default_matrix_tiling(gpu, Precision::Fp16, 2048, 1920)->tm == 2);  // 16 x 15
   CHECK(ops::default_matrix_tiling(gpu, Precision::Fp16, 1024, 1024)->tm == 2);
+  // The product taking GELU's gradient in its epilogue keeps the small blocks (gpt2-small's MLP
+  // input gradient); the forward's GELU takes the large.
+  MatmulParams mlp{.M = 16384, .N = 3072, .K = 768, .epilogue = MatmulParams::Epilogue::GeluGrad};
+  mlp.a_format = mlp.b_format = Precision::Fp16;
+  CHECK(ops::default_tiling(gpu, mlp, true, 0).tm == 2);
+  mlp.epilogue = MatmulParams::Epilogue::Gelu;
+  CHECK(ops::default_tiling(gpu, mlp, true, 0).tm == 4);
   gpu.max_shared_memory = large->shared_bytes() - 1;
   CHECK(ops::default_matrix_tiling(gpu, Precision::Fp16, 4096, 4096)->tm == 2);
 }
