@@ -2,8 +2,11 @@
 # The checks of docs/BENCHMARKS.md "On a GPU", in one run on a machine with a GPU (and PyTorch
 # with CUDA for the peers):
 #   tools/gpu-check.sh OUTDIR [PARTS]
-# PARTS (comma-separated, default all): devices, kernels, matrix, tilings, suite, gpt, profile,
-# products, tuned, replay, attention, split, drivers, stages, planner, precision.
+# PARTS (comma-separated, default all), run in this order: devices, products, tuned, kernels,
+# matrix, tilings, suite, gpt, profile, replay, attention, split, drivers, stages, planner,
+# precision. On an H200, devices,products,tuned,gpt,profile,attention,split with
+# GPT_PRECISIONS=auto PROFILE_PRECISIONS=auto took about six minutes (products 141 s, tuned
+# about 45 s, gpt 70 s for the three presets, profile 10 s, attention 43 s, split 47 s).
 #   kernels  `bench kernels` up to 4096^3 beside torch.mm fp32 (TF32 off) and TF32 on the same GPU
 #   matrix   `bench kernels --precision bf16` and `fp16` (the products on the matrix units where
 #            the GPU lists the type, each candidate warp tiling) at 1024^3 and 4096^3 and the
@@ -95,6 +98,43 @@ if want devices && ! part devices 30 "$b" devices; then
   exit 1
 fi
 
+# First the tilings (with --save), so that every part after them takes what they kept.
+if want products; then
+  for prec in ${PRODUCTS_PRECISIONS:-auto}; do
+    part products 180 "$b" bench products --model "${PRODUCTS_MODEL:-gpt2-small}" -b 16 --reps 5 --top "${PRODUCTS_TOP:-8}" \
+      --devices "$gpu" --precision "$prec" --save
+    # What it measured, stopped at its limit or not: a line per shape tried, then the table.
+    awk '/^== /{keep = /^== products:/; if (keep) buf = ""; on = 0; next}
+         keep && / products of one micro-batch /{on = 1}
+         keep && (on || /^  [0-9]+\/[0-9]+ / || /^    disagrees with/){buf = buf $0 "\n"}
+         /^the micro-batch.s products:/{on = 0}
+         /^saved [0-9]+ tuned tiling/{buf = buf $0 "\n"}
+         END{printf "%s", buf}' "$out/log.txt" >>"$out/summary.txt"
+  done
+fi
+
+# step_ms MODEL [FLAGS]: a step's wall time from `bench profile`, its output to the log
+step_ms() {
+  local m=$1
+  shift
+  timeout -k 5 60 "$b" bench profile --model "$m" -b 16 --reps 3 --devices "$gpu" "$@" 2>>"$out/log.txt" |
+    tee -a "$out/log.txt" | sed -n 's/^training step.*: \([0-9.]*\) ms wall$/\1/p'
+}
+
+if want tuned; then
+  for prec in ${PRODUCTS_PRECISIONS:-auto}; do
+    for r in 1 2 3; do
+      line="tuned: ${PRODUCTS_MODEL:-gpt2-small} $prec round $r:"
+      for tilings in tuned default; do
+        echo "== tuned: $prec $tilings round $r" >>"$out/log.txt"
+        ms=$(step_ms "${PRODUCTS_MODEL:-gpt2-small}" --precision "$prec" --tilings $tilings)
+        line+=" $tilings ${ms:-failed} ms"
+      done
+      say "$line"
+    done
+  done
+fi
+
 if want kernels; then
   t0=$SECONDS
   # Each square is checked against the CPU's product too: 4096^3 alone took 35 s on the H200's host.
@@ -170,42 +210,6 @@ if want profile; then
       part profile 45 "$b" bench profile --model "$m" -b 16 --reps 3 --devices "$gpu" --precision "$prec" &&
         grep -A2 '^training step' "$out/log.txt" | tail -3 >>"$out/summary.txt" &&
         grep '^host:' "$out/log.txt" | tail -1 >>"$out/summary.txt"
-    done
-  done
-fi
-
-if want products; then
-  for prec in ${PRODUCTS_PRECISIONS:-auto}; do
-    part products 180 "$b" bench products --model "${PRODUCTS_MODEL:-gpt2-small}" -b 16 --reps 5 --top "${PRODUCTS_TOP:-8}" \
-      --devices "$gpu" --precision "$prec" --save
-    # What it measured, stopped at its limit or not: a line per shape tried, then the table.
-    awk '/^== /{keep = /^== products:/; if (keep) buf = ""; on = 0; next}
-         keep && / products of one micro-batch /{on = 1}
-         keep && (on || /^  [0-9]+\/[0-9]+ / || /^    disagrees with/){buf = buf $0 "\n"}
-         /^the micro-batch.s products:/{on = 0}
-         /^saved [0-9]+ tuned tiling/{buf = buf $0 "\n"}
-         END{printf "%s", buf}' "$out/log.txt" >>"$out/summary.txt"
-  done
-fi
-
-# step_ms MODEL [FLAGS]: a step's wall time from `bench profile`, its output to the log
-step_ms() {
-  local m=$1
-  shift
-  timeout -k 5 60 "$b" bench profile --model "$m" -b 16 --reps 3 --devices "$gpu" "$@" 2>>"$out/log.txt" |
-    tee -a "$out/log.txt" | sed -n 's/^training step.*: \([0-9.]*\) ms wall$/\1/p'
-}
-
-if want tuned; then
-  for prec in ${PRODUCTS_PRECISIONS:-auto}; do
-    for r in 1 2 3; do
-      line="tuned: ${PRODUCTS_MODEL:-gpt2-small} $prec round $r:"
-      for tilings in tuned default; do
-        echo "== tuned: $prec $tilings round $r" >>"$out/log.txt"
-        ms=$(step_ms "${PRODUCTS_MODEL:-gpt2-small}" --precision "$prec" --tilings $tilings)
-        line+=" $tilings ${ms:-failed} ms"
-      done
-      say "$line"
     done
   done
 fi
