@@ -29,10 +29,14 @@ uint sum_column() { return gl_WorkGroupID.x * COLUMNS + gl_LocalInvocationID.x; 
 uint run_rows(uint rows) { return (rows + gl_NumWorkGroups.y - 1) / gl_NumWorkGroups.y; }
 uint first_row(uint rows) { return gl_WorkGroupID.y * run_rows(rows) + gl_LocalInvocationID.y; }
 uint end_row(uint rows) { return min(rows, (gl_WorkGroupID.y + 1) * run_rows(rows)); }
-// Where a column's total goes, of `items` columns: added to the gradient in one run, written
-// to the run's row of partial sums in several.
+// A column's total into `sums` (a gradient's buffer array, of `items` columns): added to the
+// gradient in one run, written to the run's row of partial sums in several.
 bool in_runs() { return gl_NumWorkGroups.y > 1; }
-uint total_at(uint column, uint items) { return gl_WorkGroupID.y * items + column; }
+#define STORE_TOTAL(sums, column, items, total)                        \
+  {                                                                    \
+    const uint at_ = gl_WorkGroupID.y * (items) + (column);            \
+    sums[at_] = in_runs() ? (total) : sums[at_] + (total);             \
+  }
 
 // The column's total from every lane's sum, in lane 0 (other lanes get their own back).
 // Every invocation of the workgroup must call it, the same number of times.

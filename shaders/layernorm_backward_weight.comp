@@ -54,12 +54,11 @@ void main() {
   dw = column_total(dw);
   db = column_total(db);
   if (c >= items || gl_LocalInvocationID.y != 0) return;
-  const uint at = total_at(c, items);
   if (VEC4) {
-    dweight4[at] = in_runs() ? dw : dweight4[at] + dw;
-    dbias4[at] = in_runs() ? db : dbias4[at] + db;
+    STORE_TOTAL(dweight4, c, items, dw)
+    STORE_TOTAL(dbias4, c, items, db)
   } else {
-    dweight[at] = in_runs() ? dw.x : dweight[at] + dw.x;
-    dbias[at] = in_runs() ? db.x : dbias[at] + db.x;
+    STORE_TOTAL(dweight, c, items, dw.x)
+    STORE_TOTAL(dbias, c, items, db.x)
   }
 }

@@ -25,9 +25,8 @@ void main() {
   }
   sum = column_total(sum);
   if (o >= items || gl_LocalInvocationID.y != 0) return;
-  const uint at = total_at(o, items);
   if (VEC4)
-    dbias4[at] = in_runs() ? sum : dbias4[at] + sum;
+    STORE_TOTAL(dbias4, o, items, sum)
   else
-    dbias[at] = in_runs() ? sum.x : dbias[at] + sum.x;
+    STORE_TOTAL(dbias, o, items, sum.x)
 }

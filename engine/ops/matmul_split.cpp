@@ -27,6 +27,9 @@ bool split_off() {
 
 uint32_t block_rows(const MatmulTiling& t) { return t.wg_y * t.tm * (t.variant == MatmulTiling::Variant::Matrix ? t.lm : 1); }
 uint32_t block_cols(const MatmulTiling& t) { return t.wg_x * t.tn * (t.variant == MatmulTiling::Variant::Matrix ? t.ln : 1); }
+uint64_t blocks_of(const MatmulParams& p, const MatmulTiling& t) {
+  return uint64_t(vk::groups_for(p.M, block_rows(t))) * vk::groups_for(p.N, block_cols(t));
+}
 
 }  // namespace
 
@@ -50,7 +53,7 @@ MatmulTiling split_tiling(const vk::PhysicalInfo& device, const MatmulTiling& t,
   MatmulTiling big = t.variant == V::Matrix ? default_matrix_tiling(device, p.a_format, kLarge, kLarge).value_or(t)
                                             : matmul_tiling(device, kLarge, kLarge);
   if (big.variant != t.variant) return t;
-  const uint64_t blocks = uint64_t(vk::groups_for(p.M, block_rows(big))) * vk::groups_for(p.N, block_cols(big));
+  const uint64_t blocks = blocks_of(p, big);
   const uint64_t part_bytes = uint64_t(p.M) * p.N * 4;
   uint32_t parts = 1;
   while (blocks * parts < kEnoughBlocks && parts < kMostParts && p.K >= uint64_t(2) * parts * kLeastDepth &&
@@ -64,8 +67,7 @@ MatmulTiling split_tiling(const vk::PhysicalInfo& device, const MatmulTiling& t,
   if (big.variant == V::Matrix && big.tn % 2 == 0) {
     MatmulTiling narrow = big;
     narrow.tn /= 2;
-    if (uint64_t(vk::groups_for(p.M, block_rows(narrow))) * vk::groups_for(p.N, block_cols(narrow)) >= kEnoughBlocks)
-      return narrow;
+    if (blocks_of(p, narrow) >= kEnoughBlocks) return narrow;
   }
   big.k_parts = parts;
   return big;

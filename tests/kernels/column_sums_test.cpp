@@ -5,7 +5,6 @@
 // the same runs, and the default choice to what a GPU's LayerNorm and bias gradients need.
 #include <doctest/doctest.h>
 
-#include <cmath>
 #include <string>
 #include <vector>
 
@@ -94,14 +93,9 @@ TEST_CASE_FIXTURE(test::Gpu, "layernorm's parameter gradients summed in runs of 
     for (uint32_t runs : {3u, 8u}) {
       const auto x = test::random_vector(size_t(N) * C, 1, 2.0f, 4.0f), dy = test::random_vector(size_t(N) * C, 2),
                  dw0 = test::random_vector(C, 3), db0 = test::random_vector(C, 4);
-      std::vector<double> mean(N), rstd(N);
-      for (uint32_t r = 0; r < N; ++r) {
-        double s = 0, ss = 0;
-        for (uint32_t c = 0; c < C; ++c) s += x[size_t(r) * C + c];
-        mean[r] = s / C;
-        for (uint32_t c = 0; c < C; ++c) ss += (x[size_t(r) * C + c] - mean[r]) * (x[size_t(r) * C + c] - mean[r]);
-        rstd[r] = 1 / std::sqrt(ss / C + 1e-5);
-      }
+      const auto xd = test::to_double(x), dyd = test::to_double(dy);
+      std::vector<double> mean(N), rstd(N), y(size_t(N) * C), ones(C, 1.0), zeros(C, 0.0);
+      ref::layernorm_forward(xd.data(), ones.data(), zeros.data(), y.data(), mean.data(), rstd.data(), N, C);
       auto bx = test::to_device(dev, x, "x"), bdy = test::to_device(dev, dy, "dy"),
            bmean = test::to_device(dev, test::to_float(mean), "mean"),
            brstd = test::to_device(dev, test::to_float(rstd), "rstd"), bdw = test::to_device(dev, dw0, "dweight"),
@@ -113,7 +107,6 @@ TEST_CASE_FIXTURE(test::Gpu, "layernorm's parameter gradients summed in runs of 
       // The reference from the statistics the kernel read (rounded to fp32).
       const auto meanf = test::to_double(test::to_float(mean)), rstdf = test::to_double(test::to_float(rstd));
       auto dw = test::to_double(dw0), db = test::to_double(db0);
-      const auto xd = test::to_double(x), dyd = test::to_double(dy);
       ref::layernorm_backward_weight(dyd.data(), xd.data(), meanf.data(), rstdf.data(), dw.data(), db.data(), N, C);
       const std::string what = walk_name({64, runs}, N, C);
       test::check_close(test::to_host(bdw), test::to_float(dw), kAtol, kRtol, "dweight, " + what);
