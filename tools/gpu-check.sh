@@ -137,7 +137,7 @@ fi
 
 if want kernels; then
   t0=$SECONDS
-  # Each square is checked against the CPU's product too: 4096^3 alone took 35 s on the H200's host.
+  # Each square is checked against the CPU's product too: 4096^3 alone took about 45 s on the H200's host.
   timeout -k 5 150 "$b" bench kernels --device "$gpu" --square 256,1024,2048,4096 --reps 9 --json \
     >"$out/kernels.json" 2>>"$out/log.txt"
   say "kernels: exit $? in $((SECONDS - t0)) s"
