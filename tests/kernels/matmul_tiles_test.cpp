@@ -17,6 +17,7 @@
 #include "gpu.h"
 #include "half_check.h"
 #include "ops/matmul.h"
+#include "ops/matmul_candidates.h"
 #include "ops/matmul_tiles.h"
 #include "ref/matmul.h"
 #include "util/error.h"
@@ -136,6 +137,50 @@ TEST_CASE_FIXTURE(test::Gpu, "the matrix-unit kernel on plain invocations stores
   MatmulTiling doubled = ops::emulated_matrix_tiling(16, 8, 16, 32);
   doubled.stages = 2;
   check_against_simt(device(), doubled, Precision::Fp16, 3400);
+}
+
+// What `bench products` and `bench kernels` try on a GPU listing NVIDIA's two bf16 shapes
+// (ops::candidate_tilings: blocks of 2x2 to 4x4 warps, 2x2 to 4x4 matrices a warp, staged 2 or 4
+// matrices deep, in one or two copies; 16x8x16 in the default's block), each on plain
+// invocations: the same bits as the SIMT kernel, on the kernel's cases and on a product of
+// several blocks each way with ragged edges.
+TEST_CASE_FIXTURE(test::Gpu, "every matrix-unit tiling tried on a GPU stores the SIMT kernel's bits on plain invocations"
+                  * doctest::test_suite("not on SwiftShader")) {
+  if (test::is_swiftshader(device().info())) {
+    MESSAGE("not on this device: SwiftShader has no matrix units (the plain build runs on lavapipe)");
+    return;
+  }
+  vk::PhysicalInfo gpu = test::synthetic_gpu(vk::MatrixShape::Element::Bf16);
+  gpu.matrix_units.shapes.push_back({16, 8, 16, vk::MatrixShape::Element::Bf16});
+  gpu.matrix_units.bf16 = true;
+  gpu.max_shared_memory = 232448;  // an H200's
+  uint32_t tried = 0, shrunk = 0, seed = 3500;
+  for (const std::optional<MatmulTiling>& t : ops::candidate_tilings(gpu, Precision::Bf16)) {
+    if (!t || t->variant != MatmulTiling::Variant::Matrix || t->feed != MatmulTiling::Feed::Staged) continue;
+    MatmulTiling plain = *t;
+    plain.emulated = true;
+    if (plain.shared_bytes() > device().info().max_shared_memory) {
+      // Past this device's shared memory (lavapipe's 32 KiB): the same block of warps and
+      // matrices, staged as many matrices deep, in 8x8x8 matrices.
+      plain.bk = plain.bk / plain.lk * 8;
+      plain.lm = plain.ln = plain.lk = 8;
+      ++shrunk;
+    }
+    const uint32_t bm = plain.wg_y * plain.tm * plain.lm, bn = plain.wg_x * plain.tn * plain.ln;
+    const Case blocks{bm + 9, 2 * bn - 6, 2 * plain.bk + 8, true, true, Epilogue::Gelu, true, false, false, true};
+    const Run want = run(device(), blocks, Precision::Bf16, test::kRegisters, Precision::Fp32, seed);
+    const Run got = run(device(), blocks, Precision::Bf16, plain, Precision::Bf16, seed);
+    check_bits(got.c, want.c, describe(blocks, plain, Precision::Bf16) + ": C");
+    check_bits(got.act, want.act, describe(blocks, plain, Precision::Bf16) + ": act");
+    check_against_simt(device(), plain, Precision::Bf16, seed + 1);
+    seed += 50, ++tried;
+  }
+  MESSAGE(tried, " tilings, ", shrunk, " of them in 8x8x8 matrices");
+  // 16 blocks and the other shape; none in a build without the cooperative-matrix kernels.
+  if (vk::has_shader("matmul_tiles_coopmat_bf16"))
+    CHECK(tried >= 17);
+  else
+    CHECK(tried == 0);
 }
 
 TEST_CASE_FIXTURE(test::Gpu, "the matrix-unit kernel refuses what it cannot multiply") {
