@@ -8,10 +8,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <span>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -26,6 +24,8 @@
 #include "ops/tuned_tilings.h"
 #include "pipeline/profile.h"
 #include "pipeline_flags.h"
+#include "product_check.h"
+#include "product_operands.h"
 #include "table.h"
 #include "util/error.h"
 #include "util/stats.h"
@@ -84,91 +84,6 @@ std::vector<Shape> capture_products(vk::Device& dev, const model::Model& m, uint
   return shapes;
 }
 
-// A causal product that takes op(A) as zero right or left of its diagonal may leave those
-// elements out, so they are zero as in the step (attention's probabilities above the diagonal).
-void zero_masked(const MatmulParams& p, std::span<float> a) {
-  using Causal = MatmulParams::Causal;
-  if (p.causal != Causal::KToRow && p.causal != Causal::KFromRow) return;
-  for (uint64_t i = 0; i < uint64_t(p.batch) * p.terms; ++i) {
-    const uint64_t base = p.offset_a + (i / p.heads) * p.stride_a + (i % p.heads) * p.head_stride_a;
-    for (uint32_t m = 0; m < p.M; ++m)
-      for (uint32_t k = 0; k < p.K; ++k)
-        if (p.causal == Causal::KToRow ? k > m : k < m) a[base + (p.trans_a ? uint64_t(k) * p.ld_a() + m : uint64_t(m) * p.ld_a() + k)] = 0;
-  }
-}
-
-// A product's buffers, laid out as its views were in the step (their offsets' alignment), filled
-// with values in [-1, 1) of each one's format; C's first values kept to start every check from.
-struct Operands {
-  std::vector<std::unique_ptr<vk::Buffer>> buffers;
-  std::vector<vk::View> views;  // A, B, C, then the bias, epilogue tensor and copy where present
-  std::optional<vk::View> bias, epilogue, copy;
-  std::vector<uint32_t> c_words;
-
-  Operands(vk::Device& dev, const ops::CapturedProduct& c) {
-    const MatmulParams& p = c.params;
-    auto add = [&](const ops::CapturedOperand& o, ops::Precision format, const char* name) {
-      const uint64_t bytes = (o.offset + o.bytes + 15) / 16 * 16, size = ops::is_half(format) ? 2 : 4;
-      buffers.push_back(std::make_unique<vk::Buffer>(dev, bytes, vk::Category::Activations, name));
-      std::vector<float> values = random_values(bytes / size, uint32_t(buffers.size()));
-      if (views.empty()) zero_masked(p, std::span(values).subspan(o.offset / size));
-      const std::vector<uint32_t> words = stored_words(values, format);
-      vk::upload(*buffers.back(), words.data(), bytes);
-      if (views.size() == 2) c_words = words;
-      views.emplace_back(*buffers.back(), o.offset, o.bytes);
-      return views.back();
-    };
-    add(c.a, p.a_format, "A");
-    add(c.b, p.b_format, "B");
-    add(c.c, p.c_format, "C");
-    if (c.bias) bias = add(*c.bias, ops::Precision::Fp32, "bias");
-    const bool gelu = p.epilogue == MatmulParams::Epilogue::Gelu;
-    if (c.epilogue) epilogue = add(*c.epilogue, gelu ? p.c_format : p.e_format, "epilogue tensor");
-    if (c.copy) copy = add(*c.copy, p.copy_format, "C's copy");
-  }
-  void record(vk::Commands& cmd, const MatmulParams& p) const {
-    ops::matmul(cmd, views[0], views[1], views[2], p, bias, epilogue, copy);
-  }
-  // C's values after one run of the product from its first values.
-  std::vector<float> run_once(vk::Device& dev, const MatmulParams& p, std::optional<vk::View> workspace) const {
-    vk::Buffer& c = *buffers[2];
-    vk::upload(c, c_words.data(), c.size());
-    vk::Commands cmd(dev, "bench products");
-    cmd.set_workspace(workspace);
-    record(cmd, p);
-    cmd.run();
-    std::vector<uint32_t> words(c.size() / 4);
-    vk::download(c, words.data(), c.size());
-    const std::span<const uint32_t> from = std::span<const uint32_t>(words).subspan(views[2].offset / 4);
-    if (!ops::is_half(p.c_format)) return std::vector<float>(reinterpret_cast<const float*>(from.data()),
-                                                             reinterpret_cast<const float*>(from.data() + from.size()));
-    std::vector<float> out(2 * from.size());
-    ops::unpack_on_host(from, out, p.c_format);
-    return out;
-  }
-};
-
-// How far `got` is from `want` over the product's C matrices (the first and last four), as a
-// share of what the sums' order and C's rounding allow: at most 1 agrees. Causal products
-// leave blocks above the diagonal unspecified, so only its lower triangle is compared.
-double disagreement(const MatmulParams& p, const std::vector<float>& got, const std::vector<float>& want) {
-  const double sums = 1e-5 * std::sqrt(double(std::max(p.K, 1u)));
-  const double rounding = ops::is_half(p.c_format) || ops::is_half(p.c_round) ? 1.0 / 128 : 0.0;
-  double worst = 0;
-  for (uint32_t z = 0; z < p.batch; ++z) {
-    if (z == 4 && p.batch > 8) z = p.batch - 4;
-    const uint64_t base = p.offset_c + uint64_t(z / p.heads) * p.stride_c + uint64_t(z % p.heads) * p.head_stride_c;
-    for (uint32_t m = 0; m < p.M; ++m)
-      for (uint32_t n = 0; n < (p.causal == MatmulParams::Causal::SkipAbove ? m + 1 : p.N); ++n) {
-        const uint64_t at = base + uint64_t(m) * p.ld_c() + n;
-        const double g = got.at(at), w = want.at(at);
-        if (std::isnan(g) != std::isnan(w)) return INFINITY;
-        if (!std::isnan(w)) worst = std::max(worst, std::abs(g - w) / (sums * (1 + std::abs(w)) + rounding * std::abs(w)));
-      }
-  }
-  return worst;
-}
-
 // The median GPU time of one run of each of `runs` (the product under its tilings): `reps`
 // rounds, each running every one once in turn, in one submission, so that a change in the
 // device's speed falls on all of them alike (on a GPU after such batches untimed for a quarter
@@ -214,7 +129,8 @@ MatmulTiling default_tiling(const vk::PhysicalInfo& info, const ops::CapturedPro
 struct Timed {
   std::string tiling;
   double ms = NAN;           // NAN: not run
-  double disagreement = 0;   // with the default's C (disagreement())
+  Disagreement check;       // with the default's C (product_check.h)
+  double exact = NAN;        // where they disagree, the worst element summed in double
   std::string not_run;       // why it does not compute this product
 };
 
@@ -228,7 +144,7 @@ struct Row {
   const Timed* best_other() const {
     const Timed* best = nullptr;
     for (const Timed& t : others)
-      if (t.not_run.empty() && t.disagreement <= 1 && (!best || t.ms < best->ms)) best = &t;
+      if (t.not_run.empty() && t.check.share <= 1 && (!best || t.ms < best->ms)) best = &t;
     return best;
   }
   // The default, or the best other where it was faster.
@@ -249,18 +165,23 @@ Row measure(vk::Device& dev, const Shape& s, std::optional<vk::View> workspace, 
   const Operands o(dev, s.product);
   const MatmulParams& p = s.product.params;
   const std::vector<MatmulTiling> tilings = others ? ops::product_candidates(info, s.product, chosen, room) : std::vector<MatmulTiling>{};
-  Row row{s, {"default: " + chosen.name(), NAN, 0, ""}, {}};
+  Row row{s, {"default: " + chosen.name()}, {}};
   row.others.reserve(tilings.size());
   // Each tiling run once and checked (its pipeline made), then all of them timed together.
   const std::vector<float> want = o.run_once(dev, p, workspace);
+  std::optional<HostOperands> host;  // read back at the first disagreement
   std::vector<MatmulParams> runs{p};
   std::vector<Timed*> timed{&row.by_default};
   for (const MatmulTiling& t : tilings) {
-    Timed& mine = row.others.emplace_back(Timed{t.name(), NAN, 0, ""});
+    Timed& mine = row.others.emplace_back(Timed{t.name()});
     MatmulParams q = p;
     q.tiling = t;
     try {
-      mine.disagreement = disagreement(p, o.run_once(dev, q, workspace), want);
+      mine.check = disagreement(p, o.run_once(dev, q, workspace), want);
+      if (mine.check.share > 1 && std::isfinite(mine.check.share)) {
+        if (!host) host = o.host(p);
+        mine.exact = exact_element(p, *host, mine.check.z, mine.check.m, mine.check.n);
+      }
       runs.push_back(q);
       timed.push_back(&mine);
     } catch (const InternalError& e) {  // a tiling that cannot take this product: file:line and why
@@ -328,6 +249,28 @@ class Saver {
   std::string error_;
 };
 
+// A disagreeing tiling's share of the difference allowed, where, and the value summed in double:
+// "3.20x the difference allowed; the worst, C[17][250]: 1.234568 against the default's 1.24,
+// 1.240001 summed in double".
+std::string explained(const MatmulParams& p, const Timed& t) {
+  const Disagreement& d = t.check;
+  char at[160];
+  std::snprintf(at, sizeof at, "C[%s%u][%u]: %.7g against the default's %.7g", p.batch > 1 ? (std::to_string(d.z) + "][").c_str() : "",
+                d.m, d.n, d.got, d.want);
+  const std::string share = std::isfinite(d.share) ? fixed(d.share, 2) + "x the difference allowed" : "NaN on one side only";
+  char exact[64] = "";
+  if (!std::isnan(t.exact)) std::snprintf(exact, sizeof exact, ", %.7g summed in double", t.exact);
+  return share + "; the worst, " + at + exact;
+}
+
+nlohmann::json candidate_json(const Timed& t) {
+  nlohmann::json j{{"tiling", t.tiling}, {"ms", t.ms}, {"disagreement", t.check.share}};
+  if (t.check.share > 1)
+    j["worst"] = {{"batch", t.check.z}, {"row", t.check.m}, {"column", t.check.n}, {"value", t.check.got},
+                  {"default", t.check.want}, {"double", std::isnan(t.exact) ? nlohmann::json() : nlohmann::json(t.exact)}};
+  return j;
+}
+
 double gflops(const MatmulParams& p, double ms) { return ops::product_flops(p) / (ms * 1e6); }
 
 void run(const Options& o) {
@@ -373,12 +316,11 @@ void run(const Options& o) {
                    std::isnan(r.again) ? "" : ("; timed again alone: " + fixed(r.again, 2) + "x the default's time").c_str(),
                    r.saved.empty() ? "" : ("; kept: " + r.saved).c_str());
     for (const Timed& t : r.others) {
-      if (!t.not_run.empty() || t.disagreement <= 1) continue;
+      if (!t.not_run.empty() || t.check.share <= 1) continue;
       ++wrong;
       if (!o.json)
         std::fprintf(stderr, "    disagrees with the default: %s (%s)\n", t.tiling.c_str(),
-                     std::isfinite(t.disagreement) ? (fixed(t.disagreement, 2) + "x the difference allowed").c_str()
-                                                   : "NaN on one side only");
+                     explained(r.shape.product.params, t).c_str());
     }
   }
   double by_default = 0, fastest = 0;
@@ -400,8 +342,7 @@ void run(const Options& o) {
       if (o.save) s["saved"] = r.saved.empty() ? nlohmann::json() : nlohmann::json(r.saved);
       if (!std::isnan(r.again)) s["again"] = r.again;
       for (const Timed& t : r.others)
-        s["candidates"].push_back(t.not_run.empty() ? nlohmann::json{{"tiling", t.tiling}, {"ms", t.ms}, {"disagreement", t.disagreement}}
-                                                    : nlohmann::json{{"tiling", t.tiling}, {"not_run", t.not_run}});
+        s["candidates"].push_back(t.not_run.empty() ? candidate_json(t) : nlohmann::json{{"tiling", t.tiling}, {"not_run", t.not_run}});
       j["shapes"].push_back(std::move(s));
     }
     std::printf("%s\n", j.dump(2).c_str());
