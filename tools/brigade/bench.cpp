@@ -464,6 +464,7 @@ void add_bench(CLI::App& app) {
   add_bench_partition(*bench);
   add_bench_profile(*bench);
   add_bench_products(*bench);
+  add_bench_attention(*bench);
   add_bench_capacity(*bench);
   add_bench_planner(*bench);
 }

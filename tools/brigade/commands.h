@@ -17,6 +17,7 @@ void add_bench_schedules(CLI::App& bench);  // under `bench`
 void add_bench_partition(CLI::App& bench);  // under `bench`
 void add_bench_profile(CLI::App& bench);   // under `bench`
 void add_bench_products(CLI::App& bench);  // under `bench`
+void add_bench_attention(CLI::App& bench);  // under `bench`
 void add_bench_capacity(CLI::App& bench);  // under `bench`
 void add_bench_planner(CLI::App& bench);   // under `bench`
 void add_init(CLI::App& app);

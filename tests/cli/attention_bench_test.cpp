@@ -1,0 +1,55 @@
+// brigade bench attention end to end: flash attention on matrix tiles under the default blocks
+// and the others asked for, each checked against the default first, the default first in the
+// table; on lavapipe, which has no matrix units, on plain invocations, and saying so.
+#include <doctest/doctest.h>
+
+#include <set>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "run.h"
+
+namespace cli_attention_bench_test {
+
+using namespace brigade;
+
+TEST_CASE("bench attention: the default blocks and the others asked for, each agreeing with the default") {
+  const auto r = test::brigade_run("bench attention --shape 2x40x32x2 --warps 2 --blocks 2,4 --reps 2 --json");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.output);
+  REQUIRE(j["shapes"].size() == 1);
+  const auto& s = j["shapes"][0];
+  CHECK(s["shape"] == "2x40x32x2");
+  CHECK(s["plain"] == true);  // lavapipe lists no bf16 matrix product
+  REQUIRE(s["tilings"].size() == 3);  // the default (4 warps, blocks of 2), and 2 warps with blocks of 2 and 4
+  CHECK(s["tilings"][0]["default"] == true);
+  std::set<uint32_t> blocks;
+  for (const auto& t : s["tilings"]) {
+    INFO(t.dump());
+    CHECK(t["forward_ms"].get<double>() > 0);
+    CHECK(t["backward_ms"].get<double>() > 0);
+    CHECK(t["disagreement"].get<double>() <= 1);
+    blocks.insert(t["blocks"].get<uint32_t>());
+  }
+  CHECK(blocks == std::set<uint32_t>{16, 32});  // in 8x8x8 matrices
+  CHECK(s["tilings"][1]["warps"][0] == 2);
+}
+
+TEST_CASE("bench attention refuses a shape, a precision or heads it cannot take, in one line") {
+  auto r = test::brigade_run("bench attention --shape 2x40x32");
+  CHECK(r.status == 2);
+  CHECK(r.output.find("--shape 2x40x32: expected BxTxCxNH") != std::string::npos);
+  r = test::brigade_run("bench attention --shape 2x40x33x2");
+  CHECK(r.status == 2);
+  CHECK(r.output.find("C (33) is not a multiple of NH") != std::string::npos);
+  r = test::brigade_run("bench attention --precision fp32");
+  CHECK(r.status == 2);
+  CHECK(r.output.find("reads 16-bit qkv") != std::string::npos);
+  r = test::brigade_run("bench attention --shape 2x40x12x3 --warps 2 --blocks 2");
+  CHECK(r.status == 2);
+  CHECK(r.output.find("takes heads of 4 (multiples of 8)") != std::string::npos);
+}
+
+}  // namespace cli_attention_bench_test

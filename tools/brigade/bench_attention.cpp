@@ -1,0 +1,319 @@
+// `brigade bench attention`: flash attention on matrix tiles (ops/attention_tiles.h), its
+// forward and its backward, on attention shapes (B samples of T tokens, C channels in NH heads),
+// under the device's default attention tiling and every other block it can hold: up to 1 to 8
+// warps of query (or key) rows a workgroup, each pass taking the most its shared memory allows,
+// and blocks of 1 to 8 matrices' width on the other side. Each tiling's y, lse and gradient are
+// checked against the default's first; then all are timed in turn, alternated, so that a change
+// in the device's speed falls on all of them alike. What it shows: which blocks to make the
+// default, by measurement. Where the device has no matrix tiles for the type, the same kernels
+// run their tile operations on plain invocations, as the tests run them.
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench_tilings.h"
+#include "checks.h"
+#include "commands.h"
+#include "ops/attention_tiles.h"
+#include "ops/matmul_tiles.h"
+#include "table.h"
+#include "util/error.h"
+#include "util/stats.h"
+#include "vk/buffer.h"
+#include "vk/commands.h"
+#include "vk/device.h"
+#include "vk/instance.h"
+
+namespace brigade::cli {
+namespace bench_attention {
+namespace {
+
+using ops::AttentionTiling;
+using ops::Precision;
+using ops::TilesPass;
+
+struct Options {
+  std::string device = "0";
+  std::vector<std::string> shapes = {"16x1024x768x12"};  // gpt2-small's at -b 16
+  std::string precision = "bf16";
+  std::vector<uint32_t> warps = {1, 2, 4, 8};
+  std::vector<uint32_t> blocks = {1, 2, 4, 8};
+  int reps = 5;
+  bool json = false;
+};
+
+struct Shape {
+  uint32_t B = 0, T = 0, C = 0, NH = 0;
+  std::string name() const {
+    return std::to_string(B) + "x" + std::to_string(T) + "x" + std::to_string(C) + "x" + std::to_string(NH);
+  }
+  // The products' multiply-adds times two, the causal half: QK^T and PV forward; the backward
+  // recomputes QK^T and makes dP, dV, dQ and dK.
+  double forward_flops() const { return 2.0 * 2 * B * NH * double(T) * T * (C / NH) / 2; }
+  double backward_flops() const { return 2.5 * forward_flops(); }
+};
+
+Shape parse_shape(const std::string& text) {
+  Shape s;
+  char tail = 0;
+  if (std::sscanf(text.c_str(), "%ux%ux%ux%u%c", &s.B, &s.T, &s.C, &s.NH, &tail) != 4 || !s.B || !s.T || !s.C ||
+      !s.NH)
+    throw UserError("--shape " + text + ": expected BxTxCxNH, four numbers above 0 (samples, tokens, channels, heads)");
+  if (s.C % s.NH) throw UserError("--shape " + text + ": C (" + std::to_string(s.C) + ") is not a multiple of NH");
+  return s;
+}
+
+// A tiling and the warps each pass takes under it (forward, queries', keys' and values').
+struct Candidate {
+  AttentionTiling t;
+  std::array<uint32_t, 3> warps{};
+  std::string name() const {
+    return (t.emulated ? "plain " : "matrix units ") + std::to_string(t.lm) + "x" + std::to_string(t.ln) + "x" +
+           std::to_string(t.lk) + ", " + std::to_string(warps[0]) + "/" + std::to_string(warps[1]) + "/" +
+           std::to_string(warps[2]) + " warps of " + std::to_string(t.lanes) + ", blocks of " + std::to_string(t.bc);
+  }
+};
+
+std::optional<Candidate> candidate(const vk::PhysicalInfo& info, const AttentionTiling& t, uint32_t HS) {
+  if (HS % ops::heads_multiple(t) || t.bc % t.ln || t.bc % t.lk) return std::nullopt;
+  Candidate c{t, {}};
+  for (size_t i = 0; i < 3; ++i) {
+    c.warps[i] = t.warps_for(HS, TilesPass(i), info.max_shared_memory);
+    if (!c.warps[i] || c.warps[i] * t.lanes > info.max_workgroup_invocations) return std::nullopt;
+  }
+  return c;
+}
+
+// The default first, then each warps x blocks the device holds, one of each distinct (warps of
+// every pass, blocks).
+std::vector<Candidate> candidates(const vk::PhysicalInfo& info, const AttentionTiling& base, uint32_t HS,
+                                  const Options& o) {
+  std::vector<Candidate> out;
+  if (const auto c = candidate(info, base, HS)) out.push_back(*c);
+  for (uint32_t w : o.warps)
+    for (uint32_t b : o.blocks) {
+      AttentionTiling t = base;
+      t.warps = w, t.bc = b * std::max(t.ln, t.lk);
+      const auto c = candidate(info, t, HS);
+      if (c && std::none_of(out.begin(), out.end(), [&](const Candidate& d) { return d.name() == c->name(); }))
+        out.push_back(*c);
+    }
+  return out;
+}
+
+// The tensors of one shape: qkv in 16 bits, dy, and what the passes write.
+struct Tensors {
+  vk::Buffer qkv, y, lse, dy, dqkv, delta;
+  Tensors(vk::Device& dev, const Shape& s, Precision p)
+      : qkv(dev, ops::stored_bytes(uint64_t(s.B) * s.T * 3 * s.C, p), vk::Category::Activations, "qkv"),
+        y(dev, ops::stored_bytes(uint64_t(s.B) * s.T * s.C, p), vk::Category::Activations, "y"),
+        lse(dev, uint64_t(s.B) * s.T * s.NH * 4, vk::Category::Activations, "lse"),
+        dy(dev, uint64_t(s.B) * s.T * s.C * 4, vk::Category::Activations, "dy"),
+        dqkv(dev, uint64_t(s.B) * s.T * 3 * s.C * 4, vk::Category::Activations, "dqkv"),
+        delta(dev, uint64_t(s.B) * s.T * s.NH * 4, vk::Category::Scratch, "delta") {
+    const std::vector<uint32_t> q = stored_words(random_values(uint64_t(s.B) * s.T * 3 * s.C, 1), p);
+    vk::upload(qkv, q.data(), qkv.size());
+    const std::vector<float> g = random_values(uint64_t(s.B) * s.T * s.C, 2);
+    vk::upload(dy, g.data(), dy.size());
+  }
+  void forward(vk::Commands& cmd, const AttentionTiling& t, const Shape& s, Precision p) {
+    ops::attention_tiles_forward(cmd, t, qkv, y, lse, s.B, s.T, s.C, s.NH, p);
+  }
+  void backward(vk::Commands& cmd, const AttentionTiling& t, const Shape& s, Precision p) {
+    ops::attention_tiles_backward(cmd, t, qkv, y, lse, dy, dqkv, delta, s.B, s.T, s.C, s.NH, p);
+  }
+};
+
+struct Outputs {
+  std::vector<float> y, lse, dqkv;
+};
+
+Outputs run_once(vk::Device& dev, Tensors& x, const AttentionTiling& t, const Shape& s, Precision p) {
+  vk::Commands cmd(dev, "bench attention");
+  x.forward(cmd, t, s, p);
+  x.backward(cmd, t, s, p);
+  cmd.run();
+  Outputs o;
+  std::vector<uint32_t> words(x.y.size() / 4);
+  vk::download(x.y, words.data(), x.y.size());
+  o.y.resize(uint64_t(s.B) * s.T * s.C);
+  ops::unpack_on_host(words, o.y, p);
+  o.lse.resize(x.lse.size() / 4), o.dqkv.resize(x.dqkv.size() / 4);
+  vk::download(x.lse, o.lse.data(), x.lse.size());
+  vk::download(x.dqkv, o.dqkv.data(), x.dqkv.size());
+  return o;
+}
+
+// How far `got` lies from the default's outputs, as a share of what the kernels' rounding
+// allows (tests/kernels/attention_tiles_test.cpp's bounds, each side): y within 6u of the
+// largest |v| (1 here), lse within 2e-5 relative, the gradient within 8u of its largest (u:
+// the type's unit roundoff). At most 1 agrees; NaN on one side only is infinite.
+double disagreement(const Outputs& got, const Outputs& want, Precision p) {
+  const double u = p == Precision::Bf16 ? 0x1p-8 : 0x1p-11;
+  double largest = 0;
+  for (float g : want.dqkv) largest = std::max(largest, double(std::abs(g)));
+  double worst = 0;
+  const auto over = [&](const std::vector<float>& a, const std::vector<float>& b, auto allowed) -> double {
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (std::isnan(a[i]) != std::isnan(b[i])) return INFINITY;
+      if (!std::isnan(a[i])) worst = std::max(worst, std::abs(double(a[i]) - b[i]) / allowed(double(b[i])));
+    }
+    return worst;
+  };
+  if (std::isinf(over(got.y, want.y, [&](double) { return 6 * u; }))) return INFINITY;
+  if (std::isinf(over(got.lse, want.lse, [](double w) { return 2e-5 * (1 + std::abs(w)); }))) return INFINITY;
+  return over(got.dqkv, want.dqkv, [&](double) { return 8 * u * std::max(largest, 1e-30); });
+}
+
+struct Timed {
+  Candidate c;
+  double forward_ms = NAN, backward_ms = NAN, disagreement = 0;
+  double step_ms() const { return forward_ms + backward_ms; }
+};
+
+// Each candidate's forward and backward: `reps` rounds, each running every one in turn, in one
+// submission (on a GPU after such rounds untimed for a quarter of a second at least).
+void time_all(vk::Device& dev, Tensors& x, std::vector<Timed>& all, const Shape& s, Precision p, int reps) {
+  vk::Commands cmd(dev, "bench attention");
+  if (dev.info().type != VK_PHYSICAL_DEVICE_TYPE_CPU) {
+    const auto start = std::chrono::steady_clock::now();
+    do {
+      for (const Timed& t : all) x.forward(cmd, t.c.t, s, p), x.backward(cmd, t.c.t, s, p);
+      cmd.run();
+      cmd.reset();
+    } while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(250));
+  }
+  std::vector<std::array<uint32_t, 3>> marks;
+  for (int r = 0; r < reps; ++r)
+    for (const Timed& t : all) {
+      std::array<uint32_t, 3> m{cmd.timestamp(), 0, 0};
+      x.forward(cmd, t.c.t, s, p);
+      m[1] = cmd.timestamp();
+      x.backward(cmd, t.c.t, s, p);
+      m[2] = cmd.timestamp();
+      marks.push_back(m);
+    }
+  cmd.run();
+  const std::vector<double> ts = cmd.timestamps_ns();
+  for (size_t i = 0; i < all.size(); ++i) {
+    std::vector<double> f, b;
+    for (int r = 0; r < reps; ++r) {
+      const auto& m = marks[size_t(r) * all.size() + i];
+      f.push_back((ts[m[1]] - ts[m[0]]) * 1e-6), b.push_back((ts[m[2]] - ts[m[1]]) * 1e-6);
+    }
+    all[i].forward_ms = median(f), all[i].backward_ms = median(b);
+  }
+}
+
+// The tiling flash attention takes on the device by default, or where it has none for the type,
+// the same kernels on plain invocations in 8x8x8 matrices in warps of its subgroup.
+AttentionTiling base_tiling(const vk::PhysicalInfo& info, Precision p, uint32_t HS, std::string& why) {
+  if (const auto t = ops::attention_tiling(info, p, HS)) return *t;
+  why = ops::matrix_path(info, p);
+  return ops::emulated_attention_tiling(8, 8, 8, info.subgroup_size, 4);
+}
+
+void run(const Options& o) {
+  const Precision p = ops::parse_precision(o.precision);
+  if (!ops::is_half(p)) throw UserError("--precision " + o.precision + ": flash attention on matrix tiles reads 16-bit qkv (bf16 or fp16)");
+  std::vector<Shape> shapes;
+  for (const std::string& text : o.shapes) shapes.push_back(parse_shape(text));
+  vk::Instance instance;
+  vk::Device dev(instance, instance.find_device(o.device, "--device"), {.label = "bench"});
+  const vk::PhysicalInfo& info = dev.info();
+  if (!info.timestamps) throw UserError(dev.label() + ": its compute queue has no timestamps to time kernels with");
+
+  nlohmann::json j{{"device", info.name}, {"precision", ops::precision_name(p)}, {"reps", o.reps},
+                   {"shapes", nlohmann::json::array()}};
+  size_t wrong = 0;
+  for (const Shape& s : shapes) {
+    const uint32_t HS = s.C / s.NH;
+    std::string plain;
+    const AttentionTiling base = base_tiling(info, p, HS, plain);
+    if (!plain.empty() && !o.json)
+      std::fprintf(stderr, "%s: no flash attention on matrix tiles for %s heads of %u (%s); the kernels on plain invocations\n",
+                  dev.label().c_str(), ops::precision_name(p), HS, plain.c_str());
+    std::vector<Timed> all;
+    for (const Candidate& c : candidates(info, base, HS, o)) all.push_back({c});
+    if (all.empty())
+      throw UserError("attention " + s.name() + ": no tiling of " + dev.label() + " takes heads of " +
+                      std::to_string(HS) + " (multiples of " + std::to_string(ops::heads_multiple(base)) + ")");
+    Tensors x(dev, s, p);
+    const Outputs want = run_once(dev, x, all.front().c.t, s, p);
+    for (size_t i = 1; i < all.size(); ++i) {
+      all[i].disagreement = disagreement(run_once(dev, x, all[i].c.t, s, p), want, p);
+      if (all[i].disagreement > 1) {
+        ++wrong;
+        if (!o.json)
+          std::fprintf(stderr, "  %s: %s disagrees with the default (%s)\n", s.name().c_str(), all[i].c.name().c_str(),
+                       std::isfinite(all[i].disagreement) ? (fixed(all[i].disagreement, 2) + "x the difference allowed").c_str()
+                                                          : "NaN on one side only");
+      }
+    }
+    time_all(dev, x, all, s, p, o.reps);
+
+    const double def = all.front().step_ms();
+    nlohmann::json js{{"shape", s.name()}, {"plain", !plain.empty()}, {"tilings", nlohmann::json::array()}};
+    std::vector<std::vector<std::string>> t{{"tiling", "forward ms", "backward ms", "step ms", "GFLOPS", "of default"}};
+    for (size_t i = 0; i < all.size(); ++i) {
+      const Timed& a = all[i];
+      const double gflops = (s.forward_flops() + s.backward_flops()) / (a.step_ms() * 1e6);
+      const bool agrees = a.disagreement <= 1;
+      t.push_back({(i == 0 ? "default: " : "") + a.c.name() + (agrees ? "" : " (disagrees)"), fixed(a.forward_ms, 3),
+                   fixed(a.backward_ms, 3), fixed(a.step_ms(), 3), fixed(gflops, 1), fixed(a.step_ms() / def, 2)});
+      js["tilings"].push_back({{"tiling", a.c.name()}, {"warps", a.c.warps}, {"blocks", a.c.t.bc},
+                               {"forward_ms", a.forward_ms}, {"backward_ms", a.backward_ms},
+                               {"disagreement", a.disagreement}, {"default", i == 0}});
+    }
+    j["shapes"].push_back(std::move(js));
+    if (!o.json) {
+      std::printf("attention %s (B x T x C x NH) in %s on %s: flash attention on matrix tiles, forward and backward, "
+                  "median of %d runs, the tilings in turn; warps a workgroup in the forward/queries'/keys' passes\n",
+                  s.name().c_str(), ops::precision_name(p), dev.label().c_str(), o.reps);
+      print_table(t);
+    }
+  }
+  if (o.json) std::printf("%s\n", j.dump(2).c_str());
+  if (wrong)
+    throw vk::VulkanError(std::to_string(wrong) + " attention tiling(s) disagree with the default" +
+                              (o.json ? std::string(" (each tiling's disagreement says by how much)") : " (listed above)"),
+                          VK_ERROR_UNKNOWN);
+}
+
+}  // namespace
+}  // namespace bench_attention
+
+void add_bench_attention(CLI::App& bench) {
+  auto o = std::make_shared<bench_attention::Options>();
+  CLI::App* cmd = bench.add_subcommand(
+      "attention", "Flash attention on matrix tiles, forward and backward, under the device's default blocks and "
+                   "every other it holds, each checked against the default first: which blocks are fastest");
+  cmd->add_option("--device", o->device, "device from `brigade devices`: index, part of its name or a UUID prefix")
+      ->capture_default_str();
+  cmd->add_option("--shape", o->shapes,
+                  "BxTxCxNH: samples, tokens, channels and heads (gpt2-small at -b 16: 16x1024x768x12; gpt-small: "
+                  "16x256x384x6; gpt-mini: 8x128x128x4)")
+      ->capture_default_str();
+  cmd->add_option("--precision", o->precision, "how qkv and y are stored: bf16 or fp16")->capture_default_str();
+  cmd->add_option("--warps", o->warps, "warps of rows a workgroup to try, at most (each pass takes what fits)")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 32u));
+  cmd->add_option("--blocks", o->blocks, "the other side's blocks to try, in matrices' widths")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 32u));
+  cmd->add_option("--reps", o->reps, "timed runs of each tiling (the median is reported)")
+      ->capture_default_str()
+      ->check(kPositive);
+  cmd->add_flag("--json", o->json, "print JSON instead of a table");
+  cmd->callback([o] { bench_attention::run(*o); });
+}
+
+}  // namespace brigade::cli
