@@ -3,8 +3,8 @@
 # with CUDA for the peers):
 #   tools/gpu-check.sh OUTDIR [PARTS]
 # PARTS (comma-separated, default all), run in this order: devices, products, tuned, kernels,
-# matrix, tilings, suite, gpt, profile, replay, attention, split, drivers, stages, planner,
-# precision. On an H200, devices,products,tuned,gpt,profile,attention,split with
+# matrix, tilings, suite, gpt, profile, replay, attention, flash, split, drivers, stages,
+# planner, precision. On an H200, devices,products,tuned,gpt,profile,attention,split with
 # GPT_PRECISIONS=auto PROFILE_PRECISIONS=auto took about six minutes (products 141 s, tuned
 # about 45 s, gpt 70 s for the three presets, profile 10 s, attention 43 s, split 47 s).
 #   kernels  `bench kernels` up to 4096^3 beside torch.mm fp32 (TF32 off) and TF32 on the same GPU
@@ -42,6 +42,10 @@
 #            passes, or flash attention: in 16-bit stages on matrix tiles, in fp32 the staged
 #            row kernels), in turn, 2 rounds in each of ATTENTION_PRECISIONS (default "auto";
 #            the fp32 pair was measured on an H200 before: BENCHMARKS, "The H200 again")
+#   flash    flash attention's blocks (`bench attention`) on FLASH_SHAPES (default gpt2-small's
+#            and gpt-small's at -b 16, "16x1024x768x12 16x256x384x6") in FLASH_TYPE (default
+#            bf16): each pass's warps and the other side's blocks, checked against the default,
+#            then timed in turn, forward and backward
 #   split    a gpt-small and a gpt2-small step with --precision auto (`bench profile`'s step
 #            wall time) with the weight gradients' K split (the default) and not
 #            (BRIGADE_SPLIT_K=off), in turn, 2 rounds
@@ -69,7 +73,7 @@
 # BRIGADE_CACHE_DIR of every part but the planner's, unless set: the tuned tilings).
 set -uo pipefail
 out=${1:?usage: tools/gpu-check.sh OUTDIR [PARTS]}
-parts=${2:-devices,kernels,matrix,tilings,suite,gpt,profile,products,tuned,replay,attention,split,drivers,stages,planner,precision}
+parts=${2:-devices,kernels,matrix,tilings,suite,gpt,profile,products,tuned,replay,attention,flash,split,drivers,stages,planner,precision}
 build=${BUILD:-build}
 b=$build/brigade
 gpu=${GPU:-0}
@@ -245,6 +249,15 @@ if want attention; then
   done
   done
   say "attention: $((SECONDS - t0)) s"
+fi
+
+if want flash; then
+  for shape in ${FLASH_SHAPES:-16x1024x768x12 16x256x384x6}; do
+    part flash 120 "$b" bench attention --device "$gpu" --shape "$shape" --precision "${FLASH_TYPE:-bf16}" --reps 5
+    # Its table and any tiling that disagreed, stopped at its limit or not.
+    awk '/^== /{keep = /^== flash:/; buf = ""; next} keep{buf = buf $0 "\n"} END{printf "%s", buf}' \
+      "$out/log.txt" >>"$out/summary.txt"
+  done
 fi
 
 if want split; then
