@@ -244,6 +244,9 @@ void run(const Options& o) {
     if (all.empty())
       throw UserError("attention " + s.name() + ": no tiling of " + dev.label() + " takes heads of " +
                       std::to_string(HS) + " (multiples of " + std::to_string(ops::heads_multiple(base)) + ")");
+    if (!o.json)
+      std::fprintf(stderr, "attention %s: %zu tilings, each run and checked against the default, then all timed in turn\n",
+                   s.name().c_str(), all.size());
     Tensors x(dev, s, p);
     const Outputs want = run_once(dev, x, all.front().c.t, s, p);
     for (size_t i = 1; i < all.size(); ++i) {
