@@ -215,7 +215,11 @@ void time_all(vk::Device& dev, Tensors& x, std::vector<Timed>& all, const Shape&
 // the same kernels on plain invocations in 8x8x8 matrices in warps of its subgroup.
 AttentionTiling base_tiling(const vk::PhysicalInfo& info, Precision p, uint32_t HS, std::string& why) {
   if (const auto t = ops::attention_tiling(info, p, HS)) return *t;
-  why = ops::matrix_path(info, p);
+  if (const auto m = ops::default_matrix_tiling(info, p))
+    why = "its matrix tiles take heads in multiples of " + std::to_string(ops::heads_multiple(ops::attention_tiling(*m))) +
+          " whose passes fit its shared memory";
+  else
+    why = ops::matrix_path(info, p);
   return ops::emulated_attention_tiling(8, 8, 8, info.subgroup_size, 4);
 }
 
