@@ -139,6 +139,14 @@ TEST_CASE_FIXTURE(test::Gpu, "the matrix-unit kernel on plain invocations stores
   check_against_simt(device(), doubled, Precision::Fp16, 3400);
 }
 
+// The same on both CI drivers, SwiftShader included (whose compiler is slow over the plain
+// build, so one tiling there): warps of 4 lanes, its subgroup's size, 64 accumulators a lane.
+TEST_CASE_FIXTURE(test::Gpu, "the matrix-unit kernel's plain build stores the SIMT kernel's bits in warps of 4") {
+  MatmulTiling narrow = ops::emulated_matrix_tiling(16, 16, 8, 4);
+  narrow.tm = 1, narrow.wg_x = 3, narrow.bk = 24;  // one matrix along M, three warps along N
+  check_against_simt(device(), narrow, Precision::Bf16, 3310);
+}
+
 // What `bench products` and `bench kernels` try on a GPU listing NVIDIA's two bf16 shapes
 // (ops::candidate_tilings: blocks of 2x2 to 4x4 warps, 2x2 to 4x4 matrices a warp, staged 2 or 4
 // matrices deep, in one or two copies; 16x8x16 in the default's block), each on plain
