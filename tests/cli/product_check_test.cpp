@@ -45,9 +45,14 @@ TEST_CASE("bench products' check: the worst element, as a share of what the sums
   // A 16-bit C: two of its units in the last place on top.
   p.c_format = brigade::ops::Precision::Bf16;
   CHECK(disagreement(p, got, want).share < d.share);
+  CHECK(brigade::cli::explained(p, d, 1.4) ==
+        "1000.00x the difference allowed; the worst, C[1][1][3]: -1.25 against the default's -1.5, 1.4 summed in double");
   // NaN on one side only is no agreement at any size.
   got[5] = std::numeric_limits<float>::quiet_NaN();
-  CHECK(std::isinf(disagreement(p, got, want).share));
+  const auto nan = disagreement(p, got, want);
+  CHECK(std::isinf(nan.share));
+  p.batch = 1;  // one matrix: no batch index; no double sum known
+  CHECK(brigade::cli::explained(p, nan, NAN) == "NaN on one side only; the worst, C[1][1]: nan against the default's 1.5");
 }
 
 TEST_CASE("bench products' check: one element summed in double, as the kernels store it") {

@@ -249,20 +249,6 @@ class Saver {
   std::string error_;
 };
 
-// A disagreeing tiling's share of the difference allowed, where, and the value summed in double:
-// "3.20x the difference allowed; the worst, C[17][250]: 1.234568 against the default's 1.24,
-// 1.240001 summed in double".
-std::string explained(const MatmulParams& p, const Timed& t) {
-  const Disagreement& d = t.check;
-  char at[160];
-  std::snprintf(at, sizeof at, "C[%s%u][%u]: %.7g against the default's %.7g", p.batch > 1 ? (std::to_string(d.z) + "][").c_str() : "",
-                d.m, d.n, d.got, d.want);
-  const std::string share = std::isfinite(d.share) ? fixed(d.share, 2) + "x the difference allowed" : "NaN on one side only";
-  char exact[64] = "";
-  if (!std::isnan(t.exact)) std::snprintf(exact, sizeof exact, ", %.7g summed in double", t.exact);
-  return share + "; the worst, " + at + exact;
-}
-
 nlohmann::json candidate_json(const Timed& t) {
   nlohmann::json j{{"tiling", t.tiling}, {"ms", t.ms}, {"disagreement", t.check.share}};
   if (t.check.share > 1)
@@ -320,7 +306,7 @@ void run(const Options& o) {
       ++wrong;
       if (!o.json)
         std::fprintf(stderr, "    disagrees with the default: %s (%s)\n", t.tiling.c_str(),
-                     explained(r.shape.product.params, t).c_str());
+                     explained(r.shape.product.params, t.check, t.exact).c_str());
     }
   }
   double by_default = 0, fastest = 0;

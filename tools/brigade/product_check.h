@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <string>
 #include <vector>
 
 #include "ops/matmul.h"
@@ -51,6 +53,27 @@ inline Disagreement disagreement(const ops::MatmulParams& p, const std::vector<f
       }
   }
   return worst;
+}
+
+// A disagreement in words: its share of the difference allowed, where, and `exact` (the element
+// summed in double; NAN: not known): "3.20x the difference allowed; the worst, C[17][250]:
+// 1.234568 against the default's 1.24, 1.240001 summed in double".
+inline std::string explained(const ops::MatmulParams& p, const Disagreement& d, double exact) {
+  char text[256];
+  const std::string z = p.batch > 1 ? std::to_string(d.z) + "][" : "";
+  if (std::isfinite(d.share))
+    std::snprintf(text, sizeof text, "%.2fx the difference allowed", d.share);
+  else
+    std::snprintf(text, sizeof text, "NaN on one side only");
+  std::string out = text;
+  std::snprintf(text, sizeof text, "; the worst, C[%s%u][%u]: %.7g against the default's %.7g", z.c_str(), d.m, d.n,
+                d.got, d.want);
+  out += text;
+  if (!std::isnan(exact)) {
+    std::snprintf(text, sizeof text, ", %.7g summed in double", exact);
+    out += text;
+  }
+  return out;
 }
 
 // A product's operands as stored, widened to float, each from its view's start (C's first
