@@ -41,25 +41,6 @@
 
 namespace brigade::cli {
 
-std::vector<float> random_values(size_t n, uint32_t seed) {
-  std::vector<float> v(n);
-  uint64_t s = 0x9E3779B97F4A7C15ull * (seed + 1);
-  for (auto& x : v) {
-    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-    x = float((s >> 40) & 0xFFFFFF) / float(1 << 23) - 1.0f;
-  }
-  return v;
-}
-
-std::vector<uint32_t> stored_words(const std::vector<float>& v, ops::Precision format) {
-  if (format == ops::Precision::Fp32) return std::vector<uint32_t>(reinterpret_cast<const uint32_t*>(v.data()),
-                                                                   reinterpret_cast<const uint32_t*>(v.data() + v.size()));
-  std::vector<uint32_t> words((v.size() + 1) / 2, 0);
-  for (size_t i = 0; i < v.size(); ++i)
-    words[i / 2] |= shaders::half_from_bits(std::bit_cast<uint32_t>(v[i]), uint32_t(format)) << (i % 2 ? 16 : 0);
-  return words;
-}
-
 namespace {
 
 enum class Op { Matmul, LinearForward, LinearBackwardData, LinearBackwardWeight };

@@ -9,7 +9,6 @@
 // run their tile operations on plain invocations, as the tests run them.
 #include <algorithm>
 #include <array>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -24,7 +23,6 @@
 #include "ops/matmul_tiles.h"
 #include "table.h"
 #include "util/error.h"
-#include "util/stats.h"
 #include "vk/buffer.h"
 #include "vk/commands.h"
 #include "vk/device.h"
@@ -177,38 +175,13 @@ struct Timed {
   double step_ms() const { return forward_ms + backward_ms; }
 };
 
-// Each candidate's forward and backward: `reps` rounds, each running every one in turn, in one
-// submission (on a GPU after such rounds untimed for a quarter of a second at least).
+// Each candidate's forward and backward, alternated.
 void time_all(vk::Device& dev, Tensors& x, std::vector<Timed>& all, const Shape& s, Precision p, int reps) {
   vk::Commands cmd(dev, "bench attention");
-  if (dev.info().type != VK_PHYSICAL_DEVICE_TYPE_CPU) {
-    const auto start = std::chrono::steady_clock::now();
-    do {
-      for (const Timed& t : all) x.forward(cmd, t.c.t, s, p), x.backward(cmd, t.c.t, s, p);
-      cmd.run();
-      cmd.reset();
-    } while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(250));
-  }
-  std::vector<std::array<uint32_t, 3>> marks;
-  for (int r = 0; r < reps; ++r)
-    for (const Timed& t : all) {
-      std::array<uint32_t, 3> m{cmd.timestamp(), 0, 0};
-      x.forward(cmd, t.c.t, s, p);
-      m[1] = cmd.timestamp();
-      x.backward(cmd, t.c.t, s, p);
-      m[2] = cmd.timestamp();
-      marks.push_back(m);
-    }
-  cmd.run();
-  const std::vector<double> ts = cmd.timestamps_ns();
-  for (size_t i = 0; i < all.size(); ++i) {
-    std::vector<double> f, b;
-    for (int r = 0; r < reps; ++r) {
-      const auto& m = marks[size_t(r) * all.size() + i];
-      f.push_back((ts[m[1]] - ts[m[0]]) * 1e-6), b.push_back((ts[m[2]] - ts[m[1]]) * 1e-6);
-    }
-    all[i].forward_ms = median(f), all[i].backward_ms = median(b);
-  }
+  const auto ms = alternated_ms(cmd, all.size(), 2, reps, [&](vk::Commands& c, size_t i, size_t part) {
+    part == 0 ? x.forward(c, all[i].c.t, s, p) : x.backward(c, all[i].c.t, s, p);
+  });
+  for (size_t i = 0; i < all.size(); ++i) all[i].forward_ms = ms[i][0], all[i].backward_ms = ms[i][1];
 }
 
 // The tiling flash attention takes on the device by default, or where it has none for the type,

@@ -5,7 +5,6 @@
 // C is checked against the default's first. What it shows: for each shape, whether its default
 // is its fastest, and what the micro-batch's products would take with each shape's fastest.
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -28,7 +27,6 @@
 #include "product_operands.h"
 #include "table.h"
 #include "util/error.h"
-#include "util/stats.h"
 #include "vk/buffer.h"
 
 namespace brigade::cli {
@@ -84,39 +82,15 @@ std::vector<Shape> capture_products(vk::Device& dev, const model::Model& m, uint
   return shapes;
 }
 
-// The median GPU time of one run of each of `runs` (the product under its tilings): `reps`
-// rounds, each running every one once in turn, in one submission, so that a change in the
-// device's speed falls on all of them alike (on a GPU after such batches untimed for a quarter
-// of a second at least, as `bench kernels` keeps one busy before each case, so that it runs at
-// its working clock after the host's checks).
-std::vector<double> alternated_ms(vk::Device& dev, const Operands& o, const std::vector<MatmulParams>& runs,
-                                  std::optional<vk::View> workspace, int reps) {
+// The median GPU time of one run of each of `runs` (the product under its tilings), alternated.
+std::vector<double> products_ms(vk::Device& dev, const Operands& o, const std::vector<MatmulParams>& runs,
+                                std::optional<vk::View> workspace, int reps) {
   vk::Commands cmd(dev, "bench products");
   cmd.set_workspace(workspace);
-  if (dev.info().type != VK_PHYSICAL_DEVICE_TYPE_CPU) {
-    const auto start = std::chrono::steady_clock::now();
-    do {
-      for (int r = 0; r < reps; ++r)
-        for (const MatmulParams& p : runs) o.record(cmd, p);
-      cmd.run();
-      cmd.reset();
-    } while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(250));
-  }
-  std::vector<std::vector<uint32_t>> marks(runs.size());
-  for (int r = 0; r < reps; ++r)
-    for (size_t i = 0; i < runs.size(); ++i) {
-      marks[i].push_back(cmd.timestamp());
-      o.record(cmd, runs[i]);
-      marks[i].push_back(cmd.timestamp());
-    }
-  cmd.run();
-  const std::vector<double> ts = cmd.timestamps_ns();
   std::vector<double> out;
-  for (const std::vector<uint32_t>& m : marks) {
-    std::vector<double> ms;
-    for (size_t r = 0; r < m.size(); r += 2) ms.push_back((ts[m[r + 1]] - ts[m[r]]) * 1e-6);
-    out.push_back(median(ms));
-  }
+  for (const std::vector<double>& ms : alternated_ms(cmd, runs.size(), 1, reps,
+                                                     [&](vk::Commands& c, size_t i, size_t) { o.record(c, runs[i]); }))
+    out.push_back(ms[0]);
   return out;
 }
 
@@ -188,12 +162,12 @@ Row measure(vk::Device& dev, const Shape& s, std::optional<vk::View> workspace, 
       mine.not_run = e.what();
     }
   }
-  const std::vector<double> ms = alternated_ms(dev, o, runs, workspace, reps);
+  const std::vector<double> ms = products_ms(dev, o, runs, workspace, reps);
   for (size_t i = 0; i < ms.size(); ++i) timed[i]->ms = ms[i];
   if (const Timed* best = row.best_other(); best && best->ms <= row.by_default.ms * recheck) {
     MatmulParams q = p;
     q.tiling = tilings[size_t(best - row.others.data())];
-    const std::vector<double> two = alternated_ms(dev, o, {p, q}, workspace, reps);
+    const std::vector<double> two = products_ms(dev, o, {p, q}, workspace, reps);
     row.again = two[1] / two[0];
   }
   return row;

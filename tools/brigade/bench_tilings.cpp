@@ -1,0 +1,65 @@
+#include "bench_tilings.h"
+
+#include <bit>
+#include <chrono>
+
+#include "shaders/precision.h"
+#include "util/stats.h"
+
+namespace brigade::cli {
+
+std::vector<float> random_values(size_t n, uint32_t seed) {
+  std::vector<float> v(n);
+  uint64_t s = 0x9E3779B97F4A7C15ull * (seed + 1);
+  for (auto& x : v) {
+    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+    x = float((s >> 40) & 0xFFFFFF) / float(1 << 23) - 1.0f;
+  }
+  return v;
+}
+
+std::vector<uint32_t> stored_words(const std::vector<float>& v, ops::Precision format) {
+  if (format == ops::Precision::Fp32) return std::vector<uint32_t>(reinterpret_cast<const uint32_t*>(v.data()),
+                                                                   reinterpret_cast<const uint32_t*>(v.data() + v.size()));
+  std::vector<uint32_t> words((v.size() + 1) / 2, 0);
+  for (size_t i = 0; i < v.size(); ++i)
+    words[i / 2] |= shaders::half_from_bits(std::bit_cast<uint32_t>(v[i]), uint32_t(format)) << (i % 2 ? 16 : 0);
+  return words;
+}
+
+std::vector<std::vector<double>> alternated_ms(vk::Commands& cmd, size_t runs, size_t parts, int reps,
+                                               const std::function<void(vk::Commands&, size_t, size_t)>& record) {
+  const auto all = [&](bool marked, std::vector<uint32_t>& marks) {
+    for (size_t i = 0; i < runs; ++i)
+      for (size_t j = 0; j < parts; ++j) {
+        if (marked) marks.push_back(cmd.timestamp());
+        record(cmd, i, j);
+        if (marked) marks.push_back(cmd.timestamp());
+      }
+  };
+  std::vector<uint32_t> marks;
+  if (cmd.device().info().type != VK_PHYSICAL_DEVICE_TYPE_CPU) {
+    const auto start = std::chrono::steady_clock::now();
+    do {
+      cmd.reset();
+      for (int r = 0; r < reps; ++r) all(false, marks);
+      cmd.run();
+    } while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(250));
+  }
+  std::vector<std::vector<std::vector<double>>> ms(runs, std::vector<std::vector<double>>(parts));
+  for (int r = 0; r < reps; ++r) {
+    cmd.reset();
+    marks.clear();
+    all(true, marks);
+    cmd.run();
+    const std::vector<double> ts = cmd.timestamps_ns();
+    for (size_t i = 0, at = 0; i < runs; ++i)
+      for (size_t j = 0; j < parts; ++j, at += 2) ms[i][j].push_back((ts[marks[at + 1]] - ts[marks[at]]) * 1e-6);
+  }
+  std::vector<std::vector<double>> out(runs);
+  for (size_t i = 0; i < runs; ++i)
+    for (const std::vector<double>& m : ms[i]) out[i].push_back(median(m));
+  return out;
+}
+
+}  // namespace brigade::cli
