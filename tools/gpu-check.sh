@@ -45,7 +45,9 @@
 #   flash    flash attention's blocks (`bench attention`) on FLASH_SHAPES (default gpt2-small's
 #            and gpt-small's at -b 16, "16x1024x768x12 16x256x384x6") in FLASH_TYPE (default
 #            bf16): each pass's warps and the other side's blocks, checked against the default,
-#            then timed in turn, forward and backward
+#            then timed in turn, forward and backward (flash-SHAPE.json); then the first shape's
+#            fastest blocks on a step of FLASH_MODEL (default gpt2-small) with --precision auto
+#            (BRIGADE_ATTENTION_BLOCKS), in turn with the default's, 2 rounds
 #   split    a gpt-small and a gpt2-small step with --precision auto (`bench profile`'s step
 #            wall time) with the weight gradients' K split (the default) and not
 #            (BRIGADE_SPLIT_K=off), in turn, 2 rounds
@@ -252,12 +254,47 @@ if want attention; then
 fi
 
 if want flash; then
+  first=
   for shape in ${FLASH_SHAPES:-16x1024x768x12 16x256x384x6}; do
-    part flash 120 "$b" bench attention --device "$gpu" --shape "$shape" --precision "${FLASH_TYPE:-bf16}" --reps 5
-    # Its table and any tiling that disagreed, stopped at its limit or not.
-    awk '/^== /{keep = /^== flash:/; buf = ""; next} keep{buf = buf $0 "\n"} END{printf "%s", buf}' \
-      "$out/log.txt" >>"$out/summary.txt"
+    echo "== flash: $shape" >>"$out/log.txt"
+    t0=$SECONDS
+    timeout -k 5 120 "$b" bench attention --device "$gpu" --shape "$shape" --precision "${FLASH_TYPE:-bf16}" \
+      --reps 5 --json >"$out/flash-$shape.json" 2>>"$out/log.txt"
+    say "flash: $shape exit $? in $((SECONDS - t0)) s"
+    first=${first:-$out/flash-$shape.json}
+    # Each tiling's times, the default first, and whether it agreed with the default.
+    "$py" - "$out/flash-$shape.json" <<'PY' 2>>"$out/log.txt" | tee -a "$out/summary.txt"
+import json, sys
+for s in json.load(open(sys.argv[1]))["shapes"]:
+    d = s["tilings"][0]
+    step = d["forward_ms"] + d["backward_ms"]
+    for t in s["tilings"]:
+        ms = t["forward_ms"] + t["backward_ms"]
+        print("  %-62s forward %7.3f ms  backward %7.3f ms  %.2fx%s" % (t["tiling"], t["forward_ms"], t["backward_ms"],
+              ms / step, "" if t["disagreement"] <= 1 else "  DISAGREES (%.2fx)" % t["disagreement"]))
+PY
   done
+  # The first shape's fastest agreeing blocks on a whole step of FLASH_MODEL (gpt2-small), in
+  # turn with the default's (BRIGADE_ATTENTION_BLOCKS), 2 rounds.
+  best=$("$py" - "$first" <<'PY' 2>>"$out/log.txt"
+import json, sys
+t = json.load(open(sys.argv[1]))["shapes"][0]["tilings"]
+ok = [x for x in t if x["disagreement"] <= 1]
+b = min(ok, key=lambda x: x["forward_ms"] + x["backward_ms"])
+if not b["default"]:
+    print("%d,%d" % (b["up_to_warps"], b["blocks"]))
+PY
+)
+  if [ -n "$best" ]; then
+    for r in 1 2; do
+      echo "== flash: step, blocks $best and the default, round $r" >>"$out/log.txt"
+      a=$(BRIGADE_ATTENTION_BLOCKS=$best step_ms "${FLASH_MODEL:-gpt2-small}" --precision auto)
+      d=$(step_ms "${FLASH_MODEL:-gpt2-small}" --precision auto)
+      say "flash: ${FLASH_MODEL:-gpt2-small} auto round $r: blocks $best ${a:-failed} ms, default ${d:-failed} ms"
+    done
+  else
+    say "flash: the default blocks are the fastest that agree (or the part did not finish)"
+  fi
 fi
 
 if want split; then

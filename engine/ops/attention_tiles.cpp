@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <initializer_list>
 #include <numeric>
 
@@ -39,8 +41,43 @@ uint32_t AttentionTiling::warps_for(uint32_t HS, TilesPass pass, uint32_t max_sh
   return 0;
 }
 
+namespace {
+
+// BRIGADE_ATTENTION_BLOCKS, read once: "WARPS,ROWS" in place of the default blocks (up to 4
+// warps, blocks of two matrices' width), so that blocks `bench attention` found faster can be
+// tried on a whole step before they become the default (tools/gpu-check.sh's flash part).
+struct Blocks {
+  uint32_t warps = 0, rows = 0;  // 0: the default's
+};
+
+const Blocks& blocks_asked() {
+  static const Blocks asked = [] {
+    Blocks b;
+    const char* env = std::getenv("BRIGADE_ATTENTION_BLOCKS");
+    if (!env || !*env) return b;
+    char tail = 0;
+    if (std::sscanf(env, "%u,%u%c", &b.warps, &b.rows, &tail) != 2 || b.warps < 1 || b.warps > 32 || b.rows < 1 ||
+        b.rows > 1024)
+      throw UserError(std::string("BRIGADE_ATTENTION_BLOCKS is '") + env +
+                      "'; expected WARPS,ROWS: up to 1 to 32 warps of rows a workgroup, blocks of 1 to 1024 rows (e.g. 4,32)");
+    return b;
+  }();
+  return asked;
+}
+
+}  // namespace
+
 AttentionTiling attention_tiling(const MatmulTiling& m) {
-  return {m.lm, m.ln, m.lk, m.subgroup, 4, 2 * std::max(m.ln, m.lk)};
+  AttentionTiling t{m.lm, m.ln, m.lk, m.subgroup, 4, 2 * std::max(m.ln, m.lk)};
+  const Blocks& asked = blocks_asked();
+  if (asked.warps) {
+    if (asked.rows % m.ln || asked.rows % m.lk)
+      throw UserError("BRIGADE_ATTENTION_BLOCKS=" + std::to_string(asked.warps) + "," + std::to_string(asked.rows) +
+                      ": blocks of " + std::to_string(asked.rows) + " rows are not a multiple of the matrices' " +
+                      std::to_string(std::max(m.ln, m.lk)));
+    t.warps = asked.warps, t.bc = asked.rows;
+  }
+  return t;
 }
 
 uint32_t heads_multiple(const AttentionTiling& t) { return std::lcm(std::lcm(t.ln, t.lk), 8u); }

@@ -42,8 +42,10 @@ struct AttentionTiling {
 // and n, or a pass's one warp would not fit the device's shared memory.
 std::optional<AttentionTiling> attention_tiling(const vk::PhysicalInfo& device, Precision element, uint32_t HS);
 
-// The tiling on matrix units of shape `m` (an ops::matrix_tiling), up to 4 warps; and the
-// head sizes it takes, multiples of heads_multiple().
+// The tiling on matrix units of shape `m` (an ops::matrix_tiling), up to 4 warps, blocks of
+// two matrices' width (BRIGADE_ATTENTION_BLOCKS=WARPS,ROWS asks for others: a UserError where
+// they are not a whole number of matrices); and the head sizes it takes, multiples of
+// heads_multiple().
 AttentionTiling attention_tiling(const MatmulTiling& m);
 uint32_t heads_multiple(const AttentionTiling& t);
 

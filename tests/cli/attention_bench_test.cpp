@@ -37,6 +37,29 @@ TEST_CASE("bench attention: the default blocks and the others asked for, each ag
   CHECK(s["tilings"][1]["warps"][0] == 2);
 }
 
+// BRIGADE_ATTENTION_BLOCKS puts other blocks in the default's place, as it does for every
+// command's attention on matrix tiles; what is not blocks of whole matrices is refused.
+TEST_CASE("bench attention: BRIGADE_ATTENTION_BLOCKS's blocks are the default's") {
+  auto r = test::command_run("BRIGADE_ATTENTION_BLOCKS=2,32 " BRIGADE_EXE
+                             " bench attention --shape 2x40x32x2 --warps 1 --blocks 2 --reps 1 --json");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.output);
+  const auto& tilings = j["shapes"][0]["tilings"];
+  REQUIRE(tilings.size() == 2);
+  CHECK(tilings[0]["default"] == true);
+  CHECK(tilings[0]["blocks"] == 32);
+  CHECK(tilings[0]["warps"][0] == 2);
+  CHECK(tilings[1]["blocks"] == 16);
+  r = test::command_run("BRIGADE_ATTENTION_BLOCKS=2,12 " BRIGADE_EXE " bench attention --shape 2x40x32x2");
+  CHECK(r.status == 2);
+  CHECK(r.output.find("BRIGADE_ATTENTION_BLOCKS=2,12: blocks of 12 rows are not a multiple of the matrices' 8") !=
+        std::string::npos);
+  r = test::command_run("BRIGADE_ATTENTION_BLOCKS=4 " BRIGADE_EXE " bench attention --shape 2x40x32x2");
+  CHECK(r.status == 2);
+  CHECK(r.output.find("BRIGADE_ATTENTION_BLOCKS is '4'; expected WARPS,ROWS") != std::string::npos);
+}
+
 TEST_CASE("bench attention refuses a shape, a precision or heads it cannot take, in one line") {
   auto r = test::brigade_run("bench attention --shape 2x40x32");
   CHECK(r.status == 2);

@@ -185,7 +185,8 @@ void time_all(vk::Device& dev, Tensors& x, std::vector<Timed>& all, const Shape&
 }
 
 // The tiling flash attention takes on the device by default, or where it has none for the type,
-// the same kernels on plain invocations in 8x8x8 matrices in warps of its subgroup.
+// the same kernels on plain invocations in 8x8x8 matrices in warps of its subgroup, in the
+// default blocks (BRIGADE_ATTENTION_BLOCKS's where set).
 AttentionTiling base_tiling(const vk::PhysicalInfo& info, Precision p, uint32_t HS, std::string& why) {
   if (const auto t = ops::attention_tiling(info, p, HS)) return *t;
   if (const auto m = ops::default_matrix_tiling(info, p))
@@ -193,7 +194,9 @@ AttentionTiling base_tiling(const vk::PhysicalInfo& info, Precision p, uint32_t 
           " whose passes fit its shared memory";
   else
     why = ops::matrix_path(info, p);
-  return ops::emulated_attention_tiling(8, 8, 8, info.subgroup_size, 4);
+  AttentionTiling t = ops::attention_tiling(ops::emulated_matrix_tiling(8, 8, 8, info.subgroup_size));
+  t.emulated = true;
+  return t;
 }
 
 void run(const Options& o) {
@@ -247,7 +250,7 @@ void run(const Options& o) {
       const bool agrees = a.disagreement <= 1;
       t.push_back({(i == 0 ? "default: " : "") + a.c.name() + (agrees ? "" : " (disagrees)"), fixed(a.forward_ms, 3),
                    fixed(a.backward_ms, 3), fixed(a.step_ms(), 3), fixed(gflops, 1), fixed(a.step_ms() / def, 2)});
-      js["tilings"].push_back({{"tiling", a.c.name()}, {"warps", a.c.warps}, {"blocks", a.c.t.bc},
+      js["tilings"].push_back({{"tiling", a.c.name()}, {"warps", a.c.warps}, {"up_to_warps", a.c.t.warps}, {"blocks", a.c.t.bc},
                                {"forward_ms", a.forward_ms}, {"backward_ms", a.backward_ms},
                                {"disagreement", a.disagreement}, {"default", i == 0}});
     }
