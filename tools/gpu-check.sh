@@ -45,7 +45,7 @@
 #   flash    flash attention's blocks (`bench attention`) on FLASH_SHAPES (default gpt2-small's
 #            and gpt-small's at -b 16, "16x1024x768x12 16x256x384x6") in FLASH_TYPE (default
 #            bf16): each pass's warps and the other side's blocks, checked against the default,
-#            then timed in turn, forward and backward (flash-SHAPE.json); then the first shape's
+#            then timed in turn, each pass apart (flash-SHAPE.json); then the first shape's
 #            fastest blocks on a step of FLASH_MODEL (default gpt2-small) with --precision auto
 #            (BRIGADE_ATTENTION_BLOCKS), in turn with the default's, 2 rounds
 #   split    a gpt-small and a gpt2-small step with --precision auto (`bench profile`'s step
@@ -270,8 +270,8 @@ for s in json.load(open(sys.argv[1]))["shapes"]:
     step = d["forward_ms"] + d["backward_ms"]
     for t in s["tilings"]:
         ms = t["forward_ms"] + t["backward_ms"]
-        print("  %-62s forward %7.3f ms  backward %7.3f ms  %.2fx%s" % (t["tiling"], t["forward_ms"], t["backward_ms"],
-              ms / step, "" if t["disagreement"] <= 1 else "  DISAGREES (%.2fx)" % t["disagreement"]))
+        print("  %-62s forward %7.3f ms  queries' %7.3f ms  keys' %7.3f ms  %.2fx%s" % (t["tiling"], t["forward_ms"],
+              t["query_ms"], t["key_value_ms"], ms / step, "" if t["disagreement"] <= 1 else "  DISAGREES (%.2fx)" % t["disagreement"]))
 PY
   done
   # The first shape's fastest agreeing blocks on a whole step of FLASH_MODEL (gpt2-small), in

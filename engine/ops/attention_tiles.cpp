@@ -165,8 +165,9 @@ void attention_tiles_forward(vk::Commands& cmd, const AttentionTiling& t, vk::Vi
 
 void attention_tiles_backward(vk::Commands& cmd, const AttentionTiling& t, vk::View qkv, vk::View y, vk::View lse,
                               vk::View dy, vk::View dqkv, vk::View delta, uint32_t B, uint32_t T, uint32_t C,
-                              uint32_t NH, Precision format, std::optional<vk::View> copy) {
+                              uint32_t NH, Precision format, std::optional<vk::View> copy, std::optional<TilesPass> only) {
   expect_views(qkv, y, lse, B, T, C, NH, format);
+  BRIGADE_EXPECT(only != TilesPass::Forward, "the backward's passes are the queries' and the keys' and values'");
   const uint64_t rows = uint64_t(B) * T;
   BRIGADE_EXPECT_FLOATS(dy, rows * C, "attention dy");
   BRIGADE_EXPECT_FLOATS(dqkv, rows * 3 * C, "attention dqkv");
@@ -175,8 +176,10 @@ void attention_tiles_backward(vk::Commands& cmd, const AttentionTiling& t, vk::V
   if (copy) BRIGADE_EXPECT_BYTES(*copy, stored_bytes(rows * 3 * C, format), "attention's packed dqkv");
   if (B == 0 || T == 0) return;
   const vk::View to = copy.value_or(dqkv);  // without a copy, bound and never written
-  dispatch(cmd, t, TilesPass::Query, {qkv, y, lse, dy, dqkv, delta, to}, B, T, C, NH, format, copy.has_value());
-  dispatch(cmd, t, TilesPass::KeyValue, {qkv, lse, dy, dqkv, delta, to}, B, T, C, NH, format, copy.has_value());
+  if (only != TilesPass::KeyValue)
+    dispatch(cmd, t, TilesPass::Query, {qkv, y, lse, dy, dqkv, delta, to}, B, T, C, NH, format, copy.has_value());
+  if (only != TilesPass::Query)
+    dispatch(cmd, t, TilesPass::KeyValue, {qkv, lse, dy, dqkv, delta, to}, B, T, C, NH, format, copy.has_value());
 }
 
 }  // namespace brigade::ops

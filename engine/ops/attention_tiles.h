@@ -62,9 +62,11 @@ void attention_tiles_forward(vk::Commands& cmd, const AttentionTiling& t, vk::Vi
 // and lse, and dy (B,T,C, fp32; the products read it rounded to `format`, the softmax's delta
 // as it is). `delta` holds B*NH*T floats (the queries' pass writes them for the other). qkv and
 // dy start on 16 bytes. With `copy`, the passes also write dqkv packed to `format` there, the
-// bits ops::pack_into gives.
+// bits ops::pack_into gives. With `only`, that pass alone, Query or KeyValue (`bench attention`
+// times them apart; the keys' and values' pass reads the delta the queries' pass wrote).
 void attention_tiles_backward(vk::Commands& cmd, const AttentionTiling& t, vk::View qkv, vk::View y, vk::View lse,
                               vk::View dy, vk::View dqkv, vk::View delta, uint32_t B, uint32_t T, uint32_t C,
-                              uint32_t NH, Precision format, std::optional<vk::View> copy = std::nullopt);
+                              uint32_t NH, Precision format, std::optional<vk::View> copy = std::nullopt,
+                              std::optional<TilesPass> only = std::nullopt);
 
 }  // namespace brigade::ops

@@ -29,7 +29,9 @@ TEST_CASE("bench attention: the default blocks and the others asked for, each ag
   for (const auto& t : s["tilings"]) {
     INFO(t.dump());
     CHECK(t["forward_ms"].get<double>() > 0);
-    CHECK(t["backward_ms"].get<double>() > 0);
+    CHECK(t["query_ms"].get<double>() > 0);
+    CHECK(t["key_value_ms"].get<double>() > 0);
+    CHECK(t["backward_ms"].get<double>() == doctest::Approx(t["query_ms"].get<double>() + t["key_value_ms"].get<double>()));
     CHECK(t["disagreement"].get<double>() <= 1);
     blocks.insert(t["blocks"].get<uint32_t>());
   }

@@ -1,5 +1,5 @@
 // `brigade bench attention`: flash attention on matrix tiles (ops/attention_tiles.h), its
-// forward and its backward, on attention shapes (B samples of T tokens, C channels in NH heads),
+// forward and its backward's two passes, on attention shapes (B samples of T tokens, C channels in NH heads),
 // under the device's default attention tiling and every other block it can hold: up to 1 to 8
 // warps of query (or key) rows a workgroup, each pass taking the most its shared memory allows,
 // and blocks of 1 to 8 matrices' width on the other side. Each tiling's y, lse and gradient are
@@ -123,8 +123,10 @@ struct Tensors {
   void forward(vk::Commands& cmd, const AttentionTiling& t, const Shape& s, Precision p) {
     ops::attention_tiles_forward(cmd, t, qkv, y, lse, s.B, s.T, s.C, s.NH, p);
   }
-  void backward(vk::Commands& cmd, const AttentionTiling& t, const Shape& s, Precision p) {
-    ops::attention_tiles_backward(cmd, t, qkv, y, lse, dy, dqkv, delta, s.B, s.T, s.C, s.NH, p);
+  // Both passes, or `only` one.
+  void backward(vk::Commands& cmd, const AttentionTiling& t, const Shape& s, Precision p,
+                std::optional<TilesPass> only = std::nullopt) {
+    ops::attention_tiles_backward(cmd, t, qkv, y, lse, dy, dqkv, delta, s.B, s.T, s.C, s.NH, p, std::nullopt, only);
   }
 };
 
@@ -171,17 +173,22 @@ double disagreement(const Outputs& got, const Outputs& want, Precision p) {
 
 struct Timed {
   Candidate c;
-  double forward_ms = NAN, backward_ms = NAN, disagreement = 0;
-  double step_ms() const { return forward_ms + backward_ms; }
+  double forward_ms = NAN, query_ms = NAN, key_value_ms = NAN, disagreement = 0;
+  double backward_ms() const { return query_ms + key_value_ms; }
+  double step_ms() const { return forward_ms + backward_ms(); }
 };
 
-// Each candidate's forward and backward, alternated.
+// Each candidate's three passes, alternated.
 void time_all(vk::Device& dev, Tensors& x, std::vector<Timed>& all, const Shape& s, Precision p, int reps) {
   vk::Commands cmd(dev, "bench attention");
-  const auto ms = alternated_ms(cmd, all.size(), 2, reps, [&](vk::Commands& c, size_t i, size_t part) {
-    part == 0 ? x.forward(c, all[i].c.t, s, p) : x.backward(c, all[i].c.t, s, p);
+  const auto ms = alternated_ms(cmd, all.size(), 3, reps, [&](vk::Commands& c, size_t i, size_t part) {
+    if (part == 0)
+      x.forward(c, all[i].c.t, s, p);
+    else
+      x.backward(c, all[i].c.t, s, p, part == 1 ? TilesPass::Query : TilesPass::KeyValue);
   });
-  for (size_t i = 0; i < all.size(); ++i) all[i].forward_ms = ms[i][0], all[i].backward_ms = ms[i][1];
+  for (size_t i = 0; i < all.size(); ++i)
+    all[i].forward_ms = ms[i][0], all[i].query_ms = ms[i][1], all[i].key_value_ms = ms[i][2];
 }
 
 // The tiling flash attention takes on the device by default, or where it has none for the type,
@@ -243,21 +250,25 @@ void run(const Options& o) {
 
     const double def = all.front().step_ms();
     nlohmann::json js{{"shape", s.name()}, {"plain", !plain.empty()}, {"tilings", nlohmann::json::array()}};
-    std::vector<std::vector<std::string>> t{{"tiling", "forward ms", "backward ms", "step ms", "GFLOPS", "of default"}};
+    std::vector<std::vector<std::string>> t{
+        {"tiling", "forward ms", "queries' ms", "keys' ms", "step ms", "GFLOPS", "of default"}};
     for (size_t i = 0; i < all.size(); ++i) {
       const Timed& a = all[i];
       const double gflops = (s.forward_flops() + s.backward_flops()) / (a.step_ms() * 1e6);
       const bool agrees = a.disagreement <= 1;
       t.push_back({(i == 0 ? "default: " : "") + a.c.name() + (agrees ? "" : " (disagrees)"), fixed(a.forward_ms, 3),
-                   fixed(a.backward_ms, 3), fixed(a.step_ms(), 3), fixed(gflops, 1), fixed(a.step_ms() / def, 2)});
+                   fixed(a.query_ms, 3), fixed(a.key_value_ms, 3), fixed(a.step_ms(), 3), fixed(gflops, 1),
+                   fixed(a.step_ms() / def, 2)});
       js["tilings"].push_back({{"tiling", a.c.name()}, {"warps", a.c.warps}, {"up_to_warps", a.c.t.warps}, {"blocks", a.c.t.bc},
-                               {"forward_ms", a.forward_ms}, {"backward_ms", a.backward_ms},
+                               {"forward_ms", a.forward_ms}, {"query_ms", a.query_ms}, {"key_value_ms", a.key_value_ms},
+                               {"backward_ms", a.backward_ms()},
                                {"disagreement", a.disagreement}, {"default", i == 0}});
     }
     j["shapes"].push_back(std::move(js));
     if (!o.json) {
       std::printf("attention %s (B x T x C x NH) in %s on %s: flash attention on matrix tiles, forward and backward, "
-                  "median of %d runs, the tilings in turn; warps a workgroup in the forward/queries'/keys' passes\n",
+                  "median of %d runs, the tilings in turn; the backward's queries' pass, then its keys' and values'; warps "
+                  "a workgroup in the forward/queries'/keys' passes\n",
                   s.name().c_str(), ops::precision_name(p), dev.label().c_str(), o.reps);
       print_table(t);
     }
