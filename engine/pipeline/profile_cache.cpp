@@ -1,16 +1,29 @@
 #include "pipeline/profile_cache.h"
 
 #include <cmath>
+#include <cstdlib>
 
 #include "ops/tuned_tilings.h"
 
 namespace brigade::pipeline {
 
+namespace {
+
+// The settings read from the environment that choose kernels, forms or tilings: a profile
+// measured under others timed other kernels.
+constexpr const char* kKernelSettings[] = {"BRIGADE_ATTENTION", "BRIGADE_ATTENTION_BLOCKS", "BRIGADE_MATRIX_UNITS",
+                                           "BRIGADE_SPLIT_K"};
+
+}  // namespace
+
 std::string profile_key(const vk::PhysicalInfo& device, const model::Model& m, uint32_t rows, ops::Precision p) {
   const std::string tuned = ops::tuned_checksum(device);
-  return device.device_uuid_string() + " " + device.driver_version_string() + " " + io::checksum(m.config) + "x" +
-         std::to_string(m.layers.size()) + " " + std::to_string(rows) + " " + ops::precision_name(p) + " " +
-         io::build_checksum() + (tuned.empty() ? "" : " tuned " + tuned);
+  std::string key = device.device_uuid_string() + " " + device.driver_version_string() + " " + io::checksum(m.config) +
+                    "x" + std::to_string(m.layers.size()) + " " + std::to_string(rows) + " " + ops::precision_name(p) +
+                    " " + io::build_checksum() + (tuned.empty() ? "" : " tuned " + tuned);
+  for (const char* name : kKernelSettings)
+    if (const char* v = std::getenv(name); v && *v) key += std::string(" ") + name + "=" + v;
+  return key;
 }
 
 std::string default_profile_cache() { return io::cache_path("profiles.json"); }

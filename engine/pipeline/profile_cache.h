@@ -1,9 +1,9 @@
 // Measured layer times kept between runs, so that a second `--plan auto` does not profile
 // again (io/cache_file.h: profiles.json). An entry is found only by the same device (its
 // UUID), driver version, model (its configuration's checksum and layer count), micro-batch
-// rows, precision, program (io::build_checksum) and tuned tilings (ops::tuned_checksum), so a
-// profile from another driver, device, model or build of Brigade (other kernels, other
-// tilings) is never used. An entry of the wrong length or with a time that is not a finite
+// rows, precision, program (io::build_checksum), tuned tilings (ops::tuned_checksum) and the
+// environment's kernel settings, so a profile from another driver, device, model or build of
+// Brigade (other kernels, other tilings) is never used. An entry of the wrong length or with a time that is not a finite
 // non-negative number counts as missing. The cache holds times only: memory always comes
 // from the plan's model, never from the file.
 #pragma once
@@ -21,7 +21,9 @@
 namespace brigade::pipeline {
 
 // "<device uuid> <driver version> <model checksum>x<layers> <rows> <precision> <build checksum>",
-// then " tuned <checksum>" where the device takes tuned tilings.
+// then " tuned <checksum>" where the device takes tuned tilings, then " NAME=value" for each
+// setting in the environment that chooses kernels (BRIGADE_ATTENTION, _ATTENTION_BLOCKS,
+// _MATRIX_UNITS, _SPLIT_K) where set.
 std::string profile_key(const vk::PhysicalInfo& device, const model::Model& m, uint32_t rows, ops::Precision p);
 
 // io::cache_path("profiles.json").

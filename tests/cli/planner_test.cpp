@@ -90,6 +90,30 @@ TEST_CASE("plan --plan auto prints its best configurations and choice, then read
   CHECK(line_with(fixed.output, "plan auto: devices ").find("precision fp32, ") != std::string::npos);
 }
 
+// A setting that chooses other kernels (here the attention form, none of fashion-mlp's layers'
+// kernels: the key alone decides) makes its own profile, and leaves the default's in place.
+TEST_CASE("profiles measured under another kernel setting in the environment are not used") {
+  const Cache cache("planner-settings");
+  REQUIRE(cache.run(kPlan).status == 0);
+  const Result warm = cache.run(kPlan);
+  REQUIRE_MESSAGE(warm.status == 0, warm.output);
+  CHECK(warm.output.find("layer times from the profile cache") != std::string::npos);
+  const Result other = test::command_run("BRIGADE_ATTENTION=matrix BRIGADE_CACHE_DIR=" + cache.dir.string() + " " +
+                                         BRIGADE_EXE + " " + kPlan);
+  REQUIRE_MESSAGE(other.status == 0, other.output);
+  CHECK(other.output.find("layer times from the profile cache") == std::string::npos);
+  CHECK(other.output.find("profiled ") != std::string::npos);
+  std::ifstream in(cache.file());
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  REQUIRE(j.is_object());
+  size_t under_setting = 0;
+  for (const auto& [key, value] : j.at("profiles").items())
+    under_setting += key.find(" BRIGADE_ATTENTION=matrix") != std::string::npos;
+  CHECK(under_setting > 0);  // one for each profile the default's run made
+  CHECK(2 * under_setting == j.at("profiles").size());
+  CHECK(cache.run(kPlan).output.find("layer times from the profile cache") != std::string::npos);
+}
+
 TEST_CASE("a corrupt profile cache is ignored with one warning and rewritten; another driver's or build's profiles are not used") {
   const Cache cache("planner-corrupt");
   fs::create_directories(cache.dir);
