@@ -105,6 +105,44 @@ TEST_CASE_FIXTURE(test::Gpu, "attention on matrix tiles matches the matrix form 
     }
 }
 
+// `bench attention` times the backward's passes apart: recorded one at a time, in two
+// submissions, they write the bits they write together.
+TEST_CASE_FIXTURE(test::Gpu, "attention on matrix tiles: the backward's passes recorded apart write what they write together"
+                  * doctest::test_suite("not on SwiftShader")) {
+  if (test::is_swiftshader(device().info())) {
+    MESSAGE("not on this device: SwiftShader compiles the key/value pass's plain build for minutes");
+    return;
+  }
+  const Shape s{2, 37, 32, 2};
+  const Precision p = Precision::Bf16;
+  const AttentionTiling t = ops::emulated_attention_tiling(8, 8, 8, 8, 2);
+  vk::Device& dev = device();
+  const std::vector<float> qkv = test::rounded(test::random_vector(s.rows() * 3 * s.C, 720, -2, 2), p);
+  auto hq = test::to_device(dev, test::packed(qkv, p), "qkv, 16 bits");
+  auto bdy = test::to_device(dev, test::random_vector(s.rows() * s.C, 721), "dy");
+  auto y = test::zeros(dev, (s.rows() * s.C + 1) / 2, "y"), lse = test::zeros(dev, s.rows() * s.NH, "lse");
+  auto together = test::zeros(dev, s.rows() * 3 * s.C, "dqkv"), apart = test::zeros(dev, s.rows() * 3 * s.C, "dqkv apart");
+  auto delta = test::zeros(dev, s.rows() * s.NH, "delta", vk::Category::Scratch);
+  {
+    vk::Commands cmd(dev, "forward, backward");
+    ops::attention_tiles_forward(cmd, t, hq, y, lse, s.B, s.T, s.C, s.NH, p);
+    ops::attention_tiles_backward(cmd, t, hq, y, lse, bdy, together, delta, s.B, s.T, s.C, s.NH, p);
+    cmd.run();
+  }
+  for (const ops::TilesPass pass : {ops::TilesPass::Query, ops::TilesPass::KeyValue}) {
+    vk::Commands cmd(dev, "one pass");
+    ops::attention_tiles_backward(cmd, t, hq, y, lse, bdy, apart, delta, s.B, s.T, s.C, s.NH, p, std::nullopt, pass);
+    cmd.run();
+    if (pass == ops::TilesPass::Query)
+      CHECK_MESSAGE(test::to_host(apart) != test::to_host(together), "the queries' pass alone leaves dk and dv");
+  }
+  test::check_bits(test::to_host(apart), test::to_host(together), "dqkv, its passes apart");
+  vk::Commands cmd(dev, "no forward pass in the backward");
+  CHECK_THROWS_AS(ops::attention_tiles_backward(cmd, t, hq, y, lse, bdy, apart, delta, s.B, s.T, s.C, s.NH, p,
+                                                std::nullopt, ops::TilesPass::Forward),
+                  InternalError);
+}
+
 TEST_CASE_FIXTURE(test::Gpu, "attention's fused form on 16-bit qkv takes matrix tiles where the device has them, the matrix form elsewhere") {
   // The backward is the matrix form's from the forward's lse and y, as stored: its gradient
   // within the rounding of the matrix form's own.
