@@ -46,8 +46,9 @@
 #            and gpt-small's at -b 16, "16x1024x768x12 16x256x384x6") in FLASH_TYPE (default
 #            bf16): each pass's warps and the other side's blocks, checked against the default,
 #            then timed in turn, each pass apart (flash-SHAPE.json); then the first shape's
-#            fastest blocks on a step of FLASH_MODEL (default gpt2-small) with --precision auto
-#            (BRIGADE_ATTENTION_BLOCKS), in turn with the default's, 2 rounds
+#            fastest blocks (one tiling for all passes, and each pass's fastest) on a step of
+#            FLASH_MODEL (default gpt2-small) with --precision auto (BRIGADE_ATTENTION_BLOCKS), in
+#            turn with the default's, 2 rounds
 #   split    a gpt-small and a gpt2-small step with --precision auto (`bench profile`'s step
 #            wall time) with the weight gradients' K split (the default) and not
 #            (BRIGADE_SPLIT_K=off), in turn, 2 rounds
@@ -279,23 +280,37 @@ for s in json.load(open(sys.argv[1]))["shapes"]:
           ("; ".join(t["tiling"] for t in each), total, total / step))
 PY
   done
-  # The first shape's fastest agreeing blocks on a whole step of FLASH_MODEL (gpt2-small), in
-  # turn with the default's (BRIGADE_ATTENTION_BLOCKS), 2 rounds.
-  best=$("$py" - "$first" <<'PY' 2>>"$out/log.txt"
+  # The first shape's fastest agreeing blocks, one tiling for every pass and each pass's own, on
+  # a whole step of FLASH_MODEL (gpt2-small), in turn with the default's
+  # (BRIGADE_ATTENTION_BLOCKS), 2 rounds.
+  tries=$("$py" - "$first" <<'PY' 2>>"$out/log.txt"
 import json, sys
 t = json.load(open(sys.argv[1]))["shapes"][0]["tilings"]
 ok = [x for x in t if x["disagreement"] <= 1]
-b = min(ok, key=lambda x: x["forward_ms"] + x["backward_ms"])
-if not b["default"]:
-    print("%d,%d" % (b["up_to_warps"], b["blocks"]))
+one = min(ok, key=lambda x: x["forward_ms"] + x["backward_ms"])
+each = [min(ok, key=lambda x: x[k]) for k in ("forward_ms", "query_ms", "key_value_ms")]
+tries = []
+if not one["default"]:
+    tries.append("%d,%d" % (one["up_to_warps"][0], one["blocks"][0]))
+per_pass = ";".join("%d,%d" % (x["up_to_warps"][i], x["blocks"][i]) for i, x in enumerate(each))
+if any(x is not each[0] for x in each):
+    tries.append(per_pass)
+print(" ".join(tries))
 PY
 )
-  if [ -n "$best" ]; then
+  if [ -n "$tries" ]; then
     for r in 1 2; do
-      echo "== flash: step, blocks $best and the default, round $r" >>"$out/log.txt"
-      a=$(BRIGADE_ATTENTION_BLOCKS=$best step_ms "${FLASH_MODEL:-gpt2-small}" --precision auto)
-      d=$(step_ms "${FLASH_MODEL:-gpt2-small}" --precision auto)
-      say "flash: ${FLASH_MODEL:-gpt2-small} auto round $r: blocks $best ${a:-failed} ms, default ${d:-failed} ms"
+      line="flash: ${FLASH_MODEL:-gpt2-small} auto round $r:"
+      for blocks in $tries default; do
+        echo "== flash: step, blocks $blocks, round $r" >>"$out/log.txt"
+        if [ "$blocks" = default ]; then
+          ms=$(step_ms "${FLASH_MODEL:-gpt2-small}" --precision auto)
+        else
+          ms=$(BRIGADE_ATTENTION_BLOCKS="$blocks" step_ms "${FLASH_MODEL:-gpt2-small}" --precision auto)
+        fi
+        line+=" blocks $blocks ${ms:-failed} ms"
+      done
+      say "$line"
     done
   else
     say "flash: the default blocks are the fastest that agree (or the part did not finish)"

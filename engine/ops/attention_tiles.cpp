@@ -14,10 +14,20 @@
 
 namespace brigade::ops {
 
+namespace {
+
+// "4", or where the passes differ "4/4/2".
+std::string per_pass(const AttentionTiling::PerPass& v) {
+  if (v[0] == v[1] && v[1] == v[2]) return std::to_string(v[0]);
+  return std::to_string(v[0]) + "/" + std::to_string(v[1]) + "/" + std::to_string(v[2]);
+}
+
+}  // namespace
+
 std::string AttentionTiling::name() const {
   return std::string(emulated ? "matrix tiles on plain invocations " : "matrix units ") + std::to_string(lm) + "x" +
-         std::to_string(ln) + "x" + std::to_string(lk) + ", up to " + std::to_string(warps) + " warps of " +
-         std::to_string(lanes) + ", blocks of " + std::to_string(bc);
+         std::to_string(ln) + "x" + std::to_string(lk) + ", up to " + per_pass(warps) + " warps of " +
+         std::to_string(lanes) + ", blocks of " + per_pass(bc);
 }
 
 uint32_t AttentionTiling::shared_bytes(uint32_t HS, TilesPass pass, uint32_t w) const {
@@ -25,29 +35,33 @@ uint32_t AttentionTiling::shared_bytes(uint32_t HS, TilesPass pass, uint32_t w) 
   // P or dS, then the products' floats (a block's scores: the sums stay in registers) and the
   // forward's factors (one a row, along LN floats), its rows' m and l and its runs' largest
   // scores and sums (a run eight scores), the keys' pass's lse and delta.
-  const uint32_t br = w * lm, pad = BRIGADE_ATTENTION_TILES_PAD, rows = (HS + pad) * 2, probs = (bc + pad) * 2;
+  const uint32_t block = bc[size_t(pass)];
+  const uint32_t br = w * lm, pad = BRIGADE_ATTENTION_TILES_PAD, rows = (HS + pad) * 2, probs = (block + pad) * 2;
   switch (pass) {
     case TilesPass::Forward:
-      return br * rows + 2 * bc * rows + br * probs + br * bc * 4 + br * ln * 4 + 2 * br * 4 + 2 * br * (bc / 8) * 4;
-    case TilesPass::Query: return 2 * br * rows + 2 * bc * rows + br * probs + 2 * br * bc * 4;
-    case TilesPass::KeyValue: return 2 * br * rows + 2 * bc * rows + 2 * br * probs + 2 * br * bc * 4 + 2 * bc * 4;
+      return br * rows + 2 * block * rows + br * probs + br * block * 4 + br * ln * 4 + 2 * br * 4 +
+             2 * br * (block / 8) * 4;
+    case TilesPass::Query: return 2 * br * rows + 2 * block * rows + br * probs + 2 * br * block * 4;
+    case TilesPass::KeyValue: return 2 * br * rows + 2 * block * rows + 2 * br * probs + 2 * br * block * 4 + 2 * block * 4;
   }
   return 0;
 }
 
 uint32_t AttentionTiling::warps_for(uint32_t HS, TilesPass pass, uint32_t max_shared) const {
-  for (uint32_t w = warps; w >= 1; w /= 2)
+  for (uint32_t w = warps[size_t(pass)]; w >= 1; w /= 2)
     if (shared_bytes(HS, pass, w) <= max_shared) return w;
   return 0;
 }
 
 namespace {
 
-// BRIGADE_ATTENTION_BLOCKS, read once: "WARPS,ROWS" in place of the default blocks (up to 4
-// warps, blocks of two matrices' width), so that blocks `bench attention` found faster can be
-// tried on a whole step before they become the default (tools/gpu-check.sh's flash part).
+// BRIGADE_ATTENTION_BLOCKS, read once: "WARPS,ROWS" for every pass, or three such separated by
+// ';' (the forward's, the queries' pass's, the keys' pass's), in place of the default blocks (up
+// to 4 warps, blocks of two matrices' width), so that blocks `bench attention` found faster can
+// be tried on a whole step before they become the default (tools/gpu-check.sh's flash part).
 struct Blocks {
-  uint32_t warps = 0, rows = 0;  // 0: the default's
+  AttentionTiling::PerPass warps{}, rows{};  // 0: the default's
+  std::string text;
 };
 
 const Blocks& blocks_asked() {
@@ -55,11 +69,21 @@ const Blocks& blocks_asked() {
     Blocks b;
     const char* env = std::getenv("BRIGADE_ATTENTION_BLOCKS");
     if (!env || !*env) return b;
+    b.text = env;
+    const auto fail = [&] {
+      throw UserError("BRIGADE_ATTENTION_BLOCKS is '" + b.text +
+                      "'; expected WARPS,ROWS (up to 1 to 32 warps of rows a workgroup, blocks of 1 to 1024 rows; "
+                      "e.g. 4,32), or three such separated by ';' for the forward, the queries' and the keys' passes");
+    };
     char tail = 0;
-    if (std::sscanf(env, "%u,%u%c", &b.warps, &b.rows, &tail) != 2 || b.warps < 1 || b.warps > 32 || b.rows < 1 ||
-        b.rows > 1024)
-      throw UserError(std::string("BRIGADE_ATTENTION_BLOCKS is '") + env +
-                      "'; expected WARPS,ROWS: up to 1 to 32 warps of rows a workgroup, blocks of 1 to 1024 rows (e.g. 4,32)");
+    const int n = std::sscanf(env, "%u,%u;%u,%u;%u,%u%c", &b.warps[0], &b.rows[0], &b.warps[1], &b.rows[1],
+                              &b.warps[2], &b.rows[2], &tail);
+    if (n == 2)
+      b.warps[1] = b.warps[2] = b.warps[0], b.rows[1] = b.rows[2] = b.rows[0];
+    else if (n != 6)
+      fail();
+    for (size_t i = 0; i < 3; ++i)
+      if (b.warps[i] < 1 || b.warps[i] > 32 || b.rows[i] < 1 || b.rows[i] > 1024) fail();
     return b;
   }();
   return asked;
@@ -68,13 +92,14 @@ const Blocks& blocks_asked() {
 }  // namespace
 
 AttentionTiling attention_tiling(const MatmulTiling& m) {
-  AttentionTiling t{m.lm, m.ln, m.lk, m.subgroup, 4, 2 * std::max(m.ln, m.lk)};
+  AttentionTiling t{m.lm, m.ln, m.lk, m.subgroup};
+  t.set_blocks(4, 2 * std::max(m.ln, m.lk));
   const Blocks& asked = blocks_asked();
-  if (asked.warps) {
-    if (asked.rows % m.ln || asked.rows % m.lk)
-      throw UserError("BRIGADE_ATTENTION_BLOCKS=" + std::to_string(asked.warps) + "," + std::to_string(asked.rows) +
-                      ": blocks of " + std::to_string(asked.rows) + " rows are not a multiple of the matrices' " +
-                      std::to_string(std::max(m.ln, m.lk)));
+  if (asked.warps[0]) {
+    for (uint32_t rows : asked.rows)
+      if (rows % m.ln || rows % m.lk)
+        throw UserError("BRIGADE_ATTENTION_BLOCKS=" + asked.text + ": blocks of " + std::to_string(rows) +
+                        " rows are not a multiple of the matrices' " + std::to_string(std::max(m.ln, m.lk)));
     t.warps = asked.warps, t.bc = asked.rows;
   }
   return t;
@@ -93,7 +118,10 @@ std::optional<AttentionTiling> attention_tiling(const vk::PhysicalInfo& device, 
 }
 
 AttentionTiling emulated_attention_tiling(uint32_t lm, uint32_t ln, uint32_t lk, uint32_t lanes, uint32_t warps) {
-  return {lm, ln, lk, lanes, warps, 2 * std::max(ln, lk), true};
+  AttentionTiling t{lm, ln, lk, lanes};
+  t.set_blocks(warps, 2 * std::max(ln, lk));
+  t.emulated = true;
+  return t;
 }
 
 namespace {
@@ -111,7 +139,8 @@ void dispatch(vk::Commands& cmd, const AttentionTiling& t, TilesPass pass, std::
   const vk::PhysicalInfo& device = cmd.device().info();
   const uint32_t HS = C / NH;
   BRIGADE_EXPECT(t.lm && t.ln && t.lk && t.lanes && t.lm % 8 == 0 && t.ln % 8 == 0 && t.lk % 8 == 0 &&
-                     HS % t.ln == 0 && HS % t.lk == 0 && t.bc % t.ln == 0 && t.bc % t.lk == 0 &&
+                     HS % t.ln == 0 && HS % t.lk == 0 && t.bc[size_t(pass)] % t.ln == 0 &&
+                     t.bc[size_t(pass)] % t.lk == 0 &&
                      (!t.emulated || (t.lm * t.ln) % t.lanes == 0),
                  "attention tiling " + t.name() + " does not fit heads of " + std::to_string(HS) +
                      ": matrix sides in multiples of 8, the head size and the blocks multiples of the matrices' n "
@@ -129,7 +158,7 @@ void dispatch(vk::Commands& cmd, const AttentionTiling& t, TilesPass pass, std::
   }
   vk::Specialization spec;
   spec.set(BRIGADE_ATTENTION_SPEC_HS, HS)
-      .set(BRIGADE_ATTENTION_SPEC_BC, t.bc)
+      .set(BRIGADE_ATTENTION_SPEC_BC, t.bc[size_t(pass)])
       .set(BRIGADE_ATTENTION_TILES_SPEC_WG, warps * t.lanes)
       .set(BRIGADE_ATTENTION_TILES_SPEC_LM, t.lm)
       .set(BRIGADE_ATTENTION_TILES_SPEC_LN, t.ln)

@@ -7,6 +7,7 @@
 // each P against its row's running maximum, not its final one.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -23,12 +24,18 @@ namespace brigade::ops {
 enum class TilesPass { Forward, Query, KeyValue };
 
 // How the kernels tile the work: products of lm x lk times lk x ln matrices, warps of `lanes`
-// invocations, up to `warps` warps of lm rows a workgroup (each pass takes the most of warps,
-// warps / 2, ... whose shared memory fits the device), the other side in blocks of bc rows.
+// invocations; each pass (indexed by TilesPass) up to warps[pass] warps of lm rows a workgroup
+// (it takes the most of warps, warps / 2, ... whose shared memory fits the device), the other
+// side in blocks of bc[pass] rows.
 struct AttentionTiling {
-  uint32_t lm = 16, ln = 16, lk = 16, lanes = 32, warps = 4, bc = 32;
+  using PerPass = std::array<uint32_t, 3>;
+  uint32_t lm = 16, ln = 16, lk = 16, lanes = 32;
+  PerPass warps{4, 4, 4}, bc{32, 32, 32};
   bool emulated = false;  // the tile operations on plain invocations
-  // e.g. "matrix units 16x16x16, up to 4 warps of 32, blocks of 32"
+  // Every pass up to `w` warps, in blocks of `rows`.
+  void set_blocks(uint32_t w, uint32_t rows) { warps = {w, w, w}, bc = {rows, rows, rows}; }
+  // e.g. "matrix units 16x16x16, up to 4 warps of 32, blocks of 32"; where the passes differ,
+  // each pass's (forward/queries'/keys'): "up to 4/4/2 warps of 32, blocks of 32/64/32"
   std::string name() const;
   // Workgroup shared memory a pass's kernel declares in `warps` warps for heads of HS.
   uint32_t shared_bytes(uint32_t HS, TilesPass pass, uint32_t warps) const;
@@ -43,8 +50,9 @@ struct AttentionTiling {
 std::optional<AttentionTiling> attention_tiling(const vk::PhysicalInfo& device, Precision element, uint32_t HS);
 
 // The tiling on matrix units of shape `m` (an ops::matrix_tiling), up to 4 warps, blocks of
-// two matrices' width (BRIGADE_ATTENTION_BLOCKS=WARPS,ROWS asks for others: a UserError where
-// they are not a whole number of matrices); and the head sizes it takes, multiples of
+// two matrices' width (BRIGADE_ATTENTION_BLOCKS asks for others: WARPS,ROWS for every pass, or
+// three such separated by ';' for the forward, the queries' and the keys' passes; a UserError
+// where they are not a whole number of matrices); and the head sizes it takes, multiples of
 // heads_multiple().
 AttentionTiling attention_tiling(const MatmulTiling& m);
 uint32_t heads_multiple(const AttentionTiling& t);

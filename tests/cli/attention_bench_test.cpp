@@ -33,7 +33,8 @@ TEST_CASE("bench attention: the default blocks and the others asked for, each ag
     CHECK(t["key_value_ms"].get<double>() > 0);
     CHECK(t["backward_ms"].get<double>() == doctest::Approx(t["query_ms"].get<double>() + t["key_value_ms"].get<double>()));
     CHECK(t["disagreement"].get<double>() <= 1);
-    blocks.insert(t["blocks"].get<uint32_t>());
+    CHECK(t["blocks"][0] == t["blocks"][2]);  // one tiling for every pass
+    blocks.insert(t["blocks"][0].get<uint32_t>());
   }
   CHECK(blocks == std::set<uint32_t>{16, 32});  // in 8x8x8 matrices
   CHECK(s["tilings"][1]["warps"][0] == 2);
@@ -50,9 +51,21 @@ TEST_CASE("bench attention: BRIGADE_ATTENTION_BLOCKS's blocks are the default's"
   const auto& tilings = j["shapes"][0]["tilings"];
   REQUIRE(tilings.size() == 2);
   CHECK(tilings[0]["default"] == true);
-  CHECK(tilings[0]["blocks"] == 32);
+  CHECK(tilings[0]["blocks"][0] == 32);
   CHECK(tilings[0]["warps"][0] == 2);
-  CHECK(tilings[1]["blocks"] == 16);
+  CHECK(tilings[1]["blocks"][0] == 16);
+  // Each pass's own: the forward's, the queries' pass's, the keys' pass's.
+  r = test::command_run("BRIGADE_ATTENTION_BLOCKS='2,16;1,32;4,8' " BRIGADE_EXE
+                        " bench attention --shape 2x40x32x2 --warps 1 --blocks 2 --reps 1 --json");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const auto per_pass = nlohmann::json::parse(r.output)["shapes"][0]["tilings"][0];
+  CHECK(per_pass["blocks"] == nlohmann::json::array({16, 32, 8}));
+  CHECK(per_pass["up_to_warps"] == nlohmann::json::array({2, 1, 4}));
+  CHECK(per_pass["tiling"] == "plain 8x8x8, 2/1/4 warps of 8, blocks of 16/32/8");
+  r = test::command_run("BRIGADE_ATTENTION_BLOCKS='2,16;1,32' " BRIGADE_EXE " bench attention --shape 2x40x32x2");
+  CHECK(r.status == 2);
+  CHECK(r.output.find("or three such separated by ';'") != std::string::npos);
   r = test::command_run("BRIGADE_ATTENTION_BLOCKS=2,12 " BRIGADE_EXE " bench attention --shape 2x40x32x2");
   CHECK(r.status == 2);
   CHECK(r.output.find("BRIGADE_ATTENTION_BLOCKS=2,12: blocks of 12 rows are not a multiple of the matrices' 8") !=

@@ -97,6 +97,10 @@ TEST_CASE_FIXTURE(test::Gpu, "attention on matrix tiles matches the matrix form 
   check_tiles(device(), ops::emulated_attention_tiling(16, 16, 16, 32, 2), wide, Precision::Bf16, seed++);
   check_tiles(device(), ops::emulated_attention_tiling(8, 8, 8, 8, 2), narrow, Precision::Bf16, seed++);
   check_tiles(device(), ops::emulated_attention_tiling(8, 8, 8, 4, 2), narrow, Precision::Fp16, seed++);
+  // Each pass in blocks of its own (BRIGADE_ATTENTION_BLOCKS's per-pass form).
+  AttentionTiling own = ops::emulated_attention_tiling(8, 8, 8, 8, 2);
+  own.warps = {2, 1, 4}, own.bc = {16, 32, 8};
+  check_tiles(device(), own, wide, Precision::Bf16, seed++);
   // The device's matrix units, where it lists a product of the type for these heads.
   for (Precision p : {Precision::Bf16, Precision::Fp16})
     if (const std::optional<AttentionTiling> t = ops::attention_tiling(device().info(), p, wide.C / wide.NH)) {

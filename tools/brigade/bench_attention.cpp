@@ -72,14 +72,19 @@ struct Candidate {
   AttentionTiling t;
   std::array<uint32_t, 3> warps{};
   std::string name() const {
+    const auto& b = t.bc;
     return (t.emulated ? "plain " : "matrix units ") + std::to_string(t.lm) + "x" + std::to_string(t.ln) + "x" +
            std::to_string(t.lk) + ", " + std::to_string(warps[0]) + "/" + std::to_string(warps[1]) + "/" +
-           std::to_string(warps[2]) + " warps of " + std::to_string(t.lanes) + ", blocks of " + std::to_string(t.bc);
+           std::to_string(warps[2]) + " warps of " + std::to_string(t.lanes) + ", blocks of " +
+           (b[0] == b[1] && b[1] == b[2] ? std::to_string(b[0])
+                                         : std::to_string(b[0]) + "/" + std::to_string(b[1]) + "/" + std::to_string(b[2]));
   }
 };
 
 std::optional<Candidate> candidate(const vk::PhysicalInfo& info, const AttentionTiling& t, uint32_t HS) {
-  if (HS % ops::heads_multiple(t) || t.bc % t.ln || t.bc % t.lk) return std::nullopt;
+  if (HS % ops::heads_multiple(t)) return std::nullopt;
+  for (uint32_t rows : t.bc)
+    if (rows % t.ln || rows % t.lk) return std::nullopt;
   Candidate c{t, {}};
   for (size_t i = 0; i < 3; ++i) {
     c.warps[i] = t.warps_for(HS, TilesPass(i), info.max_shared_memory);
@@ -97,7 +102,7 @@ std::vector<Candidate> candidates(const vk::PhysicalInfo& info, const AttentionT
   for (uint32_t w : o.warps)
     for (uint32_t b : o.blocks) {
       AttentionTiling t = base;
-      t.warps = w, t.bc = b * std::max(t.ln, t.lk);
+      t.set_blocks(w, b * std::max(t.ln, t.lk));
       const auto c = candidate(info, t, HS);
       if (c && std::none_of(out.begin(), out.end(), [&](const Candidate& d) { return d.name() == c->name(); }))
         out.push_back(*c);
