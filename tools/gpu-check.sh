@@ -308,7 +308,7 @@ PY
         else
           ms=$(BRIGADE_ATTENTION_BLOCKS="$blocks" step_ms "${FLASH_MODEL:-gpt2-small}" --precision auto)
         fi
-        line+=" blocks $blocks ${ms:-failed} ms"
+        line+=" $([ "$blocks" = default ] || echo "blocks ")$blocks ${ms:-failed} ms"
       done
       say "$line"
     done
