@@ -112,8 +112,17 @@ std::optional<AttentionTiling> attention_tiling(const vk::PhysicalInfo& device, 
   if (!m) return std::nullopt;
   const AttentionTiling t = attention_tiling(*m);
   if (HS % heads_multiple(t)) return std::nullopt;
-  for (TilesPass pass : {TilesPass::Forward, TilesPass::Query, TilesPass::KeyValue})
-    if (!t.warps_for(HS, pass, device.max_shared_memory)) return std::nullopt;
+  for (TilesPass pass : {TilesPass::Forward, TilesPass::Query, TilesPass::KeyValue}) {
+    if (t.warps_for(HS, pass, device.max_shared_memory)) continue;
+    // Blocks asked for that do not fit are refused, not left for the matrix form unsaid.
+    if (!blocks_asked().text.empty())
+      throw UserError("BRIGADE_ATTENTION_BLOCKS=" + blocks_asked().text + ": one warp of the " +
+                      (pass == TilesPass::Forward ? "forward" : pass == TilesPass::Query ? "queries' pass" : "keys' pass") +
+                      " on heads of " + std::to_string(HS) + " in blocks of " + std::to_string(t.bc[size_t(pass)]) +
+                      " rows needs " + std::to_string(t.shared_bytes(HS, pass, 1)) + " bytes of shared memory; " +
+                      device.name + " has " + std::to_string(device.max_shared_memory));
+    return std::nullopt;
+  }
   return t;
 }
 

@@ -66,6 +66,10 @@ TEST_CASE("bench attention: BRIGADE_ATTENTION_BLOCKS's blocks are the default's"
   r = test::command_run("BRIGADE_ATTENTION_BLOCKS='2,16;1,32' " BRIGADE_EXE " bench attention --shape 2x40x32x2");
   CHECK(r.status == 2);
   CHECK(r.output.find("or three such separated by ';'") != std::string::npos);
+  r = test::command_run("BRIGADE_ATTENTION_BLOCKS=1,1024 " BRIGADE_EXE " bench attention --shape 2x40x32x2");
+  CHECK(r.status == 2);
+  CHECK(r.output.find("the default tiling (matrix tiles on plain invocations 8x8x8, up to 1 warps of 8, blocks of 1024) "
+                      "does not fit") != std::string::npos);
   r = test::command_run("BRIGADE_ATTENTION_BLOCKS=2,12 " BRIGADE_EXE " bench attention --shape 2x40x32x2");
   CHECK(r.status == 2);
   CHECK(r.output.find("BRIGADE_ATTENTION_BLOCKS=2,12: blocks of 12 rows are not a multiple of the matrices' 8") !=

@@ -248,11 +248,15 @@ void run(const Options& o) {
     if (!plain.empty() && !o.json)
       std::fprintf(stderr, "%s: no flash attention on matrix tiles for %s heads of %u (%s); the kernels on plain invocations\n",
                   dev.label().c_str(), ops::precision_name(p), HS, plain.c_str());
-    std::vector<Timed> all;
-    for (const Candidate& c : candidates(info, base, HS, o)) all.push_back({c});
-    if (all.empty())
+    if (HS % ops::heads_multiple(base))
       throw UserError("attention " + s.name() + ": no tiling of " + dev.label() + " takes heads of " +
                       std::to_string(HS) + " (multiples of " + std::to_string(ops::heads_multiple(base)) + ")");
+    if (!candidate(info, base, HS))  // the first is the default, the others' reference
+      throw UserError("attention " + s.name() + ": the default tiling (" + base.name() + ") does not fit " +
+                      dev.label() + "'s shared memory or workgroups for heads of " + std::to_string(HS) +
+                      " (BRIGADE_ATTENTION_BLOCKS?)");
+    std::vector<Timed> all;
+    for (const Candidate& c : candidates(info, base, HS, o)) all.push_back({c});
     if (!o.json)
       std::fprintf(stderr, "attention %s: %zu tilings, each run and checked against the default, then all timed in turn\n",
                    s.name().c_str(), all.size());
