@@ -92,6 +92,12 @@ TEST_CASE("bench attention refuses a shape, a precision or heads it cannot take,
   r = test::brigade_run("bench attention --shape 2x40x12x3 --warps 2 --blocks 2");
   CHECK(r.status == 2);
   CHECK(r.output.find("takes heads of 4 (multiples of 8)") != std::string::npos);
+  // SwiftShader: no matrix units, and minutes of compiling for the plain build.
+  r = test::command_run(std::string("VK_ADD_DRIVER_FILES=") + BRIGADE_DRIVERS_DIR +
+                        "/swiftshader/vk_swiftshader_icd.json " BRIGADE_EXE " bench attention --device swiftshader");
+  CHECK(r.status == 2);
+  CHECK(r.output.find("SwiftShader has no matrix units, so Brigade never runs flash attention on matrix tiles there") !=
+        std::string::npos);
 }
 
 }  // namespace cli_attention_bench_test

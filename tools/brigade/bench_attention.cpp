@@ -245,6 +245,11 @@ void run(const Options& o) {
     const uint32_t HS = s.C / s.NH;
     std::string plain;
     const AttentionTiling base = base_tiling(info, p, HS, plain);
+    // Brigade never runs these kernels there, and its compiler takes minutes over their plain
+    // build (docs/TESTING.md).
+    if (!plain.empty() && info.driver_id == VK_DRIVER_ID_GOOGLE_SWIFTSHADER)
+      throw UserError(dev.label() + ": SwiftShader has no matrix units, so Brigade never runs flash attention on "
+                      "matrix tiles there, and its compiler takes minutes over their plain build; try lavapipe");
     if (!plain.empty() && !o.json)
       std::fprintf(stderr, "%s: no flash attention on matrix tiles for %s heads of %u (%s); the kernels on plain invocations\n",
                   dev.label().c_str(), ops::precision_name(p), HS, plain.c_str());
