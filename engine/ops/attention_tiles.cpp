@@ -60,8 +60,9 @@ namespace {
 // to 4 warps, blocks of two matrices' width), so that blocks `bench attention` found faster can
 // be tried on a whole step before they become the default (tools/gpu-check.sh's flash part).
 struct Blocks {
-  AttentionTiling::PerPass warps{}, rows{};  // 0: the default's
-  std::string text;
+  AttentionTiling::PerPass warps{}, rows{};
+  std::string text;  // as set; empty: the default's blocks
+  bool asked() const { return !text.empty(); }
 };
 
 const Blocks& blocks_asked() {
@@ -95,7 +96,7 @@ AttentionTiling attention_tiling(const MatmulTiling& m) {
   AttentionTiling t{m.lm, m.ln, m.lk, m.subgroup};
   t.set_blocks(4, 2 * std::max(m.ln, m.lk));
   const Blocks& asked = blocks_asked();
-  if (asked.warps[0]) {
+  if (asked.asked()) {
     for (uint32_t rows : asked.rows)
       if (rows % m.ln || rows % m.lk)
         throw UserError("BRIGADE_ATTENTION_BLOCKS=" + asked.text + ": blocks of " + std::to_string(rows) +
@@ -115,7 +116,7 @@ std::optional<AttentionTiling> attention_tiling(const vk::PhysicalInfo& device, 
   for (TilesPass pass : {TilesPass::Forward, TilesPass::Query, TilesPass::KeyValue}) {
     if (t.warps_for(HS, pass, device.max_shared_memory)) continue;
     // Blocks asked for that do not fit are refused, not left for the matrix form unsaid.
-    if (!blocks_asked().text.empty())
+    if (blocks_asked().asked())
       throw UserError("BRIGADE_ATTENTION_BLOCKS=" + blocks_asked().text + ": one warp of the " +
                       (pass == TilesPass::Forward ? "forward" : pass == TilesPass::Query ? "queries' pass" : "keys' pass") +
                       " on heads of " + std::to_string(HS) + " in blocks of " + std::to_string(t.bc[size_t(pass)]) +

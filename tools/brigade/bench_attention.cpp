@@ -95,13 +95,12 @@ std::optional<Candidate> candidate(const vk::PhysicalInfo& info, const Attention
 
 // The default first, then each warps x blocks the device holds, one of each distinct (warps of
 // every pass, blocks).
-std::vector<Candidate> candidates(const vk::PhysicalInfo& info, const AttentionTiling& base, uint32_t HS,
+std::vector<Candidate> candidates(const vk::PhysicalInfo& info, const Candidate& by_default, uint32_t HS,
                                   const Options& o) {
-  std::vector<Candidate> out;
-  if (const auto c = candidate(info, base, HS)) out.push_back(*c);
+  std::vector<Candidate> out{by_default};
   for (uint32_t w : o.warps)
     for (uint32_t b : o.blocks) {
-      AttentionTiling t = base;
+      AttentionTiling t = by_default.t;
       t.set_blocks(w, b * std::max(t.ln, t.lk));
       const auto c = candidate(info, t, HS);
       if (c && std::none_of(out.begin(), out.end(), [&](const Candidate& d) { return d.name() == c->name(); }))
@@ -256,12 +255,13 @@ void run(const Options& o) {
     if (HS % ops::heads_multiple(base))
       throw UserError("attention " + s.name() + ": no tiling of " + dev.label() + " takes heads of " +
                       std::to_string(HS) + " (multiples of " + std::to_string(ops::heads_multiple(base)) + ")");
-    if (!candidate(info, base, HS))  // the first is the default, the others' reference
+    const std::optional<Candidate> by_default = candidate(info, base, HS);  // the others' reference
+    if (!by_default)
       throw UserError("attention " + s.name() + ": the default tiling (" + base.name() + ") does not fit " +
                       dev.label() + "'s shared memory or workgroups for heads of " + std::to_string(HS) +
                       " (BRIGADE_ATTENTION_BLOCKS?)");
     std::vector<Timed> all;
-    for (const Candidate& c : candidates(info, base, HS, o)) all.push_back({c});
+    for (const Candidate& c : candidates(info, *by_default, HS, o)) all.push_back({c});
     if (!o.json)
       std::fprintf(stderr, "attention %s: %zu tilings, each run and checked against the default, then all timed in turn\n",
                    s.name().c_str(), all.size());

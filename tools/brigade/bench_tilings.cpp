@@ -29,28 +29,28 @@ std::vector<uint32_t> stored_words(const std::vector<float>& v, ops::Precision f
 
 std::vector<std::vector<double>> alternated_ms(vk::Commands& cmd, size_t runs, size_t parts, int reps,
                                                const std::function<void(vk::Commands&, size_t, size_t)>& record) {
-  const auto all = [&](bool marked, std::vector<uint32_t>& marks) {
+  // Every run's parts once, with a timestamp around each where `marks` is given.
+  const auto all = [&](std::vector<uint32_t>* marks) {
     for (size_t i = 0; i < runs; ++i)
       for (size_t j = 0; j < parts; ++j) {
-        if (marked) marks.push_back(cmd.timestamp());
+        if (marks) marks->push_back(cmd.timestamp());
         record(cmd, i, j);
-        if (marked) marks.push_back(cmd.timestamp());
+        if (marks) marks->push_back(cmd.timestamp());
       }
   };
-  std::vector<uint32_t> marks;
   if (cmd.device().info().type != VK_PHYSICAL_DEVICE_TYPE_CPU) {
     const auto start = std::chrono::steady_clock::now();
     do {
       cmd.reset();
-      for (int r = 0; r < reps; ++r) all(false, marks);
+      for (int r = 0; r < reps; ++r) all(nullptr);
       cmd.run();
     } while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(250));
   }
   std::vector<std::vector<std::vector<double>>> ms(runs, std::vector<std::vector<double>>(parts));
   for (int r = 0; r < reps; ++r) {
     cmd.reset();
-    marks.clear();
-    all(true, marks);
+    std::vector<uint32_t> marks;
+    all(&marks);
     cmd.run();
     const std::vector<double> ts = cmd.timestamps_ns();
     for (size_t i = 0, at = 0; i < runs; ++i)
