@@ -11,8 +11,9 @@
 // TILES_M x TILES_N matrices of LM x LN through the tile operations (shaders/tiles.glsl):
 // cooperative matrices where the device has them (the _coopmat builds), plain invocations
 // elsewhere. The sums run over K in order, tile after tile, term after term.
-// At the end each warp's matrices pass, one at a time, through a shared scratch tile, from
-// which every invocation of the workgroup stores its share of C with the epilogue.
+// At the end each warp's matrices pass, one at a time, through the warp's own shared scratch
+// tile, from which its lanes store them to C with the epilogue, the warp waiting for itself
+// alone (WARP_SYNC, shaders/warps.glsl).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #define BRIGADE_FORMATS  // A, B and C's formats are specialization constants
@@ -171,21 +172,21 @@ void main() {
 
   const uint base = matrix_at(p.offset_c, gl_WorkGroupID.z, p.stride_c, p.head_stride_c);
   const bool pairs = PAIRS_C;  // a word of two outputs an invocation
-  const uint step = pairs ? 2 : 1, per_warp = LM * LN / step;
+  const uint step = pairs ? 2 : 1, scratch = warp * LM * LN;
+  // Each warp on its own, through its own scratch tile: it waits for its own lanes alone.
   // Unrolled on matrix units: indexed by a variable, the accumulators would have to live in
   // memory an invocation can index (a GPU's local memory) through the whole product.
   STAGE_LOOP for (uint t = 0; t < TILES_M * TILES_N; ++t) {
-    TILE_STORE(t, p.alpha, Cs, warp * LM * LN);  // alpha times the sums, rounded, as matmul.comp's result
-    barrier();
-    [[dont_unroll]] for (uint x = gl_LocalInvocationIndex; x < WARPS * per_warp; x += THREADS) {
-      const uint w = x / per_warp, e = (x % per_warp) * step;
-      const uint m = mb + (w / WARPS_N) * WM + (t / TILES_N) * LM + e / LN,
-                 n = nb + (w % WARPS_N) * WN + (t % TILES_N) * LN + e % LN;
+    TILE_STORE(t, p.alpha, Cs, scratch);  // alpha times the sums, rounded, as matmul.comp's result
+    WARP_SYNC();
+    const uint m0 = mb + wm * WM + (t / TILES_N) * LM, n0 = nb + wn * WN + (t % TILES_N) * LN;
+    [[dont_unroll]] for (uint e = tile_lane() * step; e < LM * LN; e += LANES * step) {
+      const uint m = m0 + e / LN, n = n0 + e % LN;
       if (m >= p.M || n >= p.N) continue;
-      const uint at = base + m * p.ldc + n, from = w * LM * LN + e;
+      const uint at = base + m * p.ldc + n, from = scratch + e;
       if (pairs) store_pair(Cs[from], Cs[from + 1], m, n, at);
       else store_one(Cs[from], m, n, at);
     }
-    barrier();
+    WARP_SYNC();
   }
 }
