@@ -1,8 +1,9 @@
 // `brigade bench kernels`: the speed of the matmul kernel on one device, over square
 // problems and the real Linear shapes of the presets. Every case is first checked against
 // the CPU reference; a kernel that disagrees gets no speed. Times are GPU timestamps around
-// each repetition; the median is reported, beside OpenBLAS's for the same product on the
-// host's cores, measured right after it (blas_peer.h).
+// each repetition, the tilings of one shape timed in turn, round after round; the median is
+// reported, beside OpenBLAS's for the same product on the host's cores, measured right after
+// them (blas_peer.h).
 #include <algorithm>
 #include <array>
 #include <bit>
@@ -17,6 +18,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "bench_tilings.h"
@@ -205,32 +207,41 @@ ops::MatmulTiling default_tiling(const vk::PhysicalInfo& info, const Case& c) {
   return ops::default_tiling(info, p, c.op == Op::LinearForward, ops::matmul_workspace_bytes(info));
 }
 
-Result run_case(vk::Device& dev, const Case& c, const Problem& problem, int reps, bool fresh) {
-  Result r{c, c.tiling ? c.tiling->name() : "default: " + default_tiling(dev.info(), c).name()};
+// The buffers of one shape's cases: its inputs as stored, its outputs, and a stage's workspace
+// where products split K (ops/matmul_split.h).
+struct ShapeBuffers {
   std::vector<vk::Buffer> in, out;
-  for (size_t i = 0; i < problem.inputs.size(); ++i) {
-    const std::vector<uint32_t> words = stored_words(problem.inputs[i], c.format);
-    in.emplace_back(dev, words.size() * 4, vk::Category::Activations, "input " + std::to_string(i));
-    vk::upload(in.back(), words.data(), words.size() * 4);
-  }
-  for (size_t n : output_sizes(c)) out.emplace_back(dev, n * 4, vk::Category::Activations, "output");
-
-  vk::Commands cmd(dev, "bench");
-  // A stage's workspace, where products split K (ops/matmul_split.h).
   std::optional<vk::Buffer> workspace;
-  if (const uint64_t bytes = ops::matmul_workspace_bytes(dev.info())) {
-    workspace.emplace(dev, bytes, vk::Category::Scratch, "products' workspace");
-    cmd.set_workspace(vk::View(*workspace));
+  ShapeBuffers(vk::Device& dev, const Case& c, const Problem& problem) {
+    for (size_t i = 0; i < problem.inputs.size(); ++i) {
+      const std::vector<uint32_t> words = stored_words(problem.inputs[i], c.format);
+      in.emplace_back(dev, words.size() * 4, vk::Category::Activations, "input " + std::to_string(i));
+      vk::upload(in.back(), words.data(), words.size() * 4);
+    }
+    for (size_t n : output_sizes(c)) out.emplace_back(dev, n * 4, vk::Category::Activations, "output");
+    if (const uint64_t bytes = ops::matmul_workspace_bytes(dev.info()))
+      workspace.emplace(dev, bytes, vk::Category::Scratch, "products' workspace");
   }
-  for (auto& b : out) cmd.fill(b, 0);
-  record(cmd, c, in, out);
+  void attach(vk::Commands& cmd) const {
+    if (workspace) cmd.set_workspace(vk::View(*workspace));
+  }
+};
+
+// The case run once from zeroed outputs and checked against the reference (its speed left to
+// time_cases).
+Result check_case(vk::Device& dev, const Case& c, const Problem& problem, const ShapeBuffers& operands) {
+  Result r{c, c.tiling ? c.tiling->name() : "default: " + default_tiling(dev.info(), c).name()};
+  vk::Commands cmd(dev, "bench");
+  operands.attach(cmd);
+  for (auto& b : operands.out) cmd.fill(b, 0);
+  record(cmd, c, operands.in, operands.out);
   cmd.run();
   r.valid = true;
   const bool ceiling = c.tiling && c.tiling->feed == ops::MatmulTiling::Feed::StageOnce;  // C wrong: not checked
   if (ceiling) r.max_err = NAN;
-  for (size_t i = 0; i < out.size() && !ceiling; ++i) {
-    std::vector<float> got(out[i].size() / 4);
-    vk::download(out[i], got.data(), got.size() * 4);
+  for (size_t i = 0; i < operands.out.size() && !ceiling; ++i) {
+    std::vector<float> got(operands.out[i].size() / 4);
+    vk::download(operands.out[i], got.data(), got.size() * 4);
     const std::vector<float>& want = problem.outputs[i];
     const size_t width = problem.rows.empty() ? want.size() : want.size() / problem.rows.size();
     for (size_t j = 0; j < want.size(); ++j) {
@@ -239,44 +250,45 @@ Result run_case(vk::Device& dev, const Case& c, const Problem& problem, int reps
       if (!close(got[at], want[j], c.mnk()[2]) || std::isnan(got[at])) r.valid = false;
     }
   }
-  if (!r.valid) return r;
+  return r;
+}
 
+// The median time and GFLOPS of each valid result of one shape, its tilings timed in turn,
+// `reps` rounds (alternated_ms): a change in the device's clock falls on all of them alike.
+void time_cases(vk::Device& dev, const ShapeBuffers& operands, std::span<Result> results, int reps) {
+  std::vector<Result*> timed;
+  for (Result& r : results)
+    if (r.valid) timed.push_back(&r);
+  if (timed.empty()) return;
+  vk::Commands cmd(dev, "bench");
+  operands.attach(cmd);
+  const auto record_run = [&](vk::Commands& to, size_t run, size_t) { record(to, timed[run]->c, operands.in, operands.out); };
   // A GPU idle while the host computed the reference runs at a low clock: keep it busy with
-  // batches of the product until one is no faster than the one before (at most 3 s), and for
-  // at least a quarter of a second, a second right after a reference was computed (`fresh`):
-  // a quarter alone left the first case after a full 1024^3 reference at a fifth of its speed
-  // on an H200.
+  // rounds of the products until one is no faster than the one before (at most 3 s), for a
+  // second at least: a quarter alone left the first case after a full 1024^3 reference at a
+  // fifth of its speed on an H200.
   if (dev.info().type != VK_PHYSICAL_DEVICE_TYPE_CPU) {
-    const auto least = std::chrono::milliseconds(fresh ? 1000 : 250);
     using Clock = std::chrono::steady_clock;
     const auto start = Clock::now();
     double before = INFINITY;
     for (;;) {
       const auto t0 = Clock::now();
       cmd.reset();
-      for (int i = 0; i < reps; ++i) record(cmd, c, in, out);
+      for (int i = 0; i < reps; ++i)
+        for (size_t run = 0; run < timed.size(); ++run) record_run(cmd, run, 0);
       cmd.run();
       const auto now = Clock::now();
       const double batch = std::chrono::duration<double>(now - t0).count();
       const bool steady = batch >= 0.98 * before;
       before = batch;
-      if ((steady && now - start >= least) || now - start >= std::chrono::seconds(3)) break;
+      if ((steady && now - start >= std::chrono::seconds(1)) || now - start >= std::chrono::seconds(3)) break;
     }
   }
-  cmd.reset();
-  std::vector<uint32_t> marks;
-  for (int i = 0; i < reps; ++i) {
-    marks.push_back(cmd.timestamp());
-    record(cmd, c, in, out);
-    marks.push_back(cmd.timestamp());
+  const std::vector<std::vector<double>> ms = alternated_ms(cmd, timed.size(), 1, reps, record_run);
+  for (size_t i = 0; i < timed.size(); ++i) {
+    timed[i]->median_ms = ms[i][0];
+    timed[i]->gflops = gflops(timed[i]->c, ms[i][0]);
   }
-  cmd.run();
-  const auto ts = cmd.timestamps_ns();
-  std::vector<double> ms;
-  for (int i = 0; i < reps; ++i) ms.push_back((ts[marks[2 * i + 1]] - ts[marks[2 * i]]) * 1e-6);
-  r.median_ms = median(ms);
-  r.gflops = gflops(c, r.median_ms);
-  return r;
 }
 
 // The Linear layers of the presets (DESIGN.md): forward and both backward passes.
@@ -330,23 +342,29 @@ void run_kernels(const std::string& device_spec, const std::vector<uint32_t>& sq
     }
   }
 
+  // The cases of one shape and op (consecutive) share their reference, their operands and their
+  // timing rounds; OpenBLAS is timed on the shape right after them.
   const BlasPeer peer;
-  std::map<std::string, Problem> problems;  // by shape and op: the reference runs once
-  std::map<std::string, double> peer_ms;    // likewise OpenBLAS, right after the first run
   std::vector<Result> results;
-  for (const Case& c : cases) {
-    const std::string key = std::string(op_name(c.op)) + " " + ops::precision_name(c.format) + " " + std::to_string(c.d0) + " " +
-                            std::to_string(c.d1) + " " + std::to_string(c.d2);
-    const bool fresh = !problems.count(key);
-    if (fresh) problems[key] = make_problem(c);
-    results.push_back(run_case(dev, c, problems[key], reps, fresh));
-    if (peer.found() && !peer_ms.count(key)) {
-      const auto [m, n, k] = c.mnk();
-      peer_ms[key] = peer.median_ms(m, n, k, c.trans_a(), c.trans_b(), reps);
+  for (size_t first = 0; first < cases.size();) {
+    const auto key = [&](const Case& c) { return std::tuple(c.op, c.format, c.d0, c.d1, c.d2); };
+    size_t end = first + 1;
+    while (end < cases.size() && key(cases[end]) == key(cases[first])) ++end;
+    const Problem problem = make_problem(cases[first]);
+    const ShapeBuffers operands(dev, cases[first], problem);
+    for (size_t i = first; i < end; ++i) {
+      results.push_back(check_case(dev, cases[i], problem, operands));
+      if (!json) std::fprintf(stderr, "  %s %s: %s\n", cases[i].name.c_str(), op_name(cases[i].op),
+                              results.back().valid ? "ok" : "WRONG");
     }
-    if (peer.found()) results.back().peer_gflops = gflops(c, peer_ms[key]);
-    if (!json) std::fprintf(stderr, "  %s %s: %s\n", c.name.c_str(), op_name(c.op),
-                            results.back().valid ? "ok" : "WRONG");
+    time_cases(dev, operands, std::span(results).subspan(results.size() - (end - first)), reps);
+    if (peer.found()) {
+      const Case& c = cases[first];
+      const auto [m, n, k] = c.mnk();
+      const double peer_gflops = gflops(c, peer.median_ms(m, n, k, c.trans_a(), c.trans_b(), reps));
+      for (size_t i = results.size() - (end - first); i < results.size(); ++i) results[i].peer_gflops = peer_gflops;
+    }
+    first = end;
   }
 
   const size_t wrong = std::count_if(results.begin(), results.end(), [](auto& r) { return !r.valid; });
