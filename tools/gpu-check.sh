@@ -12,8 +12,8 @@
 #            the GPU lists the type, each candidate warp tiling) at 1024^3 and 4096^3 and the
 #            presets' shapes, beside torch.mm in the same type
 #   tilings  every candidate tiling on the presets' Linear shapes (`bench kernels --compare`):
-#            what choosing the GPU default by measurement needs (about 300 cases, each
-#            warmed for 0.25 s on a GPU)
+#            what choosing the GPU default by measurement needs (about 300 cases; on a GPU
+#            each shape's tilings warmed for a second together, then timed in turn)
 #   suite    the test suites on the GPU under the validation layer (synchronization validation
 #            on): vk, kernels (each subgroup size), pipeline, model, io, cli; the ranks and mpi
 #            suites need mpirun and the vendors suite two CPU drivers, so they are not run. The
