@@ -79,7 +79,7 @@ TEST_CASE("bench attention: BRIGADE_ATTENTION_BLOCKS's blocks are the default's"
   CHECK(r.output.find("BRIGADE_ATTENTION_BLOCKS is '4'; expected WARPS,ROWS") != std::string::npos);
 }
 
-TEST_CASE("bench attention refuses a shape, a precision or heads it cannot take, in one line") {
+TEST_CASE("bench attention refuses a shape, a precision or heads it cannot take, in one line, and takes auto as the device's type") {
   auto r = test::brigade_run("bench attention --shape 2x40x32");
   CHECK(r.status == 2);
   CHECK(r.output.find("--shape 2x40x32: expected BxTxCxNH") != std::string::npos);
@@ -89,6 +89,12 @@ TEST_CASE("bench attention refuses a shape, a precision or heads it cannot take,
   r = test::brigade_run("bench attention --precision fp32");
   CHECK(r.status == 2);
   CHECK(r.output.find("reads 16-bit qkv") != std::string::npos);
+  // auto: the device's 16-bit type (`brigade devices`), never refused.
+  const auto devices = test::brigade_run("devices --json");
+  REQUIRE(devices.status == 0);
+  r = test::brigade_run("bench attention --precision auto --shape 1x16x16x2 --warps 1 --blocks 2 --reps 1 --json");
+  REQUIRE(r.status == 0);
+  CHECK(nlohmann::json::parse(r.output)["precision"] == nlohmann::json::parse(devices.output)[0]["precision_auto"]);
   r = test::brigade_run("bench attention --shape 2x40x12x3 --warps 2 --blocks 2");
   CHECK(r.status == 2);
   CHECK(r.output.find("takes heads of 4 (multiples of 8)") != std::string::npos);

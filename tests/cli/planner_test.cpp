@@ -114,7 +114,7 @@ TEST_CASE("profiles measured under another kernel setting in the environment are
   CHECK(cache.run(kPlan).output.find("layer times from the profile cache") != std::string::npos);
 }
 
-TEST_CASE("a corrupt profile cache is ignored with one warning and rewritten; another driver's or build's profiles are not used") {
+TEST_CASE("a corrupt profile cache is ignored with one warning and rewritten, and another driver's or build's profiles are not used") {
   const Cache cache("planner-corrupt");
   fs::create_directories(cache.dir);
   std::ofstream(cache.file()) << "{ not json";

@@ -71,7 +71,7 @@ void rewrite_metadata(const std::string& path, const std::string& key, const std
 
 }  // namespace
 
-TEST_CASE("a checkpoint keeps the loss scale; one without starts it afresh; a bad one is refused") {
+TEST_CASE("a checkpoint keeps the loss scale, one without starts it afresh, and a bad one is refused") {
   const model::Model m = model::build("fashion-mlp");
   io::Checkpoint c;
   c.step = 9, c.config = "{}";

@@ -56,7 +56,7 @@ TEST_CASE("buckets: one per layer when small, one for the cell when large, the t
   CHECK(mid[0].names.front() == "transformer.h.1.ln_2.weight");
 }
 
-TEST_CASE("buckets: layers without parameters join the next bucket; a cell without any has none") {
+TEST_CASE("buckets: layers without parameters join the next bucket, and a cell without any has none") {
   // fashion-cnn: conv, relu, pool, conv, relu, pool, flatten, linear, relu, linear.
   const model::Model m = model::build("fashion-cnn");
   const std::vector<pipeline::Bucket> each = pipeline::plan_buckets(m, 0, uint32_t(m.layers.size()), 1);

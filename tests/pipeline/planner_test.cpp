@@ -127,7 +127,7 @@ TEST_CASE("fixed axes stay fixed and precision is chosen per device") {
   CHECK(r.ranked.front().precision == std::vector<ops::Precision>{ops::Precision::Bf16, ops::Precision::Fp32});
 }
 
-TEST_CASE("configurations over a memory cap are pruned; when none fits the closest says why") {
+TEST_CASE("configurations over a memory cap are pruned, and when none fits the closest says why") {
   const model::Model m = model::build("fashion-mlp");
   SearchSpace s = space({device(m, 0, 1, 0)});
   const uint64_t unbounded = search(m, s).ranked.front().peak.front();

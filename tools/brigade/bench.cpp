@@ -312,12 +312,15 @@ std::vector<Case> preset_cases() {
 }
 
 void run_kernels(const std::string& device_spec, const std::vector<uint32_t>& squares, int reps, bool json,
-                 bool compare, ops::Precision format) {
+                 bool compare, const std::string& precision) {
   if (reps < 1 || reps > 500) throw UserError("--reps must be between 1 and 500, got " + std::to_string(reps));
+  // auto: what `train --precision auto` stores a stage in on the device.
+  if (precision != "auto") ops::parse_precision(precision);  // refused before a device is made
   vk::Instance instance;
   const uint32_t device_index = instance.find_device(device_spec, "--device");
   vk::Device dev(instance, device_index, {.label = "bench"});
   const vk::PhysicalInfo& info = dev.info();
+  const ops::Precision format = precision == "auto" ? ops::auto_precision(info) : ops::parse_precision(precision);
   if (!info.timestamps) throw UserError(dev.label() + ": its compute queue has no timestamps to time kernels with");
 
   // Square problems under every candidate tiling; the presets' shapes under the default,
@@ -391,7 +394,7 @@ void run_kernels(const std::string& device_spec, const std::vector<uint32_t>& sq
       if (peer.found() && r.valid) row["ratio_to_openblas"] = r.gflops / r.peer_gflops;
       rows.push_back(row);
     }
-    nlohmann::json out{{"device", device}, {"device_index", device_index}, {"reps", reps},
+    nlohmann::json out{{"device", device}, {"device_index", device_index}, {"precision", ops::precision_name(format)}, {"reps", reps},
                        {"peer", peer.description()},
                        {"default_tiling", ops::matmul_tiling(info).name()}, {"results", rows}};
     for (auto& [tiling, ms] : totals) out["preset_total_ms"][tiling] = ms;
@@ -453,10 +456,11 @@ void add_bench(CLI::App& app) {
                     "Time the presets' shapes under every candidate tiling, not just the default");
   kernels->add_option("--precision", opt->precision,
                       "how A and B are stored: fp32, or bf16 or fp16 (their products on the device's "
-                      "matrix units where it lists the type; the Linear shapes as plain products)")
+                      "matrix units where it lists the type; the Linear shapes as plain products), or "
+                      "auto: what `train --precision auto` stores in on the device")
       ->capture_default_str();
   kernels->callback([opt] {
-    run_kernels(opt->device, opt->squares, opt->reps, opt->json, opt->compare, ops::parse_precision(opt->precision));
+    run_kernels(opt->device, opt->squares, opt->reps, opt->json, opt->compare, opt->precision);
   });
   add_bench_pipeline(*bench);
   add_bench_schedules(*bench);

@@ -228,13 +228,15 @@ AttentionTiling base_tiling(const vk::PhysicalInfo& info, Precision p, uint32_t 
 }
 
 void run(const Options& o) {
-  const Precision p = ops::parse_precision(o.precision);
-  if (!ops::is_half(p)) throw UserError("--precision " + o.precision + ": flash attention on matrix tiles reads 16-bit qkv (bf16 or fp16)");
+  // auto: what `train --precision auto` stores a stage in on the device (always 16 bits).
+  if (o.precision != "auto" && !ops::is_half(ops::parse_precision(o.precision)))
+    throw UserError("--precision " + o.precision + ": flash attention on matrix tiles reads 16-bit qkv (bf16, fp16 or auto)");
   std::vector<Shape> shapes;
   for (const std::string& text : o.shapes) shapes.push_back(parse_shape(text));
   vk::Instance instance;
   vk::Device dev(instance, instance.find_device(o.device, "--device"), {.label = "bench"});
   const vk::PhysicalInfo& info = dev.info();
+  const Precision p = o.precision == "auto" ? ops::auto_precision(info) : ops::parse_precision(o.precision);
   if (!info.timestamps) throw UserError(dev.label() + ": its compute queue has no timestamps to time kernels with");
 
   nlohmann::json j{{"device", info.name}, {"precision", ops::precision_name(p)}, {"reps", o.reps},
@@ -326,7 +328,7 @@ void add_bench_attention(CLI::App& bench) {
                   "BxTxCxNH: samples, tokens, channels and heads (gpt2-small at -b 16: 16x1024x768x12; gpt-small: "
                   "16x256x384x6; gpt-mini: 8x128x128x4)")
       ->capture_default_str();
-  cmd->add_option("--precision", o->precision, "how qkv and y are stored: bf16 or fp16")->capture_default_str();
+  cmd->add_option("--precision", o->precision, "how qkv and y are stored: bf16 or fp16, or auto: what `train --precision auto` stores in on the device")->capture_default_str();
   cmd->add_option("--warps", o->warps, "warps of rows a workgroup to try, at most (each pass takes what fits)")
       ->delimiter(',')
       ->capture_default_str()
