@@ -12,6 +12,7 @@ namespace brigade::cli {
 
 void add_devices(CLI::App& app);
 void add_bench(CLI::App& app);
+void add_bench_kernels(CLI::App& bench);   // under `bench`
 void add_bench_pipeline(CLI::App& bench);  // under `bench`
 void add_bench_schedules(CLI::App& bench);  // under `bench`
 void add_bench_partition(CLI::App& bench);  // under `bench`
