@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <array>
 #include <bit>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -263,27 +262,6 @@ void time_cases(vk::Device& dev, const ShapeBuffers& operands, std::span<Result>
   vk::Commands cmd(dev, "bench");
   operands.attach(cmd);
   const auto record_run = [&](vk::Commands& to, size_t run, size_t) { record(to, timed[run]->c, operands.in, operands.out); };
-  // A GPU idle while the host computed the reference runs at a low clock: keep it busy with
-  // rounds of the products until one is no faster than the one before (at most 3 s), for a
-  // second at least: a quarter alone left the first case after a full 1024^3 reference at a
-  // fifth of its speed on an H200.
-  if (dev.info().type != VK_PHYSICAL_DEVICE_TYPE_CPU) {
-    using Clock = std::chrono::steady_clock;
-    const auto start = Clock::now();
-    double before = INFINITY;
-    for (;;) {
-      const auto t0 = Clock::now();
-      cmd.reset();
-      for (int i = 0; i < reps; ++i)
-        for (size_t run = 0; run < timed.size(); ++run) record_run(cmd, run, 0);
-      cmd.run();
-      const auto now = Clock::now();
-      const double batch = std::chrono::duration<double>(now - t0).count();
-      const bool steady = batch >= 0.98 * before;
-      before = batch;
-      if ((steady && now - start >= std::chrono::seconds(1)) || now - start >= std::chrono::seconds(3)) break;
-    }
-  }
   const std::vector<std::vector<double>> ms = alternated_ms(cmd, timed.size(), 1, reps, record_run);
   for (size_t i = 0; i < timed.size(); ++i) {
     timed[i]->median_ms = ms[i][0];

@@ -2,6 +2,7 @@
 
 #include <bit>
 #include <chrono>
+#include <cmath>
 
 #include "shaders/precision.h"
 #include "util/stats.h"
@@ -38,13 +39,25 @@ std::vector<std::vector<double>> alternated_ms(vk::Commands& cmd, size_t runs, s
         if (marks) marks->push_back(cmd.timestamp());
       }
   };
+  // A GPU idle while the host checked the results runs at a low clock: untimed rounds until a
+  // batch of them is no faster than the one before, for a second at least and three at most (a
+  // quarter of a second alone left the first case after a full 1024^3 reference at a fifth of
+  // its speed on an H200).
   if (cmd.device().info().type != VK_PHYSICAL_DEVICE_TYPE_CPU) {
-    const auto start = std::chrono::steady_clock::now();
-    do {
+    using Clock = std::chrono::steady_clock;
+    const auto start = Clock::now();
+    double before = INFINITY;
+    for (;;) {
+      const auto t0 = Clock::now();
       cmd.reset();
       for (int r = 0; r < reps; ++r) all(nullptr);
       cmd.run();
-    } while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(250));
+      const auto now = Clock::now();
+      const double batch = std::chrono::duration<double>(now - t0).count();
+      const bool steady = batch >= 0.98 * before;
+      before = batch;
+      if ((steady && now - start >= std::chrono::seconds(1)) || now - start >= std::chrono::seconds(3)) break;
+    }
   }
   std::vector<std::vector<std::vector<double>>> ms(runs, std::vector<std::vector<double>>(parts));
   for (int r = 0; r < reps; ++r) {

@@ -20,9 +20,9 @@ std::vector<uint32_t> stored_words(const std::vector<float>& v, ops::Precision f
 
 // The median GPU time of each of `parts` parts of each of `runs` things timed in turn (the
 // tilings of one kernel): `reps` rounds, each recording every run's parts in order with a
-// timestamp around each part, one submission a round; on a GPU after such rounds untimed for a
-// quarter of a second at least, so that it runs at its working clock after the host's checks,
-// as `bench kernels` keeps it busy before each case. record(cmd, run, part) records one part.
+// timestamp around each part, one submission a round; on a GPU after such rounds untimed until
+// they run no faster (a second at least), so that it runs at its working clock after the
+// host's checks. record(cmd, run, part) records one part.
 // Alternated, a change in the device's speed falls on all of them alike.
 std::vector<std::vector<double>> alternated_ms(vk::Commands& cmd, size_t runs, size_t parts, int reps,
                                                const std::function<void(vk::Commands&, size_t, size_t)>& record);
