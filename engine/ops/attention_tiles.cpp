@@ -14,15 +14,10 @@
 
 namespace brigade::ops {
 
-namespace {
-
-// "4", or where the passes differ "4/4/2".
 std::string per_pass(const AttentionTiling::PerPass& v) {
   if (v[0] == v[1] && v[1] == v[2]) return std::to_string(v[0]);
   return std::to_string(v[0]) + "/" + std::to_string(v[1]) + "/" + std::to_string(v[2]);
 }
-
-}  // namespace
 
 std::string AttentionTiling::name() const {
   return std::string(emulated ? "matrix tiles on plain invocations " : "matrix units ") + std::to_string(lm) + "x" +

@@ -49,6 +49,9 @@ struct AttentionTiling {
 // and n, or a pass's one warp would not fit the device's shared memory.
 std::optional<AttentionTiling> attention_tiling(const vk::PhysicalInfo& device, Precision element, uint32_t HS);
 
+// A per-pass value in words: "4", or where the passes differ "4/4/2" (forward/queries'/keys').
+std::string per_pass(const AttentionTiling::PerPass& v);
+
 // The tiling on matrix units of shape `m` (an ops::matrix_tiling), up to 4 warps, blocks of
 // two matrices' width (BRIGADE_ATTENTION_BLOCKS asks for others: WARPS,ROWS for every pass, or
 // three such separated by ';' for the forward, the queries' and the keys' passes; a UserError

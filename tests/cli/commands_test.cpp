@@ -128,9 +128,7 @@ TEST_CASE("what the plan refuses, train refuses before allocating anything, and 
 // --precision auto: the products in what `train --precision auto` stores a stage in on the
 // device (`brigade devices` says which).
 TEST_CASE("brigade bench kernels --precision auto times the products in the device's auto precision") {
-  const auto devices = test::brigade_run("devices --json");
-  REQUIRE(devices.status == 0);
-  const std::string want = nlohmann::json::parse(devices.output)[0]["precision_auto"];
+  const std::string want = test::precision_auto();
   const auto r = test::brigade_run("bench kernels --precision auto --square 40 --reps 1 --json");
   INFO(r.output);
   REQUIRE(r.status == 0);

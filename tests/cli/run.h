@@ -68,6 +68,13 @@ inline Result command_run(const std::string& command) {
 
 inline Result brigade_run(const std::string& args) { return command_run(BRIGADE_EXE " " + args); }
 
+// What `train --precision auto` stores in on device 0, as `brigade devices --json` says.
+inline std::string precision_auto() {
+  const Result r = brigade_run("devices --json");
+  REQUIRE(r.status == 0);
+  return nlohmann::json::parse(r.output)[0]["precision_auto"];
+}
+
 // Starts a shell command line in the background, its stdout and stderr into `log`; returns
 // its pid.
 inline pid_t command_spawn(const std::string& command, const std::filesystem::path& log) {

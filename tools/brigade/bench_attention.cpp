@@ -72,12 +72,9 @@ struct Candidate {
   AttentionTiling t;
   std::array<uint32_t, 3> warps{};
   std::string name() const {
-    const auto& b = t.bc;
     return (t.emulated ? "plain " : "matrix units ") + std::to_string(t.lm) + "x" + std::to_string(t.ln) + "x" +
            std::to_string(t.lk) + ", " + std::to_string(warps[0]) + "/" + std::to_string(warps[1]) + "/" +
-           std::to_string(warps[2]) + " warps of " + std::to_string(t.lanes) + ", blocks of " +
-           (b[0] == b[1] && b[1] == b[2] ? std::to_string(b[0])
-                                         : std::to_string(b[0]) + "/" + std::to_string(b[1]) + "/" + std::to_string(b[2]));
+           std::to_string(warps[2]) + " warps of " + std::to_string(t.lanes) + ", blocks of " + ops::per_pass(t.bc);
   }
 };
 
@@ -228,15 +225,14 @@ AttentionTiling base_tiling(const vk::PhysicalInfo& info, Precision p, uint32_t 
 }
 
 void run(const Options& o) {
-  // auto: what `train --precision auto` stores a stage in on the device (always 16 bits).
-  if (o.precision != "auto" && !ops::is_half(ops::parse_precision(o.precision)))
-    throw UserError("--precision " + o.precision + ": flash attention on matrix tiles reads 16-bit qkv (bf16, fp16 or auto)");
   std::vector<Shape> shapes;
   for (const std::string& text : o.shapes) shapes.push_back(parse_shape(text));
   vk::Instance instance;
   vk::Device dev(instance, instance.find_device(o.device, "--device"), {.label = "bench"});
   const vk::PhysicalInfo& info = dev.info();
-  const Precision p = o.precision == "auto" ? ops::auto_precision(info) : ops::parse_precision(o.precision);
+  const Precision p = bench_precision(o.precision, info);  // auto: always 16 bits
+  if (!ops::is_half(p))
+    throw UserError("--precision " + o.precision + ": flash attention on matrix tiles reads 16-bit qkv (bf16, fp16 or auto)");
   if (!info.timestamps) throw UserError(dev.label() + ": its compute queue has no timestamps to time kernels with");
 
   nlohmann::json j{{"device", info.name}, {"precision", ops::precision_name(p)}, {"reps", o.reps},

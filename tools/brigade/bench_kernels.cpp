@@ -289,13 +289,11 @@ std::vector<Case> preset_cases() {
 void run_kernels(const std::string& device_spec, const std::vector<uint32_t>& squares, int reps, bool json,
                  bool compare, const std::string& precision) {
   if (reps < 1 || reps > 500) throw UserError("--reps must be between 1 and 500, got " + std::to_string(reps));
-  // auto: what `train --precision auto` stores a stage in on the device.
-  if (precision != "auto") ops::parse_precision(precision);  // refused before a device is made
   vk::Instance instance;
   const uint32_t device_index = instance.find_device(device_spec, "--device");
   vk::Device dev(instance, device_index, {.label = "bench"});
   const vk::PhysicalInfo& info = dev.info();
-  const ops::Precision format = precision == "auto" ? ops::auto_precision(info) : ops::parse_precision(precision);
+  const ops::Precision format = bench_precision(precision, info);
   if (!info.timestamps) throw UserError(dev.label() + ": its compute queue has no timestamps to time kernels with");
 
   // Square problems under every candidate tiling; the presets' shapes under the default,

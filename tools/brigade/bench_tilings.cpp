@@ -4,10 +4,15 @@
 #include <chrono>
 #include <cmath>
 
+#include "ops/matmul_tiles.h"
 #include "shaders/precision.h"
 #include "util/stats.h"
 
 namespace brigade::cli {
+
+ops::Precision bench_precision(const std::string& text, const vk::PhysicalInfo& info) {
+  return text == "auto" ? ops::auto_precision(info) : ops::parse_precision(text);
+}
 
 std::vector<float> random_values(size_t n, uint32_t seed) {
   std::vector<float> v(n);

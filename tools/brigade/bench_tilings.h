@@ -5,12 +5,17 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "ops/precision.h"
 #include "vk/commands.h"
 
 namespace brigade::cli {
+
+// A bench command's --precision on `info`: fp32, bf16, fp16, or auto (what `train --precision
+// auto` stores a stage in there, ops::auto_precision).
+ops::Precision bench_precision(const std::string& text, const vk::PhysicalInfo& info);
 
 // n values in [-1, 1) from `seed`, the same on every run.
 std::vector<float> random_values(size_t n, uint32_t seed);
