@@ -48,6 +48,7 @@ TEST_CASE("bench products: each product of bench profile's micro-batch, under it
       ++candidates;
       if (c.contains("not_run")) continue;
       CHECK(c["disagreement"].get<double>() <= 1);
+      CHECK(c["agrees"] == true);
       CHECK(c["ms"].get<double>() >= best);
     }
   }
