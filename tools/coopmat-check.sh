@@ -72,11 +72,18 @@ if [ $whole = 1 ]; then
   layer=$(chroot "$dest" dpkg-query -W -f='${Version}' vulkan-validationlayers)
   for suite in vk model kernels pipeline; do
     t0=$SECONDS
-    unstable "$build/tests/test_$suite" >"$build/coopmat-whole-$suite.log" 2>&1 ||
-      { tail -40 "$build/coopmat-whole-$suite.log" >&2; echo "coopmat-check: the $suite suite failed ($build/coopmat-whole-$suite.log)" >&2; exit 1; }
+    # 77: no case failed and some said they cannot run here (tests/main.cpp lists them).
+    status=0
+    unstable "$build/tests/test_$suite" >"$build/coopmat-whole-$suite.log" 2>&1 || status=$?
+    if [ $status != 0 ] && [ $status != 77 ]; then
+      tail -40 "$build/coopmat-whole-$suite.log" >&2
+      echo "coopmat-check: the $suite suite failed ($build/coopmat-whole-$suite.log)" >&2
+      exit 1
+    fi
     cases=$(awk -F'|' '/test cases:/ { sub(/.*test cases: */, "", $1); gsub(/^ +| +$/, "", $2); gsub(/^ +| +$/, "", $4)
                                        print $1 + 0 " cases, " $2 ", " $4 }' "$build/coopmat-whole-$suite.log")
-    echo "coopmat-check: $suite suite under validation layer $layer on Mesa $mesa's lavapipe: $cases, in $((SECONDS - t0)) s"
+    not_run=$(grep -o '^[0-9]* case(s) not run here' "$build/coopmat-whole-$suite.log" | grep -o '^[0-9]*' || echo 0)
+    echo "coopmat-check: $suite suite under validation layer $layer on Mesa $mesa's lavapipe: $cases, ${not_run:-0} not run here, in $((SECONDS - t0)) s"
   done
   exit 0
 fi

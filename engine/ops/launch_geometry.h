@@ -2,6 +2,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <initializer_list>
 
@@ -12,10 +13,18 @@
 
 namespace brigade::ops {
 
-// Workgroups for `n` items at `per_group` items per workgroup, capped at the x-dimension
-// limit every device supports; the kernels loop over what the cap leaves out.
+// The most workgroups these launchers dispatch along a dimension: BRIGADE_MAX_GROUPS_X, the
+// x-dimension limit every device supports, unless the tests lower it (tests/main.cpp's
+// --max-groups) so that every kernel's loop over what the cap leaves out runs on small tensors.
+inline std::atomic<uint32_t>& max_groups() {
+  static std::atomic<uint32_t> groups{BRIGADE_MAX_GROUPS_X};
+  return groups;
+}
+
+// Workgroups for `n` items at `per_group` items per workgroup, capped at max_groups(); the
+// kernels loop over what the cap leaves out.
 inline vk::Groups capped_groups(uint64_t n, uint32_t per_group) {
-  return {uint32_t(std::min<uint64_t>(vk::groups_for(n, per_group), BRIGADE_MAX_GROUPS_X))};
+  return {uint32_t(std::min<uint64_t>(vk::groups_for(n, per_group), max_groups().load(std::memory_order_relaxed)))};
 }
 
 // Whether a kernel with a VEC4 variant may read and write these views as vec4s: the count it
@@ -60,7 +69,7 @@ inline vk::Specialization reduction_spec(const vk::Device& dev, uint64_t items) 
 // what it loads once (LayerNorm's weight and bias) serves them all; on GPUs one per row, up
 // to a dispatch's limit.
 inline vk::Groups row_groups(const vk::Device& dev, uint64_t rows) {
-  if (dev.info().type == VK_PHYSICAL_DEVICE_TYPE_CPU) return {uint32_t(std::min<uint64_t>(rows, 256))};
+  if (dev.info().type == VK_PHYSICAL_DEVICE_TYPE_CPU) return capped_groups(std::min<uint64_t>(rows, 256), 1);
   return capped_groups(rows, 1);
 }
 

@@ -84,6 +84,7 @@ TEST_CASE("brigade step under each schedule gives one stage's gradients, and pla
                                   "--devices 0,0 -m 4 --schedule interleaved --virtual-stages 3 --remat always"}) {
     CAPTURE(flags);
     const std::string out = (d / "g.safetensors").string();
+    fs::remove(out);  // each schedule's own file, not the one before's
     r = brigade_run(base + out + " " + flags);
     REQUIRE_MESSAGE(r.status == 0, r.output);
     const io::SafeTensors g = io::SafeTensors::load(out);

@@ -336,10 +336,12 @@ TEST_CASE_FIXTURE(
 }
 
 TEST_CASE_FIXTURE(test::Gpu, "folding the clip into the step equals scaling the gradients first") {
+  // Three steps under three scales: AdamW's first step moves by about the learning rate
+  // whatever the gradients' scale, so a step that dropped its scale would pass one step; over
+  // steps of different scales m / sqrt(v) no longer cancels it.
   vk::Device& dev = device();
   const uint32_t n = 1000;
   const auto p0 = test::random_vector(n, 40), g = test::random_vector(n, 41);
-  const float scale = 0.3f;
   vk::Buffer pa = test::to_device(dev, p0, "pa", Category::Parameters),
              pb = test::to_device(dev, p0, "pb", Category::Parameters),
              ga = test::to_device(dev, g, "ga", Category::Gradients),
@@ -347,12 +349,30 @@ TEST_CASE_FIXTURE(test::Gpu, "folding the clip into the step equals scaling the 
   optim::AdamW folded({0.9, 0.999, 1e-8, 0.01}), separate({0.9, 0.999, 1e-8, 0.01});
   folded.add("p", pa, ga);
   separate.add("p", pb, gb);
-  vk::Commands cmd(dev, "clip");
-  folded.record(cmd, {1, 0.01, scale});
-  optim::scale(cmd, gb, n, scale);
-  separate.record(cmd, {1, 0.01, 1.0});
-  cmd.run();
+  uint32_t step = 0;
+  for (const float scale : {0.3f, 0.7f, 0.45f}) {
+    vk::upload(gb, g.data(), n * 4);  // scaled in place by the step before
+    vk::Commands cmd(dev, "clip");
+    folded.record(cmd, {++step, 0.01, scale});
+    optim::scale(cmd, gb, n, scale);
+    separate.record(cmd, {step, 0.01, 1.0});
+    cmd.run();
+  }
   test::check_close(test::to_host(pa), test::to_host(pb), 0, 0, "folded vs separate clip");
+  // Not the parameters a step with no scale at all makes.
+  vk::Buffer pc = test::to_device(dev, p0, "pc", Category::Parameters),
+             gc = test::to_device(dev, g, "gc", Category::Gradients);
+  optim::AdamW unscaled({0.9, 0.999, 1e-8, 0.01});
+  unscaled.add("p", pc, gc);
+  for (uint32_t s = 1; s <= 3; ++s) {
+    vk::Commands cmd(dev, "unscaled");
+    unscaled.record(cmd, {s, 0.01, 1.0});
+    cmd.run();
+  }
+  const std::vector<float> a = test::to_host(pa), c = test::to_host(pc);
+  double apart = 0;
+  for (uint32_t i = 0; i < n; ++i) apart = std::max(apart, double(std::abs(a[i] - c[i])));
+  CHECK(apart > 1e-5);
 }
 
 TEST_CASE_FIXTURE(

@@ -24,7 +24,7 @@ uint32_t find_physical(const std::string& spec, const std::string& what) {
     return instance().find_device(spec, what);
   } catch (const UserError& e) {
     const char* added = std::getenv("VK_ADD_DRIVER_FILES");
-    FAIL(e.what() << (added ? std::string("; VK_ADD_DRIVER_FILES=") + added : std::string())
+    FAIL(std::string(e.what()) << (added ? std::string("; VK_ADD_DRIVER_FILES=") + added : std::string())
                   << " (tools/install-swiftshader.sh installs SwiftShader)");
   }
   return 0;

@@ -49,8 +49,8 @@ bool sharing_devices();
 // Destroys the shared devices (main, after the run) and returns the validation layer's
 // messages since the last case ended: what their destruction reported.
 std::vector<std::string> release_shared_devices();
-// The exit status of a run sharing its devices in which no case failed and some said they
-// cannot run on this device (`not on this device:`): ctest's SKIP_RETURN_CODE.
+// The exit status of a run in which no case failed and some said they cannot run here (`not on
+// this device:`, tests/main.cpp): ctest's SKIP_RETURN_CODE.
 inline constexpr int kNotRunHere = 77;
 
 class Gpu {
