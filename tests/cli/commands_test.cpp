@@ -102,6 +102,12 @@ TEST_CASE("brigade plan shows the cut and memory, and exits 1 with a suggestion 
   INFO(huge.output);
   CHECK(huge.status == 1);
   CHECK(huge.output.find("of device-local memory; add devices or stages") != std::string::npos);
+  // The table says so too: its one stage, with no cap of its own, does not fit.
+  const size_t header = huge.output.find("total ");
+  REQUIRE(header != std::string::npos);
+  const size_t row = huge.output.find("\n0 ", header), end = huge.output.find('\n', row + 1);
+  REQUIRE(row != std::string::npos);
+  CHECK(huge.output.substr(row, end - row).ends_with(" NO"));
 }
 
 TEST_CASE("what the plan refuses, train refuses before allocating anything, and what it accepts trains") {
@@ -295,6 +301,31 @@ TEST_CASE("every subcommand has --help naming its flags") {
     INFO(cmd, "\n", r.output);
     CHECK(r.status == 0);
     CHECK(r.output.find(flag) != std::string::npos);
+  }
+}
+
+TEST_CASE("the parser's refusals are one line each, naming the flag or word and what was wanted") {
+  // (arguments, the whole of standard error): a negative whole number is refused, not wrapped
+  // round to 2^64 - 5 steps.
+  for (const auto& [args_, said_] : std::vector<std::pair<std::string, std::string>>{
+           {"train --model fashion-mlp --out x --steps -5", "brigade: error: --steps: -5 is negative (brigade train --help)"},
+           {"train --model fashion-mlp --out x --eval-every -1",
+            "brigade: error: --eval-every: -1 is negative (brigade train --help)"},
+           {"train --model fashion-mlp --out x --steps abc",
+            "brigade: error: --steps abc is not a whole number, 0 or more (brigade train --help)"},
+           {"train --model fashion-mlp --out x --lr fast", "brigade: error: --lr fast is not a number (brigade train --help)"},
+           {"train --model fashion-mlp --bogus", "brigade: error: unknown flag --bogus (brigade train --help)"},
+           {"frobnicate", "brigade: error: unknown command 'frobnicate' (brigade: devices, plan, init, train, eval, "
+                          "sample, supervise, step, plot, bench)"},
+           {"bench bogus", "brigade: error: unknown command 'bogus' (brigade bench: kernels, pipeline, schedules, "
+                           "partition, profile, products, attention, capacity, planner)"},
+           {"", "brigade: error: a command is required (brigade: devices, plan, init, train, eval, sample, supervise, "
+                "step, plot, bench)"}}) {
+    const std::string &args = args_, &said = said_;
+    const auto r = test::brigade_run(args);
+    INFO(args, "\n", r.output);
+    CHECK(r.status >= 100);  // the parser's exit codes (docs/COMMANDS.md)
+    CHECK(r.output == said + "\n");
   }
 }
 

@@ -13,6 +13,65 @@
 
 namespace {
 
+// Every whole-number flag of `app` and its commands refuses a negative value, which the
+// parser would otherwise wrap round to a huge one (--steps -5: 18446744073709551611 steps).
+void refuse_negatives(CLI::App& app) {
+  const CLI::Validator whole([](std::string& v) { return v.rfind('-', 0) == 0 ? v + " is negative" : std::string(); },
+                             "", "not negative");
+  for (CLI::Option* o : app.get_options())
+    if (o->get_type_name() == "UINT") o->check(whole);
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) refuse_negatives(*sub);
+}
+
+// The command the arguments name, as deep as they go (brigade bench products), and the first
+// word where a command was wanted that names none ("" when every one did).
+CLI::App* named_command(CLI::App& app, int argc, char** argv, std::string& unknown) {
+  CLI::App* at = &app;
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (word.empty() || word[0] == '-') break;
+    const auto subs = at->get_subcommands([&](CLI::App* s) { return s->check_name(word); });
+    if (subs.empty()) {
+      if (!at->get_subcommands([](CLI::App*) { return true; }).empty()) unknown = word;
+      break;
+    }
+    at = subs.front();
+  }
+  return at;
+}
+
+// A refusal of the parser's in one line, in the program's words: "--steps abc is not a whole
+// number, 0 or more", "unknown command 'x' (brigade: devices, plan, ...)".
+std::string parse_refusal(CLI::App& app, int argc, char** argv, const CLI::ParseError& e) {
+  std::string unknown;
+  CLI::App* command = named_command(app, argc, argv, unknown);
+  std::string path = command->get_name();
+  for (const CLI::App* up = command->get_parent(); up && up->get_parent(); up = up->get_parent())
+    path = up->get_name() + " " + path;
+  const std::string help = "brigade " + (command == &app ? std::string() : path + " ") + "--help";
+  std::string names;
+  for (const CLI::App* s : command->get_subcommands([](CLI::App*) { return true; }))
+    names += (names.empty() ? "" : ", ") + s->get_name();
+  const std::string commands = "(" + (command == &app ? std::string("brigade") : "brigade " + path) + ": " + names + ")";
+  if (!unknown.empty()) return "unknown command '" + unknown + "' " + commands;
+  std::string what = e.what();
+  if (what == "A subcommand is required") return "a command is required " + commands;
+  // A flag the command does not know, before what the parser met after it (a required one).
+  for (const std::string& extra : command->remaining())
+    if (extra.rfind('-', 0) == 0) return "unknown flag " + extra + " (" + help + ")";
+  const std::string convert = "Could not convert: ";
+  if (what.rfind(convert, 0) == 0) {  // "Could not convert: --steps = abc"
+    const size_t eq = what.find(" = ");
+    const std::string name = what.substr(convert.size(), eq - convert.size());
+    const CLI::Option* o = command->get_option_no_throw(name);
+    const std::string type = o ? o->get_type_name() : "";
+    const std::string wanted = type == "UINT" ? "a whole number, 0 or more" : type == "INT" ? "a whole number"
+                               : type == "FLOAT" ? "a number" : "";
+    if (eq != std::string::npos && !wanted.empty()) what = name + " " + what.substr(eq + 3) + " is not " + wanted;
+  }
+  return what + " (" + help + ")";
+}
+
 // Exit codes: 0 done, 1 a question answered no (plan: does not fit), 2 a user error,
 // 3 a Vulkan failure, 4 an internal error, 5 validation messages, 128+N stopped by signal N.
 // Under mpirun a message names the rank ("brigade: rank 1 of 2 (host, stage 1): error: ..."),
@@ -38,8 +97,14 @@ int run(CLI::App& app, int argc, char** argv) {
       brigade::cli::agree("the command line", args);
     }
     app.parse(argc, argv);
+  } catch (const CLI::Success& e) {  // --help, --version
+    return app.exit(e);
+  } catch (const CLI::RuntimeError& e) {  // a command's exit status (plan: 1, does not fit)
+    return e.get_exit_code();
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);  // every rank parsed the same arguments
+    // Every rank parsed the same arguments: rank 0 says it.
+    if (world.rank() == 0) std::fprintf(stderr, "brigade: error: %s\n", parse_refusal(app, argc, argv, e).c_str());
+    return e.get_exit_code();
   } catch (const brigade::cli::EveryRankError& e) {
     if (world.rank() == 0) std::fprintf(stderr, "brigade: error: %s\n", brigade::cli::in_flags(e.what()).c_str());
     return 2;  // every rank saw it
@@ -92,6 +157,7 @@ int main(int argc, char** argv) {
   brigade::cli::add_step(app);
   brigade::cli::add_plot(app);
   brigade::cli::add_bench(app);
+  refuse_negatives(app);
   const int status = run(app, argc, argv);
   // Under --validation or BRIGADE_VALIDATION=1, a message from the layer fails the command
   // even when it otherwise succeeded.

@@ -1,6 +1,7 @@
 // `brigade plan`: the partition, each stage's predicted memory by category against its cap,
 // the schedule's action lists and its bubble, without training anything.
 #include <cstdio>
+#include <map>
 #include <string>
 
 #include "auto_plan.h"
@@ -61,6 +62,14 @@ int run_plan(const PlanArgs& a) {
                                               profiled ? "ms/micro-batch" : "GFLOP", "params", "grads",
                                               "optimizer", "activations", "links", "scratch", "total", "cap", "fits"}};
   const std::vector<ops::Precision> precision = stage_precisions(f.precision, d.stages);
+  // Without a cap a stage fits where its device's memory holds every stage on that device.
+  std::map<std::string, uint64_t> on_device;
+  const auto device_key = [&](uint32_t k) { return d.stages[k].rank + "/" + std::to_string(d.stages[k].index); };
+  for (uint32_t k = 0; k < K; ++k) on_device[device_key(k)] += pipeline::total(p.stage_memory(k, states));
+  const auto fits = [&](uint32_t k, uint64_t total, uint64_t cap) {
+    if (cap) return total <= cap;
+    return !d.stages[k].heap || on_device[device_key(k)] <= d.stages[k].heap;
+  };
   auto row = [&](const std::string& name, uint32_t k, const std::string& layers, const std::string& work,
                  const pipeline::Bytes& b, bool with_cap) {
     const uint64_t total = pipeline::total(b), cap = with_cap ? d.caps[k] : 0;
@@ -70,7 +79,7 @@ int run_plan(const PlanArgs& a) {
                     bytes(vk::Category::Parameters), bytes(vk::Category::Gradients), bytes(vk::Category::Optimizer),
                     bytes(vk::Category::Activations), bytes(vk::Category::Transfer), bytes(vk::Category::Scratch),
                     format_bytes(total), cap ? format_bytes(cap) : "-",
-                    !with_cap ? "" : (!cap || total <= cap) ? "yes" : "NO"});
+                    !with_cap ? "" : fits(k, total, cap) ? "yes" : "NO"});
   };
   for (uint32_t c = 0; c < C; ++c) {
     const pipeline::CellLayout& l = p.cells[c];
