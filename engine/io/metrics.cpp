@@ -56,6 +56,10 @@ Metrics parse_metrics(std::string_view text, const std::string& source) {
     } catch (const json::parse_error& e) {
       throw UserError(where + ": not valid JSON (error at column " + std::to_string(e.byte) +
                       "); each line must be one JSON object");
+    } catch (const json::exception& e) {  // a number past a double's range
+      const std::string what = e.what();
+      throw UserError(where + ": not valid JSON (" + what.substr(what.find("] ") + 2) +
+                      "); each line must be one JSON object");
     }
     if (!record.is_object()) throw UserError(where + ": not a JSON object; each line must be one");
     const auto kind = record.find("kind");

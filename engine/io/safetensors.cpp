@@ -278,6 +278,18 @@ void SafeTensorsWriter::write(const std::string& path) const {
   write_atomically(path, bytes);
 }
 
+void check_writable(const std::string& path) {
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    if (errno == EEXIST) return;  // a torn write's, which the write replaces
+    const std::string why = std::strerror(errno);
+    throw UserError(path + ": cannot create " + tmp + " (" + why + ")");
+  }
+  ::close(fd);
+  ::unlink(tmp.c_str());
+}
+
 void write_atomically(const std::string& path, std::span<const uint8_t> bytes) {
   const std::string tmp = path + ".tmp";
   auto fail = [&](const std::string& what) {

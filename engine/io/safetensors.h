@@ -76,6 +76,9 @@ class SafeTensorsWriter {
   std::map<std::string, std::string> metadata_;
 };
 
+// Refuses, as write_atomically would, a path it could not write (its folder missing, not a
+// folder, or not writable), before the work whose result goes there; writes nothing.
+void check_writable(const std::string& path);
 // Replaces `path` with `bytes` atomically (see SafeTensorsWriter::write).
 void write_atomically(const std::string& path, std::span<const uint8_t> bytes);
 inline void write_atomically(const std::string& path, std::string_view text) {

@@ -18,6 +18,7 @@
 
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
+#include "io/tensors.h"
 #include "model/model.h"
 #include "run.h"
 #include "tiny_data.h"
@@ -239,6 +240,28 @@ TEST_CASE("train, eval and sample refuse bad requests with one line") {
   fs::remove_all(dir);
 }
 
+TEST_CASE("eval refuses parameters that are not finite, naming the tensor") {
+  // A diverged run's parameters evaluate to a NaN loss; refused as --resume refuses them.
+  const fs::path dir = test::scratch_dir("eval-not-finite");
+  const model::Model m = model::build("fashion-mlp", {});
+  const std::string path = (dir / "p.safetensors").string();
+  io::initial_parameters(m, 1).write(path);
+  const io::SafeTensors initial = io::SafeTensors::load(path);
+  io::SafeTensorsWriter w;
+  for (const model::ParamSpec& spec : m.params()) {
+    std::vector<float> v = initial.f32(spec.name);
+    if (spec.name == "1.weight") v[7] = NAN, v[9] = INFINITY;
+    w.add(spec.name, spec.shape, v);
+  }
+  w.write(path);
+  const auto r = test::brigade_run("eval " + path + " --model fashion-mlp");
+  INFO(r.output);
+  CHECK(r.status == 2);
+  CHECK(r.output == "brigade: error: " + path + ": parameter '1.weight' holds 2 of its 200704 values not finite (NaN or "
+                    "infinite)\n");
+  fs::remove_all(dir);
+}
+
 TEST_CASE("train refuses a number out of range naming its flag and the value as given") {
   const fs::path dir = test::scratch_dir("train-numbers");
   const std::string out = " --out " + (dir / "run").string();
@@ -291,6 +314,9 @@ TEST_CASE("train --resume refuses saved settings that no flag would take, naming
       {"eval_every", 0, "'eval_every' is 0; expected a whole number from 1"},
       {"clip", -1.0, "'clip' is -1.0; expected a finite number, 0 or more"},
       {"lr", "fast", "'lr' is \"fast\"; expected a finite number"},
+      {"lr", -1.0, "'lr' is -1.0; expected a number above 0"},
+      {"beta2", 1.0, "'beta2' is 1.0; expected a number from 0 up to 1 (not 1)"},
+      {"eps", -1e-8, "'eps' is -1e-08; expected a finite number, 0 or more"},
       {"model_toml", 5, "'model_toml' is 5; expected a string"},
       {"optimizer", "adam", "'optimizer' is 'adam'; expected adamw or sgd"},
       {"schedule", "linear", "'schedule' is 'linear'; expected constant or cosine"},

@@ -79,6 +79,8 @@ TEST_CASE("a bad metrics line is refused naming the file and the line") {
   CHECK(refusal(R"({"kind":"train","step":1,"loss":"low"})") == "run/metrics.jsonl:1: \"loss\" is not a number");
   CHECK(refusal(R"({"kind":"eval","step":1,"loss":1,"split":7})") == "run/metrics.jsonl:1: \"split\" is not a string");
   CHECK(refusal(R"({"kind":"mystery","anything":[})").starts_with("run/metrics.jsonl:1: not valid JSON"));
+  CHECK(refusal(good + R"({"kind":"train","step":2,"loss":1e999})") ==
+        "run/metrics.jsonl:2: not valid JSON (number overflow parsing '1e999'); each line must be one JSON object");
   for (const std::string& r : {refusal("{\n"), refusal(good + "}{")}) CHECK(r.find('\n') == std::string::npos);
 }
 

@@ -1,6 +1,7 @@
 // `brigade eval` and `brigade sample`: forward-only uses of a trained model. Both read a
 // checkpoint (a run's folder or its checkpoint.safetensors, which carries the model's TOML)
 // or a plain parameters file with --model, and run it through the same pipeline as training.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -58,6 +59,13 @@ Loaded load(const Source& s) {
     l.model = model::build(s.model, s.set);
   }
   l.params = io::read_parameters(file, l.model);
+  // NaN or infinite parameters evaluate to a NaN loss: refused, as --resume refuses them.
+  for (const auto& [name, values] : l.params) {
+    const size_t bad = size_t(std::count_if(values.begin(), values.end(), [](float v) { return !std::isfinite(v); }));
+    if (bad)
+      throw UserError(path + ": parameter '" + name + "' holds " + std::to_string(bad) + " of its " +
+                      std::to_string(values.size()) + " values not finite (NaN or infinite)");
+  }
   return l;
 }
 

@@ -69,8 +69,16 @@ Settings settings_from_json(const nlohmann::json& j, const std::string& source) 
     const SavedSettings in{j, source, ""};
     in.read("model", s.model), in.read("model_toml", s.model_toml), in.read("data", s.data), in.read("seed", s.seed);
     in.read("batch_size", s.batch_size, 1), in.read("steps", s.steps, 1), in.read("optimizer", s.optimizer);
-    in.number("lr", s.lr), in.number("min_lr", s.min_lr), in.number("weight_decay", s.weight_decay);
-    in.number("momentum", s.momentum), in.number("beta1", s.beta1), in.number("beta2", s.beta2), in.number("eps", s.eps);
+    in.number("lr", s.lr), in.number("min_lr", s.min_lr, true), in.number("weight_decay", s.weight_decay, true);
+    in.number("momentum", s.momentum), in.number("beta1", s.beta1), in.number("beta2", s.beta2);
+    in.number("eps", s.eps, true);
+    // What the optimizer and the schedule take (optim::validate), refused naming the setting
+    // rather than a flag the run was not given.
+    if (!(s.lr > 0)) in.refuse("lr", "a number above 0");
+    if (s.min_lr > s.lr) in.refuse("min_lr", "a number from 0 to lr's " + std::to_string(s.lr));
+    for (const auto& [key, value] : {std::pair{"momentum", s.momentum}, std::pair{"beta1", s.beta1},
+                                     std::pair{"beta2", s.beta2}})
+      if (!(value >= 0 && value < 1)) in.refuse(key, "a number from 0 up to 1 (not 1)");
     in.read("schedule", s.schedule), in.read("warmup", s.warmup), in.number("clip", s.clip, true);
     in.read("eval_every", s.eval_every, 1), in.read("eval_batches", s.eval_batches);
     if (j.contains("plan") && !j.at("plan").is_null()) {  // --plan auto's choice: recorded_flags reads it

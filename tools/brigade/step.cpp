@@ -44,6 +44,9 @@ void run_init(const InitArgs& a) {
 }
 
 void run_step(const StepArgs& a) {
+  if (!world().multi())  // where the results go, checked before the work (one process)
+    for (const std::string& path : {a.out, a.trace})
+      if (!path.empty()) io::check_writable(path);
   agree("the batch file", file_hash(a.batch));  // under mpirun, each rank reads its own copy
   agree("the parameters file", file_hash(a.params));
   const io::SafeTensors batch_file = io::SafeTensors::load(a.batch);
