@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
+#include <cstring>
 #include <cstdio>
 
 #include "vk/check.h"
@@ -232,8 +234,16 @@ uint32_t find_device(const std::vector<PhysicalInfo>& devices, const std::string
   }
   const std::vector<uint32_t>& found = by_name.empty() ? by_uuid : by_name;
   if (found.size() == 1) return found[0];
+  // The checkout's SwiftShader is a driver the loader lists only when told (docs/DRIVERS.md).
+  const char* added = std::getenv("VK_ADD_DRIVER_FILES");
+  const std::string swiftshader = needle.find("swiftshader") != std::string::npos &&
+                                          (!added || !std::strstr(added, "swiftshader"))
+                                      ? " (SwiftShader is listed where VK_ADD_DRIVER_FILES names its "
+                                        ".drivers/swiftshader/vk_swiftshader_icd.json)"
+                                      : "";
   if (found.empty())
-    throw UserError(what + ": no device's name contains '" + spec + "' and no deviceUUID starts with it; devices: " + listing());
+    throw UserError(what + ": no device's name contains '" + spec + "' and no deviceUUID starts with it; devices: " +
+                    listing() + swiftshader);
   throw UserError(what + ": '" + spec + "' names " + std::to_string(found.size()) +
                   " devices; give more of a name, a UUID prefix or an index; devices: " + listing());
 }
