@@ -82,7 +82,18 @@ void add_pipeline_flags(CLI::App& cmd, PipelineFlags& f) {
   cmd.add_option("--bucket-size", f.bucket_size,
                  "with --replicas: the gradients are summed over the replicas in buckets of about "
                  "this size while the backward goes on (64KiB, 4MiB, ...); 0 sums them all after it")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            try {
+              if (v != "0") parse_size(v, "--bucket-size");
+              return std::string();
+            } catch (const UserError& e) {  // "--bucket-size: 'foo' ...", the parser names the flag
+              const std::string what = e.what();
+              return what.substr(what.find(": ") + 2);
+            }
+          },
+          "SIZE"));
 }
 
 CLI::Option* add_model_flags(CLI::App& cmd, std::string& model, std::vector<std::string>& set, uint32_t& batch) {
