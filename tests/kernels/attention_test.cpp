@@ -33,9 +33,10 @@ struct Shape {
   }
 };
 
-// Odd lengths (1, 7, 33, and 70: more than one workgroup of rows) and head sizes that are not
-// powers of two: 36/3 = 12 (read as vec4s) and 30/2 = 15 (read per float).
-const Shape kShapes[] = {{1, 1, 8, 2}, {2, 7, 36, 3}, {1, 33, 30, 2}, {2, 70, 16, 4}};
+// Odd lengths (1, 7, 33, and 70 and 130: more than one workgroup of rows), head sizes that are
+// not powers of two: 36/3 = 12 (read as vec4s) and 30/2 = 15 (read per float), and the GPT
+// presets' head of 64 channels.
+const Shape kShapes[] = {{1, 1, 8, 2}, {2, 7, 36, 3}, {1, 33, 30, 2}, {2, 70, 16, 4}, {1, 130, 128, 2}};
 
 struct Outputs {
   std::vector<float> y, lse;

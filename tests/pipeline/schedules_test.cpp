@@ -85,6 +85,12 @@ void check_schedule(test::Gpu& gpu, const model::Model& m, ScheduleKind kind, ui
   const Run& r = all[all.size() / 2];
   check_equal(test::run(m, devices(gpu, r.K), r.c, batches, 3, test::Update::AdamW), trained,
               m.name + " 3 AdamW steps " + describe(r), true, 3e-6);
+  // The same with SGD, whose steps scale with the clipped gradients: a global norm summed
+  // wrong (one stage's, or before a zero-bubble W pass ends) moves every parameter by its
+  // share of the difference, which AdamW's m / sqrt(v) all but cancels.
+  const Outcome sgd = test::run(m, devices(gpu, 1), {}, batches, 3, test::Update::Sgd);
+  check_equal(test::run(m, devices(gpu, r.K), r.c, batches, 3, test::Update::Sgd), sgd,
+              m.name + " 3 SGD steps " + describe(r), true, 1e-6);
 
   // Evaluation runs the forwards in the schedule's order.
   const test::Evaluation want = test::evaluate(m, devices(gpu, 1), {}, batches[0]);
