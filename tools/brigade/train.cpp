@@ -513,7 +513,7 @@ void add_train(CLI::App& app) {
       ->check(kNonNegative);
   cmd->add_option("--eval-every", s.eval_every, "steps between evaluations and checkpoints (default: an epoch, text 100)");
   cmd->add_option("--eval-batches", s.eval_batches, "batches per evaluation; 0 = the whole split (default: all, text 16)");
-  cmd->add_option("--stop-after", a->stop_after, "stop this run after so many steps, with a checkpoint (resume later)");
+  cmd->add_option("--stop-after", a->stop_after, "stop this run after so many steps, with a checkpoint (resume later); 0: no stop");
   cmd->add_option("--log-every", a->log_every, "steps between log lines when stdout is not a terminal (default: a fortieth of the run, at least 1)");
   cmd->add_option("--on-device-loss", a->on_device_loss,
                   "a lost device: continue (re-plan on the devices that remain, go on from the last snapshot) or stop")
