@@ -33,8 +33,9 @@ void Progress::step(uint64_t step, double loss, uint64_t count, double seconds,
                     const std::vector<double>& busy) {
   step_ = step;
   loss_sum_ += loss, ++losses_, count_ += double(count), seconds_ += seconds;
-  // Exponential averages: the first steps compile kernels and would skew a plain mean.
-  const double a = rate_ == 0 ? 1.0 : 0.1;
+  // Exponential averages from the second step on: the first compiles the kernels' pipelines
+  // (a run's first step often takes ten times a later one), so the second's replace its figures.
+  const double a = seen_++ < 2 ? 1.0 : 0.1;
   rate_ = (1 - a) * rate_ + a * (double(count) / seconds);
   step_seconds_ = (1 - a) * step_seconds_ + a * seconds;
   if (busy_.size() != busy.size()) busy_ = busy;

@@ -36,6 +36,7 @@ class Progress {
   double loss_sum_ = 0, count_ = 0, seconds_ = 0;
   uint64_t losses_ = 0;
   double rate_ = 0, step_seconds_ = 0;  // smoothed units/s and s/step
+  uint64_t seen_ = 0;                   // steps of this run so far
   std::vector<double> busy_;
 };
 
