@@ -40,12 +40,12 @@ layout(push_constant) uniform Push { AdamWPush p; };
   }
 
 void main() {
-  const uint i = gl_GlobalInvocationID.x;
+  const uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;  // the launcher caps the groups
   if (VEC4) {
-    if (i >= p.n / 4) return;
-    ADAMW_UPDATE(vec4, param4[i], grad4[i], exp_avg4[i], exp_avg_sq4[i])
+    for (uint i = gl_GlobalInvocationID.x; i < p.n / 4; i += stride)
+      ADAMW_UPDATE(vec4, param4[i], grad4[i], exp_avg4[i], exp_avg_sq4[i])
   } else {
-    if (i >= p.n) return;
-    ADAMW_UPDATE(float, param[i], grad[i], exp_avg[i], exp_avg_sq[i])
+    for (uint i = gl_GlobalInvocationID.x; i < p.n; i += stride)
+      ADAMW_UPDATE(float, param[i], grad[i], exp_avg[i], exp_avg_sq[i])
   }
 }

@@ -9,6 +9,6 @@ layout(binding = 0) buffer X { float x[]; };
 layout(push_constant) uniform Push { ScalePush p; };
 
 void main() {
-  const uint i = gl_GlobalInvocationID.x;
-  if (i < p.n) x[i] *= p.alpha;
+  const uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;  // the launcher caps the groups
+  for (uint i = gl_GlobalInvocationID.x; i < p.n; i += stride) x[i] *= p.alpha;
 }

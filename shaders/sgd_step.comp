@@ -18,16 +18,17 @@ layout(binding = 2) buffer Momentum { float momentum_buffer[]; };
 layout(push_constant) uniform Push { SgdPush p; };
 
 void main() {
-  const uint i = gl_GlobalInvocationID.x;
-  if (i >= p.n) return;
-  const float w = param[i];
-  float g = grad[i] * p.grad_scale;
-  // Skipped at 0 as torch does, so a non-finite parameter does not leak into g.
-  if (p.weight_decay != 0.0) g += p.weight_decay * w;
-  if (MOMENTUM) {
-    const float buf = p.first != 0 ? g : p.momentum * momentum_buffer[i] + g;
-    momentum_buffer[i] = buf;
-    g = NESTEROV ? g + p.momentum * buf : buf;
+  const uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;  // the launcher caps the groups
+  for (uint i = gl_GlobalInvocationID.x; i < p.n; i += stride) {
+    const float w = param[i];
+    float g = grad[i] * p.grad_scale;
+    // Skipped at 0 as torch does, so a non-finite parameter does not leak into g.
+    if (p.weight_decay != 0.0) g += p.weight_decay * w;
+    if (MOMENTUM) {
+      const float buf = p.first != 0 ? g : p.momentum * momentum_buffer[i] + g;
+      momentum_buffer[i] = buf;
+      g = NESTEROV ? g + p.momentum * buf : buf;
+    }
+    param[i] = w - p.lr * g;
   }
-  param[i] = w - p.lr * g;
 }

@@ -87,8 +87,8 @@ std::pair<std::vector<uint32_t>, size_t> idx_header(std::span<const uint8_t> b, 
     const uint8_t* p = &b[4 + 4 * i];
     const uint32_t d = uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3];
     dims.push_back(d);
+    if (d && n > (uint64_t(1) << 34) / d) throw bad("dimensions multiply past 16 GiB");  // before it wraps
     n *= d;
-    if (n > (uint64_t(1) << 34)) throw bad("dimensions multiply past 16 GiB");
   }
   const uint64_t have = b.size() - (4 + 4 * rank);
   if (have != n)
@@ -125,6 +125,9 @@ ImageSet load_fashion_mnist(const std::string& dir, bool train) {
   if (labels.dims.size() != 1)
     throw UserError(labels_path + ": has " + std::to_string(labels.dims.size()) +
                     " dimensions; expected 1 (count)");
+  if (images.dims[1] != 28 || images.dims[2] != 28)
+    throw UserError(images_path + ": images of " + std::to_string(images.dims[1]) + "x" +
+                    std::to_string(images.dims[2]) + " pixels; expected Fashion-MNIST's 28x28");
   if (images.dims[0] != labels.dims[0])
     throw UserError(prefix + ": " + std::to_string(images.dims[0]) + " images but " +
                     std::to_string(labels.dims[0]) + " labels");

@@ -44,7 +44,7 @@ void adamw_step(vk::Commands& cmd, vk::View param, vk::View grad, vk::View exp_a
   const bool vec4 = ops::quads(n, {param, grad, exp_avg, exp_avg_sq});
   cmd.dispatch(cmd.device().kernel("adamw_step", vk::Specialization().set(0, vec4)),
                {param, grad, exp_avg, exp_avg_sq}, push,
-               {vk::groups_for(vec4 ? n / 4 : n, BRIGADE_WG_OPTIM)});
+               ops::capped_groups(vec4 ? n / 4 : n, BRIGADE_WG_OPTIM));
 }
 
 AdamW::AdamW(AdamWOptions options) : options_(options) { validate(options_); }

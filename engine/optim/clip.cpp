@@ -30,7 +30,7 @@ uint64_t grad_norm_bytes(uint32_t n) { return uint64_t(grad_norm_groups(n)) * (4
 
 void scale(vk::Commands& cmd, vk::View x, uint32_t n, float alpha) {
   cmd.dispatch(cmd.device().kernel("scale"), {x}, shaders::ScalePush{n, alpha},
-               {vk::groups_for(n, BRIGADE_WG_OPTIM)});
+               ops::capped_groups(n, BRIGADE_WG_OPTIM));
 }
 
 GradNorm::GradNorm(vk::Device& device, const std::vector<vk::View>& grads) {

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "ops/launch_geometry.h"
 #include "shaders/optim.h"
 #include "util/error.h"
 #include "util/units.h"
@@ -32,7 +33,7 @@ void sgd_step(vk::Commands& cmd, vk::View param, vk::View grad, vk::View momentu
   // one; the parameter fills it. Binding a written buffer twice makes vk::Commands put a
   // barrier before the dispatch, a small price next to a separate shader.
   cmd.dispatch(k, {param, grad, momentum ? momentum_buffer : param}, push,
-               {vk::groups_for(n, BRIGADE_WG_OPTIM)});
+               ops::capped_groups(n, BRIGADE_WG_OPTIM));
 }
 
 Sgd::Sgd(SgdOptions options) : options_(options) { validate(options_); }

@@ -59,9 +59,12 @@ Executor::Executor(const model::Model& model, std::vector<vk::Device*> devices, 
 
 Executor::~Executor() {
   // After a failure a stage may have left work queued: it finishes before what it uses is
-  // freed (the links' relays still running, for work that waits on them).
+  // freed (the links' relays still running, for work that waits on them). The recordings wait
+  // for their own work as they go (vk::Commands), however long a device takes over it, before
+  // the links whose memory that work may still write into.
   for (vk::Device* d : devices_)
     if (d) d->settle(5'000'000'000ull);
+  shared_.reset();
   // Links (their relay threads, their messages) finish before the devices they use go away.
   act_links_.clear();
   grad_links_.clear();

@@ -142,8 +142,15 @@ std::optional<double> StageRunner::step_sums() {
     return 0.0;
   }
   if (culprit >= 0) {
-    if (uint32_t(culprit) % K == k_ && topology.replica() == 0)
+    const uint32_t named_by = uint32_t(culprit) % K;  // the stage whose thread names it, in replica 0
+    if (named_by == k_ && topology.replica() == 0)
       throw NonFinite(non_finite_message(uint32_t(culprit), update_.step.t, loss[0]));
+    // Where that stage runs elsewhere (another rank's, or another replica's), this process's
+    // first stage stops the step too, rather than return as if it were done.
+    if ((!topology.local(named_by) || topology.replica() != 0) && k_ == topology.local_stages().front())
+      throw NonFinite("step " + std::to_string(update_.step.t) + ": stage " + std::to_string(named_by) +
+                      (topology.replicas() > 1 ? " of replica 0" : "") +
+                      " found a value that is not finite, and its rank names it; no parameter moved");
     return std::nullopt;
   }
   double total = 0;

@@ -209,6 +209,15 @@ void Commands::dispatch(const Kernel& kernel, std::initializer_list<View> bindin
     throw VulkanError(kernel.name() + ": binds " + std::to_string(bindings.size()) + " buffers, more than " +
                           std::to_string(Call::kMaxViews) + " a recorded call keeps",
                       VK_ERROR_UNKNOWN);
+  // A launcher that asks for more workgroups than the device dispatches is a bug: refused here
+  // rather than left to whatever the driver does with it (some run part of the grid).
+  const auto& most = device_.info().max_workgroup_count;
+  if (groups.x > most[0] || groups.y > most[1] || groups.z > most[2])
+    throw VulkanError(device_.label() + ": " + kernel.name() + ": " + std::to_string(groups.x) + "x" +
+                          std::to_string(groups.y) + "x" + std::to_string(groups.z) +
+                          " workgroups, over this device's maxComputeWorkGroupCount of " + std::to_string(most[0]) +
+                          "x" + std::to_string(most[1]) + "x" + std::to_string(most[2]),
+                      VK_ERROR_UNKNOWN);
   const uint64_t max_range = device_.info().max_storage_buffer_range;
   Call c;
   c.kind = Call::Kind::Dispatch;

@@ -178,6 +178,8 @@ Device::Device(Instance& instance, uint32_t index, DeviceOptions options) : inst
 }
 
 void Device::fail(VkResult r, const char* call, int line) const {
+  // A loss first seen by a wait (a GPU hang surfaces there) is a loss as a failed submit's is.
+  if (r == VK_ERROR_DEVICE_LOST) lost_ = true;
   throw VulkanError(label_ + ": " + failure_text(r, call, __FILE__, line), r);
 }
 

@@ -117,7 +117,7 @@ class Device {
   // submit or wait as well, as after a real loss. Tests use it; nothing else sets it.
   const Fault* fault_ = nullptr;
   uint64_t fault_actions_ = 0;
-  std::atomic<bool> lost_{false};
+  mutable std::atomic<bool> lost_{false};  // set by fail() too, which a const wait may call
   void lose_injected();  // with queue_mutex_ held
   [[noreturn]] void fail(VkResult r, const char* call, int line) const;
   std::unique_ptr<Allocator> memory_;

@@ -152,6 +152,7 @@ PhysicalInfo describe(VkPhysicalDevice device, uint32_t index) {
   info.max_allocation_size = m3.maxMemoryAllocationSize;
   info.max_shared_memory = p.limits.maxComputeSharedMemorySize;
   info.max_workgroup_invocations = p.limits.maxComputeWorkGroupInvocations;
+  for (int i = 0; i < 3; ++i) info.max_workgroup_count[size_t(i)] = p.limits.maxComputeWorkGroupCount[i];
   info.max_push_constants = p.limits.maxPushConstantsSize;
   info.timestamp_period_ns = p.limits.timestampPeriod;
   info.min_imported_host_pointer_alignment = host.minImportedHostPointerAlignment;

@@ -44,6 +44,7 @@ struct PhysicalInfo {
   uint64_t max_allocation_size = 0;
   uint32_t max_shared_memory = 0;
   uint32_t max_workgroup_invocations = 0;
+  std::array<uint32_t, 3> max_workgroup_count{65535, 65535, 65535};  // a dispatch's groups along x, y, z
   uint32_t max_push_constants = 0;
   float timestamp_period_ns = 0;
   bool timestamps = false;           // compute queue supports timestamps

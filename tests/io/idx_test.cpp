@@ -52,6 +52,8 @@ TEST_CASE("malformed IDX files are refused with what is wrong") {
   CHECK(refusal(idx({2, 3}, 5)).find("promise 6 bytes of data but the file holds 5") != std::string::npos);
   CHECK(refusal(idx({2, 3}, 7)).find("promise 6 bytes") != std::string::npos);
   CHECK(refusal(idx({65536, 65536, 65536}, 0)).find("past 16 GiB") != std::string::npos);
+  // 2^16 2^18 2^30 = 2^64, which wraps to 0 bytes: refused before the product wraps.
+  CHECK(refusal(idx({1u << 16, 1u << 18, 1u << 30}, 0)).find("past 16 GiB") != std::string::npos);
 }
 
 TEST_CASE("gzip data decompresses and corrupt or truncated gzip is refused") {
@@ -86,6 +88,21 @@ TEST_CASE("concatenated gzip members decompress whole, and other bytes after the
 
 TEST_CASE("a dataset folder without Fashion-MNIST is refused with the package to install") {
   CHECK_THROWS_WITH_AS(load_fashion_mnist("/nonexistent", true), doctest::Contains("install Debian's dataset-fashion-mnist"), UserError);
+}
+
+TEST_CASE("a dataset folder whose images are not 28x28 is refused naming their size") {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "brigade-idx-32x32";
+  std::filesystem::create_directories(dir);
+  std::vector<uint8_t> images{0, 0, 8, 3}, labels{0, 0, 8, 1};
+  test::put_be32(images, 2), test::put_be32(images, 32), test::put_be32(images, 32);
+  images.resize(images.size() + 2 * 32 * 32, 7);
+  test::put_be32(labels, 2);
+  labels.insert(labels.end(), {1, 2});
+  test::write_gz(dir / "t10k-images-idx3-ubyte.gz", images);
+  test::write_gz(dir / "t10k-labels-idx1-ubyte.gz", labels);
+  CHECK_THROWS_WITH_AS(load_fashion_mnist(dir.string(), false),
+                       doctest::Contains("images of 32x32 pixels; expected Fashion-MNIST's 28x28"), UserError);
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("Fashion-MNIST loads with 60000 training and 10000 test images of 28x28") {

@@ -280,6 +280,32 @@ TEST_CASE("a refusal every rank meets alike is said once with no abort, and a fa
   fs::remove_all(d);
 }
 
+TEST_CASE("a step gone non-finite under 2 ranks stops every rank, with no record of it and the checkpoint untouched") {
+  const fs::path d = scratch_dir("ranks-non-finite");
+  test::write_tiny_fashion(d / "data", 320, 64);
+  const std::string run = (d / "run").string();
+  // SGD at a learning rate of 1e12: the first step is finite, the second is not. Stage 1's
+  // rank names it; stage 0's, which cannot, stops too rather than write the step's record
+  // and go on to the next (no evaluation after step 2 to stop it sooner).
+  const std::string args = "train --model fashion-mlp --data " + (d / "data").string() +
+                           " --optimizer sgd --lr 1e12 --steps 6 -b 16 --eval-every 4 --eval-batches 1 --out " + run;
+  Result r = ranks_run(2, args + " --stop-after 1");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const std::string before = test::slurp(d / "run" / "checkpoint.safetensors");
+  r = ranks_run(2, "train --resume --out " + run);
+  INFO(r.output);
+  CHECK(r.status == 2);
+  CHECK(r.output.find("brigade: rank 1 of 2 (") != std::string::npos);
+  CHECK(r.output.find("error: step 2: the gradient of ") != std::string::npos);
+  CHECK(r.output.find("brigade: rank 0 of 2 (") != std::string::npos);
+  CHECK(r.output.find("error: step 2: stage 1 found a value that is not finite, and its rank names it") !=
+        std::string::npos);
+  CHECK(test::slurp(d / "run" / "checkpoint.safetensors") == before);
+  CHECK(test::records(run, "train").size() == 1);
+  fs::remove_all(d);
+}
+
 TEST_CASE("kill -9 of one rank stops every rank within seconds, and the last checkpoint resumes") {
   const fs::path d = scratch_dir("ranks-kill");
   test::write_tiny_fashion(d / "data", 480, 24);
