@@ -74,7 +74,8 @@ void write_text(const fs::path& path, const std::string& text) {
 
 void run_plot(PlotArgs a) {
   if (!a.labels.empty() && a.labels.size() != a.runs.size())
-    throw UserError("--labels: " + count(a.labels.size(), "label") + " for " + count(a.runs.size(), "run"));
+    throw UserError("--labels: " + count(a.labels.size(), "label") + " for " + count(a.runs.size(), "run") +
+                    " (labels are one comma-separated list: --labels a,b)");
   std::vector<Run> runs;
   for (size_t i = 0; i < a.runs.size(); ++i) {
     runs.push_back(open_run(a.runs[i]));
