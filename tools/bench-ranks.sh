@@ -23,7 +23,8 @@ while [ $# -gt 0 ]; do
     --schedules) schedules=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
     --repeat) repeat=$2; shift 2 ;;
-    *) echo "bench-ranks: unknown flag $1" >&2; exit 2 ;;
+    -h|--help) sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "bench-ranks: unknown flag $1 (--help lists them)" >&2; exit 2 ;;
   esac
 done
 [ "$(nproc)" -ge 2 ] || { echo "bench-ranks: needs 2 cores" >&2; exit 2; }

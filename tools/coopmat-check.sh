@@ -83,7 +83,8 @@ if [ $whole = 1 ]; then
     cases=$(awk -F'|' '/test cases:/ { sub(/.*test cases: */, "", $1); gsub(/^ +| +$/, "", $2); gsub(/^ +| +$/, "", $4)
                                        print $1 + 0 " cases, " $2 ", " $4 }' "$build/coopmat-whole-$suite.log")
     not_run=$(grep -o '^[0-9]* case(s) not run here' "$build/coopmat-whole-$suite.log" | grep -o '^[0-9]*' || echo 0)
-    echo "coopmat-check: $suite suite under validation layer $layer on Mesa $mesa's lavapipe: $cases, ${not_run:-0} not run here, in $((SECONDS - t0)) s"
+    [ "${not_run:-0}" = 0 ] && not_run= || not_run=", $not_run not run here"
+    echo "coopmat-check: $suite suite under validation layer $layer on Mesa $mesa's lavapipe: $cases$not_run, in $((SECONDS - t0)) s"
   done
   exit 0
 fi

@@ -20,7 +20,7 @@ state=/run/brigade-hosts
 hosts=(brigade-a brigade-b)
 addr() { [ "$1" = brigade-a ] && echo 10.77.0.1 || echo 10.77.0.2; }
 
-usage() { sed -n '2,14p' "$self" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,16p' "$self" | sed 's/^# \{0,1\}//'; exit 2; }
 
 is_up() {
   [ -e "$state/brigade-b.uts" ] && ip netns list 2>/dev/null | grep -q '^brigade-b\b'

@@ -2,11 +2,15 @@
 // restores the last snapshot, replays the steps since it and goes on; and what it goes on
 // with equals the run switched to the same plan by hand.
 #include <doctest/doctest.h>
+#include <sys/wait.h>
+#include <signal.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "io/safetensors.h"
@@ -212,6 +216,35 @@ TEST_CASE("brigade supervise restarts a job that stopped on a lost device from i
   r = run(dir, "supervise -- ls");
   CHECK(r.status == 2);
   CHECK(r.output == "brigade: error: supervise: the command runs no `brigade train` (expected `-- [mpirun ...] brigade train ...`)\n");
+  fs::remove_all(dir);
+}
+
+TEST_CASE("SIGTERM to brigade supervise reaches the job, which saves its checkpoint, and nothing restarts") {
+  const fs::path dir = test::scratch_dir("supervise-signal");
+  test::write_tiny_fashion(dir / "data", 320, 64);
+  const fs::path out = dir / "run", log = dir / "log";
+  const pid_t pid = test::brigade_spawn("supervise -- " + std::string(BRIGADE_EXE) + " train --model fashion-mlp --data " +
+                                            (dir / "data").string() +
+                                            " --steps 100000 -b 16 --eval-every 100000 --eval-batches 1 --out " +
+                                            out.string(),
+                                        log);
+  const test::KillOnExit reap{pid};
+  for (int i = 0; i < 600 && test::records(out, "train").size() < 3; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  REQUIRE(test::records(out, "train").size() >= 3);
+  kill(pid, SIGTERM);  // the supervisor alone, as a service manager stops it
+  int status = 0;
+  waitpid(pid, &status, 0);
+  const std::string said = test::slurp(log);
+  INFO(said);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 128 + SIGTERM);
+  CHECK(said.find("brigade: stopped by signal 15 after step ") != std::string::npos);
+  CHECK(said.find("brigade: supervise: stopped by signal 15 (passed on to the job, which exited 143); not restarting") !=
+        std::string::npos);
+  CHECK(said.find("supervise: restart") == std::string::npos);
+  const auto ckpt = io::SafeTensors::load((out / "checkpoint.safetensors").string());
+  CHECK(ckpt.metadata().at("step") == std::to_string(test::records(out, "train").size()));
   fs::remove_all(dir);
 }
 

@@ -34,6 +34,15 @@ struct Exit {
   std::string output;  // the last 64 KiB of stdout and stderr
 };
 
+// SIGINT or SIGTERM sent to the supervisor: passed on to the job, which saves its work and
+// stops (mpirun then exits 1 or 128 + N), and nothing is restarted after it.
+volatile sig_atomic_t g_stop = 0;
+volatile pid_t g_job = 0;
+void on_stop(int sig) {
+  g_stop = sig;
+  if (g_job > 0) kill(g_job, sig);
+}
+
 // Runs `argv`, its stdout and stderr passed through to this process's stdout.
 Exit run_job(const std::vector<std::string>& argv) {
   int fds[2];
@@ -42,6 +51,7 @@ Exit run_job(const std::vector<std::string>& argv) {
   const pid_t pid = fork();
   if (pid < 0) throw UserError(std::string("supervise: fork: ") + std::strerror(errno));
   if (pid == 0) {
+    std::signal(SIGINT, SIG_DFL), std::signal(SIGTERM, SIG_DFL);
     dup2(fds[1], STDOUT_FILENO), dup2(fds[1], STDERR_FILENO);
     close(fds[0]), close(fds[1]);
     std::vector<char*> args;
@@ -51,6 +61,7 @@ Exit run_job(const std::vector<std::string>& argv) {
     std::fprintf(stderr, "brigade: error: supervise: cannot start %s: %s\n", args[0], std::strerror(errno));
     _exit(2);
   }
+  g_job = pid;
   close(fds[1]);
   Exit e;
   char buf[4096];
@@ -67,6 +78,7 @@ Exit run_job(const std::vector<std::string>& argv) {
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
+  g_job = 0;
   e.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return e;
 }
@@ -202,9 +214,14 @@ void resume_args(Job& j, const std::string& ckpt) {
 void run_supervise(const std::vector<std::string>& command, uint32_t restarts) {
   Job j = parse_job(command);
   const std::string ckpt = j.value({"--out"}, j.brigade + 2) + "/checkpoint.safetensors";
+  std::signal(SIGINT, on_stop), std::signal(SIGTERM, on_stop);
   for (uint32_t attempt = 0;; ++attempt) {
     const Exit e = run_job(j.argv);
     if (e.code == 0) return;
+    if (g_stop)
+      throw Interrupted(int(g_stop), "supervise: stopped by signal " + std::to_string(int(g_stop)) +
+                                         " (passed on to the job, which exited " + std::to_string(e.code) +
+                                         "); not restarting");
     // A device lost (3), a process killed, or a rank that mpirun saw killed whatever status
     // the job then ended with (its peers may fail otherwise once it has gone).
     const bool fixable = e.code == 3 || (e.code > 128 && e.code != 128 + SIGINT && e.code != 128 + SIGTERM) ||
@@ -212,7 +229,11 @@ void run_supervise(const std::vector<std::string>& command, uint32_t restarts) {
     if (!fixable)
       throw JobFailed(e.code, "supervise: the job failed with exit status " + std::to_string(e.code) +
                                       ", which a restart cannot fix (" +
-                                      (e.code == 2 ? "a bad flag or file, or no plan that fits" : e.code == 1 ? "it does not fit" : e.code >= 128 ? "stopped by a signal it was sent" : "an internal failure") +
+                                      (e.code == 2 ? "a bad flag or file, or no plan that fits"
+                                       : e.code == 1 ? "it does not fit"
+                                       : e.code >= 128 ? "stopped by a signal it was sent"
+                                       : e.code >= 100 ? "a flag the parser refused"
+                                                       : "an internal failure") +
                                       "); not restarting");
     if (attempt == restarts)
       throw JobFailed(e.code, "supervise: the job failed with exit status " + std::to_string(e.code) + " after " +

@@ -300,7 +300,9 @@ void run_train(TrainArgs& a) {
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
   // Under mpirun a rank's stdout is a pseudo-terminal whatever mpirun's own is: log lines there.
-  Progress progress(s.steps, data->unit(), isatty(STDOUT_FILENO) != 0 && !world().multi(), a.log_every);
+  // A live line only on a terminal of this process's own: mpirun hands even a lone rank a
+  // pseudo-terminal whatever its own output is (a log file, say).
+  Progress progress(s.steps, data->unit(), isatty(STDOUT_FILENO) != 0 && !mpi::launched(), a.log_every);
   if (step == 0) progress.print(run_eval(0).second);
   Evaluation last_eval;
   uint64_t evaluated = step;  // the last step evaluated
