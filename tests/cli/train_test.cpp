@@ -137,6 +137,17 @@ TEST_CASE("fp16 under loss scaling: a run stopped mid-growth resumes with its lo
   CHECK(test::slurp(dir / "a" / "checkpoint.safetensors") == test::slurp(dir / "b" / "checkpoint.safetensors"));
   const io::SafeTensors end = io::SafeTensors::load((dir / "a" / "checkpoint.safetensors").string());
   CHECK(nlohmann::json::parse(end.metadata().at("loss_scale"))["good_steps"] == 6);
+  // Resumed without --precision, the run keeps the precision it trained in (not the default
+  // fp32, which would change its numbers and drop its loss scale).
+  REQUIRE(test::brigade_run(common + " --stop-after 3 --out " + (dir / "c").string()).status == 0);
+  const auto kept = test::brigade_run("train --resume --devices 0,0 -m 2 --out " + (dir / "c").string());
+  INFO(kept.output);
+  REQUIRE(kept.status == 0);
+  CHECK(kept.output.find("precision fp16") != std::string::npos);
+  const auto c = test::records(dir / "c", "train");
+  REQUIRE(c.size() == 6);
+  for (size_t i = 0; i < c.size(); ++i) CHECK_MESSAGE(a[i]["loss"] == c[i]["loss"], "step ", i + 1);
+  CHECK(test::slurp(dir / "a" / "checkpoint.safetensors") == test::slurp(dir / "c" / "checkpoint.safetensors"));
   fs::remove_all(dir);
 }
 

@@ -16,7 +16,8 @@ nlohmann::json to_json(const Settings& s) {
           {"weight_decay", s.weight_decay}, {"momentum", s.momentum}, {"beta1", s.beta1},
           {"beta2", s.beta2},         {"eps", s.eps},                 {"schedule", s.schedule},
           {"warmup", s.warmup},       {"clip", s.clip},               {"eval_every", s.eval_every},
-          {"eval_batches", s.eval_batches}, {"plan", s.plan}, {"plan_history", s.plan_history}};
+          {"eval_batches", s.eval_batches}, {"precision", s.precision}, {"plan", s.plan},
+          {"plan_history", s.plan_history}};
 }
 
 namespace {
@@ -81,6 +82,7 @@ Settings settings_from_json(const nlohmann::json& j, const std::string& source) 
       if (!(value >= 0 && value < 1)) in.refuse(key, "a number from 0 up to 1 (not 1)");
     in.read("schedule", s.schedule), in.read("warmup", s.warmup), in.number("clip", s.clip, true);
     in.read("eval_every", s.eval_every, 1), in.read("eval_batches", s.eval_batches);
+    if (j.contains("precision")) in.read("precision", s.precision);
     if (j.contains("plan") && !j.at("plan").is_null()) {  // --plan auto's choice: recorded_flags reads it
       if (!j.at("plan").is_object()) in.refuse("plan", "a JSON object of pipeline flags");
       s.plan = j.at("plan");

@@ -172,6 +172,17 @@ void run_train(TrainArgs& a) {
         a.pipeline.plan = "auto";
       }
     }
+    // The precision the run trained in, unless --precision or the plan going on says one.
+    std::string trained_in = saved.precision;
+    if (saved.plan.is_object() && saved.plan.contains("precision") && saved.plan["precision"].is_string())
+      trained_in = saved.plan["precision"].get<std::string>();
+    if (!recorded_plan && !given(a, "--precision") && !trained_in.empty() && trained_in != a.pipeline.precision) {
+      if (trained_in.find(',') == std::string::npos)
+        a.pipeline.precision = trained_in;
+      else
+        std::printf("the run trained in --precision %s, one per stage; this run's stages take %s unless "
+                    "--precision says otherwise\n", trained_in.c_str(), a.pipeline.precision.c_str());
+    }
     resumed = io::read_checkpoint(ckpt, m, from);
     data = io::open_dataset(m, s.data, s.seed);
   } else {
@@ -208,6 +219,7 @@ void run_train(TrainArgs& a) {
     if (!recorded_plan || typeid(e) != typeid(UserError)) throw;
     throw UserError(std::string(e.what()) + " (from the plan " + ckpt + " recorded: pass --plan auto to plan again, or the pipeline flags)");
   }
+  s.precision = a.pipeline.precision;  // as given (a plan's choice is in its flags)
   if (t->p.chosen) {
     s.plan = t->p.chosen->record.at("flags");
     // A run resumed on another plan (as brigade supervise's restarts on the ranks that remain

@@ -28,6 +28,10 @@ struct Settings {
   double clip = 0;          // global gradient-norm clipping; 0 = off
   uint64_t eval_every = 0;  // steps between evaluations (and checkpoints)
   uint32_t eval_batches = 0;  // evaluation batches per evaluation; 0 = the whole split
+  // --precision as the run trained in it (the pipeline flags given by hand): a resumed run
+  // keeps it unless given another, for it changes the numbers, where the other pipeline flags
+  // do not. "" in checkpoints written before it was kept.
+  std::string precision;
   // --plan auto's choice (AutoPlan::record["flags"]): a resumed run trains with it unless
   // its command line sets the pipeline itself. Null when the flags were given by hand.
   nlohmann::json plan;
