@@ -81,6 +81,8 @@ std::string checkpoint_config(const std::string& path, const std::vector<uint8_t
   return it->second;
 }
 
+uint64_t checkpoint_step(const std::string& path) { return metadata_number(open_checkpoint(path, nullptr), "step"); }
+
 Checkpoint read_checkpoint(const std::string& path, const model::Model& m, const std::vector<uint8_t>* bytes) {
   const SafeTensors f = open_checkpoint(path, bytes);
   Checkpoint c;

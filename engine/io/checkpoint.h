@@ -39,5 +39,7 @@ Checkpoint read_checkpoint(const std::string& path, const model::Model& m,
                            const std::vector<uint8_t>* bytes = nullptr);
 // Just the metadata's config JSON (to rebuild the model before reading the rest).
 std::string checkpoint_config(const std::string& path, const std::vector<uint8_t>* bytes = nullptr);
+// The step a checkpoint was written after (its metadata's "step").
+uint64_t checkpoint_step(const std::string& path);
 
 }  // namespace brigade::io

@@ -103,9 +103,14 @@ void lose_each(const std::string& name, const std::vector<std::string>& kinds, b
     loses_and_equals_by_hand(dir, kind, common, "--devices 0,0 -m 2 --snapshot-every 1", fault, "", by_hand);
   }
   // Snapshots every third step: the steps since the last one are replayed on the new plan.
-  if (replayed)
+  // And the loss in the copy after the run's last step (its ninth capture): the last step is
+  // replayed, and the re-plan recorded, after the loop that ran it.
+  if (replayed) {
     loses_and_equals_by_hand(dir, "replay", common, "--devices 0,0 -m 2 --snapshot-every 3",
                              "device-lost:stage 0:backward:13", "", by_hand);
+    loses_and_equals_by_hand(dir, "last-copy", common, "--devices 0,0 -m 2 --snapshot-every 1",
+                             "device-lost:stage 1:capture:9", "", by_hand);
+  }
   fs::remove_all(dir);
 }
 
@@ -205,6 +210,14 @@ TEST_CASE("brigade supervise restarts a job that stopped on a lost device from i
   REQUIRE(steps.size() == 8);
   for (size_t i = 0; i < steps.size(); ++i) CHECK(steps[i].at("step") == i + 1);
   CHECK(test::records(out, "end").size() == 1);
+
+  // --stop-after counts from where the job started: the restart from step 4's checkpoint
+  // trains the 2 steps left of 6, not 6 more.
+  const fs::path stopped = dir / "stopped";
+  r = run(dir, "supervise -- " + train + " --stop-after 6 --out " + stopped.string(), "device-lost:stage 0:backward:5");
+  CHECK(r.status == 0);
+  CHECK(r.output.find(" --stop-after 2 ") != std::string::npos);
+  CHECK(test::records(stopped, "train").size() == 6);
 
   // A bad flag: said once by the job, once by the supervisor, never retried.
   r = run(dir, "supervise -- " + std::string(BRIGADE_EXE) + " train --model no-such-model --out " + (dir / "bad").string());

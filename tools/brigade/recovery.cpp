@@ -79,7 +79,9 @@ PipelineFlags replan_flags(const PipelineFlags& user, const PipelineFlags& run, 
   if (std::all_of(kept.begin(), kept.end(), [&](const std::string& p) { return p == kept.front(); })) kept.resize(1);
   out.precision = join_list(kept);
   out.fixed["--precision"] = true;
-  if (user.given("--mem-limit")) out.mem_limit = join_list(without(run.mem_limit, lost));
+  // A cap per stage (given, or a resumed plan's) loses the lost stages' caps.
+  if (user.given("--mem-limit") || split_list(run.mem_limit).size() > 1)
+    out.mem_limit = join_list(without(run.mem_limit, lost));
   return out;
 }
 

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -205,15 +206,25 @@ void resume_args(Job& j, const std::string& ckpt) {
   if (!precision) {
     const nlohmann::json config = nlohmann::json::parse(io::checkpoint_config(ckpt), nullptr, false);
     std::string p = "fp32";
+    if (config.is_object() && config.contains("precision") && config["precision"].is_string() &&
+        !config["precision"].get<std::string>().empty())
+      p = config["precision"];
     if (config.is_object() && config.contains("plan") && config["plan"].is_object())
-      p = config["plan"].value("precision", "fp32");
+      p = config["plan"].value("precision", p);
     if (p.find(',') == std::string::npos) j.set({"--precision"}, p, train, j.argv.size());
   }
 }
 
 void run_supervise(const std::vector<std::string>& command, uint32_t restarts) {
   Job j = parse_job(command);
-  const std::string ckpt = j.value({"--out"}, j.brigade + 2) + "/checkpoint.safetensors";
+  const size_t train = j.brigade + 2;
+  const std::string ckpt = j.value({"--out"}, train) + "/checkpoint.safetensors";
+  // --stop-after N counts from the step the job starts at: a restart stops where it would have.
+  uint64_t stop_at = 0;
+  if (const std::string n = j.value({"--stop-after"}, train); !n.empty() && n != "0") {
+    const bool resumes = std::find(j.argv.begin() + long(train), j.argv.end(), "--resume") != j.argv.end();
+    stop_at = (resumes && std::filesystem::exists(ckpt) ? io::checkpoint_step(ckpt) : 0) + std::stoull(n);
+  }
   std::signal(SIGINT, on_stop), std::signal(SIGTERM, on_stop);
   for (uint32_t attempt = 0;; ++attempt) {
     const Exit e = run_job(j.argv);
@@ -240,7 +251,16 @@ void run_supervise(const std::vector<std::string>& command, uint32_t restarts) {
                                       std::to_string(restarts) + " restart(s) (--restarts); giving up");
     if (const std::string none = shrink(j, e.output); !none.empty())
       throw JobFailed(e.code, "supervise: " + none + "; not restarting");
-    if (std::filesystem::exists(ckpt)) resume_args(j, ckpt);
+    if (std::filesystem::exists(ckpt)) {
+      resume_args(j, ckpt);
+      if (const uint64_t at = io::checkpoint_step(ckpt); stop_at && at >= stop_at) {
+        std::printf("supervise: the job's checkpoint is at step %llu, its --stop-after step; not restarting\n",
+                    (unsigned long long)at);
+        return;
+      } else if (stop_at) {
+        j.set({"--stop-after"}, std::to_string(stop_at - at), train, j.argv.size());
+      }
+    }
     std::string line;
     for (const std::string& a : j.argv) line += (line.empty() ? "" : " ") + a;
     std::printf("supervise: restart %u of %u: %s\n", attempt + 1, restarts, line.c_str());

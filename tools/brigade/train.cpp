@@ -9,6 +9,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <limits>
 #include <filesystem>
 #include <memory>
 #include <typeinfo>
@@ -61,7 +62,11 @@ void fill_defaults(TrainArgs& a, const model::Model& m, io::Dataset& data) {
   const bool text = m.token_input;
   if (!given(a, "--batch-size")) s.batch_size = text ? 16 : 64;
   const uint64_t per_epoch = data.steps_per_epoch(s.batch_size);
-  if (given(a, "--epochs")) s.steps = a.epochs * per_epoch;
+  if (given(a, "--epochs")) {
+    if (a.epochs > std::numeric_limits<uint64_t>::max() / per_epoch)
+      throw UserError("--epochs " + std::to_string(a.epochs) + " is more steps than a run can count");
+    s.steps = a.epochs * per_epoch;
+  }
   else if (!given(a, "--steps")) s.steps = text ? 1000 : 6 * per_epoch;
   if (s.steps == 0) throw UserError("--steps/--epochs: nothing to train (0 steps)");
   if (!given(a, "--weight-decay")) s.weight_decay = text ? 0.1 : 0.0;
@@ -253,7 +258,7 @@ void run_train(TrainArgs& a) {
   auto record = [&](const nlohmann::json& j) {
     if (metrics_file) metrics_file->write(j.dump());
   };
-  const uint64_t end = a.stop_after ? std::min(s.steps, step + a.stop_after) : s.steps;
+  const uint64_t end = a.stop_after && a.stop_after < s.steps - step ? step + a.stop_after : s.steps;
 
   {
     const Pipeline& p = t->p;
@@ -402,16 +407,19 @@ void run_train(TrainArgs& a) {
     step = snapshot->step;
   };
 
+  // The re-plan's line and record, once its replayed steps are done (at the loop's end where
+  // the loss came in the run's last step or its copy).
+  auto say_went_on = [&] {
+    (*went_on)["seconds"] = (pipeline::now_us() - lost_at_us) / 1e6;
+    progress.print("going on: " + (*went_on)["line"].get<std::string>() + "; " +
+                   std::to_string((*went_on)["replayed"].get<uint64_t>()) + " step(s) replayed; " +
+                   format_duration((*went_on)["seconds"]) + " from the loss to this step");
+    record(*went_on);
+    went_on.reset();
+  };
   while (step < end) {
     try {
-      if (went_on && step == replay_until) {
-        (*went_on)["seconds"] = (pipeline::now_us() - lost_at_us) / 1e6;
-        progress.print("going on: " + (*went_on)["line"].get<std::string>() + "; " +
-                       std::to_string((*went_on)["replayed"].get<uint64_t>()) + " step(s) replayed; " +
-                       format_duration((*went_on)["seconds"]) + " from the loss to this step");
-        record(*went_on);
-        went_on.reset();
-      }
+      if (went_on && step == replay_until) say_went_on();
       const pipeline::Batch batch = data->train_batch(step, s.batch_size);
       const double lr = optim::learning_rate(schedule, step);
       const double t0 = pipeline::now_us();
@@ -466,6 +474,7 @@ void run_train(TrainArgs& a) {
       recover(e);
     }
   }
+  if (went_on) say_went_on();
   progress.finish();
   if (step < s.steps) {
     std::printf("stopped after step %llu of %llu (--stop-after); checkpoint %s; continue with --resume\n",
