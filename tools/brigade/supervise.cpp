@@ -169,6 +169,11 @@ std::string shrink(Job& j, const std::string& out) {
     if (kept.empty()) return "no host remains (" + host + " was the last)";
     j.set({"--host", "-H"}, join_list(kept), 0, j.brigade);
     ranks = ranks ? std::min(ranks, slots) : slots;
+    // Which of a per-rank list's entries were the lost host's is mpirun's placement: such lists
+    // are dropped, the re-plan (--plan auto) and the checkpoint's precision deciding instead.
+    for (const char* flag : {"--devices", "--precision", "--mem-limit"})
+      if (const size_t n = split_list(j.value({flag}, j.brigade + 2)).size(); n > 1 && n != size_t(ranks))
+        j.set({flag}, "", j.brigade + 2, j.argv.size());
   } else {
     ranks -= 1;  // the lost rank, or one of the ranks of the host that went
     // On one host rank k opens the --devices entry k and runs stage k: where a list gives one
