@@ -70,8 +70,12 @@
 # default "gpt-mini:60 gpt-small:70 gpt2-small:90"), SUITES (the suite part's, default "pipeline,kernels,cli,model,io,vk"), GPU (the GPU's device spec, default 0), TEXT (the GPT
 # models' text, default jargon-text's), and the Vulkan loader's own variables choose what runs;
 # for the drivers part, MIXED_DRIVER_FILES (VK_DRIVER_FILES listing the GPU's driver, lavapipe's
-# and SwiftShader's) and LVP_LIBS (prepended to LD_LIBRARY_PATH: lavapipe's libraries), if set. Each part has a
-# time limit. Written to OUTDIR: summary.txt (a line per part, the suite's failures, the
+# and SwiftShader's) and LVP_LIBS (prepended to LD_LIBRARY_PATH: lavapipe's libraries; default
+# BRIGADE_LVP_LIBS, from gpu-carry.sh --lavapipe), if set; neither gpu-pack.sh nor gpu-carry.sh
+# carries lavapipe's or SwiftShader's driver, so the drivers part needs them carried by hand.
+# Each part has a time limit (a GPT step of `bench profile` STEP_LIMIT seconds, default 30),
+# and with DEADLINE (seconds from the start) a part whose limit would end past it is skipped.
+# Written to OUTDIR: summary.txt (a line per part, the suite's failures, the
 # peers' tables), log.txt (every part's output), suite.txt, kernels.json, and cache/ (the
 # BRIGADE_CACHE_DIR of every part but the planner's, unless set: the tuned tilings).
 set -uo pipefail
@@ -92,6 +96,12 @@ want() { [[ ",$parts," == *",$1,"* ]]; }
 part() {
   local name=$1 limit=$2
   shift 2
+  # DEADLINE (seconds from the start): a part whose limit would end past it is skipped, so that
+  # the time a lease has left goes to the parts that fit in it.
+  if [ -n "${DEADLINE:-}" ] && [ $((SECONDS + limit)) -gt "$DEADLINE" ]; then
+    say "$name: skipped: its ${limit} s limit would end past DEADLINE=$DEADLINE s"
+    return 125
+  fi
   local t0=$SECONDS
   echo "== $name: $*" >>"$out/log.txt"
   timeout -k 5 "$limit" "$@" >>"$out/log.txt" 2>&1
@@ -113,7 +123,7 @@ if want products; then
     # What it measured, stopped at its limit or not: a line per shape tried, then the table.
     awk '/^== /{keep = /^== products:/; if (keep) buf = ""; on = 0; next}
          keep && / products of one micro-batch /{on = 1}
-         keep && (on || /^  [0-9]+\/[0-9]+ / || /^    disagrees with/){buf = buf $0 "\n"}
+         keep && (on || /^  [0-9]+\/[0-9]+ / || /^    disagrees with/ || /^    differs from/){buf = buf $0 "\n"}
          /^the micro-batch.s products:/{on = 0}
          /^saved [0-9]+ tuned tiling/{buf = buf $0 "\n"}
          END{printf "%s", buf}' "$out/log.txt" >>"$out/summary.txt"
@@ -124,7 +134,8 @@ fi
 step_ms() {
   local m=$1
   shift
-  timeout -k 5 60 "$b" bench profile --model "$m" -b 16 --reps 3 --devices "$gpu" "$@" 2>>"$out/log.txt" |
+  [ -n "${DEADLINE:-}" ] && [ $((SECONDS + ${STEP_LIMIT:-30})) -gt "$DEADLINE" ] && return 0
+  timeout -k 5 "${STEP_LIMIT:-30}" "$b" bench profile --model "$m" -b 16 --reps 3 --devices "$gpu" "$@" 2>>"$out/log.txt" |
     tee -a "$out/log.txt" | sed -n 's/^training step.*: \([0-9.]*\) ms wall$/\1/p'
 }
 
@@ -142,12 +153,41 @@ if want tuned; then
   done
 fi
 
+# kernels_json JSON PRECISION SQUARES LIMIT: `bench kernels --json` one square at a time, each
+# within LIMIT seconds (a square stopped at its limit loses itself alone: the JSON is written at
+# the end of a run), the results merged into JSON.
+kernels_json() {
+  local json=$1 prec=$2 squares=$3 limit=$4 t0 rc files=()
+  for sq in ${squares//,/ }; do
+    t0=$SECONDS
+    timeout -k 5 "$limit" "$b" bench kernels --device "$gpu" --precision "$prec" --square "$sq" --reps 9 --json \
+      >"$json.$sq" 2>>"$out/log.txt"
+    rc=$?
+    say "kernels $prec $sq^3: exit $rc in $((SECONDS - t0)) s"
+    [ -s "$json.$sq" ] && files+=("$json.$sq")
+  done
+  "$py" - "$json" "${files[@]}" <<'MERGE'
+import json, sys
+merged = None
+for path in sys.argv[2:]:
+    try:
+        with open(path) as f:
+            j = json.load(f)
+    except (OSError, ValueError):
+        continue
+    if merged is None:
+        merged = j
+    else:
+        merged["results"] += j["results"]
+with open(sys.argv[1], "w") as f:
+    json.dump(merged or {"results": []}, f)
+MERGE
+  rm -f "${files[@]}"
+}
+
 if want kernels; then
-  t0=$SECONDS
   # Each square is checked against the CPU's product too: 4096^3 alone took about 45 s on the H200's host.
-  timeout -k 5 150 "$b" bench kernels --device "$gpu" --square 256,1024,2048,4096 --reps 9 --json \
-    >"$out/kernels.json" 2>>"$out/log.txt"
-  say "kernels: exit $? in $((SECONDS - t0)) s"
+  kernels_json "$out/kernels.json" fp32 256,1024,2048,4096 90
   part kernels 40 "$py" "$here/torch/mm_peer.py" --device cuda --brigade-json "$out/kernels.json"
   part kernels-tf32 40 "$py" "$here/torch/mm_peer.py" --device cuda --dtype tf32 --brigade-json "$out/kernels.json"
   sed -n '/^== kernels: .*mm_peer/,$p' "$out/log.txt" | grep -v '^== ' >>"$out/summary.txt"
@@ -155,10 +195,7 @@ fi
 
 if want matrix; then
   for p in ${MATRIX_TYPES:-bf16 fp16}; do
-    t0=$SECONDS
-    timeout -k 5 180 "$b" bench kernels --device "$gpu" --precision $p --square "${MATRIX_SQUARES:-1024,4096}" --reps 9 --json \
-      >"$out/kernels-$p.json" 2>>"$out/log.txt"
-    say "matrix $p: exit $? in $((SECONDS - t0)) s"
+    kernels_json "$out/kernels-$p.json" "$p" "${MATRIX_SQUARES:-1024,4096}" 120
     part "matrix-$p" 40 "$py" "$here/torch/mm_peer.py" --device cuda --dtype $p --brigade-json "$out/kernels-$p.json"
     sed -n "/^== matrix-$p: /,\$p" "$out/log.txt" | tail -n +2 >>"$out/summary.txt"
   done
@@ -176,7 +213,12 @@ if want suite; then
     local s=$1 k=$2
     shift 2
     local n
-    n=$("$build/tests/test_$s" --count "$@" 2>/dev/null | grep -o '[0-9]\+' | tail -1)
+    n=$(timeout 60 "$build/tests/test_$s" --count "$@" 2>/dev/null | grep -o '[0-9]\+' | tail -1)
+    # No count (doctest's --first=1 --last=0 would run every case in every shard): said, skipped.
+    if ! [[ $n =~ ^[0-9]+$ ]]; then
+      echo "test_$s: no case count: exit 1" >"$out/suite-$s-0.log"
+      return
+    fi
     for ((i = 0; i < k; ++i)); do
       local first=$((i * n / k + 1)) last=$(((i + 1) * n / k))
       (timeout -k 5 "${SUITE_LIMIT:-150}" "$build/tests/test_$s" "$@" --first=$first --last=$last \
@@ -204,6 +246,7 @@ fi
 
 if want gpt; then
   for m in ${GPT_MODELS:-gpt-mini:60 gpt-small:70 gpt2-small:90}; do
+    [[ $m == *:* ]] || m+=:90  # a model without its limit: 90 s
     part gpt "${m#*:}" "$py" "$here/torch/peer_bench.py" --device cuda --runs 1 --models "${m%:*}" \
       --modes fp32,tf32,bf16 --precision "${GPT_PRECISIONS:-fp32,auto}" --brigade "$b" --text "$text" &&
       tail -3 "$out/log.txt" >>"$out/summary.txt"
@@ -215,7 +258,7 @@ if want profile; then
   # recording a step once and replaying it would pay there); in each of PROFILE_PRECISIONS.
   for prec in ${PROFILE_PRECISIONS:-fp32 auto}; do
     for m in gpt2-small gpt-mini; do
-      part profile 45 "$b" bench profile --model "$m" -b 16 --reps 3 --devices "$gpu" --precision "$prec" &&
+      part "profile $m $prec" 45 "$b" bench profile --model "$m" -b 16 --reps 3 --devices "$gpu" --precision "$prec" &&
         grep -A2 '^training step' "$out/log.txt" | tail -3 >>"$out/summary.txt" &&
         grep '^host:' "$out/log.txt" | tail -1 >>"$out/summary.txt"
     done
@@ -335,19 +378,21 @@ if want split; then
 fi
 
 if want drivers; then
+  # lavapipe's libraries: LVP_LIBS, or what gpu-carry.sh --lavapipe's setup.sh exports.
+  lvp_libs=${LVP_LIBS:-${BRIGADE_LVP_LIBS:-}}
   run_train() {  # NAME DEVICES [FLAGS]
     local name=$1 devices=$2
     shift 2
     rm -rf "$out/run-$name"
-    LD_LIBRARY_PATH=${LVP_LIBS:-}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
-      VK_DRIVER_FILES=${MIXED_DRIVER_FILES:-${VK_DRIVER_FILES:-}} part drivers 35 "$b" train --model gpt-mini --steps 5 --eval-every 5 --eval-batches 1 --data "$text" \
+    LD_LIBRARY_PATH=${lvp_libs}${lvp_libs:+${LD_LIBRARY_PATH:+:}}${LD_LIBRARY_PATH:-} \
+      VK_DRIVER_FILES=${MIXED_DRIVER_FILES:-${VK_DRIVER_FILES:-}} part "drivers $name" 35 "$b" train --model gpt-mini --steps 5 --eval-every 5 --eval-batches 1 --data "$text" \
       --devices "$devices" -m 4 --out "$out/run-$name" "$@"
   }
   run_train one "$gpu"
   run_train swiftshader "$gpu,swiftshader" --partition profile
   run_train lavapipe "$gpu,llvmpipe" --partition profile
-  LD_LIBRARY_PATH=${LVP_LIBS:-}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
-    VK_DRIVER_FILES=${MIXED_DRIVER_FILES:-${VK_DRIVER_FILES:-}} part drivers 35 "$b" plan --model gpt-mini \
+  LD_LIBRARY_PATH=${lvp_libs}${lvp_libs:+${LD_LIBRARY_PATH:+:}}${LD_LIBRARY_PATH:-} \
+    VK_DRIVER_FILES=${MIXED_DRIVER_FILES:-${VK_DRIVER_FILES:-}} part "drivers plan" 35 "$b" plan --model gpt-mini \
     --devices "$gpu,llvmpipe" -m 4 --partition profile
   for r in swiftshader lavapipe; do
     "$py" "$here/torch/compare.py" "$out/run-one" "$out/run-$r" --tolerance 1e-4 >>"$out/log.txt" 2>&1

@@ -64,7 +64,8 @@ build=$(cat "$here/build-path")
 mkdir -p "$build" && tar xJf "$here/build.tar.xz" -C "$build"
 if [ -f "$here/vvl.tar.xz" ]; then
   tar xJf "$here/vvl.tar.xz" -C /tmp
-  if ldd /tmp/vvl/libVkLayer_khronos_validation.so /tmp/vvl/libvulkan.so.1 | grep -q 'not found'; then
+  # (grep -q would stop reading at the first match and ldd's SIGPIPE fail the pipeline)
+  if ldd /tmp/vvl/libVkLayer_khronos_validation.so /tmp/vvl/libvulkan.so.1 2>&1 | grep 'not found' >/dev/null; then
     echo "run.sh: unstable's validation layer and loader do not load here; Debian 12's run the suite"
   else
     export VK_LAYER_PATH=/tmp/vvl LD_LIBRARY_PATH=/tmp/vvl${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -75,7 +76,22 @@ if [ ! -e "$datasets" ] && [ -d "$here/fashion-mnist" ]; then
   mkdir -p "$(dirname "$datasets")" && cp -r "$here/fashion-mnist" "$datasets"
 fi
 export BUILD=$build GPU=${GPU:-NVIDIA} TEXT=$here/text.gz
-"$here/../tools/gpu-check.sh" "$@"
+# What comes back from the machine is a few files (at most 8): the check writes into a folder
+# of its own, its summary and log copied into OUTDIR as it goes (so that a run stopped at the
+# call's limit still returns them), the rest packed into OUTDIR/rest.tar.gz at the end.
+dest=${1:?run.sh OUTDIR [PARTS]}
+shift
+work=/tmp/gpu-check-out
+rm -rf "$work" && mkdir -p "$dest" "$work"
+"$here/../tools/gpu-check.sh" "$work" "$@" &
+check=$!
+copy() { for f in summary.txt log.txt; do [ -f "$work/$f" ] && cp "$work/$f" "$dest/$f"; done; }
+while kill -0 $check 2>/dev/null; do copy; sleep 5; done
+wait $check
+rc=$?
+copy
+(cd "$work" && tar czf "$dest/rest.tar.gz" --exclude=summary.txt --exclude=log.txt .)
+exit $rc
 RUN
 chmod +x "$out/run.sh"
 du -sh "$out" .gl 2>/dev/null || du -sh "$out"
