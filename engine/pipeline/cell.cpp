@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "model/operand.h"
 #include "ops/cross_entropy.h"
 #include "ops/precision.h"
 #include "optim/clip.h"
@@ -190,7 +191,7 @@ model::Tensors Cell::unpacked(vk::Commands& cmd, uint32_t l, const MicroBatch& m
     const uint64_t n = specs[s].floats(mb.rows);
     saved32.push_back(work(2, n, offset));
     ops::unpack(cmd, t.saved[s], saved32.back(), uint32_t(n), layout_.output_precision[l]);
-    offset += n;
+    offset += model::aligned_floats(n);  // the next view where a device binds one (plan.cpp)
   }
   w.saved = saved32;
   return w;
@@ -273,7 +274,7 @@ vk::View Cell::forward(vk::Commands& cmd, const MicroBatch& mb, std::optional<vk
           continue;
         }
         saved32.push_back(work(2, specs[s].floats(mb.rows), offset));
-        offset += specs[s].floats(mb.rows);
+        offset += model::aligned_floats(specs[s].floats(mb.rows));
       }
       w.saved = saved32;
     }

@@ -6,6 +6,7 @@
 #include <set>
 #include <tuple>
 
+#include "model/operand.h"
 #include "ops/matmul_split.h"
 #include "optim/clip.h"
 #include "util/units.h"
@@ -135,7 +136,7 @@ CellLayout layout_cell(const model::Model& m, uint32_t cell, uint32_t first, uin
     for (const model::SavedSpec& sv : layer.saved()) {
       const bool narrow = ops::is_half(prec) && !sv.wide && !layer.is_view();
       saved.push_back(ops::stored_bytes(sv.floats(max_rows), narrow ? prec : ops::Precision::Fp32));
-      if (narrow && !direct) saved_half += sv.floats(max_rows);
+      if (narrow && !direct) saved_half += model::aligned_floats(sv.floats(max_rows));  // each view aligned
     }
     saved_work = std::max(saved_work, saved_half);
     s.saved_bytes.push_back(std::move(saved));
@@ -195,7 +196,8 @@ CellLayout layout_cell(const model::Model& m, uint32_t cell, uint32_t first, uin
   if (last_cell && ops::is_half(stored[last - 1]))
     copies = true, work_part = std::max(work_part, model::elements(m.layers[last - 1]->output_shape()));
   if (copies) {
-    s.work_part_bytes = work_part * max_rows * kFloat;
+    // Parts 1 and 2 and the saved tensors in 2 start where a device binds a view.
+    s.work_part_bytes = model::aligned_floats(work_part * max_rows) * kFloat;
     s.work_bytes = 2 * s.work_part_bytes + saved_work * kFloat;
   }
   if (last_cell) {

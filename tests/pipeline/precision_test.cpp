@@ -210,6 +210,12 @@ TEST_CASE_FIXTURE(test::Gpu, "bf16 gpt-mini (two blocks) pipelined equals one de
   check_precision(*this, model::with_window(model::build("gpt-mini", {"n_layer=2"}), 16), 4);
 }
 
+// Layers on fp32 copies at odd sizes (a vocabulary of 61, windows of 7, 5 rows, 24 channels): the
+// copies' views in the cell's work memory start where a device binds one.
+TEST_CASE_FIXTURE(test::Gpu, "bf16 gpt-mini at odd sizes pipelined equals one device in bf16, under every schedule") {
+  check_precision(*this, model::with_window(model::build("gpt-mini", {"n_layer=1", "vocab_size=61", "n_embd=24", "n_head=2"}), 7), 5);
+}
+
 TEST_CASE_FIXTURE(test::Gpu, "bf16 stages hold the planned memory, with half the activation and boundary bytes") {
   const model::Model m = model::build("fashion-cnn");
   const uint32_t N = 16, K = 2;
