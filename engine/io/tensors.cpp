@@ -79,9 +79,10 @@ pipeline::Batch read_batch(const SafeTensors& file, const model::Model& m) {
   } else {
     b.images = file.f32("input", input_shape);
   }
+  // A token model's targets are [N, T] like its input, a window of one token too.
   const std::vector<int64_t> target_shape =
-      m.targets_per_sample == 1 ? std::vector<int64_t>{b.rows}
-                                : std::vector<int64_t>{b.rows, int64_t(m.targets_per_sample)};
+      m.targets_per_sample == 1 && !m.token_input ? std::vector<int64_t>{b.rows}
+                                                  : std::vector<int64_t>{b.rows, int64_t(m.targets_per_sample)};
   if (file.info("target").shape != target_shape)
     throw UserError(file.source() + ": 'target' has shape " + shape_string(file.info("target").shape) +
                     "; expected " + shape_string(target_shape));

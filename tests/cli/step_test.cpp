@@ -184,6 +184,11 @@ TEST_CASE("brigade step takes a GPT's token windows shorter than its block, and 
   for (size_t i = 0; i < dwpe.size(); ++i) (i < 8 * 32 ? used : unused) += std::fabs(dwpe[i]);
   CHECK(used > 0);
   CHECK(unused == 0);
+  // A window of one token, its targets [N, 1] as its input.
+  const std::string b1 = (d / "b1.safetensors").string();
+  write_batch(b1, 3, 1);
+  r = brigade_run("step " + model + " --params " + p + " --batch " + b1 + " --out " + (d / "g1.safetensors").string());
+  CHECK_MESSAGE(r.status == 0, r.output);
   // Pipelined over two stages, the same loss.
   r = brigade_run("step " + model + " --params " + p + " --batch " + b8 + " --out " +
                   (d / "g2.safetensors").string() + " --devices 0,0 -m 3");
