@@ -340,10 +340,11 @@ TEST_CASE("SIGINT to mpirun: every rank stops after the same step and rank 0 wri
   test::write_tiny_fashion(d / "data", 480, 24);
   const fs::path run = d / "run", log = d / "log";
   // On SIGINT mpirun waits this many seconds, sends SIGTERM to every rank, waits as long
-  // again and sends SIGKILL (OpenMPI 4's default is 1 s).
+  // again and sends SIGKILL (OpenMPI 4's default is 1 s). The run is far longer than that
+  // wait (400 steps once ended within it on a fast machine, and nothing was stopped).
   const std::string cmd = mpirun(2) + "--mca odls_base_sigkill_timeout 3 " + BRIGADE_EXE +
                           " train --model fashion-mlp --data " + (d / "data").string() +
-                          " --steps 400 --batch-size 12 -m 2 --eval-every 1000 --eval-batches 1 --out " + run.string();
+                          " --steps 100000 --batch-size 12 -m 2 --eval-every 100000 --eval-batches 1 --out " + run.string();
   const pid_t pid = test::command_spawn(cmd, log);
   const test::KillOnExit reap{pid};
   const auto start = std::chrono::steady_clock::now();
