@@ -101,6 +101,12 @@ Settings settings_from_json(const nlohmann::json& j, const std::string& source) 
   return s;
 }
 
+std::string trained_precision(const Settings& s) {
+  if (s.plan.is_object() && s.plan.contains("precision") && s.plan["precision"].is_string())
+    return s.plan["precision"].get<std::string>();
+  return s.precision;
+}
+
 PipelineFlags recorded_flags(const PipelineFlags& f, const nlohmann::json& plan, const std::string& source) {
   PipelineFlags out = f;
   out.plan = "given";

@@ -209,13 +209,9 @@ void resume_args(Job& j, const std::string& ckpt) {
   j.set({"--plan"}, "auto", train, j.argv.size());
   j.argv.insert(j.argv.begin() + long(train), "--resume");
   if (!precision) {
-    const nlohmann::json config = nlohmann::json::parse(io::checkpoint_config(ckpt), nullptr, false);
-    std::string p = "fp32";
-    if (config.is_object() && config.contains("precision") && config["precision"].is_string() &&
-        !config["precision"].get<std::string>().empty())
-      p = config["precision"];
-    if (config.is_object() && config.contains("plan") && config["plan"].is_object())
-      p = config["plan"].value("precision", p);
+    std::string p = trained_precision(
+        settings_from_json(nlohmann::json::parse(io::checkpoint_config(ckpt), nullptr, false), ckpt));
+    if (p.empty()) p = "fp32";
     if (p.find(',') == std::string::npos) j.set({"--precision"}, p, train, j.argv.size());
   }
 }

@@ -178,9 +178,7 @@ void run_train(TrainArgs& a) {
       }
     }
     // The precision the run trained in, unless --precision or the plan going on says one.
-    std::string trained_in = saved.precision;
-    if (saved.plan.is_object() && saved.plan.contains("precision") && saved.plan["precision"].is_string())
-      trained_in = saved.plan["precision"].get<std::string>();
+    const std::string trained_in = trained_precision(saved);
     if (!recorded_plan && !given(a, "--precision") && !trained_in.empty() && trained_in != a.pipeline.precision) {
       if (trained_in.find(',') == std::string::npos)
         a.pipeline.precision = trained_in;

@@ -43,6 +43,9 @@ nlohmann::json to_json(const Settings& s);
 // The flags of the settings a resumed run may not change (the checkpoint holds them).
 const std::vector<std::string>& setting_flags();
 Settings settings_from_json(const nlohmann::json& j, const std::string& source);
+// The precision the run trained in: its plan's where --plan auto chose it, else --precision
+// as given; "" in checkpoints written before the settings kept it.
+std::string trained_precision(const Settings& s);
 // The plan a checkpoint (`source`) recorded (Settings::plan, AutoPlan::record["flags"]) applied
 // to `f`: what a resumed run trains with. Each flag is held to what it takes, as the settings are.
 PipelineFlags recorded_flags(const PipelineFlags& f, const nlohmann::json& plan, const std::string& source);
