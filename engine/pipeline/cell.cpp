@@ -219,9 +219,8 @@ model::Tensors Cell::tensors(uint32_t l, const MicroBatch& mb, std::vector<vk::V
   t.w_precision = weight_precision_[l];
   if (scratch_)
     t.scratch = vk::View(scratch_, 0,
-                         layer.scratch_floats(mb.rows, direct(l) ? layout_.output_precision[l] : ops::Precision::Fp32,
-                                              !layout_.lean.empty() && layout_.lean[l]) *
-                             kFloat);
+                         layer.scratch_floats(mb.rows, layout_.scratch_precision.at(l),
+                                              !layout_.lean.empty() && layout_.lean[l]) * kFloat);
   return t;
 }
 

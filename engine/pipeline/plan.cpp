@@ -124,6 +124,8 @@ CellLayout layout_cell(const model::Model& m, uint32_t cell, uint32_t first, uin
     s.direct.push_back(direct);
     const bool lean = direct && !facts.lean_scratch.empty() && (facts.lean_scratch[l] >> uint32_t(prec) & 1u);
     s.lean.push_back(lean);
+    const ops::Precision scratch_prec = !direct ? ops::Precision::Fp32 : ops::is_half(prec) ? prec : before;
+    s.scratch_precision.push_back(scratch_prec);
     s.converted.push_back(touches_half && !direct);
     if (touches_half && !direct) {
       copies = true;
@@ -146,7 +148,7 @@ CellLayout layout_cell(const model::Model& m, uint32_t cell, uint32_t first, uin
     s.deferred_bytes.push_back(std::move(deferred));
     widest = std::max(widest, out);
     if (!layer.integer_input()) widest = std::max(widest, model::elements(layer.input_shape()));
-    scratch = std::max(scratch, layer.scratch_floats(max_rows, direct ? prec : ops::Precision::Fp32, lean));
+    scratch = std::max(scratch, layer.scratch_floats(max_rows, scratch_prec, lean));
     // The weight copies a 16-bit layer's kernels read.
     std::vector<int32_t> copies_of;
     const ops::Precision stored_w = direct && layer.reads_half_weights() ? prec : ops::Precision::Fp32;

@@ -58,6 +58,10 @@ struct CellLayout {
   // Per layer of the cell: direct, in a precision of StageSpec::lean_scratch, so its scratch is
   // Layer::scratch_floats(rows, stored, true).
   std::vector<bool> lean;
+  // Per layer of the cell: the precision its scratch is sized for (Layer::scratch_floats), a
+  // direct layer's 16-bit format, its output's or else its input's (a convolution reading a
+  // 16-bit boundary multiplies in 16 bits whatever it stores); fp32 for the others.
+  std::vector<ops::Precision> scratch_precision;
   uint64_t work_part_bytes = 0;
   uint64_t work_bytes = 0;
   uint64_t gradient_out_bytes = 0;  // a 16-bit input's gradient, packed for the link

@@ -170,6 +170,7 @@ TEST_CASE("a GPU splits the K of products with few blocks and a long K, and noth
   const std::optional<MatmulTiling> small = ops::default_matrix_tiling(gpu, Precision::Bf16, half.M, half.N);
   if (!small) {  // a build without the cooperative-matrix kernels (tools/install-glslang.sh)
     CHECK_FALSE(vk::has_shader("matmul_tiles_coopmat_bf16"));
+    MESSAGE("not in this build: no cooperative-matrix kernels (tools/install-glslang.sh)");
     return;
   }
   CHECK(small->tm == 2);  // unsplit, the small blocks

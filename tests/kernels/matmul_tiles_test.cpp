@@ -192,10 +192,12 @@ TEST_CASE_FIXTURE(test::Gpu, "every matrix-unit tiling tried on a GPU stores the
   }
   MESSAGE(tried, " tilings, ", shrunk, " of them in 8x8x8 matrices, ", narrowed, " in warps of 8");
   // 16 blocks and the other shape; none in a build without the cooperative-matrix kernels.
-  if (vk::has_shader("matmul_tiles_coopmat_bf16"))
+  if (vk::has_shader("matmul_tiles_coopmat_bf16")) {
     CHECK(tried >= 17);
-  else
+  } else {
     CHECK(tried == 0);
+    MESSAGE("not in this build: no cooperative-matrix kernels (tools/install-glslang.sh)");
+  }
 }
 
 TEST_CASE_FIXTURE(test::Gpu, "the matrix-unit kernel refuses what it cannot multiply") {
@@ -367,6 +369,7 @@ TEST_CASE("16-bit products on matrix units take the large blocks where they have
   const std::optional<MatmulTiling> small = ops::default_matrix_tiling(gpu, Precision::Fp16);
   if (!small) {  // a build without the cooperative-matrix kernels (tools/install-glslang.sh)
     CHECK_FALSE(vk::has_shader("matmul_tiles_coopmat_fp16"));
+    MESSAGE("not in this build: no cooperative-matrix kernels (tools/install-glslang.sh)");
     return;
   }
   CHECK(small->tm == 2);

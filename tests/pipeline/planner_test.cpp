@@ -168,6 +168,7 @@ TEST_CASE("a 16-bit GPT block on flash attention's matrix tiles plans no (T,T) s
   const std::vector<uint8_t> lean = m.lean_scratch(gpu);
   if (!ops::default_matrix_tiling(gpu, ops::Precision::Fp16)) {  // built without the cooperative-matrix kernels
     CHECK(std::count(lean.begin(), lean.end(), 0) == long(lean.size()));
+    MESSAGE("not in this build: no cooperative-matrix kernels (tools/install-glslang.sh)");
     return;
   }
   const uint32_t L = uint32_t(m.layers.size()), rows = 4;
@@ -184,6 +185,30 @@ TEST_CASE("a 16-bit GPT block on flash attention's matrix tiles plans no (T,T) s
   CHECK(scratch(ops::Precision::Bf16, lean) == scratch(ops::Precision::Bf16, {}));
   const CellLayout c = layout_cell(m, 0, 0, L, true, rows, {}, std::vector<ops::Precision>(L, ops::Precision::Fp16), {half, lean});
   for (uint32_t l = 0; l < L; ++l) CHECK(c.lean[l] == (lean[l] != 0));
+}
+
+// A convolution that reads a 16-bit boundary multiplies in 16 bits on matrix units whatever
+// its own stage stores (ops::conv2d's products_of reads x's format), so an fp32 stage after a
+// 16-bit one sizes its scratch for the packed weight and output gradient: sized by the fp32
+// output, the device's kernels found it short of one sample.
+TEST_CASE("an fp32 stage whose convolution reads a 16-bit boundary has the scratch of its 16-bit products") {
+  const vk::PhysicalInfo gpu = test::synthetic_gpu(vk::MatrixShape::Element::Fp16);
+  if (!ops::default_matrix_tiling(gpu, ops::Precision::Fp16)) {
+    MESSAGE("not in this build: no cooperative-matrix kernels (tools/install-glslang.sh)");
+    return;
+  }
+  const model::Model m = model::build("fashion-cnn-bn");  // its second convolution, without a fold
+  const uint32_t L = uint32_t(m.layers.size()), first = 4, rows = 64;
+  REQUIRE(m.layers[first]->kind() == "conv2d");
+  std::vector<ops::Precision> precision(L, ops::Precision::Fp32);
+  std::fill(precision.begin(), precision.begin() + first, ops::Precision::Fp16);
+  const CellLayout c = layout_cell(m, 1, first, L, true, rows, {}, precision, device_facts(m, gpu));
+  REQUIRE(c.direct.at(0));
+  CHECK(c.input_precision == ops::Precision::Fp16);
+  CHECK(c.scratch_precision.at(0) == ops::Precision::Fp16);
+  const model::Layer& conv = *m.layers[first];
+  CHECK(conv.scratch_floats(rows, ops::Precision::Fp16) > conv.scratch_floats(rows, ops::Precision::Fp32));
+  CHECK(c.scratch_bytes >= conv.scratch_floats(rows, ops::Precision::Fp16) * 4);
 }
 
 }  // namespace pipeline_planner_test
