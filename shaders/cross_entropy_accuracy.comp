@@ -1,6 +1,7 @@
 #version 450
 // Evaluation: correct += the number of rows whose argmax (the first maximum, as
-// torch.argmax) equals the target. One workgroup per row; integer atomics, exact in any
+// torch.argmax: a NaN above every number, the first NaN where there are several) equals the
+// target. One workgroup per row; integer atomics, exact in any
 // order.
 // logits: (N, V)  targets: (N) int32  correct: (1) uint32
 #extension GL_GOOGLE_include_directive : require
@@ -20,11 +21,11 @@ void main() {
   uint hits = 0u;
   for (uint row = gl_WorkGroupID.x; row < p.rows; row += gl_NumWorkGroups.x) {
     const uint base = row * V;
-    float top = uintBitsToFloat(0xFF800000u);  // -inf
-    uint index = 0xFFFFFFFFu;
+    uint top = 0u, index = 0xFFFFFFFFu;
     for (uint v = lane; v < V; v += width) {
-      if (logits[base + v] > top) {  // strict: a lane sees its indices in increasing order
-        top = logits[base + v];
+      const uint key = argmax_key(logits[base + v]);
+      if (key > top) {  // strict: a lane sees its indices in increasing order
+        top = key;
         index = v;
       }
     }

@@ -1,6 +1,7 @@
 #version 450
 // First level of the squared L2 norms of several gradients lying in one buffer (the tensors
-// of a gradient arena, or one tensor): workgroup w reads its entry of the table,
+// of a gradient arena, or one tensor): workgroup w (x + y * the grid's width, as the host
+// folds the entries past a dispatch's width into rows) reads its entry of the table,
 //   table[w] = (first, n, j, groups)
 // and sums g[first + i]^2 over the elements i < n of its tensor that its invocation l visits,
 //   i = (j * WG + l) + k * (groups * WG),  k = 0, 1, ...
@@ -24,7 +25,9 @@ layout(binding = 1) readonly buffer Table { uvec4 table[]; };
 layout(binding = 2) writeonly buffer Partial { float partial[]; };
 
 void main() {
-  const uvec4 t = table[gl_WorkGroupID.x];
+  const uint w = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+  if (w >= table.length()) return;  // the last row's rest: the whole workgroup
+  const uvec4 t = table[w];
   const uint first = t.x, n = t.y, stride = t.w * gl_WorkGroupSize.x;
   const uint start = t.z * gl_WorkGroupSize.x + gl_LocalInvocationID.x;
   float acc = 0.0;
@@ -37,5 +40,5 @@ void main() {
     for (uint i = start; i < n; i += stride) acc += g[first + i] * g[first + i];
   }
   const float total = workgroup_sum(acc);
-  if (gl_LocalInvocationIndex == 0) partial[gl_WorkGroupID.x] = total;
+  if (gl_LocalInvocationIndex == 0) partial[w] = total;
 }

@@ -21,7 +21,7 @@
 #ifndef __cplusplus
 
 shared float reduce_values[BRIGADE_REDUCE_MAX_SUBGROUPS];
-shared uint reduce_indices[BRIGADE_REDUCE_MAX_SUBGROUPS];
+shared uint reduce_indices[2 * BRIGADE_REDUCE_MAX_SUBGROUPS];  // workgroup_argmax: keys, then indices
 
 // A lane's running sum, whether it kept one float or four (a lane that reads vec4s).
 float lanes_total(float v) { return v; }
@@ -50,23 +50,33 @@ float workgroup_max(float v) {
   return best;
 }
 
-// The smallest index holding the largest value (torch.argmax picks the first maximum).
-// Invocations without a candidate pass -inf and any index.
-uint workgroup_argmax(float v, uint index) {
-  const float best = subgroupMax(v);
-  uint first = subgroupMin(v == best ? index : 0xFFFFFFFFu);
+// A float's place in torch.argmax's order as an unsigned key: larger values larger keys,
+// -0 and +0 equal, every NaN above +inf (torch.argmax returns the first NaN); 0 is below every
+// value's key, for a lane without a candidate.
+uint argmax_key(float v) {
+  if (isnan(v)) return 0xFFFFFFFFu;
+  const uint bits = floatBitsToUint(v == 0.0 ? 0.0 : v);
+  return (bits & 0x80000000u) != 0u ? ~bits : bits | 0x80000000u;
+}
+
+// The smallest index holding the largest key (argmax_key; torch.argmax picks the first
+// maximum). Invocations without a candidate pass key 0 and any index.
+uint workgroup_argmax(uint key, uint index) {
+  const uint best = subgroupMax(key);
+  uint first = subgroupMin(key == best ? index : 0xFFFFFFFFu);
   if (gl_NumSubgroups == 1u) return first;
   if (subgroupElect()) {
-    reduce_values[gl_SubgroupID] = best;
-    reduce_indices[gl_SubgroupID] = first;
+    reduce_indices[gl_SubgroupID] = best;
+    reduce_indices[gl_SubgroupID + gl_NumSubgroups] = first;
   }
   barrier();
-  float top = reduce_values[0];
-  first = reduce_indices[0];
+  uint top = reduce_indices[0];
+  first = reduce_indices[gl_NumSubgroups];
   for (uint s = 1u; s < gl_NumSubgroups; ++s) {
-    if (reduce_values[s] > top || (reduce_values[s] == top && reduce_indices[s] < first)) {
-      top = reduce_values[s];
-      first = reduce_indices[s];
+    const uint k = reduce_indices[s], i = reduce_indices[s + gl_NumSubgroups];
+    if (k > top || (k == top && i < first)) {
+      top = k;
+      first = i;
     }
   }
   barrier();

@@ -67,10 +67,15 @@ GradNorm::GradNorm(vk::Device& device, const std::vector<vk::View>& grads) {
   }
 }
 
+// One workgroup per table entry, folded into rows of at most max_groups() (an arena of many
+// tensors holds more entries than a dispatch's 65535 along x).
 void GradNorm::record(vk::Commands& cmd) const {
-  for (const Run& run : runs_)
+  for (const Run& run : runs_) {
+    const uint64_t entries = run.partials.size() / 4;
+    const uint32_t x = uint32_t(std::min<uint64_t>(entries, ops::max_groups().load(std::memory_order_relaxed)));
     cmd.dispatch(cmd.device().kernel("grad_norm_partial", vk::Specialization().set(0, width_)),
-                 {*run.whole, run.table, run.partials}, nullptr, 0, {uint32_t(run.partials.size() / 4)});
+                 {*run.whole, run.table, run.partials}, nullptr, 0, {x, uint32_t((entries + x - 1) / x)});
+  }
 }
 
 double GradNorm::squared(std::vector<double>* each) const {

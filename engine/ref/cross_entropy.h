@@ -41,15 +41,16 @@ void cross_entropy_backward(const T* logits, const int32_t* targets, T* dlogits,
   }
 }
 
-// correct += rows whose first maximum is at the target.  logits: (N, V)  targets: (N)
+// correct += rows whose first maximum is at the target, as torch.argmax: a NaN above every
+// number (the first NaN where there are several).  logits: (N, V)  targets: (N)
 template <class T>
 void cross_entropy_accuracy(const T* logits, const int32_t* targets, uint32_t& correct,
                             uint32_t N, uint32_t V) {
   for (uint32_t n = 0; n < N; ++n) {
     const T* row = logits + size_t(n) * V;
     uint32_t best = 0;
-    for (uint32_t v = 1; v < V; ++v)
-      if (row[v] > row[best]) best = v;
+    for (uint32_t v = 1; v < V && !std::isnan(row[best]); ++v)
+      if (std::isnan(row[v]) || row[v] > row[best]) best = v;
     correct += int32_t(best) == targets[n];
   }
 }

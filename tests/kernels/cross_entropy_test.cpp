@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -164,6 +166,52 @@ TEST_CASE_FIXTURE(test::Gpu, "cross-entropy accuracy counts rows whose first max
     ref::cross_entropy_accuracy(logits.data(), targets.data(), want, s.N, s.V);
     CHECK_MESSAGE(got == want, name(s), ": counted ", got, ", want ", want);
     CHECK(want >= 5 + s.N / 3);  // the rows forced above count
+  }
+}
+
+// torch.argmax's order on rows of 300 (several lanes, several subgroups on a GPU): a row of
+// -inf is won by its first element, a NaN by the first NaN above every number, -0 ties +0.
+// Each row's target is its argmax (every row counts), then the index after it (none does).
+TEST_CASE_FIXTURE(test::Gpu, "cross-entropy accuracy takes torch.argmax's index on rows of -inf, NaN and signed zeros") {
+  vk::Device& dev = device();
+  const uint32_t V = 300;
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  struct Row {
+    std::vector<std::pair<uint32_t, float>> set;  // over random values in [-2, 2]
+    std::optional<float> fill;                    // or over this value everywhere
+    int32_t argmax;
+  };
+  const std::vector<Row> rows = {
+      {{}, -inf, 0},                          // all -inf
+      {{{0, nan}}, {}, 0},                    // NaN first
+      {{{250, nan}, {257, nan}}, {}, 250},    // the first of two NaNs, past the first lanes
+      {{{7, inf}, {299, nan}}, {}, 299},      // a NaN above +inf
+      {{{5, -0.0f}, {3, 0.0f}}, -1.0f, 3},   // +0 before -0: the first
+      {{{5, 0.0f}, {3, -0.0f}}, -1.0f, 3},   // -0 before +0: the first
+      {{}, nan, 0},                           // all NaN
+      {{{100, inf}, {200, inf}}, {}, 100},    // the first of two +inf
+      {{{140, 9.0f}, {290, 9.0f}}, {}, 140},  // the first of two maxima
+  };
+  const uint32_t N = uint32_t(rows.size());
+  std::vector<float> logits = test::random_vector(size_t(N) * V, 77, -2.0f, 2.0f);
+  std::vector<int32_t> argmax(N), after(N);
+  for (uint32_t n = 0; n < N; ++n) {
+    if (rows[n].fill) std::fill_n(logits.begin() + size_t(n) * V, V, *rows[n].fill);
+    for (const auto& [v, x] : rows[n].set) logits[size_t(n) * V + v] = x;
+    argmax[n] = rows[n].argmax, after[n] = (rows[n].argmax + 1) % int32_t(V);
+  }
+  for (const auto& [targets, want] : {std::pair{argmax, N}, std::pair{after, 0u}}) {
+    uint32_t ref_count = 0;
+    ref::cross_entropy_accuracy(logits.data(), targets.data(), ref_count, N, V);
+    CHECK(ref_count == want);
+    vk::Buffer bl = test::to_device(dev, logits, "logits"), bt = test::to_device(dev, targets, "targets"),
+               correct = test::zeros(dev, 1, "correct");
+    vk::Commands cmd(dev, "accuracy");
+    ops::cross_entropy_accuracy(cmd, bl, bt, correct, N, V);
+    cmd.run();
+    uint32_t got = 0;
+    vk::download(correct, &got, 4);
+    CHECK_MESSAGE(got == want, "rows whose target is the index ", want ? "of" : "after", " torch.argmax's");
   }
 }
 

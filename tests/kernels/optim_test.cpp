@@ -241,6 +241,30 @@ TEST_CASE_FIXTURE(test::Gpu, "the gpu norm of a million-element gradient equals 
                 " relative error ", std::abs(got - want) / want);
 }
 
+// An arena of more tensors than a dispatch's 65535 workgroups along x (one workgroup each):
+// the entries past the grid's width run in further rows, each tensor's norm its own.
+TEST_CASE_FIXTURE(test::Gpu, "the gpu norms of 65541 one-float tensors in one arena are each their own") {
+  vk::Device& dev = device();
+  const uint32_t n = 65541;
+  std::vector<float> g(n);
+  for (uint32_t i = 0; i < n; ++i) g[i] = float(i % 7) - 3.0f;
+  vk::Buffer gb = test::to_device(dev, g, "g", Category::Gradients);
+  std::vector<vk::View> views;
+  for (uint32_t i = 0; i < n; ++i) views.emplace_back(gb, uint64_t(i) * 4, 4);
+  const optim::GradNorm norm(dev, views);
+  vk::Commands cmd(dev, "norm");
+  norm.record(cmd);
+  cmd.run();
+  std::vector<double> each;
+  double want = 0;
+  for (float v : g) want += double(v) * v;
+  CHECK(norm.squared(&each) == want);
+  REQUIRE(each.size() == n);
+  uint32_t wrong = 0;
+  for (uint32_t i = 0; i < n; ++i) wrong += each[i] != double(g[i]) * g[i];
+  CHECK(wrong == 0);
+}
+
 TEST_CASE_FIXTURE(
     test::Gpu,
     "squared norms of tensors on two stages add up to the global norm deterministically") {
