@@ -141,6 +141,26 @@ TEST_CASE("three stages on two vendors lose SwiftShader's and go on as two, equa
   fs::remove_all(dir);
 }
 
+// --plan auto chose two of the three devices it was given; the re-plan after one is lost
+// chooses again from the two that remain of the three, where one stage does not fit the cap.
+TEST_CASE("a re-plan after a loss chooses from the devices --plan auto was given, not only those its plan took") {
+  const fs::path dir = test::scratch_dir("recovery-pool");
+  test::write_tiny_fashion(dir / "data", 320, 64);
+  const std::string common = "train --model fashion-mlp --data " + (dir / "data").string() +
+                             " --steps 6 -b 16 --eval-every 3 --eval-batches 1 --precision fp32";
+  const std::string pool = "--plan auto --devices 0,0,0 --mem-limit 3584KiB --snapshot-every 2";
+  const auto plan = run(dir, "plan --model fashion-mlp -b 16 --precision fp32 " + pool.substr(0, pool.find(" --snapshot")));
+  INFO(plan.output);
+  REQUIRE(plan.status == 0);
+  REQUIRE(plan.output.find("plan auto: devices 0,0 ") != std::string::npos);  // two of three
+  std::map<std::string, fs::path> by_hand;
+  loses_and_equals_by_hand(dir, "pool", common, pool, "device-lost:stage 1:backward:4", "", by_hand);
+  const auto replans = test::records(dir / "pool-lost", "replan");
+  REQUIRE(replans.size() == 1);
+  CHECK(replans[0].at("flags").at("devices") == "0,0");
+  fs::remove_all(dir);
+}
+
 TEST_CASE("a loss the run cannot go on from stops it with a checkpoint of the last completed step that resumes") {
   const fs::path dir = test::scratch_dir("recovery-stop");
   test::write_tiny_fashion(dir / "data", 320, 64);

@@ -433,7 +433,9 @@ AutoPlan auto_plan(const model::Model& m, const PipelineFlags& f, uint32_t rows,
   else if (!measured && cached) how += " (" + cache.path() + ")";
   how += "; " + std::to_string(r.considered) + " configurations planned in " + fixed(search_seconds, 2) + " s, " +
          std::to_string(r.over_memory) + " over memory";
-  return report(f, r, pool, how, top);
+  AutoPlan out = report(f, r, pool, how, top);
+  for (const StageDevice& d : described) out.pool.push_back(d.index);
+  return out;
 }
 
 }  // namespace brigade::cli

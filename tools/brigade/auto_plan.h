@@ -30,6 +30,9 @@ struct AutoPlan {
     std::string same;    // equal for configurations that run the same (one stage: every schedule)
   };
   std::vector<Row> ranked;
+  // The physical device of each entry of the pool it chose from (--devices, else every
+  // device): a re-plan after a loss chooses again from what remains of it (recovery.h).
+  std::vector<uint32_t> pool;
 };
 
 // Searches the configurations `f` leaves open for mini-batches of `rows`; `top` rows in the

@@ -67,18 +67,36 @@ std::vector<std::string> without(const std::string& list, const std::vector<uint
 
 }  // namespace
 
-PipelineFlags replan_flags(const PipelineFlags& user, const PipelineFlags& run, const std::vector<uint32_t>& lost) {
+PipelineFlags replan_flags(const PipelineFlags& user, const PipelineFlags& run, const std::vector<uint32_t>& lost,
+                           const std::vector<uint32_t>& lost_devices, const std::vector<uint32_t>& pool) {
   PipelineFlags out = user;
   out.plan = "auto";
-  out.devices = split_list(run.devices).size() == 1 ? "" : join_list(without(run.devices, lost));  // "": the one device went
   out.fixed["--devices"] = true;
   out.fixed["--balance"] = out.fixed["--partition"] = false;
   // The run's precision stays (it changes the numbers, the plan does not), per stage without
-  // the lost ones; caps follow the stages of the run, whose devices are what remains.
+  // the lost ones.
   std::vector<std::string> kept = without(run.precision, lost);
   if (std::all_of(kept.begin(), kept.end(), [&](const std::string& p) { return p == kept.front(); })) kept.resize(1);
   out.precision = join_list(kept);
   out.fixed["--precision"] = true;
+  if (!pool.empty() && kept.size() == 1) {
+    // The pool less one entry of each lost device; a cap per entry (given) loses its entry's.
+    std::vector<uint32_t> gone;
+    std::vector<bool> taken(pool.size(), false);
+    for (uint32_t device : lost_devices)
+      for (uint32_t i = 0; i < pool.size(); ++i)
+        if (!taken[i] && pool[i] == device) {
+          taken[i] = true, gone.push_back(i);
+          break;
+        }
+    std::vector<std::string> left;
+    for (uint32_t i = 0; i < pool.size(); ++i)
+      if (!taken[i]) left.push_back(std::to_string(pool[i]));
+    out.devices = join_list(left);
+    if (split_list(user.mem_limit).size() == pool.size()) out.mem_limit = join_list(without(user.mem_limit, gone));
+    return out;
+  }
+  out.devices = split_list(run.devices).size() == 1 ? "" : join_list(without(run.devices, lost));  // "": the one device went
   // A cap per stage (given, or a resumed plan's) loses the lost stages' caps.
   if (user.given("--mem-limit") || split_list(run.mem_limit).size() > 1)
     out.mem_limit = join_list(without(run.mem_limit, lost));

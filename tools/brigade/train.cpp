@@ -383,7 +383,10 @@ void run_train(TrainArgs& a) {
     progress.print("device lost: " + first + (lost.size() > 1 ? " and others" : "") + " in step " +
                    std::to_string(step + 1) + ": " + why);
     if (!elastic) stop_lost(e.what(), e.result);
-    const PipelineFlags next = replan_flags(a.pipeline, t->p.flags, lost);
+    std::vector<uint32_t> lost_devices;
+    for (uint32_t k : lost) lost_devices.push_back(t->p.devices[k]->info().index);
+    const PipelineFlags next =
+        replan_flags(a.pipeline, t->p.flags, lost, lost_devices, t->p.chosen ? t->p.chosen->pool : std::vector<uint32_t>{});
     if (next.devices.empty()) stop_lost("no device remains to go on with", e.result);
     t.reset();
     try {
