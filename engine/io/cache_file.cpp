@@ -56,7 +56,8 @@ CacheFile::CacheFile(std::string path, std::string kind, std::string section)
   if (path_.empty() || !std::filesystem::exists(path_)) return;
   std::ifstream in(path_);
   const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
-  if (j.is_object() && j.value("version", 0) == 1 && j.contains(section_) && j[section_].is_object())
+  const bool ours = j.is_object() && j.contains("version") && j["version"].is_number_integer() && j["version"] == 1;
+  if (ours && j.contains(section_) && j[section_].is_object())
     entries_ = j[section_];
   else
     warning_ = path_ + " is not a " + kind_ + " cache Brigade wrote; ignored, and rewritten with new " + section_;

@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -54,6 +55,10 @@ Metrics parse_metrics(std::string_view text, const std::string& source) {
     try {
       record = json::parse(line.begin(), line.end());
     } catch (const json::parse_error& e) {
+      if (end == text.size()) {  // the last line, without its newline: a write cut short
+        m.torn = where;
+        break;
+      }
       throw UserError(where + ": not valid JSON (error at column " + std::to_string(e.byte) +
                       "); each line must be one JSON object");
     } catch (const json::exception& e) {  // a number past a double's range
@@ -81,23 +86,37 @@ Metrics parse_metrics(std::string_view text, const std::string& source) {
   return m;
 }
 
-Metrics read_metrics(const std::string& path) {
+namespace {
+
+std::string read_text(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) throw UserError(path + ": cannot open (" + std::strerror(errno) + ")");
   std::stringstream text;
   text << f.rdbuf();
   if (f.bad()) throw UserError(path + ": read failed (" + std::strerror(errno) + ")");
-  return parse_metrics(text.str(), path);
+  return text.str();
 }
+
+}  // namespace
+
+Metrics read_metrics(const std::string& path) { return parse_metrics(read_text(path), path); }
 
 MetricsFile::MetricsFile(const std::string& path, bool resume, uint64_t step) : path_(path) {
   std::string kept;
-  if (resume) {
-    std::ifstream in(path);
+  if (resume && std::filesystem::exists(path)) {
+    const std::string text = read_text(path);
+    const Metrics valid = parse_metrics(text, path);  // refuses what it cannot read, by line
+    std::istringstream in(text);
     std::string line;
-    while (std::getline(in, line)) {
+    for (size_t n = 1; std::getline(in, line); ++n) {
+      if (!valid.torn.empty() && valid.torn == path + ":" + std::to_string(n)) break;
       const auto j = json::parse(line, nullptr, false);
-      if (!j.is_discarded() && j.value("step", uint64_t(0)) <= step && j.value("kind", "") != "end") kept += line + "\n";
+      if (!j.is_object()) continue;  // a blank line
+      const auto at = j.find("step");
+      if (at != j.end() && !at->is_number_unsigned() && !at->is_null())
+        throw UserError(path + ":" + std::to_string(n) + ": \"step\" is not a whole number");
+      const bool later = at != j.end() && at->is_number_unsigned() && at->get<uint64_t>() > step;
+      if (!later && j.value("kind", "") != "end") kept += line + "\n";
     }
   }
   write_atomically(path, kept);

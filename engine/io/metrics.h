@@ -29,10 +29,14 @@ struct EvalRecord {
 struct Metrics {
   std::vector<TrainRecord> train;  // in the file's order
   std::vector<EvalRecord> eval;
+  // "FILE:LINE" of a last line cut short (no newline, not JSON: a write that a full disk or a
+  // killed process left unfinished), skipped; empty where there is none.
+  std::string torn;
 };
 
-// Throws UserError naming the file and line of the first line that is not a JSON object, or
-// a train or eval record without an integer "step" and a "loss".
+// Throws UserError naming the file and line of the first line that is not a JSON object (but
+// a torn last line, Metrics::torn), or a train or eval record without an integer "step" and
+// a "loss".
 Metrics parse_metrics(std::string_view text, const std::string& source);
 Metrics read_metrics(const std::string& path);
 
@@ -41,7 +45,8 @@ Metrics read_metrics(const std::string& path);
 class MetricsFile {
  public:
   // Fresh: truncates. Resumed at `step`: keeps the records up to that step, drops the rest
-  // (steps that the resumed run will redo) and any torn last line.
+  // (steps that the resumed run will redo) and a torn last line; a file that cannot be read,
+  // or with a line parse_metrics refuses, is refused (UserError naming it) and left as it is.
   MetricsFile(const std::string& path, bool resume, uint64_t step);
   ~MetricsFile();
   MetricsFile(const MetricsFile&) = delete;

@@ -47,6 +47,14 @@ TEST_CASE("a cache file keeps its section's entries through a save, and ignores 
   CHECK(broken.warning().find("is not a tiling cache Brigade wrote") != std::string::npos);
   CHECK(broken.save().empty());  // rewritten whole
   CHECK(io::CacheFile(path, "tiling", "tilings").warning().empty());
+  // JSON of the wrong shape: a version of another type, a section that is not an object.
+  for (const char* text : {R"({"version":"1","tilings":{}})", R"({"version":null})", R"({"version":1,"tilings":[]})", "[1]"}) {
+    CAPTURE(text);
+    std::ofstream(path) << text;
+    const io::CacheFile odd(path, "tiling", "tilings");
+    CHECK(odd.find("device") == nullptr);
+    CHECK(odd.warning().find("is not a tiling cache Brigade wrote") != std::string::npos);
+  }
   // No path: a cache that keeps nothing and writes nothing.
   io::CacheFile none("", "tiling", "tilings");
   none.put("device", 1);

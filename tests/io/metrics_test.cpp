@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "io/metrics.h"
@@ -78,10 +79,51 @@ TEST_CASE("a bad metrics line is refused naming the file and the line") {
   CHECK(refusal(R"({"kind":"train","step":1.5,"loss":2})") == "run/metrics.jsonl:1: \"step\" is not an integer");
   CHECK(refusal(R"({"kind":"train","step":1,"loss":"low"})") == "run/metrics.jsonl:1: \"loss\" is not a number");
   CHECK(refusal(R"({"kind":"eval","step":1,"loss":1,"split":7})") == "run/metrics.jsonl:1: \"split\" is not a string");
-  CHECK(refusal(R"({"kind":"mystery","anything":[})").starts_with("run/metrics.jsonl:1: not valid JSON"));
+  CHECK(refusal(R"({"kind":"mystery","anything":[})" "\n").starts_with("run/metrics.jsonl:1: not valid JSON"));
   CHECK(refusal(good + R"({"kind":"train","step":2,"loss":1e999})") ==
         "run/metrics.jsonl:2: not valid JSON (number overflow parsing '1e999'); each line must be one JSON object");
-  for (const std::string& r : {refusal("{\n"), refusal(good + "}{")}) CHECK(r.find('\n') == std::string::npos);
+  for (const std::string& r : {refusal("{\n"), refusal(good + "}{\n")}) CHECK(r.find('\n') == std::string::npos);
+}
+
+// A full disk or a killed run leaves its last record cut short, without a newline: readers
+// leave it out and say where it was; a broken line with its newline is refused.
+TEST_CASE("a torn last metrics line is left out, and said") {
+  const std::string good = R"({"kind":"train","step":1,"loss":2.3})" "\n";
+  const Metrics m = parse_metrics(good + R"({"kind":"train","st)", "run/metrics.jsonl");
+  CHECK(m.train.size() == 1);
+  CHECK(m.torn == "run/metrics.jsonl:2");
+  CHECK(parse_metrics(good, "run/metrics.jsonl").torn.empty());
+  CHECK(refusal(good + R"({"kind":"train","st)" "\n" + good).starts_with("run/metrics.jsonl:2: not valid JSON"));
+}
+
+// Resumed at step 2: the records up to it stay, later steps and the end go, and so does a
+// torn last line; a file it cannot read, or one with a bad line, is refused and left as it is.
+TEST_CASE("a resumed metrics file keeps its records up to the step and refuses what it cannot read") {
+  const std::string head = R"({"kind":"start","model":"m"})" "\n" R"({"kind":"train","step":1,"loss":2.3})" "\n"
+                           R"({"kind":"eval","step":2,"loss":2.1})" "\n";
+  const std::string later = R"({"kind":"train","step":3,"loss":2.0})" "\n" R"({"kind":"end","elapsed_s":1})" "\n";
+  const fs::path path = write_file("resumed.jsonl", head + later + R"({"kind":"tra)");
+  const auto text = [&] {
+    std::ifstream f(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  };
+  {
+    MetricsFile f(path.string(), true, 2);
+    f.write(R"({"kind":"train","step":3,"loss":1.9})");
+  }
+  CHECK(text() == head + R"({"kind":"train","step":3,"loss":1.9})" "\n");
+  for (const std::string& bad : {std::string("5\n"), std::string(R"({"kind":"x","step":-1})" "\n"),
+                                 std::string(R"({"kind":"train","step":"2","loss":1})" "\n")}) {
+    CAPTURE(bad);
+    std::ofstream(path, std::ios::binary) << head + bad + later;
+    CHECK_THROWS_WITH_AS(MetricsFile(path.string(), true, 2), doctest::Contains((path.string() + ":4: ").c_str()), UserError);
+    CHECK(text() == head + bad + later);
+  }
+  fs::remove(path);
+  fs::create_directory(path);  // where a file cannot be read
+  CHECK_THROWS_WITH_AS(MetricsFile(path.string(), true, 2), doctest::Contains((path.string() + ": ").c_str()), UserError);
+  CHECK(fs::is_directory(path));
+  fs::remove_all(path.parent_path());
 }
 
 TEST_CASE("a missing metrics file is refused with its path") {

@@ -48,6 +48,8 @@ Run open_run(const std::string& arg) {
     throw UserError(arg + ": no such run directory or metrics file");
   }
   r.metrics = io::read_metrics(r.file);
+  if (!r.metrics.torn.empty())
+    std::fprintf(stderr, "brigade: warning: %s: a last line cut short, left out\n", r.metrics.torn.c_str());
   if (r.metrics.train.empty() && r.metrics.eval.empty())
     throw UserError(r.file + ": holds no \"train\" or \"eval\" records to plot");
   return r;
