@@ -463,7 +463,6 @@ void run_train(TrainArgs& a) {
       const bool due = policy.due(step - snapshot_step, seconds);
       // Under mpirun rank 0's interval rules: its copies also gather and write.
       if (checkpoint || (multi ? world().broadcast(due ? "1" : "0") == "1" : due)) take_snapshot(checkpoint);
-      if (last && world().rank() == 0) plot_runs({a.out}, {}, "", 20);
       done_through = step;
       if (interrupted) {
         progress.finish();
@@ -488,6 +487,14 @@ void run_train(TrainArgs& a) {
   if (!m.token_input) j["accuracy"] = last_eval.accuracy;
   if (scaling) j["loss_scale"] = scaler.scale, j["skipped_steps"] = scaler.skipped_steps;
   record(j);
+  // After the end record: plots that cannot be written (a full disk) leave a finished run.
+  if (world().rank() == 0) {
+    try {
+      plot_runs({a.out}, {}, "", 20);
+    } catch (const UserError& e) {
+      std::fprintf(stderr, "brigade: warning: plots not written: %s\n", e.what());
+    }
+  }
   if (scaling)
     std::printf("fp16 loss scale %.0f at the end; %llu step(s) skipped for overflowing it\n", scaler.scale,
                 (unsigned long long)scaler.skipped_steps);
