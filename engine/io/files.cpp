@@ -1,5 +1,9 @@
 #include "io/files.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -34,5 +38,18 @@ std::vector<uint8_t> read_bytes(const std::string& path) {
   if (bytes.size() >= 2 && bytes[0] == 0x1f && bytes[1] == 0x8b) bytes = gunzip(bytes, path);
   return bytes;
 }
+
+FolderLock::FolderLock(const std::string& dir) {
+  fd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd_ < 0) throw UserError(dir + ": cannot open the folder (" + std::strerror(errno) + ")");
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int error = errno;
+    ::close(fd_);
+    if (error == EWOULDBLOCK) throw UserError(dir + ": another process is writing this folder");
+    throw UserError(dir + ": cannot lock the folder (" + std::strerror(error) + ")");
+  }
+}
+
+FolderLock::~FolderLock() { ::close(fd_); }
 
 }  // namespace brigade::io

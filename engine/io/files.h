@@ -14,4 +14,18 @@ std::vector<uint8_t> read_file(const std::string& path);
 // read_file's bytes, gunzipped when the file is gzip (io/idx.h's gunzip).
 std::vector<uint8_t> read_bytes(const std::string& path);
 
+// An exclusive lock (flock) on a folder while the object lives, for the one process that
+// writes it: a second process asking for it gets a UserError naming the folder at once. The
+// kernel lets it go when the process ends, however it ends.
+class FolderLock {
+ public:
+  explicit FolderLock(const std::string& dir);
+  ~FolderLock();
+  FolderLock(const FolderLock&) = delete;
+  FolderLock& operator=(const FolderLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
 }  // namespace brigade::io

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <thread>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include "io/safetensors.h"
@@ -122,6 +123,37 @@ TEST_CASE("kill -9 during a checkpoint write leaves the previous checkpoint inta
   CHECK(resumed.status == 0);
   CHECK_FALSE(fs::exists(run / "checkpoint.safetensors.tmp"));
   CHECK(test::records(run, "train").size() >= before);
+  fs::remove_all(dir);
+}
+
+// Two runs writing one folder would leave one's records beside the other's checkpoint: while
+// a run trains there, a second run or a resume is refused at once, touching nothing.
+TEST_CASE("a second train into a run folder another run is writing is refused, and the first goes on") {
+  const fs::path dir = test::scratch_dir("folder-lock");
+  test::write_tiny_fashion(dir / "data", 320, 64);
+  const fs::path run = dir / "run";
+  const std::string args = "train --model fashion-mlp --data " + (dir / "data").string() + " -b 16 --eval-batches 1 ";
+  const pid_t pid = test::brigade_spawn(args + "--steps 100000 --eval-every 100000 --out " + run.string(), dir / "log");
+  const test::KillOnExit reap{pid};
+  const auto start = std::chrono::steady_clock::now();
+  while (test::records(run, "train").empty() && std::chrono::steady_clock::now() < start + std::chrono::seconds(60))
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  REQUIRE_FALSE(test::records(run, "train").empty());
+  const std::string before = test::slurp(run / "checkpoint.safetensors");
+  for (const std::string& second : {args + "--steps 5 --seed 2 --out " + run.string(), "train --resume --out " + run.string()}) {
+    const auto r = test::brigade_run(second);
+    INFO(second, "\n", r.output);
+    CHECK(r.status == 2);
+    CHECK(r.output.find("brigade: error: " + run.string() + ": another process is writing this folder") != std::string::npos);
+  }
+  CHECK(test::slurp(run / "checkpoint.safetensors") == before);
+  kill(pid, SIGINT);  // the first saves and stops as it would
+  const std::optional<test::Exit> e = test::wait_exit(pid, 60);
+  REQUIRE(e);
+  INFO(test::slurp(dir / "log"));
+  CHECK(test::slurp(dir / "log").find("stopped by signal 2 after step") != std::string::npos);
+  const auto resumed = test::brigade_run("train --resume --stop-after 1 --out " + run.string());
+  CHECK(resumed.status == 0);  // the lock went with the process
   fs::remove_all(dir);
 }
 

@@ -12,6 +12,7 @@
 #include <limits>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <typeinfo>
 
 #include "auto_plan.h"
@@ -122,6 +123,17 @@ Evaluation evaluate(pipeline::Executor& ex, const std::vector<pipeline::Batch>& 
 void run_train(TrainArgs& a) {
   namespace fs = std::filesystem;
   const std::string ckpt = a.out + "/checkpoint.safetensors";
+  // One run writes a folder at a time (rank 0, which writes it): a second is refused before
+  // it reads or writes anything there; a new folder is locked once made.
+  std::optional<io::FolderLock> lock;
+  const auto take_lock = [&] {
+    try {
+      if (world().rank() == 0 && !lock && fs::is_directory(a.out)) lock.emplace(a.out);
+    } catch (const UserError& e) {
+      throw UserError(std::string(e.what()) + " (another brigade train?); wait for it to end or choose another --out");
+    }
+  };
+  take_lock();
   // Under mpirun rank 0 alone looks at the run folder: only its host needs it.
   const bool exists = world().broadcast(world().rank() == 0 && fs::exists(ckpt) ? "1" : "0") == "1";
   if (a.resume && !exists) throw UserError(ckpt + ": no checkpoint to resume from");
@@ -243,6 +255,7 @@ void run_train(TrainArgs& a) {
     resumed.reset();
   } else {
     if (world().rank() == 0) fs::create_directories(a.out);
+    take_lock();
     t->p.executor->initialize_parameters(s.seed);
   }
 
