@@ -28,12 +28,12 @@ std::vector<std::string> batchnorm_prefixes(const model::Model& m) {
 uint64_t metadata_number(const SafeTensors& f, const std::string& key) {
   auto it = f.metadata().find(key);
   if (it == f.metadata().end()) throw UserError(f.source() + ": metadata '" + key + "' is missing");
-  try {
-    size_t used = 0;
-    const unsigned long long v = std::stoull(it->second, &used);
-    if (used == it->second.size()) return v;
-  } catch (const std::exception&) {
-  }
+  const std::string& text = it->second;
+  // Digits only: stoull alone takes "-1" (as 2^64 - 1), "+3" and " 3".
+  if (!text.empty() && text.find_first_not_of("0123456789") == std::string::npos) try {
+      return std::stoull(text);
+    } catch (const std::out_of_range&) {
+    }
   throw UserError(f.source() + ": metadata '" + key + "' is '" + it->second + "', not a whole number");
 }
 
@@ -110,7 +110,10 @@ Checkpoint read_checkpoint(const std::string& path, const model::Model& m, const
   c.params = read_parameters(f, m);
   const std::string prefix = kOptimizerPrefix;
   for (const std::string& name : f.names())
-    if (name.compare(0, prefix.size(), prefix) == 0) c.optimizer[name.substr(prefix.size())] = f.f32(name);
+    if (name.compare(0, prefix.size(), prefix) == 0) {
+      std::vector<float>& state = c.optimizer[name.substr(prefix.size())] = f.f32(name);
+      refuse_non_finite(state, path + ": optimizer state '" + name.substr(prefix.size()) + "'");
+    }
   return c;
 }
 

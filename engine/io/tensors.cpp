@@ -1,5 +1,8 @@
 #include "io/tensors.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "util/error.h"
 
 namespace brigade::io {
@@ -16,6 +19,13 @@ std::vector<int64_t> with_rows(int64_t rows, const model::Shape& s) {
 
 }  // namespace
 
+void refuse_non_finite(const std::vector<float>& values, const std::string& what) {
+  const size_t bad = size_t(std::count_if(values.begin(), values.end(), [](float v) { return !std::isfinite(v); }));
+  if (bad)
+    throw UserError(what + " holds " + std::to_string(bad) + " of its " + std::to_string(values.size()) +
+                    " values not finite (NaN or infinite)");
+}
+
 std::map<std::string, std::vector<float>> read_parameters(const SafeTensors& file,
                                                           const model::Model& m) {
   std::map<std::string, std::vector<float>> out;
@@ -25,6 +35,7 @@ std::map<std::string, std::vector<float>> read_parameters(const SafeTensors& fil
       throw UserError(file.source() + ": parameter '" + p.name + "' of " + m.name +
                       " is missing (expected F32 " + shape_string(p.shape) + ")");
     out[p.name] = file.f32(p.name, p.shape);
+    refuse_non_finite(out[p.name], file.source() + ": parameter '" + p.name + "'");
   }
   // What a checkpoint holds besides the parameters is not refused.
   auto checkpoint_extra = [](const std::string& name) {

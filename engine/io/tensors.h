@@ -13,10 +13,13 @@
 namespace brigade::io {
 
 // Every parameter the model saves (Trainable and Buffer), each with exactly the model's
-// shape, and nothing else: a missing, misshapen or unexpected tensor is refused by name. A
-// checkpoint's optimizer state ("optimizer.*") and "*.num_batches_tracked" are skipped.
+// shape and finite values, and nothing else: a missing, misshapen, non-finite or unexpected
+// tensor is refused by name. A checkpoint's optimizer state ("optimizer.*") and
+// "*.num_batches_tracked" are skipped.
 std::map<std::string, std::vector<float>> read_parameters(const SafeTensors& file,
                                                           const model::Model& m);
+// UserError "<what> holds N of its M values not finite (NaN or infinite)" where any is.
+void refuse_non_finite(const std::vector<float>& values, const std::string& what);
 // The model's initial parameters (brigade init).
 SafeTensorsWriter initial_parameters(const model::Model& m, uint64_t seed);
 

@@ -76,6 +76,9 @@ void Optimizer::load_state(const std::string& name, const std::vector<float>& va
       if (values.size() != s.n)
         throw UserError("optimizer state '" + name + "' has " + std::to_string(s.n) + " elements, " +
                         std::to_string(values.size()) + " were given");
+      // A second moment is a mean of squares: a negative one takes the step's square root of it.
+      if (keys[k] == "exp_avg_sq" && std::any_of(values.begin(), values.end(), [](float v) { return v < 0; }))
+        throw UserError("optimizer state '" + name + "' holds negative values (a mean of squares)");
       vk::upload(s.state[k], values.data(), values.size() * sizeof(float));
       found = true;
     }

@@ -340,6 +340,8 @@ TEST_CASE("train --resume refuses saved settings that no flag would take, naming
                 {"remat", "never"}, {"precision", "fp32"}, {"balance", "6"}, {"mem_limit", ""}},
        "'plan.virtual_stages' is 0; expected a whole number from 1"},
       {"plan_history", 7, "'plan_history' is 7; expected a JSON array of re-plans"},
+      {"precision", "fp8", "'precision' is \"fp8\"; expected fp32, bf16, fp16 or auto, one for all stages or one per stage"},
+      {"precision", "bf16,fp9", "'precision' is \"bf16,fp9\"; expected fp32, bf16, fp16 or auto"},
   };
   for (const auto& edit : edits) {
     // References, not structured bindings: doctest's messages capture them.
@@ -361,6 +363,51 @@ TEST_CASE("train --resume refuses saved settings that no flag would take, naming
     CHECK(r.output.find(edited_path + (expected.empty() ? ": the saved training settings are incomplete"
                                                          : ": the saved training setting " + expected)) != std::string::npos);
     CHECK(std::count(r.output.begin(), r.output.end(), '\n') <= 1);
+    CHECK(r.output.find("json.exception") == std::string::npos);
+  }
+  fs::remove_all(dir);
+}
+
+// Values no step can start from are refused before any work, naming the file and tensor: a
+// NaN parameter, an infinite optimizer state, a negative second moment, a state of the wrong
+// size.
+TEST_CASE("train --resume refuses a checkpoint's non-finite or impossible tensors, naming them") {
+  const fs::path dir = test::scratch_dir("train-saved-tensors");
+  test::write_tiny_fashion(dir / "data", 64, 32);
+  const fs::path run = dir / "run";
+  auto r = test::brigade_run("train --model fashion-mlp --data " + (dir / "data").string() +
+                             " --steps 2 -b 16 --eval-every 2 --eval-batches 1 --stop-after 1 --out " + run.string());
+  REQUIRE_MESSAGE(r.status == 0, r.output);
+  const std::string path = (run / "checkpoint.safetensors").string();
+  const nlohmann::json config = nlohmann::json::parse(io::checkpoint_config(path));
+  const model::Model m = model::build_from_toml(config.at("model_toml").get<std::string>(), path);
+  const io::Checkpoint saved = io::read_checkpoint(path, m);
+  const std::string param = saved.params.begin()->first;
+  using Edit = std::function<void(io::Checkpoint&)>;
+  const std::vector<std::pair<Edit, std::string>> edits = {
+      {[&](io::Checkpoint& c) { c.params[param][3] = NAN; },
+       ": parameter '" + param + "' holds 1 of its " + std::to_string(saved.params.at(param).size()) +
+           " values not finite (NaN or infinite)"},
+      {[&](io::Checkpoint& c) { c.optimizer[param + ".exp_avg"][0] = INFINITY; },
+       ": optimizer state '" + param + ".exp_avg' holds 1 of its"},
+      {[&](io::Checkpoint& c) { c.optimizer[param + ".exp_avg_sq"][1] = -1; },
+       ": optimizer state '" + param + ".exp_avg_sq' holds negative values (a mean of squares)"},
+      {[&](io::Checkpoint& c) { c.optimizer[param + ".exp_avg"].pop_back(); },
+       ": optimizer state '" + param + ".exp_avg' has " + std::to_string(saved.params.at(param).size()) + " elements, "},
+  };
+  for (size_t i = 0; i < edits.size(); ++i) {
+    const fs::path edited = dir / ("edited-" + std::to_string(i));
+    fs::copy(run, edited);
+    io::Checkpoint c = saved;
+    edits[i].first(c);
+    const std::string edited_path = (edited / "checkpoint.safetensors").string();
+    io::write_checkpoint(edited_path, m, c);
+    const std::string metrics = test::slurp(edited / "metrics.jsonl");
+    r = test::brigade_run("train --resume --out " + edited.string());
+    INFO(edits[i].second, "\n", r.output);
+    CHECK(r.status == 2);
+    CHECK(r.output.find("brigade: error: " + edited_path + edits[i].second) != std::string::npos);
+    CHECK(test::slurp(edited / "metrics.jsonl") == metrics);
   }
   fs::remove_all(dir);
 }

@@ -99,4 +99,24 @@ TEST_CASE("a checkpoint keeps the loss scale, one without starts it afresh, and 
   std::filesystem::remove(path);
 }
 
+// The step: digits only. std::stoull alone read "-1" as 2^64 - 1 and took "+3" and " 3".
+TEST_CASE("a checkpoint's step is a whole number written in digits, or refused") {
+  const model::Model m = model::build("fashion-mlp");
+  io::Checkpoint c;
+  c.step = 9, c.config = "{}";
+  for (const model::ParamSpec& p : m.params()) c.params[p.name] = model::initial_values(p, 1);
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("brigade-ckpt-step-" + std::to_string(getpid()))).string();
+  io::write_checkpoint(path, m, c);
+  CHECK(io::read_checkpoint(path, m).step == 9);
+  rewrite_metadata(path, "step", "18446744073709551615");
+  CHECK(io::read_checkpoint(path, m).step == 18446744073709551615ull);
+  for (const std::string bad : {"-1", "+3", " 3", "3 ", "", "0x10", "18446744073709551616"}) {
+    CAPTURE(bad);
+    rewrite_metadata(path, "step", bad.empty() ? "x" : bad);
+    CHECK_THROWS_WITH_AS(io::read_checkpoint(path, m), doctest::Contains("metadata 'step' is"), UserError);
+  }
+  std::filesystem::remove(path);
+}
+
 }  // namespace io_checkpoint_test

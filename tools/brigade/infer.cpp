@@ -58,14 +58,7 @@ Loaded load(const Source& s) {
       throw UserError(path + " is not a checkpoint; give the model of its parameters with --model");
     l.model = model::build(s.model, s.set);
   }
-  l.params = io::read_parameters(file, l.model);
-  // NaN or infinite parameters evaluate to a NaN loss: refused, as --resume refuses them.
-  for (const auto& [name, values] : l.params) {
-    const size_t bad = size_t(std::count_if(values.begin(), values.end(), [](float v) { return !std::isfinite(v); }));
-    if (bad)
-      throw UserError(path + ": parameter '" + name + "' holds " + std::to_string(bad) + " of its " +
-                      std::to_string(values.size()) + " values not finite (NaN or infinite)");
-  }
+  l.params = io::read_parameters(file, l.model);  // NaN or infinite ones refused: they evaluate to a NaN loss
   return l;
 }
 

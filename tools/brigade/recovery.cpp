@@ -35,7 +35,11 @@ void restore(const io::Checkpoint& c, pipeline::Executor& ex, optim::Optimizer& 
   for (const auto& [name, buffer] : opt.state()) {
     const auto it = c.optimizer.find(name);
     if (it == c.optimizer.end()) throw UserError(source + ": optimizer state '" + name + "' is missing");
-    opt.load_state(name, it->second);
+    try {
+      opt.load_state(name, it->second);
+    } catch (const UserError& e) {
+      throw UserError(source + ": " + e.what());
+    }
   }
 }
 

@@ -58,7 +58,9 @@ struct SavedSettings {
 
 // A setting (or a plan's flag) missing: json's own words name it.
 [[noreturn]] void incomplete(const std::string& source, const nlohmann::json::exception& e) {
-  throw UserError(source + ": the saved training settings are incomplete (" + e.what() + ")");
+  std::string why = e.what();  // "[json.exception.out_of_range.403] key 'lr' not found"
+  if (const size_t cut = why.find("] "); why.starts_with("[json.exception.") && cut != std::string::npos) why.erase(0, cut + 2);
+  throw UserError(source + ": the saved training settings are incomplete (" + why + ")");
 }
 
 }  // namespace
@@ -82,7 +84,12 @@ Settings settings_from_json(const nlohmann::json& j, const std::string& source) 
       if (!(value >= 0 && value < 1)) in.refuse(key, "a number from 0 up to 1 (not 1)");
     in.read("schedule", s.schedule), in.read("warmup", s.warmup), in.number("clip", s.clip, true);
     in.read("eval_every", s.eval_every, 1), in.read("eval_batches", s.eval_batches);
-    if (j.contains("precision")) in.read("precision", s.precision);
+    if (j.contains("precision")) {
+      in.read("precision", s.precision);
+      for (const std::string& item : split_list(s.precision))
+        if (item != "auto" && item != "fp32" && item != "bf16" && item != "fp16")
+          in.refuse("precision", "fp32, bf16, fp16 or auto, one for all stages or one per stage");
+    }
     if (j.contains("plan") && !j.at("plan").is_null()) {  // --plan auto's choice: recorded_flags reads it
       if (!j.at("plan").is_object()) in.refuse("plan", "a JSON object of pipeline flags");
       s.plan = j.at("plan");
