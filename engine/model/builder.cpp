@@ -5,10 +5,12 @@
 //     "<index>.weight" etc., as PyTorch's nn.Sequential names them;
 //   type = "gpt": nanoGPT's GPT from block_size, vocab_size, n_layer, n_head and n_embd.
 // Every error is a UserError naming the file (or preset) and overrides, what is wrong and
-// what was expected.
+// what was expected; one about a layer names its line too. The format: docs/MODELS.md.
 #include <toml++/toml.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -90,19 +92,34 @@ void check_sizes(const Layer& layer) {
   }
 }
 
-// Typed access to one TOML table; errors name `where` ("gpt-mini", "x.toml: layers[3]").
+// `source` with ":LINE" where `node` came from its text (not from an override): "x.toml:12".
+std::string located(const std::string& source, const toml::node& node) {
+  const toml::source_region& s = node.source();
+  return s.begin.line && s.path && *s.path == source ? source + ":" + std::to_string(s.begin.line) : source;
+}
+
+// What a Reader refuses: its message already names the table.
+struct TableError : UserError { using UserError::UserError; };
+
+// Typed access to one TOML table. Errors name `where` ("gpt-mini with n_layer=2"); a layer's
+// reader names `source` with the line of the key at fault, else of its table, then `rest`:
+// "x.toml:12 with classes=4: layers[3] (linear)".
 class Reader {
  public:
   Reader(const toml::table& table, std::string where) : table_(table), where_(std::move(where)) {}
+  Reader(const toml::table& table, std::string source, std::string rest)
+      : table_(table), where_(std::move(source)), rest_(std::move(rest)), lines_(true) {}
 
-  [[noreturn]] void fail(const std::string& what) const { throw UserError(where_ + ": " + what); }
-  const std::string& where() const { return where_; }
+  [[noreturn]] void fail(const std::string& what, const toml::node* at = nullptr) const {
+    throw TableError((lines_ ? located(where_, at ? *at : table_) + rest_ : where_) + ": " + what);
+  }
   bool has(const std::string& key) const { return table_.contains(key); }
+  const toml::node* at(const std::string& key) const { return table_.get(key); }
 
   void only(const Keys& allowed) const {
     for (auto&& [key, value] : table_)
       if (!contains(allowed, std::string(key.str())))
-        fail("unknown key '" + std::string(key.str()) + "' (expected one of: " + join(allowed) + ")");
+        fail("unknown key '" + std::string(key.str()) + "' (expected one of: " + join(allowed) + ")", &value);
   }
 
   // A positive integer (or, with `zero_ok`, a non-negative one) that fits 32 bits.
@@ -111,7 +128,7 @@ class Reader {
     if (!node) fail("missing key '" + key + "' (" + count_kind(zero_ok) + ")");
     const std::optional<int64_t> v = node->value_exact<int64_t>();
     if (!v || *v < (zero_ok ? 0 : 1) || *v > std::numeric_limits<uint32_t>::max())
-      fail("key '" + key + "' must be " + count_kind(zero_ok) + ", got " + show(*node));
+      fail("key '" + key + "' must be " + count_kind(zero_ok) + ", got " + show(*node), node);
     return uint32_t(*v);
   }
   uint32_t count_or(const std::string& key, uint32_t fallback, bool zero_ok = false) const {
@@ -121,14 +138,14 @@ class Reader {
   bool flag_or(const std::string& key, bool fallback) const {
     const toml::node* node = table_.get(key);
     if (!node) return fallback;
-    if (!node->is_boolean()) fail("key '" + key + "' must be true or false, got " + show(*node));
+    if (!node->is_boolean()) fail("key '" + key + "' must be true or false, got " + show(*node), node);
     return node->as_boolean()->get();
   }
 
   std::string text(const std::string& key) const {
     const toml::node* node = table_.get(key);
     if (!node) fail("missing key '" + key + "' (a string)");
-    if (!node->is_string()) fail("key '" + key + "' must be a string, got " + show(*node));
+    if (!node->is_string()) fail("key '" + key + "' must be a string, got " + show(*node), node);
     return node->as_string()->get();
   }
   std::string text_or(const std::string& key, const std::string& fallback) const {
@@ -142,16 +159,16 @@ class Reader {
     if (!node) fail("missing key '" + key + "' (" + expected + ")");
     const toml::array* array = node->as_array();
     if (!array || array->empty() || array->size() > 3)
-      fail("key '" + key + "' must be " + expected + ", got " + show(*node));
+      fail("key '" + key + "' must be " + expected + ", got " + show(*node), node);
     Shape s;
     for (const toml::node& d : *array) {
       const std::optional<int64_t> v = d.value_exact<int64_t>();
       if (!v || *v < 1 || *v > std::numeric_limits<uint32_t>::max())
-        fail("key '" + key + "' must be " + expected + ", got " + show(*node));
+        fail("key '" + key + "' must be " + expected + ", got " + show(*node), node);
       s.push_back(uint32_t(*v));
     }
     const uint64_t n = saturated_elements(s);
-    if (n > kMaxElements) fail(too_large("key '" + key + "' " + to_string(s), n));
+    if (n > kMaxElements) fail(too_large("key '" + key + "' " + to_string(s), n), node);
     return s;
   }
 
@@ -161,7 +178,8 @@ class Reader {
   }
 
   const toml::table& table_;
-  std::string where_;
+  std::string where_, rest_;
+  bool lines_ = false;
 };
 
 // Whether a layer of `type` (after `prev`, before `next` and `after_next`) takes part in a
@@ -214,16 +232,20 @@ std::unique_ptr<Layer> sequential_layer(const Reader& r, const std::string& type
     r.only({"type", "features"});
     return std::make_unique<LayerNorm>(in, r.count_or("features", features), prefix);
   }
-  r.fail("unknown layer type '" + type + "' (expected one of: " + join(kLayerTypes) + ")");
+  r.fail("unknown layer type '" + type + "' (expected one of: " + join(kLayerTypes) + ")", r.at("type"));
 }
 
-Model sequential(const toml::table& table, const Reader& r, const std::string& default_name) {
+// `source` names the text, `overrides` " with key=value, ..." (or "").
+Model sequential(const toml::table& table, const Reader& r, const std::string& source,
+                 const std::string& overrides, const std::string& default_name) {
   r.only(kSequentialKeys);
   Model m;
   m.name = r.text_or("name", default_name);
   m.input = r.shape("input");
   m.classes = r.count("classes");
   const toml::array* layers = table["layers"].as_array();
+  if (r.has("layers") && !layers)
+    r.fail("key 'layers' must be an array of tables ([[layers]] sections), got " + show(*r.at("layers")));
   if (!layers || layers->empty())
     r.fail("missing [[layers]] (a Sequential needs at least one layer table)");
   // The type of layer j, "" past the ends or where it is not a table with a string type.
@@ -242,22 +264,22 @@ Model sequential(const toml::table& table, const Reader& r, const std::string& d
   size_t pooled_at = layers->size();
   Shape shape = m.input;
   for (uint32_t i = 0; i < layers->size(); ++i) {
-    const std::string where = r.where() + ": layers[" + std::to_string(i) + "]";
+    const std::string rest = overrides + ": layers[" + std::to_string(i) + "]";
     const toml::table* layer = (*layers)[i].as_table();
-    if (!layer) throw UserError(where + ": must be a table with a 'type' key");
-    const Reader lr(*layer, where);
-    const std::string type = lr.text("type");
+    if (!layer) throw UserError(located(source, (*layers)[i]) + rest + ": must be a table with a 'type' key");
+    const std::string type = Reader(*layer, source, rest).text("type");
+    const Reader lr(*layer, source, rest + " (" + type + ")");
     const bool fold = fold_relu(type, i > 0 ? type_at(i - 1) : "", type_at(i + 1), type_at(i + 2));
     const bool pool = type == "conv2d" ? type_at(i + 1) == "relu" && pools_by_two(i + 2) : i == pooled_at;
     try {
-      m.layers.push_back(sequential_layer(Reader(*layer, where + " (" + type + ")"), type, i, shape, fold, pool));
+      m.layers.push_back(sequential_layer(lr, type, i, shape, fold, pool));
       if (const auto* conv = dynamic_cast<const Conv2d*>(m.layers.back().get()); conv && conv->pools())
         pooled_at = i + 2;
       check_sizes(*m.layers.back());
+    } catch (const TableError&) {
+      throw;
     } catch (const UserError& e) {
-      const std::string what = e.what();
-      if (what.starts_with(where)) throw;
-      throw UserError(where + " (" + type + "): " + what);
+      lr.fail(e.what());  // the layer's own check: the line of its table
     }
     shape = m.layers.back()->output_shape();
   }
@@ -358,11 +380,11 @@ Model build_toml(const std::string& text, const std::string& source,
   const Keys& known = type == "gpt" ? kGptKeys : kSequentialKeys;
   apply_overrides(table, known, type, overrides);
 
-  std::string where = source;
-  for (size_t i = 0; i < overrides.size(); ++i) where += (i ? ", " : " with ") + overrides[i];
-  const Reader r(table, where);
+  std::string with;
+  for (size_t i = 0; i < overrides.size(); ++i) with += (i ? ", " : " with ") + overrides[i];
+  const Reader r(table, source + with);
   const std::string default_name = std::filesystem::path(source).stem().string();
-  Model m = type == "gpt" ? gpt(r, default_name, window) : sequential(table, r, default_name);
+  Model m = type == "gpt" ? gpt(r, default_name, window) : sequential(table, r, source, with, default_name);
   // The text as given (comments kept) when nothing was overridden, else the table re-written.
   if (overrides.empty()) {
     m.config = text;
@@ -404,8 +426,14 @@ std::optional<StandIn> stand_in(const Model& m) {
 
 Model build(const std::string& name_or_path, const std::vector<std::string>& overrides) {
   if (name_or_path.ends_with(".toml")) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(name_or_path, ec))
+      throw UserError(name_or_path + ": is a directory, not a model file");
+    errno = 0;
     std::ifstream in(name_or_path, std::ios::binary);
-    if (!in) throw UserError(name_or_path + ": cannot read the model file");
+    const int err = errno;  // why it did not open
+    if (!in)
+      throw UserError(name_or_path + ": cannot read the model file (" + (err ? std::strerror(err) : "unknown") + ")");
     std::ostringstream text;
     text << in.rdbuf();
     return build_from_toml(text.str(), name_or_path, overrides);

@@ -4,11 +4,14 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include "model/layers.h"
 #include "model/model.h"
@@ -285,12 +288,12 @@ TEST_CASE("builder errors name the source and the problem") {
   std::string text = kTiny;
   text.replace(text.find("in = 6"), 6, "in = 5");
   CHECK(error_of([&] { model::build_from_toml(text, "t.toml"); })
-            .find("t.toml: layers[0] (linear): linear in_features 5 does not match the incoming "
+            .find("t.toml:6: layers[0] (linear): linear in_features 5 does not match the incoming "
                   "shape [6]") != std::string::npos);
   text = kTiny;
   text.replace(text.find("\"relu\""), 6, "\"tanh\"");
   CHECK(error_of([&] { model::build_from_toml(text, "t.toml"); })
-            .find("t.toml: layers[1] (tanh): unknown layer type 'tanh'") != std::string::npos);
+            .find("t.toml:12: layers[1] (tanh): unknown layer type 'tanh'") != std::string::npos);
   text = kTiny;
   text.replace(text.find("out = 3"), 7, "out = 5");
   CHECK(error_of([&] { model::build_from_toml(text, "t.toml"); })
@@ -313,7 +316,7 @@ TEST_CASE("models the kernels cannot index or that are absurdly deep are refused
             .find("big.toml: key 'input' [65537, 65537, 1] has 4295098369 elements; at most 4294967295 "
                   "fit the kernels' 32-bit indexing") != std::string::npos);
   CHECK(error_of([] { model::build_from_toml("input = [65536]\nclasses = 65536\n[[layers]]\ntype = \"linear\"\nout = 65536\n", "big.toml"); })
-            .find("big.toml: layers[0] (linear): parameter '0.weight' [65536, 65536] has 4294967296 elements") !=
+            .find("big.toml:3: layers[0] (linear): parameter '0.weight' [65536, 65536] has 4294967296 elements") !=
         std::string::npos);
   CHECK(error_of([] { model::build("gpt-mini", {"n_embd=1073741824", "n_head=1"}); })
             .find("gpt-mini with n_embd=1073741824, n_head=1: embedding: the output [128, 1073741824] has "
@@ -333,7 +336,7 @@ kernel = 3
 padding = 2147483647
 )";
   CHECK(error_of([&] { model::build_from_toml(text, "pad.toml"); })
-            .find("pad.toml: layers[0] (conv2d): conv2d: the padded input is larger than 4294967295") !=
+            .find("pad.toml:3: layers[0] (conv2d): conv2d: the padded input is larger than 4294967295") !=
         std::string::npos);
 }
 
@@ -344,7 +347,70 @@ TEST_CASE("builder errors stay on one line whatever the file holds") {
   const std::string type = error_of([] {
     model::build_from_toml("input = [2]\nclasses = 2\n[[layers]]\ntype = \"re\\nlu\"\n", "x.toml");
   });
-  CHECK(type.find("x.toml: layers[0] (re\\nlu): unknown layer type 're\\nlu'") != std::string::npos);
+  CHECK(type.find("x.toml:4: layers[0] (re\\nlu): unknown layer type 're\\nlu'") != std::string::npos);
+}
+
+TEST_CASE("an error about a layer names the line of the key at fault, else of its layer's table") {
+  // kTiny's lines: 6 [[layers]] (linear), 8 in = 6, 9 out = 4, 11 [[layers]] (relu),
+  // 12 type = "relu", 14 [[layers]] (linear), 16 out = 3.
+  const auto error = [](const std::string& from, const std::string& to,
+                        const std::vector<std::string>& overrides = {}) {
+    std::string text = kTiny;
+    text.replace(text.find(from), from.size(), to);
+    return error_of([&] { model::build_from_toml(text, "m.toml", overrides); });
+  };
+  CHECK(error("out = 4", "out = 0").starts_with("m.toml:9: layers[0] (linear): key 'out' must be a positive integer, got 0"));
+  CHECK(error("out = 4", "out = 4\nbias = 1").starts_with("m.toml:10: layers[0] (linear): key 'bias' must be true or false, got 1"));
+  CHECK(error("\"relu\"", "\"relu\"\nalpha = 1")
+            .starts_with("m.toml:13: layers[1] (relu): unknown key 'alpha' (expected one of: type)"));
+  CHECK(error("out = 3", "").starts_with("m.toml:14: layers[2] (linear): missing key 'out' (a positive integer)"));
+  CHECK(error("type = \"relu\"", "type = 1").starts_with("m.toml:12: layers[1]: key 'type' must be a string, got 1"));
+  // A layer's own check names its table; an override that caused it is named too.
+  CHECK(error("in = 6", "in = 5").starts_with("m.toml:6: layers[0] (linear): linear in_features 5 does not match"));
+  CHECK(error("", "", {"input=[5]"})
+            .starts_with("m.toml:6 with input=[5]: layers[0] (linear): linear in_features 6 does not match"));
+  // Layers given by an override have no line in the file.
+  CHECK(error("", "", {"layers=[{type=\"linear\", out=0}]"})
+            .starts_with("m.toml with layers=[{type=\"linear\", out=0}]: layers[0] (linear): key 'out' must be"));
+  CHECK(error_of([] { model::build_from_toml("input = [2]\nclasses = 2\nlayers = [\n  {type = \"relu\"},\n  5,\n]\n", "m.toml"); })
+            .starts_with("m.toml:5: layers[1]: must be a table with a 'type' key"));
+  // Errors about the whole model name no line.
+  CHECK(error("classes = 3", "classes = 0").starts_with("m.toml: key 'classes' must be a positive integer, got 0"));
+  // Through a file, as --model gives it.
+  const std::string path = (std::filesystem::temp_directory_path() /
+                             ("brigade-builder-line-" + std::to_string(getpid()) + ".toml")).string();
+  std::string text = kTiny;
+  text.replace(text.find("out = 4"), 7, "out = -4");
+  std::ofstream(path) << text;
+  const std::string from_file = error_of([&] { model::build(path); });
+  std::filesystem::remove(path);
+  CHECK(from_file == path + ":9: layers[0] (linear): key 'out' must be a positive integer, got -4");
+}
+
+TEST_CASE("layers that are not an array of tables are refused as such, not as missing") {
+  std::string text = kTiny;
+  text = text.substr(0, text.find("[[layers]]")) + "layers = 5\n";
+  CHECK(error_of([&] { model::build_from_toml(text, "m.toml"); }) ==
+        "m.toml: key 'layers' must be an array of tables ([[layers]] sections), got 5");
+  CHECK(error_of([] { model::build("fashion-mlp", {"layers=\"relu\""}); }) ==
+        "fashion-mlp with layers=\"relu\": key 'layers' must be an array of tables ([[layers]] sections), got 'relu'");
+  CHECK(error_of([&] { model::build_from_toml(text.substr(0, text.find("layers = 5")), "m.toml"); }) ==
+        "m.toml: missing [[layers]] (a Sequential needs at least one layer table)");
+  CHECK(error_of([&] { model::build_from_toml(text.substr(0, text.find("layers = 5")) + "layers = []\n", "m.toml"); }) ==
+        "m.toml: missing [[layers]] (a Sequential needs at least one layer table)");
+}
+
+TEST_CASE("a model path that is a directory or cannot be read is refused with the reason") {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("brigade-builder-dir-" + std::to_string(getpid()) + ".toml");
+  std::filesystem::create_directories(dir);
+  const std::string is_dir = error_of([&] { model::build(dir.string()); });
+  std::filesystem::remove(dir);
+  CHECK(is_dir == dir.string() + ": is a directory, not a model file");
+  CHECK(error_of([] { model::build("no/such/model.toml"); }) ==
+        "no/such/model.toml: cannot read the model file (No such file or directory)");
+  CHECK(error_of([] { model::build("no/such/model.toml", {"n_layer=2"}); }) ==
+        "no/such/model.toml: cannot read the model file (No such file or directory)");
 }
 
 }  // namespace model_builder_test
