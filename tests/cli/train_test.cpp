@@ -368,6 +368,37 @@ TEST_CASE("train --resume refuses saved settings that no flag would take, naming
   fs::remove_all(dir);
 }
 
+// A resumed run keeps its settings: a settings flag is refused, naming it; --data alone is
+// taken, for data that moved (the message about the missing data says to pass it).
+TEST_CASE("train --resume refuses settings flags, and takes --data for data that moved") {
+  const fs::path dir = test::scratch_dir("train-resume-data");
+  test::write_tiny_fashion(dir / "data", 64, 32);
+  const fs::path run = dir / "run";
+  auto r = test::brigade_run("train --model fashion-mlp --data " + (dir / "data").string() +
+                             " --steps 2 -b 16 --eval-every 2 --eval-batches 1 --stop-after 1 --out " + run.string());
+  REQUIRE_MESSAGE(r.status == 0, r.output);
+  const std::string ckpt = (run / "checkpoint.safetensors").string();
+  for (const std::string flag : {"--lr 0.1", "--steps 9", "--seed 3", "--model fashion-cnn"}) {
+    r = test::brigade_run("train --resume " + flag + " --out " + run.string());
+    INFO(flag, "\n", r.output);
+    CHECK(r.status == 2);
+    CHECK(r.output.find("brigade: error: " + flag.substr(0, flag.find(' ')) +
+                        ": a resumed run keeps the settings it started with (see " + ckpt + "); drop the flag") !=
+          std::string::npos);
+  }
+  fs::rename(dir / "data", dir / "moved");
+  r = test::brigade_run("train --resume --out " + run.string());
+  CHECK(r.status == 2);
+  CHECK(r.output.find("pass --data DIR") != std::string::npos);
+  r = test::brigade_run("train --resume --data " + (dir / "moved").string() + " --out " + run.string());
+  INFO(r.output);
+  CHECK(r.status == 0);
+  const auto config = nlohmann::json::parse(io::checkpoint_config(ckpt));
+  CHECK(config.at("data") == (dir / "moved").string());
+  CHECK(test::records(run, "train").size() == 2);
+  fs::remove_all(dir);
+}
+
 // Values no step can start from are refused before any work, naming the file and tensor: a
 // NaN parameter, an infinite optimizer state, a negative second moment, a state of the wrong
 // size.

@@ -163,10 +163,11 @@ void run_train(TrainArgs& a) {
     const Settings saved = settings_from_json(nlohmann::json::parse(io::checkpoint_config(ckpt, from), nullptr, false), ckpt);
     saved_plan = saved.plan;
     for (const std::string& flag : setting_flags())
-      if (given(a, flag.c_str()))
+      if (flag != "--data" && given(a, flag.c_str()))
         throw UserError(std::string(flag) + ": a resumed run keeps the settings it started with (see " +
                         ckpt + "); drop the flag");
     s = saved;
+    if (given(a, "--data")) s.data = a.data;  // the same data moved: where it lives now
     // A run --plan auto planned goes on with the plan it chose, unless the command line sets
     // the pipeline itself or gives --plan (then --plan auto searches again around the flags
     // given).
@@ -531,7 +532,8 @@ void add_train(CLI::App& app) {
   cmd->add_option("--set", a->set, "override a model setting, e.g. --set n_layer=6 (repeatable)");
   cmd->add_option("--data", a->data,
                   std::string("dataset: Fashion-MNIST's folder (default ") + io::kFashionMnistDir +
-                      ") or a text file for GPT models (default " + io::kJargonFile + ")");
+                      ") or a text file for GPT models (default " + io::kJargonFile +
+                      "); with --resume, where the run's data lives now");
   cmd->add_option("--out", a->out, "run folder: checkpoint.safetensors, metrics.jsonl, plots")
       ->required()
       ->check(CLI::Validator([](std::string& v) { return v.empty() ? "empty; expected a folder" : ""; }, "DIR"));
