@@ -148,6 +148,11 @@ TEST_CASE("brigade step refuses bad input with one line naming the problem") {
       {base + " --mem-limit 64KiB", "over its 64.0 KiB --mem-limit: "},
       {base + " --bucket-size 4MB", "--bucket-size: '4MB' has an unknown unit"},
       {"init --model fashion-nothing --out " + p, "fashion-nothing"},
+      // 48 TiB of parameters: refused before anything is allocated, where init grew until the
+      // machine ran out of memory.
+      {"init --model gpt-mini --set n_layer=4096 --set n_embd=16384 --set n_head=16 --out " + p,
+       "gpt-mini: its parameters take 48.0 TiB, twice that while written; this machine has "},
+      {"init --model fashion-mlp --out " + (d / "none" / "p.safetensors").string(), "/none/p.safetensors: cannot create"},
   };
   for (const Case& c : cases) {
     const Result r = brigade_run(c.args);

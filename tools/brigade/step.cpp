@@ -1,6 +1,8 @@
 // `brigade init` and `brigade step`: the interop contract of DESIGN.md. init writes a
 // model's initial parameters; step runs one pipelined forward and backward of a batch and
 // writes the loss and every parameter's gradient, all as safetensors under PyTorch's names.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -36,6 +38,13 @@ struct StepArgs {
 
 void run_init(const InitArgs& a) {
   const model::Model m = model::build(a.model, a.set);
+  // The values are made in host memory and written from a second copy of them: refused where
+  // the two do not fit in the machine's memory, before anything is allocated.
+  const uint64_t bytes = m.parameter_count() * 4, memory = uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGE_SIZE));
+  if (bytes > memory / 2)
+    throw UserError(m.name + ": its parameters take " + format_bytes(bytes) + ", twice that while written; this machine has " +
+                    format_bytes(memory) + " of memory");
+  io::check_writable(a.out);
   io::initial_parameters(m, a.seed).write(a.out);
   std::printf("%s: %s parameters (%s) of %s, seed %llu\n", a.out.c_str(),
               std::to_string(m.parameter_count()).c_str(),
