@@ -17,6 +17,10 @@ namespace brigade::io {
 
 std::vector<uint8_t> read_file(const std::string& path) {
   if (std::filesystem::is_directory(path)) throw UserError(path + ": is a folder; expected a file");
+  // A device (/dev/zero) has no end to read to; a pipe has one.
+  const std::filesystem::file_status st = std::filesystem::status(path);
+  if (std::filesystem::is_character_file(st) || std::filesystem::is_block_file(st) || std::filesystem::is_socket(st))
+    throw UserError(path + ": is a device, not a file");
   std::ifstream f(path, std::ios::binary);
   if (!f) throw UserError(path + ": cannot open (" + std::strerror(errno) + ")");
   std::vector<uint8_t> bytes;

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "io/data.h"
+#include "io/files.h"
 #include "tiny_data.h"
 #include "util/error.h"
 
@@ -77,6 +78,14 @@ TEST_CASE("text windows: targets are the next bytes, the validation split is the
   CHECK(eval[1].targets[15] == uint8_t(text[900 + 3 * 16]));
   CHECK_THROWS_AS(io::text_bytes(path.string(), 128, 0.1, 0), UserError);  // 100 bytes of validation
   std::filesystem::remove(path);
+}
+
+// What the whole-file reader refuses: a folder, and a device with no end to read to (where
+// /dev/zero grew until memory ran out); a missing file names the reason.
+TEST_CASE("read_file refuses a folder, a device and a missing file, naming each") {
+  CHECK_THROWS_WITH_AS(io::read_file("/tmp"), "/tmp: is a folder; expected a file", UserError);
+  CHECK_THROWS_WITH_AS(io::read_file("/dev/zero"), "/dev/zero: is a device, not a file", UserError);
+  CHECK_THROWS_WITH_AS(io::read_file("/nonexistent/x"), "/nonexistent/x: cannot open (No such file or directory)", UserError);
 }
 
 TEST_CASE("a batch size of 0 is refused, not divided by") {

@@ -3,6 +3,7 @@
 #include <exception>
 #include <filesystem>
 #include <memory>
+#include <new>
 #include <string>
 
 #include "commands.h"
@@ -125,6 +126,8 @@ int run(CLI::App& app, int argc, char** argv) {
     return fail(2, "error: ", std::string(e.path1()) + ": " + e.code().message());
   } catch (const brigade::vk::VulkanError& e) {
     return fail(3, "Vulkan failure: ", e.what());
+  } catch (const std::bad_alloc&) {  // the host's memory, not a bug
+    return fail(2, "error: ", "out of host memory");
   } catch (const std::exception& e) {
     return fail(4, "internal error: ", e.what());
   }
