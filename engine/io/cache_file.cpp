@@ -1,7 +1,5 @@
 #include "io/cache_file.h"
 
-#include <zlib.h>
-
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -12,19 +10,6 @@
 #include <vector>
 
 namespace brigade::io {
-namespace {
-
-std::string hex(uLong crc) {
-  char text[16];
-  std::snprintf(text, sizeof text, "%08lx", static_cast<unsigned long>(crc));
-  return text;
-}
-
-}  // namespace
-
-std::string checksum(std::string_view bytes) {
-  return hex(crc32(0L, reinterpret_cast<const Bytef*>(bytes.data()), uInt(bytes.size())));
-}
 
 std::string cache_path(const std::string& name) {
   std::string dir;
@@ -40,13 +25,10 @@ const std::string& build_checksum() {
   static const std::string sum = [] {
     std::ifstream in("/proc/self/exe", std::ios::binary);
     std::vector<char> piece(1 << 20);
-    uLong crc = crc32(0L, Z_NULL, 0);
-    bool read = false;
-    while (in.read(piece.data(), std::streamsize(piece.size())) || in.gcount() > 0) {
-      crc = crc32(crc, reinterpret_cast<const Bytef*>(piece.data()), uInt(in.gcount()));
-      read = true;
-    }
-    return read ? hex(crc) : std::string("unknown");
+    std::string crc;
+    while (in.read(piece.data(), std::streamsize(piece.size())) || in.gcount() > 0)
+      crc = checksum(std::string_view(piece.data(), size_t(in.gcount())), crc);
+    return crc.empty() ? std::string("unknown") : crc;
   }();
   return sum;
 }

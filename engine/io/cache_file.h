@@ -10,14 +10,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "io/checksum.h"
+
 namespace brigade::io {
 
 // $BRIGADE_CACHE_DIR, else $XDG_CACHE_HOME/brigade, else $HOME/.cache/brigade; then `name`.
 // Empty when none of them is set.
 std::string cache_path(const std::string& name);
-
-// A CRC-32 of `bytes` as eight hex digits.
-std::string checksum(std::string_view bytes);
 
 // The running program's checksum (CRC-32 of /proc/self/exe, read once; "unknown" where it
 // cannot be read): every key carries it, so a rebuilt or upgraded Brigade measures again.

@@ -6,11 +6,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <tuple>
 #include <nlohmann/json.hpp>
 
+#include "io/checksum.h"
 #include "io/files.h"
 #include "util/error.h"
 
@@ -174,8 +176,21 @@ SafeTensors SafeTensors::parse(std::vector<uint8_t> bytes, const std::string& so
   if (at != data_size)
     throw bad("the last " + std::to_string(data_size - at) + " bytes of the " + std::to_string(data_size) +
               "-byte data section belong to no tensor; expected contiguous tensors");
+  if (const auto sum = st.metadata_.find(kDataChecksum); sum != st.metadata_.end()) {
+    const std::string read = checksum(std::span<const uint8_t>(bytes).subspan(st.data_start_));
+    if (read != sum->second)
+      throw UserError(source + ": its tensors' bytes have CRC-32 " + read + ", not the " + brief(sum->second) +
+                      " written with them in metadata '" + kDataChecksum +
+                      "': the file was damaged after it was written (or its tensors changed with that key kept)");
+  }
   st.file_ = std::move(bytes);
   return st;
+}
+
+std::string SafeTensorsWriter::data_checksum() const {
+  std::string crc;
+  for (auto& [name, e] : tensors_) crc = checksum(e.data, crc);  // in the data section's order
+  return crc.empty() ? checksum(std::span<const uint8_t>()) : crc;
 }
 
 std::vector<std::string> SafeTensors::names() const {

@@ -27,6 +27,10 @@ struct TensorInfo {
 
 std::string shape_string(const std::vector<int64_t>& shape);  // "[128, 784]"
 
+// The metadata key under which a writer may record its data section's CRC-32 (checkpoints
+// do, io/checkpoint.h); a file that carries it is refused on reading where its bytes differ.
+inline constexpr const char* kDataChecksum = "data_crc32";
+
 class SafeTensors {
  public:
   static SafeTensors load(const std::string& path);
@@ -61,6 +65,8 @@ class SafeTensorsWriter {
   void add(const std::string& name, const std::vector<int64_t>& shape, std::span<const float> data);
   void add(const std::string& name, const std::vector<int64_t>& shape, std::span<const int32_t> data);
   void set_metadata(const std::string& key, const std::string& value) { metadata_[key] = value; }
+  // The CRC-32 of the data section serialize() writes (io::checksum), for kDataChecksum.
+  std::string data_checksum() const;
   std::vector<uint8_t> serialize() const;
   // Writes `path` atomically: a temporary file beside it, fsync, rename, fsync of the folder.
   // A crash at any point leaves either the old file or the new one, never a mix.

@@ -83,6 +83,7 @@ TEST_CASE("the caches live in BRIGADE_CACHE_DIR, else XDG_CACHE_HOME's brigade, 
   CHECK(io::build_checksum().size() == 8);
   CHECK(io::checksum("") == "00000000");
   CHECK(io::checksum("123456789") == "cbf43926");  // CRC-32's check value
+  CHECK(io::checksum("6789", io::checksum("12345")) == "cbf43926");  // in pieces
 }
 
 }  // namespace io_cache_file_test
