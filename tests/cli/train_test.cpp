@@ -38,6 +38,29 @@ std::string corpus() {
   return text;
 }
 
+// A fashion-mlp run of 2 steps on tiny data in a scratch folder of `name`, stopped after
+// step 1 or not, and its checkpoint read back.
+struct SavedRun {
+  fs::path dir, run;
+  std::string path;  // the checkpoint
+  model::Model m;
+  io::Checkpoint saved;
+};
+SavedRun saved_run(const std::string& name, bool stopped) {
+  SavedRun s;
+  s.dir = test::scratch_dir(name), s.run = s.dir / "run";
+  test::write_tiny_fashion(s.dir / "data", 64, 32);
+  const auto r = test::brigade_run("train --model fashion-mlp --data " + (s.dir / "data").string() +
+                                   " --steps 2 -b 16 --eval-every 2 --eval-batches 1" + (stopped ? " --stop-after 1" : "") +
+                                   " --out " + s.run.string());
+  REQUIRE_MESSAGE(r.status == 0, r.output);
+  s.path = (s.run / "checkpoint.safetensors").string();
+  const nlohmann::json config = nlohmann::json::parse(io::checkpoint_config(s.path));
+  s.m = model::build_from_toml(config.at("model_toml").get<std::string>(), s.path);
+  s.saved = io::read_checkpoint(s.path, s.m);
+  return s;
+}
+
 }  // namespace
 
 TEST_CASE("brigade train, eval and plot: two stages on small image data") {
@@ -306,16 +329,12 @@ TEST_CASE("train refuses a number out of range naming its flag and the value as 
 }
 
 TEST_CASE("train --resume refuses saved settings that no flag would take, naming the setting") {
-  const fs::path dir = test::scratch_dir("train-saved-settings");
-  test::write_tiny_fashion(dir / "data", 64, 32);
-  const fs::path run = dir / "run";
-  auto r = test::brigade_run("train --model fashion-mlp --data " + (dir / "data").string() +
-                             " --steps 2 -b 16 --eval-every 2 --eval-batches 1 --out " + run.string());
-  REQUIRE_MESSAGE(r.status == 0, r.output);
-  const std::string path = (run / "checkpoint.safetensors").string();
-  const nlohmann::json config = nlohmann::json::parse(io::checkpoint_config(path));
-  const model::Model m = model::build_from_toml(config.at("model_toml").get<std::string>(), path);
-  const io::Checkpoint saved = io::read_checkpoint(path, m);
+  const SavedRun s = saved_run("train-saved-settings", false);
+  const fs::path &dir = s.dir, &run = s.run;
+  const model::Model& m = s.m;
+  const io::Checkpoint& saved = s.saved;
+  const nlohmann::json config = nlohmann::json::parse(io::checkpoint_config(s.path));
+  test::Result r;
   const std::vector<std::tuple<std::string, nlohmann::json, std::string>> edits = {
       {"batch_size", -3, "'batch_size' is -3; expected a whole number from 1 to 4294967295"},
       {"batch_size", 0, "'batch_size' is 0; expected a whole number from 1"},
@@ -371,13 +390,10 @@ TEST_CASE("train --resume refuses saved settings that no flag would take, naming
 // A resumed run keeps its settings: a settings flag is refused, naming it; --data alone is
 // taken, for data that moved (the message about the missing data says to pass it).
 TEST_CASE("train --resume refuses settings flags, and takes --data for data that moved") {
-  const fs::path dir = test::scratch_dir("train-resume-data");
-  test::write_tiny_fashion(dir / "data", 64, 32);
-  const fs::path run = dir / "run";
-  auto r = test::brigade_run("train --model fashion-mlp --data " + (dir / "data").string() +
-                             " --steps 2 -b 16 --eval-every 2 --eval-batches 1 --stop-after 1 --out " + run.string());
-  REQUIRE_MESSAGE(r.status == 0, r.output);
-  const std::string ckpt = (run / "checkpoint.safetensors").string();
+  const SavedRun s = saved_run("train-resume-data", true);
+  const fs::path &dir = s.dir, &run = s.run;
+  const std::string& ckpt = s.path;
+  test::Result r;
   for (const std::string flag : {"--lr 0.1", "--steps 9", "--seed 3", "--model fashion-cnn"}) {
     r = test::brigade_run("train --resume " + flag + " --out " + run.string());
     INFO(flag, "\n", r.output);
@@ -403,16 +419,11 @@ TEST_CASE("train --resume refuses settings flags, and takes --data for data that
 // NaN parameter, an infinite optimizer state, a negative second moment, a state of the wrong
 // size.
 TEST_CASE("train --resume refuses a checkpoint's non-finite or impossible tensors, naming them") {
-  const fs::path dir = test::scratch_dir("train-saved-tensors");
-  test::write_tiny_fashion(dir / "data", 64, 32);
-  const fs::path run = dir / "run";
-  auto r = test::brigade_run("train --model fashion-mlp --data " + (dir / "data").string() +
-                             " --steps 2 -b 16 --eval-every 2 --eval-batches 1 --stop-after 1 --out " + run.string());
-  REQUIRE_MESSAGE(r.status == 0, r.output);
-  const std::string path = (run / "checkpoint.safetensors").string();
-  const nlohmann::json config = nlohmann::json::parse(io::checkpoint_config(path));
-  const model::Model m = model::build_from_toml(config.at("model_toml").get<std::string>(), path);
-  const io::Checkpoint saved = io::read_checkpoint(path, m);
+  const SavedRun s = saved_run("train-saved-tensors", true);
+  const fs::path &dir = s.dir, &run = s.run;
+  const model::Model& m = s.m;
+  const io::Checkpoint& saved = s.saved;
+  test::Result r;
   const std::string param = saved.params.begin()->first;
   using Edit = std::function<void(io::Checkpoint&)>;
   const std::vector<std::pair<Edit, std::string>> edits = {

@@ -72,6 +72,17 @@ void rewrite_metadata(const std::string& path, const std::string& key, const std
   w.write(path);
 }
 
+// fashion-mlp's initial parameters at step 9 written to a file of this process named by `what`.
+std::string written_checkpoint(const model::Model& m, const std::string& what) {
+  io::Checkpoint c;
+  c.step = 9, c.config = "{}";
+  for (const model::ParamSpec& p : m.params()) c.params[p.name] = model::initial_values(p, 1);
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("brigade-ckpt-" + what + "-" + std::to_string(getpid()))).string();
+  io::write_checkpoint(path, m, c);
+  return path;
+}
+
 }  // namespace
 
 TEST_CASE("a checkpoint keeps the loss scale, one without starts it afresh, and a bad one is refused") {
@@ -107,12 +118,7 @@ TEST_CASE("a checkpoint keeps the loss scale, one without starts it afresh, and 
 // the key (PyTorch's) is read as it is.
 TEST_CASE("a checkpoint whose tensors' bytes changed after the write is refused by its CRC-32") {
   const model::Model m = model::build("fashion-mlp");
-  io::Checkpoint c;
-  c.step = 9, c.config = "{}";
-  for (const model::ParamSpec& p : m.params()) c.params[p.name] = model::initial_values(p, 1);
-  const std::string path =
-      (std::filesystem::temp_directory_path() / ("brigade-ckpt-crc-" + std::to_string(getpid()))).string();
-  io::write_checkpoint(path, m, c);
+  const std::string path = written_checkpoint(m, "crc");
   const io::SafeTensors f = io::SafeTensors::load(path);
   REQUIRE(f.metadata().count(io::kDataChecksum));
   CHECK(f.metadata().at(io::kDataChecksum).size() == 8);
@@ -139,12 +145,7 @@ TEST_CASE("a checkpoint whose tensors' bytes changed after the write is refused 
 // The step: digits only. std::stoull alone read "-1" as 2^64 - 1 and took "+3" and " 3".
 TEST_CASE("a checkpoint's step is a whole number written in digits, or refused") {
   const model::Model m = model::build("fashion-mlp");
-  io::Checkpoint c;
-  c.step = 9, c.config = "{}";
-  for (const model::ParamSpec& p : m.params()) c.params[p.name] = model::initial_values(p, 1);
-  const std::string path =
-      (std::filesystem::temp_directory_path() / ("brigade-ckpt-step-" + std::to_string(getpid()))).string();
-  io::write_checkpoint(path, m, c);
+  const std::string path = written_checkpoint(m, "step");
   CHECK(io::read_checkpoint(path, m).step == 9);
   rewrite_metadata(path, "step", "18446744073709551615");
   CHECK(io::read_checkpoint(path, m).step == 18446744073709551615ull);
