@@ -5,10 +5,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <thread>
 
 #include "io/idx.h"
 #include "util/error.h"
@@ -43,10 +45,14 @@ std::vector<uint8_t> read_bytes(const std::string& path) {
   return bytes;
 }
 
-FolderLock::FolderLock(const std::string& dir) {
+FolderLock::FolderLock(const std::string& dir, double wait) {
   fd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd_ < 0) throw UserError(dir + ": cannot open the folder (" + std::strerror(errno) + ")");
-  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait);
+  int locked;
+  while ((locked = ::flock(fd_, LOCK_EX | LOCK_NB)) != 0 && errno == EWOULDBLOCK && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  if (locked != 0) {
     const int error = errno;
     ::close(fd_);
     if (error == EWOULDBLOCK) throw UserError(dir + ": another process is writing this folder");

@@ -15,11 +15,12 @@ std::vector<uint8_t> read_file(const std::string& path);
 std::vector<uint8_t> read_bytes(const std::string& path);
 
 // An exclusive lock (flock) on a folder while the object lives, for the one process that
-// writes it: a second process asking for it gets a UserError naming the folder at once. The
-// kernel lets it go when the process ends, however it ends.
+// writes it: a second process asking for it gets a UserError naming the folder once `wait`
+// seconds have passed without it. The kernel lets it go when the process ends, however it
+// ends (a process that follows one being killed may wait for that).
 class FolderLock {
  public:
-  explicit FolderLock(const std::string& dir);
+  explicit FolderLock(const std::string& dir, double wait = 0);
   ~FolderLock();
   FolderLock(const FolderLock&) = delete;
   FolderLock& operator=(const FolderLock&) = delete;

@@ -127,7 +127,8 @@ TEST_CASE("kill -9 during a checkpoint write leaves the previous checkpoint inta
 }
 
 // Two runs writing one folder would leave one's records beside the other's checkpoint: while
-// a run trains there, a second run or a resume is refused at once, touching nothing.
+// a run trains there, a second run is refused at once, a resume after waiting 10 s for it,
+// touching nothing.
 TEST_CASE("a second train into a run folder another run is writing is refused, and the first goes on") {
   const fs::path dir = test::scratch_dir("folder-lock");
   test::write_tiny_fashion(dir / "data", 320, 64);

@@ -124,11 +124,12 @@ void run_train(TrainArgs& a) {
   namespace fs = std::filesystem;
   const std::string ckpt = a.out + "/checkpoint.safetensors";
   // One run writes a folder at a time (rank 0, which writes it): a second is refused before
-  // it reads or writes anything there; a new folder is locked once made.
+  // it reads or writes anything there; a new folder is locked once made. A resume waits a
+  // while: brigade supervise restarts a job as its killed ranks exit.
   std::optional<io::FolderLock> lock;
   const auto take_lock = [&] {
     try {
-      if (world().rank() == 0 && !lock && fs::is_directory(a.out)) lock.emplace(a.out);
+      if (world().rank() == 0 && !lock && fs::is_directory(a.out)) lock.emplace(a.out, a.resume ? 10.0 : 0.0);
     } catch (const UserError& e) {
       throw UserError(std::string(e.what()) + " (another brigade train?); wait for it to end or choose another --out");
     }
