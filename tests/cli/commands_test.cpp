@@ -302,6 +302,18 @@ TEST_CASE("every subcommand has --help naming its flags") {
     CHECK(r.status == 0);
     CHECK(r.output.find(flag) != std::string::npos);
   }
+  // Each lists the pipeline flags its passes use: eval runs no backward, sample one sequence.
+  const std::vector<std::string> training{"--micro-batches", "--schedule", "--virtual-stages", "--remat", "--replicas", "--bucket-size"};
+  for (const auto& [cmd_, takes_] : std::vector<std::pair<std::string, size_t>>{{"train", 6}, {"eval", 3}, {"sample", 0}}) {
+    const std::string& cmd = cmd_;
+    const size_t takes = takes_;
+    const auto r = test::brigade_run(cmd + " --help");
+    for (size_t i = 0; i < training.size(); ++i) {
+      const bool listed = r.output.find(training[i] + " ") != std::string::npos;
+      const bool wanted = i < takes || (cmd == "eval" && training[i] == "--replicas");
+      CHECK_MESSAGE(listed == wanted, cmd, " ", training[i]);
+    }
+  }
 }
 
 TEST_CASE("the parser's refusals are one line each, naming the flag or word and what was wanted") {

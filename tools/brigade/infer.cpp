@@ -188,7 +188,7 @@ void add_eval(CLI::App& app) {
   cmd->add_option("--limit", a->limit, "evaluate only the first N batches; 0 = all")->capture_default_str();
   cmd->add_option("--window", a->window, "a GPT: tokens per text window, 1 to its block_size (default: the block)")
       ->check(kPositive);
-  add_pipeline_flags(*cmd, a->pipeline);
+  add_pipeline_flags(*cmd, a->pipeline, PipelineUse::Evaluation);
   cmd->callback([a] { run_eval(*a); });
 }
 
@@ -202,7 +202,7 @@ void add_sample(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--top-k", a->top_k, "sample among the k likeliest bytes; 0 = all")->capture_default_str();
   cmd->add_option("--seed", a->seed, "seed of the sampling")->capture_default_str()->check(kNonNegative);
-  add_pipeline_flags(*cmd, a->pipeline);
+  add_pipeline_flags(*cmd, a->pipeline, PipelineUse::Generation);
   cmd->callback([a] { run_sample(*a); });
 }
 

@@ -17,7 +17,8 @@
 
 namespace brigade::cli {
 
-void add_pipeline_flags(CLI::App& cmd, PipelineFlags& f) {
+void add_pipeline_flags(CLI::App& cmd, PipelineFlags& f, PipelineUse use) {
+  const bool backward = use == PipelineUse::Training, batches = use != PipelineUse::Generation;
   cmd.add_option("--plan", f.plan,
                  "given (the pipeline as the other flags say) or auto: every pipeline flag left out "
                  "(which devices in which order, --micro-batches, --schedule, --virtual-stages, "
@@ -30,19 +31,22 @@ void add_pipeline_flags(CLI::App& cmd, PipelineFlags& f) {
                  "its name or a UUID prefix; a device may repeat (0,0 = two stages on device 0; "
                  "llvmpipe,swiftshader = one stage on each driver); with --plan auto, the devices it may use")
       ->capture_default_str();
-  cmd.add_option("--micro-batches,-m", f.micro_batches, "micro-batches M per mini-batch")
-      ->capture_default_str();
-  cmd.add_option("--schedule", f.schedule,
+  if (batches) {
+    cmd.add_option("--micro-batches,-m", f.micro_batches, "micro-batches M per mini-batch")
+        ->capture_default_str();
+    cmd.add_option("--schedule", f.schedule,
                  "pipeline schedule: gpipe (fill-drain), 1f1b (one forward one backward: "
                  "activations of at most K micro-batches), interleaved (1f1b over --virtual-stages "
                  "cells per device: a smaller bubble) or zb (zero-bubble ZB-H1: weight gradients "
                  "deferred into the bubble)")
-      ->capture_default_str();
-  cmd.add_option("--virtual-stages", f.virtual_stages, "cells per device for --schedule interleaved")
-      ->capture_default_str()
-      ->check(CLI::Range(1u, 64u));
-  cmd.add_option("--remat", f.remat, "re-materialization: never, always or except-last")
-      ->capture_default_str();
+        ->capture_default_str();
+    cmd.add_option("--virtual-stages", f.virtual_stages, "cells per device for --schedule interleaved")
+        ->capture_default_str()
+        ->check(CLI::Range(1u, 64u));
+  }
+  if (backward)
+    cmd.add_option("--remat", f.remat, "re-materialization: never, always or except-last")
+        ->capture_default_str();
   cmd.add_option("--link", f.link, "boundary transfers: auto, fd, host or staging")
       ->capture_default_str();
   cmd.add_option("--balance", f.balance, "layers per stage (per cell with --virtual-stages) by hand, e.g. 3,5,4 (default: planned)");
@@ -71,14 +75,16 @@ void add_pipeline_flags(CLI::App& cmd, PipelineFlags& f) {
   cmd.add_flag("--record-each-step", f.record_each_step,
                "record every action's commands each step, rather than submitting again the "
                "recording of an action whose commands did not change");
-  cmd.add_option("--replicas", f.replicas,
-                 "under mpirun: data-parallel replicas R, each a pipeline of ranks / R stages "
-                 "taking its share of every mini-batch")
-      ->capture_default_str()
-      ->check(kPositive);
+  if (batches)
+    cmd.add_option("--replicas", f.replicas,
+                   "under mpirun: data-parallel replicas R, each a pipeline of ranks / R stages "
+                   "taking its share of every mini-batch")
+        ->capture_default_str()
+        ->check(kPositive);
   for (const char* flag : {"--devices", "--micro-batches", "--schedule", "--virtual-stages", "--remat", "--link",
                            "--balance", "--partition", "--mem-limit", "--precision", "--replicas"})
-    f.options[flag] = cmd.get_option(flag);
+    if (CLI::Option* o = cmd.get_option_no_throw(flag)) f.options[flag] = o;
+  if (!backward) return;
   cmd.add_option("--bucket-size", f.bucket_size,
                  "with --replicas: the gradients are summed over the replicas in buckets of about "
                  "this size while the backward goes on (64KiB, 4MiB, ...); 0 sums them all after it")

@@ -52,7 +52,11 @@ struct PipelineFlags {
   std::map<std::string, bool> fixed;
 };
 
-void add_pipeline_flags(CLI::App& cmd, PipelineFlags& f);
+// Which passes a command runs: training (every flag), evaluation (forward passes of batches:
+// no --remat or --bucket-size) or generation (one sequence: no micro-batches, schedules or
+// replicas either).
+enum class PipelineUse { Training, Evaluation, Generation };
+void add_pipeline_flags(CLI::App& cmd, PipelineFlags& f, PipelineUse use = PipelineUse::Training);
 // --model, --set and --batch-size of the commands that build a model and plan for a batch
 // size; returns --model's option (plan requires it).
 CLI::Option* add_model_flags(CLI::App& cmd, std::string& model, std::vector<std::string>& set, uint32_t& batch);
