@@ -49,6 +49,10 @@ void loses_and_equals_by_hand(const fs::path& dir, const std::string& name, cons
   const nlohmann::json& re = replans[0];
   const uint64_t at = re.at("step"), replayed = re.at("replayed"), snapshot = at - 1 - replayed;
   CHECK(r.output.find("device lost: device ") != std::string::npos);
+  // A capture is the host copy after a step; every other action is in one.
+  const bool copy = fault.find(":capture:") != std::string::npos;
+  CHECK(r.output.find(copy ? ") after step " + std::to_string(at - 1) + ": " : ") in step " + std::to_string(at) + ": ") !=
+        std::string::npos);
   CHECK(r.output.find("going on: plan auto: ") != std::string::npos);
   CHECK(r.output.find(std::to_string(replayed) + " step(s) replayed") != std::string::npos);
   CHECK(re.at("seconds").get<double>() > 0);

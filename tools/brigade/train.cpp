@@ -385,6 +385,7 @@ void run_train(TrainArgs& a) {
     throw vk::VulkanError(why + "; stopped at step " + std::to_string(done_through + 1) + left +
                               " (continue with --resume)", result);
   };
+  bool stepping = false;  // inside the executor's step, not the evaluation or copy after it
   // In one process with a snapshot: re-plan on the devices that remain, restore, replay.
   auto recover = [&](const vk::VulkanError& e) {
     const std::vector<uint32_t> lost = lost_stages(t->p);
@@ -395,8 +396,9 @@ void run_train(TrainArgs& a) {
     const std::string first = names[0];
     std::string why = e.what();  // "<device>: <file:line>: <call> returned ..."
     if (why.rfind(first + ": ", 0) == 0) why.erase(0, first.size() + 2);
-    progress.print("device lost: " + first + (lost.size() > 1 ? " and others" : "") + " in step " +
-                   std::to_string(step + 1) + ": " + why);
+    // In a step, or after one: in its evaluation or its host copy.
+    const std::string when = stepping ? "in step " + std::to_string(step + 1) : "after step " + std::to_string(step);
+    progress.print("device lost: " + first + (lost.size() > 1 ? " and others" : "") + " " + when + ": " + why);
     if (!elastic) stop_lost(e.what(), e.result);
     std::vector<uint32_t> lost_devices;
     for (uint32_t k : lost) lost_devices.push_back(t->p.devices[k]->info().index);
@@ -440,6 +442,7 @@ void run_train(TrainArgs& a) {
       const double lr = optim::learning_rate(schedule, step);
       const double t0 = pipeline::now_us();
       pipeline::StepResult r;
+      stepping = true;
       try {
         r = t->p.executor->train(batch, {t->opt.get(), optim::Step{step + 1 - scaler.skipped_steps, lr, 1}, s.clip,
                                          scaling ? scaler.scale : 1.0});
@@ -448,6 +451,7 @@ void run_train(TrainArgs& a) {
         throw UserError(std::string(e.what()) + "; stopped" + left_behind());
       }
       const double seconds = (pipeline::now_us() - t0) / 1e6;
+      stepping = false;
       ++step;
       if (scaling) scaler.update(r.skipped);
       if (step <= done_through) continue;  // replayed: recorded, evaluated and saved before the loss
