@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "pipeline/plan.h"
 #include "pipeline/simulate.h"
@@ -23,15 +24,16 @@ std::vector<ScheduleChoice> all_schedules() {
 }
 
 std::vector<std::vector<uint32_t>> device_orders(const std::vector<PlanDevice>& pool, uint32_t max_stages) {
-  std::vector<std::vector<uint32_t>> out, seen;  // seen: as physical devices
+  std::vector<std::vector<uint32_t>> out;
+  std::vector<std::vector<std::pair<uint32_t, uint64_t>>> seen;  // as physical devices and their caps
   std::vector<uint32_t> order;
   std::vector<bool> used(pool.size(), false);
   // Depth first, shorter pipelines before longer ones (ties in time go to fewer stages).
   for (uint32_t K = 1; K <= std::min<size_t>(max_stages, pool.size()); ++K) {
     auto extend = [&](auto&& self) -> void {
       if (order.size() == K) {
-        std::vector<uint32_t> physical;
-        for (uint32_t i : order) physical.push_back(pool[i].spec.physical);
+        std::vector<std::pair<uint32_t, uint64_t>> physical;
+        for (uint32_t i : order) physical.push_back({pool[i].spec.physical, pool[i].spec.memory_cap});
         if (std::find(seen.begin(), seen.end(), physical) == seen.end()) out.push_back(order), seen.push_back(physical);
         return;
       }

@@ -83,7 +83,8 @@ struct SearchResult {
 SearchResult search(const model::Model& m, const SearchSpace& space);
 
 // Every ordered choice of distinct pool entries, 1 to `max_stages` long, leaving out orders
-// that name the same physical devices in the same order as one before.
+// that name the same physical devices with the same memory caps in the same order as one
+// before (entries of one device under other caps are other choices).
 std::vector<std::vector<uint32_t>> device_orders(const std::vector<PlanDevice>& pool, uint32_t max_stages);
 // The divisors of n, ascending.
 std::vector<uint32_t> divisors(uint32_t n);

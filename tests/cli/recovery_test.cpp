@@ -145,23 +145,25 @@ TEST_CASE("three stages on two vendors lose SwiftShader's and go on as two, equa
   fs::remove_all(dir);
 }
 
-// --plan auto chose two of the three devices it was given; the re-plan after one is lost
-// chooses again from the two that remain of the three, where one stage does not fit the cap.
-TEST_CASE("a re-plan after a loss chooses from the devices --plan auto was given, not only those its plan took") {
+// --plan auto chose one of the three entries it was given (the only one whose cap holds one
+// stage); the re-plan after its loss chooses again from the two that remain, each under its
+// own cap (not the lost entry's), in two stages.
+TEST_CASE("a re-plan after a loss chooses from the devices --plan auto was given, less the entry lost, each under its cap") {
   const fs::path dir = test::scratch_dir("recovery-pool");
   test::write_tiny_fashion(dir / "data", 320, 64);
   const std::string common = "train --model fashion-mlp --data " + (dir / "data").string() +
                              " --steps 6 -b 16 --eval-every 3 --eval-batches 1 --precision fp32";
-  const std::string pool = "--plan auto --devices 0,0,0 --mem-limit 3584KiB --snapshot-every 2";
-  const auto plan = run(dir, "plan --model fashion-mlp -b 16 --precision fp32 " + pool.substr(0, pool.find(" --snapshot")));
+  const std::string pool = "--plan auto --devices 0,0,0 --mem-limit 3584KiB,3584KiB,4MiB";
+  const auto plan = run(dir, "plan --model fashion-mlp -b 16 --precision fp32 " + pool);
   INFO(plan.output);
   REQUIRE(plan.status == 0);
-  REQUIRE(plan.output.find("plan auto: devices 0,0 ") != std::string::npos);  // two of three
+  REQUIRE(plan.output.find("plan auto: devices 0 (llvmpipe)") != std::string::npos);  // one stage: the 4 MiB entry
   std::map<std::string, fs::path> by_hand;
-  loses_and_equals_by_hand(dir, "pool", common, pool, "device-lost:stage 1:backward:4", "", by_hand);
+  loses_and_equals_by_hand(dir, "pool", common, pool + " --snapshot-every 2", "device-lost:stage 0:backward:4", "", by_hand);
   const auto replans = test::records(dir / "pool-lost", "replan");
   REQUIRE(replans.size() == 1);
   CHECK(replans[0].at("flags").at("devices") == "0,0");
+  CHECK(replans[0].at("flags").at("mem_limit") == "3670016,3670016");
   fs::remove_all(dir);
 }
 

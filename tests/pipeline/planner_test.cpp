@@ -66,12 +66,17 @@ TEST_CASE("the simulation serializes stages on one resource and adds each transf
   CHECK(simulate(one, moved).span == doctest::Approx(1 + 0.25 + 1 + 2 + 0.5 + 2));
 }
 
-TEST_CASE("device orders: every ordered choice once, without repeating a physical order") {
+TEST_CASE("device orders: every ordered choice once, without repeating a physical order under the same caps") {
   const model::Model m = model::build("fashion-mlp");
   const std::vector<PlanDevice> two{device(m, 0, 1, 0), device(m, 1, 1, 1)};
   CHECK(device_orders(two, 4) == std::vector<std::vector<uint32_t>>{{0}, {1}, {0, 1}, {1, 0}});
   const std::vector<PlanDevice> same{device(m, 0, 1, 0), device(m, 0, 1, 0)};
   CHECK(device_orders(same, 4) == std::vector<std::vector<uint32_t>>{{0}, {0, 1}});
+  // One device under two caps (--devices 0,0 --mem-limit 4MiB,64MiB): two choices, each cap
+  // its own, where the first entry alone stood for both.
+  std::vector<PlanDevice> capped = same;
+  capped[0].spec.memory_cap = 4 << 20, capped[1].spec.memory_cap = 64 << 20;
+  CHECK(device_orders(capped, 4) == std::vector<std::vector<uint32_t>>{{0}, {1}, {0, 1}, {1, 0}});
   CHECK(divisors(12) == std::vector<uint32_t>{1, 2, 3, 4, 6, 12});
 }
 

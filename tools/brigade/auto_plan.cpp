@@ -434,7 +434,8 @@ AutoPlan auto_plan(const model::Model& m, const PipelineFlags& f, uint32_t rows,
   how += "; " + std::to_string(r.considered) + " configurations planned in " + fixed(search_seconds, 2) + " s, " +
          std::to_string(r.over_memory) + " over memory";
   AutoPlan out = report(f, r, pool, how, top);
-  for (const StageDevice& d : described) out.pool.push_back(d.index);
+  for (size_t i = 0; i < P; ++i) out.pool.push_back({described[i].index, caps[i]});
+  out.stage_entries = r.ranked.front().devices;
   return out;
 }
 

@@ -30,9 +30,15 @@ struct AutoPlan {
     std::string same;    // equal for configurations that run the same (one stage: every schedule)
   };
   std::vector<Row> ranked;
-  // The physical device of each entry of the pool it chose from (--devices, else every
-  // device): a re-plan after a loss chooses again from what remains of it (recovery.h).
-  std::vector<uint32_t> pool;
+  // The pool it chose from (--devices, else every device), an entry's physical device and
+  // memory cap (0: none) each, and the entry each stage of the choice took: a re-plan after
+  // a loss chooses again from the entries that remain (recovery.h).
+  struct PoolEntry {
+    uint32_t physical = 0;
+    uint64_t cap = 0;
+  };
+  std::vector<PoolEntry> pool;
+  std::vector<uint32_t> stage_entries;
 };
 
 // Searches the configurations `f` leaves open for mini-batches of `rows`; `top` rows in the

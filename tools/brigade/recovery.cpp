@@ -72,7 +72,7 @@ std::vector<std::string> without(const std::string& list, const std::vector<uint
 }  // namespace
 
 PipelineFlags replan_flags(const PipelineFlags& user, const PipelineFlags& run, const std::vector<uint32_t>& lost,
-                           const std::vector<uint32_t>& lost_devices, const std::vector<uint32_t>& pool) {
+                           const AutoPlan* plan) {
   PipelineFlags out = user;
   out.plan = "auto";
   out.fixed["--devices"] = true;
@@ -83,21 +83,18 @@ PipelineFlags replan_flags(const PipelineFlags& user, const PipelineFlags& run, 
   if (std::all_of(kept.begin(), kept.end(), [&](const std::string& p) { return p == kept.front(); })) kept.resize(1);
   out.precision = join_list(kept);
   out.fixed["--precision"] = true;
-  if (!pool.empty() && kept.size() == 1) {
-    // The pool less one entry of each lost device; a cap per entry (given) loses its entry's.
-    std::vector<uint32_t> gone;
-    std::vector<bool> taken(pool.size(), false);
-    for (uint32_t device : lost_devices)
-      for (uint32_t i = 0; i < pool.size(); ++i)
-        if (!taken[i] && pool[i] == device) {
-          taken[i] = true, gone.push_back(i);
-          break;
-        }
-    std::vector<std::string> left;
-    for (uint32_t i = 0; i < pool.size(); ++i)
-      if (!taken[i]) left.push_back(std::to_string(pool[i]));
-    out.devices = join_list(left);
-    if (split_list(user.mem_limit).size() == pool.size()) out.mem_limit = join_list(without(user.mem_limit, gone));
+  if (plan && kept.size() == 1 && !plan->pool.empty()) {
+    // The plan's pool less the entries the lost stages took, each entry with its own cap.
+    std::vector<bool> gone(plan->pool.size(), false);
+    for (uint32_t k : lost) gone.at(plan->stage_entries.at(k)) = true;
+    std::vector<std::string> devices, caps;
+    for (size_t i = 0; i < plan->pool.size(); ++i)
+      if (!gone[i]) {
+        devices.push_back(std::to_string(plan->pool[i].physical));
+        if (plan->pool[i].cap) caps.push_back(std::to_string(plan->pool[i].cap));
+      }
+    out.devices = join_list(devices);
+    out.mem_limit = caps.size() == devices.size() ? join_list(caps) : "";  // the caps are all given or none
     return out;
   }
   out.devices = split_list(run.devices).size() == 1 ? "" : join_list(without(run.devices, lost));  // "": the one device went

@@ -13,6 +13,7 @@
 #include "io/checkpoint.h"
 #include "optim/optimizer.h"
 #include "pipeline/executor.h"
+#include "auto_plan.h"
 #include "pipeline_flags.h"
 #include "snapshot_policy.h"
 #include "train.h"
@@ -32,14 +33,14 @@ void save(const std::string& path, const model::Model& m, const Settings& s, io:
 
 // The stages whose devices are lost (vk::Device::lost), in stage order.
 std::vector<uint32_t> lost_stages(const Pipeline& p);
-// The flags that re-plan after the stages `lost` (on the physical devices `lost_devices`)
-// of the pipeline that ran with `run` went: --plan auto, every flag `user` gave kept fixed
-// except the cut (--balance, --partition), and the run's precision kept. It chooses from the
-// pool the run's plan chose from (`pool`: its entries' physical devices, an --plan auto run's)
-// less an entry of each lost device, where the run kept one precision for all stages; else
-// from the entries of run.devices that remain. Per-entry lists (--precision, --mem-limit)
-// lose the lost entries. Empty devices when none remains.
+// The flags that re-plan after the stages `lost` of the pipeline that ran with `run` went:
+// --plan auto, every flag `user` gave kept fixed except the cut (--balance, --partition), and
+// the run's precision kept. Where `plan` (the run's, if --plan auto chose it) and the run
+// kept one precision for all stages, it chooses from that plan's pool less the entries the
+// lost stages took, each entry with its cap; else from the entries of run.devices that
+// remain, per-stage lists (--precision, --mem-limit) without the lost stages' entries.
+// Empty devices when none remains.
 PipelineFlags replan_flags(const PipelineFlags& user, const PipelineFlags& run, const std::vector<uint32_t>& lost,
-                           const std::vector<uint32_t>& lost_devices = {}, const std::vector<uint32_t>& pool = {});
+                           const AutoPlan* plan = nullptr);
 
 }  // namespace brigade::cli

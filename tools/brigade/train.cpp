@@ -400,10 +400,7 @@ void run_train(TrainArgs& a) {
     const std::string when = stepping ? "in step " + std::to_string(step + 1) : "after step " + std::to_string(step);
     progress.print("device lost: " + first + (lost.size() > 1 ? " and others" : "") + " " + when + ": " + why);
     if (!elastic) stop_lost(e.what(), e.result);
-    std::vector<uint32_t> lost_devices;
-    for (uint32_t k : lost) lost_devices.push_back(t->p.devices[k]->info().index);
-    const PipelineFlags next =
-        replan_flags(a.pipeline, t->p.flags, lost, lost_devices, t->p.chosen ? t->p.chosen->pool : std::vector<uint32_t>{});
+    const PipelineFlags next = replan_flags(a.pipeline, t->p.flags, lost, t->p.chosen.get());
     if (next.devices.empty()) stop_lost("no device remains to go on with", e.result);
     t.reset();
     try {
