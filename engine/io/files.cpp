@@ -46,18 +46,20 @@ std::vector<uint8_t> read_bytes(const std::string& path) {
 }
 
 FolderLock::FolderLock(const std::string& dir, double wait) {
-  fd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd_ < 0) throw UserError(dir + ": cannot open the folder (" + std::strerror(errno) + ")");
+  const std::string path = dir + "/.lock";
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw UserError(path + ": cannot open the folder's lock (" + std::strerror(errno) + ")");
   const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait);
   int locked;
   while ((locked = ::flock(fd_, LOCK_EX | LOCK_NB)) != 0 && errno == EWOULDBLOCK && std::chrono::steady_clock::now() < until)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  if (locked != 0) {
-    const int error = errno;
+  if (locked == 0) return;
+  const int error = errno;
+  if (error == EWOULDBLOCK) {
     ::close(fd_);
-    if (error == EWOULDBLOCK) throw UserError(dir + ": another process is writing this folder");
-    throw UserError(dir + ": cannot lock the folder (" + std::strerror(error) + ")");
+    throw UserError(dir + ": another process is writing this folder");
   }
+  unheld_ = std::string("its file system takes no lock (") + std::strerror(error) + ")";  // ENOLCK, EOPNOTSUPP
 }
 
 FolderLock::~FolderLock() { ::close(fd_); }

@@ -15,18 +15,22 @@ std::vector<uint8_t> read_file(const std::string& path);
 std::vector<uint8_t> read_bytes(const std::string& path);
 
 // An exclusive lock (flock) on a folder while the object lives, for the one process that
-// writes it: a second process asking for it gets a UserError naming the folder once `wait`
+// writes it, taken on the file DIR/.lock (a file, opened for writing, which NFS's emulation of
+// flock needs): a second process asking for it gets a UserError naming the folder once `wait`
 // seconds have passed without it. The kernel lets it go when the process ends, however it
-// ends (a process that follows one being killed may wait for that).
+// ends (a process that follows one being killed may wait for that). Where the file system
+// takes no locks, the object holds none and unheld() says why.
 class FolderLock {
  public:
   explicit FolderLock(const std::string& dir, double wait = 0);
   ~FolderLock();
   FolderLock(const FolderLock&) = delete;
   FolderLock& operator=(const FolderLock&) = delete;
+  const std::string& unheld() const { return unheld_; }
 
  private:
   int fd_ = -1;
+  std::string unheld_;
 };
 
 }  // namespace brigade::io

@@ -105,17 +105,24 @@ MetricsFile::MetricsFile(const std::string& path, bool resume, uint64_t step) : 
   std::string kept;
   if (resume && std::filesystem::exists(path)) {
     const std::string text = read_text(path);
-    const Metrics valid = parse_metrics(text, path);  // refuses what it cannot read, by line
+    Metrics valid;
+    try {
+      valid = parse_metrics(text, path);  // refuses what it cannot read, by line
+    } catch (const UserError& e) {
+      throw UserError(std::string(e.what()) + "; fix or remove that line to resume");
+    }
     std::istringstream in(text);
     std::string line;
     for (size_t n = 1; std::getline(in, line); ++n) {
       if (!valid.torn.empty() && valid.torn == path + ":" + std::to_string(n)) break;
       const auto j = json::parse(line, nullptr, false);
       if (!j.is_object()) continue;  // a blank line
-      const auto at = j.find("step");
-      if (at != j.end() && !at->is_number_unsigned() && !at->is_null())
-        throw UserError(path + ":" + std::to_string(n) + ": \"step\" is not a whole number");
-      const bool later = at != j.end() && at->is_number_unsigned() && at->get<uint64_t>() > step;
+      const auto at = j.find("step");  // a whole number (2.0 as parse_metrics takes it), or none
+      const bool whole = at != j.end() && at->is_number() && at->get<double>() >= 0 &&
+                         at->get<double>() == std::floor(at->get<double>());
+      if (at != j.end() && !whole && !at->is_null())
+        throw UserError(path + ":" + std::to_string(n) + ": \"step\" is not a whole number, 0 or more; fix or remove that line to resume");
+      const bool later = whole && at->get<double>() > double(step);
       if (!later && j.value("kind", "") != "end") kept += line + "\n";
     }
   }

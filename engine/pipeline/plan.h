@@ -60,7 +60,8 @@ struct CellLayout {
   std::vector<bool> lean;
   // Per layer of the cell: the precision its scratch is sized for (Layer::scratch_floats), a
   // direct layer's 16-bit format, its output's or else its input's (a convolution reading a
-  // 16-bit boundary multiplies in 16 bits whatever it stores); fp32 for the others.
+  // 16-bit boundary multiplies in 16 bits whatever it stores; other layers reading one there
+  // are given room for packed operands they may not take); fp32 for the others.
   std::vector<ops::Precision> scratch_precision;
   uint64_t work_part_bytes = 0;
   uint64_t work_bytes = 0;

@@ -101,7 +101,7 @@ TEST_CASE("a torn last metrics line is left out, and said") {
 TEST_CASE("a resumed metrics file keeps its records up to the step and refuses what it cannot read") {
   const std::string head = R"({"kind":"start","model":"m"})" "\n" R"({"kind":"train","step":1,"loss":2.3})" "\n"
                            R"({"kind":"eval","step":2,"loss":2.1})" "\n";
-  const std::string later = R"({"kind":"train","step":3,"loss":2.0})" "\n" R"({"kind":"end","elapsed_s":1})" "\n";
+  const std::string later = R"({"kind":"train","step":3.0,"loss":2.0})" "\n" R"({"kind":"end","elapsed_s":1})" "\n";
   const fs::path path = write_file("resumed.jsonl", head + later + R"({"kind":"tra)");
   const auto text = [&] {
     std::ifstream f(path, std::ios::binary);
@@ -117,6 +117,7 @@ TEST_CASE("a resumed metrics file keeps its records up to the step and refuses w
     CAPTURE(bad);
     std::ofstream(path, std::ios::binary) << head + bad + later;
     CHECK_THROWS_WITH_AS(MetricsFile(path.string(), true, 2), doctest::Contains((path.string() + ":4: ").c_str()), UserError);
+    CHECK_THROWS_WITH_AS(MetricsFile(path.string(), true, 2), doctest::Contains("; fix or remove that line to resume"), UserError);
     CHECK(text() == head + bad + later);
   }
   fs::remove(path);

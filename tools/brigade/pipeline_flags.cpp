@@ -19,11 +19,13 @@ namespace brigade::cli {
 
 void add_pipeline_flags(CLI::App& cmd, PipelineFlags& f, PipelineUse use) {
   const bool backward = use == PipelineUse::Training, batches = use != PipelineUse::Generation;
+  const std::string chosen = use == PipelineUse::Training     ? "--micro-batches, --schedule, --virtual-stages, --remat, "
+                             : use == PipelineUse::Evaluation ? "--micro-batches, --schedule, --virtual-stages, "
+                                                              : "";
   cmd.add_option("--plan", f.plan,
                  "given (the pipeline as the other flags say) or auto: every pipeline flag left out "
-                 "(which devices in which order, --micro-batches, --schedule, --virtual-stages, "
-                 "--remat, --precision, the cut) chosen from each layer's measured time on each "
-                 "device and the plan's memory model; the flags given stay fixed")
+                 "(which devices in which order, " + chosen + "--precision, the cut) chosen from each "
+                 "layer's measured time on each device and the plan's memory model; the flags given stay fixed")
       ->capture_default_str()
       ->check(CLI::IsMember({"given", "auto"}));
   cmd.add_option("--devices", f.devices,
@@ -49,7 +51,8 @@ void add_pipeline_flags(CLI::App& cmd, PipelineFlags& f, PipelineUse use) {
         ->capture_default_str();
   cmd.add_option("--link", f.link, "boundary transfers: auto, fd, host or staging")
       ->capture_default_str();
-  cmd.add_option("--balance", f.balance, "layers per stage (per cell with --virtual-stages) by hand, e.g. 3,5,4 (default: planned)");
+  cmd.add_option("--balance", f.balance, std::string("layers per stage") + (batches ? " (per cell with --virtual-stages)" : "") +
+                                             " by hand, e.g. 3,5,4 (default: planned)");
   cmd.add_option("--partition", f.partition,
                  "what the planner balances: cost (estimated FLOPs), memory, or profile (each "
                  "layer timed on each stage's own device)")

@@ -129,7 +129,12 @@ void run_train(TrainArgs& a) {
   std::optional<io::FolderLock> lock;
   const auto take_lock = [&] {
     try {
-      if (world().rank() == 0 && !lock && fs::is_directory(a.out)) lock.emplace(a.out, a.resume ? 10.0 : 0.0);
+      if (world().rank() == 0 && !lock && fs::is_directory(a.out)) {
+        lock.emplace(a.out, a.resume ? 10.0 : 0.0);
+        if (!lock->unheld().empty())
+          std::fprintf(stderr, "brigade: warning: %s: not locked against another run: %s\n", a.out.c_str(),
+                       lock->unheld().c_str());
+      }
     } catch (const UserError& e) {
       throw UserError(std::string(e.what()) + " (another brigade train?); wait for it to end or choose another --out");
     }
@@ -258,6 +263,9 @@ void run_train(TrainArgs& a) {
   } else {
     if (world().rank() == 0) fs::create_directories(a.out);
     take_lock();
+    // Another run may have made the folder, trained and let it go since the check above.
+    if (world().broadcast(world().rank() == 0 && fs::exists(ckpt) ? "1" : "0") == "1")
+      throw UserError(a.out + " already holds a checkpoint; pass --resume to continue it, or choose another --out");
     t->p.executor->initialize_parameters(s.seed);
   }
 
