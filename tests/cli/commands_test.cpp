@@ -190,10 +190,16 @@ TEST_CASE("brigade bench pipeline measures steps, GPipe's bubble and memory per 
 
   const fs::path dir = test::scratch_dir("bench-pipeline");
   const auto svg = test::brigade_run("bench pipeline --model fashion-mlp -b 8 --stages 1,2 -m 1,2 --reps 1 --svg " +
-                                     dir.string());
+                                     (dir / "plots").string());  // a folder it makes
   REQUIRE(svg.status == 0);
   CHECK(svg.output.find("(K-1)/(M+K-1)") != std::string::npos);
-  CHECK(test::xml_problem(test::slurp(dir / "bubble.svg")).empty());
+  CHECK(test::xml_problem(test::slurp(dir / "plots" / "bubble.svg")).empty());
+  // One it cannot make is refused before the timing.
+  std::ofstream(dir / "file") << "x";
+  const auto cannot = test::brigade_run("bench pipeline --model fashion-mlp -b 8 --stages 1 -m 1 --reps 1 --svg " +
+                                        (dir / "file" / "plots").string());
+  CHECK(cannot.status == 2);
+  CHECK(cannot.output.find("K  M  ms/step") == std::string::npos);
   fs::remove_all(dir);
   const auto none = test::brigade_run("bench pipeline --model fashion-mlp -b 8 --stages 0 -m 1 --reps 1");
   INFO(none.output);

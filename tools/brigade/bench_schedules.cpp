@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -58,6 +59,10 @@ struct Open {
 };
 
 void run_schedules(const SchedulesOptions& o) {
+  if (!o.svg.empty()) {  // the folder made, and its plots known writable, before the timing
+    std::filesystem::create_directories(o.svg);
+    io::check_writable(o.svg + "/schedule-memory.svg");
+  }
   const model::Model m = model::build(o.model);
   const pipeline::Batch batch = pipeline::random_batch(m, o.batch, 1);
   std::vector<SchedulesRow> rows;
