@@ -71,7 +71,7 @@ void write_checkpoint(const std::string& path, const model::Model& m, const Chec
                                               {"good_steps", c.loss_scale.good_steps},
                                               {"skipped_steps", c.loss_scale.skipped_steps}}
                                    .dump());
-  w.set_metadata(kDataChecksum, w.data_checksum());  // a file damaged after the write is refused
+  w.set_metadata(kChecksum, w.checksum());  // a file damaged after the write is refused
   w.write(path);
 }
 

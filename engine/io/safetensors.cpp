@@ -176,21 +176,38 @@ SafeTensors SafeTensors::parse(std::vector<uint8_t> bytes, const std::string& so
   if (at != data_size)
     throw bad("the last " + std::to_string(data_size - at) + " bytes of the " + std::to_string(data_size) +
               "-byte data section belong to no tensor; expected contiguous tensors");
-  if (const auto sum = st.metadata_.find(kDataChecksum); sum != st.metadata_.end()) {
-    const std::string read = checksum(std::span<const uint8_t>(bytes).subspan(st.data_start_));
+  if (const auto sum = st.metadata_.find(kChecksum); sum != st.metadata_.end()) {
+    const std::string read = contents_checksum(std::span<const uint8_t>(bytes).subspan(st.data_start_), st.metadata_);
     if (read != sum->second)
-      throw UserError(source + ": its tensors' bytes have CRC-32 " + read + ", not the " + brief(sum->second) +
-                      " written with them in metadata '" + kDataChecksum +
-                      "': the file was damaged after it was written (or its tensors changed with that key kept)");
+      throw UserError(source + ": its tensors and metadata have CRC-32 " + read + ", not the " + brief(sum->second) +
+                      " written with them in metadata '" + kChecksum +
+                      "': the file was damaged after it was written (or changed with that key kept)");
   }
   st.file_ = std::move(bytes);
   return st;
 }
 
-std::string SafeTensorsWriter::data_checksum() const {
-  std::string crc;
-  for (auto& [name, e] : tensors_) crc = checksum(e.data, crc);  // in the data section's order
-  return crc.empty() ? checksum(std::span<const uint8_t>()) : crc;
+namespace {
+
+// The metadata entries but kChecksum's, as contents_checksum reads them.
+std::string metadata_text(const std::map<std::string, std::string>& metadata) {
+  std::string text;
+  for (const auto& [key, value] : metadata)
+    if (key != kChecksum)
+      text += std::to_string(key.size()) + ":" + key + "=" + std::to_string(value.size()) + ":" + value + "\n";
+  return text;
+}
+
+}  // namespace
+
+std::string contents_checksum(std::span<const uint8_t> data, const std::map<std::string, std::string>& metadata) {
+  return io::checksum(metadata_text(metadata), io::checksum(data));
+}
+
+std::string SafeTensorsWriter::checksum() const {
+  std::string crc = io::checksum(std::span<const uint8_t>());
+  for (auto& [name, e] : tensors_) crc = io::checksum(e.data, crc);  // in the data section's order
+  return io::checksum(metadata_text(metadata_), crc);
 }
 
 std::vector<std::string> SafeTensors::names() const {

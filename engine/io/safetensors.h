@@ -27,9 +27,14 @@ struct TensorInfo {
 
 std::string shape_string(const std::vector<int64_t>& shape);  // "[128, 784]"
 
-// The metadata key under which a writer may record its data section's CRC-32 (checkpoints
-// do, io/checkpoint.h); a file that carries it is refused on reading where its bytes differ.
-inline constexpr const char* kDataChecksum = "data_crc32";
+// The metadata key under which a writer may record the CRC-32 of its data section and its
+// other metadata (contents_checksum; checkpoints do, io/checkpoint.h): a file that carries it
+// is refused on reading where they differ.
+inline constexpr const char* kChecksum = "crc32";
+// That CRC-32: the data section's bytes, then each metadata entry but kChecksum's, in key
+// order, as "key=value\n" (the key's and the value's lengths first, so no two sets of entries
+// read alike).
+std::string contents_checksum(std::span<const uint8_t> data, const std::map<std::string, std::string>& metadata);
 
 class SafeTensors {
  public:
@@ -65,8 +70,8 @@ class SafeTensorsWriter {
   void add(const std::string& name, const std::vector<int64_t>& shape, std::span<const float> data);
   void add(const std::string& name, const std::vector<int64_t>& shape, std::span<const int32_t> data);
   void set_metadata(const std::string& key, const std::string& value) { metadata_[key] = value; }
-  // The CRC-32 of the data section serialize() writes (io::checksum), for kDataChecksum.
-  std::string data_checksum() const;
+  // contents_checksum of what serialize() writes, for kChecksum.
+  std::string checksum() const;
   std::vector<uint8_t> serialize() const;
   // Writes `path` atomically: a temporary file beside it, fsync, rename, fsync of the folder.
   // A crash at any point leaves either the old file or the new one, never a mix.

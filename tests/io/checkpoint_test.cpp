@@ -58,7 +58,7 @@ TEST_CASE("a checkpoint round-trips parameters, optimizer state, step and config
 namespace {
 
 // The checkpoint at `path` written again with its metadata `key` set to `value`, or removed
-// when `value` is empty.
+// when `value` is empty, and without the checksum a checkpoint carries (io::kChecksum).
 void rewrite_metadata(const std::string& path, const std::string& key, const std::string& value) {
   const io::SafeTensors f = io::SafeTensors::load(path);
   io::SafeTensorsWriter w;
@@ -67,7 +67,7 @@ void rewrite_metadata(const std::string& path, const std::string& key, const std
     w.add(name, f.info(name).dtype, f.info(name).shape, bytes.data(), bytes.size());
   }
   for (const auto& [k, v] : f.metadata())
-    if (k != key) w.set_metadata(k, v);
+    if (k != key && k != io::kChecksum) w.set_metadata(k, v);  // edited: without the checksum
   if (!value.empty()) w.set_metadata(key, value);
   w.write(path);
 }
@@ -113,15 +113,15 @@ TEST_CASE("a checkpoint keeps the loss scale, one without starts it afresh, and 
   std::filesystem::remove(path);
 }
 
-// A checkpoint carries its data section's CRC-32: a byte flipped after the write (a bad disk,
-// a copy cut short and padded) is refused by name, where it resumed silently. A file without
-// the key (PyTorch's) is read as it is.
-TEST_CASE("a checkpoint whose tensors' bytes changed after the write is refused by its CRC-32") {
+// A checkpoint carries the CRC-32 of its tensors and metadata: a byte flipped after the write
+// (a bad disk, a copy cut short and padded) or a setting changed is refused by name, where it
+// resumed silently. A file without the key (PyTorch's) is read as it is.
+TEST_CASE("a checkpoint whose tensors or metadata changed after the write is refused by its CRC-32") {
   const model::Model m = model::build("fashion-mlp");
   const std::string path = written_checkpoint(m, "crc");
   const io::SafeTensors f = io::SafeTensors::load(path);
-  REQUIRE(f.metadata().count(io::kDataChecksum));
-  CHECK(f.metadata().at(io::kDataChecksum).size() == 8);
+  REQUIRE(f.metadata().count(io::kChecksum));
+  CHECK(f.metadata().at(io::kChecksum).size() == 8);
   const auto flip = [&] {  // one bit of the last tensor
     std::vector<uint8_t> bytes;
     {
@@ -132,14 +132,25 @@ TEST_CASE("a checkpoint whose tensors' bytes changed after the write is refused 
     std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
   };
   flip();
-  CHECK_THROWS_WITH_AS(io::read_checkpoint(path, m), doctest::Contains("its tensors' bytes have CRC-32 "), UserError);
+  CHECK_THROWS_WITH_AS(io::read_checkpoint(path, m), doctest::Contains("its tensors and metadata have CRC-32 "), UserError);
   CHECK_THROWS_WITH_AS(io::SafeTensors::load(path), doctest::Contains("the file was damaged after it was written"), UserError);
   flip();
   CHECK(io::read_checkpoint(path, m).step == 9);
-  rewrite_metadata(path, io::kDataChecksum, "");  // no key: the bytes read as they are
+  rewrite_metadata(path, io::kChecksum, "");  // no key: the bytes read as they are
   flip();
   CHECK(io::read_checkpoint(path, m).step == 9);
+  // The metadata is covered too: a step changed with the checksum kept is refused.
   std::filesystem::remove(path);
+  const std::string again = written_checkpoint(m, "crc-meta");
+  {
+    const io::SafeTensors g = io::SafeTensors::load(again);
+    io::SafeTensorsWriter w;
+    for (const std::string& name : g.names()) w.add(name, g.info(name).dtype, g.info(name).shape, g.bytes(name).data(), g.bytes(name).size());
+    for (const auto& [k, v] : g.metadata()) w.set_metadata(k, k == "step" ? "8" : v);
+    w.write(again);
+  }
+  CHECK_THROWS_WITH_AS(io::read_checkpoint(again, m), doctest::Contains("its tensors and metadata have CRC-32 "), UserError);
+  std::filesystem::remove(again);
 }
 
 // The step: digits only. std::stoull alone read "-1" as 2^64 - 1 and took "+3" and " 3".
