@@ -151,7 +151,7 @@ TEST_CASE("brigade step refuses bad input with one line naming the problem") {
       // 48 TiB of parameters: refused before anything is allocated, where init grew until the
       // machine ran out of memory.
       {"init --model gpt-mini --set n_layer=4096 --set n_embd=16384 --set n_head=16 --out " + p,
-       "gpt-mini: its parameters take 48.0 TiB, twice that while written; this machine has "},
+       "gpt-mini: its parameters take 48.0 TiB, twice that while written; this process may take "},
       {"init --model fashion-mlp --out " + (d / "none" / "p.safetensors").string(), "/none/p.safetensors: cannot create"},
   };
   for (const Case& c : cases) {

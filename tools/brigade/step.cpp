@@ -36,13 +36,25 @@ struct StepArgs {
   bool quiet = false;
 };
 
+// The memory this process may take: the machine's, or its control group's limit where lower
+// (cgroup v2's memory.max, v1's memory.limit_in_bytes: a container's).
+uint64_t usable_memory() {
+  uint64_t memory = uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGE_SIZE));
+  for (const char* path : {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
+    std::ifstream in(path);
+    uint64_t limit = 0;
+    if (in >> limit && limit > 0) memory = std::min(memory, limit);  // "max" reads as no number
+  }
+  return memory;
+}
+
 void run_init(const InitArgs& a) {
   const model::Model m = model::build(a.model, a.set);
   // The values are made in host memory and written from a second copy of them: refused where
   // the two do not fit in the machine's memory, before anything is allocated.
-  const uint64_t bytes = m.parameter_count() * 4, memory = uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGE_SIZE));
+  const uint64_t bytes = m.parameter_count() * 4, memory = usable_memory();
   if (bytes > memory / 2)
-    throw UserError(m.name + ": its parameters take " + format_bytes(bytes) + ", twice that while written; this machine has " +
+    throw UserError(m.name + ": its parameters take " + format_bytes(bytes) + ", twice that while written; this process may take " +
                     format_bytes(memory) + " of memory");
   io::check_writable(a.out);
   io::initial_parameters(m, a.seed).write(a.out);
