@@ -6,7 +6,10 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
 targets=()
-while [ "${1:-}" = "--target" ]; do targets+=(--target "$2"); shift 2; done
+while [ "${1:-}" = "--target" ]; do
+  [ $# -ge 2 ] || { echo "build.sh: --target needs a target's name" >&2; exit 2; }
+  targets+=(--target "$2"); shift 2
+done
 "$root/tools/install-deps.sh"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
 cmake --build "$build" --parallel "$(nproc)" "${targets[@]}"

@@ -26,6 +26,10 @@ dest=$root/.drivers/unstable
 min_mesa=26
 
 [ "$(id -u)" -eq 0 ] || { echo "coopmat-check: needs root (chroot and mounts)" >&2; exit 1; }
+# One at a time: each sweeps the mounts under $dest that a killed run left.
+mkdir -p "$root/.drivers"
+exec 9>"$root/.drivers/unstable.lock"
+flock 9
 command -v debootstrap >/dev/null ||
   { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >/dev/null; }
 
@@ -34,9 +38,14 @@ archive=$(apt-get indextargets --format '$(REPO_URI) $(RELEASE) $(TARGET_OF)' 2>
             awk '$2 == "bookworm" && $3 == "deb" { print $1; exit }')
 [ -n "$archive" ] || { echo "coopmat-check: apt has no Debian bookworm source to find unstable's archive by" >&2; exit 1; }
 
+# Mounts a run that was killed left behind (its trap never ran, or debootstrap's did not):
+# with the checkout mounted inside .drivers/, a later `rm -rf .drivers` would reach the
+# checkout itself, and /proc or /sys under $dest would stop the rm below.
+sweep() { for m in $(findmnt -rn -o TARGET | grep "^$dest/" | sort -r || true); do umount "$m" 2>/dev/null || umount -l "$m"; done; }
+sweep
 if [ ! -f "$dest/.ready" ]; then
   t0=$SECONDS
-  rm -rf "$dest"
+  rm -rf --one-file-system "$dest"
   echo "coopmat-check: making a Debian unstable userland in $dest"
   debootstrap --variant=minbase unstable "$dest" "$archive" >"$root/.drivers/unstable.log" 2>&1 ||
     { tail -20 "$root/.drivers/unstable.log" >&2; exit 1; }
@@ -53,17 +62,20 @@ if [ "${mesa%%.*}" -lt "$min_mesa" ]; then
   exit 1
 fi
 
-# Mounts a run that was killed left behind (its trap never ran): with the checkout mounted
-# inside .drivers/, a later `rm -rf .drivers` would reach the checkout itself.
-for m in $(findmnt -rn -o TARGET | grep "^$dest/" | sort -r || true); do umount "$m" 2>/dev/null || umount -l "$m"; done
+sweep
 mounted=()
 cleanup() { for m in "${mounted[@]}"; do umount "$m" 2>/dev/null || umount -l "$m"; done; }
 trap cleanup EXIT
 mkdir -p "$dest/proc" "$dest$root"
-mount -t proc proc "$dest/proc" && mounted=("$dest/proc")
-mount --bind "$root" "$dest$root" && mounted=("$dest$root" "${mounted[@]}")
+# Each on its own line, so that set -e stops at a mount that fails.
+mount -t proc proc "$dest/proc"
+mounted=("$dest/proc")
+mount --bind "$root" "$dest$root"
+mounted=("$dest$root" "${mounted[@]}")
 if [ "$build" != "$root/build" ] && [[ "$build" != "$root"/* ]]; then
-  mkdir -p "$dest$build" && mount --bind "$build" "$dest$build" && mounted=("$dest$build" "${mounted[@]}")
+  mkdir -p "$dest$build"
+  mount --bind "$build" "$dest$build"
+  mounted=("$dest$build" "${mounted[@]}")
 fi
 
 # Mesa 26's lavapipe rather than the one in .drivers/.

@@ -27,7 +27,7 @@ not_sanitized='pipeline:(bf16 |fp16 )?(fashion-cnn|gpt-mini)( \(two blocks\))? p
 
 # The optimized build makes only the programs of what runs in it (the vk, io and model suites
 # run sanitized only).
-"$root/tools/build.sh" --target brigade --target test_kernels --target test_vendors --target test_ranks \
+BUILD_DIR=$root/build "$root/tools/build.sh" --target brigade --target test_kernels --target test_vendors --target test_ranks \
   --target test_mpi --target test_pipeline --target test_cli
 # One run of both sets, the longest cases first (their suites' COST, tests/CMakeLists.txt).
 ctest --test-dir "$root/build" --output-on-failure -j2 -R "^(kernels|kernels on swiftshader|kernels in 2 workgroups|vendors|ranks|mpi):|$not_sanitized"
@@ -39,7 +39,7 @@ if [ -n "${BESIDE_SANITIZED:-}" ]; then
   beside=$!
 fi
 status=0
-"$root/tools/sanitize.sh" -E "$not_sanitized" || status=$?
+BUILD_DIR=$root/build-asan "$root/tools/sanitize.sh" -E "$not_sanitized" || status=$?
 if [ -n "$beside" ]; then
   wait $beside || { echo "test.sh: '$BESIDE_SANITIZED' failed:" >&2; status=1; }
   cat "$root/build/beside.log"
