@@ -30,20 +30,25 @@ fi
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# Where what it fetches cannot be had: a warning, and the build goes on without it; a failure
+# under BRIGADE_REQUIRE_FETCH=1 (CI, where going on without it would test less or slower).
+give_up() {
+  echo "$*" >&2
+  [ "${BRIGADE_REQUIRE_FETCH:-0}" != 1 ] || { echo "install-glslang: BRIGADE_REQUIRE_FETCH=1: stopping" >&2; exit 1; }
+  exit 0
+}
 source "$root/tools/debian-fetch.sh"
 echo "install-glslang: fetching ${packages[*]} from $suite"
 if ! debian_fetch "$suite" "$work/deb" "${packages[@]}"; then
-  echo "install-glslang: could not fetch the compiler; the cooperative-matrix kernels will not be built" >&2
-  exit 0
+  give_up "install-glslang: could not fetch the compiler; the cooperative-matrix kernels will not be built"
 fi
 version_of() { dpkg-deb -f "$(ls "$work"/deb/"$1"_*.deb)" Version; }
 at_least() { dpkg --compare-versions "$1" ge "$2"; }
 glslang_version=$(version_of glslang-tools)
 spirv_version=$(version_of spirv-tools)
 if ! at_least "$glslang_version" "$min_glslang" || ! at_least "$spirv_version" "$min_spirv_tools"; then
-  echo "install-glslang: $suite has glslang $glslang_version and spirv-tools $spirv_version, older than" \
-       "$min_glslang and $min_spirv_tools; the cooperative-matrix kernels will not be built" >&2
-  exit 0
+  give_up "install-glslang: $suite has glslang $glslang_version and spirv-tools $spirv_version, older than" \
+       "$min_glslang and $min_spirv_tools; the cooperative-matrix kernels will not be built"
 fi
 
 rm -rf "$dest"
@@ -90,9 +95,8 @@ PROBE
 if ! "$dest/bin/glslang" --quiet --target-env vulkan1.2 -o "$work/probe.spv" "$work/probe.comp" ||
    ! "$dest/bin/spirv-val" --target-env vulkan1.2 "$work/probe.spv"; then
   rm -rf "$dest"
-  echo "install-glslang: glslang $glslang_version did not compile and validate a cooperative-matrix shader;" \
-       "the cooperative-matrix kernels will not be built" >&2
-  exit 0
+  give_up "install-glslang: glslang $glslang_version did not compile and validate a cooperative-matrix shader;" \
+       "the cooperative-matrix kernels will not be built"
 fi
 
 echo "glslang $glslang_version, spirv-tools $spirv_version (Debian $suite)" >"$dest/VERSION"

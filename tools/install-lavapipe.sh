@@ -27,17 +27,22 @@ fi
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# Where what it fetches cannot be had: a warning, and the build goes on without it; a failure
+# under BRIGADE_REQUIRE_FETCH=1 (CI, where going on without it would test less or slower).
+give_up() {
+  echo "$*" >&2
+  [ "${BRIGADE_REQUIRE_FETCH:-0}" != 1 ] || { echo "install-lavapipe: BRIGADE_REQUIRE_FETCH=1: stopping" >&2; exit 1; }
+  exit 0
+}
 source "$root/tools/debian-fetch.sh"
 echo "install-lavapipe: fetching $package from $suite"
 if ! debian_fetch "$suite" "$work/deb" "$package"; then
-  echo "install-lavapipe: could not fetch $package from $suite; Brigade will use the system's lavapipe" >&2
-  exit 0
+  give_up "install-lavapipe: could not fetch $package from $suite; Brigade will use the system's lavapipe"
 fi
 deb=$(ls "$work"/deb/*.deb)
 version=$(dpkg-deb -f "$deb" Version)
 if [ "${version%%.*}" -lt "$min_major" ] 2>/dev/null; then
-  echo "install-lavapipe: $suite has $package $version, older than Mesa $min_major; not installed" >&2
-  exit 0
+  give_up "install-lavapipe: $suite has $package $version, older than Mesa $min_major; not installed"
 fi
 
 dpkg-deb -x "$deb" "$work/x"
@@ -45,9 +50,8 @@ library=$work/x/usr/lib/$multiarch/libvulkan_lvp.so
 [ -f "$library" ] || { echo "install-lavapipe: $deb holds no libvulkan_lvp.so" >&2; exit 1; }
 missing=$(ldd "$library" | awk '/not found/ { print $1 }' | tr '\n' ' ')
 if [ -n "$missing" ]; then
-  echo "install-lavapipe: Mesa $version's lavapipe needs libraries this machine lacks ($missing);" \
-       "Brigade will use the system's lavapipe" >&2
-  exit 0
+  give_up "install-lavapipe: Mesa $version's lavapipe needs libraries this machine lacks ($missing);" \
+       "Brigade will use the system's lavapipe"
 fi
 
 rm -rf "$dest"
