@@ -51,19 +51,21 @@ if ! at_least "$glslang_version" "$min_glslang" || ! at_least "$spirv_version" "
        "$min_glslang and $min_spirv_tools; the cooperative-matrix kernels will not be built"
 fi
 
-rm -rf "$dest"
-mkdir -p "$dest/bin"
-for deb in "$work"/deb/*.deb; do dpkg-deb -x "$deb" "$dest/root"; done
-rm -rf "$dest/root/usr/share" "$dest/root/etc" "$dest/root/var"
-lib=$(cd "$dest/root" && ls -d usr/lib/*-linux-gnu | head -1)
+# Made beside the installed one, which it replaces only once it has passed its probe.
+new=$dest.new
+rm -rf "$new"
+mkdir -p "$new/bin"
+for deb in "$work"/deb/*.deb; do dpkg-deb -x "$deb" "$new/root"; done
+rm -rf "$new/root/usr/share" "$new/root/etc" "$new/root/var"
+lib=$(cd "$new/root" && ls -d usr/lib/*-linux-gnu | head -1)
 for tool in glslang spirv-val; do
-  cat >"$dest/bin/$tool" <<WRAPPER
+  cat >"$new/bin/$tool" <<WRAPPER
 #!/bin/sh
 # $tool from Debian $suite, run through that suite's libc (tools/install-glslang.sh).
 root=\$(dirname "\$(readlink -f "\$0")")/../root
 exec "\$root/$lib/ld-linux-x86-64.so.2" --library-path "\$root/$lib" "\$root/usr/bin/$tool" "\$@"
 WRAPPER
-  chmod +x "$dest/bin/$tool"
+  chmod +x "$new/bin/$tool"
 done
 
 # A shader with both element types, compiled and validated, before anything relies on them.
@@ -92,14 +94,16 @@ void main() {
   coopMatStore(acc, c, 0, 16, gl_CooperativeMatrixLayoutRowMajor);
 }
 PROBE
-if ! "$dest/bin/glslang" --quiet --target-env vulkan1.2 -o "$work/probe.spv" "$work/probe.comp" ||
-   ! "$dest/bin/spirv-val" --target-env vulkan1.2 "$work/probe.spv"; then
-  rm -rf "$dest"
+if ! "$new/bin/glslang" --quiet --target-env vulkan1.2 -o "$work/probe.spv" "$work/probe.comp" ||
+   ! "$new/bin/spirv-val" --target-env vulkan1.2 "$work/probe.spv"; then
+  rm -rf "$new"
   give_up "install-glslang: glslang $glslang_version did not compile and validate a cooperative-matrix shader;" \
        "the cooperative-matrix kernels will not be built"
 fi
 
-echo "glslang $glslang_version, spirv-tools $spirv_version (Debian $suite)" >"$dest/VERSION"
-(cd "$dest" && find bin root -type f -print0 | sort -z | xargs -0 sha256sum >SHA256SUMS && sha256sum VERSION >>SHA256SUMS)
+echo "glslang $glslang_version, spirv-tools $spirv_version (Debian $suite)" >"$new/VERSION"
+(cd "$new" && find bin root -type f -print0 | sort -z | xargs -0 sha256sum >SHA256SUMS && sha256sum VERSION >>SHA256SUMS)
+rm -rf "$dest"
+mv "$new" "$dest"
 installed || { echo "install-glslang: the files in $dest fail their checksums" >&2; exit 1; }
 echo "install-glslang: $(cat "$dest/VERSION") installed in $dest"

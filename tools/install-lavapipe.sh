@@ -54,15 +54,19 @@ if [ -n "$missing" ]; then
        "Brigade will use the system's lavapipe"
 fi
 
-rm -rf "$dest"
-mkdir -p "$dest"
-cp "$library" "$dest/libvulkan_lvp.so"
+# Made beside the installed one, which it replaces once whole.
+new=$dest.new
+rm -rf "$new"
+mkdir -p "$new"
+cp "$library" "$new/libvulkan_lvp.so"
 # The package's manifest names the library by its system path; this one names the copy beside
 # it (the loader reads a relative path against the manifest's folder). Its file name differs
 # from the system's lvp_icd.*.json, so the loader can be told to skip that one alone.
 sed -E 's#"library_path": *"[^"]*"#"library_path": "./libvulkan_lvp.so"#' \
-  "$work"/x/usr/share/vulkan/icd.d/lvp_icd*.json >"$dest/lavapipe_icd.json"
-echo "Mesa $version" >"$dest/VERSION"
-(cd "$dest" && sha256sum libvulkan_lvp.so lavapipe_icd.json VERSION >SHA256SUMS)
+  "$work"/x/usr/share/vulkan/icd.d/lvp_icd*.json >"$new/lavapipe_icd.json"
+echo "Mesa $version" >"$new/VERSION"
+(cd "$new" && sha256sum libvulkan_lvp.so lavapipe_icd.json VERSION >SHA256SUMS)
+rm -rf "$dest"
+mv "$new" "$dest"
 installed || { echo "install-lavapipe: the files in $dest fail their checksums" >&2; exit 1; }
 echo "install-lavapipe: Mesa $version's lavapipe installed in $dest"
