@@ -4,10 +4,11 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <vector>
 
+#include "io/files.h"
 #include "io/safetensors.h"
 #include "util/error.h"
 
@@ -88,13 +89,10 @@ Metrics parse_metrics(std::string_view text, const std::string& source) {
 
 namespace {
 
+// The file's text (io::read_file's refusals: a folder, a device, what cannot be opened or read).
 std::string read_text(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw UserError(path + ": cannot open (" + std::strerror(errno) + ")");
-  std::stringstream text;
-  text << f.rdbuf();
-  if (f.bad()) throw UserError(path + ": read failed (" + std::strerror(errno) + ")");
-  return text.str();
+  const std::vector<uint8_t> bytes = read_file(path);
+  return std::string(bytes.begin(), bytes.end());
 }
 
 }  // namespace
@@ -105,18 +103,17 @@ MetricsFile::MetricsFile(const std::string& path, bool resume, uint64_t step) : 
   std::string kept;
   if (resume && std::filesystem::exists(path)) {
     const std::string text = read_text(path);
-    Metrics valid;
     try {
-      valid = parse_metrics(text, path);  // refuses what it cannot read, by line
+      parse_metrics(text, path);  // refuses what it cannot read, by line
     } catch (const UserError& e) {
       throw UserError(std::string(e.what()) + "; fix or remove that line to resume");
     }
     std::istringstream in(text);
     std::string line;
     for (size_t n = 1; std::getline(in, line); ++n) {
-      if (!valid.torn.empty() && valid.torn == path + ":" + std::to_string(n)) break;
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
       const auto j = json::parse(line, nullptr, false);
-      if (!j.is_object()) continue;  // a blank line
+      if (j.is_discarded()) break;  // past parse_metrics, only the torn last line
       const auto at = j.find("step");  // a whole number (2.0 as parse_metrics takes it), or none
       const bool whole = at != j.end() && at->is_number() && at->get<double>() >= 0 &&
                          at->get<double>() == std::floor(at->get<double>());

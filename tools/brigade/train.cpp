@@ -141,10 +141,13 @@ void run_train(TrainArgs& a) {
   };
   take_lock();
   // Under mpirun rank 0 alone looks at the run folder: only its host needs it.
-  const bool exists = world().broadcast(world().rank() == 0 && fs::exists(ckpt) ? "1" : "0") == "1";
-  if (a.resume && !exists) throw UserError(ckpt + ": no checkpoint to resume from");
-  if (!a.resume && exists)
+  const auto has_checkpoint = [&] { return world().broadcast(world().rank() == 0 && fs::exists(ckpt) ? "1" : "0") == "1"; };
+  const auto refuse_taken = [&] {
     throw UserError(a.out + " already holds a checkpoint; pass --resume to continue it, or choose another --out");
+  };
+  const bool exists = has_checkpoint();
+  if (a.resume && !exists) throw UserError(ckpt + ": no checkpoint to resume from");
+  if (!a.resume && exists) refuse_taken();
   std::vector<uint8_t> saved_bytes;  // rank 0's checkpoint, on every rank
   if (a.resume && world().multi()) {
     std::string bytes;
@@ -264,8 +267,7 @@ void run_train(TrainArgs& a) {
     if (world().rank() == 0) fs::create_directories(a.out);
     take_lock();
     // Another run may have made the folder, trained and let it go since the check above.
-    if (world().broadcast(world().rank() == 0 && fs::exists(ckpt) ? "1" : "0") == "1")
-      throw UserError(a.out + " already holds a checkpoint; pass --resume to continue it, or choose another --out");
+    if (has_checkpoint()) refuse_taken();
     t->p.executor->initialize_parameters(s.seed);
   }
 
