@@ -5,6 +5,7 @@
 #include <optional>
 #include <utility>
 
+#include "io/checksum.h"
 #include "io/files.h"
 #include "pipeline/plan.h"
 #include "util/error.h"
@@ -82,6 +83,14 @@ class FashionMnist final : public Dataset {
   }
   const char* eval_split() const override { return "test"; }
   const char* unit() const override { return "samples"; }
+  std::string checksum() const override {
+    std::string sum;
+    for (const ImageSet* set : {&train(), &test_}) {
+      sum = io::checksum(set->pixels, sum);
+      sum = io::checksum(std::span(reinterpret_cast<const uint8_t*>(set->labels.data()), set->labels.size() * 4), sum);
+    }
+    return sum;
+  }
 
  private:
   // The training split, read when first asked for: `eval` takes the test split alone, and
@@ -173,6 +182,7 @@ class TextBytes final : public Dataset {
   }
   const char* eval_split() const override { return "val"; }
   const char* unit() const override { return "tokens"; }
+  std::string checksum() const override { return io::checksum(val_, io::checksum(train_)); }
 
  private:
   void window(const std::vector<uint8_t>& text, uint64_t o, pipeline::Batch& b) const {

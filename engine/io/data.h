@@ -44,6 +44,9 @@ class Dataset {
   virtual std::vector<pipeline::Batch> eval_batches(uint32_t rows, uint32_t limit) const = 0;
   virtual const char* eval_split() const = 0;  // "test" | "val"
   virtual const char* unit() const = 0;        // "samples" | "tokens": what throughput counts
+  // The CRC-32 (io/checksum.h) of the training and evaluation data as read: a resumed run or
+  // another rank tells by it whether it reads the data the run started on.
+  virtual std::string checksum() const = 0;
 };
 
 // Fashion-MNIST from `dir` (its four IDX .gz files), shuffled by `seed`.

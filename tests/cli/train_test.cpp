@@ -406,13 +406,34 @@ TEST_CASE("train --resume refuses settings flags, and takes --data for data that
   r = test::brigade_run("train --resume --out " + run.string());
   CHECK(r.status == 2);
   CHECK(r.output.find("pass --data DIR") != std::string::npos);
+  const std::string started_on = nlohmann::json::parse(io::checkpoint_config(ckpt)).at("data_checksum");
+  CHECK(started_on.size() == 8);
   r = test::brigade_run("train --resume --data " + (dir / "moved").string() + " --out " + run.string());
   INFO(r.output);
   CHECK(r.status == 0);
+  CHECK(r.output.find("warning") == std::string::npos);
   const auto config = nlohmann::json::parse(io::checkpoint_config(ckpt));
   CHECK(config.at("data") == (dir / "moved").string());
+  CHECK(config.at("data_checksum") == started_on);
   CHECK(test::records(run, "train").size() == 2);
   fs::remove_all(dir);
+}
+
+TEST_CASE("train --resume on data other than the run's says so, and goes on") {
+  const SavedRun s = saved_run("train-resume-other-data", true);
+  const std::string started_on = nlohmann::json::parse(io::checkpoint_config(s.path)).at("data_checksum");
+  test::write_tiny_fashion(s.dir / "other", 80, 32);  // more training images: another order
+  const auto r = test::brigade_run("train --resume --data " + (s.dir / "other").string() + " --out " + s.run.string());
+  INFO(r.output);
+  CHECK(r.status == 0);
+  const std::string now = nlohmann::json::parse(io::checkpoint_config(s.path)).at("data_checksum");
+  CHECK(now != started_on);
+  CHECK(r.output.find("brigade: warning: Fashion-MNIST from " + (s.dir / "other").string() +
+                      ": 80 training and 32 test images is not the data the run trained on (CRC-32 " + started_on +
+                      " then, " + now + " now): from step 2 on its batches are not those the run would have read") !=
+        std::string::npos);
+  CHECK(test::records(s.run, "train").size() == 2);
+  fs::remove_all(s.dir);
 }
 
 // Values no step can start from are refused before any work, naming the file and tensor: a

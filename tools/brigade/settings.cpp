@@ -11,6 +11,7 @@ namespace brigade::cli {
 
 nlohmann::json to_json(const Settings& s) {
   return {{"model", s.model},         {"model_toml", s.model_toml},   {"data", s.data},
+          {"data_checksum", s.data_checksum},
           {"seed", s.seed},           {"batch_size", s.batch_size},   {"steps", s.steps},
           {"optimizer", s.optimizer}, {"lr", s.lr},                   {"min_lr", s.min_lr},
           {"weight_decay", s.weight_decay}, {"momentum", s.momentum}, {"beta1", s.beta1},
@@ -84,6 +85,7 @@ Settings settings_from_json(const nlohmann::json& j, const std::string& source) 
       if (!(value >= 0 && value < 1)) in.refuse(key, "a number from 0 up to 1 (not 1)");
     in.read("schedule", s.schedule), in.read("warmup", s.warmup), in.number("clip", s.clip, true);
     in.read("eval_every", s.eval_every, 1), in.read("eval_batches", s.eval_batches);
+    if (j.contains("data_checksum")) in.read("data_checksum", s.data_checksum);
     if (j.contains("precision")) {
       in.read("precision", s.precision);
       for (const std::string& item : split_list(s.precision))

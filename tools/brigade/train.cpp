@@ -216,7 +216,15 @@ void run_train(TrainArgs& a) {
     data = io::open_dataset(m, s.data, s.seed);
     fill_defaults(a, m, *data);
   }
-  agree("the data", data->describe());  // the program and command line: main.cpp
+  const std::string data_checksum = data->checksum();
+  agree("the data", data->describe() + ", CRC-32 " + data_checksum);  // the program and command line: main.cpp
+  if (resumed && !s.data_checksum.empty() && s.data_checksum != data_checksum)
+    std::fprintf(stderr,
+                 "brigade: warning: %s is not the data the run trained on (CRC-32 %s then, %s now): from step "
+                 "%llu on its batches are not those the run would have read\n",
+                 data->describe().c_str(), s.data_checksum.c_str(), data_checksum.c_str(),
+                 (unsigned long long)resumed->step + 1);
+  s.data_checksum = data_checksum;
   const optim::LrSchedule schedule = lr_schedule(s);
   optim::validate(schedule);
   const uint32_t states = s.optimizer == "adamw" ? 2 : (s.momentum > 0 ? 1 : 0);

@@ -18,6 +18,7 @@ struct Settings {
   std::string model;       // preset name or file it came from
   std::string model_toml;  // the model's TOML, overrides applied
   std::string data;        // dataset path ("" = the default for the model)
+  std::string data_checksum;  // io::Dataset::checksum of what it trains on; "" in checkpoints before it
   uint64_t seed = 0;
   uint32_t batch_size = 0;
   uint64_t steps = 0;  // total optimizer steps
