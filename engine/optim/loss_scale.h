@@ -13,6 +13,9 @@ namespace brigade::optim {
 struct LossScale {
   static constexpr double kInitial = 65536;  // 2^16, GradScaler's init_scale
   static constexpr uint64_t kInterval = 2000;  // GradScaler's growth_interval
+  // The least scale a step is skipped at (GradScaler has none): at 2^-24, fp16's smallest
+  // step, gradients that still overflow are not the scale's doing, and the run stops.
+  static constexpr double kMinimum = 0x1p-24;
 
   double scale = kInitial;
   uint64_t good_steps = 0;     // since the last change of scale

@@ -64,10 +64,16 @@ struct Update {
   optim::Step step;
   double max_norm = 0;  // global gradient-norm clipping; 0 = off
   // The backward starts from the loss times this (optim::LossScale); gradients are divided
-  // by it again before clipping and the update, and by gradient(). With a scale above 1,
-  // gradients that are not finite (while the loss is) skip the step instead of stopping; at
-  // 1 or below the scale is not what overflowed, and the step stops as in fp32.
+  // by it again before clipping and the update, and by gradient().
   double loss_scale = 1;
+  // Dynamic loss scaling (fp16 stages): gradients that are not finite while the loss is skip
+  // the step, updating nothing, rather than stop it, while loss_scale is above
+  // LossScale::kMinimum; there the overflow is not the scale's, and the step stops as in fp32.
+  bool skips = false;
+  // The run's step, from 1, where it differs from step.t (which counts the updates made, the
+  // skipped steps left out): the errors and dropout's masks name it. 0: step.t.
+  uint64_t number = 0;
+  uint64_t run_step() const { return number ? number : step.t; }
 };
 
 struct StepResult {

@@ -52,7 +52,7 @@ bool StageRunner::run() {
       const Action& a = actions[x_];
       const uint32_t i = a.micro_batch;
       const MicroBatch mb{first_index + i, slots_.input[k_][x_], slots_.set[k_][x_], slots_.deferred[k_][x_],
-                          i < M ? st.rows[i] : 0, st.total_rows, uint32_t(update_.step.t), schedule_.training,
+                          i < M ? st.rows[i] : 0, st.total_rows, uint32_t(update_.run_step()), schedule_.training,
                           float(update_.loss_scale)};
       if (const char* word = fault_word(a.op)) dev_.begin_action(word);
       switch (a.op) {

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "ops/batchnorm.h"
+#include "optim/loss_scale.h"
 #include "pipeline/executor_shared.h"
 #include "pipeline/stage_runner.h"
 
@@ -136,7 +137,8 @@ std::optional<double> StageRunner::step_sums() {
     if (stats[C + (C - 1 - j)] != 0) culprit = int(C - 1 - j);
   if (culprit < 0 && !std::isfinite(loss[0])) culprit = int(C - 1);
   const double S = update_.loss_scale;
-  skipped_ = culprit >= 0 && S > 1 && bad_param[culprit] == 0 && std::isfinite(loss[0]);
+  skipped_ = culprit >= 0 && update_.skips && S > optim::LossScale::kMinimum && bad_param[culprit] == 0 &&
+             std::isfinite(loss[0]);
   if (skipped_) {
     if (writer) st.skipped = true, st.grad_norm = INFINITY;
     return 0.0;
@@ -144,11 +146,11 @@ std::optional<double> StageRunner::step_sums() {
   if (culprit >= 0) {
     const uint32_t named_by = uint32_t(culprit) % K;  // the stage whose thread names it, in replica 0
     if (named_by == k_ && topology.replica() == 0)
-      throw NonFinite(non_finite_message(uint32_t(culprit), update_.step.t, loss[0]));
+      throw NonFinite(non_finite_message(uint32_t(culprit), update_.run_step(), loss[0]));
     // Where that stage runs elsewhere (another rank's, or another replica's), this process's
     // first stage stops the step too, rather than return as if it were done.
     if ((!topology.local(named_by) || topology.replica() != 0) && k_ == topology.local_stages().front())
-      throw NonFinite("step " + std::to_string(update_.step.t) + ": stage " + std::to_string(named_by) +
+      throw NonFinite("step " + std::to_string(update_.run_step()) + ": stage " + std::to_string(named_by) +
                       (topology.replicas() > 1 ? " of replica 0" : "") +
                       " found a value that is not finite, and its rank names it; no parameter moved");
     return std::nullopt;

@@ -306,6 +306,43 @@ TEST_CASE("the loss scale halves on a skipped step and doubles after 2000 good o
   CHECK(s.skipped_steps == 2);
 }
 
+// Gradients whose true values pass fp16's 65504: fashion-mlp's last layer of weights +-6e4
+// on ten hidden units of 1e-3 (the loss ln 10), so a sample's hidden gradient is 1.08e5.
+TEST_CASE_FIXTURE(test::Gpu, "under loss scaling, gradients past fp16 at a scale of 1 skip the step, and train at 0.5") {
+  const model::Model m = model::build("fashion-mlp");
+  const pipeline::Batch batch = random_batch(m, 1, 4);
+  PipelineConfig c{1, Remat::Never, LinkKind::Auto, ScheduleKind::GPipe, 1, {Precision::Fp16}};
+  pipeline::Executor ex(m, devices(*this, 1), test::make_plan(m, 1, c, 1, 1), {LinkKind::Auto, 1});
+  ex.initialize_parameters(7);
+  std::vector<float> bias(128, -1.0f), w(10 * 128, 0.0f);
+  for (uint32_t j = 0; j < 10; ++j) {
+    bias[j] = 1e-3f;
+    for (uint32_t h = 0; h < 10; ++h) w[j * 128 + h] = j == h ? -6e4f : 6e4f;
+  }
+  ex.set_parameter("3.weight", std::vector<float>(128 * 256, 0.0f));
+  ex.set_parameter("3.bias", bias);
+  ex.set_parameter("5.weight", w);
+  ex.set_parameter("5.bias", std::vector<float>(10, 0.0f));
+  optim::Sgd sgd(optim::SgdOptions{});
+  ex.attach(sgd);
+  const std::vector<float> before = ex.parameter("3.bias");
+  pipeline::Update u{&sgd, optim::Step{1, 1e-30, 1}, 0, 1.0};  // the parameters hardly move
+  u.skips = true, u.number = 5;  // four steps skipped before
+  const pipeline::StepResult at1 = ex.train(batch, u);
+  CHECK(at1.skipped);
+  CHECK(at1.loss == doctest::Approx(std::log(10.0)));
+  CHECK(ex.parameter("3.bias") == before);
+  u.loss_scale = 0.5;  // below 1, as GradScaler goes on halving
+  const pipeline::StepResult at_half = ex.train(batch, u);
+  CHECK_FALSE(at_half.skipped);
+  CHECK(at_half.grad_norm > 65504);
+  CHECK(std::isfinite(at_half.grad_norm));
+  // Without loss scaling the same overflow stops the step, naming the run's step (not the
+  // updates' count).
+  u.skips = false, u.loss_scale = 1;
+  CHECK_THROWS_WITH_AS(ex.train(batch, u), doctest::Contains("step 5: "), pipeline::NonFinite);
+}
+
 TEST_CASE_FIXTURE(test::Gpu, "a step whose scaled gradients overflow fp16 updates nothing, and the next step is as if it had not run") {
   const model::Model m = model::build("fashion-mlp");
   const pipeline::Batch batch = random_batch(m, 8, 4);
@@ -322,7 +359,9 @@ TEST_CASE_FIXTURE(test::Gpu, "a step whose scaled gradients overflow fp16 update
   ex.attach(adamw);
   const auto before = params(ex);
   // 2^100 times the loss's gradient is past fp16's 65504 everywhere: the step is skipped.
-  const pipeline::StepResult over = ex.train(batch, {&adamw, optim::Step{1, 1e-3, 1}, 0.5, std::ldexp(1.0, 100)});
+  pipeline::Update scaled{&adamw, optim::Step{1, 1e-3, 1}, 0.5, std::ldexp(1.0, 100)};
+  scaled.skips = true;
+  const pipeline::StepResult over = ex.train(batch, scaled);
   CHECK(over.skipped);
   CHECK(std::isfinite(over.loss));
   CHECK(params(ex) == before);  // weight decay and AdamW's moments untouched too

@@ -459,8 +459,10 @@ void run_train(TrainArgs& a) {
       pipeline::StepResult r;
       stepping = true;
       try {
-        r = t->p.executor->train(batch, {t->opt.get(), optim::Step{step + 1 - scaler.skipped_steps, lr, 1}, s.clip,
-                                         scaling ? scaler.scale : 1.0});
+        pipeline::Update u{t->opt.get(), optim::Step{step + 1 - scaler.skipped_steps, lr, 1}, s.clip,
+                           scaling ? scaler.scale : 1.0};
+        u.skips = scaling, u.number = step + 1;
+        r = t->p.executor->train(batch, u);
       } catch (const pipeline::NonFinite& e) {
         progress.finish();
         throw UserError(std::string(e.what()) + "; stopped" + left_behind());
