@@ -330,7 +330,18 @@ TEST_CASE("the parser's refusals are one line each, naming the flag or word and 
            {"train --model fashion-mlp --out x --eval-every -1",
             "brigade: error: --eval-every: -1 is negative (brigade train --help)"},
            {"train --model fashion-mlp --out x --steps abc",
-            "brigade: error: --steps abc is not a whole number, 0 or more (brigade train --help)"},
+            "brigade: error: --steps: 'abc' is not a whole number in decimal digits (brigade train --help)"},
+           // What the parser would read as octal 8, hex 16, 2^64 - 5 and 2^64 - 1.
+           {"train --model fashion-mlp --out x --steps 010x",
+            "brigade: error: --steps: '010x' is not a whole number in decimal digits (brigade train --help)"},
+           {"train --model fashion-mlp --out x --steps 0x10",
+            "brigade: error: --steps: '0x10' is not a whole number in decimal digits (brigade train --help)"},
+           {"train --model fashion-mlp --out x --steps ' -5'",
+            "brigade: error: --steps: ' -5' is not a whole number in decimal digits (brigade train --help)"},
+           {"train --model fashion-mlp --out x --steps 18446744073709551616",
+            "brigade: error: --steps: 18446744073709551616 is more than 18446744073709551615 (brigade train --help)"},
+           {"train --model fashion-mlp --out x --batch-size 4294967296",
+            "brigade: error: --batch-size 4294967296 is more than 4294967295 (brigade train --help)"},
            {"train --model fashion-mlp --out x --lr fast", "brigade: error: --lr fast is not a number (brigade train --help)"},
            {"train --model fashion-mlp --bogus", "brigade: error: unknown flag --bogus (brigade train --help)"},
            {"train --model fashion-mlp --out ''", "brigade: error: --out: empty; expected a folder (brigade train --help)"},
@@ -349,6 +360,10 @@ TEST_CASE("the parser's refusals are one line each, naming the flag or word and 
     CHECK(r.status >= 100);  // the parser's exit codes (docs/COMMANDS.md)
     CHECK(r.output == said + "\n");
   }
+  // A leading zero is decimal's, not octal's.
+  const auto ten = test::brigade_run("plan --model fashion-mlp -b 010 --devices 0");
+  INFO(ten.output);
+  CHECK(ten.output.find("mini-batch 10 as 1 micro-batches") != std::string::npos);
 }
 
 TEST_CASE("--precision: plan shows each stage's, and bad values are refused in one line") {

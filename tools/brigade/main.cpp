@@ -1,5 +1,9 @@
 // brigade: GPipe pipeline-parallel training on Vulkan compute.
+#include <algorithm>
+#include <charconv>
+#include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <exception>
 #include <filesystem>
 #include <memory>
@@ -14,14 +18,31 @@
 
 namespace {
 
-// Every whole-number flag of `app` and its commands refuses a negative value, which the
-// parser would otherwise wrap round to a huge one (--steps -5: 18446744073709551611 steps).
-void refuse_negatives(CLI::App& app) {
-  const CLI::Validator whole([](std::string& v) { return v.rfind('-', 0) == 0 ? v + " is negative" : std::string(); },
-                             "", "not negative");
+// A whole-number flag's type ("UINT", or "UINT:POSITIVE" once a check names itself).
+bool is_type(const CLI::Option* o, const std::string& type) {
+  const std::string name = o ? o->get_type_name() : "";
+  return name == type || name.starts_with(type + ":");
+}
+
+// Every whole-number flag of `app` and its commands takes decimal digits alone: the parser
+// reads " -5" as 18446744073709551611, 010 as octal 8, 0x10 as 16, and a number past 2^64 as
+// 2^64 - 1. Leading zeros are dropped (010 is 10).
+void whole_numbers_only(CLI::App& app) {
+  const CLI::Validator whole(
+      [](std::string& v) -> std::string {
+        if (v.starts_with("-")) return v + " is negative";
+        if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos)
+          return "'" + v + "' is not a whole number in decimal digits";
+        v.erase(0, std::min(v.find_first_not_of('0'), v.size() - 1));
+        uint64_t n = 0;
+        if (std::from_chars(v.data(), v.data() + v.size(), n).ec != std::errc())
+          return v + " is more than " + std::to_string(std::numeric_limits<uint64_t>::max());
+        return "";
+      },
+      "", "decimal digits");
   for (CLI::Option* o : app.get_options())
-    if (o->get_type_name() == "UINT") o->check(whole);
-  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) refuse_negatives(*sub);
+    if (is_type(o, "UINT")) o->transform(whole);
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) whole_numbers_only(*sub);
 }
 
 // The command the arguments name, as deep as they go (brigade bench products), and the first
@@ -65,10 +86,13 @@ std::string parse_refusal(CLI::App& app, int argc, char** argv, const CLI::Parse
     const size_t eq = what.find(" = ");
     const std::string name = what.substr(convert.size(), eq - convert.size());
     const CLI::Option* o = command->get_option_no_throw(name);
-    const std::string type = o ? o->get_type_name() : "";
-    const std::string wanted = type == "UINT" ? "a whole number, 0 or more" : type == "INT" ? "a whole number"
-                               : type == "FLOAT" ? "a number" : "";
-    if (eq != std::string::npos && !wanted.empty()) what = name + " " + what.substr(eq + 3) + " is not " + wanted;
+    const std::string value = eq == std::string::npos ? "" : what.substr(eq + 3);
+    // Digits alone that did not convert: past what the flag's type holds (2^32 - 1).
+    const bool too_large = is_type(o, "UINT") && !value.empty() && value.find_first_not_of("0123456789") == std::string::npos;
+    const std::string wanted = is_type(o, "UINT") ? "a whole number, 0 or more" : is_type(o, "INT") ? "a whole number"
+                               : is_type(o, "FLOAT") ? "a number" : "";
+    if (eq != std::string::npos && too_large) what = name + " " + value + " is more than " + std::to_string(UINT32_MAX);
+    else if (eq != std::string::npos && !wanted.empty()) what = name + " " + value + " is not " + wanted;
   }
   return what + " (" + help + ")";
 }
@@ -160,7 +184,7 @@ int main(int argc, char** argv) {
   brigade::cli::add_step(app);
   brigade::cli::add_plot(app);
   brigade::cli::add_bench(app);
-  refuse_negatives(app);
+  whole_numbers_only(app);
   const int status = run(app, argc, argv);
   // Under --validation or BRIGADE_VALIDATION=1, a message from the layer fails the command
   // even when it otherwise succeeded.
