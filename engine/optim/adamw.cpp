@@ -16,8 +16,9 @@ void validate(const AdamWOptions& o) {
     if (!(beta >= 0 && beta < 1))
       throw UserError(std::string("AdamW's `") + name + "` " + format_number(beta) +
                       " is not in [0, 1)");
-  if (!(o.eps >= 0 && std::isfinite(o.eps)))
-    throw UserError("AdamW's `eps` " + format_number(o.eps) + " is not a number of 0 or more");
+  // 0 would divide 0 by 0 where a gradient is 0 (torch takes it, and gives NaN there).
+  if (!(o.eps > 0 && std::isfinite(o.eps)))
+    throw UserError("AdamW's `eps` " + format_number(o.eps) + " is not a number above 0");
   if (!(o.weight_decay >= 0 && std::isfinite(o.weight_decay)))
     throw UserError("AdamW's `weight_decay` " + format_number(o.weight_decay) +
                     " is not a number of 0 or more");

@@ -309,6 +309,14 @@ TEST_CASE("train refuses a number out of range naming its flag and the value as 
       {"--beta1 1", "--beta1 1 "},
       {"--beta2 -0.5", "--beta2 -0.5 "},
       {"--eps -1", "--eps -1 "},
+      {"--eps 0", "--eps 0 is not a number above 0"},  // 0/0 where a gradient is 0
+      // What the optimizer or schedule chosen would not read (and a resume would refuse).
+      {"--optimizer sgd --beta1 5", "--beta1: --optimizer sgd does not use it; drop the flag"},
+      {"--optimizer sgd --beta2 0.5", "--beta2: --optimizer sgd does not use it; drop the flag"},
+      {"--optimizer sgd --eps nan", "--eps: --optimizer sgd does not use it; drop the flag"},
+      {"--momentum 0.9", "--momentum: --optimizer adamw does not use it; drop the flag"},
+      {"--lr-schedule constant --warmup 5", "--warmup: --lr-schedule constant does not use it; drop the flag"},
+      {"--lr-schedule constant --min-lr 5", "--min-lr: --lr-schedule constant does not use it; drop the flag"},
       {"--weight-decay -1", "--weight-decay -1 "},
       {"--optimizer sgd --momentum 3", "--momentum 3 "},
       {"-b 0", "--batch-size: 0 "},

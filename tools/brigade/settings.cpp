@@ -76,6 +76,7 @@ Settings settings_from_json(const nlohmann::json& j, const std::string& source) 
     in.number("lr", s.lr), in.number("min_lr", s.min_lr, true), in.number("weight_decay", s.weight_decay, true);
     in.number("momentum", s.momentum), in.number("beta1", s.beta1), in.number("beta2", s.beta2);
     in.number("eps", s.eps, true);
+    if (!(s.eps > 0)) in.refuse("eps", "a number above 0");
     // What the optimizer and the schedule take (optim::validate), refused naming the setting
     // rather than a flag the run was not given.
     if (!(s.lr > 0)) in.refuse("lr", "a number above 0");

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <tuple>
 #include <typeinfo>
 
 #include "auto_plan.h"
@@ -78,6 +79,18 @@ void fill_defaults(TrainArgs& a, const model::Model& m, io::Dataset& data) {
   if (!given(a, "--eval-every")) s.eval_every = text ? std::min<uint64_t>(100, s.steps) : per_epoch;
   if (!given(a, "--eval-batches") && text) s.eval_batches = 16;
   if (s.eval_every == 0) throw UserError("--eval-every must be at least 1");
+}
+
+// Flags the chosen optimizer or schedule would not read: refused, rather than saved unread
+// (and held, on --resume, to what the optimizer that does read them takes).
+void refuse_unread(const TrainArgs& a) {
+  const Settings& s = a.s;
+  const std::string by_optimizer = "--optimizer " + s.optimizer, constant = "--lr-schedule constant";
+  for (const auto& [flag, unread, by] :
+       {std::tuple{"--momentum", s.optimizer == "adamw", by_optimizer}, {"--beta1", s.optimizer == "sgd", by_optimizer},
+        {"--beta2", s.optimizer == "sgd", by_optimizer}, {"--eps", s.optimizer == "sgd", by_optimizer},
+        {"--warmup", s.schedule == "constant", constant}, {"--min-lr", s.schedule == "constant", constant}})
+    if (unread && given(a, flag)) throw UserError(std::string(flag) + ": " + by + " does not use it; drop the flag");
 }
 
 optim::LrSchedule lr_schedule(const Settings& s) {
@@ -215,6 +228,7 @@ void run_train(TrainArgs& a) {
     s.model = a.model, s.model_toml = m.config, s.data = a.data;
     data = io::open_dataset(m, s.data, s.seed);
     fill_defaults(a, m, *data);
+    refuse_unread(a);
   }
   const std::string data_checksum = data->checksum();
   agree("the data", data->describe() + ", CRC-32 " + data_checksum);  // the program and command line: main.cpp
@@ -227,6 +241,7 @@ void run_train(TrainArgs& a) {
   s.data_checksum = data_checksum;
   const optim::LrSchedule schedule = lr_schedule(s);
   optim::validate(schedule);
+  settings_from_json(to_json(s), "the settings of this run");  // as a --resume will read them back
   const uint32_t states = s.optimizer == "adamw" ? 2 : (s.momentum > 0 ? 1 : 0);
 
   // The pipeline and its optimizer, rebuilt when a device is lost. The optimizer's state
