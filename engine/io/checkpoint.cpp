@@ -107,6 +107,14 @@ Checkpoint read_checkpoint(const std::string& path, const model::Model& m, const
     }
     if (!(c.loss_scale.scale > 0) || !std::isfinite(c.loss_scale.scale))
       throw UserError(path + ": metadata 'loss_scale' has a scale that is not a positive number");
+    // The updates made so far are the steps less the skipped ones; the scale grows at kInterval.
+    if (c.loss_scale.skipped_steps > c.step)
+      throw UserError(path + ": metadata 'loss_scale' counts " + std::to_string(c.loss_scale.skipped_steps) +
+                      " skipped steps in a run of " + std::to_string(c.step));
+    if (c.loss_scale.good_steps >= optim::LossScale::kInterval)
+      throw UserError(path + ": metadata 'loss_scale' counts " + std::to_string(c.loss_scale.good_steps) +
+                      " good steps since the scale last changed; it changes after " +
+                      std::to_string(optim::LossScale::kInterval));
   }
   c.params = read_parameters(f, m);
   const std::string prefix = kOptimizerPrefix;

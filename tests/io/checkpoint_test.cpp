@@ -110,6 +110,18 @@ TEST_CASE("a checkpoint keeps the loss scale, one without starts it afresh, and 
     rewrite_metadata(path, "loss_scale", bad);
     CHECK_THROWS_WITH_AS(io::read_checkpoint(path, m), doctest::Contains("metadata 'loss_scale'"), UserError);
   }
+  // Counts no run makes: more steps skipped than taken (the updates' count would wrap round),
+  // and a scale past its time to grow (it would never grow again).
+  rewrite_metadata(path, "loss_scale", R"({"scale": 1024, "good_steps": 0, "skipped_steps": 10})");
+  CHECK_THROWS_WITH_AS(io::read_checkpoint(path, m), doctest::Contains("metadata 'loss_scale' counts 10 skipped steps in a run of 9"),
+                       UserError);
+  rewrite_metadata(path, "loss_scale", R"({"scale": 1024, "good_steps": 2000, "skipped_steps": 0})");
+  CHECK_THROWS_WITH_AS(io::read_checkpoint(path, m),
+                       doctest::Contains("metadata 'loss_scale' counts 2000 good steps since the scale last changed; "
+                                         "it changes after 2000"),
+                       UserError);
+  rewrite_metadata(path, "loss_scale", R"({"scale": 1024, "good_steps": 1999, "skipped_steps": 9})");
+  CHECK(io::read_checkpoint(path, m).loss_scale.skipped_steps == 9);
   std::filesystem::remove(path);
 }
 
