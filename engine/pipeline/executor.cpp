@@ -98,21 +98,27 @@ void Executor::lay_out_slots() {
     BRIGADE_EXPECT(problem.empty(), "the schedule deadlocks: " + problem);
   }
   slots_ = plan_.slots;
-  eval_slots_ = assign_slots(eval_schedule_);
+  eval_slots_ = eval_slots(eval_schedule_);
+  for (uint32_t c = 0; c < schedule_.cells(); ++c)
+    BRIGADE_EXPECT(slots_.inputs[c] <= plan_.cells[c].inputs && slots_.sets[c] <= plan_.cells[c].sets &&
+                       slots_.deferreds[c] <= plan_.cells[c].deferreds,
+                   "the plan keeps the buffers its schedule uses");
+}
+
+Slots Executor::eval_slots(const Schedule& eval) const {
+  Slots out = assign_slots(eval);
   // An evaluation's input lives only through its own Forward, so one slot would do; but the
   // host writes the first cell's inputs (and the last's targets) and must first wait for the
   // slot's last reader. Taking the slots the training layout has in turn keeps that wait off
   // the common path.
-  for (uint32_t k = 0; k < schedule_.stages; ++k)
-    for (size_t x = 0; x < eval_schedule_.actions[k].size(); ++x) {
-      const Action& a = eval_schedule_.actions[k][x];
-      if (a.op == Op::Forward) eval_slots_.input[k][x] = a.micro_batch % plan_.cells[eval_schedule_.cell_of(k, a)].inputs;
+  for (uint32_t k = 0; k < eval.stages; ++k)
+    for (size_t x = 0; x < eval.actions[k].size(); ++x) {
+      const Action& a = eval.actions[k][x];
+      if (a.op == Op::Forward) out.input[k][x] = a.micro_batch % plan_.cells[eval.cell_of(k, a)].inputs;
     }
-  for (uint32_t c = 0; c < schedule_.cells(); ++c)
-    BRIGADE_EXPECT(slots_.inputs[c] <= plan_.cells[c].inputs && slots_.sets[c] <= plan_.cells[c].sets &&
-                       slots_.deferreds[c] <= plan_.cells[c].deferreds &&
-                       eval_slots_.sets[c] <= plan_.cells[c].sets,
-                   "the plan keeps the buffers its schedule uses");
+  for (uint32_t c = 0; c < eval.cells(); ++c)
+    BRIGADE_EXPECT(out.sets[c] <= plan_.cells[c].sets, "the plan keeps the buffers its schedule uses");
+  return out;
 }
 
 void Executor::build_links() {
@@ -307,7 +313,7 @@ StepResult Executor::train(const Batch& batch, const Update& update) {
   BRIGADE_EXPECT(update.loss_scale > 0 && std::isfinite(update.loss_scale), "a positive, finite loss scale");
   state_->loss_scale = update.loss_scale;
   state_->skipped = false;
-  run(schedule_, batch, update, nullptr);
+  run(schedule_, slots_, batch, update, nullptr);
   StepResult result;
   result.loss = state_->loss;
   result.grad_norm = state_->grad_norm;
@@ -331,7 +337,23 @@ StepResult Executor::train(const Batch& batch, const Update& update) {
 EvalResult Executor::evaluate(const Batch& batch, std::vector<float>* outputs) {
   if (outputs)
     outputs->assign(uint64_t(batch.rows) * model::elements(model_.layers.back()->output_shape()), 0.0f);
-  run(eval_schedule_, batch, Update{}, outputs);
+  // A batch short of a row for each planned micro-batch of every replica (a split's last):
+  // as many micro-batches as the smallest share has rows.
+  const uint32_t M = eval_schedule_.micro_batches, R = topology_->replicas();
+  if (batch.rows >= R && batch.rows < M * R) {
+    const uint32_t m = batch.rows / R;
+    auto it = short_evals_.find(m);
+    if (it == short_evals_.end()) {
+      Schedule s = first_micro_batches(eval_schedule_, m);
+      const std::string problem = check(s, options_.slots);
+      BRIGADE_EXPECT(problem.empty(), "the schedule deadlocks: " + problem);
+      Slots slots = eval_slots(s);
+      it = short_evals_.emplace(m, std::pair{std::move(s), std::move(slots)}).first;
+    }
+    run(it->second.first, it->second.second, batch, Update{}, outputs);
+  } else {
+    run(eval_schedule_, eval_slots_, batch, Update{}, outputs);
+  }
   for (auto* links : {&act_links_, &grad_links_})
     for (auto& l : *links)
       if (l) l->take_transfers();
@@ -350,7 +372,7 @@ EvalResult Executor::evaluate(const Batch& batch, std::vector<float>* outputs) {
   return EvalResult{sums[0], uint64_t(sums[1])};
 }
 
-void Executor::run(const Schedule& schedule, const Batch& batch, const Update& update,
+void Executor::run(const Schedule& schedule, const Slots& slots, const Batch& batch, const Update& update,
                    std::vector<float>* outputs) {
   if (broken_) throw UserError("the pipeline stopped after an earlier failure");
   const uint32_t M = schedule.micro_batches, R = topology_->replicas();
@@ -376,7 +398,7 @@ void Executor::run(const Schedule& schedule, const Batch& batch, const Update& u
   std::vector<std::thread> threads;
   for (uint32_t k : topology_->local_stages())
     threads.emplace_back([&, k] {
-      StageRunner runner(*this, k, schedule, batch, update, outputs);
+      StageRunner runner(*this, k, schedule, slots, batch, update, outputs);
       if (!runner.run()) topology_->pipeline(k).leave();
     });
   for (auto& t : threads) t.join();
@@ -387,8 +409,8 @@ void Executor::run(const Schedule& schedule, const Batch& batch, const Update& u
     broken_ = true;
     abort_.rethrow();
   }
-  ++forward_runs_;
-  if (schedule.training) ++backward_runs_;
+  forwards_ += M;
+  if (schedule.training) backwards_ += M;
 }
 
 }  // namespace brigade::pipeline

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -150,8 +151,10 @@ class Executor {
  private:
   friend class StageRunner;
   // Runs `schedule` over the batch on every local stage's thread; rethrows the first failure.
-  void run(const Schedule& schedule, const Batch& batch, const Update& update,
+  void run(const Schedule& schedule, const Slots& slots, const Batch& batch, const Update& update,
            std::vector<float>* outputs);
+  // The buffers each action of an evaluation schedule uses.
+  Slots eval_slots(const Schedule& eval) const;
   // The constructor's parts, in order.
   void check_devices();
   void lay_out_slots();
@@ -168,13 +171,17 @@ class Executor {
   std::unique_ptr<Topology> topology_;
   Schedule schedule_, eval_schedule_;
   Slots slots_, eval_slots_;  // the buffers each action of either schedule uses
+  // Evaluations of fewer micro-batches than planned (a split's last batch, short of M rows),
+  // by their number: the schedule and its slots.
+  std::map<uint32_t, std::pair<Schedule, Slots>> short_evals_;
   std::vector<std::unique_ptr<Cell>> cells_;  // [cell c], on devices_[c % K]; null elsewhere
   Abort abort_;
   // [boundary b] : cell b <-> b+1; null where neither cell is in this process.
   std::vector<std::unique_ptr<Link>> act_links_, grad_links_;
   std::vector<double> clock_offset_us_;         // per stage: GPU timestamp -> host steady clock
-  // Transfer sequence numbers: forward runs (training and evaluation) and backward runs.
-  uint64_t forward_runs_ = 0, backward_runs_ = 0;
+  // Transfer sequence numbers: the micro-batches run forward (training and evaluation) and
+  // backward so far.
+  uint64_t forwards_ = 0, backwards_ = 0;
   bool broken_ = false;
   // What the stage threads share: the fixed layout, and the run's results.
   struct Shared;

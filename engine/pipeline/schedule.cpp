@@ -168,6 +168,13 @@ Schedule forward_only(const Schedule& training) {
   return s;
 }
 
+Schedule first_micro_batches(const Schedule& s, uint32_t m) {
+  Schedule out = s;
+  out.micro_batches = m;
+  for (auto& a : out.actions) std::erase_if(a, [&](const Action& x) { return x.op != Op::Step && x.micro_batch >= m; });
+  return out;
+}
+
 std::string to_string(const Action& a, bool cells) {
   std::string i = std::to_string(a.micro_batch);
   if (cells) i += "." + std::to_string(a.cell);

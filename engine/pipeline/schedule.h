@@ -70,6 +70,9 @@ Schedule build(const ScheduleOptions& o);
 Schedule gpipe(uint32_t stages, uint32_t micro_batches, Remat remat);
 // Evaluation: the forwards of `training`'s order (its receives and sends), nothing else.
 Schedule forward_only(const Schedule& training);
+// `s` over its first `m` micro-batches: the others' actions left out, the order kept (an
+// evaluation's last batch, shorter than the micro-batches planned).
+Schedule first_micro_batches(const Schedule& s, uint32_t m);
 
 // Short names: "F3", "B0", "W0", "R2", "sA1" (send activation), "rG1" (receive gradient),
 // "S"; with cells, the cell follows a dot: "F3.1".

@@ -22,19 +22,19 @@ const char* fault_word(Op op) {
 
 }  // namespace
 
-StageRunner::StageRunner(Executor& ex, uint32_t stage, const Schedule& schedule, const Batch& batch,
-                         const Update& update, std::vector<float>* outputs)
-    : ex_(ex), k_(stage), schedule_(schedule), batch_(batch), update_(update), outputs_(outputs),
-      slots_(schedule.training ? ex.slots_ : ex.eval_slots_), dev_(*ex.devices_[stage]),
+StageRunner::StageRunner(Executor& ex, uint32_t stage, const Schedule& schedule, const Slots& slots,
+                         const Batch& batch, const Update& update, std::vector<float>* outputs)
+    : ex_(ex), k_(stage), schedule_(schedule), batch_(batch), update_(update), outputs_(outputs), slots_(slots),
+      dev_(*ex.devices_[stage]),
       group_(ex.topology_->pipeline(stage)), cursors_(schedule.virtual_stages) {
   const uint32_t M = schedule.micro_batches;
   for (Cursor& m : cursors_) {
-    m.recv_act = m.send_act = ex.forward_runs_ * M;
-    m.recv_grad = m.send_grad = ex.backward_runs_ * M;
+    m.recv_act = m.send_act = ex.forwards_;
+    m.recv_grad = m.send_grad = ex.backwards_;
     for (auto* v : {&m.act_in, &m.act_out, &m.grad_in, &m.grad_out, &m.fwd_value, &m.bwd_value}) v->assign(M, 0);
   }
-  const uint64_t slots = std::max(ex.options_.slots, 1u);
-  const uint64_t turn = (ex.forward_runs_ * M % slots) * slots + ex.backward_runs_ * M % slots;
+  const uint64_t per_link = std::max(ex.options_.slots, 1u);
+  const uint64_t turn = (ex.forwards_ % per_link) * per_link + ex.backwards_ % per_link;
   ring_ = &ex.shared_->rings[stage][turn * 2 + (schedule.training ? 0 : 1)];
   const std::vector<Action>& actions = schedule.actions[stage];
   for (size_t x = 0; x < actions.size(); ++x)

@@ -19,15 +19,15 @@ namespace brigade::pipeline {
 
 class StageRunner {
  public:
-  StageRunner(Executor& ex, uint32_t stage, const Schedule& schedule, const Batch& batch,
+  StageRunner(Executor& ex, uint32_t stage, const Schedule& schedule, const Slots& slots, const Batch& batch,
               const Update& update, std::vector<float>* outputs);
   // Walks every action. False when the walk stopped early: this thread failed (the failure
   // raised on the executor's abort) or another did.
   bool run();
 
  private:
-  // Where a stage's cell is in the walk. Transfer numbers start at the runs before this one
-  // times M, and go on across steps and evaluations.
+  // Where a stage's cell is in the walk. Transfer numbers start at the micro-batches run
+  // before this one, and go on across steps and evaluations.
   struct Cursor {
     uint64_t recv_act = 0, send_act = 0, recv_grad = 0, send_grad = 0;
     // Per micro-batch: the transfer numbers it took, and its submissions' queue values.

@@ -348,6 +348,30 @@ TEST_CASE_FIXTURE(test::Gpu, "evaluation pipelined equals one device: loss, corr
   }
 }
 
+// A split's last batch can be shorter than the micro-batches planned (an evaluation of 35
+// samples in batches of 12 at M = 12 ends with 11): it runs as that many micro-batches, and the
+// pipeline goes on evaluating and training in step after it.
+TEST_CASE_FIXTURE(test::Gpu, "a batch of fewer samples than micro-batches is evaluated in fewer, as one device evaluates it") {
+  const model::Model m = model::build("gpt-mini", {"n_layer=2"});
+  const model::Model w = model::with_window(m, 16);
+  const pipeline::Batch full = random_batch(w, 6, 3), part = random_batch(w, 5, 4);
+  const Evaluation want = evaluate(*this, w, {1, 1}, part), want_full = evaluate(*this, w, {1, 1}, full);
+  for (Config c : {Config{2, 6, Remat::Always}, Config{3, 6, Remat::Never, LinkKind::Auto, pipeline::ScheduleKind::ZeroBubble},
+                   Config{2, 6, Remat::Never, LinkKind::Auto, pipeline::ScheduleKind::Interleaved, 2}}) {
+    const std::string what = describe(c);
+    const std::vector<vk::Device*> devs = devices(*this, c.K);
+    pipeline::Executor ex(w, devs, test::make_plan(w, c.K, pipeline_config(c), 6, 1, devs), {c.link, 2});
+    ex.initialize_parameters(7);
+    Evaluation got;
+    got.result = ex.evaluate(part, &got.logits);
+    check_equal(got, want, what + ": 5 samples");
+    CHECK_MESSAGE(ex.evaluate(full).loss == doctest::Approx(want_full.result.loss).epsilon(1e-5), what);
+    ex.train(full);  // without an update
+    CHECK_MESSAGE(ex.evaluate(part).loss == got.result.loss, what);
+    CHECK_MESSAGE(ex.evaluate(full).loss == doctest::Approx(want_full.result.loss).epsilon(1e-5), what);
+  }
+}
+
 namespace {
 
 // Every stage in this process, but transfers of at most `most` boundaries told apart (as the

@@ -241,7 +241,11 @@ void run_train(TrainArgs& a) {
   s.data_checksum = data_checksum;
   const optim::LrSchedule schedule = lr_schedule(s);
   optim::validate(schedule);
-  settings_from_json(to_json(s), "the settings of this run");  // as a --resume will read them back
+  {  // as a --resume will read them back
+    Settings saved = s;
+    saved.precision = a.pipeline.precision;
+    settings_from_json(to_json(saved), "the settings of this run");
+  }
   const uint32_t states = s.optimizer == "adamw" ? 2 : (s.momentum > 0 ? 1 : 0);
 
   // The pipeline and its optimizer, rebuilt when a device is lost. The optimizer's state
