@@ -269,6 +269,12 @@ TEST_CASE("a refusal every rank meets alike is said once with no abort, and a fa
                         " --replicas 3");
   CHECK(r.status == 2);
   CHECK(r.output == "brigade: error: --replicas 3 does not divide the 2 ranks into pipelines of equal length\n");
+  // A replica's share of the 12 samples short of a sample a micro-batch: refused before any work.
+  r = test::command_run("mpirun -q " + mpirun(2).substr(7) + BRIGADE_EXE + " " + step_args(d, "fashion-mlp", "g.safetensors") +
+                        " --replicas 2 -m 7");
+  CHECK(r.status == 2);
+  CHECK(times(r.output, "brigade: error: --micro-batches 7 is more than the 6 samples of replica 1's share of the "
+                        "mini-batch of 12 (--replicas 2)\n") == 1);
   // A device lost on stage 1's rank only: that rank names itself and stops the job.
   r = test::command_run(mpirun(2) + "-x BRIGADE_FAULT='device-lost:stage 1:2' " + BRIGADE_EXE + " " +
                         step_args(d, "fashion-mlp", "g.safetensors") + " -m 4");

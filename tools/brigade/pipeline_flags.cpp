@@ -386,7 +386,12 @@ Pipeline open_pipeline(const model::Model& m, const PipelineFlags& given, uint32
   eo.cpu_times = f.cpu_times;
   eo.links = choose_links(f, d, eo.link);
   p.link_lines = link_lines(eo.links, d);
-  // With replicas, each pipeline is planned for its share: the first replica's is the largest.
+  // With replicas, each pipeline is planned for its share: the first replica's is the largest,
+  // and the last's, the smallest, needs a sample for each micro-batch.
+  if (const uint32_t R = topology->replicas(); R > 1 && pipeline::split_rows(rows, R).back() < f.micro_batches)
+    throw UserError("--micro-batches " + std::to_string(f.micro_batches) + " is more than the " +
+                    std::to_string(pipeline::split_rows(rows, R).back()) + " samples of replica " + std::to_string(R - 1) +
+                    "'s share of the mini-batch of " + std::to_string(rows) + " (--replicas " + std::to_string(R) + ")");
   p.plan = make_plan(m, f, d, topology->largest_share(rows), optimizer_states);
   p.precision = stage_precisions(f.precision, d.stages);
   if (!p.plan.problem.empty()) throw UserError(p.plan.problem);  // before anything is allocated
