@@ -427,6 +427,21 @@ TEST_CASE("train --resume refuses settings flags, and takes --data for data that
   fs::remove_all(dir);
 }
 
+TEST_CASE("train keeps --data as an absolute path: eval from another folder reads the same data") {
+  const fs::path dir = test::scratch_dir("train-relative-data");
+  test::write_tiny_fashion(dir / "data", 64, 32);
+  const auto r = test::command_run("cd " + dir.string() + " && " BRIGADE_EXE " train --model fashion-mlp --data ./data "
+                                   "--steps 1 -b 16 --eval-batches 1 --out run");
+  REQUIRE_MESSAGE(r.status == 0, r.output);
+  const auto config = nlohmann::json::parse(io::checkpoint_config((dir / "run" / "checkpoint.safetensors").string()));
+  CHECK(config.at("data") == (dir / "data").string());
+  const auto e = test::brigade_run("eval " + (dir / "run").string() + " -b 16");
+  INFO(e.output);
+  CHECK(e.status == 0);
+  CHECK(e.output.find("test loss") != std::string::npos);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("train --resume on data other than the run's says so, and goes on") {
   const SavedRun s = saved_run("train-resume-other-data", true);
   const std::string started_on = nlohmann::json::parse(io::checkpoint_config(s.path)).at("data_checksum");

@@ -81,6 +81,12 @@ void fill_defaults(TrainArgs& a, const model::Model& m, io::Dataset& data) {
   if (s.eval_every == 0) throw UserError("--eval-every must be at least 1");
 }
 
+// --data as the checkpoint keeps it: absolute, so that eval and --resume from another folder
+// read the same data ("" is the model's default).
+std::string data_path(const std::string& given) {
+  return given.empty() ? given : std::filesystem::absolute(given).lexically_normal().string();
+}
+
 // Flags the chosen optimizer or schedule would not read: refused, rather than saved unread
 // (and held, on --resume, to what the optimizer that does read them takes).
 void refuse_unread(const TrainArgs& a) {
@@ -189,7 +195,7 @@ void run_train(TrainArgs& a) {
         throw UserError(std::string(flag) + ": a resumed run keeps the settings it started with (see " +
                         ckpt + "); drop the flag");
     s = saved;
-    if (given(a, "--data")) s.data = a.data;  // the same data moved: where it lives now
+    if (given(a, "--data")) s.data = data_path(a.data);  // the same data moved: where it lives now
     // A run --plan auto planned goes on with the plan it chose, unless the command line sets
     // the pipeline itself or gives --plan (then --plan auto searches again around the flags
     // given).
@@ -225,7 +231,7 @@ void run_train(TrainArgs& a) {
     data = io::open_dataset(m, s.data, s.seed);
   } else {
     m = model::build(a.model, a.set);
-    s.model = a.model, s.model_toml = m.config, s.data = a.data;
+    s.model = a.model, s.model_toml = m.config, s.data = data_path(a.data);
     data = io::open_dataset(m, s.data, s.seed);
     fill_defaults(a, m, *data);
     refuse_unread(a);
