@@ -442,6 +442,16 @@ TEST_CASE("train keeps --data as an absolute path: eval from another folder read
   fs::remove_all(dir);
 }
 
+TEST_CASE("eval plans its pipeline for the split's largest batch, not a --batch-size larger than the split") {
+  const SavedRun s = saved_run("eval-large-batch", false);
+  const auto e = test::brigade_run("eval " + s.run.string() + " -b 4000000000");  // 32 test samples
+  INFO(e.output);
+  CHECK(e.status == 0);
+  CHECK(e.output.find("(") != std::string::npos);
+  CHECK(e.output.find("/32)") != std::string::npos);
+  fs::remove_all(s.dir);
+}
+
 TEST_CASE("train --resume on data other than the run's says so, and goes on") {
   const SavedRun s = saved_run("train-resume-other-data", true);
   const std::string started_on = nlohmann::json::parse(io::checkpoint_config(s.path)).at("data_checksum");

@@ -77,7 +77,11 @@ void run_eval(const EvalArgs& a) {
   const model::Model& m = a.window ? windowed : l.model;
   const auto data = io::open_dataset(m, a.data.empty() ? l.data : a.data, l.seed);
   const std::vector<pipeline::Batch> batches = data->eval_batches(a.batch_size, a.limit);
-  Pipeline p = open_pipeline(m, a.pipeline, a.batch_size, 0);
+  if (batches.empty()) throw UserError(std::string("the ") + data->eval_split() + " split holds no samples");
+  // Planned for the largest batch there is (a split smaller than --batch-size is one batch).
+  uint32_t rows = 0;
+  for (const pipeline::Batch& b : batches) rows = std::max(rows, b.rows);
+  Pipeline p = open_pipeline(m, a.pipeline, rows, 0);
   for (const auto& [name, values] : l.params) p.executor->set_parameter(name, values);
   double loss = 0;
   uint64_t correct = 0, count = 0, samples = 0;
