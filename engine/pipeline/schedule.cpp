@@ -232,7 +232,7 @@ ScheduleKind parse_schedule_kind(const std::string& text) {
   if (text == "interleaved") return ScheduleKind::Interleaved;
   if (text == "zb") return ScheduleKind::ZeroBubble;
   if (text == "constant" || text == "cosine")
-    throw UserError("`schedule` names the pipeline schedule (gpipe, 1f1b, interleaved or zb); the learning rate's is `lr_schedule` " + text);
+    throw UserError("`schedule` names the pipeline schedule (gpipe, 1f1b, interleaved or zb); the learning rate's is `lr_schedule` " + text + ", a setting of training");
   throw UserError("`schedule`: '" + text + "' is not a schedule; expected gpipe, 1f1b, interleaved or zb");
 }
 
