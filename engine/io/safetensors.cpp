@@ -310,7 +310,39 @@ void SafeTensorsWriter::write(const std::string& path) const {
   write_atomically(path, bytes);
 }
 
+namespace {
+
+// What is at `path` when it is there and not a regular file ("is a named pipe"), else "".
+std::string not_regular(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return "";
+  if (S_ISDIR(st.st_mode)) return "is a folder";
+  if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) return "is a device";
+  if (S_ISFIFO(st.st_mode)) return "is a named pipe";
+  if (S_ISSOCK(st.st_mode)) return "is a socket";
+  if (S_ISLNK(st.st_mode)) {
+    std::string target(4096, '\0');
+    const ssize_t n = ::readlink(path.c_str(), target.data(), target.size());
+    return "is a symbolic link" + (n > 0 ? " (to " + target.substr(0, size_t(n)) + ")" : std::string());
+  }
+  return "is not a regular file";
+}
+
+// The rename that ends write_atomically replaces whatever is at `path`: a device, a pipe or a
+// link would become a regular file, a folder would fail only after the work. Refused, with
+// an empty path, and a temporary that is not a regular file (which the write would open).
+void check_replaceable(const std::string& path) {
+  if (path.empty()) throw UserError("'': an empty path names no file to write");
+  for (const std::string& p : {path, path + ".tmp"})
+    if (const std::string what = not_regular(p); !what.empty())
+      throw UserError(p + ": " + what + ", not a regular file; nothing is written over it" +
+                      (what.rfind("is a symbolic link", 0) == 0 ? " (give the path of its target to write there)" : ""));
+}
+
+}  // namespace
+
 void check_writable(const std::string& path) {
+  check_replaceable(path);
   const std::string tmp = path + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) {
@@ -323,13 +355,16 @@ void check_writable(const std::string& path) {
 }
 
 void write_atomically(const std::string& path, std::span<const uint8_t> bytes) {
+  check_replaceable(path);
   const std::string tmp = path + ".tmp";
   auto fail = [&](const std::string& what) {
     const std::string why = std::strerror(errno);
     ::unlink(tmp.c_str());
     throw UserError(path + ": " + what + " failed (" + why + "); the previous file, if any, is untouched");
   };
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // Neither through a link nor blocked on a pipe put there since the check (O_NONBLOCK does
+  // nothing to a regular file).
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
   if (fd < 0) {
     const std::string why = std::strerror(errno);
     throw UserError(path + ": cannot create " + tmp + " (" + why + ")");

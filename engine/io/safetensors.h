@@ -88,9 +88,12 @@ class SafeTensorsWriter {
 };
 
 // Refuses, as write_atomically would, a path it could not write (its folder missing, not a
-// folder, or not writable), before the work whose result goes there; writes nothing.
+// folder, or not writable; the path empty, or there and not a regular file: a folder, a
+// device, a named pipe, a socket or a symbolic link, which the rename would replace), before
+// the work whose result goes there; writes nothing.
 void check_writable(const std::string& path);
-// Replaces `path` with `bytes` atomically (see SafeTensorsWriter::write).
+// Replaces `path` with `bytes` atomically (see SafeTensorsWriter::write); refuses what
+// check_writable refuses.
 void write_atomically(const std::string& path, std::span<const uint8_t> bytes);
 inline void write_atomically(const std::string& path, std::string_view text) {
   write_atomically(path, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()));

@@ -3,8 +3,12 @@
 // whether the model runs on one stage or is pipelined, and bad input is one clear line.
 #include <doctest/doctest.h>
 
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "check.h"
 #include "io/safetensors.h"
@@ -161,6 +165,48 @@ TEST_CASE("brigade step refuses bad input with one line naming the problem") {
     CHECK_MESSAGE(std::count(r.output.begin(), r.output.end(), '\n') == 1, c.args, " printed: ", r.output);
   }
   CHECK_FALSE(fs::exists(d / "g.safetensors"));  // nothing half-written
+  fs::remove_all(d);
+}
+
+TEST_CASE("init and step refuse an --out or --trace that is not a regular file or is empty, before the work") {
+  const fs::path d = scratch_dir("not-a-file");
+  const std::string p = (d / "p.safetensors").string(), b = (d / "b.safetensors").string();
+  REQUIRE(brigade_run("init --model fashion-mlp --out " + p).status == 0);
+  test::write_image_batch(b, 4);
+  const std::string fifo = (d / "fifo").string(), link = (d / "link").string(), null = (d / "null").string();
+  REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
+  fs::create_symlink("p.safetensors", link);
+  const bool device = ::mknod(null.c_str(), S_IFCHR | 0666, makedev(1, 3)) == 0;  // root only
+  const std::string step = "step --model fashion-mlp --params " + p + " --batch " + b;
+  const std::string g = " --out " + (d / "g.safetensors").string();
+  struct Case {
+    std::string args, expect;
+  };
+  std::vector<Case> cases = {
+      {"init --model fashion-mlp --out " + fifo, fifo + ": is a named pipe, not a regular file; nothing is written over it"},
+      {"init --model fashion-mlp --out " + link, link + ": is a symbolic link (to p.safetensors), not a regular file"},
+      {"init --model fashion-mlp --out " + d.string(), d.string() + ": is a folder, not a regular file"},
+      {"init --model fashion-mlp --out ''", "'': an empty path names no file to write"},
+      {step + " --out " + fifo, fifo + ": is a named pipe"},
+      {step + " --out " + d.string(), d.string() + ": is a folder"},
+      {step + " --out ''", "'': an empty path names no file to write"},
+      {step + g + " --trace " + fifo, fifo + ": is a named pipe"},
+      {step + g + " --trace " + link, link + ": is a symbolic link"},
+  };
+  if (device) {
+    cases.push_back({"init --model fashion-mlp --out " + null, null + ": is a device, not a regular file"});
+    cases.push_back({step + g + " --trace " + null, null + ": is a device"});
+  }
+  for (const Case& c : cases) {
+    const Result r = brigade_run(c.args);
+    CHECK_MESSAGE(r.status != 0, c.args);
+    CHECK_MESSAGE(r.output.find(c.expect) != std::string::npos, c.args, " printed: ", r.output);
+    CHECK_MESSAGE(std::count(r.output.begin(), r.output.end(), '\n') == 1, c.args, " printed: ", r.output);
+  }
+  CHECK(fs::symlink_status(fifo).type() == fs::file_type::fifo);
+  CHECK(fs::symlink_status(link).type() == fs::file_type::symlink);
+  if (device) CHECK(fs::symlink_status(null).type() == fs::file_type::character);
+  CHECK_FALSE(fs::exists(d / "g.safetensors"));  // refused before the step, not after it
   fs::remove_all(d);
 }
 

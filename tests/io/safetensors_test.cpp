@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -132,13 +134,51 @@ TEST_CASE("a failed atomic write leaves the previous file untouched") {
   write_atomically(path, old);
   CHECK_THROWS_WITH_AS(write_atomically((dir / "missing" / "x.safetensors").string(), old),
                        doctest::Contains("cannot create"), UserError);
-  std::filesystem::create_directory(dir / "blocker.safetensors");  // rename onto a folder fails
+  std::filesystem::create_directory(dir / "blocker.safetensors");
   CHECK_THROWS_WITH_AS(write_atomically((dir / "blocker.safetensors").string(), old),
-                       doctest::Contains("rename failed"), UserError);
+                       doctest::Contains("blocker.safetensors: is a folder"), UserError);
   CHECK(!std::filesystem::exists(dir / "blocker.safetensors.tmp"));
   CHECK(std::filesystem::file_size(path) == 3);
   CHECK_THROWS_WITH_AS(SafeTensors::load((dir / "nope.safetensors").string()), doctest::Contains("cannot open"), UserError);
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a path that is not a regular file is refused and left as it was") {
+  namespace fs = std::filesystem;
+  const auto dir = temp_dir();
+  const std::vector<uint8_t> bytes = {1, 2, 3};
+  struct Case {
+    fs::path path;
+    std::string what;
+    fs::file_type type;
+  };
+  std::vector<Case> cases;
+  fs::create_directory(dir / "folder");
+  cases.push_back({dir / "folder", "is a folder", fs::file_type::directory});
+  REQUIRE(::mkfifo((dir / "fifo").c_str(), 0644) == 0);
+  cases.push_back({dir / "fifo", "is a named pipe", fs::file_type::fifo});
+  fs::create_symlink("elsewhere.safetensors", dir / "link");
+  cases.push_back({dir / "link", "is a symbolic link (to elsewhere.safetensors)", fs::file_type::symlink});
+  // A character device like /dev/null's; making one takes root (CAP_MKNOD).
+  if (::mknod((dir / "null").c_str(), S_IFCHR | 0666, makedev(1, 3)) == 0)
+    cases.push_back({dir / "null", "is a device", fs::file_type::character});
+  else
+    MESSAGE("not root: the device case is left out");
+  for (const Case& c : cases) {
+    const std::string expect = c.path.string() + ": " + c.what + ", not a regular file; nothing is written over it";
+    CHECK_THROWS_WITH_AS(check_writable(c.path.string()), doctest::Contains(expect.c_str()), UserError);
+    CHECK_THROWS_WITH_AS(write_atomically(c.path.string(), bytes), doctest::Contains(expect.c_str()), UserError);
+    CHECK_MESSAGE(fs::symlink_status(c.path).type() == c.type, c.path);
+    CHECK_FALSE(fs::exists(c.path.string() + ".tmp"));
+  }
+  CHECK_FALSE(fs::exists(dir / "elsewhere.safetensors"));
+  // A temporary left there that is not a regular file: the write would open it.
+  REQUIRE(::mkfifo((dir / "p.safetensors.tmp").c_str(), 0644) == 0);
+  CHECK_THROWS_WITH_AS(write_atomically((dir / "p.safetensors").string(), bytes),
+                       doctest::Contains("p.safetensors.tmp: is a named pipe"), UserError);
+  CHECK_THROWS_WITH_AS(check_writable(""), doctest::Contains("an empty path names no file to write"), UserError);
+  CHECK_THROWS_WITH_AS(write_atomically("", bytes), doctest::Contains("an empty path names no file to write"), UserError);
+  fs::remove_all(dir);
 }
 
 TEST_CASE("the tensors must fill the data section with no gap, as the format promises") {
