@@ -128,6 +128,8 @@ ImageSet load_fashion_mnist(const std::string& dir, bool train) {
   if (images.dims[1] != 28 || images.dims[2] != 28)
     throw UserError(images_path + ": images of " + std::to_string(images.dims[1]) + "x" +
                     std::to_string(images.dims[2]) + " pixels; expected Fashion-MNIST's 28x28");
+  if (images.dims[0] == 0)
+    throw UserError(images_path + ": holds 0 images; the " + (train ? "training" : "test") + " split needs at least one");
   if (images.dims[0] != labels.dims[0])
     throw UserError(prefix + ": " + std::to_string(images.dims[0]) + " images but " +
                     std::to_string(labels.dims[0]) + " labels");

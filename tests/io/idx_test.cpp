@@ -1,5 +1,6 @@
 #include <doctest/doctest.h>
 
+#include <unistd.h>
 #include <zlib.h>
 
 #include <filesystem>
@@ -88,6 +89,29 @@ TEST_CASE("concatenated gzip members decompress whole, and other bytes after the
 
 TEST_CASE("a dataset folder without Fashion-MNIST is refused with the package to install") {
   CHECK_THROWS_WITH_AS(load_fashion_mnist("/nonexistent", true), doctest::Contains("install Debian's dataset-fashion-mnist"), UserError);
+}
+
+namespace {
+std::filesystem::path scratch(const std::string& name) {
+  const auto dir = std::filesystem::temp_directory_path() / ("brigade-idx-" + name + "-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+}  // namespace
+
+TEST_CASE("a split of 0 images is refused naming its file") {
+  const auto dir = scratch("empty");
+  test::write_tiny_fashion(dir, 0, 0);
+  CHECK_THROWS_WITH_AS(load_fashion_mnist(dir.string(), false),
+                       doctest::Contains((dir.string() + "/t10k-images-idx3-ubyte.gz: holds 0 images; the test split needs at least one").c_str()),
+                       UserError);
+  test::write_tiny_fashion(dir, 0, 10);
+  CHECK(load_fashion_mnist(dir.string(), false).count == 10);
+  CHECK_THROWS_WITH_AS(load_fashion_mnist(dir.string(), true),
+                       doctest::Contains((dir.string() + "/train-images-idx3-ubyte.gz: holds 0 images; the training split needs at least one").c_str()),
+                       UserError);
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("a dataset folder whose images are not 28x28 is refused naming their size") {
