@@ -4,7 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
+#include <filesystem>
 #include <memory>
 #include <utility>
 
@@ -110,13 +110,24 @@ IdxArray read_idx(const std::string& path) {
   return {std::move(dims), std::move(bytes)};
 }
 
+namespace {
+
+// `dir`/`name`.gz, else `dir`/`name` uncompressed (read_idx tells them by their bytes).
+std::string fashion_file(const std::string& dir, const std::string& name) {
+  std::error_code ec;
+  for (const std::string& path : {dir + "/" + name + ".gz", dir + "/" + name})
+    if (std::filesystem::exists(path, ec)) return path;
+  throw UserError(dir + "/" + name + ".gz: not found, nor " + name +
+                  "; install Debian's dataset-fashion-mnist or pass `data` DIR holding the four *-idx*-ubyte "
+                  "files (gzipped or not)");
+}
+
+}  // namespace
+
 ImageSet load_fashion_mnist(const std::string& dir, bool train) {
-  const std::string prefix = dir + "/" + (train ? "train" : "t10k");
-  const std::string images_path = prefix + "-images-idx3-ubyte.gz", labels_path = prefix + "-labels-idx1-ubyte.gz";
-  std::ifstream probe(images_path);
-  if (!probe)
-    throw UserError(images_path + ": not found; install Debian's dataset-fashion-mnist or pass `data` DIR "
-                    "holding the four *-idx*-ubyte.gz files");
+  const std::string split = train ? "train" : "t10k", prefix = dir + "/" + split;
+  const std::string images_path = fashion_file(dir, split + "-images-idx3-ubyte");
+  const std::string labels_path = fashion_file(dir, split + "-labels-idx1-ubyte");
   IdxArray images = read_idx(images_path);
   const IdxArray labels = read_idx(labels_path);
   if (images.dims.size() != 3)

@@ -100,6 +100,32 @@ std::filesystem::path scratch(const std::string& name) {
 }
 }  // namespace
 
+TEST_CASE("uncompressed IDX files are read where the .gz ones are missing, and neither is named in full") {
+  namespace fs = std::filesystem;
+  const fs::path gz = scratch("gz"), plain = scratch("plain");
+  test::write_tiny_fashion(gz, 20, 10);
+  test::write_tiny_fashion(plain, 20, 10, false);
+  REQUIRE(fs::exists(plain / "t10k-images-idx3-ubyte"));
+  REQUIRE_FALSE(fs::exists(plain / "t10k-images-idx3-ubyte.gz"));
+  for (bool train : {true, false}) {
+    const ImageSet a = load_fashion_mnist(gz.string(), train), b = load_fashion_mnist(plain.string(), train);
+    CHECK(b.count == (train ? 20u : 10u));
+    CHECK(a.pixels == b.pixels);
+    CHECK(a.labels == b.labels);
+  }
+  // One gzipped, one not: each file is found on its own.
+  fs::rename(gz / "t10k-labels-idx1-ubyte.gz", plain / "t10k-labels-idx1-ubyte.gz");
+  fs::remove(plain / "t10k-labels-idx1-ubyte");
+  CHECK(load_fashion_mnist(plain.string(), false).count == 10);
+  fs::remove(plain / "t10k-labels-idx1-ubyte.gz");
+  CHECK_THROWS_WITH_AS(load_fashion_mnist(plain.string(), false),
+                       doctest::Contains((plain.string() + "/t10k-labels-idx1-ubyte.gz: not found, nor t10k-labels-idx1-ubyte; "
+                                          "install Debian's dataset-fashion-mnist").c_str()),
+                       UserError);
+  fs::remove_all(gz);
+  fs::remove_all(plain);
+}
+
 TEST_CASE("a split of 0 images is refused naming its file") {
   const auto dir = scratch("empty");
   test::write_tiny_fashion(dir, 0, 0);

@@ -39,9 +39,15 @@ inline void put_be32(std::vector<uint8_t>& b, uint32_t v) {
   for (int s = 24; s >= 0; s -= 8) b.push_back(uint8_t(v >> s));
 }
 
-// `train` and `test` 28x28 images in `dir`; image i of class c = i % 10 is bright in the
-// c-th row band, plus noise.
-inline void write_tiny_fashion(const std::filesystem::path& dir, uint32_t train, uint32_t test) {
+inline void write_text(const std::filesystem::path& path, const std::string& text) {
+  FILE* f = std::fopen(path.c_str(), "wb");
+  std::fwrite(text.data(), 1, text.size(), f);
+  std::fclose(f);
+}
+
+// `train` and `test` 28x28 images in `dir`, as .gz files or (`gzipped` false) uncompressed
+// ones; image i of class c = i % 10 is bright in the c-th row band, plus noise.
+inline void write_tiny_fashion(const std::filesystem::path& dir, uint32_t train, uint32_t test, bool gzipped = true) {
   std::filesystem::create_directories(dir);
   std::mt19937 rng(5);
   for (auto [prefix, n] : {std::pair{"train", train}, std::pair{"t10k", test}}) {
@@ -55,15 +61,14 @@ inline void write_tiny_fashion(const std::filesystem::path& dir, uint32_t train,
         for (uint32_t x = 0; x < 28; ++x)
           images.push_back(uint8_t((y / 3 == c ? 200 : 20) + rng() % 40));
     }
-    write_gz(dir / (std::string(prefix) + "-images-idx3-ubyte.gz"), images);
-    write_gz(dir / (std::string(prefix) + "-labels-idx1-ubyte.gz"), labels);
+    for (auto [name, bytes] : {std::pair{"-images-idx3-ubyte", &images}, std::pair{"-labels-idx1-ubyte", &labels}}) {
+      const std::filesystem::path path = dir / (std::string(prefix) + name);
+      if (gzipped)
+        write_gz(path.string() + ".gz", *bytes);
+      else
+        write_text(path, std::string(bytes->begin(), bytes->end()));
+    }
   }
-}
-
-inline void write_text(const std::filesystem::path& path, const std::string& text) {
-  FILE* f = std::fopen(path.c_str(), "wb");
-  std::fwrite(text.data(), 1, text.size(), f);
-  std::fclose(f);
 }
 
 // A batch for `brigade step`: `rows` random images in [0, 1) as `input` F32 [rows,1,28,28]
