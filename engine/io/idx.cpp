@@ -125,6 +125,12 @@ std::string fashion_file(const std::string& dir, const std::string& name) {
 }  // namespace
 
 ImageSet load_fashion_mnist(const std::string& dir, bool train) {
+  std::error_code ec;
+  const std::filesystem::file_status st = std::filesystem::status(dir, ec);
+  if (std::filesystem::exists(st) && !std::filesystem::is_directory(st))
+    throw UserError(dir + ": is " + (std::filesystem::is_regular_file(st) ? "a file" : "not a folder") +
+                    "; a Fashion-MNIST model reads `data` DIR, a folder holding the dataset's four *-idx*-ubyte "
+                    "files (gzipped or not)");
   const std::string split = train ? "train" : "t10k", prefix = dir + "/" + split;
   const std::string images_path = fashion_file(dir, split + "-images-idx3-ubyte");
   const std::string labels_path = fashion_file(dir, split + "-labels-idx1-ubyte");

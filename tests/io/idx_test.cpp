@@ -140,6 +140,16 @@ TEST_CASE("a split of 0 images is refused naming its file") {
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("a Fashion-MNIST path that is a file is refused as not the folder it reads") {
+  const auto dir = scratch("file");
+  test::write_text(dir / "some.txt", "not a dataset\n");
+  CHECK_THROWS_WITH_AS(load_fashion_mnist((dir / "some.txt").string(), true),
+                       doctest::Contains(((dir / "some.txt").string() + ": is a file; a Fashion-MNIST model reads `data` DIR, "
+                                          "a folder holding the dataset's four *-idx*-ubyte files (gzipped or not)").c_str()),
+                       UserError);
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("a dataset folder whose images are not 28x28 is refused naming their size") {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / "brigade-idx-32x32";
   std::filesystem::create_directories(dir);
