@@ -89,6 +89,7 @@ pipeline::Batch read_batch(const SafeTensors& file, const model::Model& m) {
     b.tokens = file.i32("input", 0, m.classes);
   } else {
     b.images = file.f32("input", input_shape);
+    refuse_non_finite(b.images, file.source() + ": tensor 'input'");
   }
   // A token model's targets are [N, T] like its input, a window of one token too.
   const std::vector<int64_t> target_shape =

@@ -7,6 +7,7 @@
 #include <sys/sysmacros.h>
 
 #include <filesystem>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -136,6 +137,16 @@ TEST_CASE("brigade step refuses bad input with one line naming the problem") {
   test::write_image_batch(b, 4);
   const std::string base = "step --model fashion-mlp --params " + p + " --batch " + b + " --out " +
                            (d / "g.safetensors").string();
+  const std::string nan_batch = (d / "nan.safetensors").string();
+  {
+    std::vector<float> images(2 * 784, 0.5f);
+    images[5] = std::numeric_limits<float>::quiet_NaN();
+    images[900] = std::numeric_limits<float>::infinity();
+    io::SafeTensorsWriter w;
+    w.add("input", {2, 1, 28, 28}, images);
+    w.add("target", {2}, std::vector<int32_t>{1, 2});
+    w.write(nan_batch);
+  }
   struct Case {
     std::string args, expect;
   };
@@ -157,6 +168,8 @@ TEST_CASE("brigade step refuses bad input with one line naming the problem") {
       {"init --model gpt-mini --set n_layer=4096 --set n_embd=16384 --set n_head=16 --out " + p,
        "gpt-mini: its parameters take 48.0 TiB, twice that while written; this process may take "},
       {"init --model fashion-mlp --out " + (d / "none" / "p.safetensors").string(), "/none/p.safetensors: cannot create"},
+      {"step --model fashion-mlp --params " + p + " --batch " + nan_batch + " --out " + (d / "g.safetensors").string(),
+       nan_batch + ": tensor 'input' holds 2 of its 1568 values not finite (NaN or infinite)"},
   };
   for (const Case& c : cases) {
     const Result r = brigade_run(c.args);
