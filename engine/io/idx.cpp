@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <utility>
@@ -27,19 +28,29 @@ std::vector<uint8_t> gunzip(std::span<const uint8_t> bytes, const std::string& s
   }
   constexpr size_t kPiece = size_t(256) << 10;
   const auto piece = std::make_unique<uint8_t[]>(kPiece);
-  z.next_in = const_cast<Bytef*>(bytes.data());
-  z.avail_in = uInt(bytes.size());
+  // zlib counts its input in uInt (32 bits): fed at most 1 GiB at a time, the rest after.
+  constexpr size_t kFeed = size_t(1) << 30;
+  size_t fed = 0;  // bytes handed to zlib so far
+  auto feed = [&] {
+    const size_t n = std::min(kFeed, bytes.size() - fed);
+    z.next_in = const_cast<Bytef*>(bytes.data() + fed);
+    z.avail_in = uInt(n);
+    fed += n;
+  };
+  feed();
   int r = Z_OK;
   while (true) {
     if (r == Z_STREAM_END) {
       // Concatenated gzip members (cat a.gz b.gz) decompress to the concatenated data, as
-      // gzip -d gives; anything else after the end is refused rather than dropped.
-      if (z.avail_in == 0) break;
-      if (z.avail_in < 2 || z.next_in[0] != 0x1f || z.next_in[1] != 0x8b) {
-        const uInt left = z.avail_in;
+      // gzip -d gives; zero bytes after the end (the padding block tools leave) are dropped,
+      // as gzip -d drops them; anything else after the end is refused rather than dropped.
+      const std::span<const uint8_t> rest = bytes.subspan(size_t(z.next_in - bytes.data()));
+      if (rest.empty() || (rest[0] == 0 && std::memcmp(rest.data(), rest.data() + 1, rest.size() - 1) == 0)) break;
+      if (rest.size() < 2 || rest[0] != 0x1f || rest[1] != 0x8b) {
         inflateEnd(&z);
-        throw UserError(source + ": " + std::to_string(left) +
-                        " bytes follow the end of the compressed data (expected another gzip member or nothing)");
+        throw UserError(source + ": " + std::to_string(rest.size()) +
+                        " bytes follow the end of the compressed data (expected another gzip member, zero "
+                        "padding or nothing)");
       }
       if (inflateReset(&z) != Z_OK) {
         inflateEnd(&z);
@@ -50,11 +61,12 @@ std::vector<uint8_t> gunzip(std::span<const uint8_t> bytes, const std::string& s
       inflateEnd(&z);
       throw UserError(source + ": decompresses to more than " + std::to_string(limit) + " bytes");
     }
+    if (z.avail_in == 0 && fed < bytes.size()) feed();
     z.next_out = piece.get();
     z.avail_out = uInt(kPiece);
     r = inflate(&z, Z_NO_FLUSH);
     out.insert(out.end(), piece.get(), piece.get() + (kPiece - z.avail_out));
-    if (r == Z_BUF_ERROR && z.avail_in == 0) r = Z_DATA_ERROR;  // input ended mid-stream
+    if (r == Z_BUF_ERROR && z.avail_in == 0) r = fed < bytes.size() ? Z_OK : Z_DATA_ERROR;  // ended mid-stream
     if (r != Z_OK && r != Z_STREAM_END) {
       inflateEnd(&z);
       throw UserError(source + ": corrupt or truncated gzip data (" + (z.msg ? z.msg : "unexpected end") + ")");

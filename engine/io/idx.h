@@ -18,7 +18,8 @@ struct IdxArray {
 IdxArray parse_idx(std::span<const uint8_t> bytes, const std::string& source);
 IdxArray read_idx(const std::string& path);  // gunzips when the file is gzip
 
-// gzip or zlib data, refused past `limit` bytes of output.
+// gzip or zlib data, refused past `limit` bytes of output. Concatenated gzip members are read
+// whole, and zero bytes after the end (a block tool's padding) dropped, as gzip -d does.
 std::vector<uint8_t> gunzip(std::span<const uint8_t> bytes, const std::string& source,
                             size_t limit = size_t(1) << 30);
 

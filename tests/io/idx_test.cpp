@@ -1,8 +1,10 @@
 #include <doctest/doctest.h>
 
+#include <sys/mman.h>
 #include <unistd.h>
 #include <zlib.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -85,6 +87,40 @@ TEST_CASE("concatenated gzip members decompress whole, and other bytes after the
   trailing.push_back(1);
   CHECK_THROWS_WITH_AS(gunzip(trailing, "x.gz"),
                        doctest::Contains("x.gz: 2 bytes follow the end of the compressed data"), UserError);
+}
+
+TEST_CASE("zero bytes after the end of gzip data are dropped as gzip -d drops them, and others still refused") {
+  const auto first = idx({4}, 4), second = std::vector<uint8_t>{9, 8, 7};
+  auto padded = gzip(first);
+  padded.resize(padded.size() + 512, 0);  // a block tool's padding
+  CHECK(gunzip(padded, "x.gz") == first);
+  auto both = gzip(first);
+  const auto more = gzip(second);
+  both.insert(both.end(), more.begin(), more.end());
+  both.resize(both.size() + 3, 0);
+  std::vector<uint8_t> want = first;
+  want.insert(want.end(), second.begin(), second.end());
+  CHECK(gunzip(both, "x.gz") == want);
+  padded.push_back(5);
+  CHECK_THROWS_WITH_AS(gunzip(padded, "x.gz"),
+                       doctest::Contains("x.gz: 513 bytes follow the end of the compressed data (expected another gzip "
+                                         "member, zero padding or nothing)"),
+                       UserError);
+}
+
+TEST_CASE("gzip data over 4 GiB is read whole, not cut to its size modulo 4 GiB") {
+  // A member and then zero padding to 4 GiB + 10 bytes, in pages never written (the kernel's
+  // one zero page): zlib's 32-bit count of input would see 10 bytes of it.
+  const auto raw = idx({10, 10}, 100);
+  const auto gz = gzip(raw);
+  REQUIRE(gz.size() > 10);
+  const size_t size = (size_t(1) << 32) + 10;
+  void* map = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  REQUIRE(map != MAP_FAILED);
+  std::memcpy(map, gz.data(), gz.size());
+  const std::span<const uint8_t> bytes(static_cast<const uint8_t*>(map), size);
+  CHECK(gunzip(bytes, "big.gz") == raw);
+  ::munmap(map, size);
 }
 
 TEST_CASE("a dataset folder without Fashion-MNIST is refused with the package to install") {
