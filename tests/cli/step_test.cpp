@@ -74,6 +74,26 @@ TEST_CASE("brigade init and step: pipelined gradients equal one stage's, under P
   fs::remove_all(d);
 }
 
+TEST_CASE("brigade step --plan auto writes the micro-batches its plan chose into the gradients' metadata") {
+  const fs::path d = scratch_dir("step-auto");
+  const std::string p = (d / "p.safetensors").string(), b = (d / "b.safetensors").string(),
+                    g = (d / "g.safetensors").string();
+  REQUIRE(brigade_run("init --model fashion-mlp --out " + p).status == 0);
+  test::write_image_batch(b, 64);
+  // Under this cap one stage takes 64 samples in micro-batches of a few (parameters and
+  // gradients 1.8 MiB).
+  const Result r = brigade_run("step --model fashion-mlp --params " + p + " --batch " + b + " --out " + g +
+                               " --plan auto --devices 0 --mem-limit 1900KiB");
+  REQUIRE_MESSAGE(r.status == 0, r.output);
+  const size_t at = r.output.find("plan auto: devices 0 (llvmpipe), ");
+  REQUIRE(at != std::string::npos);
+  const std::string chosen = r.output.substr(at + 33, r.output.find(' ', at + 33) - (at + 33));
+  INFO(r.output);
+  CHECK(chosen != "1");
+  CHECK(io::SafeTensors::load(g).metadata().at("micro_batches") == chosen);
+  fs::remove_all(d);
+}
+
 TEST_CASE("brigade step under each schedule gives one stage's gradients, and plan prints its action lists") {
   const fs::path d = scratch_dir("schedules");
   const std::string p = (d / "p.safetensors").string(), b = (d / "b.safetensors").string();

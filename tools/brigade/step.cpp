@@ -85,7 +85,9 @@ void run_step(const StepArgs& a) {
   std::vector<double> ms;  // each run's wall time, the first (start-up) left out
   for (uint32_t i = 0; i < a.repeat; ++i) {
     const double t0 = pipeline::now_us();
-    r = p.executor->train(batch, {nullptr, {}, 0, loss_scale});
+    pipeline::Update u{nullptr, {}, 0, loss_scale};
+    u.skips = scales_loss(p.precision);  // said below, with what to do
+    r = p.executor->train(batch, u);
     if (r.skipped)
       throw UserError("the gradients overflowed fp16 at loss scale " + std::to_string(int64_t(loss_scale)) +
                       "; use --precision bf16, which needs no loss scaling");
@@ -107,7 +109,7 @@ void run_step(const StepArgs& a) {
   for (const model::ParamSpec& spec : m.params())
     if (spec.kind == model::ParamKind::Trainable) out.add(spec.name, spec.shape, grads.at(spec.name));
   out.set_metadata("model", m.name);
-  out.set_metadata("micro_batches", std::to_string(a.pipeline.micro_batches));
+  out.set_metadata("micro_batches", std::to_string(p.flags.micro_batches));  // --plan auto's where it chose
   out.set_metadata("stages", std::to_string(p.executor->stages()));
   if (world().multi()) out.set_metadata("replicas", std::to_string(a.pipeline.replicas));
   out.write(a.out);
