@@ -452,6 +452,19 @@ TEST_CASE("eval plans its pipeline for the split's largest batch, not a --batch-
   fs::remove_all(s.dir);
 }
 
+TEST_CASE("train refuses a checkpoint path it could not write before any work: a link there, resumed or not") {
+  const SavedRun s = saved_run("train-linked-checkpoint", true);
+  fs::rename(s.path, s.dir / "elsewhere.safetensors");
+  fs::create_symlink(s.dir / "elsewhere.safetensors", s.path);
+  const auto r = test::brigade_run("train --resume --out " + s.run.string());
+  INFO(r.output);
+  CHECK(r.status == 2);
+  CHECK(r.output.find(s.path + ": is a symbolic link") != std::string::npos);
+  CHECK(r.output.find("step ") == std::string::npos);  // no training began
+  CHECK(fs::is_symlink(s.path));
+  fs::remove_all(s.dir);
+}
+
 TEST_CASE("train --resume on data other than the run's says so, and goes on") {
   const SavedRun s = saved_run("train-resume-other-data", true);
   const std::string started_on = nlohmann::json::parse(io::checkpoint_config(s.path)).at("data_checksum");

@@ -165,6 +165,9 @@ void run_train(TrainArgs& a) {
     throw UserError(a.out + " already holds a checkpoint; pass --resume to continue it, or choose another --out");
   };
   const bool exists = has_checkpoint();
+  // Where the checkpoints will go: a link or folder there, or a folder not writable, is said
+  // now rather than at the first checkpoint.
+  if (world().rank() == 0 && fs::is_directory(a.out)) io::check_writable(ckpt);
   if (a.resume && !exists) throw UserError(ckpt + ": no checkpoint to resume from");
   if (!a.resume && exists) refuse_taken();
   std::vector<uint8_t> saved_bytes;  // rank 0's checkpoint, on every rank
