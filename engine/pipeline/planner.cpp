@@ -95,14 +95,25 @@ SearchResult search(const model::Model& m, const SearchSpace& s) {
   SearchResult r;
   const uint32_t L = uint32_t(m.layers.size());
   double closest = std::numeric_limits<double>::infinity();
+  // Why a combination is refused: kept for the last tried of those of the most stages, the
+  // nearest to running.
+  size_t refused_stages = 0;
   for (const std::vector<uint32_t>& devices : s.device_orders) {
     const uint32_t K = uint32_t(devices.size());
+    const auto refuse = [&](const std::string& why) {
+      ++r.invalid;
+      if (K >= refused_stages) refused_stages = K, r.refused = why;
+    };
+    const std::vector<std::vector<ops::Precision>> precisions = precision_choices(s, devices);
+    if (precisions.empty())
+      refuse("`precision`: " + std::to_string(s.precision.size()) + " values for " + std::to_string(K) +
+             " stages; give one for all or one per stage");
     for (uint32_t M : s.micro_batches)
       for (const ScheduleChoice& sc : s.schedules)
         for (Remat remat : s.remats)
-          for (const std::vector<ops::Precision>& precision : precision_choices(s, devices)) {
+          for (const std::vector<ops::Precision>& precision : precisions) {
             if (sc.virtual_stages > 1 && K < 2) {  // one stage's cells run in model order anyway
-              ++r.invalid;
+              refuse("`schedule` interleaved needs 2 stages or more (one stage's cells run in model order)");
               continue;
             }
             const uint32_t rows = split_rows(s.rows, M).front();
@@ -120,8 +131,8 @@ SearchResult search(const model::Model& m, const SearchSpace& s) {
             Plan p;
             try {
               p = plan(m, o);
-            } catch (const UserError&) {  // K > L, interleaved with M not a multiple of K, ...
-              ++r.invalid;
+            } catch (const UserError& e) {  // K > L, interleaved with M not a multiple of K, ...
+              refuse(e.what());
               continue;
             }
             ++r.considered;

@@ -77,6 +77,7 @@ struct SearchResult {
   size_t considered = 0;          // configurations planned
   size_t over_memory = 0;         // pruned: over a cap or a device's memory
   size_t invalid = 0;             // combinations a schedule or the model refuses
+  std::string refused;            // why the refused combination of the most stages was refused
   std::string closest;            // none fits: why the one nearest its caps does not
 };
 

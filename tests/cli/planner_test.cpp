@@ -196,10 +196,16 @@ TEST_CASE("times the cache holds cannot take a plan over a memory cap") {
 
 TEST_CASE("--plan auto refuses constraints nothing satisfies in one line") {
   const Cache cache("planner-refusals");
-  Result r = cache.run(std::string(kPlan) + " --micro-batches 3");
+  Result r = cache.run(std::string(kPlan) + " --micro-batches 9");
   CHECK(r.status == 2);
-  CHECK(r.output.find("--micro-batches 3 does not divide the mini-batch of 8") != std::string::npos);
-  CHECK(r.output.find("1,2,4,8") != std::string::npos);
+  CHECK(r.output.find("--micro-batches 9 is more than the 8 samples of a mini-batch") != std::string::npos);
+  CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 1);
+  // The refusal names what refused the combination nearest to running, in flags.
+  r = cache.run(std::string(kPlan) + " --micro-batches 3 --schedule interleaved --virtual-stages 2");
+  CHECK(r.status == 2);
+  CHECK(r.output.find("no configuration of fashion-mlp satisfies the flags given") != std::string::npos);
+  CHECK(r.output.find("--schedule interleaved runs micro-batches in groups of the 2 stages, and 3 is not a multiple of 2") !=
+        std::string::npos);
   CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 1);
   r = cache.run(std::string(kPlan) + " --mem-limit 16KiB");
   CHECK(r.status == 2);
@@ -208,6 +214,28 @@ TEST_CASE("--plan auto refuses constraints nothing satisfies in one line") {
   r = cache.run(std::string(kPlan) + " --partition memory");
   CHECK(r.status == 2);
   CHECK(r.output.find("--plan auto cuts by each layer's measured time") != std::string::npos);
+}
+
+TEST_CASE("--plan auto refuses 0 micro-batches in the one line a given plan gives") {
+  const Cache cache("planner-zero");
+  const Result given = cache.run("plan --model fashion-mlp -b 8 -m 0");
+  CHECK(given.status == 2);
+  CHECK(given.output == "brigade: error: --micro-batches must be at least 1\n");
+  for (const std::string& command : {std::string("plan --model fashion-mlp -b 8 --plan auto -m 0"),
+                                     "train --model fashion-mlp -b 8 --steps 1 --plan auto -m 0 --out " + (cache.dir / "run").string()}) {
+    const Result r = cache.run(command);
+    INFO(command);
+    CHECK(r.status == 2);
+    CHECK(r.output == given.output);
+  }
+}
+
+TEST_CASE("--plan auto takes given micro-batches that do not divide the mini-batch, split as a given plan splits them") {
+  const Cache cache("planner-uneven");
+  const Result r = cache.run(std::string(kPlan) + " --micro-batches 3");
+  REQUIRE_MESSAGE(r.status == 0, r.output);
+  CHECK(line_with(r.output, "plan auto: devices ").find(", 3 micro-batches, ") != std::string::npos);
+  CHECK(r.output.find("mini-batch 8 as 3 micro-batches of up to 3") != std::string::npos);
 }
 
 TEST_CASE("train --plan auto says and records its choice, and --resume goes on with it") {

@@ -170,6 +170,33 @@ TEST_CASE("a re-plan after a loss chooses from the devices --plan auto was given
   fs::remove_all(dir);
 }
 
+// A given --micro-batches that does not divide the mini-batch stays (split as a given plan
+// splits it); an interleaved schedule the devices that remain cannot run (one device, or two
+// and 3 micro-batches) goes on as 1f1b.
+TEST_CASE("a re-plan after a loss keeps uneven micro-batches and turns an interleaved schedule the rest cannot run into 1f1b") {
+  const fs::path dir = test::scratch_dir("recovery-flags");
+  test::write_tiny_fashion(dir / "data", 320, 64);
+  const std::string data = " --data " + (dir / "data").string();
+  std::map<std::string, fs::path> by_hand;
+  loses_and_equals_by_hand(dir, "uneven", "train --model fashion-mlp" + data + " -b 8 --steps 6 --eval-every 3 --eval-batches 1",
+                           "--devices 0,0 -m 3", "device-lost:stage 1:backward:3", "", by_hand);
+  auto replans = test::records(dir / "uneven-lost", "replan");
+  REQUIRE(replans.size() == 1);
+  CHECK(replans[0].at("flags").at("micro_batches") == 3);
+  const std::string common = "train --model fashion-mlp" + data + " -b 12 --steps 6 --eval-every 2 --eval-batches 1";
+  for (const std::string devices : {"0,0 -m 2", "0,0,0 -m 3"}) {
+    CAPTURE(devices);
+    const std::string name = "interleaved-" + std::to_string(devices.size());
+    loses_and_equals_by_hand(dir, name, common, "--devices " + devices + " --schedule interleaved --virtual-stages 2",
+                             "device-lost:stage 1:backward:8", "", by_hand);
+    replans = test::records(dir / (name + "-lost"), "replan");
+    REQUIRE(replans.size() == 1);
+    CHECK(replans[0].at("flags").at("schedule") == "1f1b");
+    CHECK(replans[0].at("flags").at("virtual_stages") == 1);
+  }
+  fs::remove_all(dir);
+}
+
 TEST_CASE("a loss the run cannot go on from stops it with a checkpoint of the last completed step that resumes") {
   const fs::path dir = test::scratch_dir("recovery-stop");
   test::write_tiny_fashion(dir / "data", 320, 64);

@@ -125,15 +125,17 @@ double rank_seconds_per_byte() {
   return worst / double(payload.size());
 }
 
-// Constraints nothing satisfies: one line.
-void refuse_if_empty(const model::Model& m, const pipeline::SearchResult& r) {
+// Constraints nothing satisfies: one line, naming what refused the combination nearest to
+// running. A re-plan after a lost device (recovery.h: flags fixed over the command line) is
+// not named --plan auto, which the user may not have given.
+void refuse_if_empty(const model::Model& m, const PipelineFlags& f, const pipeline::SearchResult& r) {
   if (!r.ranked.empty()) return;
+  const std::string who = f.fixed.empty() ? "--plan auto: " : "";
   if (!r.closest.empty())
-    throw UserError("--plan auto: no configuration of " + m.name + " fits the devices' memory (" +
+    throw UserError(who + "no configuration of " + m.name + " fits the devices' memory (" +
                     std::to_string(r.considered) + " planned); the closest: " + in_flags(r.closest));
-  throw UserError("--plan auto: no configuration of " + m.name + " satisfies the flags given (" +
-                  std::to_string(r.invalid) + " combinations refused); fix fewer of --devices, --micro-batches, "
-                  "--schedule, --virtual-stages, --precision and --balance");
+  throw UserError(who + "no configuration of " + m.name + " satisfies the flags given (" +
+                  std::to_string(r.invalid) + " combinations refused): " + in_flags(r.refused));
 }
 
 // The devices the search may use, opened once each: those of --devices (default: every
@@ -197,15 +199,13 @@ void set_axes(pipeline::SearchSpace& space, const PipelineFlags& f, uint32_t row
   } else {
     space.device_orders = pipeline::device_orders(space.pool, layers);
   }
-  const std::vector<uint32_t> divisors = pipeline::divisors(rows);
   if (f.given("--micro-batches")) {
-    if (rows % f.micro_batches != 0)
-      throw UserError("--micro-batches " + std::to_string(f.micro_batches) + " does not divide the mini-batch of " +
-                      std::to_string(rows) + "; with --plan auto give one of " + join(divisors) +
-                      " or leave it to the planner");
+    // Refused as a given plan refuses it (0, or more than the rows); one that does not divide
+    // the rows splits unevenly, as there.
+    pipeline::split_rows(rows, f.micro_batches);
     space.micro_batches = {f.micro_batches};
   } else {
-    space.micro_batches = divisors;
+    space.micro_batches = pipeline::divisors(rows);
   }
   if (f.given("--schedule")) {
     const pipeline::ScheduleKind kind = pipeline::parse_schedule_kind(f.schedule);
@@ -381,7 +381,7 @@ AutoPlan auto_plan(const model::Model& m, const PipelineFlags& f, uint32_t rows,
   for (pipeline::PlanDevice& d : space.pool)
     for (ops::Precision p : d.precisions)
       for (uint32_t r : sizes) d.times[{r, p}] = {std::vector<double>(L, 0.0), std::vector<double>(L, 0.0)};
-  refuse_if_empty(m, pipeline::search(m, space));
+  refuse_if_empty(m, f, pipeline::search(m, space));
   pipeline::ProfileCache cache(pipeline::default_profile_cache());
   if (!cache.warning().empty()) std::fprintf(stderr, "brigade: warning: %s\n", cache.warning().c_str());
   const Clock::time_point profile_start = Clock::now();
@@ -425,7 +425,7 @@ AutoPlan auto_plan(const model::Model& m, const PipelineFlags& f, uint32_t rows,
   const Clock::time_point search_start = Clock::now();
   const pipeline::SearchResult r = pipeline::search(m, space);
   const double search_seconds = since(search_start);
-  refuse_if_empty(m, r);
+  refuse_if_empty(m, f, r);
 
   std::string how = measured ? "profiled " + std::to_string(measured) + " layer timing runs in " + fixed(profile_seconds, 1) + " s"
                              : "layer times from the profile cache";

@@ -69,6 +69,19 @@ std::vector<std::string> without(const std::string& list, const std::vector<uint
   return kept;
 }
 
+// An interleaved schedule the user fixed needs 2 stages or more and, with --micro-batches
+// given, a count of stages that divides it: where the devices that remain allow neither, the
+// re-plan runs 1f1b (the same gradients: each micro-batch's are summed alike) rather than
+// stopping the run.
+void drop_interleaved(PipelineFlags& out, const PipelineFlags& user, const PipelineFlags& run) {
+  if (run.schedule != "interleaved" || !(user.given("--schedule") || user.given("--virtual-stages"))) return;
+  const size_t remain = out.devices.empty() ? 0 : split_list(out.devices).size();
+  for (uint32_t K = 2; K <= remain; ++K)
+    if (!user.given("--micro-batches") || run.micro_batches % K == 0) return;
+  out.schedule = "1f1b", out.virtual_stages = 1;
+  out.fixed["--schedule"] = true, out.fixed["--virtual-stages"] = false;
+}
+
 }  // namespace
 
 PipelineFlags replan_flags(const PipelineFlags& user, const PipelineFlags& run, const std::vector<uint32_t>& lost,
@@ -95,12 +108,14 @@ PipelineFlags replan_flags(const PipelineFlags& user, const PipelineFlags& run, 
       }
     out.devices = join_list(devices);
     out.mem_limit = caps.size() == devices.size() ? join_list(caps) : "";  // the caps are all given or none
+    drop_interleaved(out, user, run);
     return out;
   }
   out.devices = split_list(run.devices).size() == 1 ? "" : join_list(without(run.devices, lost));  // "": the one device went
   // A cap per stage (given, or a resumed plan's) loses the lost stages' caps.
   if (user.given("--mem-limit") || split_list(run.mem_limit).size() > 1)
     out.mem_limit = join_list(without(run.mem_limit, lost));
+  drop_interleaved(out, user, run);
   return out;
 }
 

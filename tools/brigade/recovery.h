@@ -39,7 +39,9 @@ std::vector<uint32_t> lost_stages(const Pipeline& p);
 // kept one precision for all stages, it chooses from that plan's pool less the entries the
 // lost stages took, each entry with its cap; else from the entries of run.devices that
 // remain, per-stage lists (--precision, --mem-limit) without the lost stages' entries.
-// Empty devices when none remains.
+// An interleaved schedule `user` fixed that the devices remaining cannot run (one device, or
+// a given --micro-batches no count of them divides) becomes 1f1b. Empty devices when none
+// remains.
 PipelineFlags replan_flags(const PipelineFlags& user, const PipelineFlags& run, const std::vector<uint32_t>& lost,
                            const AutoPlan* plan = nullptr);
 
