@@ -1,6 +1,7 @@
 // Measured layer times kept between runs, so that a second `--plan auto` does not profile
 // again (io/cache_file.h: profiles.json). An entry is found only by the same device (its
-// UUID), driver version, model (its configuration's checksum and layer count), micro-batch
+// UUID), driver version, model (its configuration's checksum, layer count and a sample's
+// shape: a GPT's window, which model::with_window changes without its configuration), micro-batch
 // rows, precision, program (io::build_checksum), tuned tilings (ops::tuned_checksum) and the
 // environment's kernel settings, so a profile from another driver, device, model or build of
 // Brigade (other kernels, other tilings) is never used. An entry of the wrong length or with a time that is not a finite
@@ -20,7 +21,7 @@
 
 namespace brigade::pipeline {
 
-// "<device uuid> <driver version> <model checksum>x<layers> <rows> <precision> <build checksum>",
+// "<device uuid> <driver version> <model checksum>x<layers> <sample shape> <rows> <precision> <build checksum>",
 // then " tuned <checksum>" where the device takes tuned tilings, then " NAME=value" for each
 // setting in the environment that chooses kernels (BRIGADE_ATTENTION, _ATTENTION_BLOCKS,
 // _MATRIX_UNITS, _SPLIT_K) where set.

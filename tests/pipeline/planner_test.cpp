@@ -8,6 +8,7 @@
 #include "ops/matmul_tiles.h"
 #include "pipeline/plan.h"
 #include "pipeline/planner.h"
+#include "pipeline/profile_cache.h"
 #include "pipeline/simulate.h"
 
 namespace pipeline_planner_test {
@@ -214,6 +215,16 @@ TEST_CASE("an fp32 stage whose convolution reads a 16-bit boundary has the scrat
   const model::Layer& conv = *m.layers[first];
   CHECK(conv.scratch_floats(rows, ops::Precision::Fp16) > conv.scratch_floats(rows, ops::Precision::Fp32));
   CHECK(c.scratch_bytes >= conv.scratch_floats(rows, ops::Precision::Fp16) * 4);
+}
+
+TEST_CASE("a profile is kept by the model's input window, which a GPT's configuration does not change") {
+  const model::Model m = model::build("gpt-mini");
+  const model::Model short_window = model::with_window(m, 8);
+  REQUIRE(short_window.config == m.config);
+  const vk::PhysicalInfo info;
+  CHECK(profile_key(info, m, 1, ops::Precision::Fp32) != profile_key(info, short_window, 1, ops::Precision::Fp32));
+  CHECK(profile_key(info, short_window, 1, ops::Precision::Fp32) ==
+        profile_key(info, model::with_window(m, 8), 1, ops::Precision::Fp32));
 }
 
 }  // namespace pipeline_planner_test
