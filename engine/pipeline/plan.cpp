@@ -373,13 +373,16 @@ Plan plan(const model::Model& m, const PlanOptions& o) {
     try {
       p.partition = balance_min_max(costs, cells, exact);
     } catch (const NoFit&) {
-      // Show the cut that needs the least memory on its fullest cell, and where it overflows.
+      // Show the cut that needs the least memory on its fullest cell, and where it overflows:
+      // cut by memory alone (not by the stages' speeds or measured times).
       std::vector<StageSpec> uncapped = cells;
-      for (StageSpec& st : uncapped) st.memory_cap = 0;
+      for (StageSpec& st : uncapped) st.memory_cap = 0, st.speed = 1, st.layer_times.clear();
       std::vector<LayerCost> by_memory = costs;
       for (LayerCost& c : by_memory) c.time = double(c.memory);
       p.partition = balance_manual(costs, cells, balance_min_max(by_memory, uncapped, exact).sizes);
-      if (C > 1) no_cut = "no cut of " + m.name + " into " + std::to_string(C) + (V > 1 ? " cells" : " stages") + " fits under `memory_cap`; the closest: ";
+      if (C > 1)
+        no_cut = "no cut of " + m.name + " into " + std::to_string(C) + (V > 1 ? " cells" : " stages") +
+                 " fits under `memory_cap`; in the one needing the least memory, ";
     }
   }
   for (uint32_t c = 0; c < C; ++c) {

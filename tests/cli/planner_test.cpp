@@ -211,6 +211,13 @@ TEST_CASE("--plan auto refuses constraints nothing satisfies in one line") {
   CHECK(r.status == 2);
   CHECK(r.output.find("no configuration of fashion-mlp fits the devices' memory") != std::string::npos);
   CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 1);
+  // The closest configuration's cut is the one needing the least memory, said once.
+  r = cache.run("plan --model gpt-mini -b 4 --plan auto --devices 0,0,0 --mem-limit 8MiB --schedule 1f1b");
+  CHECK(r.status == 2);
+  const std::regex closest("the closest: no cut of gpt-mini into 3 stages fits under --mem-limit; in the one needing the "
+                           "least memory, stage \\d \\(device 0, [^)]*\\)\\) needs 8\\.\\d MiB, over its 8\\.0 MiB");
+  CHECK_MESSAGE(std::regex_search(r.output, closest), r.output);
+  CHECK(r.output.find("the closest") == r.output.rfind("the closest"));
   r = cache.run(std::string(kPlan) + " --partition memory");
   CHECK(r.status == 2);
   CHECK(r.output.find("--plan auto cuts by each layer's measured time") != std::string::npos);

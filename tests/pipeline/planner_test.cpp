@@ -227,4 +227,23 @@ TEST_CASE("a profile is kept by the model's input window, which a GPT's configur
         profile_key(info, model::with_window(m, 8), 1, ops::Precision::Fp32));
 }
 
+TEST_CASE("when no cut fits, the plan shows the cut needing the least memory, whatever the stages' times") {
+  const model::Model m = model::build("gpt-mini");
+  PlanOptions o;
+  o.rows = 4, o.schedule = ScheduleKind::OneFOneB, o.optimizer_states = 2;
+  o.stages.assign(3, StageSpec{});
+  for (StageSpec& st : o.stages) st.memory_cap = 8 << 20;
+  const Plan by_memory = plan(m, o);
+  REQUIRE(!by_memory.problem.empty());
+  // Measured times that would cut the embedding off alone.
+  for (StageSpec& st : o.stages) {
+    st.layer_times.assign(m.layers.size(), 1e-3);
+    st.layer_times[0] = 1;
+  }
+  const Plan timed = plan(m, o);
+  CHECK(timed.partition.sizes == by_memory.partition.sizes);
+  CHECK(timed.problem == by_memory.problem);
+  CHECK(timed.problem.find("in the one needing the least memory, stage ") != std::string::npos);
+}
+
 }  // namespace pipeline_planner_test
