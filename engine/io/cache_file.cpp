@@ -11,6 +11,12 @@
 
 namespace brigade::io {
 
+namespace {
+
+constexpr int kMaxDepth = 32;  // Brigade's caches nest a few levels deep
+
+}  // namespace
+
 std::string cache_path(const std::string& name) {
   std::string dir;
   if (const char* d = std::getenv("BRIGADE_CACHE_DIR"); d && *d) dir = d;
@@ -37,7 +43,15 @@ CacheFile::CacheFile(std::string path, std::string kind, std::string section)
     : path_(std::move(path)), kind_(std::move(kind)), section_(std::move(section)) {
   if (path_.empty() || !std::filesystem::exists(path_)) return;
   std::ifstream in(path_);
-  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  // Nesting deeper than any cache Brigade writes is left unbuilt and the file refused: a
+  // value nested some 100000 deep takes the stack with it when copied or compared.
+  bool deep = false;
+  const nlohmann::json::parser_callback_t depth = [&](int d, nlohmann::json::parse_event_t, nlohmann::json&) {
+    if (d > kMaxDepth) deep = true;
+    return d <= kMaxDepth;
+  };
+  nlohmann::json j = nlohmann::json::parse(in, depth, false);
+  if (deep) j = nlohmann::json::value_t::discarded;
   const bool ours = j.is_object() && j.contains("version") && j["version"].is_number_integer() && j["version"] == 1;
   if (ours && j.contains(section_) && j[section_].is_object())
     entries_ = j[section_];

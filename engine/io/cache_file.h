@@ -1,8 +1,9 @@
 // What Brigade measures on a machine and keeps between runs (the planner's layer times,
 // pipeline/profile_cache.h; the tilings `bench products --save` found faster, ops/tuned_tilings.h):
 // one JSON file per kind in the cache folder, its entries under one section, each found by a
-// key that names everything the measurement depends on. A file that does not parse, or that
-// another kind of cache wrote, is ignored with one warning and rewritten whole.
+// key that names everything the measurement depends on. A file that does not parse, that
+// nests deeper than a cache Brigade writes, or that another kind of cache wrote, is ignored
+// with one warning and rewritten whole.
 #pragma once
 
 #include <string>

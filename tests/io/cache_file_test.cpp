@@ -55,6 +55,14 @@ TEST_CASE("a cache file keeps its section's entries through a save, and ignores 
     CHECK(odd.find("device") == nullptr);
     CHECK(odd.warning().find("is not a tiling cache Brigade wrote") != std::string::npos);
   }
+  // Valid JSON nested far deeper than a cache: refused as unreadable, not followed down.
+  {
+    const size_t n = 200000;
+    std::ofstream(path) << R"({"version":1,"tilings":{"x":)" << std::string(n, '[') << std::string(n, ']') << "}}";
+  }
+  const io::CacheFile deep(path, "tiling", "tilings");
+  CHECK(deep.find("x") == nullptr);
+  CHECK(deep.warning().find("is not a tiling cache Brigade wrote") != std::string::npos);
   // No path: a cache that keeps nothing and writes nothing.
   io::CacheFile none("", "tiling", "tilings");
   none.put("device", 1);
