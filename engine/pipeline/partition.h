@@ -40,7 +40,7 @@ struct StageSpec {
   uint64_t memory_cap = 0;  // bytes; 0 = unbounded
   std::string device;       // for messages: "device 0, llvmpipe (...)"
   // The physical device behind this stage and its largest device-local heap (0: unknown).
-  // With no cap on any stage, the stages sharing a physical device must fit it together.
+  // With or without caps, the stages sharing a physical device must fit it together.
   uint32_t physical = 0;
   uint64_t device_memory = 0;
   // Measured time of every layer of the model on this stage's own device (profiled). When

@@ -266,8 +266,8 @@ std::string over_cap(uint32_t k, const Bytes& b, const StageSpec& spec, uint32_t
   return what + " or a smaller mini-batch (`rows`)";
 }
 
-// Without caps, the stages on one physical device must fit its device-local memory together:
-// what a driver would refuse, refused before anything is allocated.
+// Whatever their caps, the stages on one physical device must fit its device-local memory
+// together: what a driver would refuse, refused before anything is allocated.
 std::string over_device_memory(const Plan& p, const PlanOptions& o) {
   struct Use {
     uint64_t bytes = 0, heap = 0;
@@ -280,12 +280,13 @@ std::string over_device_memory(const Plan& p, const PlanOptions& o) {
     u.stages += (u.stages.empty() ? "" : ", ") + std::to_string(k);
     u.heap = std::max(u.heap, o.stages[k].device_memory);
   }
+  const bool capped = std::any_of(o.stages.begin(), o.stages.end(), [](const StageSpec& st) { return st.memory_cap; });
   for (const auto& [index, u] : by_physical)
     if (u.heap && u.bytes > u.heap) {
       const bool one = u.stages.find(',') == std::string::npos;
       return std::string(one ? "stage " : "stages ") + u.stages + " on device " + std::to_string(index) +
              (one ? " needs " : " need ") + needs_over(u.bytes, u.heap) + " of device-local memory; add devices or stages, use `remat` always with more micro-batches (`micro_batches`), "
-             "or a smaller mini-batch (`rows`) (or set each stage's cap yourself with `memory_cap`)";
+             "or a smaller mini-batch (`rows`)" + (capped ? "" : " (or set each stage's cap yourself with `memory_cap`)");
     }
   return {};
 }
@@ -397,8 +398,7 @@ Plan plan(const model::Model& m, const PlanOptions& o) {
     const double ratio = cap ? double(total(b)) / double(cap) : 0;
     if (ratio > worst) worst = ratio, p.problem = no_cut + over_cap(k, b, o.stages[k], o.micro_batches, o.remat);
   }
-  if (p.problem.empty() && std::none_of(o.stages.begin(), o.stages.end(), [](const StageSpec& st) { return st.memory_cap; }))
-    p.problem = over_device_memory(p, o);
+  if (p.problem.empty()) p.problem = over_device_memory(p, o);  // caps are limits besides the device's
   std::vector<double> forward;
   for (double t : p.partition.stage_time) forward.push_back(t / 3);
   p.bubble = simulated_bubble(p.schedule, forward);

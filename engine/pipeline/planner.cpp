@@ -83,8 +83,9 @@ const LayerTimes& times_of(const PlanDevice& d, uint32_t rows, ops::Precision p)
 double over_ratio(const Plan& p, const std::vector<StageSpec>& stages, uint32_t optimizer_states) {
   double worst = 0;
   for (uint32_t k = 0; k < stages.size(); ++k) {
-    const uint64_t cap = stages[k].memory_cap ? stages[k].memory_cap : stages[k].device_memory;
-    if (cap) worst = std::max(worst, double(total(p.stage_memory(k, optimizer_states))) / double(cap));
+    const double bytes = double(total(p.stage_memory(k, optimizer_states)));
+    for (uint64_t cap : {stages[k].memory_cap, stages[k].device_memory})  // a cap and the device's own
+      if (cap) worst = std::max(worst, bytes / double(cap));
   }
   return worst;
 }

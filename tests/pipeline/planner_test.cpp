@@ -246,4 +246,19 @@ TEST_CASE("when no cut fits, the plan shows the cut needing the least memory, wh
   CHECK(timed.problem.find("in the one needing the least memory, stage ") != std::string::npos);
 }
 
+TEST_CASE("stages capped above their device's memory are still held to the device's memory together") {
+  const model::Model m = model::build("fashion-mlp");
+  PlanOptions o;
+  o.rows = 64, o.optimizer_states = 2;
+  o.stages.assign(2, StageSpec{});
+  for (StageSpec& st : o.stages) st.physical = 0, st.device_memory = 3 << 20;  // about 3.6 MiB needed
+  const Plan uncapped = plan(m, o);
+  CHECK(uncapped.problem.find("stages 0, 1 on device 0 need ") != std::string::npos);
+  CHECK(uncapped.problem.find("set each stage's cap yourself") != std::string::npos);
+  for (StageSpec& st : o.stages) st.memory_cap = uint64_t(1) << 40;
+  const Plan capped = plan(m, o);
+  CHECK(capped.problem.find("stages 0, 1 on device 0 need ") != std::string::npos);
+  CHECK(capped.problem.find("set each stage's cap yourself") == std::string::npos);
+}
+
 }  // namespace pipeline_planner_test

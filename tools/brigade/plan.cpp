@@ -62,12 +62,12 @@ int run_plan(const PlanArgs& a) {
                                               profiled ? "ms/micro-batch" : "GFLOP", "params", "grads",
                                               "optimizer", "activations", "links", "scratch", "total", "cap", "fits"}};
   const std::vector<ops::Precision> precision = stage_precisions(f.precision, d.stages);
-  // Without a cap a stage fits where its device's memory holds every stage on that device.
+  // A stage fits under its cap, if any, and where its device's memory holds every stage on it.
   std::map<std::string, uint64_t> on_device;
   const auto device_key = [&](uint32_t k) { return d.stages[k].rank + "/" + std::to_string(d.stages[k].index); };
   for (uint32_t k = 0; k < K; ++k) on_device[device_key(k)] += pipeline::total(p.stage_memory(k, states));
   const auto fits = [&](uint32_t k, uint64_t total, uint64_t cap) {
-    if (cap) return total <= cap;
+    if (cap && total > cap) return false;
     return !d.stages[k].heap || on_device[device_key(k)] <= d.stages[k].heap;
   };
   auto row = [&](const std::string& name, uint32_t k, const std::string& layers, const std::string& work,
