@@ -132,6 +132,10 @@ SearchResult search(const model::Model& m, const SearchSpace& s) {
             Plan p;
             try {
               p = plan(m, o);
+            } catch (const NoFit& e) {  // no cut under the caps: over memory, not a refused combination
+              ++r.considered, ++r.over_memory;
+              if (r.closest.empty()) r.closest = e.what();
+              continue;
             } catch (const UserError& e) {  // K > L, interleaved with M not a multiple of K, ...
               refuse(e.what());
               continue;

@@ -39,6 +39,7 @@ std::optional<LayerTimes> ProfileCache::find(const std::string& key, size_t laye
   const nlohmann::json* e = file_.find(key);
   if (!e || !e->is_object()) return std::nullopt;
   LayerTimes t;
+  double sum = 0;
   for (const char* pass : {"forward", "backward"}) {
     const auto v = e->find(pass);
     if (v == e->end() || !v->is_array() || v->size() != layers) return std::nullopt;
@@ -46,8 +47,11 @@ std::optional<LayerTimes> ProfileCache::find(const std::string& key, size_t laye
     for (const nlohmann::json& x : *v) {
       if (!x.is_number() || !std::isfinite(x.get<double>()) || x.get<double>() < 0) return std::nullopt;
       out.push_back(x.get<double>());
+      sum += out.back();
     }
   }
+  // No time at all, or times whose sum overflows: no profile measured them.
+  if (!(sum > 0) || !std::isfinite(sum)) return std::nullopt;
   return t;
 }
 

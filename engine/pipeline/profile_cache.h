@@ -4,8 +4,9 @@
 // shape: a GPT's window, which model::with_window changes without its configuration), micro-batch
 // rows, precision, program (io::build_checksum), tuned tilings (ops::tuned_checksum) and the
 // environment's kernel settings, so a profile from another driver, device, model or build of
-// Brigade (other kernels, other tilings) is never used. An entry of the wrong length or with a time that is not a finite
-// non-negative number counts as missing. The cache holds times only: memory always comes
+// Brigade (other kernels, other tilings) is never used. An entry of the wrong length, with a time that is not a finite
+// non-negative number, or whose times are all zero or sum past a double's range counts as
+// missing (it is measured again). The cache holds times only: memory always comes
 // from the plan's model, never from the file.
 #pragma once
 

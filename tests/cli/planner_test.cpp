@@ -181,17 +181,38 @@ TEST_CASE("a profile cache that cannot be written is named with its reason, and 
 TEST_CASE("times the cache holds cannot take a plan over a memory cap") {
   const Cache cache("planner-capped");
   REQUIRE(cache.run(kPlan).status == 0);
-  // Every time zero but the configurations that need the most memory's: all ties.
+  // Every time the same: all ties, the configurations that need the most memory's too.
   std::ifstream in(cache.file());
   nlohmann::json j = nlohmann::json::parse(in);
   for (auto& [key, value] : j.at("profiles").items())
     for (const char* pass : {"forward", "backward"})
-      for (auto& t : value.at(pass)) t = 0.0;
+      for (auto& t : value.at(pass)) t = 1e-6;
   std::ofstream(cache.file()) << j.dump();
   const Result capped = cache.run(std::string(kPlan) + " --mem-limit 4MiB");
   REQUIRE_MESSAGE(capped.status == 0, capped.output);
+  CHECK(capped.output.find("layer times from the profile cache") != std::string::npos);
   CHECK(capped.output.find(" NO") == std::string::npos);
   CHECK(capped.output.find("over memory") != std::string::npos);
+}
+
+TEST_CASE("cached times that are all zero or sum past a double's range are measured again") {
+  const Cache cache("planner-implausible");
+  REQUIRE(cache.run(kPlan).status == 0);
+  std::ifstream in(cache.file());
+  const nlohmann::json measured = nlohmann::json::parse(in);
+  for (const double t : {0.0, 1e308}) {
+    CAPTURE(t);
+    nlohmann::json j = measured;
+    for (auto& [key, value] : j.at("profiles").items())
+      for (const char* pass : {"forward", "backward"})
+        for (auto& x : value.at(pass)) x = t;
+    std::ofstream(cache.file()) << j.dump();
+    const Result r = cache.run(kPlan);
+    REQUIRE_MESSAGE(r.status == 0, r.output);
+    CHECK(r.output.find("layer times from the profile cache") == std::string::npos);
+    CHECK(r.output.find("profiled ") != std::string::npos);
+    CHECK(line_with(r.output, "plan auto: devices ").find("predicted 0.00 ms") == std::string::npos);
+  }
 }
 
 TEST_CASE("--plan auto refuses constraints nothing satisfies in one line") {
