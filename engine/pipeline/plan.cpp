@@ -369,6 +369,9 @@ Plan plan(const model::Model& m, const PlanOptions& o) {
   };
   std::string no_cut;
   if (!o.balance.empty()) {
+    if (V > 1 && o.balance.size() != C)
+      throw UserError("`balance`: " + std::to_string(o.balance.size()) + " cell sizes for " + std::to_string(C) + " cells (" +
+                      std::to_string(K) + " stages x " + std::to_string(V) + " virtual stages); give one size per cell");
     p.partition = balance_manual(costs, cells, o.balance);
   } else {
     try {

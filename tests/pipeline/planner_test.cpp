@@ -261,4 +261,19 @@ TEST_CASE("stages capped above their device's memory are still held to the devic
   CHECK(capped.problem.find("set each stage's cap yourself") == std::string::npos);
 }
 
+TEST_CASE("a hand-given balance of the wrong length under an interleaved schedule counts cells, not stages") {
+  const model::Model m = model::build("fashion-mlp");
+  PlanOptions o;
+  o.rows = 8, o.micro_batches = 4, o.schedule = ScheduleKind::Interleaved, o.virtual_stages = 2;
+  o.stages.assign(2, StageSpec{});
+  o.balance = {5, 6};
+  std::string what;
+  try {
+    plan(m, o);
+  } catch (const UserError& e) {
+    what = e.what();
+  }
+  CHECK(what == "`balance`: 2 cell sizes for 4 cells (2 stages x 2 virtual stages); give one size per cell");
+}
+
 }  // namespace pipeline_planner_test
