@@ -72,6 +72,11 @@ TEST_CASE("plan --plan auto prints its best configurations and choice, then read
   CHECK(cold.output.find("profiled ") != std::string::npos);
   const std::string choice = line_with(cold.output, "plan auto: devices ");
   CHECK(!choice.empty());
+  // The search's bubble is named as simulated (stages sharing cores taking turns), apart from
+  // the schedule's own on the plan's last line.
+  CHECK(line_with(cold.output, "#").find(" simulated bubble ") != std::string::npos);
+  CHECK(choice.find(" ms per step, simulated bubble ") != std::string::npos);
+  CHECK(cold.output.find("bubble of ") != std::string::npos);
   REQUIRE(fs::exists(cache.file()));
   const Result warm = cache.run(kPlan);
   REQUIRE_MESSAGE(warm.status == 0, warm.output);

@@ -292,7 +292,7 @@ AutoPlan report(const PipelineFlags& f, const pipeline::SearchResult& r, const P
   }
   out.flags = out.ranked.front().flags;
   out.table.push_back({"#", ranks ? "ranks' devices" : "devices", "K", "M", "schedule", "remat", "precision",
-                       "layers", "ms/step", "vs choice", "bubble", "peak per device"});
+                       "layers", "ms/step", "vs choice", "simulated bubble", "peak per device"});
   // Configurations that differ only in schedule or remat and take the same time (one stage,
   // one micro-batch) show once, the simplest.
   std::set<std::string> shown;
@@ -318,7 +318,7 @@ AutoPlan report(const PipelineFlags& f, const pipeline::SearchResult& r, const P
              std::to_string(out.flags.micro_batches) + " micro-batches, schedule " + out.flags.schedule +
              (out.flags.virtual_stages > 1 ? " (" + std::to_string(out.flags.virtual_stages) + " virtual stages)" : "") +
              ", remat " + out.flags.remat + ", precision " + out.flags.precision + ", layers " + out.flags.balance +
-             "; predicted " + fixed(best.step_seconds * 1e3, 2) + " ms per step, bubble " + fixed(best.bubble, 3);
+             "; predicted " + fixed(best.step_seconds * 1e3, 2) + " ms per step, simulated bubble " + fixed(best.bubble, 3);
   out.same_as = std::string(ranks ? "" : "--devices " + out.flags.devices + " ") + "--micro-batches " +
                 std::to_string(out.flags.micro_batches) + " --schedule " + out.flags.schedule +
                 (out.flags.virtual_stages > 1 ? " --virtual-stages " + std::to_string(out.flags.virtual_stages) : "") +
