@@ -244,6 +244,19 @@ TEST_CASE("SIGINT and SIGTERM stop training at a step boundary with a checkpoint
   fs::remove_all(dir);
 }
 
+TEST_CASE("sample refuses a prompt byte past the model's vocabulary, naming it") {
+  const fs::path dir = test::scratch_dir("sample-vocabulary");
+  const std::string params = (dir / "v16.safetensors").string(), model = std::string(kTinyGpt) + " --set vocab_size=16";
+  REQUIRE(test::brigade_run("init " + model + " --out " + params).status == 0);
+  const auto r = test::brigade_run("sample " + params + " " + model + " --prompt \"$(printf '\\003\\017h')\" --length 2");
+  INFO(r.output);
+  CHECK(r.status == 2);
+  CHECK(r.output == "brigade: error: --prompt: byte 2 is 104, past gpt-mini's vocabulary of 16 tokens (0 to 15)\n");
+  const auto fits = test::brigade_run("sample " + params + " " + model + " --prompt \"$(printf '\\003\\017')\" --length 2");
+  CHECK(fits.status == 0);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("train, eval and sample refuse bad requests with one line") {
   const fs::path dir = test::scratch_dir("train-errors");
   const std::string out = " --out " + (dir / "run").string();

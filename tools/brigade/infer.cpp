@@ -159,6 +159,11 @@ void run_sample(const SampleArgs& a) {
   std::vector<int32_t> text;
   for (unsigned char c : a.prompt) text.push_back(c);
   if (text.empty()) throw UserError("--prompt: give at least one byte");
+  for (size_t i = 0; i < text.size(); ++i)  // each byte is a token of the vocabulary
+    if (uint32_t(text[i]) >= V)
+      throw UserError("--prompt: byte " + std::to_string(i) + " is " + std::to_string(text[i]) + ", past " +
+                      l.model.name + "'s vocabulary of " + std::to_string(V) + " tokens (0 to " +
+                      std::to_string(V - 1) + ")");
   std::fwrite(a.prompt.data(), 1, a.prompt.size(), stdout);
   pipeline::Batch b;
   b.rows = 1;
