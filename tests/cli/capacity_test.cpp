@@ -93,4 +93,43 @@ TEST_CASE("bench capacity refuses what it cannot grow, in one line and exit 2") 
   }
 }
 
+TEST_CASE("bench capacity --svg makes its folder and checks its chart before the search, and prints the table first") {
+  const std::filesystem::path dir = test::scratch_dir("bench-capacity-svg");
+  const std::string args = "bench capacity --widths 32 --configs 1:always --mem-limit 4MiB -b 2 -m 2 --no-step --svg ";
+  // A folder that does not exist yet: made, the table printed and the chart written.
+  const auto r = test::brigade_run(args + (dir / "new" / "sub").string());
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK(r.output.find("the largest per row") != std::string::npos);
+  CHECK(test::xml_problem(test::slurp(dir / "new" / "sub" / "capacity.svg")).empty());
+  // A chart that cannot be written is refused before any depth is planned.
+  std::filesystem::create_directories(dir / "taken" / "capacity.svg");
+  const auto refused = test::brigade_run(args + (dir / "taken").string());
+  INFO(refused.output);
+  CHECK(refused.status == 2);
+  CHECK(refused.output.find("capacity.svg") != std::string::npos);
+  CHECK(refused.output.find("n_layer 1") == std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("bench capacity stops its search at --max-layers, says each depth it tries, and calls the bound at least") {
+  const std::string args = "bench capacity --widths 32 --configs 1:always --mem-limit 1TiB -b 2 -m 2 --no-step --max-layers 8";
+  const auto r = test::brigade_run(args);
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  for (const char* probe : {"n_layer 1 fits", "n_layer 2 fits", "n_layer 4 fits", "n_layer 8 fits"})
+    CHECK(r.output.find(std::string("K=1 always, n_embd 32: ") + probe) != std::string::npos);
+  CHECK(r.output.find("n_layer 16") == std::string::npos);
+  CHECK(r.output.find("at least 8 (") != std::string::npos);
+  CHECK(r.output.find("not searched (--max-layers)") != std::string::npos);
+  CHECK(r.output.find("the search stopped at --max-layers 8") != std::string::npos);
+  const auto j = test::brigade_run(args + " --json");
+  REQUIRE(j.status == 0);
+  const auto row = nlohmann::json::parse(j.output).at("results").at(0);
+  CHECK(row.at("n_layer") == 8);
+  CHECK(row.at("at_max_layers") == true);
+  CHECK(row.at("next_depth_bytes").is_null());
+  CHECK(row.at("widths").at(0).at("at_max_layers") == true);
+}
+
 }  // namespace cli_capacity_test

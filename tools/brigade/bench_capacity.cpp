@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -35,6 +36,10 @@ namespace {
 
 // The model builder's limit on n_layer (engine/model/builder.cpp).
 constexpr uint32_t kMaxDepth = 4096;
+// --max-layers' default: the deepest the search plans. Planning one depth costs more the
+// deeper it is (about 18 s at 1024 layers for K=1 on lavapipe), and a cap that holds 256
+// blocks of the narrowest width says what the table is for.
+constexpr uint32_t kDefaultMaxLayers = 256;
 
 // The defaults (docs/BENCHMARKS.md): a mini-batch of 16 sequences in 16 micro-batches of one.
 // Without remat all 16 keep their activations, which then outweigh the parameter state (a
@@ -54,6 +59,7 @@ struct Options {
   std::string device = "0";
   bool json = false;
   bool no_step = false;
+  uint32_t max_layers = kDefaultMaxLayers;  // the search stops there: "at least" that many
   std::string svg;  // folder for capacity.svg
 };
 
@@ -183,19 +189,20 @@ class DepthSearch {
   }
 
   // The largest depth that fits, or 0 when not even shallowest() does: doubling, then halving.
+  // At --max-layers the search stops: the depth it returns then is a lower bound.
   uint32_t largest() {
     uint32_t fit = shallowest();
-    if (!probe(fit).fits) return 0;
+    if (!shown(fit).fits) return 0;
     uint32_t over = fit;
-    while (over < kMaxDepth) {
-      over = std::min(kMaxDepth, over * 2);
-      if (!probe(over).fits) break;
+    while (over < o_.max_layers) {
+      over = std::min(o_.max_layers, over * 2);
+      if (!shown(over).fits) break;
       fit = over;
     }
-    if (fit == kMaxDepth) return fit;
+    if (fit >= o_.max_layers) return fit;
     while (over - fit > 1) {
       const uint32_t mid = fit + (over - fit) / 2;
-      (probe(mid).fits ? fit : over) = mid;
+      (shown(mid).fits ? fit : over) = mid;
     }
     return fit;
   }
@@ -204,6 +211,15 @@ class DepthSearch {
   uint32_t n_head() const { return n_head_; }
 
  private:
+  // probe(), each depth tried said on stderr as it is decided (planning one takes seconds).
+  const Probe& shown(uint32_t n_layer) {
+    const Probe& p = probe(n_layer);
+    if (!o_.json)
+      std::fprintf(stderr, "%s, n_embd %u: n_layer %u %s\n", c_.name().c_str(), n_embd_, n_layer,
+                   p.fits ? "fits" : p.planned ? "does not fit" : "does not fit (parameter state alone)");
+    return p;
+  }
+
   const Options& o_;
   Config c_;
   uint32_t n_embd_, n_head_;
@@ -217,9 +233,10 @@ struct Row {
   Config config;
   std::vector<std::optional<uint32_t>> depth;  // per width: the largest n_layer, if any fits
   std::vector<uint64_t> parameters;           // per width, at that depth
+  std::vector<bool> bounded;                  // per width: the depth is --max-layers, a lower bound
   uint32_t n_layer = 0, n_embd = 0, n_head = 0;
   uint64_t params = 0, planned = 0, next = 0;  // fullest stage at n_layer and at n_layer + 1
-  bool at_builder_limit = false;               // n_layer = kMaxDepth: no n_layer + 1 to plan
+  bool at_bound = false;                       // n_layer = --max-layers: at least that many fit
   uint64_t peak = 0;                           // the fullest stage's measured peak
   double step_s = NAN, loss = NAN, relative = NAN;
 };
@@ -255,10 +272,13 @@ Row measure(const Options& o, const Base& base, const Config& c) {
     DepthSearch s(o, c, n_embd, base.head_size, d);
     const uint32_t L = s.largest();
     r.depth.push_back(L ? std::optional<uint32_t>(L) : std::nullopt);
+    r.bounded.push_back(L >= o.max_layers);
     r.parameters.push_back(L ? s.probe(L).parameters : 0);
     if (!o.json)
       std::fprintf(stderr, "%s, n_embd %u: %s\n", c.name().c_str(), n_embd,
-                   L ? ("n_layer " + std::to_string(L) + ", " + format_count(r.parameters.back()) + " parameters").c_str()
+                   L ? ("n_layer " + std::string(L >= o.max_layers ? "at least " : "") + std::to_string(L) + ", " +
+                        format_count(r.parameters.back()) + " parameters")
+                           .c_str()
                      : "not even the shallowest fits");
     if (L && s.probe(L).parameters > r.params) {
       r.params = s.probe(L).parameters, r.n_layer = L, r.n_embd = n_embd, r.n_head = s.n_head();
@@ -271,9 +291,9 @@ Row measure(const Options& o, const Base& base, const Config& c) {
     throw UserError(c.name() + ": no n_embd of --widths fits under --mem-limit " + o.mem_limit + " even at n_layer " +
                     std::to_string(s.shallowest()) + "; the narrowest: " + s.probe(s.shallowest(), true).problem);
   }
-  // The boundary: one block more is refused by the planner itself.
-  r.at_builder_limit = r.n_layer == kMaxDepth;
-  if (!r.at_builder_limit) {
+  // The boundary: one block more is refused by the planner itself (not searched past --max-layers).
+  r.at_bound = r.n_layer >= o.max_layers;
+  if (!r.at_bound) {
     const Probe& next = best->probe(r.n_layer + 1, true);
     BRIGADE_EXPECT(!next.fits, "a depth over the largest found must not fit");
     r.next = next.fullest;
@@ -302,7 +322,9 @@ void print(const Options& o, const Base& base, uint64_t cap, const std::vector<R
   for (const Row& r : rows) {
     t.push_back({r.config.name()});
     for (size_t i = 0; i < o.widths.size(); ++i)
-      t.back().push_back(r.depth[i] ? std::to_string(*r.depth[i]) + " (" + format_count(r.parameters[i]) + ")" : "-");
+      t.back().push_back(r.depth[i] ? (r.bounded[i] ? "at least " : "") + std::to_string(*r.depth[i]) + " (" +
+                                          format_count(r.parameters[i]) + ")"
+                                    : "-");
   }
   print_table(t);
   std::printf("\nthe largest per row, trained one step with every stage capped\n");
@@ -310,12 +332,17 @@ void print(const Options& o, const Base& base, uint64_t cap, const std::vector<R
         "n_layer+1 needs", "step s", "loss", "vs K=1 never"}};
   for (const Row& r : rows)
     t.push_back({std::to_string(r.config.K), r.config.remat, r.config.schedule, r.config.precision,
-                 std::to_string(r.n_layer), std::to_string(r.n_embd),
+                 (r.at_bound ? "at least " : "") + std::to_string(r.n_layer), std::to_string(r.n_embd),
                  std::to_string(r.n_head), format_count(r.params), format_bytes(r.planned),
                  o.no_step ? "-" : format_bytes(r.peak), format_bytes(cap),
-                 r.at_builder_limit ? "over n_layer " + std::to_string(kMaxDepth) : format_bytes(r.next),
+                 r.at_bound ? "not searched (--max-layers)" : format_bytes(r.next),
                  fixed(r.step_s, "%.1f"), fixed(r.loss, "%.4f"), fixed(r.relative, "%.2fx")});
   print_table(t);
+  if (std::any_of(rows.begin(), rows.end(), [](const Row& r) {
+        return std::find(r.bounded.begin(), r.bounded.end(), true) != r.bounded.end();
+      }))
+    std::printf("\nat least: the search stopped at --max-layers %u, which fits there; a larger --max-layers searches "
+                "deeper\n", o.max_layers);
 }
 
 // capacity.svg: parameters against K, one line per remat mode, on a log scale.
@@ -347,6 +374,10 @@ void run(const Options& o) {
   optimizer_states(o.optimizer);
   std::vector<Config> configs;
   for (const std::string& text : o.configs) configs.push_back(parse_config(text));
+  if (!o.svg.empty()) {  // the folder made, and its chart known writable, before the search
+    std::filesystem::create_directories(o.svg);
+    io::check_writable(o.svg + "/capacity.svg");
+  }
 
   std::vector<Row> rows;
   for (const Config& c : configs) rows.push_back(measure(o, base, c));
@@ -358,8 +389,11 @@ void run(const Options& o) {
         break;
       }
 
-  if (!o.svg.empty()) write_chart(o, cap, rows);
-  if (!o.json) return print(o, base, cap, rows);
+  if (!o.json) {
+    print(o, base, cap, rows);
+    if (!o.svg.empty()) write_chart(o, cap, rows);
+    return;
+  }
   auto number = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); };
   nlohmann::json j{{"model", base.name},       {"block_size", base.block_size}, {"head_size", base.head_size},
                    {"batch", o.batch},         {"micro_batches", o.micro_batches}, {"optimizer", o.optimizer},
@@ -369,17 +403,20 @@ void run(const Options& o) {
     for (size_t i = 0; i < o.widths.size(); ++i)
       depths.push_back({{"n_embd", o.widths[i]},
                         {"n_layer", r.depth[i] ? nlohmann::json(*r.depth[i]) : nlohmann::json()},
-                        {"parameters", r.parameters[i]}});
+                        {"parameters", r.parameters[i]}, {"at_max_layers", bool(r.bounded[i])}});
     j["results"].push_back({{"stages", r.config.K}, {"remat", r.config.remat}, {"schedule", r.config.schedule},
                             {"precision", r.config.precision}, {"n_layer", r.n_layer},
-                            {"n_embd", r.n_embd}, {"n_head", r.n_head}, {"parameters", r.params},
+                            {"at_max_layers", r.at_bound}, {"n_embd", r.n_embd}, {"n_head", r.n_head},
+                            {"parameters", r.params},
                             {"planned_bytes", r.planned},
                             {"peak_bytes", o.no_step ? nlohmann::json() : nlohmann::json(r.peak)},
-                            {"next_depth_bytes", r.at_builder_limit ? nlohmann::json() : nlohmann::json(r.next)},
+                            {"next_depth_bytes", r.at_bound ? nlohmann::json() : nlohmann::json(r.next)},
                             {"step_seconds", number(r.step_s)}, {"loss", number(r.loss)},
                             {"relative_to_naive", number(r.relative)}, {"widths", depths}});
   }
+  j["max_layers"] = o.max_layers;
   std::printf("%s\n", j.dump(2).c_str());
+  if (!o.svg.empty()) write_chart(o, cap, rows);
 }
 
 }  // namespace
@@ -408,6 +445,10 @@ void add_bench_capacity(CLI::App& bench) {
   cmd->add_option("--device", o->device, "device from `brigade devices`: index, part of its name or a UUID prefix")->capture_default_str();
   cmd->add_flag("--json", o->json, "print JSON instead of tables");
   cmd->add_flag("--no-step", o->no_step, "plan only: no training step");
+  cmd->add_option("--max-layers", o->max_layers,
+                  "deepest n_layer the search plans; a row that fits there reads \"at least\" that many")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, kMaxDepth));
   cmd->add_option("--svg", o->svg, "folder to write capacity.svg into");
   cmd->callback([o] { run(*o); });
 }
