@@ -196,7 +196,7 @@ TEST_CASE("brigade bench pipeline measures steps, GPipe's bubble and memory per 
   CHECK(test::xml_problem(test::slurp(dir / "plots" / "bubble.svg")).empty());
   // One it cannot make is refused before the timing.
   std::ofstream(dir / "file") << "x";
-  const auto cannot = test::brigade_run("bench pipeline --model fashion-mlp -b 8 --stages 1 -m 1 --reps 1 --svg " +
+  const auto cannot = test::brigade_run("bench pipeline --model fashion-mlp -b 8 --stages 2 -m 1 --reps 1 --svg " +
                                         (dir / "file" / "plots").string());
   CHECK(cannot.status == 2);
   CHECK(cannot.output.find("K  M  ms/step") == std::string::npos);

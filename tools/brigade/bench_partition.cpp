@@ -42,6 +42,9 @@ struct Side {
 void run(const PartitionOptions& o) {
   if (o.pipeline.virtual_stages > 1)
     throw UserError("bench partition compares cuts of one cell per stage; leave out --virtual-stages");
+  if (o.pipeline.plan == "auto")
+    throw UserError("--plan auto: bench partition compares the cut by cost with the cut by profile of one pipeline "
+                    "the flags give; leave out --plan auto and give --devices and --micro-batches");
   if (o.rounds < 1 || o.steps < 1) throw UserError("--rounds and --steps must be at least 1");
   const model::Model m = model::build(o.model, o.set);
   const pipeline::Batch batch = pipeline::random_batch(m, o.batch, 1);

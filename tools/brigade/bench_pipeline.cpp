@@ -23,6 +23,7 @@
 #include "pipeline_flags.h"
 #include "table.h"
 #include "util/stats.h"
+#include "util/error.h"
 #include "util/units.h"
 
 namespace brigade::cli {
@@ -80,6 +81,15 @@ Row measure(const model::Model& m, const Options& o, const pipeline::Batch& batc
 }
 
 void run(const Options& o) {
+  // Every entry of the lists checked before the first is timed.
+  if (o.micro_batches.empty()) throw UserError("--micro-batches: give at least one number of micro-batches");
+  for (uint32_t M : o.micro_batches)
+    if (M == 0 || M > o.batch)
+      throw UserError("--micro-batches: " + std::to_string(M) + " is not between 1 and the " + std::to_string(o.batch) +
+                      " samples of a mini-batch (--batch-size); give each M at most " + std::to_string(o.batch));
+  if (!o.svg.empty() && std::none_of(o.stages.begin(), o.stages.end(), [](uint32_t K) { return K > 1; }))
+    throw UserError("--svg: bubble.svg charts the bubble of K > 1 stages, and --stages has none; add a K above 1 "
+                    "to --stages or leave out --svg");
   if (!o.svg.empty()) {  // the folder made, and its plots known writable, before the timing
     std::filesystem::create_directories(o.svg);
     io::check_writable(o.svg + "/bubble.svg");
@@ -89,14 +99,16 @@ void run(const Options& o) {
   std::vector<Row> rows;
   for (uint32_t M : o.micro_batches)
     for (uint32_t K : o.stages) {
-      Row r = measure(m, o, batch, K, M);
-      r.relative = K == 1 ? 1.0 : NAN;  // without K=1 at this M there is nothing to compare with
-      for (const Row& one : rows)
-        if (one.K == 1 && one.M == M) r.relative = r.samples_per_s / one.samples_per_s;
-      rows.push_back(r);
+      rows.push_back(measure(m, o, batch, K, M));
       if (!o.json)
-        std::fprintf(stderr, "K=%u M=%u: %.1f ms per step\n", K, M, r.step_ms);
+        std::fprintf(stderr, "K=%u M=%u: %.1f ms per step\n", K, M, rows.back().step_ms);
     }
+  // Against K=1 at the same M, wherever in --stages it came; without it there is nothing to compare with.
+  for (Row& r : rows) {
+    r.relative = NAN;
+    for (const Row& one : rows)
+      if (one.K == 1 && one.M == r.M) r.relative = r.samples_per_s / one.samples_per_s;
+  }
   if (o.json) {
     nlohmann::json j{{"model", o.model}, {"batch", o.batch}, {"remat", o.remat}, {"reps", o.reps}};
     for (const Row& r : rows)
