@@ -83,6 +83,18 @@ TEST_CASE("bench attention refuses a shape, a precision or heads it cannot take,
   auto r = test::brigade_run("bench attention --shape 2x40x32");
   CHECK(r.status == 2);
   CHECK(r.output.find("--shape 2x40x32: expected BxTxCxNH") != std::string::npos);
+  // Each part a whole number above 0 in decimal digits, not one a signed read wraps round.
+  for (const auto& [shape_, part_] : std::vector<std::pair<std::string, std::string>>{
+           {"-1x16x32x1", "B '-1' is not one"}, {"2x16x32x0", "NH '0' is not one"},
+           {"2x16xx1", "C '' is not one"}, {"2x16x32x1x1", "it has more than four parts"}, {"2x16x32x1z", "NH '1z' is not one"}}) {
+    const std::string &shape = shape_, &part = part_;
+    r = test::brigade_run("bench attention --shape=" + shape);
+    INFO(shape, "\n", r.output);
+    CHECK(r.status == 2);
+    CHECK(r.output == "brigade: error: --shape " + shape +
+                          ": expected BxTxCxNH, four whole numbers above 0 (samples, tokens, channels, heads); " + part +
+                          "\n");
+  }
   r = test::brigade_run("bench attention --shape 2x40x33x2");
   CHECK(r.status == 2);
   CHECK(r.output.find("C (33) is not a multiple of NH") != std::string::npos);

@@ -23,6 +23,7 @@
 #include "ops/matmul_tiles.h"
 #include "table.h"
 #include "util/error.h"
+#include "util/units.h"
 #include "vk/buffer.h"
 #include "vk/commands.h"
 #include "vk/device.h"
@@ -58,11 +59,23 @@ struct Shape {
 };
 
 Shape parse_shape(const std::string& text) {
-  Shape s;
-  char tail = 0;
-  if (std::sscanf(text.c_str(), "%ux%ux%ux%u%c", &s.B, &s.T, &s.C, &s.NH, &tail) != 4 || !s.B || !s.T || !s.C ||
-      !s.NH)
-    throw UserError("--shape " + text + ": expected BxTxCxNH, four numbers above 0 (samples, tokens, channels, heads)");
+  const std::string expected =
+      "--shape " + text + ": expected BxTxCxNH, four whole numbers above 0 (samples, tokens, channels, heads); ";
+  std::vector<uint32_t> v;
+  static const char* const kPart[] = {"B", "T", "C", "NH"};
+  for (size_t start = 0;;) {
+    const size_t x = std::min(text.find('x', start), text.size());
+    if (v.size() == 4) throw UserError(expected + "it has more than four parts");
+    const std::string part = text.substr(start, x - start);
+    const auto n = parse_uint_list(part);
+    if (!n || n->size() != 1 || n->front() == 0)
+      throw UserError(expected + kPart[v.size()] + " '" + part + "' is not one");
+    v.push_back(n->front());
+    if (x == text.size()) break;
+    start = x + 1;
+  }
+  if (v.size() != 4) throw UserError(expected + "it has " + std::to_string(v.size()) + " parts");
+  const Shape s{v[0], v[1], v[2], v[3]};
   if (s.C % s.NH) throw UserError("--shape " + text + ": C (" + std::to_string(s.C) + ") is not a multiple of NH");
   return s;
 }
