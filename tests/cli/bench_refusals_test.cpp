@@ -61,4 +61,15 @@ TEST_CASE("bench schedules --svg checks both its charts before timing") {
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("bench planner refuses a grid of fewer than two distinct configurations instead of comparing the choice with itself") {
+  // Within 1x of the choice: only configurations that run as it does.
+  const auto r = test::brigade_run("bench planner --model fashion-mlp -b 8 --devices 0 --grid 4 --within 1 --rounds 1");
+  INFO(r.output);
+  CHECK(r.status == 2);
+  CHECK(r.output.find("brigade: error: --within 1: the ") != std::string::npos);
+  CHECK(r.output.find("raise --within") != std::string::npos);
+  CHECK(r.output.find("opening ") == std::string::npos);
+  CHECK(r.output.find("Spearman") == std::string::npos);
+}
+
 }  // namespace cli_bench_refusals_test

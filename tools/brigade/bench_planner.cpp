@@ -26,7 +26,9 @@
 #include "pipeline_flags.h"
 #include "ranks.h"
 #include "table.h"
+#include "util/error.h"
 #include "util/stats.h"
+#include "util/units.h"
 
 namespace brigade::cli {
 namespace {
@@ -93,6 +95,11 @@ void run(const Options& o) {
   const size_t spread = o.grid - picks.size();
   for (size_t g = 1; g <= spread; ++g) take(size_t(double(g) * double(n - 1) / double(spread)));
   std::sort(picks.begin(), picks.end());
+  if (picks.size() < 2)
+    throw UserError("--within " + format_number(o.within) + ": the " + std::to_string(n) +
+                    " configurations predicted within " + format_number(o.within) + "x of the choice (of " +
+                    std::to_string(chosen.ranked.size()) + " that fit) all run as it does, so there is none to "
+                    "measure against it; raise --within or fix fewer pipeline flags");
   const pipeline::Batch batch = pipeline::random_batch(m, o.batch, 1);
   std::vector<std::unique_ptr<Measured>> grid;
   auto open = [&](Measured& x) {
