@@ -72,7 +72,13 @@ std::string shorten(const std::string& s) {
 double scaled(double m, int k) { return k >= 0 ? m * std::pow(10.0, k) : m / std::pow(10.0, -k); }
 
 std::string tick_label(double v, double step, bool log) {
-  if (log || std::fabs(v) >= 1e7) return format("%g", v);
+  if (log) return format("%g", v);
+  if (std::fabs(v) >= 1e7) {  // in e notation, with the digits down to the step's: labels that differ
+    const int digits = int(std::floor(std::log10(std::fabs(v)))) - int(std::floor(std::log10(step) + 1e-9)) + 1;
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.*g", std::clamp(digits, 1, 17), v);
+    return buf;
+  }
   const int decimals = std::max(0, -int(std::floor(std::log10(step) + 1e-9)));
   if (std::fabs(v) < step * 1e-6) v = 0;  // no "-0.0"
   char buf[64];

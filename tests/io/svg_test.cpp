@@ -103,6 +103,19 @@ TEST_CASE("a chart draws one polyline per series with its points, and a legend")
   CHECK(svg.find(">step</text>") != std::string::npos);
 }
 
+TEST_CASE("tick labels of large values carry the digits down to the step, so that no two are alike") {
+  Chart c{"loss", "step", "loss"};
+  c.series.push_back({.label = "run", .x = {10000000, 10000030, 10000070}, .y = {2.0, 1.5, 1.0}});
+  const std::string svg = render_svg(c);
+  CHECK(occurrences(svg, ">1e+07</text>") == 1);
+  CHECK(occurrences(svg, ">1.000001e+07</text>") == 1);
+  CHECK(occurrences(svg, ">1.000007e+07</text>") == 1);
+  c.series[0].x = {1.2e7, 1.6e7, 2.0e7};
+  const std::string coarse = render_svg(c);
+  CHECK(occurrences(coarse, ">1.2e+07</text>") == 1);
+  CHECK(occurrences(coarse, ">2e+07</text>") == 1);
+}
+
 TEST_CASE("chart text is escaped") {
   Chart c{"a<b & \"c\"", "x's", "y>0"};
   c.series.push_back({.label = "<script>&", .x = {0, 1}, .y = {0, 1}});
