@@ -78,7 +78,8 @@ LayerProfile profile_model(vk::Device& device, const model::Model& m, uint32_t r
       kernel_s.resize(marks.size());
       for (const auto& k : marks) {
         KernelTime t{L, k.timestamp > bwd.front(), k.kernel->name(), 0, k.work, k.flops};
-        if (k.timestamp > fwd.back() && k.timestamp < bwd.front()) {  // the loss: layer L
+        if (k.timestamp > fwd.back() && k.timestamp < bwd.front()) {  // the loss: layer L, its own pass
+          t.loss = true;
           kernels.push_back(t);
           continue;
         }

@@ -16,11 +16,13 @@ namespace brigade::pipeline {
 
 struct KernelTime {
   uint32_t layer = 0;  // the model's layer count for the loss, between forward and backward
-  bool backward = false;
+  bool backward = false;  // a layer's backward pass (never the loss's)
   std::string kernel;  // the shader's name
   double seconds = 0;
   std::string work;  // what it computed, where its launcher says (a product's shape)
   double flops = 0;
+  bool loss = false;  // the loss's own dispatches (its forward and gradient), between the two passes
+  const char* pass() const { return loss ? "loss" : backward ? "backward" : "forward"; }
 };
 
 struct LayerProfile {

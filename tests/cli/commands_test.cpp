@@ -279,7 +279,11 @@ TEST_CASE("brigade bench profile times every layer and dispatch, and splits a st
                               "conv2d_winograd_filter_grad", "conv2d_backward_bias"});
   CHECK(kernels.count({5, "forward"}) == 0);
   CHECK(kernels[{0, "backward"}].count("conv2d_col2im") == 0);  // the input needs no gradient
-  CHECK(kernels[{10, "forward"}].count("cross_entropy_forward") == 1);
+  // The loss's dispatches, its gradient among them, are neither pass of a layer: its own.
+  CHECK(kernels[{10, "loss"}].count("cross_entropy_forward") == 1);
+  CHECK(kernels[{10, "loss"}].count("cross_entropy_backward") == 1);
+  CHECK(kernels.count({10, "forward"}) == 0);
+  CHECK(kernels.count({10, "backward"}) == 0);
   // The step: two stages, two micro-batches; busy time within the wall time.
   const auto& step = j["step"];
   CHECK(step["stages"] == 2);

@@ -116,7 +116,7 @@ void run(const Options& o) {
       j["layers"].push_back({{"layer", l}, {"kind", m.layers[l]->kind()},
                              {"forward_ms", lp.forward[l] * 1e3}, {"backward_ms", lp.backward[l] * 1e3}});
     for (const auto& k : lp.kernels) {
-      nlohmann::json d{{"layer", k.layer}, {"pass", k.backward ? "backward" : "forward"}, {"kernel", k.kernel},
+      nlohmann::json d{{"layer", k.layer}, {"pass", k.pass()}, {"kernel", k.kernel},
                        {"ms", k.seconds * 1e3}};
       if (!k.work.empty()) d["work"] = k.work, d["flops"] = k.flops;
       j["dispatches"].push_back(std::move(d));
@@ -163,7 +163,7 @@ void run(const Options& o) {
       continue;
     }
     by.push_back({k.layer == L ? "loss" : std::to_string(k.layer) + " " + m.layers[k.layer]->kind(),
-                  k.backward ? "backward" : "forward", base_name(k.kernel), ms(k.seconds), percent(k.seconds, gpu)});
+                  k.pass(), base_name(k.kernel), ms(k.seconds), percent(k.seconds, gpu)});
   }
   if (rest > 0) by.push_back({"others", "", std::to_string(slowest.size() - shown) + " dispatches", ms(rest), percent(rest, gpu)});
   print_table(by);
