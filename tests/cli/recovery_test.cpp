@@ -131,6 +131,34 @@ TEST_CASE("a device lost in a send or a capture, or with steps to replay: two st
   lose_each("recovery-two", {"send", "capture"}, true);
 }
 
+// Before the first host copy there is none to go back to: a new run rebuilds from its seed's
+// initial parameters (stage 1's first forward is in the evaluation before step 1; stage 0's
+// first capture the copy before step 1), a resumed one from the checkpoint it read.
+TEST_CASE("a device lost in the evaluation or the host copy before step 1 goes on as one stage, equal to the switch by hand") {
+  const fs::path dir = test::scratch_dir("recovery-first");
+  test::write_tiny_fashion(dir / "data", 320, 64);
+  const std::string common = "train --model fashion-mlp --data " + (dir / "data").string() +
+                             " --steps 8 -b 16 --eval-every 4 --eval-batches 1";
+  std::map<std::string, fs::path> by_hand;
+  for (const std::string fault : {"device-lost:stage 1:forward:1", "device-lost:stage 0:capture:1"}) {
+    CAPTURE(fault);
+    loses_and_equals_by_hand(dir, fault.substr(20, 7), common, "--devices 0,0 -m 2 --snapshot-every 1", fault, "", by_hand);
+    CHECK(test::records(dir / (fault.substr(20, 7) + "-lost"), "eval").at(0).at("step") == 0);
+  }
+  const fs::path resumed = dir / "resumed";
+  auto r = run(dir, common + " --devices 0,0 -m 2 --stop-after 4 --out " + resumed.string());
+  REQUIRE(r.status == 0);
+  r = run(dir, "train --resume --devices 0,0 -m 2 --out " + resumed.string(), "device-lost:stage 0:capture:1");
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK(r.output.find(") after step 4: ") != std::string::npos);
+  CHECK(r.output.find("going on: plan auto: ") != std::string::npos);
+  const auto steps = test::records(resumed, "train");
+  REQUIRE(steps.size() == 8);
+  for (size_t i = 0; i < steps.size(); ++i) CHECK(steps[i].at("step") == i + 1);
+  fs::remove_all(dir);
+}
+
 // Under a cap one stage cannot meet, the two lavapipe devices that remain take two stages.
 TEST_CASE("three stages on two vendors lose SwiftShader's and go on as two, equal to the switch by hand") {
   const fs::path dir = test::scratch_dir("recovery-three");

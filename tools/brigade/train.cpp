@@ -298,7 +298,7 @@ void run_train(TrainArgs& a) {
     step = resumed->step;
     if (step >= s.steps) throw UserError(ckpt + ": the run already finished (" + std::to_string(step) + " of " +
                                          std::to_string(s.steps) + " steps)");
-    resumed.reset();
+    if (world().multi()) resumed.reset();  // in one process: what a lost device before the first copy goes back to
   } else {
     if (world().rank() == 0) fs::create_directories(a.out);
     take_lock();
@@ -379,7 +379,6 @@ void run_train(TrainArgs& a) {
   // A live line only on a terminal of this process's own: mpirun hands even a lone rank a
   // pseudo-terminal whatever its own output is (a log file, say).
   Progress progress(s.steps, data->unit(), isatty(STDOUT_FILENO) != 0 && !mpi::launched(), a.log_every);
-  if (step == 0) progress.print(run_eval(0).second);
   Evaluation last_eval;
   uint64_t evaluated = step;  // the last step evaluated
   uint64_t last_checkpoint = step;
@@ -390,8 +389,12 @@ void run_train(TrainArgs& a) {
   const bool multi = world().multi();
   const bool elastic = a.on_device_loss == "continue" && !multi;
   SnapshotPolicy policy(a.snapshot_every);
-  std::optional<io::Checkpoint> snapshot;  // in one process: the last snapshot, on the host
+  // In one process: the last snapshot, on the host; until the first, the checkpoint resumed
+  // (the initial parameters, of the seed, where the run is new).
+  std::optional<io::Checkpoint> snapshot = std::move(resumed);
+  resumed.reset();
   uint64_t snapshot_step = step;           // the step of the last snapshot
+  bool checkpointed = exists;  // a checkpoint is in --out (on rank 0's host)
   double snapshot_seconds = 0;  // all captures', checkpoints' included
   uint64_t snapshots = 0;
   // A snapshot of the step just completed: a host copy in one process, which `write` also
@@ -405,11 +408,13 @@ void run_train(TrainArgs& a) {
     policy.captured(seconds);
     snapshot_seconds += seconds, ++snapshots;
     if (write && !multi) save(ckpt, m, s, c);
-    if (write || multi) last_checkpoint = step;
+    if (write || multi) last_checkpoint = step, checkpointed = true;
     snapshot_step = step;
     if (!multi) snapshot = std::move(c);
   };
-  if (!multi) take_snapshot(false);
+  // Before step 1 (inside the loop, where a lost device is recovered): the evaluation of the
+  // initial parameters and, in one process, the first host copy.
+  bool first_eval = step == 0, first_copy = !multi;
   uint64_t done_through = step;   // steps whose record, evaluation and checkpoint are done
   uint64_t replay_until = 0;      // steps done before a loss, redone from the snapshot in silence
   std::optional<nlohmann::json> went_on;  // the re-plan, said once the run reaches the lost step
@@ -417,7 +422,7 @@ void run_train(TrainArgs& a) {
 
   // What a failure part-way leaves behind, for its message.
   auto left_behind = [&]() -> std::string {
-    if (!std::filesystem::exists(ckpt)) return ", before the first checkpoint";
+    if (!checkpointed) return ", before the first checkpoint";
     return ", and the last checkpoint (step " + std::to_string(last_checkpoint) + ") is untouched";
   };
   // Stops for a lost device, after writing the snapshot where it is newer than the checkpoint.
@@ -426,6 +431,7 @@ void run_train(TrainArgs& a) {
     std::string left = left_behind();
     if (snapshot && snapshot->step > last_checkpoint) {
       save(ckpt, m, s, *snapshot);
+      checkpointed = true;
       left = "; checkpoint written at step " + std::to_string(snapshot->step) + ", the last one completed";
     }
     throw vk::VulkanError(why + "; stopped at step " + std::to_string(done_through + 1) + left +
@@ -435,7 +441,9 @@ void run_train(TrainArgs& a) {
   // In one process with a snapshot: re-plan on the devices that remain, restore, replay.
   auto recover = [&](const vk::VulkanError& e) {
     const std::vector<uint32_t> lost = lost_stages(t->p);
-    if (e.result != VK_ERROR_DEVICE_LOST || lost.empty() || !snapshot) stop_lost(e.what(), e.result);
+    // Before the first copy of a new run: its initial parameters, which the seed gives again.
+    const bool initial = !snapshot && step == 0 && !a.resume;
+    if (e.result != VK_ERROR_DEVICE_LOST || lost.empty() || !(snapshot || initial)) stop_lost(e.what(), e.result);
     lost_at_us = pipeline::now_us();
     nlohmann::json names = nlohmann::json::array();
     for (uint32_t k : lost) names.push_back(t->p.devices[k]->label());
@@ -451,7 +459,8 @@ void run_train(TrainArgs& a) {
     t.reset();
     try {
       t = build(next);
-      restore(*snapshot, *t->p.executor, *t->opt, "the snapshot of step " + std::to_string(snapshot->step));
+      if (initial) t->p.executor->initialize_parameters(s.seed);
+      else restore(*snapshot, *t->p.executor, *t->opt, "the snapshot of step " + std::to_string(snapshot->step));
     } catch (const vk::VulkanError& again) {
       stop_lost(std::string("another device failed while re-planning: ") + again.what(), again.result);
     } catch (const UserError& none) {
@@ -459,13 +468,14 @@ void run_train(TrainArgs& a) {
     }
     scaling = scales_loss(t->p.precision);
     replay_until = std::max(replay_until, step);
-    scaler = snapshot->loss_scale;
-    snapshot_step = snapshot->step;
+    const uint64_t from = initial ? 0 : snapshot->step;
+    scaler = initial ? optim::LossScale{} : snapshot->loss_scale;
+    snapshot_step = from;
     s.plan = t->p.chosen->record.at("flags");
     went_on = {{"kind", "replan"}, {"step", step + 1}, {"lost", names}, {"flags", s.plan},
-               {"replayed", replay_until - snapshot->step}, {"line", t->p.chosen->line}};
+               {"replayed", replay_until - from}, {"line", t->p.chosen->line}};
     s.plan_history.push_back({{"step", step + 1}, {"lost", names}, {"flags", s.plan}});
-    step = snapshot->step;
+    step = from;
   };
 
   // The re-plan's line and record, once its replayed steps are done (at the loop's end where
@@ -481,6 +491,14 @@ void run_train(TrainArgs& a) {
   while (step < end) {
     try {
       if (went_on && step == replay_until) say_went_on();
+      if (first_eval) {
+        progress.print(run_eval(0).second);
+        first_eval = false;
+      }
+      if (first_copy) {
+        take_snapshot(false);
+        first_copy = false;
+      }
       const pipeline::Batch batch = data->train_batch(step, s.batch_size);
       const double lr = optim::learning_rate(schedule, step);
       const double t0 = pipeline::now_us();
