@@ -57,7 +57,8 @@ std::vector<std::vector<ops::Precision>> precision_choices(const SearchSpace& s,
   if (!s.precision.empty()) {
     if (s.precision.size() != 1 && s.precision.size() != K) return {};
     std::vector<ops::Precision> p(K);
-    for (size_t k = 0; k < K; ++k) p[k] = s.precision[s.precision.size() == 1 ? 0 : k];
+    for (size_t k = 0; k < K; ++k)
+      p[k] = s.precision[s.precision.size() == 1 ? 0 : k].value_or(s.pool[devices[k]].multiplies);
     return {p};
   }
   std::vector<std::vector<ops::Precision>> out{{}};

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -31,6 +32,7 @@ struct PlanDevice {
   uint32_t resource = 0;   // stages whose devices share a resource run one action at a time
   // The precisions a stage on it may store in, the preferred first (ties go to it).
   std::vector<ops::Precision> precisions;
+  ops::Precision multiplies = ops::Precision::Fp32;  // what `auto` takes on it (ops::auto_precision)
   // Measured by (micro-batch rows, precision): every pair the search may ask for.
   std::map<std::pair<uint32_t, ops::Precision>, LayerTimes> times;
 };
@@ -52,7 +54,9 @@ struct SearchSpace {
   std::vector<uint32_t> micro_batches;
   std::vector<ScheduleChoice> schedules;
   std::vector<Remat> remats;
-  std::vector<ops::Precision> precision;  // fixed: one for all or one per stage; empty: searched
+  // Fixed: one for all or one per stage (nullopt: the stage's device's `multiplies`); empty:
+  // searched.
+  std::vector<std::optional<ops::Precision>> precision;
   std::vector<uint32_t> balance;          // fixed layers per cell; empty: cut by measured time
   // 16 bits change a run's numbers: a configuration storing any stage in 16 bits ranks as if
   // this fraction slower, so fp32 stays where 16 bits would be faster only by the noise of a

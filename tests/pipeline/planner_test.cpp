@@ -133,6 +133,20 @@ TEST_CASE("fixed axes stay fixed and precision is chosen per device") {
   CHECK(r.ranked.front().precision == std::vector<ops::Precision>{ops::Precision::Bf16, ops::Precision::Fp32});
 }
 
+TEST_CASE("a per-stage precision holds each stage to its own, auto being its device's, in every device order") {
+  const model::Model m = model::build("fashion-mlp");
+  // Both devices faster in bf16 (what each multiplies), so only the fixed stage keeps fp32.
+  SearchSpace s = space({device(m, 0, 1, 0, 2.0), device(m, 1, 1, 1, 2.0)});
+  s.pool[0].multiplies = s.pool[1].multiplies = ops::Precision::Bf16;
+  s.micro_batches = {8};
+  s.device_orders = {{0, 1}, {1, 0}};
+  s.precision = {ops::Precision::Fp32, std::nullopt};  // --precision fp32,auto
+  const SearchResult r = search(m, s);
+  REQUIRE(!r.ranked.empty());
+  for (const Candidate& c : r.ranked)
+    CHECK(c.precision == std::vector<ops::Precision>{ops::Precision::Fp32, ops::Precision::Bf16});
+}
+
 TEST_CASE("configurations over a memory cap are pruned, and when none fits the closest says why") {
   const model::Model m = model::build("fashion-mlp");
   SearchSpace s = space({device(m, 0, 1, 0)});

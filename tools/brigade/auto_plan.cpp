@@ -220,9 +220,11 @@ void set_axes(pipeline::SearchSpace& space, const PipelineFlags& f, uint32_t row
   }
   if (f.given("--remat")) space.remats = {pipeline::parse_remat(f.remat)};
   else space.remats = {pipeline::Remat::Never, pipeline::Remat::ExceptLast, pipeline::Remat::Always};
-  // One precision per stage, fixed (one for all, or auto, is each device's candidates).
-  if (f.given("--precision") && f.precision.find("auto") == std::string::npos && f.precision.find(',') != std::string::npos)
-    for (const std::string& item : split_list(f.precision)) space.precision.push_back(ops::parse_precision(item));
+  // One precision per stage, fixed, auto being the stage's device's (one for all, or auto, is
+  // each device's candidates).
+  if (f.given("--precision") && f.precision.find(',') != std::string::npos)
+    for (const std::string& item : split_list(f.precision))
+      space.precision.push_back(item == "auto" ? std::nullopt : std::optional(ops::parse_precision(item)));
   if (f.given("--balance")) space.balance = pipeline::parse_balance(f.balance);
 }
 
@@ -366,7 +368,7 @@ AutoPlan auto_plan(const model::Model& m, const PipelineFlags& f, uint32_t rows,
     // cores; a rank computes on its own.
     const bool cpu = device_of[i] && device_of[i]->info().type == VK_PHYSICAL_DEVICE_TYPE_CPU;
     d.resource = ranks ? uint32_t(i) : cpu ? 0 : 1 + s.index;
-    d.precisions = candidate_precisions(f, s.multiplies);
+    d.precisions = candidate_precisions(f, s.multiplies), d.multiplies = s.multiplies;
     d.precisions.erase(std::unique(d.precisions.begin(), d.precisions.end()), d.precisions.end());
     space.pool.push_back(std::move(d));
   }
