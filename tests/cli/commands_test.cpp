@@ -349,6 +349,8 @@ TEST_CASE("the parser's refusals are one line each, naming the flag or word and 
            {"train --model fashion-mlp --out x --lr fast", "brigade: error: --lr fast is not a number (brigade train --help)"},
            {"train --model fashion-mlp --bogus", "brigade: error: unknown flag --bogus (brigade train --help)"},
            {"train --model fashion-mlp --out ''", "brigade: error: --out: empty; expected a folder (brigade train --help)"},
+           {"train --model fashion-mlp --out x --data ''",
+            "brigade: error: --data: empty; expected a folder or a file (brigade train --help)"},
            {"plan --model fashion-mlp --bucket-size foo",
             "brigade: error: --bucket-size: 'foo' does not start with a number; expected a size such as 512MiB, 2GiB, "
             "64KiB or a byte count (brigade plan --help)"},

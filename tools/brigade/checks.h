@@ -21,6 +21,12 @@ inline CLI::Validator number_check(const char* name, const char* expected, bool 
 }
 }  // namespace detail
 
+// A path, not an empty word (which would read as the default left unsaid).
+inline CLI::Validator path_check(const char* expected) {
+  return CLI::Validator([expected](std::string& v) { return v.empty() ? std::string("empty; expected ") + expected : ""; },
+                        "PATH");
+}
+
 // A number above 0.
 inline const CLI::Validator kPositive = detail::number_check("POSITIVE", "a number above 0", false);
 // 0 or a number above it.

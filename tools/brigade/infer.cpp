@@ -192,7 +192,8 @@ void add_eval(CLI::App& app) {
   auto a = std::make_shared<EvalArgs>();
   CLI::App* cmd = app.add_subcommand("eval", "loss (and accuracy) of a checkpoint on the test or validation split");
   add_source(cmd, a->source);
-  cmd->add_option("--data", a->data, "dataset (default: the run's, else the model's default)");
+  cmd->add_option("--data", a->data, "dataset (default: the run's, else the model's default)")
+      ->check(path_check("a folder or a file"));
   cmd->add_option("--batch-size,-b", a->batch_size, "samples per evaluation batch")->capture_default_str()->check(kPositive);
   cmd->add_option("--limit", a->limit, "evaluate only the first N batches; 0 = all")->capture_default_str();
   cmd->add_option("--window", a->window, "a GPT: tokens per text window, 1 to its block_size (default: the block)")

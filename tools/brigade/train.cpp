@@ -601,10 +601,11 @@ void add_train(CLI::App& app) {
   cmd->add_option("--data", a->data,
                   std::string("dataset: Fashion-MNIST's folder (default ") + io::kFashionMnistDir +
                       ") or a text file for GPT models (default " + io::kJargonFile +
-                      "); with --resume, where the run's data lives now");
+                      "); with --resume, where the run's data lives now")
+      ->check(path_check("a folder or a file"));
   cmd->add_option("--out", a->out, "run folder: checkpoint.safetensors, metrics.jsonl, plots")
       ->required()
-      ->check(CLI::Validator([](std::string& v) { return v.empty() ? "empty; expected a folder" : ""; }, "DIR"));
+      ->check(path_check("a folder"));
   cmd->add_flag("--resume", a->resume, "continue the run in --out from its checkpoint");
   auto* epochs = cmd->add_option("--epochs", a->epochs, "epochs to train (default: 6 for images)");
   cmd->add_option("--steps", s.steps, "optimizer steps to train (default: 1000 for text)")->excludes(epochs);
