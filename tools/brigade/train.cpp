@@ -2,6 +2,7 @@
 // evaluating and checkpointing as it goes. Progress is a live line on a terminal and plain
 // log lines otherwise; DIR/metrics.jsonl gets one JSON record per step and evaluation.
 #include "train.h"
+#include "train_start.h"
 
 #include <unistd.h>
 
@@ -9,11 +10,9 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
-#include <limits>
 #include <filesystem>
 #include <memory>
 #include <optional>
-#include <tuple>
 #include <typeinfo>
 
 #include "auto_plan.h"
@@ -40,84 +39,6 @@ namespace {
 
 std::atomic<int> g_signal{0};
 extern "C" void on_signal(int sig) { g_signal = sig; }
-
-struct TrainArgs {
-  std::string model, data, out;
-  std::vector<std::string> set;
-  Settings s;
-  uint64_t epochs = 0;
-  uint64_t stop_after = 0;
-  uint64_t log_every = 0;
-  bool resume = false;
-  std::string on_device_loss = "continue";
-  uint64_t snapshot_every = 0;  // 0: as often as costs under 2 % of a step
-  PipelineFlags pipeline;
-  CLI::App* cmd = nullptr;
-};
-
-bool given(const TrainArgs& a, const char* flag) { return a.cmd->count(flag) > 0; }
-
-// Defaults that depend on the model: images train for epochs, text for steps with warmup
-// (nanoGPT's recipe for its character models); both decay the rate along a cosine.
-void fill_defaults(TrainArgs& a, const model::Model& m, io::Dataset& data) {
-  Settings& s = a.s;
-  const bool text = m.token_input;
-  if (!given(a, "--batch-size")) s.batch_size = text ? 16 : 64;
-  const uint64_t per_epoch = data.steps_per_epoch(s.batch_size);
-  if (given(a, "--epochs")) {
-    if (a.epochs > std::numeric_limits<uint64_t>::max() / per_epoch)
-      throw UserError("--epochs " + std::to_string(a.epochs) + " is more steps than a run can count");
-    s.steps = a.epochs * per_epoch;
-  }
-  else if (!given(a, "--steps")) s.steps = text ? 1000 : 6 * per_epoch;
-  if (s.steps == 0) throw UserError("--steps/--epochs: nothing to train (0 steps)");
-  if (!given(a, "--weight-decay")) s.weight_decay = text ? 0.1 : 0.0;
-  if (!given(a, "--beta2") && text) s.beta2 = 0.99;
-  if (!given(a, "--warmup") && text) s.warmup = std::min<uint64_t>(100, s.steps / 10);
-  if (!given(a, "--min-lr") && s.schedule == "cosine") s.min_lr = s.lr / 10;
-  if (!given(a, "--clip") && text) s.clip = 1.0;
-  if (!given(a, "--eval-every")) s.eval_every = text ? std::min<uint64_t>(100, s.steps) : per_epoch;
-  if (!given(a, "--eval-batches") && text) s.eval_batches = 16;
-  if (s.eval_every == 0) throw UserError("--eval-every must be at least 1");
-}
-
-// --data as the checkpoint keeps it: absolute, so that eval and --resume from another folder
-// read the same data ("" is the model's default).
-std::string data_path(const std::string& given) {
-  return given.empty() ? given : std::filesystem::absolute(given).lexically_normal().string();
-}
-
-// Flags the chosen optimizer or schedule would not read: refused, rather than saved unread
-// (and held, on --resume, to what the optimizer that does read them takes).
-void refuse_unread(const TrainArgs& a) {
-  const Settings& s = a.s;
-  const std::string by_optimizer = "--optimizer " + s.optimizer, constant = "--lr-schedule constant";
-  for (const auto& [flag, unread, by] :
-       {std::tuple{"--momentum", s.optimizer == "adamw", by_optimizer}, {"--beta1", s.optimizer == "sgd", by_optimizer},
-        {"--beta2", s.optimizer == "sgd", by_optimizer}, {"--eps", s.optimizer == "sgd", by_optimizer},
-        {"--warmup", s.schedule == "constant", constant}, {"--min-lr", s.schedule == "constant", constant}})
-    if (unread && given(a, flag)) throw UserError(std::string(flag) + ": " + by + " does not use it; drop the flag");
-}
-
-optim::LrSchedule lr_schedule(const Settings& s) {
-  if (s.schedule == "constant") return optim::constant(s.lr);
-  if (s.schedule == "cosine") return optim::warmup_cosine(s.lr, s.min_lr, s.warmup, s.steps);
-  throw UserError("--lr-schedule: '" + s.schedule + "' is not constant or cosine");
-}
-
-std::unique_ptr<optim::Optimizer> make_optimizer(const Settings& s) {
-  if (s.optimizer == "adamw") {
-    optim::AdamWOptions o{s.beta1, s.beta2, s.eps, s.weight_decay};
-    optim::validate(o);
-    return std::make_unique<optim::AdamW>(o);
-  }
-  if (s.optimizer == "sgd") {
-    optim::SgdOptions o{s.momentum, s.weight_decay, false};
-    optim::validate(o);
-    return std::make_unique<optim::Sgd>(o);
-  }
-  throw UserError("--optimizer: '" + s.optimizer + "' is not adamw or sgd");
-}
 
 struct Evaluation {
   double loss = 0, accuracy = 0;
@@ -183,78 +104,13 @@ void run_train(TrainArgs& a) {
   const std::vector<uint8_t>* from = saved_bytes.empty() ? nullptr : &saved_bytes;
 
   Settings& s = a.s;
-  pipeline::parse_schedule_kind(a.pipeline.schedule);  // a misspelt schedule: said before any data is read
-  if (!a.resume) make_optimizer(s);  // so is an unknown optimizer or a bad option of it (the defaults filled later are valid)
-  std::optional<io::Checkpoint> resumed;
-  nlohmann::json saved_plan;  // the plan the resumed run ran with, where --plan auto chose it
-  bool recorded_plan = false;  // the pipeline flags are that plan's
-  std::unique_ptr<io::Dataset> data;
-  model::Model m;
-  if (a.resume) {
-    const Settings saved = settings_from_json(nlohmann::json::parse(io::checkpoint_config(ckpt, from), nullptr, false), ckpt);
-    saved_plan = saved.plan;
-    for (const std::string& flag : setting_flags())
-      if (flag != "--data" && given(a, flag.c_str()))
-        throw UserError(std::string(flag) + ": a resumed run keeps the settings it started with (see " +
-                        ckpt + "); drop the flag");
-    s = saved;
-    if (given(a, "--data")) s.data = data_path(a.data);  // the same data moved: where it lives now
-    // A run --plan auto planned goes on with the plan it chose, unless the command line sets
-    // the pipeline itself or gives --plan (then --plan auto searches again around the flags
-    // given).
-    const bool sets_pipeline = given(a, "--plan") || std::any_of(a.pipeline.options.begin(), a.pipeline.options.end(),
-                                                                 [](const auto& o) { return o.second->count() > 0; });
-    if (sets_pipeline) s.plan = nullptr;
-    m = model::build_from_toml(s.model_toml, ckpt + " (config)");
-    if (!s.plan.is_null()) {
-      const PipelineFlags recorded = recorded_flags(a.pipeline, s.plan, ckpt);
-      // A plan cut by a build whose layers were others (a GPT block was one layer before it
-      // was two) cannot be cut the same way: --plan auto chooses again.
-      uint32_t layers = 0;
-      for (uint32_t n : pipeline::parse_balance(recorded.balance)) layers += n;
-      if (layers == m.layers.size()) {
-        a.pipeline = recorded;
-        recorded_plan = true;
-      } else {
-        std::printf("the checkpoint's plan cuts %s into %u layers, where this build makes %zu: planning again "
-                    "(--plan auto)\n", m.name.c_str(), layers, m.layers.size());
-        a.pipeline.plan = "auto";
-      }
-    }
-    // The precision the run trained in, unless --precision or the plan going on says one.
-    const std::string trained_in = trained_precision(saved);
-    if (!recorded_plan && !given(a, "--precision") && !trained_in.empty() && trained_in != a.pipeline.precision) {
-      if (trained_in.find(',') == std::string::npos)
-        a.pipeline.precision = trained_in;
-      else
-        std::printf("the run trained in --precision %s, one per stage; this run's stages take %s unless "
-                    "--precision says otherwise\n", trained_in.c_str(), a.pipeline.precision.c_str());
-    }
-    resumed = io::read_checkpoint(ckpt, m, from);
-    data = io::open_dataset(m, s.data, s.seed);
-  } else {
-    m = model::build(a.model, a.set);
-    s.model = a.model, s.model_toml = m.config, s.data = data_path(a.data);
-    data = io::open_dataset(m, s.data, s.seed);
-    fill_defaults(a, m, *data);
-    refuse_unread(a);
-  }
-  const std::string data_checksum = data->checksum();
-  agree("the data", data->describe() + ", CRC-32 " + data_checksum);  // the program and command line: main.cpp
-  if (resumed && !s.data_checksum.empty() && s.data_checksum != data_checksum)
-    std::fprintf(stderr,
-                 "brigade: warning: %s is not the data the run trained on (CRC-32 %s then, %s now): from step "
-                 "%llu on its batches are not those the run would have read\n",
-                 data->describe().c_str(), s.data_checksum.c_str(), data_checksum.c_str(),
-                 (unsigned long long)resumed->step + 1);
-  s.data_checksum = data_checksum;
-  const optim::LrSchedule schedule = lr_schedule(s);
-  optim::validate(schedule);
-  {  // as a --resume will read them back
-    Settings saved = s;
-    saved.precision = a.pipeline.precision;
-    settings_from_json(to_json(saved), "the settings of this run");
-  }
+  RunStart start = start_run(a, ckpt, from);
+  model::Model& m = start.m;
+  std::unique_ptr<io::Dataset>& data = start.data;
+  std::optional<io::Checkpoint>& resumed = start.resumed;
+  const nlohmann::json& saved_plan = start.saved_plan;
+  const bool recorded_plan = start.recorded_plan;
+  const optim::LrSchedule& schedule = start.schedule;
   const uint32_t states = s.optimizer == "adamw" ? 2 : (s.momentum > 0 ? 1 : 0);
 
   // The pipeline and its optimizer, rebuilt when a device is lost. The optimizer's state
@@ -468,14 +324,14 @@ void run_train(TrainArgs& a) {
     }
     scaling = scales_loss(t->p.precision);
     replay_until = std::max(replay_until, step);
-    const uint64_t from = initial ? 0 : snapshot->step;
+    const uint64_t back_to = initial ? 0 : snapshot->step;
     scaler = initial ? optim::LossScale{} : snapshot->loss_scale;
-    snapshot_step = from;
+    snapshot_step = back_to;
     s.plan = t->p.chosen->record.at("flags");
     went_on = {{"kind", "replan"}, {"step", step + 1}, {"lost", names}, {"flags", s.plan},
-               {"replayed", replay_until - from}, {"line", t->p.chosen->line}};
+               {"replayed", replay_until - back_to}, {"line", t->p.chosen->line}};
     s.plan_history.push_back({{"step", step + 1}, {"lost", names}, {"flags", s.plan}});
-    step = from;
+    step = back_to;
   };
 
   // The re-plan's line and record, once its replayed steps are done (at the loop's end where
