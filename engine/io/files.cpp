@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -17,12 +18,26 @@
 
 namespace brigade::io {
 
+std::string not_regular(const std::string& path, bool follow_links) {
+  struct stat st;
+  if ((follow_links ? ::stat(path.c_str(), &st) : ::lstat(path.c_str(), &st)) != 0 || S_ISREG(st.st_mode)) return "";
+  if (S_ISDIR(st.st_mode)) return "is a folder";
+  if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) return "is a device";
+  if (S_ISFIFO(st.st_mode)) return "is a named pipe";
+  if (S_ISSOCK(st.st_mode)) return "is a socket";
+  if (S_ISLNK(st.st_mode)) {
+    std::string target(4096, '\0');
+    const ssize_t n = ::readlink(path.c_str(), target.data(), target.size());
+    return "is a symbolic link" + (n > 0 ? " (to " + target.substr(0, size_t(n)) + ")" : std::string());
+  }
+  return "is not a regular file";
+}
+
 std::vector<uint8_t> read_file(const std::string& path) {
-  if (std::filesystem::is_directory(path)) throw UserError(path + ": is a folder; expected a file");
   // A device (/dev/zero) has no end to read to; a pipe has one.
-  const std::filesystem::file_status st = std::filesystem::status(path);
-  if (std::filesystem::is_character_file(st) || std::filesystem::is_block_file(st) || std::filesystem::is_socket(st))
-    throw UserError(path + ": is a device, not a file");
+  const std::string what = not_regular(path, true);
+  if (what == "is a folder") throw UserError(path + ": is a folder; expected a file");
+  if (!what.empty() && what != "is a named pipe") throw UserError(path + ": " + what + ", not a file");
   std::ifstream f(path, std::ios::binary);
   if (!f) throw UserError(path + ": cannot open (" + std::strerror(errno) + ")");
   std::vector<uint8_t> bytes;

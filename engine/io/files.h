@@ -14,6 +14,11 @@ std::vector<uint8_t> read_file(const std::string& path);
 // read_file's bytes, gunzipped when the file is gzip (io/idx.h's gunzip).
 std::vector<uint8_t> read_bytes(const std::string& path);
 
+// What is at `path` where it is there and not a regular file, in words ("is a folder", "is a
+// device", "is a named pipe", "is a socket", "is a symbolic link (to T)"), else "". A link is
+// followed where `follow_links`.
+std::string not_regular(const std::string& path, bool follow_links);
+
 // An exclusive lock (flock) on a folder while the object lives, for the one process that
 // writes it, taken on the file DIR/.lock (a file, opened for writing, which NFS's emulation of
 // flock needs): a second process asking for it gets a UserError naming the folder once `wait`

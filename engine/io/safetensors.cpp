@@ -1,7 +1,6 @@
 #include "io/safetensors.h"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -312,29 +311,13 @@ void SafeTensorsWriter::write(const std::string& path) const {
 
 namespace {
 
-// What is at `path` when it is there and not a regular file ("is a named pipe"), else "".
-std::string not_regular(const std::string& path) {
-  struct stat st;
-  if (::lstat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return "";
-  if (S_ISDIR(st.st_mode)) return "is a folder";
-  if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) return "is a device";
-  if (S_ISFIFO(st.st_mode)) return "is a named pipe";
-  if (S_ISSOCK(st.st_mode)) return "is a socket";
-  if (S_ISLNK(st.st_mode)) {
-    std::string target(4096, '\0');
-    const ssize_t n = ::readlink(path.c_str(), target.data(), target.size());
-    return "is a symbolic link" + (n > 0 ? " (to " + target.substr(0, size_t(n)) + ")" : std::string());
-  }
-  return "is not a regular file";
-}
-
 // The rename that ends write_atomically replaces whatever is at `path`: a device, a pipe or a
 // link would become a regular file, a folder would fail only after the work. Refused, with
 // an empty path, and a temporary that is not a regular file (which the write would open).
 void check_replaceable(const std::string& path) {
   if (path.empty()) throw UserError("'': an empty path names no file to write");
   for (const std::string& p : {path, path + ".tmp"})
-    if (const std::string what = not_regular(p); !what.empty())
+    if (const std::string what = not_regular(p, false); !what.empty())
       throw UserError(p + ": " + what + ", not a regular file; nothing is written over it" +
                       (what.rfind("is a symbolic link", 0) == 0 ? " (give the path of its target to write there)" : ""));
 }

@@ -93,10 +93,8 @@ void Executor::check_devices() {
 void Executor::lay_out_slots() {
   if (options_.slots == 0) throw UserError("a link needs at least one slot");
   eval_schedule_ = forward_only(schedule_);
-  for (const Schedule* s : {&schedule_, &eval_schedule_}) {
-    const std::string problem = check(*s, options_.slots);
-    BRIGADE_EXPECT(problem.empty(), "the schedule deadlocks: " + problem);
-  }
+  const std::string problem = check(schedule_, options_.slots);
+  BRIGADE_EXPECT(problem.empty(), "the schedule deadlocks: " + problem);
   slots_ = plan_.slots;
   eval_slots_ = eval_slots(eval_schedule_);
   for (uint32_t c = 0; c < schedule_.cells(); ++c)
@@ -106,6 +104,8 @@ void Executor::lay_out_slots() {
 }
 
 Slots Executor::eval_slots(const Schedule& eval) const {
+  const std::string problem = check(eval, options_.slots);
+  BRIGADE_EXPECT(problem.empty(), "the schedule deadlocks: " + problem);
   Slots out = assign_slots(eval);
   // An evaluation's input lives only through its own Forward, so one slot would do; but the
   // host writes the first cell's inputs (and the last's targets) and must first wait for the
@@ -345,8 +345,6 @@ EvalResult Executor::evaluate(const Batch& batch, std::vector<float>* outputs) {
     auto it = short_evals_.find(m);
     if (it == short_evals_.end()) {
       Schedule s = first_micro_batches(eval_schedule_, m);
-      const std::string problem = check(s, options_.slots);
-      BRIGADE_EXPECT(problem.empty(), "the schedule deadlocks: " + problem);
       Slots slots = eval_slots(s);
       it = short_evals_.emplace(m, std::pair{std::move(s), std::move(slots)}).first;
     }

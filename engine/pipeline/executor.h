@@ -153,7 +153,7 @@ class Executor {
   // Runs `schedule` over the batch on every local stage's thread; rethrows the first failure.
   void run(const Schedule& schedule, const Slots& slots, const Batch& batch, const Update& update,
            std::vector<float>* outputs);
-  // The buffers each action of an evaluation schedule uses.
+  // The buffers each action of an evaluation schedule uses (the schedule checked first).
   Slots eval_slots(const Schedule& eval) const;
   // The constructor's parts, in order.
   void check_devices();

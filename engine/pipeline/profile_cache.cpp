@@ -14,19 +14,13 @@ namespace {
 constexpr const char* kKernelSettings[] = {"BRIGADE_ATTENTION", "BRIGADE_ATTENTION_BLOCKS", "BRIGADE_MATRIX_UNITS",
                                            "BRIGADE_SPLIT_K"};
 
-// A sample's shape: "1x28x28", or a GPT's window "8" (model::with_window keeps its config).
-std::string shape_text(const model::Shape& s) {
-  std::string out;
-  for (uint32_t d : s) out += (out.empty() ? "" : "x") + std::to_string(d);
-  return out;
-}
-
 }  // namespace
 
+// The sample's shape is in the key: a GPT's window (model::with_window) keeps its config.
 std::string profile_key(const vk::PhysicalInfo& device, const model::Model& m, uint32_t rows, ops::Precision p) {
   const std::string tuned = ops::tuned_checksum(device);
   std::string key = device.device_uuid_string() + " " + device.driver_version_string() + " " + io::checksum(m.config) +
-                    "x" + std::to_string(m.layers.size()) + " " + shape_text(m.input) + " " + std::to_string(rows) + " " + ops::precision_name(p) +
+                    "x" + std::to_string(m.layers.size()) + " " + model::to_string(m.input) + " " + std::to_string(rows) + " " + ops::precision_name(p) +
                     " " + io::build_checksum() + (tuned.empty() ? "" : " tuned " + tuned);
   for (const char* name : kKernelSettings)
     if (const char* v = std::getenv(name); v && *v) key += std::string(" ") + name + "=" + v;

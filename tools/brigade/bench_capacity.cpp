@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -374,10 +373,7 @@ void run(const Options& o) {
   optimizer_states(o.optimizer);
   std::vector<Config> configs;
   for (const std::string& text : o.configs) configs.push_back(parse_config(text));
-  if (!o.svg.empty()) {  // the folder made, and its chart known writable, before the search
-    std::filesystem::create_directories(o.svg);
-    io::check_writable(o.svg + "/capacity.svg");
-  }
+  if (!o.svg.empty()) prepare_chart_folder(o.svg, {"capacity.svg"});
 
   std::vector<Row> rows;
   for (const Config& c : configs) rows.push_back(measure(o, base, c));

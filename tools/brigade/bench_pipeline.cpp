@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -82,18 +81,11 @@ Row measure(const model::Model& m, const Options& o, const pipeline::Batch& batc
 
 void run(const Options& o) {
   // Every entry of the lists checked before the first is timed.
-  if (o.micro_batches.empty()) throw UserError("--micro-batches: give at least one number of micro-batches");
-  for (uint32_t M : o.micro_batches)
-    if (M == 0 || M > o.batch)
-      throw UserError("--micro-batches: " + std::to_string(M) + " is not between 1 and the " + std::to_string(o.batch) +
-                      " samples of a mini-batch (--batch-size); give each M at most " + std::to_string(o.batch));
+  check_micro_batch_list(o.micro_batches, o.batch);
   if (!o.svg.empty() && std::none_of(o.stages.begin(), o.stages.end(), [](uint32_t K) { return K > 1; }))
     throw UserError("--svg: bubble.svg charts the bubble of K > 1 stages, and --stages has none; add a K above 1 "
                     "to --stages or leave out --svg");
-  if (!o.svg.empty()) {  // the folder made, and its plots known writable, before the timing
-    std::filesystem::create_directories(o.svg);
-    io::check_writable(o.svg + "/bubble.svg");
-  }
+  if (!o.svg.empty()) prepare_chart_folder(o.svg, {"bubble.svg"});
   const model::Model m = model::build(o.model);
   const pipeline::Batch batch = pipeline::random_batch(m, o.batch, 1);
   std::vector<Row> rows;

@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -61,11 +60,7 @@ struct Open {
 
 void run_schedules(const SchedulesOptions& o) {
   // Every entry of the lists checked before the first is timed.
-  if (o.micro_batches.empty()) throw UserError("--micro-batches: give at least one number of micro-batches");
-  for (uint32_t M : o.micro_batches)
-    if (M == 0 || M > o.batch)
-      throw UserError("--micro-batches: " + std::to_string(M) + " is not between 1 and the " + std::to_string(o.batch) +
-                      " samples of a mini-batch (--batch-size); give each M at most " + std::to_string(o.batch));
+  check_micro_batch_list(o.micro_batches, o.batch);
   if (o.schedules.empty()) throw UserError("--schedules: give at least one of gpipe, 1f1b, interleaved and zb");
   for (const std::string& schedule : o.schedules)
     if (schedule != "gpipe" && schedule != "1f1b" && schedule != "interleaved" && schedule != "zb")
@@ -78,11 +73,7 @@ void run_schedules(const SchedulesOptions& o) {
   if (!any)
     throw UserError("--schedules interleaved: it runs only where M is a multiple of --stages " +
                     std::to_string(o.stages) + ", and no M of --micro-batches is; give such an M or another schedule");
-  if (!o.svg.empty()) {  // the folder made, and its plots known writable, before the timing
-    std::filesystem::create_directories(o.svg);
-    io::check_writable(o.svg + "/schedule-memory.svg");
-    io::check_writable(o.svg + "/schedule-bubble.svg");
-  }
+  if (!o.svg.empty()) prepare_chart_folder(o.svg, {"schedule-memory.svg", "schedule-bubble.svg"});
   const model::Model m = model::build(o.model);
   const pipeline::Batch batch = pipeline::random_batch(m, o.batch, 1);
   std::vector<SchedulesRow> rows;

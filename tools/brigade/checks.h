@@ -4,7 +4,14 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
+#include <filesystem>
+#include <initializer_list>
 #include <string>
+#include <vector>
+
+#include "io/safetensors.h"
+#include "util/error.h"
 
 namespace brigade::cli {
 
@@ -31,5 +38,21 @@ inline CLI::Validator path_check(const char* expected) {
 inline const CLI::Validator kPositive = detail::number_check("POSITIVE", "a number above 0", false);
 // 0 or a number above it.
 inline const CLI::Validator kNonNegative = detail::number_check("NONNEGATIVE", "0 or more", true);
+
+// A bench's --micro-batches, every M from 1 to the mini-batch's `batch` samples, checked before
+// the first is timed.
+inline void check_micro_batch_list(const std::vector<uint32_t>& list, uint32_t batch) {
+  if (list.empty()) throw UserError("--micro-batches: give at least one number of micro-batches");
+  for (uint32_t M : list)
+    if (M == 0 || M > batch)
+      throw UserError("--micro-batches: " + std::to_string(M) + " is not between 1 and the " + std::to_string(batch) +
+                      " samples of a mini-batch (--batch-size); give each M at most " + std::to_string(batch));
+}
+
+// A bench's chart folder (--svg): made, and each of its `files` known writable, before the work.
+inline void prepare_chart_folder(const std::string& dir, std::initializer_list<const char*> files) {
+  std::filesystem::create_directories(dir);
+  for (const char* file : files) io::check_writable(dir + "/" + file);
+}
 
 }  // namespace brigade::cli

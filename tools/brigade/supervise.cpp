@@ -165,6 +165,16 @@ Job parse_job(const std::vector<std::string>& argv) {
 const std::regex kMpirunSays(R"(process rank (\d+) with PID \d+ on node (\S+) exited on signal)");
 const std::regex kBrigadeSays(R"(brigade: rank (\d+) of \d+ \(([^,)]+))");
 
+// The slots of --host entries ("a:2,b": 3).
+int host_slots(const std::vector<std::string>& entries) {
+  int slots = 0;
+  for (const std::string& entry : entries) {
+    const size_t colon = entry.find(':');
+    slots += colon == std::string::npos ? 1 : std::stoi(entry.substr(colon + 1));
+  }
+  return slots;
+}
+
 // The ranks the failed job ran: its -np, else what a rank said ("brigade: rank 1 of 4"), else
 // the slots of its --host, else the last start record of its run (DIR/metrics.jsonl); 0 when
 // nothing says.
@@ -173,12 +183,8 @@ int job_ranks(const Job& j, const std::string& out, const std::string& dir) {
   std::smatch m;
   const std::regex of(R"(brigade: rank \d+ of (\d+) \()");
   if (std::regex_search(out, m, of)) return std::stoi(m[1]);
-  int ranks = 0;
   const std::string hosts = j.value({"--host", "-H"}, 0);
-  for (const std::string& entry : hosts.empty() ? std::vector<std::string>{} : split_list(hosts)) {  // every slot
-    const size_t colon = entry.find(':');
-    ranks += colon == std::string::npos ? 1 : std::stoi(entry.substr(colon + 1));
-  }
+  int ranks = hosts.empty() ? 0 : host_slots(split_list(hosts));
   if (ranks > 0) return ranks;
   std::ifstream metrics(dir + "/metrics.jsonl");
   for (std::string line; std::getline(metrics, line);) {
@@ -292,13 +298,8 @@ std::string shrink(Job& j, const std::string& out, const std::string& ckpt) {
   if (named < entries.size() && entries.size() > 1) {
     // The lost host leaves --host, with its slots.
     entries.erase(entries.begin() + long(named));
-    int slots = 0;
-    for (const std::string& entry : entries) {
-      const size_t colon = entry.find(':');
-      slots += colon == std::string::npos ? 1 : std::stoi(entry.substr(colon + 1));
-    }
     j.set({"--host", "-H"}, join_list(entries), 0, j.brigade);
-    left = std::min(ranks, slots);
+    left = std::min(ranks, host_slots(entries));
   } else if (!host.empty() && !entries.empty() && named == entries.size()) {
     note = " (" + host + " is in no --host entry: one rank fewer on the same hosts)";
   }
