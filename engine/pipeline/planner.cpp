@@ -23,26 +23,52 @@ std::vector<ScheduleChoice> all_schedules() {
           {ScheduleKind::Interleaved, 2}, {ScheduleKind::Interleaved, 4}};
 }
 
+namespace {
+
+// One model of device: the same physical device, or another of the same model and driver.
+bool same_model(const PlanDevice& a, const PlanDevice& b) {
+  return a.model.empty() || b.model.empty() ? a.spec.physical == b.spec.physical : a.model == b.model;
+}
+
+// Whether swapping entries i and j changes nothing the search reads but their profiles' noise:
+// one model under the same caps, and compute shared alike (one resource, or each its own).
+bool interchangeable(const std::vector<PlanDevice>& pool, uint32_t i, uint32_t j) {
+  const PlanDevice &a = pool[i], &b = pool[j];
+  if (!same_model(a, b) || a.spec.memory_cap != b.spec.memory_cap || a.spec.device_memory != b.spec.device_memory ||
+      a.precisions != b.precisions || a.multiplies != b.multiplies)
+    return false;
+  const auto alone = [&](uint32_t x) {
+    return std::count_if(pool.begin(), pool.end(), [&](const PlanDevice& d) { return d.resource == pool[x].resource; }) == 1;
+  };
+  return a.resource == b.resource || (alone(i) && alone(j));
+}
+
+}  // namespace
+
 std::vector<std::vector<uint32_t>> device_orders(const std::vector<PlanDevice>& pool, uint32_t max_stages) {
+  const uint32_t P = uint32_t(pool.size());
+  // Entry i stands for the interchangeable entries after it once those before it are used.
+  std::vector<std::vector<bool>> same(P, std::vector<bool>(P, false));
+  for (uint32_t i = 0; i < P; ++i)
+    for (uint32_t j = 0; j < i; ++j) same[i][j] = interchangeable(pool, i, j);
   std::vector<std::vector<uint32_t>> out;
-  std::vector<std::vector<std::pair<uint32_t, uint64_t>>> seen;  // as physical devices and their caps
   std::vector<uint32_t> order;
-  std::vector<bool> used(pool.size(), false);
+  std::vector<bool> used(P, false);
   // Depth first, shorter pipelines before longer ones (ties in time go to fewer stages).
-  for (uint32_t K = 1; K <= std::min<size_t>(max_stages, pool.size()); ++K) {
+  for (uint32_t K = 1; K <= std::min(max_stages, P); ++K) {
     auto extend = [&](auto&& self) -> void {
       if (order.size() == K) {
-        std::vector<std::pair<uint32_t, uint64_t>> physical;
-        for (uint32_t i : order) physical.push_back({pool[i].spec.physical, pool[i].spec.memory_cap});
-        if (std::find(seen.begin(), seen.end(), physical) == seen.end()) out.push_back(order), seen.push_back(physical);
+        out.push_back(order);
         return;
       }
-      for (uint32_t i = 0; i < pool.size(); ++i)
-        if (!used[i]) {
-          used[i] = true, order.push_back(i);
-          self(self);
-          used[i] = false, order.pop_back();
-        }
+      for (uint32_t i = 0; i < P; ++i) {
+        bool first = !used[i];
+        for (uint32_t j = 0; first && j < i; ++j) first = used[j] || !same[i][j];
+        if (!first) continue;
+        used[i] = true, order.push_back(i);
+        self(self);
+        used[i] = false, order.pop_back();
+      }
     };
     extend(extend);
   }
@@ -172,6 +198,7 @@ SearchResult search(const model::Model& m, const SearchSpace& s) {
             Candidate c{devices, M, sc, remat, precision, p.partition.sizes, sim.span, sim.bubble(), {}};
             for (uint32_t k = 0; k < K; ++k) c.peak.push_back(total(p.stage_memory(k, s.optimizer_states)));
             r.ranked.push_back(std::move(c));
+            if (s.first_fit) return r;
           }
   }
   // Ties (to a part in a million of the best, which the order of summing alone can break)

@@ -29,6 +29,10 @@ struct LayerTimes {
 // A device the planner may give stages to.
 struct PlanDevice {
   StageSpec spec;          // its memory cap, name, physical device, heap, stores_half
+  // Its model and driver ("NVIDIA H200, NVIDIA 580.159.04"); empty: known by `spec.physical`
+  // alone. Entries of one model under the same caps, sharing compute alike, are
+  // interchangeable: the search takes them in pool order only.
+  std::string model;
   uint32_t resource = 0;   // stages whose devices share a resource run one action at a time
   // The precisions a stage on it may store in, the preferred first (ties go to it).
   std::vector<ops::Precision> precisions;
@@ -62,6 +66,8 @@ struct SearchSpace {
   // this fraction slower, so fp32 stays where 16 bits would be faster only by the noise of a
   // profile.
   double sixteen_bit_margin = 0.05;
+  // Stop at the first configuration that fits: only whether any does is wanted.
+  bool first_fit = false;
 };
 
 struct Candidate {
@@ -88,8 +94,9 @@ struct SearchResult {
 SearchResult search(const model::Model& m, const SearchSpace& space);
 
 // Every ordered choice of distinct pool entries, 1 to `max_stages` long, leaving out orders
-// that name the same physical devices with the same memory caps in the same order as one
-// before (entries of one device under other caps are other choices).
+// that differ from one before only by interchangeable entries (PlanDevice::model): the same
+// physical device, or another of its model, under the same caps. Entries of one device
+// under other caps are other choices.
 std::vector<std::vector<uint32_t>> device_orders(const std::vector<PlanDevice>& pool, uint32_t max_stages);
 // The divisors of n, ascending.
 std::vector<uint32_t> divisors(uint32_t n);

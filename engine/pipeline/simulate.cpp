@@ -2,8 +2,7 @@
 
 #include <algorithm>
 #include <limits>
-#include <map>
-#include <tuple>
+#include <vector>
 
 #include "util/error.h"
 
@@ -31,14 +30,27 @@ Simulation simulate(const Schedule& s, const ActionTimes& t) {
     }
   };
   auto transfer = [&](const std::vector<double>& v, uint32_t boundary) { return v.empty() ? 0.0 : v[boundary]; };
-  // When a receive's data is there: the sender's F or B finished, plus the transfer.
-  std::map<std::tuple<int, uint32_t, uint32_t>, double> arrives;
+  const double never = std::numeric_limits<double>::infinity();
+  // When a receive's data is there: the sender's F or B finished, plus the transfer; by
+  // direction (0: activation, 1: gradient), receiving cell and micro-batch.
+  const uint32_t M = s.micro_batches;
+  std::vector<double> arrives(size_t(2) * C * M, never);
+  auto arrival = [&](int direction, uint32_t c, uint32_t mb) -> double& {
+    BRIGADE_EXPECT(mb < M, "a micro-batch of the schedule's");
+    return arrives[(size_t(direction) * C + c) * M + mb];
+  };
   std::vector<size_t> pc(K, 0);
   std::vector<double> clock(K, 0);
-  std::map<uint32_t, double> free_at;  // per resource
+  // When each stage's resource is free (stages of one resource share an entry).
+  std::vector<uint32_t> resource(K);
+  for (uint32_t k = 0; k < K; ++k) {
+    resource[k] = k;
+    for (uint32_t j = 0; j < k && !t.resource.empty(); ++j)
+      if (t.resource[j] == t.resource[k]) { resource[k] = resource[j]; break; }
+  }
+  std::vector<double> free_at(K, 0.0);
   Simulation out;
   out.busy.assign(K, 0);
-  const double never = std::numeric_limits<double>::infinity();
   while (true) {
     // Receives and sends cost no stage time: take them as soon as they can go.
     for (uint32_t k = 0; k < K; ++k)
@@ -46,9 +58,9 @@ Simulation simulate(const Schedule& s, const ActionTimes& t) {
         const Action& a = s.actions[k][pc[k]];
         const uint32_t c = s.cell_of(k, a);
         if (a.op == Op::RecvActivation || a.op == Op::RecvGradient) {
-          const auto it = arrives.find({a.op == Op::RecvActivation ? 0 : 1, c, a.micro_batch});
-          if (it == arrives.end()) break;
-          clock[k] = std::max(clock[k], it->second);
+          const double at = arrival(a.op == Op::RecvActivation ? 0 : 1, c, a.micro_batch);
+          if (at == never) break;
+          clock[k] = std::max(clock[k], at);
         } else if (computes(a.op)) {
           break;
         }
@@ -57,7 +69,7 @@ Simulation simulate(const Schedule& s, const ActionTimes& t) {
     double start = never;
     for (uint32_t k = 0; k < K; ++k) {
       if (pc[k] == s.actions[k].size() || !computes(s.actions[k][pc[k]].op)) continue;
-      const double at = std::max(clock[k], t.resource.empty() ? 0.0 : free_at[t.resource[k]]);
+      const double at = std::max(clock[k], free_at[resource[k]]);
       if (at < start) start = at, next = k;
     }
     if (next == K) break;
@@ -66,9 +78,9 @@ Simulation simulate(const Schedule& s, const ActionTimes& t) {
     const double end = start + cost(a, c);
     clock[next] = end;
     out.busy[next] += cost(a, c);
-    if (!t.resource.empty()) free_at[t.resource[next]] = end;
-    if (a.op == Op::Forward && c + 1 < C) arrives[{0, c + 1, a.micro_batch}] = end + transfer(t.activation, c);
-    if (a.op == Op::Backward && c > 0) arrives[{1, c - 1, a.micro_batch}] = end + transfer(t.gradient, c - 1);
+    free_at[resource[next]] = end;
+    if (a.op == Op::Forward && c + 1 < C) arrival(0, c + 1, a.micro_batch) = end + transfer(t.activation, c);
+    if (a.op == Op::Backward && c > 0) arrival(1, c - 1, a.micro_batch) = end + transfer(t.gradient, c - 1);
   }
   for (uint32_t k = 0; k < K; ++k)
     BRIGADE_EXPECT(pc[k] == s.actions[k].size(), "a schedule that deadlocks has no time");

@@ -81,6 +81,32 @@ TEST_CASE("device orders: every ordered choice once, without repeating a physica
   CHECK(divisors(12) == std::vector<uint32_t>{1, 2, 3, 4, 6, 12});
 }
 
+TEST_CASE("device orders take the GPUs of one model in pool order, and another model anywhere") {
+  const model::Model m = model::build("fashion-mlp");
+  std::vector<PlanDevice> pool{device(m, 0, 1, 1), device(m, 1, 1, 2), device(m, 2, 1, 3)};
+  pool[0].model = pool[1].model = "GPU A, driver 1";
+  pool[2].model = "GPU B, driver 1";
+  CHECK(device_orders(pool, 3) == std::vector<std::vector<uint32_t>>{
+                                      {0}, {2}, {0, 1}, {0, 2}, {2, 0}, {0, 1, 2}, {0, 2, 1}, {2, 0, 1}});
+  // Eight of one model: one order a length, where every ordered choice made 109,600.
+  std::vector<PlanDevice> eight;
+  for (uint32_t i = 0; i < 8; ++i) eight.push_back(device(m, i, 1, 1 + i)), eight.back().model = "GPU A, driver 1";
+  const std::vector<std::vector<uint32_t>> orders = device_orders(eight, 8);
+  REQUIRE(orders.size() == 8);
+  CHECK(orders.back() == std::vector<uint32_t>{0, 1, 2, 3, 4, 5, 6, 7});
+  // Other caps, or compute shared with another entry, make them other choices.
+  std::vector<PlanDevice> capped = pool;
+  capped[1].spec.memory_cap = 1 << 30;
+  CHECK(device_orders(capped, 2).size() == 3 + 6);
+  std::vector<PlanDevice> sharing = pool;
+  sharing[1].resource = sharing[2].resource;
+  CHECK(device_orders(sharing, 2).size() == 3 + 6);
+  // Another driver is another model.
+  std::vector<PlanDevice> drivers = pool;
+  drivers[1].model = "GPU A, driver 2";
+  CHECK(device_orders(drivers, 2).size() == 3 + 6);
+}
+
 TEST_CASE("the planner ranks by simulated step time and predicts one stage's exactly") {
   const model::Model m = model::build("fashion-mlp");
   const SearchResult r = search(m, space({device(m, 0, 1, 0)}));
@@ -98,6 +124,12 @@ TEST_CASE("the planner ranks by simulated step time and predicts one stage's exa
   CHECK(best.step_seconds == doctest::Approx(sum));
   for (const Candidate& c : r.ranked)
     if (c.remat == Remat::Always) CHECK(c.step_seconds == doctest::Approx(sum * 4 / 3));
+  // Asked only whether anything fits, it stops at the first that does.
+  SearchSpace first = space({device(m, 0, 1, 0)});
+  first.first_fit = true;
+  const SearchResult one = search(m, first);
+  CHECK(one.ranked.size() == 1);
+  CHECK(one.considered == 1);
 }
 
 TEST_CASE("the planner pipelines devices that run apart and keeps to one of those sharing cores") {

@@ -11,6 +11,7 @@
 
 #include "engine_words.h"
 #include "ops/matmul_tiles.h"
+#include "ops/tuned_tilings.h"
 #include "pipeline/link.h"
 #include "pipeline/planner.h"
 #include "pipeline/profile.h"
@@ -363,6 +364,13 @@ AutoPlan auto_plan(const model::Model& m, const PipelineFlags& f, uint32_t rows,
     d.spec.memory_cap = caps[i];
     d.spec.device = (s.rank.empty() ? "" : s.rank + ", ") + "device " + std::to_string(s.index) + ", " + s.name;
     d.spec.physical = s.index, d.spec.device_memory = s.heap;
+    // Its model: tuned tilings make one device's kernels another's (under mpirun each rank
+    // profiles its own, and every rank must read the pool alike).
+    d.model = s.name + ", " + s.driver;
+    if (!ranks && device_of[i]) {
+      const std::string tuned = ops::tuned_checksum(device_of[i]->info());
+      if (!tuned.empty()) d.model += ", tilings " + tuned;
+    }
     d.spec.facts = facts[i];
     // Stages share compute where their devices do: CPU drivers in one process share the host's
     // cores; a rank computes on its own.
@@ -383,17 +391,21 @@ AutoPlan auto_plan(const model::Model& m, const PipelineFlags& f, uint32_t rows,
   for (pipeline::PlanDevice& d : space.pool)
     for (ops::Precision p : d.precisions)
       for (uint32_t r : sizes) d.times[{r, p}] = {std::vector<double>(L, 0.0), std::vector<double>(L, 0.0)};
+  space.first_fit = true;
   refuse_if_empty(m, f, pipeline::search(m, space));
+  space.first_fit = false;
   pipeline::ProfileCache cache(pipeline::default_profile_cache());
   if (!cache.warning().empty()) std::fprintf(stderr, "brigade: warning: %s\n", cache.warning().c_str());
   const Clock::time_point profile_start = Clock::now();
   size_t measured = 0, cached = 0;
-  std::map<std::pair<uint32_t, ops::Precision>, std::map<uint32_t, pipeline::LayerTimes>> by_device;
+  // Entries of one model share its profile (the search takes them as interchangeable), so
+  // a rig of identical GPUs profiles one.
+  std::map<std::pair<std::string, ops::Precision>, std::map<uint32_t, pipeline::LayerTimes>> by_model;
   for (size_t i = 0; i < P; ++i) {
     if (!device_of[i]) continue;
     vk::Device& dev = *device_of[i];
     for (ops::Precision p : space.pool[i].precisions) {
-      auto& times = by_device[{dev.info().index, p}];  // entries sharing a device share them
+      auto& times = by_model[{space.pool[i].model, p}];
       if (times.empty()) {
         Profiling counts;
         times = profile_sizes(dev, m, sizes, p, cache, counts);
