@@ -9,6 +9,8 @@
 #include <unistd.h>
 #include <vector>
 
+#include "io/files.h"
+
 namespace brigade::io {
 
 namespace {
@@ -42,6 +44,10 @@ const std::string& build_checksum() {
 CacheFile::CacheFile(std::string path, std::string kind, std::string section)
     : path_(std::move(path)), kind_(std::move(kind)), section_(std::move(section)) {
   if (path_.empty() || !std::filesystem::exists(path_)) return;
+  if (const std::string what = not_regular(path_, true); !what.empty()) {  // a folder, a pipe, ...
+    warning_ = path_ + " " + what + ", not a " + kind_ + " cache; ignored";
+    return;
+  }
   std::ifstream in(path_);
   // Nesting deeper than any cache Brigade writes is left unbuilt and the file refused: a
   // value nested some 100000 deep takes the stack with it when copied or compared.
@@ -71,7 +77,12 @@ std::string CacheFile::save() const {
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::create_directories(fs::path(path_).parent_path(), ec);
-  const std::string tmp = path_ + ".tmp." + std::to_string(::getpid());
+  // A link is written through (the file it names replaced, the link kept); what is not a
+  // regular file stays as it is.
+  const std::string file = fs::is_symlink(path_, ec) ? fs::weakly_canonical(path_, ec).string() : path_;
+  if (const std::string what = not_regular(file, false); !what.empty())
+    return file + " " + what + ", not a regular file; not written over";
+  const std::string tmp = file + ".tmp." + std::to_string(::getpid());
   {
     std::ofstream out(tmp);
     out << nlohmann::json{{"version", 1}, {section_, entries_}}.dump(1) << "\n";
@@ -81,10 +92,10 @@ std::string CacheFile::save() const {
       return "could not write " + tmp + " (" + why + ")";
     }
   }
-  fs::rename(tmp, path_, ec);
+  fs::rename(tmp, file, ec);
   if (ec) {
     fs::remove(tmp, ec);
-    return "could not replace " + path_;
+    return "could not replace " + file;
   }
   return {};
 }

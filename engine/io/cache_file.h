@@ -33,7 +33,7 @@ class CacheFile {
   void put(const std::string& key, nlohmann::json entry);
   void erase(const std::string& key) { entries_.erase(key); }
   // Writes the file through a temporary and a rename (a reader sees the old file or the
-  // new); returns "" or why it could not.
+  // new; a symbolic link is written through, and kept); returns "" or why it could not.
   std::string save() const;
   const std::string& path() const { return path_; }
   // Why the file was ignored when read ("" when it was not).

@@ -63,6 +63,24 @@ TEST_CASE("a cache file keeps its section's entries through a save, and ignores 
   const io::CacheFile deep(path, "tiling", "tilings");
   CHECK(deep.find("x") == nullptr);
   CHECK(deep.warning().find("is not a tiling cache Brigade wrote") != std::string::npos);
+  // A link is written through and kept; a folder where the file would be is left alone.
+  const std::string elsewhere = (dir / "elsewhere.json").string(), linked = (dir / "linked.json").string();
+  fs::copy_file(path, elsewhere);
+  fs::create_symlink(elsewhere, linked);
+  {
+    io::CacheFile through(linked, "tiling", "tilings");
+    through.put("linked", 2);
+    CHECK(through.save().empty());
+  }
+  CHECK(fs::is_symlink(linked));
+  CHECK(io::CacheFile(elsewhere, "tiling", "tilings").find("linked") != nullptr);
+  const std::string folder = (dir / "folder.json").string();
+  fs::create_directories(folder + "/inside");
+  io::CacheFile onto(folder, "tiling", "tilings");
+  CHECK(onto.warning() == folder + " is a folder, not a tiling cache; ignored");
+  onto.put("device", 1);
+  CHECK(onto.save() == folder + " is a folder, not a regular file; not written over");
+  CHECK(fs::is_directory(folder + "/inside"));
   // No path: a cache that keeps nothing and writes nothing.
   io::CacheFile none("", "tiling", "tilings");
   none.put("device", 1);
