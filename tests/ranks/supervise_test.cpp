@@ -72,8 +72,8 @@ TEST_CASE("brigade supervise restarts a job without -np, from a hostfile or --ho
   const fs::path d = test::scratch_dir("supervise-hosts");
   test::write_tiny_fashion(d / "data", 320, 64);
   std::ofstream(d / "hosts") << "localhost slots=2\n";
-  for (const std::string launch : {"--hostfile " + (d / "hosts").string(), std::string("-np 2 --host localhost:2"),
-                                   std::string("--host 127.0.0.1:2")}) {
+  for (const std::string& launch : {"--hostfile " + (d / "hosts").string(), std::string("-np 2 --host localhost:2"),
+                                   std::string("-q --host 127.0.0.1:2")}) {
     CAPTURE(launch);
     const fs::path out = d / ("run-" + std::to_string(launch.size()));
     const test::Result r = supervise(d, launch, "device-lost:stage 1:backward:13", "--snapshot-every 1", out);
@@ -81,6 +81,9 @@ TEST_CASE("brigade supervise restarts a job without -np, from a hostfile or --ho
     CHECK(r.status == 0);
     CHECK(r.output.find("lost; restarting on 1 rank(s)\n") != std::string::npos);
     CHECK(restart_line(r.output).find(" -np 1 ") != std::string::npos);
+    // mpirun -q hides which rank a signal killed, and supervise says what that costs.
+    CHECK((r.output.find("supervise: warning: mpirun -q does not say which rank") != std::string::npos) ==
+          (launch.rfind("-q ", 0) == 0));
     const auto starts = test::records(out, "start");
     CHECK(starts.size() == 2);
     CHECK(starts.back().at("ranks") == 1);

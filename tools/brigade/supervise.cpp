@@ -373,6 +373,11 @@ void resume_args(Job& j, const std::string& ckpt) {
 
 void run_supervise(const std::vector<std::string>& command, uint32_t restarts) {
   Job j = parse_job(command);
+  const auto launch_end = j.argv.begin() + long(j.brigade);
+  if (!j.value({"--host", "-H"}, 0).empty() &&
+      std::any_of(j.argv.begin(), launch_end, [](const std::string& a) { return a == "-q" || a == "--quiet"; }))
+    std::fprintf(stderr, "supervise: warning: mpirun -q does not say which rank a signal killed, so a host whose rank "
+                         "is killed stays in --host on a restart (leave out -q)\n");
   const size_t train = j.brigade + 2;
   const std::string ckpt = j.value({"--out"}, train) + "/checkpoint.safetensors";
   // --stop-after N counts from the step the job starts at: a restart stops where it would have.
