@@ -402,6 +402,7 @@ Plan plan(const model::Model& m, const PlanOptions& o) {
     if (ratio > worst) worst = ratio, p.problem = no_cut + over_cap(k, b, o.stages[k], o.micro_batches, o.remat);
   }
   if (p.problem.empty()) p.problem = over_device_memory(p, o);  // caps are limits besides the device's
+  if (!o.bubbles) return p;
   std::vector<double> forward;
   for (double t : p.partition.stage_time) forward.push_back(t / 3);
   p.bubble = simulated_bubble(p.schedule, forward);

@@ -168,6 +168,8 @@ struct PlanOptions {
   // given (one per layer of the model), replaces it layer by layer.
   std::vector<ops::Precision> precision;
   std::vector<ops::Precision> layer_precision;
+  // Plan::bubble and even_bubble simulated; the planner's search simulates its own.
+  bool bubbles = true;
 };
 
 // The cut minimizes the slowest stage among those whose exact footprint fits each cap; when

@@ -148,7 +148,7 @@ SearchResult search(const model::Model& m, const SearchSpace& s) {
             PlanOptions o;
             o.rows = s.rows, o.micro_batches = M, o.remat = remat, o.schedule = sc.kind;
             o.virtual_stages = sc.virtual_stages, o.optimizer_states = s.optimizer_states;
-            o.precision = precision, o.balance = s.balance;
+            o.precision = precision, o.balance = s.balance, o.bubbles = false;
             for (uint32_t k = 0; k < K; ++k) {
               StageSpec st = s.pool[devices[k]].spec;
               st.layer_times = times_of(s.pool[devices[k]], rows, precision[k]).forward;
