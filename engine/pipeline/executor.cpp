@@ -22,6 +22,10 @@ std::vector<LinkChoice> choose_links(const std::vector<vk::Device*>& devices, ui
   for (uint32_t b = 0; b + 1 < cells; ++b) {
     const std::pair<uint32_t, uint32_t> pair{b % K, (b + 1) % K};
     if (!devices[pair.first] || !devices[pair.second]) {
+      if (requested != LinkKind::Auto)
+        throw UserError("`link` " + std::string(link_name(requested)) + ": cells " + std::to_string(b) + " and " +
+                        std::to_string(b + 1) + " run in different processes, whose boundaries travel as MPI "
+                        "messages; use `link` auto");
       out.push_back({LinkKind::Mpi, "another process: MPI messages from and into mapped memory"});
       continue;
     }

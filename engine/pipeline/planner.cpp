@@ -132,6 +132,15 @@ SearchResult search(const model::Model& m, const SearchSpace& s) {
       ++r.invalid;
       if (K >= refused_stages) refused_stages = K, r.refused = why;
     };
+    // The boundary from stage k to k + 1, and from the last to the first (interleaved).
+    const auto unlinked = [&](uint32_t k) -> const std::string& {
+      static const std::string none;
+      return s.unlinkable.empty() ? none : s.unlinkable[devices[k]][devices[(k + 1) % K]];
+    };
+    bool linked = true;
+    for (uint32_t k = 0; k + 1 < K && linked; ++k)
+      if (!unlinked(k).empty()) refuse(unlinked(k)), linked = false;
+    if (!linked) continue;
     const std::vector<std::vector<ops::Precision>> precisions = precision_choices(s, devices);
     if (precisions.empty())
       refuse("`precision`: " + std::to_string(s.precision.size()) + " values for " + std::to_string(K) +
@@ -142,6 +151,10 @@ SearchResult search(const model::Model& m, const SearchSpace& s) {
           for (const std::vector<ops::Precision>& precision : precisions) {
             if (sc.virtual_stages > 1 && K < 2) {  // one stage's cells run in model order anyway
               refuse("`schedule` interleaved needs 2 stages or more (one stage's cells run in model order)");
+              continue;
+            }
+            if (sc.virtual_stages > 1 && !unlinked(K - 1).empty()) {
+              refuse(unlinked(K - 1));
               continue;
             }
             const uint32_t rows = split_rows(s.rows, M).front();

@@ -52,8 +52,10 @@ struct SearchSpace {
   uint32_t rows = 1;              // mini-batch N
   uint32_t optimizer_states = 0;
   std::vector<PlanDevice> pool;
-  // Seconds per byte of a boundary transfer from pool device i to pool device j (empty: free).
+  // Seconds per byte of a boundary transfer from pool device i to pool device j (empty: free),
+  // and why a boundary from i to j cannot be (empty, or "" for each pair that can).
   std::vector<std::vector<double>> link_seconds_per_byte;
+  std::vector<std::vector<std::string>> unlinkable;
   std::vector<std::vector<uint32_t>> device_orders;  // pool indices, one per stage
   std::vector<uint32_t> micro_batches;
   std::vector<ScheduleChoice> schedules;

@@ -165,6 +165,32 @@ TEST_CASE("fixed axes stay fixed and precision is chosen per device") {
   CHECK(r.ranked.front().precision == std::vector<ops::Precision>{ops::Precision::Bf16, ops::Precision::Fp32});
 }
 
+TEST_CASE("a boundary a pair of devices cannot take is left out, and said when nothing else is there") {
+  const model::Model m = model::build("fashion-mlp");
+  SearchSpace s = space({device(m, 0, 1, 1), device(m, 1, 1, 2), device(m, 2, 1, 3)});
+  s.micro_batches = {8};
+  s.unlinkable.assign(3, std::vector<std::string>(3));
+  s.unlinkable[0][1] = s.unlinkable[1][0] = "`link` fd: devices 0 and 1 cannot take this path";
+  const SearchResult r = search(m, s);
+  REQUIRE(!r.ranked.empty());
+  bool pipelined = false;
+  for (const Candidate& c : r.ranked) {
+    const size_t K = c.devices.size();
+    pipelined = pipelined || K > 1;
+    for (size_t k = 0; k + 1 < K; ++k) CHECK(s.unlinkable[c.devices[k]][c.devices[k + 1]].empty());
+    // Interleaved cells also pass from the last stage back to the first.
+    if (c.schedule.virtual_stages > 1) CHECK(s.unlinkable[c.devices[K - 1]][c.devices[0]].empty());
+  }
+  CHECK(pipelined);
+  // No pair linkable and more than one stage asked for: refused with the pair's reason.
+  for (auto& row : s.unlinkable) std::fill(row.begin(), row.end(), "`link` fd: no pair can take this path");
+  for (uint32_t i = 0; i < 3; ++i) s.unlinkable[i][i].clear();
+  s.device_orders = {{0, 1}, {1, 2}};
+  const SearchResult none = search(m, s);
+  CHECK(none.ranked.empty());
+  CHECK(none.refused == "`link` fd: no pair can take this path");
+}
+
 TEST_CASE("a per-stage precision holds each stage to its own, auto being its device's, in every device order") {
   const model::Model m = model::build("fashion-mlp");
   // Both devices faster in bf16 (what each multiplies), so only the fixed stage keeps fp32.

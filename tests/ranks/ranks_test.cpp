@@ -264,6 +264,11 @@ TEST_CASE("a refusal every rank meets alike is said once with no abort, and a fa
   CHECK(r.status == 2);
   CHECK(times(r.output, "missing.safetensors: cannot open") == 1);
   CHECK(r.output.find("MPI_ABORT") == std::string::npos);
+  // A boundary path that only shares memory within a process: every boundary here is MPI's.
+  r = ranks_run(2, step_args(d, "fashion-mlp", "g.safetensors") + " --link fd");
+  CHECK(r.status == 2);
+  CHECK(times(r.output, "brigade: error: --link fd: cells 0 and 1 run in different processes, whose boundaries "
+                        "travel as MPI messages; use --link auto\n") == 1);
   // mpirun -q leaves the one line alone.
   r = test::command_run("mpirun -q " + mpirun(2).substr(7) + BRIGADE_EXE + " " + step_args(d, "fashion-mlp", "g.safetensors") +
                         " --replicas 3");

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <tuple>
 
 #include "engine_words.h"
 #include "ops/matmul_tiles.h"
@@ -230,25 +231,34 @@ void set_axes(pipeline::SearchSpace& space, const PipelineFlags& f, uint32_t row
 }
 
 // Each pair's link rate: shared memory moves nothing; a staging copy and messages between
-// ranks are timed.
+// ranks are timed. A pair that cannot take a forced --link is marked, with its reason, for the
+// search to leave out.
 void measure_links(pipeline::SearchSpace& space, const PipelineFlags& f, const Pool& pool) {
   const size_t P = space.pool.size();
   space.link_seconds_per_byte.assign(P, std::vector<double>(P, 0.0));
+  space.unlinkable.assign(P, std::vector<std::string>(P));
   if (world().multi()) {
     const double rate = rank_seconds_per_byte();
     for (auto& row : space.link_seconds_per_byte) std::fill(row.begin(), row.end(), rate);
   } else {
     const pipeline::LinkKind requested = pipeline::parse_link(f.link);
-    std::map<std::pair<uint32_t, uint32_t>, double> by_pair;
+    std::map<std::pair<uint32_t, uint32_t>, std::pair<double, std::string>> by_pair;
     for (size_t i = 0; i < P; ++i)
       for (size_t j = 0; j < P; ++j) {
         const uint32_t a = pool.described[i].index, b = pool.described[j].index;
-        if (a == b) continue;
+        // Logical devices of one device share its memory, unless a staging copy is forced.
+        if (i == j || (a == b && requested != pipeline::LinkKind::Staging)) continue;
         if (!by_pair.count({a, b})) {
-          const pipeline::LinkChoice c = pipeline::choose_link(*pool.device_of[i], *pool.device_of[j], requested);
-          by_pair[{a, b}] = c.kind == pipeline::LinkKind::Staging ? staging_seconds_per_byte(*pool.device_of[i], *pool.device_of[j]) : 0.0;
+          auto& [rate, refused] = by_pair[{a, b}];
+          try {
+            const pipeline::LinkChoice c = pipeline::choose_link(*pool.device_of[i], *pool.device_of[j], requested);
+            if (c.kind == pipeline::LinkKind::Staging || a == b)
+              rate = staging_seconds_per_byte(*pool.device_of[i], *pool.device_of[j]);
+          } catch (const UserError& e) {  // a forced path the pair cannot take
+            refused = e.what();
+          }
         }
-        space.link_seconds_per_byte[i][j] = by_pair[{a, b}];
+        std::tie(space.link_seconds_per_byte[i][j], space.unlinkable[i][j]) = by_pair[{a, b}];
       }
   }
 }
@@ -391,6 +401,7 @@ AutoPlan auto_plan(const model::Model& m, const PipelineFlags& f, uint32_t rows,
   for (pipeline::PlanDevice& d : space.pool)
     for (ops::Precision p : d.precisions)
       for (uint32_t r : sizes) d.times[{r, p}] = {std::vector<double>(L, 0.0), std::vector<double>(L, 0.0)};
+  measure_links(space, f, pool);
   space.first_fit = true;
   refuse_if_empty(m, f, pipeline::search(m, space));
   space.first_fit = false;
@@ -433,8 +444,6 @@ AutoPlan auto_plan(const model::Model& m, const PipelineFlags& f, uint32_t rows,
     measured = std::stoul(world().allgather(std::to_string(measured)).front());  // rank 0 speaks
   }
   const double profile_seconds = since(profile_start);
-
-  measure_links(space, f, pool);
 
   const Clock::time_point search_start = Clock::now();
   const pipeline::SearchResult r = pipeline::search(m, space);
