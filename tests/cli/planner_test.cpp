@@ -282,7 +282,8 @@ TEST_CASE("train --plan auto says and records its choice, and --resume goes on w
   REQUIRE(plans.size() == 1);
   const nlohmann::json flags = plans[0].at("flags");
   CHECK(plans[0].at("predicted_step_ms").get<double>() > 0);
-  r = cache.run("train --resume --out " + out.string());
+  // --link says how the plan's boundaries travel, and keeps the plan.
+  r = cache.run("train --resume --link auto --out " + out.string());
   REQUIRE_MESSAGE(r.status == 0, r.output);
   CHECK(r.output.find("plan auto, as the run chose at its start") != std::string::npos);
   CHECK(r.output.find(std::to_string(flags.at("micro_batches").get<uint32_t>()) + " micro-batches") != std::string::npos);

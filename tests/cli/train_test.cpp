@@ -462,6 +462,12 @@ TEST_CASE("eval plans its pipeline for the split's largest batch, not a --batch-
   CHECK(e.status == 0);
   CHECK(e.output.find("(") != std::string::npos);
   CHECK(e.output.find("/32)") != std::string::npos);
+  // Over two stages it says how the boundary travels, as train and step do.
+  const auto two = test::brigade_run("eval " + s.run.string() + " --devices 0,0 --link staging -m 2");
+  INFO(two.output);
+  CHECK(two.status == 0);
+  CHECK(two.output.find("link 0->1 (") != std::string::npos);
+  CHECK(two.output.find("): staging, forced by --link\n") != std::string::npos);
   fs::remove_all(s.dir);
 }
 

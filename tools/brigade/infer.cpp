@@ -82,6 +82,7 @@ void run_eval(const EvalArgs& a) {
   uint32_t rows = 0;
   for (const pipeline::Batch& b : batches) rows = std::max(rows, b.rows);
   Pipeline p = open_pipeline(m, a.pipeline, rows, 0);
+  std::printf("%s", p.link_lines.c_str());
   for (const auto& [name, values] : l.params) p.executor->set_parameter(name, values);
   double loss = 0;
   uint64_t correct = 0, count = 0, samples = 0;

@@ -108,9 +108,11 @@ RunStart start_run(TrainArgs& a, const std::string& ckpt, const std::vector<uint
     if (given(a, "--data")) s.data = data_path(a.data);  // the same data moved: where it lives now
     // A run --plan auto planned goes on with the plan it chose, unless the command line sets
     // the pipeline itself or gives --plan (then --plan auto searches again around the flags
-    // given).
-    const bool sets_pipeline = given(a, "--plan") || std::any_of(a.pipeline.options.begin(), a.pipeline.options.end(),
-                                                                 [](const auto& o) { return o.second->count() > 0; });
+    // given). --link only says how the plan's boundaries travel.
+    const bool sets_pipeline =
+        given(a, "--plan") || std::any_of(a.pipeline.options.begin(), a.pipeline.options.end(), [](const auto& o) {
+          return o.first != "--link" && o.second->count() > 0;
+        });
     if (sets_pipeline) s.plan = nullptr;
     m = model::build_from_toml(s.model_toml, ckpt + " (config)");
     if (!s.plan.is_null()) {
