@@ -373,7 +373,7 @@ AutoPlan auto_plan(const model::Model& m, const PipelineFlags& f, uint32_t rows,
     pipeline::PlanDevice d;
     d.spec.memory_cap = caps[i];
     d.spec.device = (s.rank.empty() ? "" : s.rank + ", ") + "device " + std::to_string(s.index) + ", " + s.name;
-    d.spec.physical = s.index, d.spec.device_memory = s.heap;
+    d.spec.physical = s.physical, d.spec.device_memory = s.heap;
     // Its model: tuned tilings make one device's kernels another's (under mpirun each rank
     // profiles its own, and every rank must read the pool alike).
     d.model = s.name + ", " + s.driver;

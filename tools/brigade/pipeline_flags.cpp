@@ -193,6 +193,7 @@ StageDevice describe(const vk::Device& dev) {
     if (h.device_local) heap = std::max(heap, h.size);
   StageDevice s{info.name, info.driver_name.empty() ? info.name : info.driver_name, info.index, heap, ""};
   s.multiplies = ops::auto_precision(info);
+  s.physical = info.index;
   for (ops::Precision p : {ops::Precision::Fp32, ops::Precision::Bf16, ops::Precision::Fp16}) {
     s.products[size_t(p)] = ops::matrix_path(info, p);
     s.attention[size_t(p)] = ops::attention_path(info, p);
@@ -255,12 +256,15 @@ Devices open_devices(const PipelineFlags& f) {
                            {"attention", mine.attention}};
     const std::vector<std::string> all = w.allgather(j.dump() + "\n" + w.host());
     d.stages.clear();
+    std::map<std::pair<std::string, uint32_t>, uint32_t> physical;  // by host and index
     for (uint32_t k = 0; k < K; ++k) {
       const std::string& s = all[k];
       const nlohmann::json o = nlohmann::json::parse(s.substr(0, s.find('\n')));
-      d.stages.push_back({o.at("name"), o.at("driver"), o.at("index"), o.at("heap"),
-                          "rank " + std::to_string(k) + " on " + s.substr(s.find('\n') + 1),
+      const std::string host = s.substr(s.find('\n') + 1);
+      d.stages.push_back({o.at("name"), o.at("driver"), o.at("index"), o.at("heap"), "rank " + std::to_string(k) + " on " + host,
                           ops::parse_precision(o.at("multiplies")), o.at("products"), o.at("attention")});
+      d.stages.back().physical =
+          physical.try_emplace({host, d.stages.back().index}, uint32_t(physical.size())).first->second;
     }
   }
   return d;
@@ -329,7 +333,7 @@ pipeline::Plan make_plan(const model::Model& m, const PipelineFlags& f, Devices&
   for (uint32_t k = 0; k < K; ++k) {
     const StageDevice& s = d.stages[k];
     po.stages.push_back({1.0, d.caps[k], (s.rank.empty() ? "" : s.rank + ", ") + "device " + std::to_string(s.index) + ", " + s.name,
-                         s.index, s.heap, {}});
+                         s.physical, s.heap, {}});
   }
   // Which layers each stage's device runs on 16-bit tensors as stored, and with a lean
   // scratch (the plan is the same on every rank).

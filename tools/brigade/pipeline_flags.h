@@ -86,6 +86,9 @@ struct StageDevice {
   ops::Precision multiplies = ops::Precision::Bf16;  // --precision auto there (ops::auto_precision)
   std::array<std::string, 3> products;   // ops::matrix_path for each ops::Precision
   std::array<std::string, 3> attention;  // ops::attention_path for each
+  // The device as one of the job's: its index in one process; under mpirun each host's
+  // devices numbered apart (ranks on one host and index share it; another host's is another).
+  uint32_t physical = 0;
 };
 
 // "bf16,fp32" -> {"bf16", "fp32"}.
