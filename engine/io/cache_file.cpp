@@ -6,10 +6,12 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <unistd.h>
 #include <vector>
 
 #include "io/files.h"
+#include "util/error.h"
 
 namespace brigade::io {
 
@@ -43,11 +45,13 @@ const std::string& build_checksum() {
 
 CacheFile::CacheFile(std::string path, std::string kind, std::string section)
     : path_(std::move(path)), kind_(std::move(kind)), section_(std::move(section)) {
-  if (path_.empty() || !std::filesystem::exists(path_)) return;
-  if (const std::string what = not_regular(path_, true); !what.empty()) {  // a folder, a pipe, ...
-    warning_ = path_ + " " + what + ", not a " + kind_ + " cache; ignored";
-    return;
-  }
+  warning_ = read(entries_);
+}
+
+std::string CacheFile::read(nlohmann::json& entries) const {
+  if (path_.empty() || !std::filesystem::exists(path_)) return "";
+  if (const std::string what = not_regular(path_, true); !what.empty())  // a folder, a pipe, ...
+    return path_ + " " + what + ", not a " + kind_ + " cache; ignored";
   std::ifstream in(path_);
   // Nesting deeper than any cache Brigade writes is left unbuilt and the file refused: a
   // value nested some 100000 deep takes the stack with it when copied or compared.
@@ -59,10 +63,10 @@ CacheFile::CacheFile(std::string path, std::string kind, std::string section)
   nlohmann::json j = nlohmann::json::parse(in, depth, false);
   if (deep) j = nlohmann::json::value_t::discarded;
   const bool ours = j.is_object() && j.contains("version") && j["version"].is_number_integer() && j["version"] == 1;
-  if (ours && j.contains(section_) && j[section_].is_object())
-    entries_ = j[section_];
-  else
-    warning_ = path_ + " is not a " + kind_ + " cache Brigade wrote; ignored, and rewritten with new " + section_;
+  if (!ours || !j.contains(section_) || !j[section_].is_object())
+    return path_ + " is not a " + kind_ + " cache Brigade wrote; ignored, and rewritten with new " + section_;
+  entries = std::move(j[section_]);
+  return "";
 }
 
 const nlohmann::json* CacheFile::find(const std::string& key) const {
@@ -70,7 +74,15 @@ const nlohmann::json* CacheFile::find(const std::string& key) const {
   return it == entries_.end() ? nullptr : &*it;
 }
 
-void CacheFile::put(const std::string& key, nlohmann::json entry) { entries_[key] = std::move(entry); }
+void CacheFile::put(const std::string& key, nlohmann::json entry) {
+  entries_[key] = std::move(entry);
+  changed_.insert(key);
+}
+
+void CacheFile::erase(const std::string& key) {
+  entries_.erase(key);
+  changed_.insert(key);
+}
 
 std::string CacheFile::save() const {
   if (path_.empty()) return {};
@@ -82,10 +94,23 @@ std::string CacheFile::save() const {
   const std::string file = fs::is_symlink(path_, ec) ? fs::weakly_canonical(path_, ec).string() : path_;
   if (const std::string what = not_regular(file, false); !what.empty())
     return file + " " + what + ", not a regular file; not written over";
+  // Other processes' entries saved since this one read the file are kept: under the cache
+  // folder's lock, the file is read again and this one's changes laid over it.
+  std::unique_ptr<FolderLock> lock;
+  try {
+    lock = std::make_unique<FolderLock>(fs::path(file).parent_path().string(), 10);
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  nlohmann::json merged = nlohmann::json::object();
+  read(merged);  // what another process saved (nothing where it is not a cache of ours)
+  for (const std::string& key : changed_)
+    if (const auto it = entries_.find(key); it != entries_.end()) merged[key] = *it;
+    else merged.erase(key);
   const std::string tmp = file + ".tmp." + std::to_string(::getpid());
   {
     std::ofstream out(tmp);
-    out << nlohmann::json{{"version", 1}, {section_, entries_}}.dump(1) << "\n";
+    out << nlohmann::json{{"version", 1}, {section_, merged}}.dump(1) << "\n";
     if (!out.flush()) {
       const std::string why = std::strerror(errno);
       fs::remove(tmp, ec);

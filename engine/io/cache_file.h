@@ -6,6 +6,7 @@
 // with one warning and rewritten whole.
 #pragma once
 
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -31,17 +32,22 @@ class CacheFile {
   // The entry under `key`, or null.
   const nlohmann::json* find(const std::string& key) const;
   void put(const std::string& key, nlohmann::json entry);
-  void erase(const std::string& key) { entries_.erase(key); }
+  void erase(const std::string& key);
   // Writes the file through a temporary and a rename (a reader sees the old file or the
-  // new; a symbolic link is written through, and kept); returns "" or why it could not.
+  // new; a symbolic link is written through, and kept), this object's puts and erases laid
+  // over what the file holds then (entries other processes saved since it was read are
+  // kept), under the lock of the file's folder; returns "" or why it could not.
   std::string save() const;
   const std::string& path() const { return path_; }
   // Why the file was ignored when read ("" when it was not).
   const std::string& warning() const { return warning_; }
 
  private:
+  // The file's section into `entries`; "" or why it was ignored.
+  std::string read(nlohmann::json& entries) const;
   std::string path_, kind_, section_, warning_;
   nlohmann::json entries_ = nlohmann::json::object();
+  std::set<std::string> changed_;  // keys put or erased since the file was read
 };
 
 }  // namespace brigade::io

@@ -63,6 +63,20 @@ TEST_CASE("a cache file keeps its section's entries through a save, and ignores 
   const io::CacheFile deep(path, "tiling", "tilings");
   CHECK(deep.find("x") == nullptr);
   CHECK(deep.warning().find("is not a tiling cache Brigade wrote") != std::string::npos);
+  // Two processes that read the file before either saved: the second save keeps the first's
+  // entries, and what one erased stays erased.
+  {
+    io::CacheFile one(path, "tiling", "tilings"), two(path, "tiling", "tilings");
+    one.put("first", 1);
+    two.put("second", 2);
+    two.erase("device");
+    CHECK(one.save().empty());
+    CHECK(two.save().empty());
+    const io::CacheFile both(path, "tiling", "tilings");
+    CHECK(both.find("first") != nullptr);
+    CHECK(both.find("second") != nullptr);
+    CHECK(both.find("device") == nullptr);
+  }
   // A link is written through and kept; a folder where the file would be is left alone.
   const std::string elsewhere = (dir / "elsewhere.json").string(), linked = (dir / "linked.json").string();
   fs::copy_file(path, elsewhere);
