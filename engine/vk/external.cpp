@@ -39,28 +39,39 @@ bool host_visible(const Device& dev, uint32_t type) {
   return (dev.memory().properties().memoryTypes[type].propertyFlags & host) == host;
 }
 
-// Binds `buffer` to memory allocated with `chain` (export or import info) and wraps both.
-Buffer finish(Device& dev, VkBuffer buffer, const void* chain, uint64_t size, uint32_t type,
-              uint64_t bytes, Category category, const std::string& name, void* host_ptr) {
+// Allocates the memory `buffer` is bound to, with `chain` (export or import info). On failure
+// the buffer is destroyed and nothing was imported: an fd in `chain` is still the caller's.
+VkDeviceMemory allocate(Device& dev, VkBuffer buffer, const void* chain, uint64_t size, uint32_t type,
+                        Category category, const std::string& name, bool host_pointer) {
   VkMemoryDedicatedAllocateInfo dedicated{VK_STRUCTURE_TYPE_MEMORY_DEDICATED_ALLOCATE_INFO};
   dedicated.pNext = chain;
   dedicated.buffer = buffer;
   VkMemoryAllocateInfo info{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
   // Host-pointer imports may not be dedicated allocations.
-  info.pNext = host_ptr ? chain : &dedicated;
+  info.pNext = host_pointer ? chain : &dedicated;
   info.allocationSize = size;
   info.memoryTypeIndex = type;
-  VkDeviceMemory memory = VK_NULL_HANDLE;
   try {
-    memory = dev.memory().allocate_dedicated(info, category, name);
+    return dev.memory().allocate_dedicated(info, category, name);
   } catch (...) {
     dev.vk().vkDestroyBuffer(dev.handle(), buffer, nullptr);
     throw;
   }
-  VK_CHECK(dev.vk().vkBindBufferMemory(dev.handle(), buffer, memory, 0));
+}
+
+// Binds `buffer` to `memory`, maps it and wraps both; on failure both are released (an
+// imported fd went with the memory).
+Buffer finish(Device& dev, VkBuffer buffer, VkDeviceMemory memory, uint32_t type, uint64_t bytes,
+              Category category, const std::string& name, void* host_ptr) {
   void* mapped = host_ptr;
-  if (!mapped && host_visible(dev, type))
-    VK_CHECK(dev.vk().vkMapMemory(dev.handle(), memory, 0, VK_WHOLE_SIZE, 0, &mapped));
+  VkResult r = dev.vk().vkBindBufferMemory(dev.handle(), buffer, memory, 0);
+  if (r == VK_SUCCESS && !mapped && host_visible(dev, type))
+    r = dev.vk().vkMapMemory(dev.handle(), memory, 0, VK_WHOLE_SIZE, 0, &mapped);
+  if (r != VK_SUCCESS) {
+    dev.vk().vkDestroyBuffer(dev.handle(), buffer, nullptr);
+    dev.vk().vkFreeMemory(dev.handle(), memory, nullptr);
+    VK_CHECK(r);
+  }
   dev.name(VK_OBJECT_TYPE_DEVICE_MEMORY, memory, name + " memory");
   return Buffer(dev, DedicatedMemory{buffer, memory, mapped}, bytes, category, name);
 }
@@ -92,6 +103,15 @@ bool can_share_host(const Device& a, const Device& b) {
   return a.info().external_memory_host && b.info().external_memory_host;
 }
 
+std::string fd_import_problem(uint32_t type, uint64_t size, const VkMemoryRequirements& importer) {
+  if (!(importer.memoryTypeBits & (1u << type)))
+    return "the importing device cannot bind the buffer to the exported memory type " + std::to_string(type);
+  if (importer.size > size)
+    return "the importing device's buffer needs " + std::to_string(importer.size) + " bytes, the exported memory holds " +
+           std::to_string(size);
+  return "";
+}
+
 SharedBuffer share_fd(Device& exporter, Device& importer, uint64_t bytes, Category category,
                       const std::string& name) {
   if (!can_share_fd(exporter, importer))
@@ -104,10 +124,15 @@ SharedBuffer share_fd(Device& exporter, Device& importer, uint64_t bytes, Catego
   exporter.vk().vkGetBufferMemoryRequirements(exporter.handle(), src, &req);
   int type = first_type(exporter, req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
   if (type < 0) type = first_type(exporter, req.memoryTypeBits, 0);
+  if (type < 0) {
+    exporter.vk().vkDestroyBuffer(exporter.handle(), src, nullptr);
+    throw VulkanError(exporter.label() + ": no memory type can export memory for " + name, VK_ERROR_FEATURE_NOT_PRESENT);
+  }
   VkExportMemoryAllocateInfo export_info{VK_STRUCTURE_TYPE_EXPORT_MEMORY_ALLOCATE_INFO};
   export_info.handleTypes = kFd;
-  out.first = finish(exporter, src, &export_info, req.size, uint32_t(type), bytes, category,
-                     name + " (exported)", nullptr);
+  const std::string exported = name + " (exported)";
+  VkDeviceMemory memory = allocate(exporter, src, &export_info, req.size, uint32_t(type), category, exported, false);
+  out.first = finish(exporter, src, memory, uint32_t(type), bytes, category, exported, nullptr);
 
   VkMemoryGetFdInfoKHR get{VK_STRUCTURE_TYPE_MEMORY_GET_FD_INFO_KHR};
   get.memory = out.first.memory();
@@ -115,19 +140,28 @@ SharedBuffer share_fd(Device& exporter, Device& importer, uint64_t bytes, Catego
   int fd = -1;
   VK_CHECK(exporter.vk().vkGetMemoryFdKHR(exporter.handle(), &get, &fd));
 
-  VkBuffer dst = create_external_buffer(importer, bytes, kFd);
-  VkMemoryRequirements req2;
-  importer.vk().vkGetBufferMemoryRequirements(importer.handle(), dst, &req2);
-  VkImportMemoryFdInfoKHR import_info{VK_STRUCTURE_TYPE_IMPORT_MEMORY_FD_INFO_KHR};
-  import_info.handleType = kFd;
-  import_info.fd = fd;  // owned by the driver once the import succeeds
+  // The fd is ours until an import succeeds, the driver's after: closed here only where no
+  // import took it. An opaque fd is imported with the exporter's memory type and size (its
+  // properties cannot be queried), so the importer's buffer must accept both.
+  const std::string imported = name + " (imported)";
+  VkBuffer dst = VK_NULL_HANDLE;
   try {
-    out.second = finish(importer, dst, &import_info, req.size, uint32_t(type), bytes, category,
-                        name + " (imported)", nullptr);
+    dst = create_external_buffer(importer, bytes, kFd);
+    VkMemoryRequirements req2;
+    importer.vk().vkGetBufferMemoryRequirements(importer.handle(), dst, &req2);
+    if (const std::string problem = fd_import_problem(uint32_t(type), req.size, req2); !problem.empty()) {
+      importer.vk().vkDestroyBuffer(importer.handle(), dst, nullptr);
+      throw VulkanError(importer.label() + ": " + imported + ": " + problem, VK_ERROR_FEATURE_NOT_PRESENT);
+    }
+    VkImportMemoryFdInfoKHR import_info{VK_STRUCTURE_TYPE_IMPORT_MEMORY_FD_INFO_KHR};
+    import_info.handleType = kFd;
+    import_info.fd = fd;
+    memory = allocate(importer, dst, &import_info, req.size, uint32_t(type), category, imported, false);
   } catch (...) {
     close(fd);
     throw;
   }
+  out.second = finish(importer, dst, memory, uint32_t(type), bytes, category, imported, nullptr);
   return out;
 }
 
@@ -162,8 +196,9 @@ SharedBuffer share_host(Device& a, Device& b, uint64_t bytes, Category category,
     VkImportMemoryHostPointerInfoEXT import_info{VK_STRUCTURE_TYPE_IMPORT_MEMORY_HOST_POINTER_INFO_EXT};
     import_info.handleType = kHost;
     import_info.pHostPointer = ptr;
-    Buffer buf = finish(dev, buffer, &import_info, size, uint32_t(type), bytes, category,
-                        name + (i ? " (host, second)" : " (host, first)"), ptr);
+    const std::string side = name + (i ? " (host, second)" : " (host, first)");
+    VkDeviceMemory memory = allocate(dev, buffer, &import_info, size, uint32_t(type), category, side, true);
+    Buffer buf = finish(dev, buffer, memory, uint32_t(type), bytes, category, side, ptr);
     (i ? out.second : out.first) = std::move(buf);
   }
   return out;

@@ -22,9 +22,14 @@ struct SharedBuffer {
 bool can_share_fd(const Device& a, const Device& b);
 bool can_share_host(const Device& a, const Device& b);
 
-// Allocates `bytes` on `exporter`, exports it as an opaque fd and imports it on `importer`.
+// Allocates `bytes` on `exporter`, exports it as an opaque fd and imports it on `importer`,
+// with the exporter's memory type: refused (VulkanError) where the importer's buffer cannot
+// take that type or size.
 SharedBuffer share_fd(Device& exporter, Device& importer, uint64_t bytes, Category category,
                       const std::string& name);
+// Why an opaque-fd payload of memory type `type` and `size` bytes cannot back a buffer with
+// the importer's requirements, or "".
+std::string fd_import_problem(uint32_t type, uint64_t size, const VkMemoryRequirements& importer);
 // One host allocation (rounded up to both devices' import alignment) imported into both.
 SharedBuffer share_host(Device& a, Device& b, uint64_t bytes, Category category,
                         const std::string& name);

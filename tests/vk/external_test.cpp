@@ -2,6 +2,9 @@
 // (any two drivers), written by one device's kernel and read by the other's.
 #include <doctest/doctest.h>
 
+#include <fcntl.h>
+
+#include <atomic>
 #include <thread>
 #include <vector>
 
@@ -9,6 +12,20 @@
 #include "shaders/push.h"
 #include "vk/commands.h"
 #include "vk/external.h"
+
+namespace vk_external_test {
+// close() calls, from the engine or this suite, of an fd that was not open: a second close of
+// a number the driver already closed (which, in a process with other threads, may by then
+// be another file's).
+std::atomic<int> closes_of_closed_fds{0};
+}  // namespace vk_external_test
+
+// The test program is linked with --wrap=close (tests/CMakeLists.txt).
+extern "C" int __real_close(int fd);
+extern "C" int __wrap_close(int fd) {
+  if (fcntl(fd, F_GETFD) == -1) ++vk_external_test::closes_of_closed_fds;
+  return __real_close(fd);
+}
 
 namespace vk_external_test {
 
@@ -82,6 +99,26 @@ TEST_CASE_FIXTURE(test::Gpu, "shared boundary buffers count against each device'
   CHECK_THROWS_AS(vk::share_host(a, b, 2 << 20, Category::Transfer, "too big"), vk::OutOfMemory);
   CHECK(a.memory().stats().total_current == 0);
   CHECK(b.memory().stats().total_current == 0);
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "an fd import refused after the driver took the fd closes it no second time") {
+  vk::Device& a = device(0);
+  vk::Device& b = device(1, 1000);  // the import succeeds; charging its 4 KiB to b's cap fails
+  const int before = closes_of_closed_fds;
+  CHECK_THROWS_WITH_AS(vk::share_fd(a, b, 4096, Category::Transfer, "over the cap"),
+                       doctest::Contains("(over the cap (imported)) needs 4.0 KiB"), vk::OutOfMemory);
+  CHECK(closes_of_closed_fds == before);
+  CHECK(a.memory().stats().total_current == 0);
+  CHECK(b.memory().stats().total_current == 0);
+}
+
+TEST_CASE("an opaque fd is imported only where the importer's buffer takes its memory type and size") {
+  VkMemoryRequirements importer{};
+  importer.size = 4096, importer.alignment = 64, importer.memoryTypeBits = 0b110;
+  CHECK(vk::fd_import_problem(1, 4096, importer).empty());
+  CHECK(vk::fd_import_problem(2, 8192, importer).empty());
+  CHECK(vk::fd_import_problem(0, 4096, importer).find("memory type 0") != std::string::npos);
+  CHECK(vk::fd_import_problem(1, 2048, importer).find("needs 4096 bytes") != std::string::npos);
 }
 
 }  // namespace vk_external_test
