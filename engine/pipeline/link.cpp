@@ -34,32 +34,37 @@ std::string driver_of(const vk::Device& d) {
   return d.info().driver_name.empty() ? d.info().name : d.info().driver_name;
 }
 
-// Shares a small buffer between `a` and `b` by `kind`; each device in turn fills its side with
-// a pattern on its own queue and the other reads it back. "" when both patterns arrive.
+// Shares a small buffer from `producer` to `consumer` by `kind`, as a link's slot is shared
+// (the producer exporting an fd): the producer fills the first half with `word` on its queue,
+// the consumer copies its view of that half into the second half on its own queue, and the
+// host compares what the consumer copied. The probe's bytes count against no cap: they are
+// freed before anything else is allocated, and a cap's refusal is the plan's to give.
+std::string carry(vk::Device& producer, vk::Device& consumer, LinkKind kind, uint32_t word) {
+  constexpr uint64_t kHalf = 256;
+  const auto cat = vk::Category::Transfer;
+  vk::SharedBuffer shared =
+      kind == LinkKind::Fd ? vk::share_fd(producer, consumer, 2 * kHalf, cat, "link probe", vk::Charge::Uncounted)
+                           : vk::share_host(producer, consumer, 2 * kHalf, cat, "link probe", vk::Charge::Uncounted);
+  vk::Commands write(producer, "link probe write");
+  write.fill(vk::View(shared.first, 0, kHalf), word);
+  write.run();
+  vk::Commands read(consumer, "link probe read");
+  read.copy(shared.second, shared.second, kHalf, 0, kHalf);
+  read.run();
+  std::vector<uint32_t> got(kHalf / 4);
+  vk::download(shared.second, got.data(), kHalf, kHalf);
+  for (uint32_t w : got)
+    if (w != word)
+      return "a test pattern written by " + producer.label() + " did not arrive through " + consumer.label() + "'s queue";
+  return "";
+}
+
+// Both directions a boundary's links take: activations from `a` to `b`, gradients back.
 std::string probe(vk::Device& a, vk::Device& b, LinkKind kind) {
-  constexpr uint64_t kBytes = 256;
   try {
-    vk::SharedBuffer shared = kind == LinkKind::Fd
-                                  ? vk::share_fd(a, b, kBytes, vk::Category::Transfer, "link probe")
-                                  : vk::share_host(a, b, kBytes, vk::Category::Transfer, "link probe");
-    const struct {
-      vk::Device* writer;
-      vk::Buffer* written;
-      vk::Buffer* read;
-      uint32_t word;
-    } passes[] = {{&a, &shared.first, &shared.second, 0x5EC0DE01u},
-                  {&b, &shared.second, &shared.first, 0x5EC0DE02u}};
-    for (const auto& p : passes) {
-      vk::Commands write(*p.writer, "link probe");
-      write.fill(vk::View(*p.written), p.word);
-      write.run();
-      std::vector<uint32_t> got(kBytes / 4);
-      vk::download(*p.read, got.data(), kBytes);
-      for (uint32_t w : got)
-        if (w != p.word)
-          return "a test pattern written by " + p.writer->label() + " did not arrive on the other side";
-    }
-    return "";
+    std::string problem = carry(a, b, kind, 0x5EC0DE01u);
+    if (problem.empty()) problem = carry(b, a, kind, 0x5EC0DE02u);
+    return problem;
   } catch (const std::exception& e) {
     return e.what();
   }

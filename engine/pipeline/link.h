@@ -37,8 +37,10 @@ struct LinkChoice {
 };
 
 // Why `kind` cannot join `a` and `b`, or "" when it can: the capability checks, then a probe
-// that shares a small buffer by that path and moves a test pattern each way through the two
-// devices' queues. Staging always can.
+// in each direction, shared as that direction's link shares its slots: a small buffer the
+// producing device fills with a test pattern on its queue and the consuming device copies on
+// its own, the host checking the copy. The probe's memory counts against no cap. Staging
+// always can.
 std::string link_problem(vk::Device& a, vk::Device& b, LinkKind kind);
 // The path for the boundary between `a` and `b` (both directions use it): under Auto the first
 // of fd, host and staging that the pair proves it can take; a forced path the pair cannot

@@ -46,11 +46,11 @@ Buffer::Buffer(Device& device, uint64_t bytes, Category category, std::string na
 Buffer::Buffer(Device& device, DedicatedMemory dedicated, uint64_t bytes, Category category,
                std::string name)
     : device_(&device), buffer_(dedicated.buffer), serial_(next_serial++), size_(bytes), category_(category),
-      name_(std::move(name)), dedicated_(true) {
+      name_(std::move(name)), dedicated_(true), charged_(dedicated.charged) {
   allocation_.memory = dedicated.memory;
   allocation_.mapped = dedicated.mapped;
   try {
-    device.memory().charge(category, bytes, name_);
+    if (charged_) device.memory().charge(category, bytes, name_);
   } catch (...) {
     device.vk().vkDestroyBuffer(device.handle(), buffer_, nullptr);
     device.vk().vkFreeMemory(device.handle(), dedicated.memory, nullptr);
@@ -108,7 +108,7 @@ void Buffer::release() {
     // a part: the arena holds the memory
   } else if (dedicated_) {
     device_->vk().vkFreeMemory(device_->handle(), allocation_.memory, nullptr);
-    device_->memory().refund(category_, size_);
+    if (charged_) device_->memory().refund(category_, size_);
   } else {
     device_->memory().free(allocation_, category_, size_);
   }
@@ -128,6 +128,7 @@ Buffer& Buffer::operator=(Buffer&& o) noexcept {
     name_ = std::move(o.name_);
     allocation_ = o.allocation_;
     dedicated_ = o.dedicated_;
+    charged_ = o.charged_;
     whole_ = o.whole_;
     whole_offset_ = o.whole_offset_;
   }

@@ -18,6 +18,7 @@ struct DedicatedMemory {
   VkBuffer buffer = VK_NULL_HANDLE;
   VkDeviceMemory memory = VK_NULL_HANDLE;
   void* mapped = nullptr;
+  bool charged = true;  // counted against the device's cap and in its statistics
 };
 
 // Where a buffer's bytes lie: what command recording orders accesses by, so that a part of an
@@ -46,7 +47,8 @@ class Buffer {
   Buffer() = default;
   Buffer(Device& device, uint64_t bytes, Category category, std::string name,
          Residency residency = Residency::Device);
-  // Takes ownership of both handles; the bytes count against the device's cap.
+  // Takes ownership of both handles; the bytes count against the device's cap where
+  // `dedicated.charged` says so. On failure both are released.
   Buffer(Device& device, DedicatedMemory dedicated, uint64_t bytes, Category category,
          std::string name);
   // A part of an arena: bytes [offset, offset + bytes) of `whole`'s memory, offset a multiple
@@ -87,6 +89,7 @@ class Buffer {
   std::string name_;
   Allocation allocation_;
   bool dedicated_ = false;
+  bool charged_ = true;  // a dedicated buffer's bytes count against the cap
   const Buffer* whole_ = nullptr;  // set for a part of an arena, which owns no memory
   uint64_t whole_offset_ = 0;
 };

@@ -62,7 +62,7 @@ VkDeviceMemory allocate(Device& dev, VkBuffer buffer, const void* chain, uint64_
 // Binds `buffer` to `memory`, maps it and wraps both; on failure both are released (an
 // imported fd went with the memory).
 Buffer finish(Device& dev, VkBuffer buffer, VkDeviceMemory memory, uint32_t type, uint64_t bytes,
-              Category category, const std::string& name, void* host_ptr) {
+              Category category, Charge charge, const std::string& name, void* host_ptr) {
   void* mapped = host_ptr;
   VkResult r = dev.vk().vkBindBufferMemory(dev.handle(), buffer, memory, 0);
   if (r == VK_SUCCESS && !mapped && host_visible(dev, type))
@@ -73,7 +73,7 @@ Buffer finish(Device& dev, VkBuffer buffer, VkDeviceMemory memory, uint32_t type
     VK_CHECK(r);
   }
   dev.name(VK_OBJECT_TYPE_DEVICE_MEMORY, memory, name + " memory");
-  return Buffer(dev, DedicatedMemory{buffer, memory, mapped}, bytes, category, name);
+  return Buffer(dev, DedicatedMemory{buffer, memory, mapped, charge == Charge::Counted}, bytes, category, name);
 }
 
 // The memory types a host pointer can be imported as, from what
@@ -113,7 +113,7 @@ std::string fd_import_problem(uint32_t type, uint64_t size, const VkMemoryRequir
 }
 
 SharedBuffer share_fd(Device& exporter, Device& importer, uint64_t bytes, Category category,
-                      const std::string& name) {
+                      const std::string& name, Charge charge) {
   if (!can_share_fd(exporter, importer))
     throw UserError("`link` fd: " + exporter.label() + " and " + importer.label() +
                     " cannot share opaque-fd memory (it needs one driver on one device, same "
@@ -132,7 +132,7 @@ SharedBuffer share_fd(Device& exporter, Device& importer, uint64_t bytes, Catego
   export_info.handleTypes = kFd;
   const std::string exported = name + " (exported)";
   VkDeviceMemory memory = allocate(exporter, src, &export_info, req.size, uint32_t(type), category, exported, false);
-  out.first = finish(exporter, src, memory, uint32_t(type), bytes, category, exported, nullptr);
+  out.first = finish(exporter, src, memory, uint32_t(type), bytes, category, charge, exported, nullptr);
 
   VkMemoryGetFdInfoKHR get{VK_STRUCTURE_TYPE_MEMORY_GET_FD_INFO_KHR};
   get.memory = out.first.memory();
@@ -161,12 +161,12 @@ SharedBuffer share_fd(Device& exporter, Device& importer, uint64_t bytes, Catego
     close(fd);
     throw;
   }
-  out.second = finish(importer, dst, memory, uint32_t(type), bytes, category, imported, nullptr);
+  out.second = finish(importer, dst, memory, uint32_t(type), bytes, category, charge, imported, nullptr);
   return out;
 }
 
 SharedBuffer share_host(Device& a, Device& b, uint64_t bytes, Category category,
-                        const std::string& name) {
+                        const std::string& name, Charge charge) {
   if (!can_share_host(a, b))
     throw UserError("`link` host: " + a.label() + " or " + b.label() +
                     " lacks VK_EXT_external_memory_host; use `link` staging");
@@ -198,7 +198,7 @@ SharedBuffer share_host(Device& a, Device& b, uint64_t bytes, Category category,
     import_info.pHostPointer = ptr;
     const std::string side = name + (i ? " (host, second)" : " (host, first)");
     VkDeviceMemory memory = allocate(dev, buffer, &import_info, size, uint32_t(type), category, side, true);
-    Buffer buf = finish(dev, buffer, memory, uint32_t(type), bytes, category, side, ptr);
+    Buffer buf = finish(dev, buffer, memory, uint32_t(type), bytes, category, charge, side, ptr);
     (i ? out.second : out.first) = std::move(buf);
   }
   return out;

@@ -19,6 +19,10 @@ struct SharedBuffer {
   Buffer first, second;        // the same bytes on each device
 };
 
+// Whether a shared buffer's bytes count against each device's cap and in its statistics: a
+// link's slots do; a probe's few bytes, freed before anything else is allocated, do not.
+enum class Charge { Counted, Uncounted };
+
 bool can_share_fd(const Device& a, const Device& b);
 bool can_share_host(const Device& a, const Device& b);
 
@@ -26,12 +30,12 @@ bool can_share_host(const Device& a, const Device& b);
 // with the exporter's memory type: refused (VulkanError) where the importer's buffer cannot
 // take that type or size.
 SharedBuffer share_fd(Device& exporter, Device& importer, uint64_t bytes, Category category,
-                      const std::string& name);
+                      const std::string& name, Charge charge = Charge::Counted);
 // Why an opaque-fd payload of memory type `type` and `size` bytes cannot back a buffer with
 // the importer's requirements, or "".
 std::string fd_import_problem(uint32_t type, uint64_t size, const VkMemoryRequirements& importer);
 // One host allocation (rounded up to both devices' import alignment) imported into both.
 SharedBuffer share_host(Device& a, Device& b, uint64_t bytes, Category category,
-                        const std::string& name);
+                        const std::string& name, Charge charge = Charge::Counted);
 
 }  // namespace brigade::vk

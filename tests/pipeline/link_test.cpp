@@ -43,6 +43,30 @@ TEST_CASE_FIXTURE(test::Gpu, "every link path carries each slot's micro-batch to
   }
 }
 
+TEST_CASE_FIXTURE(test::Gpu, "a link probe reads each direction's pattern through the consuming device's queue") {
+  vk::Device& a = device(0);
+  vk::Device& b = device(1);
+  for (LinkKind kind : {LinkKind::Fd, LinkKind::Host}) {
+    INFO("link ", link_name(kind));
+    const uint64_t a_before = a.submitted(), b_before = b.submitted();
+    CHECK(link_problem(a, b, kind) == "");
+    // Each device writes its direction's pattern, and copies the other's, on its own queue.
+    CHECK(a.submitted() - a_before >= 2);
+    CHECK(b.submitted() - b_before >= 2);
+  }
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "a link probe counts against no memory cap") {
+  // A cap too small for the probe's buffers: the plan, not the probe, refuses what it cannot hold.
+  vk::Device& a = device(0, 100);
+  vk::Device& b = device(1, 100);
+  CHECK(choose_link(a, b, LinkKind::Fd).kind == LinkKind::Fd);
+  CHECK(choose_link(a, b, LinkKind::Host).kind == LinkKind::Host);
+  CHECK(choose_link(a, b, LinkKind::Auto).kind == LinkKind::Fd);
+  CHECK(a.memory().stats().total_peak == 0);
+  CHECK(b.memory().stats().total_peak == 0);
+}
+
 TEST_CASE("link paths parse and bad ones are refused") {
   CHECK(parse_link("host") == LinkKind::Host);
   CHECK_THROWS_WITH_AS(parse_link("nvlink"), doctest::Contains("`link`: 'nvlink' is not a path"), UserError);
