@@ -76,6 +76,8 @@ class Buffer {
   // The arena a part lies in and where in it; a buffer that is no part is its own whole, at 0.
   const Buffer& whole() const { return whole_ ? *whole_ : *this; }
   uint64_t offset_in_whole() const { return whole_offset_; }
+  // Memory another device sees too (exported, imported or a host allocation; vk/external.h).
+  bool shared() const { return dedicated_; }
   explicit operator bool() const { return buffer_ != VK_NULL_HANDLE; }
 
  private:

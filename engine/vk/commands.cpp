@@ -59,6 +59,7 @@ void Commands::begin() {
   any_write_ = false;
   query_count_ = queries_reset_ = 0;
   since_barrier_.clear();
+  held_.clear();
 }
 
 void Commands::restart() {
@@ -119,6 +120,7 @@ void Commands::diverge() {
 
 void Commands::record(Call c) {
   const uint32_t before = barriers_;
+  acquire(c);
   switch (c.kind) {
     case Call::Kind::Dispatch: record_dispatch(c); break;
     case Call::Kind::Copy: {
@@ -140,6 +142,35 @@ void Commands::record(Call c) {
 }
 
 void Commands::after_earlier_submissions() { issue(Call{}); }
+
+namespace {
+VkBufferMemoryBarrier handoff(VkBuffer buffer, uint32_t from, uint32_t to) {
+  VkBufferMemoryBarrier b{VK_STRUCTURE_TYPE_BUFFER_MEMORY_BARRIER};
+  b.srcQueueFamilyIndex = from, b.dstQueueFamilyIndex = to;
+  b.buffer = buffer, b.offset = 0, b.size = VK_WHOLE_SIZE;
+  return b;
+}
+}  // namespace
+
+void Commands::acquire(const Call& c) {
+  // Memory another device shares is exclusive to no queue of this one between recordings:
+  // its contents are defined here only once taken from VK_QUEUE_FAMILY_EXTERNAL, before the
+  // recording's first use (and given back at submit). The source stages order the taking
+  // after this queue's earlier work.
+  std::vector<VkBufferMemoryBarrier> take;
+  for (uint32_t i = 0; i < c.views; ++i) {
+    const Buffer& b = c.view[i].buffer->whole();
+    if (!b.shared() || std::find(held_.begin(), held_.end(), b.handle()) != held_.end()) continue;
+    held_.push_back(b.handle());
+    take.push_back(handoff(b.handle(), VK_QUEUE_FAMILY_EXTERNAL, device_.compute_family()));
+    take.back().dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+                                VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  }
+  if (take.empty()) return;
+  const VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+  device_.vk().vkCmdPipelineBarrier(cmd_, stages, stages, 0, 0, nullptr, uint32_t(take.size()), take.data(), 0, nullptr);
+  handoffs_ += uint32_t(take.size());
+}
 
 void Commands::barrier() {
   VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
@@ -360,6 +391,19 @@ uint64_t Commands::submit(const std::vector<SemaphoreValue>& waits,
     mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
     vk.vkCmdPipelineBarrier(cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
                             VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+  }
+  if (!held_.empty()) {
+    // Shared memory given back to VK_QUEUE_FAMILY_EXTERNAL, this recording's writes made
+    // available first, for the other device's queue to take.
+    std::vector<VkBufferMemoryBarrier> give;
+    for (VkBuffer b : held_) {
+      give.push_back(handoff(b, device_.compute_family(), VK_QUEUE_FAMILY_EXTERNAL));
+      give.back().srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+    }
+    vk.vkCmdPipelineBarrier(cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                            VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, 0, 0, nullptr, uint32_t(give.size()), give.data(),
+                            0, nullptr);
+    handoffs_ += uint32_t(give.size());
   }
   VK_CHECK(vk.vkEndCommandBuffer(cmd_));
   recording_ = false;

@@ -1,7 +1,9 @@
 // Records work for one device's compute queue: dispatches, copies, fills and timestamps.
 // Barriers are inserted from the kernels' reflected read/write sets: a dispatch that reads
 // what an earlier command wrote, or writes what an earlier command touched, waits for it;
-// independent dispatches run without one. Not thread-safe: one Commands per thread.
+// independent dispatches run without one. Memory shared with another device (Buffer::shared)
+// is taken from VK_QUEUE_FAMILY_EXTERNAL before a recording's first use of it and given back
+// when the recording is submitted. Not thread-safe: one Commands per thread.
 #pragma once
 
 #include <volk.h>
@@ -85,6 +87,8 @@ class Commands {
   // Counts since this Commands was made (reset() keeps them).
   uint32_t barriers() const { return barriers_; }
   uint32_t dispatches() const { return dispatches_; }
+  // Ownership transfers of shared memory recorded (each take and each giving back).
+  uint32_t handoffs() const { return handoffs_; }
   // Profiling: while set, every dispatch is followed by a timestamp, and (kernel, timestamp
   // index) is appended to `marks`; the dispatch's GPU time is that timestamp minus the one
   // before it in the recording.
@@ -118,6 +122,9 @@ class Commands {
   // Replaying: the first call that differs. The buffer is recorded anew with the calls that
   // matched so far.
   void diverge();
+  // Takes the shared buffers `c` touches, not yet taken in this recording, from
+  // VK_QUEUE_FAMILY_EXTERNAL.
+  void acquire(const Call& c);
   void record_dispatch(const Call& c);
   void record_timestamp();
   // Registers one command's buffer accesses, with a barrier first if any conflicts with an
@@ -155,7 +162,8 @@ class Commands {
   uint32_t query_count_ = 0, queries_reset_ = 0;
   bool recording_ = false, pending_ = false, any_write_ = false;
   uint64_t submitted_ = 0;
-  uint32_t barriers_ = 0, dispatches_ = 0;
+  uint32_t barriers_ = 0, dispatches_ = 0, handoffs_ = 0;
+  std::vector<VkBuffer> held_;  // shared buffers taken in this recording, given back at submit
   std::vector<KernelMark>* kernel_marks_ = nullptr;
   std::string work_;
   double work_flops_ = 0;

@@ -4,6 +4,8 @@
 //                  by one device as a file descriptor and imported by the other.
 //   host pointer - devices of different drivers or vendors: one page-aligned host
 //                  allocation imported into both (VK_EXT_external_memory_host).
+// Both sides' buffers are shared (Buffer::shared): a recording that touches one takes it from
+// VK_QUEUE_FAMILY_EXTERNAL first and gives it back when it ends (vk::Commands).
 #pragma once
 
 #include <memory>

@@ -121,4 +121,32 @@ TEST_CASE("an opaque fd is imported only where the importer's buffer takes its m
   CHECK(vk::fd_import_problem(1, 2048, importer).find("needs 4096 bytes") != std::string::npos);
 }
 
+TEST_CASE_FIXTURE(test::Gpu, "a recording takes shared memory from the external queue family and gives it back") {
+  vk::Device& a = device(0);
+  vk::Device& b = device(1);
+  for (const bool fd : {true, false}) {
+    INFO((fd ? "opaque fd" : "host pointer"));
+    vk::SharedBuffer shared = fd ? vk::share_fd(a, b, 1024, Category::Transfer, "boundary")
+                                 : vk::share_host(a, b, 1024, Category::Transfer, "boundary");
+    vk::Buffer own(a, 1024, Category::Activations, "own");
+    vk::Commands write(a, "write");
+    write.fill(own, 7);
+    CHECK(write.handoffs() == 0);  // memory of its own needs none
+    write.copy(own, shared.first, 1024);
+    write.fill(vk::View(shared.first, 0, 256), 9);  // taken once per recording
+    CHECK(write.handoffs() == 1);
+    write.run();
+    CHECK(write.handoffs() == 2);
+    vk::Commands read(b, "read");
+    vk::Buffer out(b, 1024, Category::Activations, "out");
+    read.copy(shared.second, out, 1024);
+    read.run();
+    CHECK(read.handoffs() == 2);
+    std::vector<uint32_t> got(256);
+    vk::download(out, got.data(), 1024);
+    CHECK(got.front() == 9);
+    CHECK(got.back() == 7);
+  }
+}
+
 }  // namespace vk_external_test
