@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <iterator>
+#include <numeric>
 
+#include "ops/launch_geometry.h"
 #include "ops/matmul_split.h"
 #include "ops/matmul_tiles.h"
 #include "ops/product_capture.h"
@@ -62,6 +64,58 @@ bool vec4_ok(vk::View v, const Grid& g, uint32_t ld, uint64_t matrices, bool alo
   if (v.offset % (run * (is_half(format) ? 2 : 4)) || g.offset % run || ld % run) return false;
   if (matrices > 1 && (g.stride % run || g.head_stride % run)) return false;
   return !along_block || (block_extent % 4 == 0 && per_invocation % 4 == 0);
+}
+
+// Blocks of C a workgroup computes, along M and along N.
+uint32_t rows_of_block(const MatmulTiling& t) { return t.wg_y * t.tm * (t.variant == MatmulTiling::Variant::Matrix ? t.lm : 1); }
+uint32_t cols_of_block(const MatmulTiling& t) { return t.wg_x * t.tn * (t.variant == MatmulTiling::Variant::Matrix ? t.ln : 1); }
+
+// Chunk `step` of C's rows or columns (whole blocks) as much of a dispatch's grid as `most`
+// workgroups hold, and where a bias runs along them, a view of it at a valid offset.
+uint64_t chunk_step(const vk::Device& dev, uint32_t block, uint64_t most, bool bias_along) {
+  uint64_t step = block;
+  if (bias_along) {
+    const uint64_t align = std::max<uint64_t>(dev.info().min_storage_offset_alignment, 1);
+    const uint64_t floats = align / std::gcd<uint64_t>(align, 4);
+    step = step / std::gcd<uint64_t>(step, floats) * floats;
+  }
+  return uint64_t(block) * most / step * step;
+}
+
+// A product whose blocks of C are more than a dispatch's grid holds along M or along N, as
+// products of chunks of C's rows (then of its columns) that fit: A's rows (or B's columns), C,
+// the epilogue's tensor and C's copy read at offsets, the bias as a view where it runs along
+// them. Every chunk's C is what the whole product computes there.
+void matmul_chunked(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulParams& p, MatmulTiling t,
+                    std::optional<vk::View> bias, std::optional<vk::View> epilogue, std::optional<vk::View> copy) {
+  const vk::Device& dev = cmd.device();
+  const auto& grid = dev.info().max_workgroup_count;
+  const uint64_t cap = max_groups().load(std::memory_order_relaxed);
+  const bool by_rows = vk::groups_for(p.M, rows_of_block(t)) > std::min<uint64_t>(cap, grid[1]);
+  const uint64_t step = by_rows ? chunk_step(dev, rows_of_block(t), std::min<uint64_t>(cap, grid[1]), bias && p.bias_rows)
+                                : chunk_step(dev, cols_of_block(t), std::min<uint64_t>(cap, grid[0]), bias && !p.bias_rows);
+  const std::string shape = std::to_string(p.M) + "x" + std::to_string(p.N);
+  if (p.causal != MatmulParams::Causal::None || step == 0)
+    throw UserError("a matrix product of " + shape + " outputs is over what a dispatch's grid of " + dev.label() +
+                    " holds in blocks of " + std::to_string(rows_of_block(t)) + "x" + std::to_string(cols_of_block(t)) +
+                    (p.causal != MatmulParams::Causal::None ? " and, causal, cannot be cut" : " with its bias cut at valid offsets") +
+                    "; use more micro-batches so each is smaller");
+  t.k_parts = 1;  // a split K is for products of few blocks
+  MatmulParams q = p;
+  q.tiling = t, q.lda = p.ld_a(), q.ldb = p.ld_b(), q.ldc = p.ld_c();
+  const uint32_t total = by_rows ? p.M : p.N;
+  for (uint32_t at = 0; at < total; at += uint32_t(step)) {
+    const uint32_t n = uint32_t(std::min<uint64_t>(step, total - at));
+    std::optional<vk::View> part_bias = bias;
+    if (by_rows) {
+      q.M = n, q.offset_a = p.offset_a + (p.trans_a ? at : at * q.lda), q.offset_c = p.offset_c + at * q.ldc;
+      if (bias && p.bias_rows) part_bias = vk::View(*bias->buffer, bias->offset + uint64_t(at) * 4, uint64_t(n) * 4);
+    } else {
+      q.N = n, q.offset_b = p.offset_b + (p.trans_b ? at * q.ldb : at), q.offset_c = p.offset_c + at;
+      if (bias && !p.bias_rows) part_bias = vk::View(*bias->buffer, bias->offset + uint64_t(at) * 4, uint64_t(n) * 4);
+    }
+    matmul(cmd, a, b, c, q, part_bias, epilogue, copy);
+  }
 }
 
 }  // namespace
@@ -263,6 +317,13 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
          "tiling " + t.name() + " shares A by subgroups, which needs wg_x % subgroup == 0 and tm % 4 == 0");
   BRIGADE_EXPECT(t.variant != MatmulTiling::Variant::Shared || (t.tm % 4 == 0 && t.tn % 4 == 0 && t.bk % 4 == 0),
                  "tiling " + t.name() + ": shared tiles need outputs per invocation and a k-depth in multiples of 4");
+  {
+    const uint64_t cap = max_groups().load(std::memory_order_relaxed);
+    const auto& grid = dev.info().max_workgroup_count;
+    if (vk::groups_for(p.M, rows_of_block(t)) > std::min<uint64_t>(cap, grid[1]) ||
+        vk::groups_for(p.N, cols_of_block(t)) > std::min<uint64_t>(cap, grid[0]))
+      return matmul_chunked(cmd, a, b, c, p, t, bias, epilogue, copy);
+  }
   // Vec4 loads: the register blocks need whole quads across their rows and columns too; the
   // kernels that stage tiles (shared, matrix) load a run that crosses an edge one element at
   // a time (the matrix kernel's runs are 8 elements).

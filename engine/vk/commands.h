@@ -8,6 +8,7 @@
 
 #include <volk.h>
 
+#include <atomic>
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
@@ -42,6 +43,11 @@ void expect_bytes(const View& v, uint64_t bytes, const std::string& what, const 
 inline uint32_t groups_for(uint64_t n, uint32_t per_group) {
   return uint32_t((n + per_group - 1) / per_group);
 }
+
+// A limit on a dispatch's workgroups along every dimension below the device's, for the tests
+// (tests/support/grid_cap.h, which lowers ops::max_groups with it): a launcher that would pass
+// a grid's limit only on large tensors is refused on small ones. 0: the device's alone.
+std::atomic<uint32_t>& lowered_grid();
 
 class Commands {
  public:

@@ -11,6 +11,7 @@
 
 #include "check.h"
 #include "gpu.h"
+#include "grid_cap.h"
 #include "ops/matmul.h"
 #include "ref/activation.h"
 #include "ref/matmul.h"
@@ -369,6 +370,55 @@ TEST_CASE_FIXTURE(test::Gpu, "matmul reads a grid of heads inside token rows as 
   auto buffer = test::zeros(device(), 64, "any");
   CHECK_THROWS_WITH_AS(ops::matmul(cmd, buffer, buffer, buffer, p),
                        doctest::Contains("a grid of 3 heads needs a batch of whole rows of heads"), InternalError);
+}
+
+// A product of more blocks of C than a dispatch's grid holds (lowered to 2 workgroups a
+// dimension): C's rows, then its columns, in chunks that fit, each at its offsets, for every
+// transpose, a bias along either side, the GELU, GELU-gradient and ReLU epilogues, and a grid
+// of heads; every C (and the epilogue's tensor) what one dispatch would write.
+TEST_CASE_FIXTURE(test::Gpu, "matmul walks C's rows and columns past a dispatch's grid in chunks") {
+  const test::GridCap two(2);
+  uint32_t seed = 900;
+  using Epilogue = MatmulParams::Epilogue;
+  for (const MatmulTiling& tiling : {kRegisters, kShared, kSubgroupRegisters}) {
+    // kRegisters and kShared: 64x64 blocks, kSubgroupRegisters 256x32.
+    const Shape s = tiling.tm == 32 ? Shape{600, 70, 9} : Shape{200, 150, 9};
+    for (int t = 0; t < 4; ++t) {
+      const MatmulParams p{.M = s.M, .N = s.N, .K = s.K, .trans_a = bool(t & 1), .trans_b = bool(t & 2),
+                           .accumulate = t == 3, .alpha = 0.5f, .bias_rows = t == 1, .tiling = tiling};
+      check_matmul(device(), p, test::random_vector(size_t(s.M) * s.N, ++seed), ++seed, t != 0);
+    }
+    for (const Epilogue e : {Epilogue::Gelu, Epilogue::GeluGrad, Epilogue::Relu}) {
+      const MatmulParams p{.M = s.M, .N = s.N, .K = s.K, .trans_b = true, .epilogue = e, .tiling = tiling};
+      CAPTURE(int(e));
+      const auto a = test::random_vector(size_t(s.M) * s.K, ++seed), b = test::random_vector(size_t(s.N) * s.K, ++seed);
+      const auto bias = test::random_vector(s.N, ++seed), pre = test::random_vector(size_t(s.M) * s.N, ++seed, -4, 4);
+      auto ba = test::to_device(device(), a, "A"), bb = test::to_device(device(), b, "B");
+      auto bbias = test::to_device(device(), bias, "bias"), bpre = test::to_device(device(), pre, "pre or act");
+      auto bc = test::to_device(device(), test::random_vector(size_t(s.M) * s.N, ++seed), "C");
+      vk::Commands cmd(device(), "matmul epilogue in chunks");
+      const bool grad = e == Epilogue::GeluGrad;
+      ops::matmul(cmd, ba, bb, bc, p, grad ? std::nullopt : std::optional<vk::View>(bbias),
+                  e == Epilogue::Relu ? std::nullopt : std::optional<vk::View>(bpre));
+      cmd.run();
+      std::vector<double> product(size_t(s.M) * s.N, 0.0), want(product.size(), 0.0);
+      const auto bias_d = test::to_double(bias), pre_d = test::to_double(pre);
+      ref::matmul<double>(test::to_double(a), test::to_double(b), product, p,
+                          grad ? std::span<const double>() : std::span<const double>(bias_d));
+      if (grad) ref::gelu_backward(pre_d.data(), product.data(), want.data(), uint32_t(want.size()));
+      else if (e == Epilogue::Gelu) ref::gelu_forward(product.data(), want.data(), uint32_t(want.size()));
+      else for (size_t i = 0; i < want.size(); ++i) want[i] = std::max(product[i], 0.0);
+      const std::vector<float> c = test::to_host(bc), other = test::to_host(bpre);
+      test::check_close(grad || e == Epilogue::Relu ? c : other, test::to_float(want), 2 * kAtol, kRtol, describe(p));
+      if (e == Epilogue::Gelu) test::check_close(c, test::to_float(product), kAtol, kRtol, describe(p) + " C");
+    }
+    // Two samples of two heads inside token rows, 130 rows each.
+    const uint32_t T = 130, hs = 5, row = 2 * hs + 4;
+    MatmulParams p{.M = T, .N = hs, .K = T, .accumulate = true, .batch = 2, .tiling = tiling};
+    p.heads = 2, p.lda = T, p.ldb = row, p.ldc = row, p.stride_a = 2 * T * T, p.head_stride_a = T * T;
+    p.stride_b = T * row, p.head_stride_b = hs, p.offset_b = 4, p.stride_c = T * row, p.head_stride_c = hs, p.offset_c = 2;
+    check_matmul(device(), p, test::random_vector(elements_c(p), ++seed), ++seed);
+  }
 }
 
 // Causal attention's products: with op(A) zero right of its diagonal (KToRow) or left of it
