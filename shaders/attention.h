@@ -10,9 +10,10 @@
 // in each row (qkv: q, k, v; y: one); head h of part p uses channels p*C + h*HS .. +HS-1.
 // Scores (B,NH,T,T); per-row statistics (B,NH,T).
 //
-// The softmax kernels take `first`, the sample their batch index 0 stands for in the token
-// tensors and lse: the launcher works through samples in chunks that fit its scratch, while
-// the views it binds stay at their (aligned) offsets.
+// The softmax kernels take `first` and `head`, the sample and head their batch index 0 stands
+// for in the token tensors and lse: the launcher works through the heads in chunks that fit its
+// scratch (whole samples, or heads of one), while the views it binds stay at their (aligned)
+// offsets.
 #ifndef BRIGADE_SHADERS_ATTENTION_H
 #define BRIGADE_SHADERS_ATTENTION_H
 
@@ -38,12 +39,14 @@ using uint = std::uint32_t;
 #define BRIGADE_ATTENTION_SPEC_FORMAT_P 12
 
 struct AttentionSoftmaxPush {
-  uint B, T, NH, HS;  // B: samples in this chunk
+  uint B, T, NH, HS;  // B: batch indices (heads) in this chunk
   uint first;         // sample of lse (and dy, y) that batch index 0 stands for
+  uint head;          // and its head: a chunk of one sample's heads starts past 0
 };
 
 // The row kernels (attention_rows_*), the form SwiftShader runs (ops/form.h): one query (or
-// key) row per invocation, heads and samples on y and z, straight from the token layouts.
+// key) row per invocation, heads and samples (from AttentionPush::first) on y and z, straight
+// from the token layouts.
 // The head size is a specialization constant, so each row's vectors (q, k, v, accumulators)
 // are private arrays of exactly ceil(HS/4) vec4s; BRIGADE_ATTENTION_SPEC_VEC4 as above.
 #define BRIGADE_WG_ATTENTION 64
@@ -75,9 +78,12 @@ struct AttentionSoftmaxPush {
 // Elements of padding a shared row of 16-bit elements has past its data (a multiple of 8).
 #define BRIGADE_ATTENTION_TILES_PAD 8
 
+// B: samples in the tensors; first: the sample workgroup z = 0 stands for (a dispatch takes
+// at most a grid's limit of samples on z, so the launchers walk the rest in several).
 struct AttentionPush {
   uint B, T, C, NH;
   float scale;  // 1/sqrt(HS)
+  uint first;
 };
 
 #ifdef __cplusplus

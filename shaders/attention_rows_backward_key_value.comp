@@ -58,7 +58,7 @@ void add_dqkv(uint start, uint c, vec4 v) {
 }
 
 void main() {
-  const uint j = gl_GlobalInvocationID.x, h = gl_WorkGroupID.y, b = gl_WorkGroupID.z;
+  const uint j = gl_GlobalInvocationID.x, h = gl_WorkGroupID.y, b = p.first + gl_WorkGroupID.z;
   if (!STAGED && j >= p.T) return;  // staged, every invocation copies its share of each block
   const uint jj = min(j, p.T - 1);
   const uint row = 3 * p.C;

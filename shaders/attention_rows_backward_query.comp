@@ -68,7 +68,7 @@ vec4 q[HS4], g[HS4], dq[HS4], kj[HS4];
 float dsum = 0.0, lse_i;
 
 void main() {
-  const uint i = gl_GlobalInvocationID.x, h = gl_WorkGroupID.y, b = gl_WorkGroupID.z;
+  const uint i = gl_GlobalInvocationID.x, h = gl_WorkGroupID.y, b = p.first + gl_WorkGroupID.z;
   if (!STAGED && i >= p.T) return;  // staged, every invocation copies its share of each block
   const uint ii = min(i, p.T - 1);
   const uint row = 3 * p.C;

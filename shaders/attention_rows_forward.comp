@@ -60,7 +60,7 @@ float rescale_for(float s, out float e) {
 }
 
 void main() {
-  const uint t = gl_GlobalInvocationID.x, h = gl_WorkGroupID.y, b = gl_WorkGroupID.z;
+  const uint t = gl_GlobalInvocationID.x, h = gl_WorkGroupID.y, b = p.first + gl_WorkGroupID.z;
   if (!STAGED && t >= p.T) return;  // staged, every invocation copies its share of each block
   const uint ti = min(t, p.T - 1);
   const uint row = 3 * p.C;

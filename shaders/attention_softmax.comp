@@ -48,7 +48,7 @@ void main() {
     for (uint q = 0; q <= last; ++q)
       store_p(at + q, mix(vec4(0.0), exp(s4[at + q] - m) * inv, keys_kept(q, i)));
     for (uint q = last + 1; q < p.T / 4; ++q) store_p(at + q, vec4(0.0));
-    lse[(p.first * p.NH + bh) * p.T + i] = m + log(l);
+    lse[(p.first * p.NH + p.head + bh) * p.T + i] = m + log(l);
     return;
   }
 
@@ -63,5 +63,5 @@ void main() {
   const float inv = 1.0 / l;  // l >= 1: the maximum's own term is exp(0)
   for (uint j = 0; j <= i; ++j) s[row + j] = exp(s[row + j] - m) * inv;
   for (uint j = i + 1; j < p.T; ++j) s[row + j] = 0.0;
-  lse[(p.first * p.NH + bh) * p.T + i] = m + log(l);
+  lse[(p.first * p.NH + p.head + bh) * p.T + i] = m + log(l);
 }

@@ -56,10 +56,10 @@ vec4 y_quad(uint q) {
 void main() {
   const uint i = gl_GlobalInvocationID.x, bh = gl_WorkGroupID.y;
   if (i >= p.T) return;
-  const uint b = bh / p.NH, h = bh % p.NH, row = (bh * p.T + i) * p.T;
+  const uint z = p.head + bh, b = z / p.NH, h = z % p.NH, row = (bh * p.T + i) * p.T;
   const uint token = ((p.first + b) * p.T + i) * p.NH * p.HS + h * p.HS;
 
-  const float lse_i = lse[(p.first * p.NH + bh) * p.T + i];
+  const float lse_i = lse[(p.first * p.NH + z) * p.T + i];
   if (VEC4) {
     vec4 dots = vec4(0.0);
     for (uint d = 0; d < p.HS / 4; ++d) dots += dy4[token / 4 + d] * y_quad(token / 4 + d);

@@ -47,7 +47,7 @@ const uint STATS = (BC + THREADS - 1) / THREADS;
   }
 
 void main() {
-  const uint h = gl_WorkGroupID.y, b = gl_WorkGroupID.z, k0 = gl_WorkGroupID.x * BR;
+  const uint h = gl_WorkGroupID.y, b = p.first + gl_WorkGroupID.z, k0 = gl_WorkGroupID.x * BR;
   const uint warp = tile_warp(), lane = tile_lane(), w0 = warp * LM;
   const uint stats = (b * p.NH + h) * p.T;
   sums_zero();

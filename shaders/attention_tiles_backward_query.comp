@@ -40,7 +40,7 @@ shared uvec4 Qs[BR * HLD / 8], Dys[BR * HLD / 8], Ks[BC * HLD / 8], Vs[BC * HLD 
 shared float Gs[BR * FLD];  // dP, beside F's S
 
 void main() {
-  const uint h = gl_WorkGroupID.y, b = gl_WorkGroupID.z, q0 = gl_WorkGroupID.x * BR;
+  const uint h = gl_WorkGroupID.y, b = p.first + gl_WorkGroupID.z, q0 = gl_WorkGroupID.x * BR;
   const uint warp = tile_warp(), lane = tile_lane(), w0 = warp * LM;
   sums_zero();
   STAGE_QKV(Qs, 0, q0, BR);

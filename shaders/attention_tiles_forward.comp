@@ -45,7 +45,7 @@ shared float Ms[BR], Ls[BR];             // each row's running max m and sum l
 shared float Xs[BR * (BC / 8)], Ss[BR * (BC / 8)];  // each run's largest kept score, its sum
 
 void main() {
-  const uint h = gl_WorkGroupID.y, b = gl_WorkGroupID.z, q0 = gl_WorkGroupID.x * BR;
+  const uint h = gl_WorkGroupID.y, b = p.first + gl_WorkGroupID.z, q0 = gl_WorkGroupID.x * BR;
   const uint warp = tile_warp(), lane = tile_lane(), w0 = warp * LM;  // the warp's first row
   [[dont_unroll]] for (uint r = lane; r < LM; r += LANES) Ms[w0 + r] = -3.402823466e38, Ls[w0 + r] = 0.0;
   sums_zero();

@@ -98,15 +98,11 @@ Scratch carve(const Tensors& t, uint32_t N, uint32_t C, const Half& half) {
   return s;
 }
 
-// Samples whose attention scratch (heads and (T,T) scores, which grow with T^2, and in a
-// 16-bit stage their packed copies) the half asks for at once: as many of `rows` as fit in
-// kAttentionCap bytes, one at least; the attention launchers work through the rest in chunks
-// of that many.
+// The attention scratch (heads' (T,T) scores, which grow with T^2, and in a 16-bit stage their
+// packed copies) the half asks for at once: as many samples of `rows` as fit in kAttentionCap
+// bytes, else as many heads of one sample, one head at least; the attention launchers work
+// through the rest in chunks of that many.
 constexpr uint64_t kAttentionCap = 32ull << 20;
-uint32_t attention_samples(uint32_t rows, uint32_t T, uint32_t C, uint32_t NH, ops::Precision stored) {
-  const uint64_t per = ops::attention_scratch_floats(1, T, C, NH, stored) * 4;
-  return uint32_t(std::clamp<uint64_t>(kAttentionCap / per, 1, std::max(rows, 1u)));
-}
 
 // Where a product also writes its result packed (MatmulParams::copy_format): in a stage storing
 // 16 bits, a room of the scratch for the gradient as the products read it (operand.h).
@@ -239,10 +235,12 @@ std::vector<SavedSpec> GptAttention::deferred() const {
   return {{"dy", T * C}, {"dqkv", T * 3 * C}, {"dln_1", T * C}};
 }
 
+// The row kernels (attention fused or direct on fp32 tensors: ops/attention.h) keep no (T,T)
+// scores either: their backward takes B*NH*T floats for delta.
 uint64_t GptAttention::scratch_floats(uint32_t rows, ops::Precision stored, bool lean) const {
-  const uint64_t attention =
-      lean ? uint64_t(rows) * T_ * NH_
-           : ops::attention_scratch_floats(attention_samples(rows, T_, C_, NH_, stored), T_, C_, NH_, stored);
+  const bool row_kernels = !ops::is_half(stored) && ops::attention_form_for() != ops::Form::Matrix;
+  const uint64_t attention = lean || row_kernels ? uint64_t(rows) * T_ * NH_
+                                                 : ops::attention_scratch_within(rows, T_, C_, NH_, stored, kAttentionCap);
   return regions(uint64_t(rows) * T_, C_, kAttentionHalf, stored).total() + attention + kAlignFloats;
 }
 

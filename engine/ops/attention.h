@@ -59,6 +59,12 @@ namespace brigade::ops {
 uint64_t attention_scratch_floats(uint32_t samples, uint32_t T, uint32_t C, uint32_t NH,
                                   Precision stored = Precision::Fp32);
 
+// The matrix form's scratch for B samples within about `cap_bytes`: as many whole samples as
+// fit, else as many heads of one sample as fit, one head at least (where one sample's T*T
+// scores of every head are more than a kernel binds, the launchers work through its heads).
+uint64_t attention_scratch_within(uint32_t B, uint32_t T, uint32_t C, uint32_t NH, Precision stored,
+                                  uint64_t cap_bytes);
+
 // Whether attention with qkv and y stored in `stored` and heads of HS takes flash attention on
 // matrix tiles on the device by default: no (T,T) scores, B*NH*T floats of scratch for the
 // backward's delta (qkv and dy starting on 16 bytes, as a GPT block's do).
@@ -68,9 +74,9 @@ bool attention_takes_tiles(const vk::PhysicalInfo& device, Precision stored, uin
 // the GPT blocks of a 16-bit stage where they store them, fp32 otherwise), in words (`plan`).
 std::string attention_path(const vk::PhysicalInfo& device, Precision stored);
 
-// qkv (B,T,3C) -> y (B,T,C), lse (B,NH,T); y and lse are overwritten. `scratch` holds at
-// least attention_scratch_floats(1, T, C, NH) floats; with less than a whole batch's worth
-// the samples are done in chunks that fit.
+// qkv (B,T,3C) -> y (B,T,C), lse (B,NH,T); y and lse are overwritten. In the matrix form
+// `scratch` holds at least one head's scores (attention_scratch_within); with less than a whole
+// batch's worth the samples, or one sample's heads, are done in chunks that fit.
 void attention_forward(vk::Commands& cmd, vk::View qkv, vk::View y, vk::View lse,
                        vk::View scratch, uint32_t B, uint32_t T, uint32_t C, uint32_t NH,
                        std::optional<Form> form = {}, Formats f = {});

@@ -7,6 +7,7 @@
 #include <initializer_list>
 #include <numeric>
 
+#include "ops/launch_geometry.h"
 #include "ops/matmul_tiles.h"
 #include "shaders/attention.h"
 #include "util/error.h"
@@ -153,7 +154,8 @@ void dispatch(vk::Commands& cmd, const AttentionTiling& t, TilesPass pass, std::
   const uint32_t warps = t.warps_for(HS, pass, device.max_shared_memory);
   BRIGADE_EXPECT(warps && warps * t.lanes <= device.max_workgroup_invocations,
                  "attention tiling " + t.name() + " needs more shared memory or invocations than the device has");
-  BRIGADE_EXPECT(B <= 65535 && NH <= 65535, "attention on matrix tiles: at most 65535 samples and heads");
+  BRIGADE_EXPECT(NH <= device.max_workgroup_count[1], "attention on matrix tiles: at most " +
+                                                         std::to_string(device.max_workgroup_count[1]) + " heads");
   std::string kernel = kernel_of(pass);
   if (!t.emulated) {
     kernel += std::string("_coopmat_") + precision_name(format);
@@ -172,8 +174,12 @@ void dispatch(vk::Commands& cmd, const AttentionTiling& t, TilesPass pass, std::
       .set(BRIGADE_ATTENTION_TILES_SPEC_WARPS, warps)
       .set(BRIGADE_ATTENTION_TILES_SPEC_FORMAT, uint32_t(format))
       .set(BRIGADE_ATTENTION_TILES_SPEC_COPY, copy);
-  cmd.dispatch(cmd.device().kernel(kernel, spec), views, shaders::AttentionPush{B, T, C, NH, 1.0f / std::sqrt(float(HS))},
-               {vk::groups_for(T, warps * t.lm), NH, B});
+  // Samples on z, at most the grid's limit (lowered by ops::max_groups in the tests) a dispatch.
+  const vk::Kernel& k = cmd.device().kernel(kernel, spec);
+  const uint32_t most = std::max(1u, std::min(max_groups().load(std::memory_order_relaxed), device.max_workgroup_count[2]));
+  for (uint32_t first = 0; first < B; first += most)
+    cmd.dispatch(k, views, shaders::AttentionPush{B, T, C, NH, 1.0f / std::sqrt(float(HS)), first},
+                 {vk::groups_for(T, warps * t.lm), NH, std::min(most, B - first)});
 }
 
 // The views every pass reads, checked.

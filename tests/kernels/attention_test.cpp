@@ -7,6 +7,7 @@
 
 #include "check.h"
 #include "gpu.h"
+#include "grid_cap.h"
 #include "ops/attention.h"
 #include "ref/attention.h"
 #include "util/error.h"
@@ -49,12 +50,13 @@ using ops::Form;
 constexpr Form kForms[] = {Form::Matrix, Form::Direct, Form::Fused};
 const char* name(Form f) { return f == Form::Matrix ? "matrix form" : f == Form::Direct ? "row kernels" : "fused"; }
 
-// `samples`: the samples the scratch holds at once (0: all of them).
+// `samples`: the samples the scratch holds at once (0: all of them); `floats`, where given, its
+// size instead.
 Outputs gpu_forward(vk::Device& dev, const std::vector<float>& qkv, const Shape& s,
-                    uint32_t samples = 0, Form form = Form::Matrix) {
+                    uint32_t samples = 0, Form form = Form::Matrix, size_t floats = 0) {
   vk::Buffer bqkv = test::to_device(dev, qkv, "qkv");
   vk::Buffer by = test::zeros(dev, s.y(), "y"), blse = test::zeros(dev, s.stats(), "lse");
-  vk::Buffer scratch = test::zeros(dev, s.scratch(samples), "scratch");
+  vk::Buffer scratch = test::zeros(dev, floats ? floats : s.scratch(samples), "scratch");
   vk::Commands cmd(dev, "attention forward");
   ops::attention_forward(cmd, bqkv, by, blse, scratch, s.B, s.T, s.C, s.NH, form);
   cmd.run();
@@ -64,11 +66,11 @@ Outputs gpu_forward(vk::Device& dev, const std::vector<float>& qkv, const Shape&
 // dqkv starts as `dqkv` (never read) and comes back holding the gradient.
 std::vector<float> gpu_backward(vk::Device& dev, const std::vector<float>& qkv, const Outputs& fwd,
                                 const std::vector<float>& dy, const std::vector<float>& dqkv,
-                                const Shape& s, uint32_t samples = 0, Form form = Form::Matrix) {
+                                const Shape& s, uint32_t samples = 0, Form form = Form::Matrix, size_t floats = 0) {
   vk::Buffer bqkv = test::to_device(dev, qkv, "qkv"), by = test::to_device(dev, fwd.y, "y"),
              blse = test::to_device(dev, fwd.lse, "lse"), bdy = test::to_device(dev, dy, "dy"),
              bdqkv = test::to_device(dev, dqkv, "dqkv"),
-             scratch = test::zeros(dev, s.scratch(samples), "scratch");
+             scratch = test::zeros(dev, floats ? floats : s.scratch(samples), "scratch");
   vk::Commands cmd(dev, "attention backward");
   ops::attention_backward(cmd, bqkv, by, blse, bdy, bdqkv, scratch, s.B, s.T, s.C, s.NH, form);
   cmd.run();
@@ -280,9 +282,9 @@ TEST_CASE_FIXTURE(test::Gpu, "attention rejects widths that do not split into he
                        UserError);
   CHECK_THROWS_WITH_AS(ops::attention_forward(cmd, qkv, y, lse, scratch, 1, 100, 16, 2),
                        doctest::Contains("attention qkv 'qkv' view holds"), InternalError);
-  // T=32, C=16, NH=4: one sample's forward needs its 4*32*32 scores, more than 2048 floats.
-  CHECK_THROWS_WITH_AS(ops::attention_forward(cmd, qkv, y, lse, scratch, 1, 32, 16, 4, Form::Matrix),
-                       doctest::Contains("attention scratch of 2048 floats is under the 4096"),
+  // T=64, C=16, NH=4: one head's forward needs its 64*64 scores, more than 2048 floats.
+  CHECK_THROWS_WITH_AS(ops::attention_forward(cmd, qkv, y, lse, scratch, 1, 64, 16, 4, Form::Matrix),
+                       doctest::Contains("attention scratch of 2048 floats is under the 4096 one head needs"),
                        InternalError);
   // The row kernels keep a head's row in registers: at most 256 channels per head.
   CHECK_THROWS_WITH_AS(ops::attention_forward(cmd, qkv, y, lse, scratch, 1, 1, 514, 2, Form::Direct),
@@ -337,6 +339,53 @@ TEST_CASE_FIXTURE(test::Gpu, "attention works through the samples in chunks when
     CHECK_MESSAGE(chunked.lse == whole.lse, samples, " samples per chunk");
     CHECK_MESSAGE(gpu_backward(device(), qkv, whole, dy, prior, s, samples) == whole_grad, samples,
                   " samples per chunk");
+  }
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "attention works through one sample's heads in chunks when the scratch holds fewer") {
+  // Three heads a sample, the scratch for one head (chunks of one) and for two (a chunk of two
+  // heads, then one starting at head 2): one sample's scores may be more than a kernel binds.
+  const Shape s{2, 9, 12, 3};
+  const auto qkv = test::random_vector(s.qkv(), 44), dy = test::random_vector(s.y(), 45);
+  const auto prior = test::random_vector(s.qkv(), 46);
+  const Outputs whole = gpu_forward(device(), qkv, s);
+  const auto whole_grad = gpu_backward(device(), qkv, whole, dy, prior, s);
+  const uint64_t one_head = ops::attention_scratch_within(s.B, s.T, s.C, s.NH, ops::Precision::Fp32, 1);
+  REQUIRE(one_head < s.scratch(1));
+  for (const uint64_t cap : {uint64_t(1), 2 * one_head * 4}) {
+    const size_t floats = ops::attention_scratch_within(s.B, s.T, s.C, s.NH, ops::Precision::Fp32, cap);
+    CAPTURE(floats);
+    const Outputs chunked = gpu_forward(device(), qkv, s, 0, Form::Matrix, floats);
+    CHECK(chunked.y == whole.y);
+    CHECK(chunked.lse == whole.lse);
+    CHECK(gpu_backward(device(), qkv, whole, dy, prior, s, 0, Form::Matrix, floats) == whole_grad);
+  }
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "attention walks samples and heads past a dispatch's grid in further dispatches") {
+  // A grid of 2 workgroups a dimension: 5 samples of 2 heads on the row kernels' z, and the
+  // matrix form's products and softmax in chunks of one sample, against the CPU reference and
+  // the same bits as in one dispatch.
+  const Shape s{5, 9, 12, 2};
+  const auto qkv = test::random_vector(s.qkv(), 47), dy = test::random_vector(s.y(), 48);
+  const auto prior = test::random_vector(s.qkv(), 49);
+  const auto qkv_d = test::to_double(qkv), dy_d = test::to_double(dy);
+  const RefOutputs fwd = ref_forward(qkv_d, s);
+  std::vector<double> want(s.qkv(), 0.0);
+  ref::attention_backward(qkv_d.data(), fwd.y.data(), fwd.lse.data(), dy_d.data(), want.data(), s.B, s.T, s.C, s.NH);
+  for (const Form form : kForms) {
+    CAPTURE(name(form));
+    const Outputs whole = gpu_forward(device(), qkv, s, 0, form);
+    const auto whole_grad = gpu_backward(device(), qkv, whole, dy, prior, s, 0, form);
+    const test::GridCap two(2);
+    const Outputs capped = gpu_forward(device(), qkv, s, 0, form);
+    test::check_close(capped.y, test::to_float(fwd.y), 2e-6, 2e-5, "y");
+    test::check_close(capped.lse, test::to_float(fwd.lse), 2e-6, 2e-6, "lse");
+    CHECK(capped.y == whole.y);
+    CHECK(capped.lse == whole.lse);
+    const auto grad = gpu_backward(device(), qkv, whole, dy, prior, s, 0, form);
+    test::check_close(grad, test::to_float(want), 5e-6, 5e-5, "dqkv");
+    CHECK(grad == whole_grad);
   }
 }
 

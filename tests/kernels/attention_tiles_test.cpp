@@ -12,6 +12,7 @@
 
 #include "check.h"
 #include "gpu.h"
+#include "grid_cap.h"
 #include "half_check.h"
 #include "ops/attention.h"
 #include "ops/attention_tiles.h"
@@ -40,7 +41,10 @@ struct Shape {
 // forward's lse; its products read P, dS and dy rounded as the matrix form's do, so the
 // gradient is the matrix form's on the same tensors but for the sums' order and a rounding
 // those flip (within 4u of the largest value), and the fp32 reference's within the rounding.
-void check_tiles(vk::Device& dev, const AttentionTiling& t, const Shape& s, Precision p, uint32_t seed) {
+// `scratch_cap`: the matrix form's scratch within that many bytes (ops::attention_scratch_within;
+// 0: the whole batch's).
+void check_tiles(vk::Device& dev, const AttentionTiling& t, const Shape& s, Precision p, uint32_t seed,
+                 uint64_t scratch_cap = 0) {
   const std::string what = std::string(ops::precision_name(p)) + " " + s.name() + ", " + t.name();
   const uint64_t nq = s.rows() * 3 * s.C, ny = s.rows() * s.C, stats = s.rows() * s.NH;
   const std::vector<float> qkv = test::rounded(test::random_vector(nq, seed, -2, 2), p);
@@ -52,7 +56,9 @@ void check_tiles(vk::Device& dev, const AttentionTiling& t, const Shape& s, Prec
   auto y = test::zeros(dev, (ny + 1) / 2, "y, 16 bits"), lse = test::zeros(dev, stats, "lse");
   auto dq = test::to_device(dev, dq0, "dqkv"), dq_matrix = test::to_device(dev, dq0, "dqkv, matrix form");
   auto delta = test::zeros(dev, stats, "delta", vk::Category::Scratch);
-  auto scratch = test::zeros(dev, ops::attention_scratch_floats(s.B, s.T, s.C, s.NH, p), "scratch", vk::Category::Scratch);
+  const uint64_t scratch_floats = scratch_cap ? ops::attention_scratch_within(s.B, s.T, s.C, s.NH, p, scratch_cap)
+                                              : ops::attention_scratch_floats(s.B, s.T, s.C, s.NH, p);
+  auto scratch = test::zeros(dev, scratch_floats, "scratch", vk::Category::Scratch);
   auto dq_beside = test::to_device(dev, dq0, "dqkv beside its copy"), copy = test::zeros(dev, (nq + 1) / 2, "dqkv's copy");
   vk::Commands cmd(dev, "attention on matrix tiles");
   ops::attention_tiles_forward(cmd, t, hq, y, lse, s.B, s.T, s.C, s.NH, p);
@@ -107,6 +113,22 @@ TEST_CASE_FIXTURE(test::Gpu, "attention on matrix tiles matches the matrix form 
       MESSAGE("on the device's matrix units: ", t->name());
       check_tiles(device(), *t, wide, p, seed++);
     }
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "attention on matrix tiles walks samples past a dispatch's grid, and the 16-bit matrix form one sample's heads"
+                  * doctest::test_suite("not on SwiftShader")) {
+  if (test::is_swiftshader(device().info())) {
+    MESSAGE("not on this device: SwiftShader compiles the key/value pass's plain build for minutes");
+    return;
+  }
+  // 5 samples of 2 heads on a grid of 2 workgroups a dimension (the matrix form beside it in
+  // chunks of one sample); then the matrix form's scratch for one head of 3, its packed dy at
+  // head offsets.
+  {
+    const test::GridCap two(2);
+    check_tiles(device(), ops::emulated_attention_tiling(8, 8, 8, 8, 2), Shape{5, 20, 32, 2}, Precision::Bf16, 760);
+  }
+  check_tiles(device(), ops::emulated_attention_tiling(8, 8, 8, 8, 2), Shape{2, 20, 48, 3}, Precision::Fp16, 761, 1);
 }
 
 // `bench attention` times the backward's passes apart: recorded one at a time, in two
