@@ -34,9 +34,13 @@ void scale(vk::Commands& cmd, vk::View x, uint32_t n, float alpha) {
 }
 
 GradNorm::GradNorm(vk::Device& device, const std::vector<vk::View>& grads) {
-  // Per workgroup of a run: its tensor's first float in the buffer, the tensor's length, the
-  // workgroup's index among the tensor's and their count (shaders/grad_norm_partial.comp).
+  // Per workgroup of a run: its tensor's first float in the run's window, the tensor's length,
+  // the workgroup's index among the tensor's and their count (shaders/grad_norm_partial.comp).
+  // A run binds a window of its buffer no wider than the device's maxStorageBufferRange,
+  // starting where a view may start: an arena of any size takes as many runs as that needs.
   std::vector<std::vector<uint32_t>> tables;
+  const uint64_t widest_window = device.info().max_storage_buffer_range;
+  const uint64_t align = std::max<uint64_t>(device.info().min_storage_offset_alignment, 1);
   uint64_t widest = 0;  // elements per workgroup, for the reduction's width
   for (const vk::View& g : grads) {
     BRIGADE_EXPECT(&g.buffer->device() == &device,
@@ -45,12 +49,16 @@ GradNorm::GradNorm(vk::Device& device, const std::vector<vk::View>& grads) {
         g.range % 4 == 0 && g.range > 0,
         "GradNorm: gradient '" + g.buffer->name() + "' is not a non-empty float tensor");
     const vk::Buffer& whole = g.buffer->whole();
-    if (runs_.empty() || runs_.back().whole != &whole) {
-      runs_.push_back({&whole, {}, {}, {}});
+    const uint64_t begin = g.buffer->offset_in_whole() + g.offset, end = begin + g.range;
+    if (runs_.empty() || runs_.back().window.buffer != &whole || begin < runs_.back().window.offset ||
+        end - runs_.back().window.offset > widest_window) {
+      runs_.push_back({vk::View(whole, begin / align * align, 0), {}, {}, {}});
       tables.emplace_back();
     }
+    vk::View& window = runs_.back().window;
+    window.range = std::max(window.range, end - window.offset);
     const uint32_t n = uint32_t(g.range / 4), groups = grad_norm_groups(n);
-    const uint32_t first = uint32_t((g.buffer->offset_in_whole() + g.offset) / 4);
+    const uint32_t first = uint32_t((begin - window.offset) / 4);
     for (uint32_t j = 0; j < groups; ++j) tables.back().insert(tables.back().end(), {first, n, j, groups});
     runs_.back().groups.push_back(groups);
     widest = std::max<uint64_t>(widest, n / groups);
@@ -58,7 +66,7 @@ GradNorm::GradNorm(vk::Device& device, const std::vector<vk::View>& grads) {
   width_ = ops::reduction_width(device, widest);
   for (size_t r = 0; r < runs_.size(); ++r) {
     Run& run = runs_[r];
-    const std::string what = run.whole->name() + " norm ";
+    const std::string what = run.window.buffer->name() + " norm ";
     const uint64_t groups = tables[r].size() / 4;
     // In host memory, as the partial sums: written without a staging copy (a few words).
     run.table = vk::Buffer(device, groups * 16, vk::Category::Scratch, what + "table", vk::Residency::Host);
@@ -67,15 +75,25 @@ GradNorm::GradNorm(vk::Device& device, const std::vector<vk::View>& grads) {
   }
 }
 
+void GradNorm::record(vk::Commands& cmd) const {
+  for (const Run& run : runs_) dispatch(cmd, run, run.window);
+}
+
+void GradNorm::record(vk::Commands& cmd, const vk::Buffer& from, const vk::Buffer& to) const {
+  for (const Run& run : runs_) {
+    BRIGADE_EXPECT(run.window.buffer == &from && to.size() == from.size(),
+                   "GradNorm: '" + to.name() + "' is not laid out as '" + run.window.buffer->name() + "'");
+    dispatch(cmd, run, vk::View(to, run.window.offset, run.window.range));
+  }
+}
+
 // One workgroup per table entry, folded into rows of at most max_groups() (an arena of many
 // tensors holds more entries than a dispatch's 65535 along x).
-void GradNorm::record(vk::Commands& cmd) const {
-  for (const Run& run : runs_) {
-    const uint64_t entries = run.partials.size() / 4;
-    const uint32_t x = uint32_t(std::min<uint64_t>(entries, ops::max_groups().load(std::memory_order_relaxed)));
-    cmd.dispatch(cmd.device().kernel("grad_norm_partial", vk::Specialization().set(0, width_)),
-                 {*run.whole, run.table, run.partials}, nullptr, 0, {x, uint32_t((entries + x - 1) / x)});
-  }
+void GradNorm::dispatch(vk::Commands& cmd, const Run& run, vk::View window) const {
+  const uint64_t entries = run.partials.size() / 4;
+  const uint32_t x = uint32_t(std::min<uint64_t>(entries, ops::max_groups().load(std::memory_order_relaxed)));
+  cmd.dispatch(cmd.device().kernel("grad_norm_partial", vk::Specialization().set(0, width_)),
+               {window, run.table, run.partials}, nullptr, 0, {x, uint32_t((entries + x - 1) / x)});
 }
 
 double GradNorm::squared(std::vector<double>* each) const {

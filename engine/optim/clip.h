@@ -37,24 +37,31 @@ void scale(vk::Commands& cmd, vk::View x, uint32_t n, float alpha);
 // The squared L2 norm of one device's gradient tensors. The GPU reduces each tensor to
 // per-workgroup partial sums; the host adds them in double, in a fixed order, so the result
 // is deterministic. Tensors that lie in one buffer (parts of an arena, vk::Buffer::whole)
-// are reduced by one dispatch, each workgroup told by a table which tensor it sums; the
-// partial sums are in host-visible memory, read without a staging copy.
+// are reduced by one dispatch a window of the buffer (as wide as the device's
+// maxStorageBufferRange binds), each workgroup told by a table which tensor it sums and
+// where the tensor starts in the window; the partial sums are in host-visible memory, read
+// without a staging copy.
 class GradNorm {
  public:
   GradNorm(vk::Device& device, const std::vector<vk::View>& grads);
   // Records the reductions; the gradients must be complete when cmd runs.
   void record(vk::Commands& cmd) const;
+  // Records the same reductions over `to`, a buffer laid out as `from`, the one buffer the
+  // tensors lie in (a cell's parameter arena for its gradient arena): squared() then gives the
+  // sums of to's tensors, through the same tables and partial sums.
+  void record(vk::Commands& cmd, const vk::Buffer& from, const vk::Buffer& to) const;
   // Sum over the tensors of sum grad^2, once the recorded commands have completed; with
   // `each`, also every tensor's own sum, in the order of the constructor's list.
   double squared(std::vector<double>* each = nullptr) const;
 
  private:
-  // One dispatch: the tensors of one buffer, in the constructor's order.
+  // One dispatch: the tensors of one window of a buffer, in the constructor's order.
   struct Run {
-    const vk::Buffer* whole;
+    vk::View window;
     vk::Buffer table, partials;
     std::vector<uint32_t> groups;  // per tensor
   };
+  void dispatch(vk::Commands& cmd, const Run& run, vk::View window) const;
   std::vector<Run> runs_;
   uint32_t width_ = 0;  // the reduction's workgroup width
 };

@@ -23,25 +23,33 @@ void Optimizer::add(const std::string& name, vk::View param, vk::View grad) {
                     pw.size() == gw.size();
   // A part's group reaches the end of its padding.
   const uint64_t end = part ? std::min(vk::arena_align(at + param.range), pw.size()) : param.range;
+  // A kernel binds a group as one view: a group stays within the device's
+  // maxStorageBufferRange, so an arena of any size takes as many groups as that needs.
+  const uint64_t widest = dev.info().max_storage_buffer_range;
   Group* g = groups_.empty() ? nullptr : &groups_.back();
   if (part && g && g->param.buffer == &pw && g->grad.buffer == &gw &&
-      at == g->param.offset + uint64_t(g->n) * 4) {  // joins the last group
+      at == g->param.offset + uint64_t(g->n) * 4 && end - g->param.offset <= widest) {  // joins the last group
     g->n = uint32_t((end - g->param.offset) / 4);
     g->param.range = g->grad.range = end - g->param.offset;
     for (vk::View& v : g->state) v.range = g->param.range;
   } else {
-    // State arenas as long as the parameter arena, or the tensor alone.
     const uint64_t begin = part ? at : 0;
     Group fresh{part ? vk::View(pw, begin, end - begin) : param, part ? vk::View(gw, begin, end - begin) : grad,
                 {}, uint32_t((end - begin) / 4), {}};
-    for (const std::string& key : state_keys()) {
-      const uint64_t bytes = part ? pw.size() : param.range;
-      auto arena = std::make_unique<vk::Buffer>(dev, bytes, vk::Category::Optimizer,
-                                                part ? pw.name() + " " + key : name + "." + key);
-      vk::zero(*arena);
-      fresh.state.emplace_back(*arena, begin, end - begin);
-      fresh.arenas.push_back(std::move(arena));
-    }
+    // State arenas as long as the parameter arena, shared by its groups, or the tensor's own.
+    const auto same_arena = std::find_if(groups_.rbegin(), groups_.rend(), [&](const Group& o) {
+      return part && o.param.buffer == &pw && o.grad.buffer == &gw;
+    });
+    if (same_arena != groups_.rend()) fresh.arenas = same_arena->arenas;
+    else
+      for (const std::string& key : state_keys()) {
+        const uint64_t bytes = part ? pw.size() : param.range;
+        auto arena = std::make_shared<vk::Buffer>(dev, bytes, vk::Category::Optimizer,
+                                                  part ? pw.name() + " " + key : name + "." + key);
+        vk::zero(*arena);
+        fresh.arenas.push_back(std::move(arena));
+      }
+    for (const std::shared_ptr<vk::Buffer>& arena : fresh.arenas) fresh.state.emplace_back(*arena, begin, end - begin);
     groups_.push_back(std::move(fresh));
     g = &groups_.back();
   }

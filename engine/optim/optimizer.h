@@ -35,12 +35,14 @@ struct Slot {
 // What one update pass covers: consecutive parts of a parameter arena (vk::Buffer::whole),
 // with their gradients at the same offsets of a gradient arena and their state at the same
 // offsets of state arenas the optimizer holds, the padding between them included (zeros,
-// which stay zeros); or one tensor that is no part, with state of its own.
+// which stay zeros), no more of them than the device's maxStorageBufferRange binds (an arena
+// larger than that takes several groups, which share its state arenas); or one tensor that
+// is no part, with state of its own.
 struct Group {
   vk::View param, grad;
   std::vector<vk::View> state;
   uint32_t n = 0;  // floats
-  std::vector<std::unique_ptr<vk::Buffer>> arenas;  // the state, in state_keys() order
+  std::vector<std::shared_ptr<vk::Buffer>> arenas;  // the state, in state_keys() order
 };
 
 class Optimizer {

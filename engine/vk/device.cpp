@@ -108,6 +108,7 @@ Device::Device(Instance& instance, uint32_t index, DeviceOptions options) : inst
     BRIGADE_EXPECT(folds_on_host(), "a device folding specialization constants in a build without the SPIR-V optimizer");
     info_.specialize_on_host = true;
   }
+  if (options.max_binding) info_.max_storage_buffer_range = std::min(info_.max_storage_buffer_range, options.max_binding);
   if (options.subgroup_size) {
     const auto sizes = subgroup_sizes(info_);
     if (std::find(sizes.begin(), sizes.end(), options.subgroup_size) == sizes.end())

@@ -34,6 +34,10 @@ struct DeviceOptions {
   // Fold every kernel's specialization constants into its SPIR-V on the host, as on drivers
   // that need it (PhysicalInfo::specialize_on_host), on this device too. Tests use it.
   bool specialize_on_host = false;
+  // Where not 0 and below the device's maxStorageBufferRange, this device takes it for that
+  // limit (PhysicalInfo::max_storage_buffer_range): tests use it to bind arenas in windows
+  // without allocating past lavapipe's 128 MiB.
+  uint64_t max_binding = 0;
 };
 
 struct SemaphoreValue {

@@ -51,7 +51,8 @@ std::vector<float> step_gradient(size_t tensor, int step, uint32_t n) {
 // clipped to max_norm (GradNorm on the GPU, the exact norm for the reference). Compares
 // parameters and state after every step. With `arena`, the tensors are parts of a parameter
 // and a gradient arena, as a pipeline cell holds them: one dispatch updates them all, and
-// the padding between them stays zero.
+// the padding between them stays zero; where the arena is wider than the device binds (a
+// device made with DeviceOptions::max_binding), in two windows, each a dispatch.
 void check_steps(vk::Device& dev, optim::Optimizer& opt, const RefStep& ref,
                  const optim::LrSchedule& schedule, double max_norm, double atol, double rtol,
                  const std::string& what, bool arena) {
@@ -63,6 +64,7 @@ void check_steps(vk::Device& dev, optim::Optimizer& opt, const RefStep& ref,
     param_arena = test::zeros(dev, uint32_t(layout.bytes / 4), "parameters", Category::Parameters);
     grad_arena = test::zeros(dev, uint32_t(layout.bytes / 4), "gradients", Category::Gradients);
   }
+  const size_t passes = !arena ? kLengths.size() : layout.bytes <= dev.info().max_storage_buffer_range ? 1 : 2;
   std::vector<Tensor> tensors;
   for (size_t k = 0; k < kLengths.size(); ++k) {
     const auto p = test::random_vector(kLengths[k], 100 + uint32_t(k));
@@ -95,7 +97,7 @@ void check_steps(vk::Device& dev, optim::Optimizer& opt, const RefStep& ref,
     if (max_norm > 0) {
       vk::Commands cmd(dev, "norm");
       norm.record(cmd);
-      CHECK(cmd.dispatches() == (arena ? 1 : kLengths.size()));
+      CHECK(cmd.dispatches() == passes);
       cmd.run();
       step.grad_scale = optim::clip(norm.squared(), max_norm).grad_scale;
       ref_step.grad_scale = optim::clip(ref_squared, max_norm).grad_scale;
@@ -103,7 +105,7 @@ void check_steps(vk::Device& dev, optim::Optimizer& opt, const RefStep& ref,
     }
     vk::Commands cmd(dev, "step");
     opt.record(cmd, step);
-    CHECK(cmd.dispatches() == (arena ? 1 : kLengths.size()));
+    CHECK(cmd.dispatches() == passes);
     cmd.run();
     for (size_t k = 0; k < tensors.size(); ++k) {
       const auto g = test::to_double(step_gradient(k, s, kLengths[k]));
@@ -118,6 +120,17 @@ void check_steps(vk::Device& dev, optim::Optimizer& opt, const RefStep& ref,
                           at + ": state " + std::to_string(j));
     }
     if (arena) {
+      // The norm's tables over the parameters, at the gradients' places.
+      vk::Commands check(dev, "parameter norms");
+      norm.record(check, grad_arena, param_arena);
+      check.run();
+      std::vector<double> each;
+      norm.squared(&each);
+      for (size_t k = 0; k < kLengths.size(); ++k) {
+        double want = 0;
+        for (float v : test::to_host(tensors[k].param)) want += double(v) * v;
+        CHECK_MESSAGE(std::abs(each[k] - want) <= 1e-5 * want, "parameter ", k, ": gpu ", each[k], " cpu ", want);
+      }
       const std::vector<float> whole = test::to_host(param_arena);
       for (size_t k = 0; k < kLengths.size(); ++k) {
         const uint64_t end = k + 1 < kLengths.size() ? layout.offsets[k + 1] : layout.bytes;
@@ -224,6 +237,23 @@ TEST_CASE_FIXTURE(test::Gpu,
   std::vector<float> want(n);
   for (uint32_t i = 0; i < n; ++i) want[i] = float(p0[i] - (neg[i] > 0 ? lr : -lr));
   test::check_close(p1, want, 2e-7, 1e-6, "first adamw step");
+}
+
+// An arena wider than the device's maxStorageBufferRange (lowered to 17 KiB, so the arena of
+// kLengths, 20.5 KiB, takes two windows and each tensor fits one): the updates and the norms
+// run a window at a time and match the reference, the state arenas shared by the windows.
+TEST_CASE_FIXTURE(test::Gpu, "an arena wider than the device binds is updated and reduced in windows") {
+  vk::DeviceOptions options;
+  options.label = "binding 17 KiB";
+  options.subgroup_size = test::test_subgroup_size();
+  options.max_binding = 17 << 10;
+  vk::Device narrow(test::instance(), test::test_device_index(), options);
+  REQUIRE(narrow.info().max_storage_buffer_range == 17u << 10);
+  const optim::SgdOptions sgd{0.9, 0.01, true};
+  check_steps<optim::Sgd>(narrow, sgd, sgd_ref(sgd), optim::constant(0.1), 3.0, kSgdTol, kSgdTol, "windows, sgd");
+  const optim::AdamWOptions adamw{0.9, 0.999, 1e-8, 0.1};
+  check_steps<optim::AdamW>(narrow, adamw, adamw_ref(adamw), optim::constant(0.01), 3.0, kAdamWAtol, kAdamWRtol,
+                            "windows, adamw");
 }
 
 TEST_CASE_FIXTURE(test::Gpu, "the gpu norm of a million-element gradient equals the cpu norm") {
