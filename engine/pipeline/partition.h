@@ -26,12 +26,15 @@ struct LayerCost {
 //                   fp32 copies;
 //   lean_scratch    the 16-bit precisions in which it needs less scratch there
 //                   (model::Layer::lean_scratch); empty: none;
-// and the workspace a cell there keeps for its products' split K (ops::matmul_workspace_bytes;
-// CellLayout::workspace_bytes).
+// the workspace a cell there keeps for its products' split K (ops::matmul_workspace_bytes;
+// CellLayout::workspace_bytes); and the largest buffer a kernel there binds whole
+// (maxStorageBufferRange) and the largest allocation (maxMemoryAllocationSize), 0 where not
+// known (pipeline::over_device_limits).
 struct DeviceFacts {
   std::vector<bool> stores_half;
   std::vector<uint8_t> lean_scratch;
   uint64_t workspace_bytes = 0;
+  uint64_t max_binding = 0, max_allocation = 0;
   auto operator<=>(const DeviceFacts&) const = default;
 };
 
@@ -64,8 +67,11 @@ struct Partition {
 // least one layer and fitting its memory cap. Throws UserError when K > L or when no
 // partition fits the caps (NoFit, a UserError naming the smallest total it would need).
 // `memory`, when given, is the exact footprint of a cell (stage k holding layers
-// [first, last)) and replaces the sum of LayerCost::memory.
+// [first, last)) and replaces the sum of LayerCost::memory; kNeverFits there says the cell
+// cannot be on stage k under any cap (a buffer its device cannot hold), and is asked of
+// stages without a cap too.
 using CellMemory = std::function<uint64_t(size_t stage, size_t first, size_t last)>;
+inline constexpr uint64_t kNeverFits = ~uint64_t(0);
 struct NoFit : UserError {
   using UserError::UserError;
 };

@@ -9,6 +9,7 @@
 #include "model/operand.h"
 #include "ops/matmul_split.h"
 #include "optim/clip.h"
+#include "pipeline/plan_limits.h"
 #include "util/units.h"
 
 #include "util/error.h"
@@ -91,7 +92,8 @@ std::vector<ops::Precision> output_precisions(const model::Model& m, const std::
 }
 
 DeviceFacts device_facts(const model::Model& m, const vk::PhysicalInfo& info) {
-  return {m.stores_half(info), m.lean_scratch(info), ops::matmul_workspace_bytes(info)};
+  return {m.stores_half(info), m.lean_scratch(info), ops::matmul_workspace_bytes(info), info.max_storage_buffer_range,
+          info.max_allocation_size};
 }
 
 CellLayout layout_cell(const model::Model& m, uint32_t cell, uint32_t first, uint32_t last,
@@ -356,17 +358,27 @@ Plan plan(const model::Model& m, const PlanOptions& o) {
   // A cell's footprint depends on its layers and how many inputs and sets it keeps, not on
   // which cell it is: each is laid out once, however often the partitioner asks.
   // (and on its stage's precision, the one before, and which layers its device's kernels
-  // take in 16 bits).
-  std::map<std::tuple<size_t, size_t, uint32_t, uint32_t, uint32_t, ops::Precision, ops::Precision, DeviceFacts>, uint64_t>
+  // take in 16 bits). A cell with a buffer its device cannot hold never fits (kNeverFits).
+  std::map<std::tuple<size_t, size_t, uint32_t, uint32_t, uint32_t, ops::Precision, ops::Precision, DeviceFacts>,
+           std::pair<uint64_t, bool>>
       footprints;
-  const CellMemory exact = [&](size_t c, size_t first, size_t last) {
+  const auto footprint = [&](size_t c, size_t first, size_t last) {
     const ops::Precision before = c ? stage_precision(c - 1) : ops::Precision::Fp32;
+    const DeviceFacts& facts = o.stages[c % K].facts;
     const auto [it, fresh] = footprints.try_emplace({first, last, slots.inputs[c], slots.sets[c], slots.deferreds[c],
-                                                     stage_precision(c), before, o.stages[c % K].facts},
-                                                    0);
-    if (fresh) it->second = total(layout(c, first, last).memory(o.optimizer_states));
+                                                     stage_precision(c), before, facts},
+                                                    0, true);
+    if (fresh) {
+      const CellLayout s = layout(c, first, last);
+      it->second = {total(s.memory(o.optimizer_states)), over_device_limits(s, facts, o.optimizer_states).empty()};
+    }
     return it->second;
   };
+  const CellMemory exact = [&](size_t c, size_t first, size_t last) {
+    const auto [bytes, held] = footprint(c, first, last);
+    return held ? bytes : kNeverFits;
+  };
+  const CellMemory bytes_only = [&](size_t c, size_t first, size_t last) { return footprint(c, first, last).first; };
   std::string no_cut;
   if (!o.balance.empty()) {
     if (V > 1 && o.balance.size() != C)
@@ -383,25 +395,29 @@ Plan plan(const model::Model& m, const PlanOptions& o) {
       for (StageSpec& st : uncapped) st.memory_cap = 0, st.speed = 1, st.layer_times.clear();
       std::vector<LayerCost> by_memory = costs;
       for (LayerCost& c : by_memory) c.time = double(c.memory);
-      p.partition = balance_manual(costs, cells, balance_min_max(by_memory, uncapped, exact).sizes);
+      p.partition = balance_manual(costs, cells, balance_min_max(by_memory, uncapped, bytes_only).sizes);
       if (C > 1)
-        no_cut = "no cut of " + m.name + " into " + std::to_string(C) + (V > 1 ? " cells" : " stages") +
-                 " fits under `memory_cap`; in the one needing the least memory, ";
+        no_cut = "no cut of " + m.name + " into " + std::to_string(C) + (V > 1 ? " cells" : " stages") + " fits";
     }
   }
   for (uint32_t c = 0; c < C; ++c) {
     const uint32_t first = p.partition.first_layer(c);
     p.cells.push_back(layout(c, first, first + p.partition.sizes[c]));
   }
+  const auto least = [&](const std::string& under) {
+    return no_cut.empty() ? "" : no_cut + under + "; in the one needing the least memory, ";
+  };
   // The stage furthest over its cap, if any.
   double worst = 1;
   for (uint32_t k = 0; k < K; ++k) {
     const uint64_t cap = o.stages[k].memory_cap;
     const Bytes b = p.stage_memory(k, o.optimizer_states);
     const double ratio = cap ? double(total(b)) / double(cap) : 0;
-    if (ratio > worst) worst = ratio, p.problem = no_cut + over_cap(k, b, o.stages[k], o.micro_batches, o.remat);
+    if (ratio > worst)
+      worst = ratio, p.problem = least(" under `memory_cap`") + over_cap(k, b, o.stages[k], o.micro_batches, o.remat);
   }
   if (p.problem.empty()) p.problem = over_device_memory(p, o);  // caps are limits besides the device's
+  note_over_limits(p, o, least(" within its devices' limits"));  // cap or not
   if (!o.bubbles) return p;
   std::vector<double> forward;
   for (double t : p.partition.stage_time) forward.push_back(t / 3);

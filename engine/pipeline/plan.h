@@ -149,6 +149,8 @@ struct Plan {
   // Empty when every stage fits its cap; else one line naming the stage furthest over it, its
   // device and largest categories, and what to change. Nothing is allocated to find out.
   std::string problem;
+  // Per stage: the first buffer its device cannot hold (over_device_limits), or empty.
+  std::vector<std::string> over_limits;
 };
 
 // How to cut: by estimated cost (FLOPs), by memory, or by hand (`balance` non-empty).

@@ -131,6 +131,27 @@ TEST_CASE("what the plan refuses, train refuses before allocating anything, and 
   fs::remove_all(dir);
 }
 
+// A tensor past the device's maxStorageBufferRange (lavapipe's 128 MiB): fashion-mlp's input
+// at 50,000 samples a micro-batch, 149.5 MiB. Plan and train refuse it in one line naming the
+// stage, the tensor and what to change; two micro-batches fit.
+TEST_CASE("a tensor past the device's binding range is refused by plan and train, naming what to change") {
+  const fs::path dir = test::scratch_dir("plan-binding");
+  const std::string pipeline = " --model fashion-mlp -b 50000";
+  const auto plan = test::brigade_run("plan" + pipeline);
+  const auto train = test::brigade_run("train" + pipeline + " --steps 1 --out " + dir.string());
+  INFO(plan.output, "\n", train.output);
+  CHECK(plan.status == 1);
+  CHECK(train.status != 0);
+  const std::string why = "tensor 'input' is 149.5 MiB, over this device's maxStorageBufferRange of 128.0 MiB, the most a "
+                          "kernel binds; use more micro-batches (--micro-batches) or a smaller mini-batch (--batch-size)";
+  for (const auto* r : {&plan, &train}) CHECK(r->output.find("stage 0 (device 0, ") != std::string::npos);
+  for (const auto* r : {&plan, &train}) CHECK(r->output.find(why) != std::string::npos);
+  CHECK(plan.output.find(" NO\n") != std::string::npos);  // the table's verdict
+  CHECK_FALSE(fs::exists(dir / "checkpoint.safetensors"));
+  CHECK(test::brigade_run("plan" + pipeline + " -m 2").status == 0);
+  fs::remove_all(dir);
+}
+
 // --precision auto: the products in what `train --precision auto` stores a stage in on the
 // device (`brigade devices` says which).
 TEST_CASE("brigade bench kernels --precision auto times the products in the device's auto precision") {

@@ -221,6 +221,19 @@ TEST_CASE("configurations over a memory cap are pruned, and when none fits the c
   CHECK(none.closest.find("memory_cap") != std::string::npos);
 }
 
+// fashion-mlp's parameters (918.8 KiB) past both devices' largest allocation: only the
+// configurations that cut them over two stages or more remain.
+TEST_CASE("configurations holding a buffer past a device's limits are pruned") {
+  const model::Model m = model::build("fashion-mlp");
+  SearchSpace s = space({device(m, 0, 1, 0), device(m, 1, 1, 1)});
+  s.device_orders = device_orders(s.pool, 4);
+  for (PlanDevice& d : s.pool) d.spec.facts.max_allocation = 900 << 10;
+  const SearchResult r = search(m, s);
+  REQUIRE(!r.ranked.empty());
+  CHECK(r.over_memory > 0);
+  for (const Candidate& c : r.ranked) CHECK(c.devices.size() >= 2);
+}
+
 TEST_CASE("16 bits are chosen only where predicted faster by more than their margin") {
   const model::Model m = model::build("fashion-mlp");
   for (const double speedup : {1.03, 1.10}) {
@@ -346,6 +359,56 @@ TEST_CASE("a hand-given balance of the wrong length under an interleaved schedul
     what = e.what();
   }
   CHECK(what == "`balance`: 2 cell sizes for 4 cells (2 stages x 2 virtual stages); give one size per cell");
+}
+
+// A device binds no buffer past its maxStorageBufferRange and allocates none past its
+// maxMemoryAllocationSize: a plan holding one is refused, naming the stage, the buffer and
+// what to change, and where another cut holds none the search takes it.
+TEST_CASE("a buffer past the device's binding or allocation limit is refused or cut around") {
+  const model::Model m = model::build("fashion-mlp");
+  PlanOptions o;
+  o.rows = 1024, o.optimizer_states = 2;
+  o.stages.assign(1, StageSpec{});
+  o.stages[0].device = "device 0";
+  o.stages[0].facts.max_binding = 2 << 20;  // the input, 1024 x 784 floats, is 3.1 MiB
+  const Plan whole = plan(m, o);
+  CHECK(whole.problem ==
+        "stage 0 (device 0): tensor 'input' is 3.1 MiB, over this device's maxStorageBufferRange of 2.0 MiB, the most "
+        "a kernel binds; use more micro-batches (`micro_batches`) or a smaller mini-batch (`rows`)");
+  REQUIRE(whole.over_limits.size() == 1);
+  CHECK(whole.over_limits[0] == whole.problem.substr(std::string("stage 0 (device 0): ").size()));
+  o.micro_batches = 2;
+  CHECK(plan(m, o).problem.empty());
+  // A parameter is never split.
+  o.rows = 64, o.micro_batches = 1;
+  o.stages[0].facts.max_binding = 512 << 10;
+  CHECK(plan(m, o).problem.find("tensor '1.weight' is 784.0 KiB, over this device's maxStorageBufferRange of 512.0 "
+                                "KiB, the most a kernel binds; a parameter is never split") != std::string::npos);
+  // The parameters' arenas (918.8 KiB) past the largest allocation: more stages.
+  o.stages[0].facts.max_binding = 0, o.stages[0].facts.max_allocation = 900 << 10;
+  CHECK(plan(m, o).problem.find("stage 0 (device 0): 'parameters' arena is 918.8 KiB, over this device's "
+                                "maxMemoryAllocationSize of 900.0 KiB, its largest allocation; add stages "
+                                "(`devices`)") == 0);
+  o.stages.assign(2, o.stages[0]);
+  const Plan two = plan(m, o);
+  CHECK(two.problem.empty());
+  for (const CellLayout& c : two.cells) CHECK(c.arena().bytes <= 900u << 10);
+  // gpt-mini on two stages, the first eight times as fast, so the fastest cut gives it most
+  // of the blocks: an allocation limit just under its arena moves the cut.
+  const model::Model gpt = model::build("gpt-mini");
+  PlanOptions g;
+  g.rows = 2, g.optimizer_states = 2;  // activations well under the arenas
+  g.stages.assign(2, StageSpec{});
+  g.stages[0].speed = 8;
+  const Plan fastest = plan(gpt, g);
+  REQUIRE(fastest.problem.empty());
+  uint64_t fullest = 0;
+  for (const CellLayout& c : fastest.cells) fullest = std::max(fullest, c.arena().bytes);
+  for (StageSpec& st : g.stages) st.facts.max_allocation = fullest - 1;
+  const Plan moved = plan(gpt, g);
+  CHECK_MESSAGE(moved.problem.empty(), moved.problem);
+  CHECK(moved.partition.sizes != fastest.partition.sizes);
+  for (const CellLayout& c : moved.cells) CHECK(c.arena().bytes < fullest);
 }
 
 }  // namespace pipeline_planner_test

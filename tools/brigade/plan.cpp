@@ -67,7 +67,7 @@ int run_plan(const PlanArgs& a) {
   const auto device_key = [&](uint32_t k) { return d.stages[k].rank + "/" + std::to_string(d.stages[k].index); };
   for (uint32_t k = 0; k < K; ++k) on_device[device_key(k)] += pipeline::total(p.stage_memory(k, states));
   const auto fits = [&](uint32_t k, uint64_t total, uint64_t cap) {
-    if (cap && total > cap) return false;
+    if ((cap && total > cap) || !p.over_limits[k].empty()) return false;
     return !d.stages[k].heap || on_device[device_key(k)] <= d.stages[k].heap;
   };
   auto row = [&](const std::string& name, uint32_t k, const std::string& layers, const std::string& work,
