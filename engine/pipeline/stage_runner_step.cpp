@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 
 #include "ops/batchnorm.h"
 #include "optim/loss_scale.h"
@@ -166,25 +167,32 @@ std::optional<double> StageRunner::step_sums() {
 std::string StageRunner::first_non_finite_parameter(uint32_t c) {
   Cell& s = *ex_.cells_[c];
   const model::Model& model = ex_.model_;
-  std::vector<vk::View> params;
-  std::vector<std::string> names;
-  for (uint32_t l = s.layout().first; l < s.layout().last; ++l)
-    for (const model::ParamSpec& p : model.layers[l]->params())
-      if (p.kind != model::ParamKind::State) params.emplace_back(s.param(p.name)), names.push_back(p.name);
-  optim::GradNorm norm(s.device(), params);
-  vk::Commands cmd(s.device(), "cell " + std::to_string(c) + " parameter check");
-  norm.record(cmd);
-  cmd.run();
-  std::vector<double> each;
-  norm.squared(&each);
-  // A sum of squares also overflows for huge finite values: those are read back to be sure.
-  for (size_t i = 0; i < each.size(); ++i) {
-    if (std::isfinite(each[i])) continue;
-    const vk::Buffer& b = s.param(names[i]);
-    std::vector<float> values(b.size() / kFloat);
-    vk::download(b, values.data(), b.size());
-    if (std::any_of(values.begin(), values.end(), [](float v) { return !std::isfinite(v); })) return names[i];
+  // The trainable parameters the gradient norm covers are summed by that norm's own tables
+  // and partial sums, run over the parameter arena (the gradients' sums were read already):
+  // the check allocates nothing the plan does not hold. The others (a tied copy another cell
+  // checks, BatchNorm's running statistics) are read back here.
+  const Executor::Shared::Norm& norm = ex_.shared_->norms[c];
+  std::map<std::string, double> sums;
+  if (!norm.names.empty()) {
+    const vk::Buffer& grads = s.gradient(norm.names.front()).whole();
+    vk::Commands cmd(s.device(), "cell " + std::to_string(c) + " parameter check");
+    norm.reduce->record(cmd, grads, s.param(norm.names.front()).whole());
+    cmd.run();
+    std::vector<double> each;
+    norm.reduce->squared(&each);
+    for (size_t i = 0; i < each.size(); ++i) sums[norm.names[i]] = each[i];
   }
+  for (uint32_t l = s.layout().first; l < s.layout().last; ++l)
+    for (const model::ParamSpec& p : model.layers[l]->params()) {
+      if (p.kind == model::ParamKind::State) continue;
+      const auto it = sums.find(p.name);
+      // A sum of squares also overflows for huge finite values: those are read back to be sure.
+      if (it != sums.end() && std::isfinite(it->second)) continue;
+      const vk::Buffer& b = s.param(p.name);
+      std::vector<float> values(b.size() / kFloat);
+      vk::download(b, values.data(), b.size());
+      if (std::any_of(values.begin(), values.end(), [](float v) { return !std::isfinite(v); })) return p.name;
+    }
   return {};
 }
 

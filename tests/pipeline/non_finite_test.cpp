@@ -38,13 +38,15 @@ struct Fixture {
   std::unique_ptr<pipeline::Executor> ex;
   optim::Sgd sgd{optim::SgdOptions{.momentum = 0.9}};
 
-  explicit Fixture(test::Gpu& gpu) {
+  // `capped`: each device capped at its stage's planned total, which the checks must not pass.
+  explicit Fixture(test::Gpu& gpu, bool capped = false) {
     pipeline::PlanOptions o;
     o.rows = 8, o.micro_batches = 2, o.optimizer_states = 1;
     o.stages.assign(2, pipeline::StageSpec{});
     o.balance = {4, 2};  // stage 0: layers 0-3, stage 1: layers 4-5
     plan = pipeline::plan(m, o);
-    ex = std::make_unique<pipeline::Executor>(m, std::vector<vk::Device*>{&gpu.device(0), &gpu.device(1)}, plan,
+    const auto cap = [&](uint32_t k) { return capped ? pipeline::total(plan.stage_memory(k, 1)) : 0; };
+    ex = std::make_unique<pipeline::Executor>(m, std::vector<vk::Device*>{&gpu.device(0, cap(0)), &gpu.device(1, cap(1))}, plan,
                                               pipeline::ExecutorOptions{});
     for (const model::ParamSpec& p : m.params()) ex->set_parameter(p.name, model::initial_values(p, 1));
     ex->attach(sgd);
@@ -97,6 +99,16 @@ TEST_CASE_FIXTURE(test::Gpu, "a parameter that is already NaN is named, and noth
     const std::string& name = name_;  // a reference: doctest's messages capture it
     CHECK_MESSAGE(std::memcmp(v.data(), after.at(name).data(), v.size() * 4) == 0, name, " changed");
   }
+}
+
+// The search for a non-finite parameter allocates nothing past the plan: at caps of exactly
+// the planned totals it still names the parameter rather than run out of memory.
+TEST_CASE_FIXTURE(test::Gpu, "a NaN parameter is named on devices capped at exactly the plan") {
+  Fixture f(*this, true);
+  std::vector<float> w = f.ex->parameter("1.weight");
+  w[9] = std::numeric_limits<float>::quiet_NaN();
+  f.ex->set_parameter("1.weight", w);
+  check_mentions(f.step(), {"step 7: ", "parameter '1.weight'", "layer 1, linear", "no parameter was updated"});
 }
 
 TEST_CASE_FIXTURE(test::Gpu, "a gradient that overflows is named at the deepest layer, and nothing is updated") {
