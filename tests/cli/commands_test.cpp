@@ -152,6 +152,19 @@ TEST_CASE("a tensor past the device's binding range is refused by plan and train
   fs::remove_all(dir);
 }
 
+// plan counts SGD's momentum buffer only where train keeps one: with --momentum above 0.
+TEST_CASE("plan counts SGD's momentum buffer as train allocates it") {
+  const auto plain = test::brigade_run("plan --model fashion-mlp --optimizer sgd");
+  const auto momentum = test::brigade_run("plan --model fashion-mlp --optimizer sgd --momentum 0.9");
+  INFO(plain.output, "\n", momentum.output);
+  REQUIRE(plain.status == 0);
+  REQUIRE(momentum.status == 0);
+  // params, grads, optimizer: the last 0 B without momentum, one copy of the parameters with.
+  CHECK(plain.output.find("918.8 KiB  918.8 KiB  0 B ") != std::string::npos);
+  CHECK(momentum.output.find("918.8 KiB  918.8 KiB  918.8 KiB ") != std::string::npos);
+  CHECK(test::brigade_run("plan --model fashion-mlp --optimizer sgd --momentum 1").status != 0);
+}
+
 // --precision auto: the products in what `train --precision auto` stores a stage in on the
 // device (`brigade devices` says which).
 TEST_CASE("brigade bench kernels --precision auto times the products in the device's auto precision") {

@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "engine_words.h"
 #include "optim/loss_scale.h"
+#include "optim/sgd.h"
 #include "pipeline_flags.h"
 #include "table.h"
 #include "util/units.h"
@@ -20,12 +21,14 @@ struct PlanArgs {
   std::string model, optimizer = "adamw";
   std::vector<std::string> set;
   uint32_t batch_size = 64;
+  double momentum = 0;  // SGD's, as `train` takes it
   PipelineFlags pipeline;
 };
 
-uint32_t optimizer_states(const std::string& name) {
+// The copies of the parameters the optimizer keeps, as `train` allocates them.
+uint32_t optimizer_states(const std::string& name, double momentum) {
   if (name == "adamw") return 2;
-  if (name == "sgd") return 1;  // momentum buffer
+  if (name == "sgd") return momentum > 0 ? 1 : 0;  // the momentum buffer
   if (name == "none") return 0;
   throw UserError("--optimizer: '" + name + "' is not an optimizer; expected adamw, sgd or none");
 }
@@ -38,19 +41,20 @@ std::string layer_range(const model::Model& m, uint32_t first, uint32_t last) {
 }
 
 int run_plan(const PlanArgs& a) {
+  if (a.optimizer == "sgd") optim::validate(optim::SgdOptions{.momentum = a.momentum});
   const model::Model m = model::build(a.model, a.set);
   PipelineFlags f = a.pipeline;
   if (f.plan == "auto") {  // the search's best configurations, then the chosen one's plan in full
-    const AutoPlan chosen = auto_plan(m, f, a.batch_size, optimizer_states(a.optimizer));
+    const AutoPlan chosen = auto_plan(m, f, a.batch_size, optimizer_states(a.optimizer, a.momentum));
     print_table(chosen.table);
     std::printf("%s\n%s\nsame as: %s\n\n", chosen.profiled.c_str(), chosen.line.c_str(), chosen.same_as.c_str());
     f = chosen.flags;
   }
   Devices d = open_devices(f);
   const std::string links = link_lines(choose_links(f, d, pipeline::parse_link(f.link)), d);
-  const pipeline::Plan p = make_plan(m, f, d, a.batch_size, optimizer_states(a.optimizer));
+  const pipeline::Plan p = make_plan(m, f, d, a.batch_size, optimizer_states(a.optimizer, a.momentum));
   const uint32_t K = p.schedule.stages, C = p.schedule.cells();
-  const uint32_t states = optimizer_states(a.optimizer);
+  const uint32_t states = optimizer_states(a.optimizer, a.momentum);
   std::printf("%s: %zu layers, %llu parameters; mini-batch %u as %zu micro-batches of up to %u, "
               "schedule %s, remat %s, partition by %s\n",
               m.name.c_str(), m.layers.size(), (unsigned long long)m.parameter_count(), a.batch_size,
@@ -146,6 +150,8 @@ void add_plan(CLI::App& app) {
       "plan", "show the partition and each device's predicted memory, without training");
   add_model_flags(*cmd, a->model, a->set, a->batch_size)->required();
   cmd->add_option("--optimizer", a->optimizer, "optimizer whose state to count: adamw, sgd or none")
+      ->capture_default_str();
+  cmd->add_option("--momentum", a->momentum, "SGD momentum, as for train (0: no momentum buffer)")
       ->capture_default_str();
   add_pipeline_flags(*cmd, a->pipeline);
   cmd->callback([a] {
