@@ -9,6 +9,7 @@
 #include "model/operand.h"
 #include "ops/matmul_split.h"
 #include "optim/clip.h"
+#include "pipeline/plan_cut.h"
 #include "pipeline/plan_limits.h"
 #include "util/units.h"
 
@@ -321,7 +322,8 @@ Plan plan(const model::Model& m, const PlanOptions& o) {
       layer_costs(m, o.rows, o.micro_batches, o.remat, o.optimizer_states);
   if (o.objective == Objective::Memory)
     for (LayerCost& c : costs) c.time = double(c.memory);
-  // Cell c runs on stage c % K; with V cells a stage's cap is shared among them.
+  // Cell c runs on stage c % K; with V cells a stage's cap is shared among them, in equal
+  // shares for the partitioner, as the cells need where that finds no cut.
   std::vector<StageSpec> cells;
   for (uint32_t c = 0; c < C; ++c) {
     cells.push_back(o.stages[c % K]);
@@ -389,15 +391,20 @@ Plan plan(const model::Model& m, const PlanOptions& o) {
     try {
       p.partition = balance_min_max(costs, cells, exact);
     } catch (const NoFit&) {
-      // Show the cut that needs the least memory on its fullest cell, and where it overflows:
-      // cut by memory alone (not by the stages' speeds or measured times).
-      std::vector<StageSpec> uncapped = cells;
-      for (StageSpec& st : uncapped) st.memory_cap = 0, st.speed = 1, st.layer_times.clear();
-      std::vector<LayerCost> by_memory = costs;
-      for (LayerCost& c : by_memory) c.time = double(c.memory);
-      p.partition = balance_manual(costs, cells, balance_min_max(by_memory, uncapped, bytes_only).sizes);
-      if (C > 1)
-        no_cut = "no cut of " + m.name + " into " + std::to_string(C) + (V > 1 ? " cells" : " stages") + " fits";
+      // Interleaved, a stage's cap holds its cells together, however unevenly they share it.
+      std::vector<uint32_t> sizes;
+      if (V > 1) {
+        std::vector<StageSpec> whole = cells;
+        for (uint32_t c = 0; c < C; ++c) whole[c].memory_cap = o.stages[c % K].memory_cap;
+        sizes = cut_under_stage_caps(costs, whole, K, exact);
+      }
+      // Else show the cut whose fullest stage needs the least memory, and where it overflows.
+      if (sizes.empty()) {
+        sizes = cut_least_memory(L, C, K, bytes_only);
+        if (C > 1)
+          no_cut = "no cut of " + m.name + " into " + std::to_string(C) + (V > 1 ? " cells" : " stages") + " fits";
+      }
+      p.partition = balance_manual(costs, cells, sizes);
     }
   }
   for (uint32_t c = 0; c < C; ++c) {

@@ -411,4 +411,39 @@ TEST_CASE("a buffer past the device's binding or allocation limit is refused or 
   for (const CellLayout& c : moved.cells) CHECK(c.arena().bytes < fullest);
 }
 
+// Interleaved, a stage's cap holds its cells' sum: cells of unequal footprints that fit it
+// together are cut, not refused for passing half the cap each.
+TEST_CASE("an interleaved stage's cap holds its cells together, however unevenly they share it") {
+  const model::Model m = model::build("gpt-mini");
+  PlanOptions o;
+  o.rows = 8, o.micro_batches = 4, o.schedule = ScheduleKind::Interleaved, o.virtual_stages = 2;
+  o.optimizer_states = 2;
+  o.stages.assign(2, StageSpec{});
+  for (StageSpec& st : o.stages) st.memory_cap = 24 << 20;
+  const Plan p = plan(m, o);
+  CHECK(p.problem.empty());
+  for (uint32_t k = 0; k < 2; ++k) CHECK(total(p.stage_memory(k, 2)) <= 24u << 20);
+  // No cell fits half the cap: the equal shares found no cut.
+  bool over_half = false;
+  for (const CellLayout& c : p.cells) over_half = over_half || total(c.memory(2)) > 12u << 20;
+  CHECK(over_half);
+  // Where nothing fits, the cut shown is the one whose fullest stage needs the least.
+  for (StageSpec& st : o.stages) st.memory_cap = 8 << 20;
+  const Plan tight = plan(m, o);
+  CHECK(tight.problem.find("no cut of gpt-mini into 4 cells fits under `memory_cap`; in the one needing the least "
+                           "memory, stage ") == 0);
+  uint64_t fullest = 0;
+  for (uint32_t k = 0; k < 2; ++k) fullest = std::max(fullest, total(tight.stage_memory(k, 2)));
+  uint64_t least = ~uint64_t(0);  // over every cut by hand
+  const uint32_t L = uint32_t(m.layers.size());
+  for (uint32_t a = 1; a < L; ++a)
+    for (uint32_t b = 1; a + b < L; ++b)
+      for (uint32_t c = 1; a + b + c < L; ++c) {
+        o.balance = {a, b, c, L - a - b - c};
+        const Plan by_hand = plan(m, o);
+        least = std::min(least, std::max(total(by_hand.stage_memory(0, 2)), total(by_hand.stage_memory(1, 2))));
+      }
+  CHECK(fullest == least);
+}
+
 }  // namespace pipeline_planner_test

@@ -1,0 +1,28 @@
+// Cuts the partitioner's dynamic programme cannot make: under an interleaved schedule a
+// stage's cap holds the sum of its V cells' footprints (cell c on stage c % K), not V equal
+// shares; and where nothing fits, the cut whose fullest stage needs the least memory, by
+// the exact footprints.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "pipeline/partition.h"
+
+namespace brigade::pipeline {
+
+// The cut into cells.size() cells (cell c on stage c % K, cells[c] its stage's spec, cap
+// whole) minimizing the slowest cell's time with each stage's cells' footprints (`memory`,
+// kNeverFits for a cell that cannot be there) summing to at most its cap. A depth-first
+// search, cell by cell, bounded by the best cut found; empty when no cut fits, or when the
+// search passes `budget` cells tried without finishing.
+std::vector<uint32_t> cut_under_stage_caps(const std::vector<LayerCost>& layers, const std::vector<StageSpec>& cells,
+                                           uint32_t K, const CellMemory& memory, uint64_t budget = 1u << 20);
+
+// The cut whose fullest stage (its cells' footprints summed) needs the least memory, caps
+// and times aside: exact by dynamic programming with a cell a stage, else the search above
+// within `budget`.
+std::vector<uint32_t> cut_least_memory(size_t L, size_t C, uint32_t K, const CellMemory& memory,
+                                       uint64_t budget = 1u << 20);
+
+}  // namespace brigade::pipeline
