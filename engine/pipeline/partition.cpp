@@ -81,11 +81,7 @@ Partition balance_min_max(const std::vector<LayerCost>& layers, const std::vecto
           candidates.emplace_back(std::max(best[k - 1][j], time_prefix[k - 1][i] - time_prefix[k - 1][j]), uint32_t(j));
       std::sort(candidates.begin(), candidates.end());
       for (const auto& [t, j] : candidates)
-        if (memory ? [&] {
-              const uint64_t need = memory(k - 1, j, i);
-              return need != kNeverFits && (!st.memory_cap || need <= st.memory_cap);
-            }()
-                   : !st.memory_cap || mem_prefix[i] - mem_prefix[j] <= st.memory_cap) {
+        if (!st.memory_cap || (memory ? memory(k - 1, j, i) : mem_prefix[i] - mem_prefix[j]) <= st.memory_cap) {
           best[k][i] = t, cut[k][i] = j;
           break;
         }

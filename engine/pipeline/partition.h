@@ -67,9 +67,9 @@ struct Partition {
 // least one layer and fitting its memory cap. Throws UserError when K > L or when no
 // partition fits the caps (NoFit, a UserError naming the smallest total it would need).
 // `memory`, when given, is the exact footprint of a cell (stage k holding layers
-// [first, last)) and replaces the sum of LayerCost::memory; kNeverFits there says the cell
-// cannot be on stage k under any cap (a buffer its device cannot hold), and is asked of
-// stages without a cap too.
+// [first, last)) and replaces the sum of LayerCost::memory, asked of stages with a cap; kNeverFits
+// there, over any cap, says the cell cannot be on stage k at all (a buffer its device cannot
+// hold: pipeline::balance_within_limits asks it of every stage).
 using CellMemory = std::function<uint64_t(size_t stage, size_t first, size_t last)>;
 inline constexpr uint64_t kNeverFits = ~uint64_t(0);
 struct NoFit : UserError {

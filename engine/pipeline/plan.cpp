@@ -389,7 +389,7 @@ Plan plan(const model::Model& m, const PlanOptions& o) {
     p.partition = balance_manual(costs, cells, o.balance);
   } else {
     try {
-      p.partition = balance_min_max(costs, cells, exact);
+      p.partition = balance_within_limits(costs, cells, exact);
     } catch (const NoFit&) {
       // Interleaved, a stage's cap holds its cells together, however unevenly they share it.
       std::vector<uint32_t> sizes;

@@ -63,6 +63,19 @@ struct Search {
 
 }  // namespace
 
+Partition balance_within_limits(const std::vector<LayerCost>& layers, const std::vector<StageSpec>& cells,
+                                const CellMemory& memory) {
+  Partition p = balance_min_max(layers, cells, memory);
+  for (uint32_t c = 0, first = 0; c < cells.size(); first += p.sizes[c++])
+    if (!cells[c].memory_cap && memory(c, first, first + p.sizes[c]) == kNeverFits) {
+      std::vector<StageSpec> asked = cells;
+      for (StageSpec& st : asked)
+        if (!st.memory_cap) st.memory_cap = kNeverFits - 1;
+      return balance_min_max(layers, asked, memory);
+    }
+  return p;
+}
+
 std::vector<uint32_t> cut_under_stage_caps(const std::vector<LayerCost>& layers, const std::vector<StageSpec>& cells,
                                            uint32_t K, const CellMemory& memory, uint64_t budget) {
   Footprints footprint(layers.size(), cells.size(), memory);

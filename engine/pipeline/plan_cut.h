@@ -11,6 +11,12 @@
 
 namespace brigade::pipeline {
 
+// balance_min_max; where its cut holds a cell that never fits on a stage without a cap
+// (`memory` says kNeverFits), cut again asking `memory` of every stage. The stages without a cap
+// are not asked otherwise, so a search over many plans lays out no more cells than before.
+Partition balance_within_limits(const std::vector<LayerCost>& layers, const std::vector<StageSpec>& cells,
+                                const CellMemory& memory);
+
 // The cut into cells.size() cells (cell c on stage c % K, cells[c] its stage's spec, cap
 // whole) minimizing the slowest cell's time with each stage's cells' footprints (`memory`,
 // kNeverFits for a cell that cannot be there) summing to at most its cap. A depth-first
