@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <map>
+#include <sstream>
 #include <set>
 
 #include "auto_plan.h"
@@ -157,12 +158,14 @@ std::vector<pipeline::DeviceFacts> device_facts(const model::Model& m, const std
     if (devices[k]) out[k] = pipeline::device_facts(m, devices[k]->info());
   if (!world().multi()) return out;
   // Under mpirun each rank opens one: every rank learns the others', a letter a layer ('a'
-  // plus 1 where it stores 16 bits, plus twice its lean precisions), then the workspace's bytes.
+  // plus 1 where it stores 16 bits, plus twice its lean precisions), then the workspace's
+  // bytes, the largest binding and the largest allocation.
   const size_t here = size_t(std::find_if(devices.begin(), devices.end(), [](vk::Device* d) { return d; }) - devices.begin());
   std::string mine;
   for (size_t l = 0; l < out[here].stores_half.size(); ++l)
     mine += char('a' + (out[here].stores_half[l] ? 1 : 0) + 2 * out[here].lean_scratch[l]);
-  mine += std::to_string(out[here].workspace_bytes);
+  mine += std::to_string(out[here].workspace_bytes) + " " + std::to_string(out[here].max_binding) + " " +
+          std::to_string(out[here].max_allocation);
   const std::vector<std::string> all = world().allgather(mine);
   for (size_t k = 0; k < devices.size(); ++k) {
     out[k] = {};
@@ -171,7 +174,8 @@ std::vector<pipeline::DeviceFacts> device_facts(const model::Model& m, const std
       out[k].stores_half.push_back((all[k][c] - 'a') & 1);
       out[k].lean_scratch.push_back(uint8_t((all[k][c] - 'a') >> 1));
     }
-    out[k].workspace_bytes = std::stoull(all[k].substr(c));
+    std::istringstream numbers(all[k].substr(c));
+    numbers >> out[k].workspace_bytes >> out[k].max_binding >> out[k].max_allocation;
   }
   return out;
 }
