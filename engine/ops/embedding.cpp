@@ -3,16 +3,18 @@
 #include <algorithm>
 #include <string>
 
+#include "ops/launch_geometry.h"
 #include "util/error.h"
 
 namespace brigade::ops {
 namespace {
 
-uint32_t groups_over(uint64_t items, uint32_t per_group) {
+// `what` names the items, `advice` what the user can change.
+uint32_t groups_over(uint64_t items, uint32_t per_group, const std::string& what, const std::string& advice) {
   const uint64_t groups = vk::groups_for(items, per_group);
   if (groups > 65535)  // maxComputeWorkGroupCount every device guarantees
-    throw UserError("embedding: " + std::to_string(items) +
-                    " elements are too many for one dispatch; use smaller micro-batches");
+    throw UserError("embedding: " + std::to_string(items) + " " + what + " are too many for one dispatch (at most " +
+                    std::to_string(65535ull * per_group) + "); " + advice);
   return uint32_t(groups);
 }
 
@@ -41,7 +43,7 @@ void embedding_forward(vk::Commands& cmd, vk::View tokens, vk::View wte, vk::Vie
   BRIGADE_EXPECT_BYTES(out, uint64_t(B) * T * C * 4, "embedding output");
   cmd.dispatch(cmd.device().kernel("embedding_forward"), {tokens, wte, wpe, out},
                shaders::EmbeddingPush{B, T, C, V},
-               {groups_over(uint64_t(B) * T, BRIGADE_EMBEDDING_POSITIONS)});
+               {groups_over(uint64_t(B) * T, BRIGADE_EMBEDDING_POSITIONS, "tokens in a micro-batch", "use smaller micro-batches")});
 }
 
 uint64_t embedding_scratch_floats(uint32_t B, uint32_t T, uint32_t V) { return 2 * uint64_t(V) + uint64_t(B) * T; }
@@ -76,15 +78,19 @@ void embedding_backward(vk::Commands& cmd, vk::View dout, vk::View tokens, vk::V
       cmd.dispatch(dev.kernel("embedding_token_lists", vk::Specialization{}.set(0, phase)), {tokens, *scratch}, push,
                    {V});
     cmd.dispatch(dev.kernel("embedding_backward_lists"), {dout, *scratch, dwte}, push,
-                 {groups_over(C, BRIGADE_WG_EMBEDDING_TOKENS), V});
+                 {groups_over(C, BRIGADE_WG_EMBEDDING_TOKENS, "channels", "use a smaller n_embd"), V});
   } else {
     rows = std::min(V, rows ? rows : cpu ? 256u : 1u);
-    const vk::Groups token_groups{groups_over(C, BRIGADE_WG_EMBEDDING_TOKENS), groups_over(V, rows)};
+    // A vocabulary of more than 65535 groups of rows (a GPU's one row, V > 65535): the grid's
+    // rows are capped and each workgroup walks the groups in steps of them.
+    const vk::Groups token_groups{groups_over(C, BRIGADE_WG_EMBEDDING_TOKENS, "channels", "use a smaller n_embd"), capped_groups(V, rows).x};
     cmd.dispatch(dev.kernel("embedding_backward_tokens", vk::Specialization{}.set(0, rows)),
                  {dout, tokens, dwte}, push, token_groups);
   }
+  // T * C is the model's (block size by width), not the micro-batch's: the grid is capped and
+  // the kernel walks the rest.
   cmd.dispatch(dev.kernel("embedding_backward_positions"), {dout, dwpe}, push,
-               {groups_over(uint64_t(T) * C, BRIGADE_WG_EMBEDDING)});
+               capped_groups(uint64_t(T) * C, BRIGADE_WG_EMBEDDING));
 }
 
 }  // namespace brigade::ops

@@ -150,6 +150,30 @@ TEST_CASE_FIXTURE(test::Gpu, "embedding backward gives the same bits with any vo
   }
 }
 
+// Past one dispatch's 65535 workgroups, where the launchers cap the grid and the kernels walk
+// the rest: T * C over 65535 x 64 (a GPT of block size 4096 and width 1025, at any
+// micro-batch), and a vocabulary of more than 65535 rows one row an invocation (a GPU's scan).
+TEST_CASE_FIXTURE(test::Gpu, "embedding backward sums position gradients of more than 65535 workgroups") {
+  const Problem p({1, 4096, 1025, 3, 4096}, 500);
+  const auto start = start_grads(p.d, 505);
+  const auto gpu = gpu_backward(device(), p, start), cpu = cpu_backward(p, start);
+  test::check_close(gpu.dwpe, cpu.dwpe, 1e-5, 1e-5, "dwpe " + describe(p.d));
+  // Each of the 3 rows sums about 1365 positions in fp32.
+  test::check_close(gpu.dwte, cpu.dwte, 1e-4, 1e-5, "dwte " + describe(p.d));
+}
+
+TEST_CASE_FIXTURE(test::Gpu, "embedding backward scans a vocabulary of more than 65535 rows one row an invocation") {
+  const Problem p({2, 7, 3, 65537, 7}, 510);
+  const auto start = start_grads(p.d, 515);
+  Problem edges = p;
+  edges.tokens[0] = 65536, edges.tokens[1] = 65535, edges.tokens[2] = 0;  // the last rows and the first
+  const auto cpu = cpu_backward(edges, start);
+  const auto one = gpu_backward(device(), edges, start, ops::TokenPass::Scan, 1);
+  test::check_close(one.dwte, cpu.dwte, 1e-5, 1e-5, "dwte, one row an invocation, " + describe(p.d));
+  test::check_close(one.dwpe, cpu.dwpe, 1e-5, 1e-5, "dwpe, " + describe(p.d));
+  CHECK(gpu_backward(device(), edges, start).dwte == one.dwte);
+}
+
 TEST_CASE_FIXTURE(test::Gpu, "embedding clamps out-of-range tokens and touches nothing outside its tables") {
   vk::Device& dev = device();
   // C = 64 floats is 256 bytes, a multiple of every device's storage-buffer offset alignment,
