@@ -7,7 +7,8 @@
 // several. GPUs take 64 lanes, so a column of 16k rows is 64 short walks, not one long one.
 // The grid's second dimension cuts the rows into runs (ops/column_sums.h: one unless the
 // launcher chooses more): with several, each run's workgroups write its own row of partial
-// sums where the gradient would be added to, and a second pass adds the rows in order.
+// sums where the gradient would be added to, and a second pass adds the rows in order. The
+// grid's first dimension is capped (ops/column_sums.h) and workgroups walk the columns past it.
 // Shared by GLSL and the C++ launchers (ops/column_sums.h).
 #ifndef BRIGADE_SHADERS_COLUMN_SUMS_H
 #define BRIGADE_SHADERS_COLUMN_SUMS_H
@@ -23,9 +24,15 @@ layout(constant_id = 1) const uint LANES = 1;
 layout(constant_id = 2) const uint COLUMNS = BRIGADE_COLUMNS_CPU;
 shared vec4 lane_sums[LANES * COLUMNS];
 
-// The column this invocation sums (it may lie past the last one); the rows of its run, from
-// its first to one past the run's last, of `rows` in all.
+// The columns this invocation sums: the first (it may lie past the last one), then one
+// stride of the grid on while the workgroup's first column is below `items` (a condition
+// uniform across the workgroup, as column_total()'s barriers need). The launcher caps the
+// grid at 65535 workgroups, so a tensor of more columns than the grid takes makes passes.
+//   for (uint c = sum_column(); more_columns(c, items); c += column_stride()) { ... }
 uint sum_column() { return gl_WorkGroupID.x * COLUMNS + gl_LocalInvocationID.x; }
+uint column_stride() { return gl_NumWorkGroups.x * COLUMNS; }
+bool more_columns(uint column, uint items) { return column - gl_LocalInvocationID.x < items; }
+// The rows of an invocation's run, from its first to one past the run's last, of `rows` in all.
 uint run_rows(uint rows) { return (rows + gl_NumWorkGroups.y - 1) / gl_NumWorkGroups.y; }
 uint first_row(uint rows) { return gl_WorkGroupID.y * run_rows(rows) + gl_LocalInvocationID.y; }
 uint end_row(uint rows) { return min(rows, (gl_WorkGroupID.y + 1) * run_rows(rows)); }

@@ -44,21 +44,24 @@ vec4 x_quad(uint q) {
   }
 
 void main() {
-  const uint C = p.channels, c = sum_column(), items = VEC4 ? C / 4 : C;
+  const uint C = p.channels, items = VEC4 ? C / 4 : C;
   const uint first = first_row(p.rows), end = end_row(p.rows);
-  vec4 dw, db;
-  if (VEC4)
-    LAYERNORM_WEIGHT_SUMS(vec4, C / 4, dy4, x_quad)
-  else
-    LAYERNORM_WEIGHT_SUMS(float, C, dy, x_at)
-  dw = column_total(dw);
-  db = column_total(db);
-  if (c >= items || gl_LocalInvocationID.y != 0) return;
-  if (VEC4) {
-    STORE_TOTAL(dweight4, c, items, dw)
-    STORE_TOTAL(dbias4, c, items, db)
-  } else {
-    STORE_TOTAL(dweight, c, items, dw.x)
-    STORE_TOTAL(dbias, c, items, db.x)
+  for (uint c = sum_column(); more_columns(c, items); c += column_stride()) {
+    vec4 dw, db;
+    if (VEC4)
+      LAYERNORM_WEIGHT_SUMS(vec4, C / 4, dy4, x_quad)
+    else
+      LAYERNORM_WEIGHT_SUMS(float, C, dy, x_at)
+    dw = column_total(dw);
+    db = column_total(db);
+    if (c < items && gl_LocalInvocationID.y == 0) {
+      if (VEC4) {
+        STORE_TOTAL(dweight4, c, items, dw)
+        STORE_TOTAL(dbias4, c, items, db)
+      } else {
+        STORE_TOTAL(dweight, c, items, dw.x)
+        STORE_TOTAL(dbias, c, items, db.x)
+      }
+    }
   }
 }

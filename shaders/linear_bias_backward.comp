@@ -14,19 +14,22 @@ layout(binding = 1) buffer DBias4 { vec4 dbias4[]; };
 layout(push_constant) uniform Push { LinearBiasPush p; };
 
 void main() {
-  const uint o = sum_column(), items = VEC4 ? p.features / 4 : p.features;
-  vec4 sum = vec4(0.0);
+  const uint items = VEC4 ? p.features / 4 : p.features;
   const uint first = first_row(p.rows), end = end_row(p.rows);
-  if (o < items) {
-    if (VEC4)
-      for (uint r = first; r < end; r += LANES) sum += dy4[r * items + o];
-    else
-      for (uint r = first; r < end; r += LANES) sum.x += dy[r * items + o];
+  for (uint o = sum_column(); more_columns(o, items); o += column_stride()) {
+    vec4 sum = vec4(0.0);
+    if (o < items) {
+      if (VEC4)
+        for (uint r = first; r < end; r += LANES) sum += dy4[r * items + o];
+      else
+        for (uint r = first; r < end; r += LANES) sum.x += dy[r * items + o];
+    }
+    sum = column_total(sum);
+    if (o < items && gl_LocalInvocationID.y == 0) {
+      if (VEC4)
+        STORE_TOTAL(dbias4, o, items, sum)
+      else
+        STORE_TOTAL(dbias, o, items, sum.x)
+    }
   }
-  sum = column_total(sum);
-  if (o >= items || gl_LocalInvocationID.y != 0) return;
-  if (VEC4)
-    STORE_TOTAL(dbias4, o, items, sum)
-  else
-    STORE_TOTAL(dbias, o, items, sum.x)
 }

@@ -26,31 +26,34 @@ layout(binding = 3) buffer DBias4 { vec4 dbias4[]; };
 layout(push_constant) uniform Push { LinearBiasPush p; };
 
 void main() {
-  const uint o = sum_column(), items = VEC4 ? p.features / 4 : p.features;
-  vec4 sum = vec4(0.0);
+  const uint items = VEC4 ? p.features / 4 : p.features;
   const uint first = first_row(p.rows), end = end_row(p.rows);
-  if (o < items) {
-    if (VEC4)
-      for (uint r = first; r < end; r += LANES) {
-        const uint i = r * items + o;
-        const vec4 yv = FORMAT_Y == BRIGADE_FORMAT_FP32 ? y4[i] : quad_in(yw2[i], FORMAT_Y);
-        const vec4 gv = mix(vec4(0.0), dy4[i], greaterThan(yv, vec4(0.0)));
-        g4[i] = gv;
-        sum += gv;
-      }
-    else
-      for (uint r = first; r < end; r += LANES) {
-        const uint i = r * items + o;
-        const float yv = FORMAT_Y == BRIGADE_FORMAT_FP32 ? y[i] : half_in(yw[i >> 1], i, FORMAT_Y);
-        const float gv = yv > 0.0 ? dy[i] : 0.0;
-        g[i] = gv;
-        sum.x += gv;
-      }
+  for (uint o = sum_column(); more_columns(o, items); o += column_stride()) {
+    vec4 sum = vec4(0.0);
+    if (o < items) {
+      if (VEC4)
+        for (uint r = first; r < end; r += LANES) {
+          const uint i = r * items + o;
+          const vec4 yv = FORMAT_Y == BRIGADE_FORMAT_FP32 ? y4[i] : quad_in(yw2[i], FORMAT_Y);
+          const vec4 gv = mix(vec4(0.0), dy4[i], greaterThan(yv, vec4(0.0)));
+          g4[i] = gv;
+          sum += gv;
+        }
+      else
+        for (uint r = first; r < end; r += LANES) {
+          const uint i = r * items + o;
+          const float yv = FORMAT_Y == BRIGADE_FORMAT_FP32 ? y[i] : half_in(yw[i >> 1], i, FORMAT_Y);
+          const float gv = yv > 0.0 ? dy[i] : 0.0;
+          g[i] = gv;
+          sum.x += gv;
+        }
+    }
+    sum = column_total(sum);
+    if (o < items && gl_LocalInvocationID.y == 0) {
+      if (VEC4)
+        STORE_TOTAL(dbias4, o, items, sum)
+      else
+        STORE_TOTAL(dbias, o, items, sum.x)
+    }
   }
-  sum = column_total(sum);
-  if (o >= items || gl_LocalInvocationID.y != 0) return;
-  if (VEC4)
-    STORE_TOTAL(dbias4, o, items, sum)
-  else
-    STORE_TOTAL(dbias, o, items, sum.x)
 }

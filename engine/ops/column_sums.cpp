@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "ops/launch_geometry.h"
 #include "ops/linear.h"
 #include "shaders/column_sums.h"
 #include "util/error.h"
@@ -30,7 +31,9 @@ ColumnSums::ColumnSums(vk::Commands& cmd, uint32_t items, uint32_t floats, uint3
   const uint32_t lanes = walk.lanes ? walk.lanes : cpu ? 1 : BRIGADE_LANES_GPU;
   const uint32_t per_group = lanes == 1 ? BRIGADE_COLUMNS_CPU : BRIGADE_COLUMNS_GPU;
   spec_ = spec.set(1, lanes).set(2, per_group);
-  groups_ = {vk::groups_for(items, per_group)};
+  // Capped: a Linear's or LayerNorm's width is the model's, and the kernels walk the columns
+  // past the grid (shaders/column_sums.h).
+  groups_ = capped_groups(items, per_group);
   const std::optional<vk::View>& w = cmd.workspace();
   // Each output's partial sums: a row of `floats` per run, starting on kRunAlign bytes.
   auto region = [&](uint64_t runs) { return (runs * floats * 4 + kRunAlign - 1) / kRunAlign * kRunAlign; };

@@ -114,6 +114,61 @@ TEST_CASE_FIXTURE(test::Gpu, "layernorm's parameter gradients summed in runs of 
     }
 }
 
+// A Linear or LayerNorm wider than one dispatch's 65535 workgroups of columns (8 columns a
+// workgroup with one lane, 4 with 64, quads with VEC4): the grid is capped and the
+// workgroups walk the columns past it, in one run and in two.
+TEST_CASE_FIXTURE(test::Gpu, "column sums wider than 65535 workgroups of columns match the CPU reference") {
+  vk::Device& dev = device();
+  constexpr uint32_t rows = 3;
+  for (const auto& [columns, lanes] : {std::pair{524283u, 1u}, std::pair{262147u, 64u}, std::pair{2200000u, 1u}}) {
+    const auto y = test::random_vector(size_t(rows) * columns, 1), dy = test::random_vector(size_t(rows) * columns, 2),
+               db0 = test::random_vector(columns, 3);
+    auto db = test::to_double(db0), relu_db = test::to_double(db0);
+    std::vector<float> g(dy.size());
+    for (uint32_t r = 0; r < rows; ++r)
+      for (uint32_t o = 0; o < columns; ++o) {
+        const size_t i = size_t(r) * columns + o;
+        g[i] = y[i] > 0 ? dy[i] : 0.0f;
+        db[o] += dy[i];
+        relu_db[o] += g[i];
+      }
+    auto by = test::to_device(dev, y, "y"), bdy = test::to_device(dev, dy, "dy"), bg = test::zeros(dev, dy.size(), "g");
+    auto bdb = test::to_device(dev, db0, "dbias"), brelu_db = test::to_device(dev, db0, "dbias, relu");
+    vk::Commands cmd(dev, "wide column sums");
+    ops::linear_bias_backward(cmd, bdy, bdb, rows, columns, {lanes, 1});
+    ops::linear_relu_backward(cmd, by, bdy, bg, brelu_db, rows, columns, ops::Precision::Fp32, {lanes, 1});
+    cmd.run();
+    const std::string what = walk_name({lanes, 1}, rows, columns);
+    test::check_close(test::to_host(bdb), test::to_float(db), kAtol, kRtol, "bias, " + what);
+    test::check_close(test::to_host(brelu_db), test::to_float(relu_db), kAtol, kRtol, "relu's bias, " + what);
+    test::check_bits(test::to_host(bg), g, "relu's g, " + what);
+  }
+  // LayerNorm of 524289 channels, in one run and in two.
+  const uint32_t N = 2, C = 524289;
+  const auto x = test::random_vector(size_t(N) * C, 4, 2.0f, 4.0f), dy = test::random_vector(size_t(N) * C, 5),
+             dw0 = test::random_vector(C, 6), db0 = test::random_vector(C, 7);
+  const auto xd = test::to_double(x), dyd = test::to_double(dy);
+  std::vector<double> mean(N), rstd(N), yd(size_t(N) * C), ones(C, 1.0), zeros(C, 0.0);
+  ref::layernorm_forward(xd.data(), ones.data(), zeros.data(), yd.data(), mean.data(), rstd.data(), N, C);
+  const auto meanf = test::to_double(test::to_float(mean)), rstdf = test::to_double(test::to_float(rstd));
+  auto dw = test::to_double(dw0), db = test::to_double(db0);
+  ref::layernorm_backward_weight(dyd.data(), xd.data(), meanf.data(), rstdf.data(), dw.data(), db.data(), N, C);
+  vk::Buffer work = test::zeros(dev, 2 * 2 * (size_t(C) + 64), "workspace");
+  for (uint32_t runs : {1u, 2u}) {
+    auto bx = test::to_device(dev, x, "x"), bdy = test::to_device(dev, dy, "dy"),
+         bmean = test::to_device(dev, test::to_float(mean), "mean"),
+         brstd = test::to_device(dev, test::to_float(rstd), "rstd"), bdw = test::to_device(dev, dw0, "dweight"),
+         bdb = test::to_device(dev, db0, "dbias");
+    vk::Commands cmd(dev, "wide layernorm backward weight");
+    cmd.set_workspace(vk::View(work));
+    ops::layernorm_backward_weight(cmd, bdy, bx, bmean, brstd, bdw, bdb, N, C, {1, runs});
+    cmd.run();
+    const std::string what = walk_name({1, runs}, N, C);
+    test::check_close(test::to_host(bdw), test::to_float(dw), kAtol, kRtol, "dweight, " + what);
+    test::check_close(test::to_host(bdb), test::to_float(db), kAtol, kRtol, "dbias, " + what);
+  }
+}
+
 TEST_CASE_FIXTURE(test::Gpu, "column sums in runs need a workspace, and a CPU device takes one run by default") {
   vk::Device& dev = device();
   auto dy = test::zeros(dev, 64 * 8, "dy"), db = test::zeros(dev, 8, "dbias");
