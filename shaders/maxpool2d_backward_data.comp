@@ -30,8 +30,9 @@ BRIGADE_FORMAT(5, ROUND);
 // The gradient at place `at` (0 to 3) of a window whose argmax is `best`.
 float at_best(uint best, uint at, float g) { return best == at ? g : 0.0; }
 
-void main() {
-  const uint plane = gl_WorkGroupID.z;
+// One plane of the grid's; main() walks the planes (N x C) in steps of the grid's depth,
+// which the launcher caps at 65535.
+void unpool_plane(uint plane) {
   if (QUADS) {
     // The grid covers pairs of windows (q, oh): windows 2 q and 2 q + 1.
     const uint q = gl_GlobalInvocationID.x, oh = gl_GlobalInvocationID.y;
@@ -72,4 +73,8 @@ void main() {
       for (uint ow = ow_lo; ow < ow_hi; ++ow)
         if (window_argmax(plane, oh, ow) == i) g += dy[(plane * p.oh + oh) * p.ow + ow];
   dx[i] = rounded(g, ROUND);
+}
+
+void main() {
+  for (uint plane = gl_WorkGroupID.z; plane < p.planes; plane += gl_NumWorkGroups.z) unpool_plane(plane);
 }

@@ -39,9 +39,10 @@ float pooled_at(uint f) {
   return pooled(f / per, r / p.ow, r % p.ow);
 }
 
-void main() {
+// The grid's z walks the planes (N x C) in steps of its depth: the launcher caps it at 65535.
+void pool_plane(uint plane) {
   if (QUADS) {  // windows 2 q and 2 q + 1 of row oh, stored as a pair (a word in 16 bits)
-    const uint q = gl_GlobalInvocationID.x, oh = gl_GlobalInvocationID.y, plane = gl_WorkGroupID.z;
+    const uint q = gl_GlobalInvocationID.x, oh = gl_GlobalInvocationID.y;
     if (2 * q >= p.ow || oh >= p.oh) return;
     const uint row0 = (plane * p.h + oh * 2) * p.w + q * 4;
     const vec4 r0 = x_quad(row0), r1 = x_quad(row0 + p.w);
@@ -53,7 +54,13 @@ void main() {
     else y2[at] = top;
     return;
   }
-  if (FORMAT_Y != BRIGADE_FORMAT_FP32) {
+  const uint ow = gl_GlobalInvocationID.x, oh = gl_GlobalInvocationID.y;
+  if (ow >= p.ow || oh >= p.oh) return;
+  y[(plane * p.oh + oh) * p.ow + ow] = pooled(plane, oh, ow);
+}
+
+void main() {
+  if (!QUADS && FORMAT_Y != BRIGADE_FORMAT_FP32) {
     const uint group = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
     const uint pair = group * (BRIGADE_WG_POOL_X * BRIGADE_WG_POOL_Y) + gl_LocalInvocationIndex;
     const uint total = p.planes * p.oh * p.ow;
@@ -63,7 +70,5 @@ void main() {
     yw[pair] = pair_out(pooled_at(2 * pair), hi, FORMAT_Y);
     return;
   }
-  const uint ow = gl_GlobalInvocationID.x, oh = gl_GlobalInvocationID.y, plane = gl_WorkGroupID.z;
-  if (ow >= p.ow || oh >= p.oh) return;
-  y[(plane * p.oh + oh) * p.ow + ow] = pooled(plane, oh, ow);
+  for (uint plane = gl_WorkGroupID.z; plane < p.planes; plane += gl_NumWorkGroups.z) pool_plane(plane);
 }

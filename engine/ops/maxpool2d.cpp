@@ -3,19 +3,17 @@
 #include <algorithm>
 #include <string>
 
+#include "ops/launch_geometry.h"
 #include "util/error.h"
 
 namespace brigade::ops {
 namespace {
 
-// Workgroups of 8 x 8 over columns and rows of `w` x `h`, one z per plane.
-vk::Groups grid(uint32_t w, uint32_t h, const MaxPool2dShape& s, const char* pass) {
-  const uint64_t planes = uint64_t(s.n) * s.c;
-  if (planes > 65535)  // maxComputeWorkGroupCount[2] every device guarantees
-    throw UserError(std::string("maxpool2d ") + pass + ": " + std::to_string(planes) +
-                    " planes (N x C) are too many for one dispatch; use smaller micro-batches");
+// Workgroups of 8 x 8 over columns and rows of `w` x `h`, planes (N x C) on z: capped, the
+// kernels walk the planes in steps of the grid's depth.
+vk::Groups grid(uint32_t w, uint32_t h, const MaxPool2dShape& s) {
   return {vk::groups_for(w, BRIGADE_WG_POOL_X), vk::groups_for(h, BRIGADE_WG_POOL_Y),
-          uint32_t(planes)};
+          capped_groups(uint64_t(s.n) * s.c, 1).x};
 }
 
 // 2 x 2 windows, stride 2, tiling an input of even sides, read (and written) as aligned pairs.
@@ -73,9 +71,9 @@ void maxpool2d_forward(vk::Commands& cmd, vk::View x, vk::View y, const MaxPool2
   BRIGADE_EXPECT_BYTES(y, stored_bytes(s.y_size(), f.y), "maxpool2d output");
   // Two windows an invocation where window_quads() allows (y stored a pair or word at a time).
   const bool four = window_quads(s, {x}) && y.offset % 8 == 0;
-  const vk::Groups groups = four          ? grid(s.out_w() / 2, s.out_h(), s, "forward")
+  const vk::Groups groups = four          ? grid(s.out_w() / 2, s.out_h(), s)
                             : is_half(f.y) ? word_grid(s)
-                                           : grid(s.out_w(), s.out_h(), s, "forward");
+                                           : grid(s.out_w(), s.out_h(), s);
   cmd.dispatch(kernel(cmd, "maxpool2d_forward", s, pairs(s, {x}), four, f.x, f.y), {x, y}, push_of(s), groups);
 }
 
@@ -88,9 +86,9 @@ void maxpool2d_backward_data(vk::Commands& cmd, vk::View x, vk::View dy, vk::Vie
   // Windows tiling the input in pairs: one invocation per window, or per two with
   // window_quads(); otherwise one per input element.
   const bool tiled = pairs(s, {x, dx}), four = window_quads(s, {x, dx}) && dy.offset % 8 == 0;
-  const vk::Groups groups = four    ? grid(s.out_w() / 2, s.out_h(), s, "backward-data")
-                            : tiled ? grid(s.out_w(), s.out_h(), s, "backward-data")
-                                    : grid(s.w, s.h, s, "backward-data");
+  const vk::Groups groups = four    ? grid(s.out_w() / 2, s.out_h(), s)
+                            : tiled ? grid(s.out_w(), s.out_h(), s)
+                                    : grid(s.w, s.h, s);
   cmd.dispatch(kernel(cmd, "maxpool2d_backward_data", s, tiled, four, f.x, f.x), {x, dy, dx}, push_of(s),
                groups);
 }

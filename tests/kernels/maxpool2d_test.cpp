@@ -128,6 +128,22 @@ TEST_CASE_FIXTURE(test::Gpu, "maxpool2d propagates a NaN as PyTorch does") {
   test::check_close(dx, cpu_backward(x, dy, dx0, s), 0, 0, "backward with NaN");
 }
 
+// More planes (N x C) than one dispatch's 65535 workgroups deep (2048 channels at batch 64):
+// the grid's depth is capped and the kernels walk the planes, two windows an invocation, one,
+// and one per input element (overlapping windows).
+TEST_CASE_FIXTURE(test::Gpu, "maxpool2d pools more than 65535 planes, forward and backward") {
+  uint32_t seed = 600;
+  for (const MaxPool2dShape& s : {MaxPool2dShape{.n = 1, .c = 65537, .h = 2, .w = 4, .k = 2, .s = 2},
+                                  MaxPool2dShape{.n = 3, .c = 21846, .h = 2, .w = 2, .k = 2, .s = 2},
+                                  MaxPool2dShape{.n = 1, .c = 65537, .h = 3, .w = 3, .k = 2, .s = 1}}) {
+    const auto x = with_ties(s.x_size(), ++seed), dy = test::random_vector(s.y_size(), ++seed);
+    const auto dx0 = test::random_vector(s.x_size(), ++seed, 1.0f, 2.0f);
+    test::check_close(gpu_forward(device(), x, s), cpu_forward(x, s), 0, 0, "maxpool2d forward " + describe(s));
+    test::check_close(gpu_backward(device(), x, dy, dx0, s), cpu_backward(x, dy, dx0, s), 1e-6, 1e-6,
+                      "maxpool2d backward-data " + describe(s));
+  }
+}
+
 TEST_CASE("maxpool2d CPU backward matches finite differences of the forward") {
   // Distinct values, so no window's maximum changes within the finite-difference step.
   for (const MaxPool2dShape& s : {MaxPool2dShape{.n = 2, .c = 2, .h = 5, .w = 5, .k = 2, .s = 2},
