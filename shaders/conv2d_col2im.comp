@@ -37,11 +37,10 @@ float gathered(uint base, uint ih, uint iw) {
   return sum;
 }
 
-void main() {
+void gather_item(uint i) {
   const Conv2dPush c = p.conv;
   const uint per = QUADS ? 4 : 1;
-  const uint plane = H * W, i = gl_GlobalInvocationID.x;
-  if (i >= c.ic * plane / per) return;
+  const uint plane = H * W;
   const uint ic = i / (plane / per), pixel = (i % (plane / per)) * per, z = gl_WorkGroupID.z;
   const uint base = (z * c.ic + ic) * KH * KW * OH * OW;
   const uint at = ((p.first + z) * c.ic + ic) * plane + pixel;
@@ -52,4 +51,11 @@ void main() {
     dx4[at >> 2] = rounded(dx4[at >> 2] + sums, ROUND);
   else
     dx[at] = rounded(dx[at] + sums.x, ROUND);
+}
+
+// The grid's x is capped at 65535 workgroups (a sample's IC * H * W is the model's, not the
+// micro-batch's): each invocation walks the items in steps of the grid.
+void main() {
+  const uint items = p.conv.ic * (H * W / (QUADS ? 4 : 1));
+  for (uint i = gl_GlobalInvocationID.x; i < items; i += gl_NumWorkGroups.x * BRIGADE_WG_CONV) gather_item(i);
 }

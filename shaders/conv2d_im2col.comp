@@ -26,11 +26,10 @@ layout(binding = 1) writeonly buffer ColumnsQ { uvec2 columns_q[]; };  // a quad
 layout(push_constant) uniform Push { Conv2dColumnsPush p; };
 #include "conv_tap.glsl"
 
-void main() {
+void column_item(uint i) {
   const Conv2dPush c = p.conv;
   const uint per = QUADS ? 4 : 1;
-  const uint pixels = OH * OW, i = gl_GlobalInvocationID.x;
-  if (i >= c.ic * pixels / per) return;
+  const uint pixels = OH * OW;
   const uint ic = i / (pixels / per), pixel = (i % (pixels / per)) * per, z = gl_WorkGroupID.z;
   ivec4 ih0 = ivec4(0), iw0 = ivec4(0);
   for (uint q = 0; q < per; ++q) {
@@ -50,4 +49,11 @@ void main() {
         columns[at] = tap(plane, ih0.x + int(kh), iw0.x + int(kw));
       }
     }
+}
+
+// The grid's x is capped at 65535 workgroups (a sample's IC * OH * OW is the model's, not the
+// micro-batch's): each invocation walks the items in steps of the grid.
+void main() {
+  const uint items = p.conv.ic * (OH * OW / (QUADS ? 4 : 1));
+  for (uint i = gl_GlobalInvocationID.x; i < items; i += gl_NumWorkGroups.x * BRIGADE_WG_CONV) column_item(i);
 }

@@ -7,7 +7,7 @@
 //   MODE 1, unpool:  dy (N, C, OH / 2, OW / 2) and the codes -> dense, written whole: each dy
 //                    at the element its code names, 0 elsewhere (the last row or column of an
 //                    odd side included)
-// One invocation per tile of one plane (n * C + c, the grid's z).
+// One invocation per tile of one plane (n * C + c, of `planes` in all, on the grid's z).
 #extension GL_GOOGLE_include_directive : require
 #include "conv.h"
 #include "relu.glsl"
@@ -23,12 +23,13 @@ layout(binding = 0) buffer Dense { float dense[]; };
 layout(binding = 0) buffer Dense2 { vec2 dense2[]; };
 layout(binding = 1) buffer Pooled { float pooled_[]; };
 layout(binding = 2) buffer Codes { uint codes[]; };
+layout(push_constant) uniform Push { uint planes; };
 
 const uint POH = OH / 2u, POW = OW / 2u, HALF = TILE / 2u;
 const uint TW = (OW + TILE - 1u) / TILE, TILES = ((OH + TILE - 1u) / TILE) * TW;
 
-void main() {
-  const uint tile = gl_GlobalInvocationID.x, plane = gl_WorkGroupID.z;
+void tiles_plane(uint plane) {
+  const uint tile = gl_GlobalInvocationID.x;
   if (tile >= TILES) return;
   const uint oh = (tile / TW) * TILE, ow = (tile % TW) * TILE;
   const uint at = plane * OH * OW;
@@ -67,4 +68,9 @@ void main() {
         if (ow + k + 1u < OW) dense[e + 1u] = v[1];
       }
     }
+}
+
+// The grid's z walks the planes (N x C) in steps of its depth (the launcher caps it at 65535).
+void main() {
+  for (uint plane = gl_WorkGroupID.z; plane < planes; plane += gl_NumWorkGroups.z) tiles_plane(plane);
 }

@@ -20,8 +20,8 @@ layout(push_constant) uniform Push { Conv2dPush p; };
 
 const uint POH = OH / 2u, POW = OW / 2u, PAIRS = POW / 2u;
 
-void main() {
-  const uint i = gl_GlobalInvocationID.x, plane = gl_WorkGroupID.z;  // plane = n * OC + oc
+void unpool_plane(uint plane) {  // plane = n * OC + oc
+  const uint i = gl_GlobalInvocationID.x;
   if (i >= POH * PAIRS) return;
   const uint py = i / PAIRS, pair = i % PAIRS, n = plane / OC, oc = plane % OC;
   const vec2 g = dy2[((plane * POH + py) * POW + 2u * pair) >> 1];
@@ -33,4 +33,9 @@ void main() {
   const uint at = ((plane * OH + 2u * py) * OW + 4u * pair) >> 2;
   dconv4[at] = top;
   dconv4[at + OW / 4u] = bottom;
+}
+
+// The grid's z walks the planes (N x OC) in steps of its depth (the launcher caps it at 65535).
+void main() {
+  for (uint plane = gl_WorkGroupID.z; plane < p.n * OC; plane += gl_NumWorkGroups.z) unpool_plane(plane);
 }

@@ -12,9 +12,8 @@ layout(binding = 1) writeonly buffer U { float u[]; };
 layout(push_constant) uniform Push { WinogradPush p; };
 #include "winograd.glsl"
 
-void main() {
-  const uint i = gl_GlobalInvocationID.x, filters = p.rows * p.channels;
-  if (i >= filters) return;
+void transform_filter(uint i) {
+  const uint filters = p.rows * p.channels;
   float g[3][6];  // G on each row of the filter
   for (uint r = 0; r < 3; ++r) {
     float row[6];
@@ -25,4 +24,10 @@ void main() {
     const float t[6] = g3(float[6](g[0][col], g[1][col], g[2][col], 0.0, 0.0, 0.0));
     for (uint r = 0; r < ALPHA; ++r) u[(r * ALPHA + col) * filters + i] = t[r];
   }
+}
+
+// The grid is capped at 65535 workgroups (ROWS x CHANNELS filters are the model's): each
+// invocation walks the filters in steps of the grid.
+void main() {
+  for (uint i = gl_GlobalInvocationID.x; i < p.rows * p.channels; i += gl_NumWorkGroups.x * BRIGADE_WG_CONV) transform_filter(i);
 }

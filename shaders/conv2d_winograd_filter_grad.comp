@@ -13,9 +13,8 @@ layout(binding = 1) buffer DW { float dw[]; };
 layout(push_constant) uniform Push { WinogradPush p; };
 #include "winograd.glsl"
 
-void main() {
-  const uint i = gl_GlobalInvocationID.x, filters = p.rows * p.channels;
-  if (i >= filters) return;
+void filter_gradient(uint i) {
+  const uint filters = p.rows * p.channels;
   float rows[6][6];  // G on the right of each row of the tile
   for (uint r = 0; r < ALPHA; ++r) {
     float row[6];
@@ -28,4 +27,10 @@ void main() {
     const float t[6] = gt(column);
     for (uint r = 0; r < 3; ++r) dw[i * 9 + r * 3 + col] += t[r];
   }
+}
+
+// The grid is capped at 65535 workgroups (ROWS x CHANNELS filters are the model's): each
+// invocation walks the filters in steps of the grid.
+void main() {
+  for (uint i = gl_GlobalInvocationID.x; i < p.rows * p.channels; i += gl_NumWorkGroups.x * BRIGADE_WG_CONV) filter_gradient(i);
 }

@@ -127,9 +127,9 @@ void im2col(vk::Commands& cmd, vk::View x, vk::View columns, const Conv2dShape& 
   // Four pixels an invocation, stored as one vec4, where every row of columns stays aligned.
   const bool vec4 = quads(pixels(s), {columns});
   BRIGADE_EXPECT(vec4 || !is_half(h), "16-bit columns are stored a quad at a time");
-  const vk::Groups groups{vk::groups_for(uint64_t(s.ic) * pixels(s) / (vec4 ? 4 : 1), BRIGADE_WG_CONV),
-                          1, count};
-  require_groups(groups, "columns");
+  // Capped: a sample's IC * OH * OW is the model's, and the kernel walks the rest.
+  const vk::Groups groups{capped_groups(uint64_t(s.ic) * pixels(s) / (vec4 ? 4 : 1), BRIGADE_WG_CONV).x, 1, count};
+  require_groups(groups, s, "columns", {});
   const shaders::Conv2dColumnsPush push{push_of(s), first, count};
   cmd.dispatch(columns_kernel(cmd, "conv2d_im2col", s, vec4, format, h), {x, columns}, push, groups);
 }
@@ -140,9 +140,9 @@ void col2im(vk::Commands& cmd, vk::View columns, vk::View dx, const Conv2dShape&
             uint32_t count, Precision round) {
   // Four elements an invocation, added as one vec4, where every plane of dx stays aligned.
   const bool vec4 = quads(uint64_t(s.h) * s.w, {dx});
-  const vk::Groups groups{vk::groups_for(uint64_t(s.ic) * s.h * s.w / (vec4 ? 4 : 1), BRIGADE_WG_CONV),
-                          1, count};
-  require_groups(groups, "columns");
+  // Capped: a sample's IC * H * W is the model's, and the kernel walks the rest.
+  const vk::Groups groups{capped_groups(uint64_t(s.ic) * s.h * s.w / (vec4 ? 4 : 1), BRIGADE_WG_CONV).x, 1, count};
+  require_groups(groups, s, "columns' gradient", {});
   const shaders::Conv2dColumnsPush push{push_of(s), first, count};
   cmd.dispatch(columns_kernel(cmd, "conv2d_col2im", s, vec4, round), {columns, dx}, push, groups);
 }
@@ -268,7 +268,7 @@ void conv2d_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optiona
 
 void conv2d_backward_bias(vk::Commands& cmd, vk::View dy, vk::View dbias, const Conv2dShape& s,
                           std::optional<vk::View> codes, uint32_t tile) {
-  require_groups({s.oc}, "backward-bias");
+  require_groups({s.oc}, s, "backward-bias", {"use fewer output channels"});
   const uint64_t plane = codes ? (s.out_h() / 2) * (s.out_w() / 2) : pixels(s);
   const bool vec4 = !codes && quads(plane, {dy});
   vk::Specialization spec = reduction_spec(cmd.device(), uint64_t(s.n) * plane / (vec4 ? 4 : 1));

@@ -36,7 +36,7 @@ void forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optional<vk::V
   const uint32_t blocks_per_row = vk::groups_for(s.out_w(), px);
   const vk::Groups groups{vk::groups_for(uint64_t(s.out_h()) * blocks_per_row, BRIGADE_WG_CONV),
                           vk::groups_for(s.oc, ocb), s.n};
-  require_groups(groups, "forward");
+  require_groups(groups, s, "forward", {});
   // Without a bias the shader never reads binding 2; the weight stands in for it.
   cmd.dispatch(kernel, {x, weight, bias ? *bias : weight, y}, push_of(s), groups);
 }
@@ -52,7 +52,7 @@ void backward_data(vk::Commands& cmd, vk::View dy, vk::View weight, vk::View dx,
   const uint64_t blocks_per_row = uint64_t(s.stride_w) * vk::groups_for(per_phase, px);
   const vk::Groups groups{vk::groups_for(s.h * blocks_per_row, BRIGADE_WG_CONV),
                           vk::groups_for(s.ic, icb), s.n};
-  require_groups(groups, "backward-data");
+  require_groups(groups, s, "backward-data", {kSmallerImages, "use fewer input channels"});
   cmd.dispatch(kernel, {dy, weight, dx}, push_of(s), groups);
 }
 
@@ -68,7 +68,7 @@ void backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View dweigh
   const auto& kernel = dev.kernel("conv2d_backward_weight",
                                   vk::Specialization{}.set(0, ocb).set(1, kb));
   const vk::Groups groups{vk::groups_for(k_total, kb), vk::groups_for(s.oc, ocb)};
-  require_groups(groups, "backward-weight");
+  require_groups(groups, s, "backward-weight", {"use fewer input channels or a smaller kernel"});
   cmd.dispatch(kernel, {dy, x, dweight}, push_of(s), groups);
 }
 

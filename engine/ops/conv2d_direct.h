@@ -12,12 +12,34 @@
 
 namespace brigade::ops::direct {
 
-inline void require_groups(vk::Groups g, const char* pass) {
-  constexpr uint32_t kMax = 65535;  // maxComputeWorkGroupCount every device guarantees
-  if (g.x > kMax || g.y > kMax || g.z > kMax)
-    throw UserError(std::string("conv2d ") + pass + ": the tensor is too large for one dispatch (" +
-                    std::to_string(g.x) + " x " + std::to_string(g.y) + " x " +
-                    std::to_string(g.z) + " workgroups); use smaller micro-batches");
+// What a grid's dimensions stand for, in the words of what the user can change: the
+// advice printed when that dimension passes a dispatch's limit.
+inline constexpr const char* kSmallerImages = "use smaller images or a larger stride";
+struct GroupAdvice {
+  const char* x = kSmallerImages;
+  const char* y = "use fewer output channels";
+  const char* z = "use smaller micro-batches";
+};
+
+// The layer in a refusal's words: "conv2d (16 -> 1 channels, 1x1 kernel, 1024x1024 input)".
+inline std::string layer_of(const Conv2dShape& s) {
+  return "conv2d (" + std::to_string(s.ic) + " -> " + std::to_string(s.oc) + " channels, " + std::to_string(s.kh) + "x" +
+         std::to_string(s.kw) + " kernel, " + std::to_string(s.h) + "x" + std::to_string(s.w) + " input)";
+}
+
+// Refuses a grid past maxComputeWorkGroupCount every device guarantees (65535 a dimension),
+// naming the layer (`layer`: layer_of's words, or what the pass knows of them), its pass and
+// what the user can change for the dimension that passes it.
+inline void require_groups(vk::Groups g, const std::string& layer, const char* pass, GroupAdvice advice) {
+  constexpr uint32_t kMax = 65535;
+  const char* what = g.x > kMax ? advice.x : g.y > kMax ? advice.y : g.z > kMax ? advice.z : nullptr;
+  if (what)
+    throw UserError(layer + " " + pass + ": too large for one dispatch (" + std::to_string(g.x) + " x " +
+                    std::to_string(g.y) + " x " + std::to_string(g.z) + " workgroups, at most " +
+                    std::to_string(kMax) + " a dimension); " + what);
+}
+inline void require_groups(vk::Groups g, const Conv2dShape& s, const char* pass, GroupAdvice advice) {
+  if (g.x > 65535 || g.y > 65535 || g.z > 65535) require_groups(g, layer_of(s), pass, advice);
 }
 
 inline shaders::Conv2dPush push_of(const Conv2dShape& s) {

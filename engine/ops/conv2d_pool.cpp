@@ -4,6 +4,7 @@
 
 #include "ops/conv2d_direct.h"
 #include "ops/conv2d_winograd.h"
+#include "ops/launch_geometry.h"
 #include "ops/linear.h"
 #include "util/error.h"
 
@@ -20,13 +21,15 @@ constexpr uint32_t kChannels = 4;
 uint64_t partial_rows(const Conv2dShape& s) { return uint64_t(s.n) * (s.out_w() / 4); }
 uint64_t weight_partial_floats(const Conv2dShape& s) { return (partial_rows(s) * s.weight_size() + 63) / 64 * 64; }
 
-// Pairs of pooled outputs on x, samples (forward) or planes (unpool) on z.
-vk::Groups grid(const Conv2dShape& s, uint32_t z, const char* pass) {
-  const vk::Groups g{vk::groups_for(pairs_of(s), BRIGADE_WG_CONV), 1, z};
-  direct::require_groups(g, pass);
+// Pairs of pooled outputs on x, samples (forward) or planes (unpool: capped, the kernel
+// walks the rest in steps of the grid's depth) on z. The forward keeps one sample a z: its
+// kernel unrolls every output channel, and in a loop over samples lavapipe's compiler took
+// minutes over 1024 of them.
+vk::Groups grid(const Conv2dShape& s, uint64_t z, const char* pass) {
+  const vk::Groups g{vk::groups_for(pairs_of(s), BRIGADE_WG_CONV), 1, uint32_t(std::min<uint64_t>(z, UINT32_MAX))};
+  direct::require_groups(g, s, pass, {});
   return g;
 }
-
 
 uint64_t dense_floats(const Conv2dShape& s) { return (s.y_size() + 63) / 64 * 64; }
 
@@ -35,10 +38,11 @@ uint64_t dense_floats(const Conv2dShape& s) { return (s.y_size() + 63) / 64 * 64
 void tiles_pass(vk::Commands& cmd, uint32_t mode, vk::View dense, vk::View pooled, vk::View codes,
                 const Conv2dShape& s, uint32_t tile) {
   const uint64_t tiles = uint64_t((s.out_h() + tile - 1) / tile) * ((s.out_w() + tile - 1) / tile);
-  const vk::Groups g{vk::groups_for(tiles, BRIGADE_WG_CONV), 1, s.n * s.oc};
-  direct::require_groups(g, mode ? "pooling backward" : "pooling");
+  const uint32_t planes = s.n * s.oc;  // walked in steps of the grid's capped depth
+  const vk::Groups g{vk::groups_for(tiles, BRIGADE_WG_CONV), 1, capped_groups(planes, 1).x};
+  direct::require_groups(g, s, mode ? "pooling backward" : "pooling", {});
   const vk::Specialization spec = vk::Specialization().set(0, s.out_h()).set(1, s.out_w()).set(2, tile).set(3, mode);
-  cmd.dispatch(cmd.device().kernel("conv2d_pool_tiles", spec), {dense, pooled, codes}, nullptr, 0, g);
+  cmd.dispatch(cmd.device().kernel("conv2d_pool_tiles", spec), {dense, pooled, codes}, planes, g);
 }
 
 }  // namespace
@@ -109,7 +113,7 @@ vk::View conv2d_pool_unpool(vk::Commands& cmd, vk::View dy, vk::View codes, cons
   }
   const vk::Specialization spec = vk::Specialization().set(0, s.out_h()).set(1, s.out_w()).set(2, s.oc);
   cmd.dispatch(cmd.device().kernel("conv2d_pool_unpool", spec), {dy, codes, dense}, direct::push_of(s),
-               grid(s, s.n * s.oc, "backward"));
+               grid(s, capped_groups(uint64_t(s.n) * s.oc, 1).x, "backward"));
   return dense;
 }
 
@@ -150,7 +154,7 @@ void conv2d_pool_backward_weight(vk::Commands& cmd, vk::View dy, vk::View codes,
   spec.set(7, s.stride_h).set(8, s.stride_w).set(9, s.pad_h).set(10, s.pad_w);
   spec.set(11, s.ic).set(12, s.oc).set(13, kChannels).set(14, uint32_t(x_format));
   const vk::Groups g{vk::groups_for(rows, BRIGADE_WG_CONV), s.oc / kChannels, 1};
-  direct::require_groups(g, "weight gradient");
+  direct::require_groups(g, s, "pooling weight gradient", {"use smaller micro-batches or smaller images"});
   cmd.dispatch(cmd.device().kernel(format_kernel("conv2d_pool_weight", {x_format}), spec), {dy, codes, x, pw, pb},
                direct::push_of(s), g);
   linear_bias_backward(cmd, pw, dweight, uint32_t(rows), uint32_t(s.oc * taps));

@@ -90,7 +90,7 @@ void tile_pass(vk::Commands& cmd, const std::string& kernel, vk::Specialization 
   const bool vec4 = points && quads(columns, {*points});
   if (points) spec.set(0, vec4);
   const vk::Groups groups{vk::groups_for(columns / (vec4 ? 4 : 1), BRIGADE_WG_CONV), channels, 1};
-  direct::require_groups(groups, "winograd tiles");
+  direct::require_groups(groups, "conv2d", "winograd tiles", {"use smaller micro-batches or smaller images", "use fewer channels"});
   cmd.dispatch(cmd.device().kernel(kernel, spec), views, shaders::WinogradPush{channels, 0, first, count},
                groups);
 }
@@ -105,10 +105,11 @@ void input_transform(vk::Commands& cmd, vk::View x, vk::View v, const Geometry& 
             count);
 }
 
-// A pass over the filters: U from the weight, or the weight gradient from dU.
+// A pass over the filters: U from the weight, or the weight gradient from dU. The grid is
+// capped and the kernels walk the rest (IC x OC filters can pass 65535 workgroups).
 void filter_pass(vk::Commands& cmd, const char* kernel, vk::View from, vk::View to, const Tiled& t) {
   cmd.dispatch(cmd.device().kernel(kernel, vk::Specialization().set(kTileSpec, t.m)), {from, to},
-               shaders::WinogradPush{t.s.ic, t.s.oc, 0, 0}, {vk::groups_for(uint64_t(t.s.ic) * t.s.oc, BRIGADE_WG_CONV)});
+               shaders::WinogradPush{t.s.ic, t.s.oc, 0, 0}, capped_groups(uint64_t(t.s.ic) * t.s.oc, BRIGADE_WG_CONV));
 }
 
 // The products of one chunk, one per point: C[p] (M, N) = op(A[p]) (M, K) . op(B[p]) (K, N),
@@ -202,7 +203,7 @@ void backward(vk::Commands& cmd, vk::View dy, const Gradients& g, const Conv2dSh
     const uint32_t th = (geo.oh + t.m - 1) / t.m;
     for (uint32_t parity = 0; parity < std::min(th, 2u); ++parity) {  // even rows of tiles, then odd
       const vk::Groups groups{vk::groups_for(uint64_t(count) * s.ic * ((th + 1 - parity) / 2), BRIGADE_WG_CONV)};
-      direct::require_groups(groups, "winograd tile rows");
+      direct::require_groups(groups, s, "winograd tile rows", {"use smaller micro-batches or fewer input channels"});
       cmd.dispatch(cmd.device().kernel("conv2d_winograd_input_grad", geometry_spec(geo)), {p.in, *g.dx},
                    shaders::WinogradPush{s.ic, parity, first, count}, groups);
     }

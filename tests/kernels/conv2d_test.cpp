@@ -9,6 +9,7 @@
 #include "half_check.h"
 #include "gpu.h"
 #include "ops/conv2d.h"
+#include "ops/launch_geometry.h"
 #include "ops/conv2d_winograd.h"
 #include "ref/conv2d.h"
 #include "vk/commands.h"
@@ -287,6 +288,43 @@ TEST_CASE_FIXTURE(test::Gpu, "conv2d's Winograd passes in 2x2 and 4x4 tiles matc
       }
   }
   CHECK(shapes == kWinogradShapes);
+}
+
+// One sample's columns past one dispatch's 65535 workgroups of 64 (IC * OH * OW = 4,227,136,
+// a 1x1 convolution of 64 channels of 257 x 257 at batch 1, an odd plane: one pixel an
+// invocation): the columns' grid is capped and im2col and col2im walk the rest.
+TEST_CASE_FIXTURE(test::Gpu, "conv2d's columns of one sample past 65535 workgroups match the CPU reference") {
+  const Conv2dShape s{.n = 1, .ic = 64, .h = 257, .w = 257, .oc = 1, .kh = 1, .kw = 1};
+  const Problem p(s, 700);
+  const auto dx0 = test::random_vector(s.x_size(), 707, 1.0f, 2.0f);
+  test::check_close(gpu_forward(device(), p, true), cpu_forward(p, true), kAtol, kRtol, "conv2d forward " + describe(s));
+  test::check_close(gpu_backward_data(device(), p, dx0), cpu_backward_data(p, dx0), kAtol, kRtol,
+                    "conv2d backward-data " + describe(s));
+}
+
+// The launchers' grids capped at 2 workgroups a dimension (ops::max_groups, as the
+// 2-workgroup runs of the other kernels): im2col, col2im and Winograd's two filter passes
+// (16 x 12 filters, 3 workgroups of 64) walk what the cap leaves out.
+TEST_CASE_FIXTURE(test::Gpu, "conv2d's capped grids walk every column and filter") {
+  struct Cap {
+    uint32_t was = ops::max_groups();
+    Cap() { ops::max_groups() = 2; }
+    ~Cap() { ops::max_groups() = was; }
+  } cap;
+  const Conv2dShape s{.n = 2, .ic = 16, .h = 6, .w = 7, .oc = 12, .kh = 3, .kw = 3, .pad_h = 1, .pad_w = 1};
+  const Problem p(s, 720);
+  const auto dx0 = test::random_vector(s.x_size(), 727, 1.0f, 2.0f);
+  const auto start = nonzero_start(s, 728);
+  const auto cpu = cpu_backward_weight(p, start);
+  for (Form m : {Form::Matrix, Form::Winograd}) {
+    REQUIRE(takes(m, s));
+    test::check_close(gpu_forward(device(), p, true, 0, m), cpu_forward(p, true), atol_of(m, kAtol), kRtol,
+                      "conv2d forward " + describe(s) + name(m));
+    test::check_close(gpu_backward_data(device(), p, dx0, 0, m), cpu_backward_data(p, dx0), atol_of(m, kAtol), kRtol,
+                      "conv2d backward-data " + describe(s) + name(m));
+    const auto gpu = gpu_backward_weight(device(), p, start, 0, true, m);
+    test::check_close(gpu.dweight, cpu.dweight, atol_of(m, 1e-4), kRtol, "conv2d dweight " + describe(s) + name(m));
+  }
 }
 
 TEST_CASE_FIXTURE(test::Gpu, "conv2d refuses scratch that holds less than one sample") {
