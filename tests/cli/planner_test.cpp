@@ -263,6 +263,17 @@ TEST_CASE("--plan auto refuses 0 micro-batches in the one line a given plan give
   }
 }
 
+TEST_CASE("--plan auto never times a micro-batch no configuration can hold, such as one past the device's binding range") {
+  // 50000 of fashion-mlp's 784-float images are 149.5 MiB, over lavapipe's 128 MiB range.
+  const Cache cache("planner-binding");
+  const Result r = cache.run("plan --model fashion-mlp -b 50000 --plan auto --precision fp32 --devices 0");
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK(r.output.find("micro-batches of 25000 in fp32") != std::string::npos);
+  CHECK(r.output.find("micro-batches of 50000") == std::string::npos);
+  CHECK(r.output.find("plan auto: devices 0 (") != std::string::npos);
+}
+
 TEST_CASE("--plan auto takes given micro-batches that do not divide the mini-batch, split as a given plan splits them") {
   const Cache cache("planner-uneven");
   const Result r = cache.run(std::string(kPlan) + " --micro-batches 3");

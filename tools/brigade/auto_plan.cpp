@@ -393,18 +393,27 @@ AutoPlan auto_plan(const model::Model& m, const PipelineFlags& f, uint32_t rows,
 
   set_axes(space, f, rows, L);
 
-  // Profiles: each device here, each precision it may take, each micro-batch size.
-  std::set<uint32_t> sizes;
-  for (uint32_t M : space.micro_batches) sizes.insert(pipeline::split_rows(rows, M).front());
-  // Memory does not depend on time: constraints nothing satisfies are refused before anything
-  // is profiled.
+  // Memory and the devices' limits do not depend on time: constraints nothing satisfies are
+  // refused before anything is profiled, and micro-batch counts no configuration can run with
+  // are left out (a mini-batch past a device's binding range is never timed whole).
   for (pipeline::PlanDevice& d : space.pool)
     for (ops::Precision p : d.precisions)
-      for (uint32_t r : sizes) d.times[{r, p}] = {std::vector<double>(L, 0.0), std::vector<double>(L, 0.0)};
+      for (uint32_t M : space.micro_batches)
+        d.times[{pipeline::split_rows(rows, M).front(), p}] = {std::vector<double>(L, 0.0), std::vector<double>(L, 0.0)};
   measure_links(space, f, pool);
   space.first_fit = true;
-  refuse_if_empty(m, f, pipeline::search(m, space));
+  std::vector<uint32_t> usable;
+  for (uint32_t M : space.micro_batches) {
+    pipeline::SearchSpace one = space;
+    one.micro_batches = {M};
+    if (!pipeline::search(m, one).ranked.empty()) usable.push_back(M);
+  }
+  if (usable.empty()) refuse_if_empty(m, f, pipeline::search(m, space));
+  space.micro_batches = usable;
   space.first_fit = false;
+  // Profiles: each device here, each precision it may take, each micro-batch size left.
+  std::set<uint32_t> sizes;
+  for (uint32_t M : space.micro_batches) sizes.insert(pipeline::split_rows(rows, M).front());
   pipeline::ProfileCache cache(pipeline::default_profile_cache());
   if (!cache.warning().empty()) std::fprintf(stderr, "brigade: warning: %s\n", cache.warning().c_str());
   const Clock::time_point profile_start = Clock::now();
