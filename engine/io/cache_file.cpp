@@ -95,12 +95,16 @@ std::string CacheFile::save() const {
   if (const std::string what = not_regular(file, false); !what.empty())
     return file + " " + what + ", not a regular file; not written over";
   // Other processes' entries saved since this one read the file are kept: under the cache
-  // folder's lock, the file is read again and this one's changes laid over it.
+  // folder's lock, the file is read again and this one's changes laid over it. A folder this
+  // process cannot write is left to the write below to name.
   std::unique_ptr<FolderLock> lock;
-  try {
-    lock = std::make_unique<FolderLock>(fs::path(file).parent_path().string(), 10);
-  } catch (const UserError& e) {
-    return e.what();
+  const std::string folder = fs::path(file).parent_path().string();
+  if (fs::is_directory(folder, ec) && ::access(folder.c_str(), W_OK) == 0) {
+    try {
+      lock = std::make_unique<FolderLock>(folder, 10);
+    } catch (const UserError& e) {
+      return e.what();
+    }
   }
   nlohmann::json merged = nlohmann::json::object();
   read(merged);  // what another process saved (nothing where it is not a cache of ours)
