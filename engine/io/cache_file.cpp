@@ -84,7 +84,7 @@ void CacheFile::erase(const std::string& key) {
   changed_.insert(key);
 }
 
-std::string CacheFile::save() const {
+std::string CacheFile::save() {
   if (path_.empty()) return {};
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -101,13 +101,13 @@ std::string CacheFile::save() const {
   const std::string folder = fs::path(file).parent_path().string();
   if (fs::is_directory(folder, ec) && ::access(folder.c_str(), W_OK) == 0) {
     try {
-      lock = std::make_unique<FolderLock>(folder, 10);
+      lock = std::make_unique<FolderLock>(folder, 10, fs::path(file).filename().string() + ".lock");
     } catch (const UserError& e) {
       return e.what();
     }
   }
   nlohmann::json merged = nlohmann::json::object();
-  read(merged);  // what another process saved (nothing where it is not a cache of ours)
+  if (!read(merged).empty()) merged = entries_;  // what another process saved, else this one's
   for (const std::string& key : changed_)
     if (const auto it = entries_.find(key); it != entries_.end()) merged[key] = *it;
     else merged.erase(key);
@@ -126,6 +126,7 @@ std::string CacheFile::save() const {
     fs::remove(tmp, ec);
     return "could not replace " + file;
   }
+  entries_ = std::move(merged), changed_.clear();  // the file as written, the base of the next save
   return {};
 }
 

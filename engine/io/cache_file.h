@@ -36,8 +36,9 @@ class CacheFile {
   // Writes the file through a temporary and a rename (a reader sees the old file or the
   // new; a symbolic link is written through, and kept), this object's puts and erases laid
   // over what the file holds then (entries other processes saved since it was read are
-  // kept), under the lock of the file's folder; returns "" or why it could not.
-  std::string save() const;
+  // kept), under a lock beside the file (FILE.lock); then holds the file as written.
+  // Returns "" or why it could not.
+  std::string save();
   const std::string& path() const { return path_; }
   // Why the file was ignored when read ("" when it was not).
   const std::string& warning() const { return warning_; }

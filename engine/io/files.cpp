@@ -60,8 +60,8 @@ std::vector<uint8_t> read_bytes(const std::string& path) {
   return bytes;
 }
 
-FolderLock::FolderLock(const std::string& dir, double wait) {
-  const std::string path = dir + "/.lock";
+FolderLock::FolderLock(const std::string& dir, double wait, const std::string& name) {
+  const std::string path = dir + "/" + name;
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd_ < 0) throw UserError(path + ": cannot open the folder's lock (" + std::strerror(errno) + ")");
   const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait);

@@ -20,14 +20,14 @@ std::vector<uint8_t> read_bytes(const std::string& path);
 std::string not_regular(const std::string& path, bool follow_links);
 
 // An exclusive lock (flock) on a folder while the object lives, for the one process that
-// writes it, taken on the file DIR/.lock (a file, opened for writing, which NFS's emulation of
-// flock needs): a second process asking for it gets a UserError naming the folder once `wait`
+// writes it, taken on the file DIR/.lock, or DIR/NAME (a file, opened for writing, which
+// NFS's emulation of flock needs): a second process asking for it gets a UserError naming the folder once `wait`
 // seconds have passed without it. The kernel lets it go when the process ends, however it
 // ends (a process that follows one being killed may wait for that). Where the file system
 // takes no locks, the object holds none and unheld() says why.
 class FolderLock {
  public:
-  explicit FolderLock(const std::string& dir, double wait = 0);
+  explicit FolderLock(const std::string& dir, double wait = 0, const std::string& name = ".lock");
   ~FolderLock();
   FolderLock(const FolderLock&) = delete;
   FolderLock& operator=(const FolderLock&) = delete;

@@ -11,6 +11,7 @@
 #include "ops/tuned_tilings.h"
 #include "shaders/matmul.h"
 #include "util/error.h"
+#include "vk/commands.h"
 #include "vk/kernel.h"
 
 namespace brigade::ops {
@@ -82,6 +83,14 @@ uint64_t chunk_step(const vk::Device& dev, uint32_t block, uint64_t most, bool b
   return uint64_t(block) * most / step * step;
 }
 
+// The most workgroups a dispatch on `dev` takes along dimension `d`: the device's own count
+// (2^31 - 1 along x on many GPUs), or less where a test lowered it.
+uint64_t grid_limit(const vk::Device& dev, int d) {
+  const uint32_t lowered = vk::lowered_grid().load(std::memory_order_relaxed);
+  const uint32_t own = dev.info().max_workgroup_count[d];
+  return lowered ? std::min(lowered, own) : own;
+}
+
 // A product whose blocks of C are more than a dispatch's grid holds along M or along N, as
 // products of chunks of C's rows (then of its columns) that fit: A's rows (or B's columns), C,
 // the epilogue's tensor and C's copy read at offsets, the bias as a view where it runs along
@@ -89,11 +98,9 @@ uint64_t chunk_step(const vk::Device& dev, uint32_t block, uint64_t most, bool b
 void matmul_chunked(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulParams& p, MatmulTiling t,
                     std::optional<vk::View> bias, std::optional<vk::View> epilogue, std::optional<vk::View> copy) {
   const vk::Device& dev = cmd.device();
-  const auto& grid = dev.info().max_workgroup_count;
-  const uint64_t cap = max_groups().load(std::memory_order_relaxed);
-  const bool by_rows = vk::groups_for(p.M, rows_of_block(t)) > std::min<uint64_t>(cap, grid[1]);
-  const uint64_t step = by_rows ? chunk_step(dev, rows_of_block(t), std::min<uint64_t>(cap, grid[1]), bias && p.bias_rows)
-                                : chunk_step(dev, cols_of_block(t), std::min<uint64_t>(cap, grid[0]), bias && !p.bias_rows);
+  const bool by_rows = vk::groups_for(p.M, rows_of_block(t)) > grid_limit(dev, 1);
+  const uint64_t step = by_rows ? chunk_step(dev, rows_of_block(t), grid_limit(dev, 1), bias && p.bias_rows)
+                                : chunk_step(dev, cols_of_block(t), grid_limit(dev, 0), bias && !p.bias_rows);
   const std::string shape = std::to_string(p.M) + "x" + std::to_string(p.N);
   if (p.causal != MatmulParams::Causal::None || step == 0)
     throw UserError("a matrix product of " + shape + " outputs is over what a dispatch's grid of " + dev.label() +
@@ -317,13 +324,8 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
          "tiling " + t.name() + " shares A by subgroups, which needs wg_x % subgroup == 0 and tm % 4 == 0");
   BRIGADE_EXPECT(t.variant != MatmulTiling::Variant::Shared || (t.tm % 4 == 0 && t.tn % 4 == 0 && t.bk % 4 == 0),
                  "tiling " + t.name() + ": shared tiles need outputs per invocation and a k-depth in multiples of 4");
-  {
-    const uint64_t cap = max_groups().load(std::memory_order_relaxed);
-    const auto& grid = dev.info().max_workgroup_count;
-    if (vk::groups_for(p.M, rows_of_block(t)) > std::min<uint64_t>(cap, grid[1]) ||
-        vk::groups_for(p.N, cols_of_block(t)) > std::min<uint64_t>(cap, grid[0]))
-      return matmul_chunked(cmd, a, b, c, p, t, bias, epilogue, copy);
-  }
+  if (vk::groups_for(p.M, rows_of_block(t)) > grid_limit(dev, 1) || vk::groups_for(p.N, cols_of_block(t)) > grid_limit(dev, 0))
+    return matmul_chunked(cmd, a, b, c, p, t, bias, epilogue, copy);
   // Vec4 loads: the register blocks need whole quads across their rows and columns too; the
   // kernels that stage tiles (shared, matrix) load a run that crosses an edge one element at
   // a time (the matrix kernel's runs are 8 elements).

@@ -93,8 +93,10 @@ std::vector<ops::Precision> output_precisions(const model::Model& m, const std::
 }
 
 DeviceFacts device_facts(const model::Model& m, const vk::PhysicalInfo& info) {
-  return {m.stores_half(info), m.lean_scratch(info), ops::matmul_workspace_bytes(info), info.max_storage_buffer_range,
-          info.max_allocation_size};
+  // A tensor in an arena is bound to its padding's end (vk::kArenaAlign): what fits the range padded
+  // is what a multiple of 256 under it holds (NVIDIA lists 2^32 - 1).
+  return {m.stores_half(info), m.lean_scratch(info), ops::matmul_workspace_bytes(info),
+          info.max_storage_buffer_range / vk::kArenaAlign * vk::kArenaAlign, info.max_allocation_size};
 }
 
 CellLayout layout_cell(const model::Model& m, uint32_t cell, uint32_t first, uint32_t last,

@@ -31,8 +31,10 @@ bool same_model(const PlanDevice& a, const PlanDevice& b) {
 }
 
 // Whether swapping entries i and j changes nothing the search reads but their profiles' noise:
-// one model under the same caps, and compute shared alike (one resource, or each its own).
-bool interchangeable(const std::vector<PlanDevice>& pool, uint32_t i, uint32_t j) {
+// one model under the same caps, compute shared alike (one resource, or each its own), and
+// boundaries to and from every other entry alike (rates within a quarter of each other, the
+// same pairs unlinkable).
+bool interchangeable(const std::vector<PlanDevice>& pool, uint32_t i, uint32_t j, const Links& links) {
   const PlanDevice &a = pool[i], &b = pool[j];
   if (!same_model(a, b) || a.spec.memory_cap != b.spec.memory_cap || a.spec.device_memory != b.spec.device_memory ||
       a.precisions != b.precisions || a.multiplies != b.multiplies)
@@ -40,17 +42,27 @@ bool interchangeable(const std::vector<PlanDevice>& pool, uint32_t i, uint32_t j
   const auto alone = [&](uint32_t x) {
     return std::count_if(pool.begin(), pool.end(), [&](const PlanDevice& d) { return d.resource == pool[x].resource; }) == 1;
   };
-  return a.resource == b.resource || (alone(i) && alone(j));
+  if (a.resource != b.resource && !(alone(i) && alone(j))) return false;
+  const auto close = [](double u, double v) { return std::abs(u - v) <= 0.25 * std::max(u, v); };
+  // From i to x against from j to y, x and y the same entry once i and j trade places.
+  const auto alike = [&](uint32_t p, uint32_t x, uint32_t q, uint32_t y) {
+    return (links.seconds_per_byte.empty() || close(links.seconds_per_byte[p][x], links.seconds_per_byte[q][y])) &&
+           (links.unlinkable.empty() || links.unlinkable[p][x].empty() == links.unlinkable[q][y].empty());
+  };
+  for (uint32_t x = 0; x < pool.size(); ++x)
+    if (x != i && x != j && (!alike(i, x, j, x) || !alike(x, i, x, j))) return false;
+  return alike(i, j, j, i);
 }
 
 }  // namespace
 
-std::vector<std::vector<uint32_t>> device_orders(const std::vector<PlanDevice>& pool, uint32_t max_stages) {
+std::vector<std::vector<uint32_t>> device_orders(const std::vector<PlanDevice>& pool, uint32_t max_stages,
+                                                 const Links& links) {
   const uint32_t P = uint32_t(pool.size());
   // Entry i stands for the interchangeable entries after it once those before it are used.
   std::vector<std::vector<bool>> same(P, std::vector<bool>(P, false));
   for (uint32_t i = 0; i < P; ++i)
-    for (uint32_t j = 0; j < i; ++j) same[i][j] = interchangeable(pool, i, j);
+    for (uint32_t j = 0; j < i; ++j) same[i][j] = interchangeable(pool, i, j, links);
   std::vector<std::vector<uint32_t>> out;
   std::vector<uint32_t> order;
   std::vector<bool> used(P, false);
@@ -135,7 +147,7 @@ SearchResult search(const model::Model& m, const SearchSpace& s) {
     // The boundary from stage k to k + 1, and from the last to the first (interleaved).
     const auto unlinked = [&](uint32_t k) -> const std::string& {
       static const std::string none;
-      return s.unlinkable.empty() ? none : s.unlinkable[devices[k]][devices[(k + 1) % K]];
+      return s.links.unlinkable.empty() ? none : s.links.unlinkable[devices[k]][devices[(k + 1) % K]];
     };
     bool linked = true;
     for (uint32_t k = 0; k + 1 < K && linked; ++k)
@@ -203,7 +215,7 @@ SearchResult search(const model::Model& m, const SearchSpace& s) {
               const uint64_t bytes = ops::stored_bytes(
                   model::elements(m.layers[cell.last - 1]->output_shape()) * rows, cell.output_precision.back());
               const double seconds =
-                  from == to || s.link_seconds_per_byte.empty() ? 0.0 : double(bytes) * s.link_seconds_per_byte[from][to];
+                  from == to || s.links.seconds_per_byte.empty() ? 0.0 : double(bytes) * s.links.seconds_per_byte[from][to];
               t.activation.push_back(seconds), t.gradient.push_back(seconds);
             }
             for (uint32_t d : devices) t.resource.push_back(s.pool[d].resource);

@@ -47,15 +47,19 @@ struct ScheduleChoice {
   bool operator==(const ScheduleChoice&) const = default;
 };
 
+// Boundaries between pool entries: seconds per byte of a transfer from entry i to entry j
+// (empty: free), and why a boundary from i to j cannot be (empty, or "" for each pair that can).
+struct Links {
+  std::vector<std::vector<double>> seconds_per_byte;
+  std::vector<std::vector<std::string>> unlinkable;
+};
+
 // What to search. Each axis lists its candidates; an axis the user fixed holds one.
 struct SearchSpace {
   uint32_t rows = 1;              // mini-batch N
   uint32_t optimizer_states = 0;
   std::vector<PlanDevice> pool;
-  // Seconds per byte of a boundary transfer from pool device i to pool device j (empty: free),
-  // and why a boundary from i to j cannot be (empty, or "" for each pair that can).
-  std::vector<std::vector<double>> link_seconds_per_byte;
-  std::vector<std::vector<std::string>> unlinkable;
+  Links links;
   std::vector<std::vector<uint32_t>> device_orders;  // pool indices, one per stage
   std::vector<uint32_t> micro_batches;
   std::vector<ScheduleChoice> schedules;
@@ -97,9 +101,10 @@ SearchResult search(const model::Model& m, const SearchSpace& space);
 
 // Every ordered choice of distinct pool entries, 1 to `max_stages` long, leaving out orders
 // that differ from one before only by interchangeable entries (PlanDevice::model): the same
-// physical device, or another of its model, under the same caps. Entries of one device
-// under other caps are other choices.
-std::vector<std::vector<uint32_t>> device_orders(const std::vector<PlanDevice>& pool, uint32_t max_stages);
+// physical device, or another of its model, under the same caps, linked to the others alike.
+// Entries of one device under other caps are other choices.
+std::vector<std::vector<uint32_t>> device_orders(const std::vector<PlanDevice>& pool, uint32_t max_stages,
+                                                 const Links& links = {});
 // The divisors of n, ascending.
 std::vector<uint32_t> divisors(uint32_t n);
 // The schedules worth trying: gpipe, 1f1b, zb, and interleaved with V of 2 and 4.

@@ -37,7 +37,7 @@ class ProfileCache {
   explicit ProfileCache(std::string path) : file_(std::move(path), "profile", "profiles") {}
   std::optional<LayerTimes> find(const std::string& key, size_t layers) const;
   void put(const std::string& key, const LayerTimes& t);
-  std::string save() const { return file_.save(); }  // io::CacheFile::save
+  std::string save() { return file_.save(); }  // io::CacheFile::save
   const std::string& path() const { return file_.path(); }
   // Why the file was ignored when read ("" when it was not).
   const std::string& warning() const { return file_.warning(); }

@@ -42,7 +42,7 @@ TEST_CASE("a cache file keeps its section's entries through a save, and ignores 
     CHECK(profiles.warning() == path + " is not a profile cache Brigade wrote; ignored, and rewritten with new profiles");
   }
   std::ofstream(path) << "{ not json";
-  const io::CacheFile broken(path, "tiling", "tilings");
+  io::CacheFile broken(path, "tiling", "tilings");
   CHECK(broken.find("device") == nullptr);
   CHECK(broken.warning().find("is not a tiling cache Brigade wrote") != std::string::npos);
   CHECK(broken.save().empty());  // rewritten whole
@@ -76,6 +76,16 @@ TEST_CASE("a cache file keeps its section's entries through a save, and ignores 
     CHECK(both.find("first") != nullptr);
     CHECK(both.find("second") != nullptr);
     CHECK(both.find("device") == nullptr);
+    // A later save of the first carries only what it changed since its last: the second's
+    // newer "first" stays.
+    two.put("first", 3);
+    CHECK(two.save().empty());
+    one.put("third", 4);
+    CHECK(one.save().empty());
+    const io::CacheFile after(path, "tiling", "tilings");
+    REQUIRE(after.find("first") != nullptr);
+    CHECK(*after.find("first") == 3);
+    CHECK(after.find("third") != nullptr);
   }
   // A link is written through and kept; a folder where the file would be is left alone.
   const std::string elsewhere = (dir / "elsewhere.json").string(), linked = (dir / "linked.json").string();

@@ -42,7 +42,7 @@ SearchSpace space(std::vector<PlanDevice> pool, double link = 0) {
   SearchSpace s;
   s.rows = 64, s.optimizer_states = 2;
   s.pool = std::move(pool);
-  s.link_seconds_per_byte.assign(s.pool.size(), std::vector<double>(s.pool.size(), link));
+  s.links.seconds_per_byte.assign(s.pool.size(), std::vector<double>(s.pool.size(), link));
   s.device_orders = device_orders(s.pool, 4);
   s.micro_batches = divisors(64);
   s.schedules = all_schedules();
@@ -105,6 +105,20 @@ TEST_CASE("device orders take the GPUs of one model in pool order, and another m
   std::vector<PlanDevice> drivers = pool;
   drivers[1].model = "GPU A, driver 2";
   CHECK(device_orders(drivers, 2).size() == 3 + 6);
+  // Three of one model, the link between the first two ten times slower: the third is not
+  // the second's stand-in beside the first, so [0, 2] is tried as well as [0, 1].
+  std::vector<PlanDevice> three{device(m, 0, 1, 1), device(m, 1, 1, 2), device(m, 2, 1, 3)};
+  for (PlanDevice& d : three) d.model = "GPU A, driver 1";
+  Links links;
+  links.seconds_per_byte.assign(3, std::vector<double>(3, 1e-9));
+  CHECK(device_orders(three, 2, links) == std::vector<std::vector<uint32_t>>{{0}, {0, 1}});
+  links.seconds_per_byte[0][1] = links.seconds_per_byte[1][0] = 1e-8;
+  CHECK(device_orders(three, 2, links) == std::vector<std::vector<uint32_t>>{{0}, {2}, {0, 1}, {0, 2}, {2, 0}});
+  // A pair that cannot take a forced link, likewise.
+  links.seconds_per_byte.assign(3, std::vector<double>(3, 1e-9));
+  links.unlinkable.assign(3, std::vector<std::string>(3));
+  links.unlinkable[0][1] = links.unlinkable[1][0] = "`link` host: cannot";
+  CHECK(device_orders(three, 2, links).size() == 5);
 }
 
 TEST_CASE("the planner ranks by simulated step time and predicts one stage's exactly") {
@@ -169,22 +183,22 @@ TEST_CASE("a boundary a pair of devices cannot take is left out, and said when n
   const model::Model m = model::build("fashion-mlp");
   SearchSpace s = space({device(m, 0, 1, 1), device(m, 1, 1, 2), device(m, 2, 1, 3)});
   s.micro_batches = {8};
-  s.unlinkable.assign(3, std::vector<std::string>(3));
-  s.unlinkable[0][1] = s.unlinkable[1][0] = "`link` fd: devices 0 and 1 cannot take this path";
+  s.links.unlinkable.assign(3, std::vector<std::string>(3));
+  s.links.unlinkable[0][1] = s.links.unlinkable[1][0] = "`link` fd: devices 0 and 1 cannot take this path";
   const SearchResult r = search(m, s);
   REQUIRE(!r.ranked.empty());
   bool pipelined = false;
   for (const Candidate& c : r.ranked) {
     const size_t K = c.devices.size();
     pipelined = pipelined || K > 1;
-    for (size_t k = 0; k + 1 < K; ++k) CHECK(s.unlinkable[c.devices[k]][c.devices[k + 1]].empty());
+    for (size_t k = 0; k + 1 < K; ++k) CHECK(s.links.unlinkable[c.devices[k]][c.devices[k + 1]].empty());
     // Interleaved cells also pass from the last stage back to the first.
-    if (c.schedule.virtual_stages > 1) CHECK(s.unlinkable[c.devices[K - 1]][c.devices[0]].empty());
+    if (c.schedule.virtual_stages > 1) CHECK(s.links.unlinkable[c.devices[K - 1]][c.devices[0]].empty());
   }
   CHECK(pipelined);
   // No pair linkable and more than one stage asked for: refused with the pair's reason.
-  for (auto& row : s.unlinkable) std::fill(row.begin(), row.end(), "`link` fd: no pair can take this path");
-  for (uint32_t i = 0; i < 3; ++i) s.unlinkable[i][i].clear();
+  for (auto& row : s.links.unlinkable) std::fill(row.begin(), row.end(), "`link` fd: no pair can take this path");
+  for (uint32_t i = 0; i < 3; ++i) s.links.unlinkable[i][i].clear();
   s.device_orders = {{0, 1}, {1, 2}};
   const SearchResult none = search(m, s);
   CHECK(none.ranked.empty());

@@ -192,15 +192,13 @@ Pool open_pool(const PipelineFlags& f) {
 }
 
 // The axes of the search: what the user fixed, else every candidate.
-void set_axes(pipeline::SearchSpace& space, const PipelineFlags& f, uint32_t rows, uint32_t layers) {
+void set_axes(pipeline::SearchSpace& space, const PipelineFlags& f, uint32_t rows) {
   const size_t P = space.pool.size();
   if (world().multi()) {
     std::vector<uint32_t> all(P);
     for (uint32_t k = 0; k < P; ++k) all[k] = k;
     space.device_orders = {all};
-  } else {
-    space.device_orders = pipeline::device_orders(space.pool, layers);
-  }
+  }  // else every order, once the links are measured (measure_links)
   if (f.given("--micro-batches")) {
     // Refused as a given plan refuses it (0, or more than the rows); one that does not divide
     // the rows splits unevenly, as there.
@@ -235,11 +233,11 @@ void set_axes(pipeline::SearchSpace& space, const PipelineFlags& f, uint32_t row
 // search to leave out.
 void measure_links(pipeline::SearchSpace& space, const PipelineFlags& f, const Pool& pool) {
   const size_t P = space.pool.size();
-  space.link_seconds_per_byte.assign(P, std::vector<double>(P, 0.0));
-  space.unlinkable.assign(P, std::vector<std::string>(P));
+  space.links.seconds_per_byte.assign(P, std::vector<double>(P, 0.0));
+  space.links.unlinkable.assign(P, std::vector<std::string>(P));
   if (world().multi()) {
     const double rate = rank_seconds_per_byte();
-    for (auto& row : space.link_seconds_per_byte) std::fill(row.begin(), row.end(), rate);
+    for (auto& row : space.links.seconds_per_byte) std::fill(row.begin(), row.end(), rate);
   } else {
     const pipeline::LinkKind requested = pipeline::parse_link(f.link);
     std::map<std::pair<uint32_t, uint32_t>, std::pair<double, std::string>> by_pair;
@@ -258,7 +256,7 @@ void measure_links(pipeline::SearchSpace& space, const PipelineFlags& f, const P
             refused = e.what();
           }
         }
-        std::tie(space.link_seconds_per_byte[i][j], space.unlinkable[i][j]) = by_pair[{a, b}];
+        std::tie(space.links.seconds_per_byte[i][j], space.links.unlinkable[i][j]) = by_pair[{a, b}];
       }
   }
 }
@@ -391,7 +389,7 @@ AutoPlan auto_plan(const model::Model& m, const PipelineFlags& f, uint32_t rows,
     space.pool.push_back(std::move(d));
   }
 
-  set_axes(space, f, rows, L);
+  set_axes(space, f, rows);
 
   // Memory and the devices' limits do not depend on time: constraints nothing satisfies are
   // refused before anything is profiled, and micro-batch counts no configuration can run with
@@ -401,6 +399,7 @@ AutoPlan auto_plan(const model::Model& m, const PipelineFlags& f, uint32_t rows,
       for (uint32_t M : space.micro_batches)
         d.times[{pipeline::split_rows(rows, M).front(), p}] = {std::vector<double>(L, 0.0), std::vector<double>(L, 0.0)};
   measure_links(space, f, pool);
+  if (!world().multi()) space.device_orders = pipeline::device_orders(space.pool, L, space.links);
   space.first_fit = true;
   std::vector<uint32_t> usable;
   for (uint32_t M : space.micro_batches) {
