@@ -111,6 +111,9 @@ void matmul_chunked(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const
   MatmulParams q = p;
   q.tiling = t, q.lda = p.ld_a(), q.ldb = p.ld_b(), q.ldc = p.ld_c();
   const uint32_t total = by_rows ? p.M : p.N;
+  // A capture (`bench products`) took the product whole; its chunks go to one kept by nobody.
+  std::optional<ProductCapture> chunks;
+  if (ProductCapture::active()) chunks.emplace();
   for (uint32_t at = 0; at < total; at += uint32_t(step)) {
     const uint32_t n = uint32_t(std::min<uint64_t>(step, total - at));
     std::optional<vk::View> part_bias = bias;

@@ -13,6 +13,7 @@
 #include "gpu.h"
 #include "grid_cap.h"
 #include "ops/matmul.h"
+#include "ops/product_capture.h"
 #include "ref/activation.h"
 #include "ref/matmul.h"
 #include "vk/commands.h"
@@ -386,7 +387,8 @@ TEST_CASE_FIXTURE(test::Gpu, "matmul walks C's rows and columns past a dispatch'
     for (int t = 0; t < 4; ++t) {
       const MatmulParams p{.M = s.M, .N = s.N, .K = s.K, .trans_a = bool(t & 1), .trans_b = bool(t & 2),
                            .accumulate = t == 3, .alpha = 0.5f, .bias_rows = t == 1, .tiling = tiling};
-      check_matmul(device(), p, test::random_vector(size_t(s.M) * s.N, ++seed), ++seed, t != 0);
+      const uint32_t c_seed = ++seed, ab_seed = ++seed;
+      check_matmul(device(), p, test::random_vector(size_t(s.M) * s.N, c_seed), ab_seed, t != 0);
     }
     for (const Epilogue e : {Epilogue::Gelu, Epilogue::GeluGrad, Epilogue::Relu}) {
       const MatmulParams p{.M = s.M, .N = s.N, .K = s.K, .trans_b = true, .epilogue = e, .tiling = tiling};
@@ -398,8 +400,14 @@ TEST_CASE_FIXTURE(test::Gpu, "matmul walks C's rows and columns past a dispatch'
       auto bc = test::to_device(device(), test::random_vector(size_t(s.M) * s.N, ++seed), "C");
       vk::Commands cmd(device(), "matmul epilogue in chunks");
       const bool grad = e == Epilogue::GeluGrad;
-      ops::matmul(cmd, ba, bb, bc, p, grad ? std::nullopt : std::optional<vk::View>(bbias),
-                  e == Epilogue::Relu ? std::nullopt : std::optional<vk::View>(bpre));
+      {
+        // `bench products` sees the one product, not its chunks.
+        const ops::ProductCapture capture;
+        ops::matmul(cmd, ba, bb, bc, p, grad ? std::nullopt : std::optional<vk::View>(bbias),
+                    e == Epilogue::Relu ? std::nullopt : std::optional<vk::View>(bpre));
+        REQUIRE(capture.products().size() == 1);
+        CHECK(capture.products()[0].params.M == s.M);
+      }
       cmd.run();
       std::vector<double> product(size_t(s.M) * s.N, 0.0), want(product.size(), 0.0);
       const auto bias_d = test::to_double(bias), pre_d = test::to_double(pre);
@@ -417,7 +425,8 @@ TEST_CASE_FIXTURE(test::Gpu, "matmul walks C's rows and columns past a dispatch'
     MatmulParams p{.M = T, .N = hs, .K = T, .accumulate = true, .batch = 2, .tiling = tiling};
     p.heads = 2, p.lda = T, p.ldb = row, p.ldc = row, p.stride_a = 2 * T * T, p.head_stride_a = T * T;
     p.stride_b = T * row, p.head_stride_b = hs, p.offset_b = 4, p.stride_c = T * row, p.head_stride_c = hs, p.offset_c = 2;
-    check_matmul(device(), p, test::random_vector(elements_c(p), ++seed), ++seed);
+    const uint32_t c_seed = ++seed, ab_seed = ++seed;
+    check_matmul(device(), p, test::random_vector(elements_c(p), c_seed), ab_seed);
   }
 }
 
