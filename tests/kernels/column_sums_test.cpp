@@ -37,6 +37,32 @@ std::string walk_name(ops::ColumnWalk w, uint32_t rows, uint32_t columns) {
          std::to_string(columns);
 }
 
+// LayerNorm's parameter gradients of N rows of C channels (random inputs from `seed` on)
+// summed by `walk`, against the CPU reference from the statistics the kernel reads (rounded
+// to fp32).
+void check_layernorm_weight(vk::Device& dev, vk::Buffer& work, uint32_t N, uint32_t C, ops::ColumnWalk walk, uint32_t seed,
+                            const std::string& label) {
+  const auto x = test::random_vector(size_t(N) * C, seed, 2.0f, 4.0f), dy = test::random_vector(size_t(N) * C, seed + 1),
+             dw0 = test::random_vector(C, seed + 2), db0 = test::random_vector(C, seed + 3);
+  const auto xd = test::to_double(x), dyd = test::to_double(dy);
+  std::vector<double> mean(N), rstd(N), y(size_t(N) * C), ones(C, 1.0), zeros(C, 0.0);
+  ref::layernorm_forward(xd.data(), ones.data(), zeros.data(), y.data(), mean.data(), rstd.data(), N, C);
+  auto bx = test::to_device(dev, x, "x"), bdy = test::to_device(dev, dy, "dy"),
+       bmean = test::to_device(dev, test::to_float(mean), "mean"),
+       brstd = test::to_device(dev, test::to_float(rstd), "rstd"), bdw = test::to_device(dev, dw0, "dweight"),
+       bdb = test::to_device(dev, db0, "dbias");
+  vk::Commands cmd(dev, label);
+  cmd.set_workspace(vk::View(work));
+  ops::layernorm_backward_weight(cmd, bdy, bx, bmean, brstd, bdw, bdb, N, C, walk);
+  cmd.run();
+  const auto meanf = test::to_double(test::to_float(mean)), rstdf = test::to_double(test::to_float(rstd));
+  auto dw = test::to_double(dw0), db = test::to_double(db0);
+  ref::layernorm_backward_weight(dyd.data(), xd.data(), meanf.data(), rstdf.data(), dw.data(), db.data(), N, C);
+  const std::string what = walk_name(walk, N, C);
+  test::check_close(test::to_host(bdw), test::to_float(dw), kAtol, kRtol, "dweight, " + what);
+  test::check_close(test::to_host(bdb), test::to_float(db), kAtol, kRtol, "dbias, " + what);
+}
+
 }  // namespace
 
 TEST_CASE_FIXTURE(test::Gpu, "a bias gradient summed in runs of rows is the column sums, added to what it held") {
@@ -90,28 +116,7 @@ TEST_CASE_FIXTURE(test::Gpu, "layernorm's parameter gradients summed in runs of 
   vk::Device& dev = device();
   vk::Buffer work = workspace(dev, 3);
   for (const auto& [N, C] : {std::pair{5u, 37u}, std::pair{300u, 768u}})
-    for (uint32_t runs : {3u, 8u}) {
-      const auto x = test::random_vector(size_t(N) * C, 1, 2.0f, 4.0f), dy = test::random_vector(size_t(N) * C, 2),
-                 dw0 = test::random_vector(C, 3), db0 = test::random_vector(C, 4);
-      const auto xd = test::to_double(x), dyd = test::to_double(dy);
-      std::vector<double> mean(N), rstd(N), y(size_t(N) * C), ones(C, 1.0), zeros(C, 0.0);
-      ref::layernorm_forward(xd.data(), ones.data(), zeros.data(), y.data(), mean.data(), rstd.data(), N, C);
-      auto bx = test::to_device(dev, x, "x"), bdy = test::to_device(dev, dy, "dy"),
-           bmean = test::to_device(dev, test::to_float(mean), "mean"),
-           brstd = test::to_device(dev, test::to_float(rstd), "rstd"), bdw = test::to_device(dev, dw0, "dweight"),
-           bdb = test::to_device(dev, db0, "dbias");
-      vk::Commands cmd(dev, "layernorm backward weight in runs");
-      cmd.set_workspace(vk::View(work));
-      ops::layernorm_backward_weight(cmd, bdy, bx, bmean, brstd, bdw, bdb, N, C, {64, runs});
-      cmd.run();
-      // The reference from the statistics the kernel read (rounded to fp32).
-      const auto meanf = test::to_double(test::to_float(mean)), rstdf = test::to_double(test::to_float(rstd));
-      auto dw = test::to_double(dw0), db = test::to_double(db0);
-      ref::layernorm_backward_weight(dyd.data(), xd.data(), meanf.data(), rstdf.data(), dw.data(), db.data(), N, C);
-      const std::string what = walk_name({64, runs}, N, C);
-      test::check_close(test::to_host(bdw), test::to_float(dw), kAtol, kRtol, "dweight, " + what);
-      test::check_close(test::to_host(bdb), test::to_float(db), kAtol, kRtol, "dbias, " + what);
-    }
+    for (uint32_t runs : {3u, 8u}) check_layernorm_weight(dev, work, N, C, {64, runs}, 1, "layernorm backward weight in runs");
 }
 
 // A Linear or LayerNorm wider than one dispatch's 65535 workgroups of columns (8 columns a
@@ -145,28 +150,8 @@ TEST_CASE_FIXTURE(test::Gpu, "column sums wider than 65535 workgroups of columns
   }
   // LayerNorm of 524289 channels, in one run and in two.
   const uint32_t N = 2, C = 524289;
-  const auto x = test::random_vector(size_t(N) * C, 4, 2.0f, 4.0f), dy = test::random_vector(size_t(N) * C, 5),
-             dw0 = test::random_vector(C, 6), db0 = test::random_vector(C, 7);
-  const auto xd = test::to_double(x), dyd = test::to_double(dy);
-  std::vector<double> mean(N), rstd(N), yd(size_t(N) * C), ones(C, 1.0), zeros(C, 0.0);
-  ref::layernorm_forward(xd.data(), ones.data(), zeros.data(), yd.data(), mean.data(), rstd.data(), N, C);
-  const auto meanf = test::to_double(test::to_float(mean)), rstdf = test::to_double(test::to_float(rstd));
-  auto dw = test::to_double(dw0), db = test::to_double(db0);
-  ref::layernorm_backward_weight(dyd.data(), xd.data(), meanf.data(), rstdf.data(), dw.data(), db.data(), N, C);
   vk::Buffer work = test::zeros(dev, 2 * 2 * (size_t(C) + 64), "workspace");
-  for (uint32_t runs : {1u, 2u}) {
-    auto bx = test::to_device(dev, x, "x"), bdy = test::to_device(dev, dy, "dy"),
-         bmean = test::to_device(dev, test::to_float(mean), "mean"),
-         brstd = test::to_device(dev, test::to_float(rstd), "rstd"), bdw = test::to_device(dev, dw0, "dweight"),
-         bdb = test::to_device(dev, db0, "dbias");
-    vk::Commands cmd(dev, "wide layernorm backward weight");
-    cmd.set_workspace(vk::View(work));
-    ops::layernorm_backward_weight(cmd, bdy, bx, bmean, brstd, bdw, bdb, N, C, {1, runs});
-    cmd.run();
-    const std::string what = walk_name({1, runs}, N, C);
-    test::check_close(test::to_host(bdw), test::to_float(dw), kAtol, kRtol, "dweight, " + what);
-    test::check_close(test::to_host(bdb), test::to_float(db), kAtol, kRtol, "dbias, " + what);
-  }
+  for (uint32_t runs : {1u, 2u}) check_layernorm_weight(dev, work, N, C, {1, runs}, 4, "wide layernorm backward weight");
 }
 
 TEST_CASE_FIXTURE(test::Gpu, "column sums in runs need a workspace, and a CPU device takes one run by default") {

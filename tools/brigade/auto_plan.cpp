@@ -192,13 +192,8 @@ Pool open_pool(const PipelineFlags& f) {
 }
 
 // The axes of the search: what the user fixed, else every candidate.
+// (The device orders come once the links are measured: device_orders_of.)
 void set_axes(pipeline::SearchSpace& space, const PipelineFlags& f, uint32_t rows) {
-  const size_t P = space.pool.size();
-  if (world().multi()) {
-    std::vector<uint32_t> all(P);
-    for (uint32_t k = 0; k < P; ++k) all[k] = k;
-    space.device_orders = {all};
-  }  // else every order, once the links are measured (measure_links)
   if (f.given("--micro-batches")) {
     // Refused as a given plan refuses it (0, or more than the rows); one that does not divide
     // the rows splits unevenly, as there.
@@ -226,6 +221,15 @@ void set_axes(pipeline::SearchSpace& space, const PipelineFlags& f, uint32_t row
     for (const std::string& item : split_list(f.precision))
       space.precision.push_back(item == "auto" ? std::nullopt : std::optional(ops::parse_precision(item)));
   if (f.given("--balance")) space.balance = pipeline::parse_balance(f.balance);
+}
+
+// Under mpirun the ranks in order, one stage each; else every order of the pool's entries,
+// interchangeable ones in pool order (pipeline::device_orders, which reads the links).
+std::vector<std::vector<uint32_t>> device_orders_of(const pipeline::SearchSpace& space, uint32_t layers) {
+  if (!world().multi()) return pipeline::device_orders(space.pool, layers, space.links);
+  std::vector<uint32_t> all(space.pool.size());
+  for (uint32_t k = 0; k < all.size(); ++k) all[k] = k;
+  return {all};
 }
 
 // Each pair's link rate: shared memory moves nothing; a staging copy and messages between
@@ -399,14 +403,15 @@ AutoPlan auto_plan(const model::Model& m, const PipelineFlags& f, uint32_t rows,
       for (uint32_t M : space.micro_batches)
         d.times[{pipeline::split_rows(rows, M).front(), p}] = {std::vector<double>(L, 0.0), std::vector<double>(L, 0.0)};
   measure_links(space, f, pool);
-  if (!world().multi()) space.device_orders = pipeline::device_orders(space.pool, L, space.links);
+  space.device_orders = device_orders_of(space, L);
   space.first_fit = true;
+  const std::vector<uint32_t> every = space.micro_batches;
   std::vector<uint32_t> usable;
-  for (uint32_t M : space.micro_batches) {
-    pipeline::SearchSpace one = space;
-    one.micro_batches = {M};
-    if (!pipeline::search(m, one).ranked.empty()) usable.push_back(M);
+  for (uint32_t M : every) {
+    space.micro_batches = {M};
+    if (!pipeline::search(m, space).ranked.empty()) usable.push_back(M);
   }
+  space.micro_batches = every;
   if (usable.empty()) refuse_if_empty(m, f, pipeline::search(m, space));
   space.micro_batches = usable;
   space.first_fit = false;
