@@ -35,26 +35,27 @@ std::string driver_of(const vk::Device& d) {
 }
 
 // Shares a small buffer from `producer` to `consumer` by `kind`, as a link's slot is shared
-// (the producer exporting an fd): the producer fills the first half with `word` on its queue,
-// the consumer copies its view of that half into the second half on its own queue, and the
-// host compares what the consumer copied. The probe's bytes count against no cap: they are
-// freed before anything else is allocated, and a cap's refusal is the plan's to give.
+// (the producer exporting an fd): the producer fills it with `word` on its queue, the consumer
+// copies its view of it into host memory of its own on its own queue, and the host compares
+// what the consumer copied. The probe's bytes count against no cap: they are freed before
+// anything else is allocated, and a cap's refusal is the plan's to give.
 std::string carry(vk::Device& producer, vk::Device& consumer, LinkKind kind, uint32_t word) {
-  constexpr uint64_t kHalf = 256;
+  constexpr uint64_t kBytes = 256;
   const auto cat = vk::Category::Transfer;
   vk::SharedBuffer shared =
-      kind == LinkKind::Fd ? vk::share_fd(producer, consumer, 2 * kHalf, cat, "link probe", vk::Charge::Uncounted)
-                           : vk::share_host(producer, consumer, 2 * kHalf, cat, "link probe", vk::Charge::Uncounted);
+      kind == LinkKind::Fd ? vk::share_fd(producer, consumer, kBytes, cat, "link probe", vk::Charge::Uncounted)
+                           : vk::share_host(producer, consumer, kBytes, cat, "link probe", vk::Charge::Uncounted);
   vk::Commands write(producer, "link probe write");
-  write.fill(vk::View(shared.first, 0, kHalf), word);
+  write.fill(shared.first, word);
   write.run();
+  // Host memory the host maps on any device: read without a staging copy, which would count.
+  vk::Buffer back(consumer, kBytes, cat, "link probe readback", vk::Residency::Host, vk::Charge::Uncounted);
   vk::Commands read(consumer, "link probe read");
-  read.copy(shared.second, shared.second, kHalf, 0, kHalf);
+  read.copy(shared.second, back, kBytes);
   read.run();
-  std::vector<uint32_t> got(kHalf / 4);
-  vk::download(shared.second, got.data(), kHalf, kHalf);
-  for (uint32_t w : got)
-    if (w != word)
+  const auto* got = static_cast<const uint32_t*>(back.mapped());
+  for (uint64_t i = 0; i < kBytes / 4; ++i)
+    if (got[i] != word)
       return "a test pattern written by " + producer.label() + " did not arrive through " + consumer.label() + "'s queue";
   return "";
 }

@@ -29,12 +29,14 @@ struct LayerCost {
 // the workspace a cell there keeps for its products' split K (ops::matmul_workspace_bytes;
 // CellLayout::workspace_bytes); and the largest buffer a kernel there binds whole
 // (maxStorageBufferRange) and the largest allocation (maxMemoryAllocationSize), 0 where not
-// known (pipeline::over_device_limits).
+// known (pipeline::over_device_limits); and the staging buffer its device holds while the host
+// copies to or from memory it does not map (vk::kStagingBytes there, else 0).
 struct DeviceFacts {
   std::vector<bool> stores_half;
   std::vector<uint8_t> lean_scratch;
   uint64_t workspace_bytes = 0;
   uint64_t max_binding = 0, max_allocation = 0;
+  uint64_t staging_bytes = 0;
   auto operator<=>(const DeviceFacts&) const = default;
 };
 

@@ -75,7 +75,7 @@ Bytes CellLayout::memory(uint32_t optimizer_states) const {
     for (uint64_t d : layer) deferred += d;
   b[cat(vk::Category::Activations)] = inputs * (input_bytes + target_bytes) + sets * set + deferreds * deferred +
                                       2 * gradient_bytes + 2 * gradient_copy_bytes + gradient_out_bytes;
-  b[cat(vk::Category::Transfer)] = link_bytes;
+  b[cat(vk::Category::Transfer)] = link_bytes + staging_bytes;
   for (const model::ParamSpec& p : params)  // the tied sums' host memory
     if (std::find(tied.begin(), tied.end(), p.name) != tied.end())
       b[cat(vk::Category::Transfer)] += p.elements() * kFloat;
@@ -96,7 +96,8 @@ DeviceFacts device_facts(const model::Model& m, const vk::PhysicalInfo& info) {
   // A tensor in an arena is bound to its padding's end (vk::kArenaAlign): what fits the range padded
   // is what a multiple of 256 under it holds (NVIDIA lists 2^32 - 1).
   return {m.stores_half(info), m.lean_scratch(info), ops::matmul_workspace_bytes(info),
-          info.max_storage_buffer_range / vk::kArenaAlign * vk::kArenaAlign, info.max_allocation_size};
+          info.max_storage_buffer_range / vk::kArenaAlign * vk::kArenaAlign, info.max_allocation_size,
+          info.device_memory_mapped ? 0 : vk::kStagingBytes};
 }
 
 CellLayout layout_cell(const model::Model& m, uint32_t cell, uint32_t first, uint32_t last,
@@ -357,20 +358,21 @@ Plan plan(const model::Model& m, const PlanOptions& o) {
                                {slots.inputs[c], slots.sets[c], slots.deferreds[c]}, precisions(c, first, last),
                                o.stages[c % K].facts);
     s.link_bytes = link_bytes(m, s, K == 1);
+    if (c < K) s.staging_bytes = o.stages[c].facts.staging_bytes;
     return s;
   };
   // A cell's footprint depends on its layers and how many inputs and sets it keeps, not on
   // which cell it is: each is laid out once, however often the partitioner asks.
   // (and on its stage's precision, the one before, and which layers its device's kernels
   // take in 16 bits). A cell with a buffer its device cannot hold never fits (kNeverFits).
-  std::map<std::tuple<size_t, size_t, uint32_t, uint32_t, uint32_t, ops::Precision, ops::Precision, DeviceFacts>,
+  std::map<std::tuple<size_t, size_t, uint32_t, uint32_t, uint32_t, ops::Precision, ops::Precision, DeviceFacts, bool>,
            std::pair<uint64_t, bool>>
       footprints;
   const auto footprint = [&](size_t c, size_t first, size_t last) {
     const ops::Precision before = c ? stage_precision(c - 1) : ops::Precision::Fp32;
     const DeviceFacts& facts = o.stages[c % K].facts;
     const auto [it, fresh] = footprints.try_emplace({first, last, slots.inputs[c], slots.sets[c], slots.deferreds[c],
-                                                     stage_precision(c), before, facts},
+                                                     stage_precision(c), before, facts, c < K},
                                                     0, true);
     if (fresh) {
       const CellLayout s = layout(c, first, last);

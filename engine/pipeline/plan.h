@@ -99,6 +99,9 @@ struct CellLayout {
   // size (transfer buffers).
   std::vector<std::string> tied;
   uint64_t link_bytes = 0;     // link slots this cell's device holds for it (set by plan())
+  // The staging buffer of the device's copies from and to the host (DeviceFacts::staging_bytes),
+  // counted with the first of the stage's cells (set by plan()).
+  uint64_t staging_bytes = 0;
 
   // Predicted bytes per category. Optimizer state is `optimizer_states` copies of the
   // trainable parameters (AdamW 2, SGD with momentum 1).

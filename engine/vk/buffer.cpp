@@ -1,5 +1,6 @@
 #include "vk/buffer.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <utility>
@@ -14,8 +15,9 @@ std::atomic<uint64_t> next_serial{1};
 }  // namespace
 
 Buffer::Buffer(Device& device, uint64_t bytes, Category category, std::string name,
-               Residency residency)
-    : device_(&device), serial_(next_serial++), size_(bytes), category_(category), name_(std::move(name)) {
+               Residency residency, Charge charge)
+    : device_(&device), serial_(next_serial++), size_(bytes), category_(category), name_(std::move(name)),
+      charged_(charge == Charge::Counted) {
   if (bytes == 0) throw VulkanError(name_ + ": a buffer of 0 bytes", VK_ERROR_UNKNOWN);
   VkBufferCreateInfo info{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
   info.size = bytes;
@@ -33,7 +35,7 @@ Buffer::Buffer(Device& device, uint64_t bytes, Category category, std::string na
   VkMemoryRequirements req;
   vk.vkGetBufferMemoryRequirements(device.handle(), buffer_, &req);
   try {
-    allocation_ = device.memory().allocate(req, residency, category, bytes, name_);
+    allocation_ = device.memory().allocate(req, residency, category, bytes, name_, charge);
   } catch (...) {
     vk.vkDestroyBuffer(device.handle(), buffer_, nullptr);
     buffer_ = VK_NULL_HANDLE;
@@ -110,7 +112,7 @@ void Buffer::release() {
     device_->vk().vkFreeMemory(device_->handle(), allocation_.memory, nullptr);
     if (charged_) device_->memory().refund(category_, size_);
   } else {
-    device_->memory().free(allocation_, category_, size_);
+    device_->memory().free(allocation_, category_, charged_ ? size_ : 0);
   }
   buffer_ = VK_NULL_HANDLE;
 }
@@ -143,20 +145,35 @@ void check_range(const Buffer& b, uint64_t bytes, uint64_t offset) {
                           " bytes",
                       VK_ERROR_UNKNOWN);
 }
+
+// Copies `bytes` between `host` and `b` at `offset` through staging memory, a chunk at a time.
+void staged_copy(const Buffer& b, char* host, uint64_t bytes, uint64_t offset, bool to_device) {
+  Device& dev = b.device();
+  std::lock_guard lock(dev.staging_mutex());
+  const uint64_t chunk = std::min(bytes, kStagingBytes);
+  const std::string what = (to_device ? "upload " : "download ") + b.name();
+  Buffer staging(dev, chunk, Category::Transfer, what + " staging", Residency::Host);
+  for (uint64_t done = 0; done < bytes; done += chunk) {
+    const uint64_t n = std::min(chunk, bytes - done);
+    Commands cmd(dev, what);
+    if (to_device) {
+      std::memcpy(staging.mapped(), host + done, n);
+      cmd.copy(staging, b, n, 0, offset + done);
+    } else {
+      cmd.copy(b, staging, n, offset + done, 0);
+    }
+    cmd.run();
+    if (!to_device) std::memcpy(host + done, staging.mapped(), n);
+  }
+}
 }  // namespace
 
 void upload(Buffer& dst, const void* src, uint64_t bytes, uint64_t offset) {
   check_range(dst, bytes, offset);
-  if (dst.mapped()) {
+  if (dst.mapped())
     std::memcpy(static_cast<char*>(dst.mapped()) + offset, src, bytes);
-    return;
-  }
-  Buffer staging(dst.device(), bytes, Category::Transfer, dst.name() + " upload staging",
-                 Residency::Host);
-  std::memcpy(staging.mapped(), src, bytes);
-  Commands cmd(dst.device(), "upload " + dst.name());
-  cmd.copy(staging, dst, bytes, 0, offset);
-  cmd.run();
+  else if (bytes)
+    staged_copy(dst, static_cast<char*>(const_cast<void*>(src)), bytes, offset, true);
 }
 
 void zero(Buffer& dst) {
@@ -167,16 +184,10 @@ void zero(Buffer& dst) {
 
 void download(const Buffer& src, void* dst, uint64_t bytes, uint64_t offset) {
   check_range(src, bytes, offset);
-  if (src.mapped()) {
+  if (src.mapped())
     std::memcpy(dst, static_cast<const char*>(src.mapped()) + offset, bytes);
-    return;
-  }
-  Buffer staging(src.device(), bytes, Category::Transfer, src.name() + " download staging",
-                 Residency::Host);
-  Commands cmd(src.device(), "download " + src.name());
-  cmd.copy(src, staging, bytes, offset, 0);
-  cmd.run();
-  std::memcpy(dst, staging.mapped(), bytes);
+  else if (bytes)
+    staged_copy(src, static_cast<char*>(dst), bytes, offset, false);
 }
 
 }  // namespace brigade::vk

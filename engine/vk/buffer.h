@@ -46,7 +46,7 @@ class Buffer {
  public:
   Buffer() = default;
   Buffer(Device& device, uint64_t bytes, Category category, std::string name,
-         Residency residency = Residency::Device);
+         Residency residency = Residency::Device, Charge charge = Charge::Counted);
   // Takes ownership of both handles; the bytes count against the device's cap where
   // `dedicated.charged` says so. On failure both are released.
   Buffer(Device& device, DedicatedMemory dedicated, uint64_t bytes, Category category,
@@ -91,13 +91,15 @@ class Buffer {
   std::string name_;
   Allocation allocation_;
   bool dedicated_ = false;
-  bool charged_ = true;  // a dedicated buffer's bytes count against the cap
+  bool charged_ = true;  // its bytes count against the cap (Charge)
   const Buffer* whole_ = nullptr;  // set for a part of an arena, which owns no memory
   uint64_t whole_offset_ = 0;
 };
 
 // Host <-> device copies. Direct memcpy when the buffer is mapped; otherwise through a
-// staging buffer and a copy on the device's queue. Blocking.
+// staging buffer of at most kStagingBytes, the device's only one while it lasts, and copies on
+// the device's queue, a chunk at a time. Blocking.
+inline constexpr uint64_t kStagingBytes = 8ull << 20;
 void upload(Buffer& dst, const void* src, uint64_t bytes, uint64_t offset = 0);
 // Every word of dst zero, written by the device: no host memory, no staging copy.
 void zero(Buffer& dst);

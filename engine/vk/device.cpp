@@ -172,7 +172,7 @@ Device::Device(Instance& instance, uint32_t index, DeviceOptions options) : inst
   name(VK_OBJECT_TYPE_SEMAPHORE, queue_timeline_, label_ + " queue timeline");
 
   memory_ = std::make_unique<Allocator>(table_, device_, info_.handle, label_,
-                                        info_.max_allocation_size, options.mem_limit);
+                                        info_.max_allocation_size, options.mem_limit, info_.device_memory_mapped);
   if (const size_t armed = g_faults_fired; armed < faults().size() && faults()[armed].label == options.label)
     fault_ = &faults()[armed];
   poll_timeline_ = info_.driver_id == VK_DRIVER_ID_GOOGLE_SWIFTSHADER;

@@ -61,6 +61,9 @@ class Device {
   const std::string& label() const { return label_; }
   Allocator& memory() { return *memory_; }
   const Allocator& memory() const { return *memory_; }
+  // Held by a copy through staging memory (vk::upload, vk::download): one staging buffer on
+  // the device at a time, as the plan counts.
+  std::mutex& staging_mutex() { return staging_mutex_; }
 
   uint32_t compute_family() const { return compute_family_; }
   bool has_transfer_queue() const { return transfer_queue_ != VK_NULL_HANDLE; }
@@ -126,6 +129,7 @@ class Device {
   [[noreturn]] void fail(VkResult r, const char* call, int line) const;
   std::unique_ptr<Allocator> memory_;
   std::mutex kernel_mutex_;
+  std::mutex staging_mutex_;
   // By shader and specialization constants; found by a (shader, constants) pair of views.
   using Constants = std::vector<std::pair<uint32_t, uint32_t>>;  // Specialization::constants
   using KernelKey = std::pair<std::string, Constants>;

@@ -59,13 +59,13 @@ VkDeviceMemory allocate(Device& dev, VkBuffer buffer, const void* chain, uint64_
   }
 }
 
-// Binds `buffer` to `memory`, maps it and wraps both; on failure both are released (an
-// imported fd went with the memory).
+// Binds `buffer` to `memory`, maps it where the device's memory is mapped (a host pointer's is
+// its own) and wraps both; on failure both are released (an imported fd went with the memory).
 Buffer finish(Device& dev, VkBuffer buffer, VkDeviceMemory memory, uint32_t type, uint64_t bytes,
               Category category, Charge charge, const std::string& name, void* host_ptr) {
   void* mapped = host_ptr;
   VkResult r = dev.vk().vkBindBufferMemory(dev.handle(), buffer, memory, 0);
-  if (r == VK_SUCCESS && !mapped && host_visible(dev, type))
+  if (r == VK_SUCCESS && !mapped && host_visible(dev, type) && dev.info().device_memory_mapped)
     r = dev.vk().vkMapMemory(dev.handle(), memory, 0, VK_WHOLE_SIZE, 0, &mapped);
   if (r != VK_SUCCESS) {
     dev.vk().vkDestroyBuffer(dev.handle(), buffer, nullptr);

@@ -21,9 +21,6 @@ struct SharedBuffer {
   Buffer first, second;        // the same bytes on each device
 };
 
-// Whether a shared buffer's bytes count against each device's cap and in its statistics: a
-// link's slots do; a probe's few bytes, freed before anything else is allocated, do not.
-enum class Charge { Counted, Uncounted };
 
 bool can_share_fd(const Device& a, const Device& b);
 bool can_share_host(const Device& a, const Device& b);

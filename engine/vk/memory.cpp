@@ -12,9 +12,21 @@ const char* category_name(Category c) {
   return names[static_cast<int>(c)];
 }
 
+namespace {
+constexpr VkMemoryPropertyFlags kHostMappable = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+}
+
+bool maps_device_memory(const VkPhysicalDeviceMemoryProperties& props) {
+  const VkMemoryPropertyFlags want = kHostMappable | VK_MEMORY_PROPERTY_HOST_CACHED_BIT;
+  for (uint32_t i = 0; i < props.memoryTypeCount; ++i)
+    if (props.memoryTypes[i].propertyFlags & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT)
+      return (props.memoryTypes[i].propertyFlags & want) == want;
+  return false;
+}
+
 Allocator::Allocator(const VolkDeviceTable& vk, VkDevice device, VkPhysicalDevice physical,
-                     std::string label, uint64_t max_allocation, uint64_t cap)
-    : vk_(vk), device_(device), label_(std::move(label)), max_allocation_(max_allocation) {
+                     std::string label, uint64_t max_allocation, uint64_t cap, bool map_device)
+    : vk_(vk), device_(device), label_(std::move(label)), max_allocation_(max_allocation), map_device_(map_device) {
   vkGetPhysicalDeviceMemoryProperties(physical, &props_);
   stats_.cap = cap;
 }
@@ -25,8 +37,7 @@ Allocator::~Allocator() {
 }
 
 uint32_t Allocator::pick_type(uint32_t bits, Residency residency) const {
-  const VkMemoryPropertyFlags host = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
-                                     VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+  const VkMemoryPropertyFlags host = kHostMappable;
   auto find = [&](VkMemoryPropertyFlags want) -> int {
     for (uint32_t i = 0; i < props_.memoryTypeCount; ++i)
       if ((bits & (1u << i)) && (props_.memoryTypes[i].propertyFlags & want) == want) return int(i);
@@ -48,7 +59,7 @@ uint32_t Allocator::pick_type(uint32_t bits, Residency residency) const {
   return uint32_t(t);
 }
 
-int Allocator::new_block(VkDeviceSize size, uint32_t type, bool dedicated, const std::string& what,
+int Allocator::new_block(VkDeviceSize size, uint32_t type, bool map, bool dedicated, const std::string& what,
                          Category category) {
   VkMemoryAllocateInfo info{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
   info.allocationSize = size;
@@ -64,10 +75,7 @@ int Allocator::new_block(VkDeviceSize size, uint32_t type, bool dedicated, const
   b.type = type;
   b.dedicated = dedicated;
   b.free[0] = size;
-  const VkMemoryPropertyFlags host = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
-                                     VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
-  if ((props_.memoryTypes[type].propertyFlags & host) == host)
-    VK_CHECK(vk_.vkMapMemory(device_, memory, 0, VK_WHOLE_SIZE, 0, &b.mapped));
+  if (map) VK_CHECK(vk_.vkMapMemory(device_, memory, 0, VK_WHOLE_SIZE, 0, &b.mapped));
   stats_.reserved += size;
   for (size_t i = 0; i < blocks_.size(); ++i)
     if (!blocks_[i].memory) {
@@ -146,8 +154,9 @@ VkDeviceMemory Allocator::allocate_dedicated(const VkMemoryAllocateInfo& info, C
 }
 
 Allocation Allocator::allocate(const VkMemoryRequirements& req, Residency residency,
-                               Category category, uint64_t bytes, const std::string& what) {
+                               Category category, uint64_t bytes, const std::string& what, Charge charge) {
   std::lock_guard lock(mutex_);
+  if (charge == Charge::Uncounted) bytes = 0;
   check_cap_locked(category, bytes, what);  // before any block is allocated
   if (req.size > max_allocation_)
     throw OutOfMemory(label_ + ": " + what + " needs " + format_bytes(req.size) +
@@ -155,21 +164,24 @@ Allocation Allocator::allocate(const VkMemoryRequirements& req, Residency reside
                       format_bytes(max_allocation_) + ")");
 
   const uint32_t type = pick_type(req.memoryTypeBits, residency);
+  const bool map = (props_.memoryTypes[type].propertyFlags & kHostMappable) == kHostMappable &&
+                   (residency == Residency::Host || map_device_);
   Allocation a;
   const VkDeviceSize size = (req.size + req.alignment - 1) / req.alignment * req.alignment;
   const VkDeviceSize block_size = std::min<VkDeviceSize>(kBlockSize, max_allocation_);
   if (size > block_size / 2) {
-    a.block = new_block(size, type, true, what, category);
+    a.block = new_block(size, type, map, true, what, category);
     blocks_[a.block].free.clear();
     a.offset = 0;
   } else {
     for (size_t i = 0; i < blocks_.size() && a.block < 0; ++i) {
       Block& b = blocks_[i];
-      if (b.memory && !b.dedicated && b.type == type && take(b, size, req.alignment, a.offset))
+      if (b.memory && !b.dedicated && b.type == type && (b.mapped != nullptr) == map &&
+          take(b, size, req.alignment, a.offset))
         a.block = int(i);
     }
     if (a.block < 0) {
-      a.block = new_block(block_size, type, false, what, category);
+      a.block = new_block(block_size, type, map, false, what, category);
       take(blocks_[a.block], size, req.alignment, a.offset);
     }
   }

@@ -20,6 +20,11 @@ enum class Category : int { Parameters, Gradients, Optimizer, Activations, Trans
 inline constexpr int kCategories = 6;
 const char* category_name(Category c);
 
+// Whether a buffer's bytes count against its device's cap and in its statistics: a tensor's
+// and a link's slots do; a link probe's few bytes, freed before anything else is allocated,
+// do not.
+enum class Charge { Counted, Uncounted };
+
 // Device: fastest for the GPU (device-local; mapped too where the device is host-visible,
 // as on lavapipe and integrated GPUs). Host: host-visible coherent, for staging and readback.
 enum class Residency { Device, Host };
@@ -46,17 +51,27 @@ struct Allocation {
   int block = -1;             // index into the allocator's blocks
 };
 
+// Whether the host maps the memory type Brigade takes for Residency::Device (the first
+// device-local one): where it is host-visible, coherent and cached, so that the host reads it
+// as fast as its own (CPU drivers, integrated GPUs). Discrete GPUs' is not host-visible, or
+// is write-combined memory behind a PCIe BAR (Intel Arc's first type), which the host reads
+// slowly: those copies go through staging buffers (vk::upload).
+bool maps_device_memory(const VkPhysicalDeviceMemoryProperties& props);
+
 class Allocator {
  public:
+  // map_device: whether Residency::Device memory is mapped where its type is host-visible
+  // (PhysicalInfo::device_memory_mapped); Residency::Host memory always is.
   Allocator(const VolkDeviceTable& vk, VkDevice device, VkPhysicalDevice physical,
-            std::string label, uint64_t max_allocation, uint64_t cap);
+            std::string label, uint64_t max_allocation, uint64_t cap, bool map_device = true);
   ~Allocator();
   Allocator(const Allocator&) = delete;
   Allocator& operator=(const Allocator&) = delete;
 
-  // `bytes` is what the cap and the statistics count: the buffer's requested size.
+  // `bytes` is what the cap and the statistics count (the buffer's requested size), unless
+  // `charge` says it counts nothing: then free() takes 0 bytes for it.
   Allocation allocate(const VkMemoryRequirements& req, Residency residency, Category category,
-                      uint64_t bytes, const std::string& what);
+                      uint64_t bytes, const std::string& what, Charge charge = Charge::Counted);
   void free(const Allocation& a, Category category, uint64_t bytes);
   // Counts memory the allocator does not hold (external and imported buffers) against the
   // cap and in the statistics.
@@ -88,7 +103,7 @@ class Allocator {
   void refund_locked(Category category, uint64_t bytes);
   [[noreturn]] void driver_out_of_memory(uint64_t bytes, Category category, const std::string& what);
   uint32_t pick_type(uint32_t type_bits, Residency residency) const;
-  int new_block(VkDeviceSize size, uint32_t type, bool dedicated, const std::string& what,
+  int new_block(VkDeviceSize size, uint32_t type, bool map, bool dedicated, const std::string& what,
                 Category category);
   static bool take(Block& b, VkDeviceSize size, VkDeviceSize align, VkDeviceSize& offset);
 
@@ -96,6 +111,7 @@ class Allocator {
   VkDevice device_;
   std::string label_;
   uint64_t max_allocation_;
+  bool map_device_;
   VkPhysicalDeviceMemoryProperties props_{};
   mutable std::mutex mutex_;
   std::vector<Block> blocks_;

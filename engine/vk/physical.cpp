@@ -6,7 +6,9 @@
 #include <cstring>
 #include <cstdio>
 
+#include "util/env.h"
 #include "vk/check.h"
+#include "vk/memory.h"
 #include "vk/specialize.h"
 
 namespace brigade::vk {
@@ -162,6 +164,8 @@ PhysicalInfo describe(VkPhysicalDevice device, uint32_t index) {
   for (uint32_t i = 0; i < mem.memoryHeapCount; ++i)
     info.heaps.push_back({mem.memoryHeaps[i].size,
                           (mem.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) != 0});
+  static const bool unmapped = env_choice("BRIGADE_DEVICE_MEMORY", {"auto", "unmapped"}) == "unmapped";
+  info.device_memory_mapped = !unmapped && maps_device_memory(mem);
 
   uint32_t qn = 0;
   vkGetPhysicalDeviceQueueFamilyProperties(device, &qn, nullptr);

@@ -33,6 +33,11 @@ struct PhysicalInfo {
   std::array<uint8_t, VK_UUID_SIZE> device_uuid{};
   std::array<uint8_t, VK_UUID_SIZE> driver_uuid{};
   std::vector<MemoryHeap> heaps;
+  // The host maps the device-local memory Brigade allocates (vk::maps_device_memory: CPU
+  // drivers, integrated GPUs): uploads and downloads are copies; otherwise they go through
+  // staging buffers (vk::upload). BRIGADE_DEVICE_MEMORY=unmapped makes any device one whose
+  // device memory the host does not map, as a discrete GPU's, to test those paths.
+  bool device_memory_mapped = false;
   uint32_t subgroup_size = 0;        // the driver's default for compute
   // Subgroup size control (VK_EXT_subgroup_size_control) for compute: a
   // pipeline may require any power of two in [min_subgroup_size, max_subgroup_size].

@@ -44,6 +44,10 @@ struct Fixture {
     o.rows = 8, o.micro_batches = 2, o.optimizer_states = 1;
     o.stages.assign(2, pipeline::StageSpec{});
     o.balance = {4, 2};  // stage 0: layers 0-3, stage 1: layers 4-5
+    // What the devices hold besides the cells' tensors (a staging buffer where the host does
+    // not map their memory), as `brigade train` plans it.
+    const vk::PhysicalInfo info = test::instance().describe_devices().at(test::test_device_index());
+    for (pipeline::StageSpec& st : o.stages) st.facts = pipeline::device_facts(m, info);
     plan = pipeline::plan(m, o);
     const auto cap = [&](uint32_t k) { return capped ? pipeline::total(plan.stage_memory(k, 1)) : 0; };
     ex = std::make_unique<pipeline::Executor>(m, std::vector<vk::Device*>{&gpu.device(0, cap(0)), &gpu.device(1, cap(1))}, plan,

@@ -53,6 +53,7 @@ nlohmann::json to_json(const vk::PhysicalInfo& d) {
           {"driver_version", d.driver_version_string()},
           {"vulkan_version", api_string(d.api_version)},
           {"memory_heaps", heaps},
+          {"device_memory_mapped", d.device_memory_mapped},
           {"subgroup_size", d.subgroup_size},
           {"max_storage_buffer_range", d.max_storage_buffer_range},
           {"max_allocation_size", d.max_allocation_size},

@@ -159,13 +159,13 @@ std::vector<pipeline::DeviceFacts> device_facts(const model::Model& m, const std
   if (!world().multi()) return out;
   // Under mpirun each rank opens one: every rank learns the others', a letter a layer ('a'
   // plus 1 where it stores 16 bits, plus twice its lean precisions), then the workspace's
-  // bytes, the largest binding and the largest allocation.
+  // bytes, the largest binding, the largest allocation and the staging buffer.
   const size_t here = size_t(std::find_if(devices.begin(), devices.end(), [](vk::Device* d) { return d; }) - devices.begin());
   std::string mine;
   for (size_t l = 0; l < out[here].stores_half.size(); ++l)
     mine += char('a' + (out[here].stores_half[l] ? 1 : 0) + 2 * out[here].lean_scratch[l]);
   mine += std::to_string(out[here].workspace_bytes) + " " + std::to_string(out[here].max_binding) + " " +
-          std::to_string(out[here].max_allocation);
+          std::to_string(out[here].max_allocation) + " " + std::to_string(out[here].staging_bytes);
   const std::vector<std::string> all = world().allgather(mine);
   for (size_t k = 0; k < devices.size(); ++k) {
     out[k] = {};
@@ -175,7 +175,7 @@ std::vector<pipeline::DeviceFacts> device_facts(const model::Model& m, const std
       out[k].lean_scratch.push_back(uint8_t((all[k][c] - 'a') >> 1));
     }
     std::istringstream numbers(all[k].substr(c));
-    numbers >> out[k].workspace_bytes >> out[k].max_binding >> out[k].max_allocation;
+    numbers >> out[k].workspace_bytes >> out[k].max_binding >> out[k].max_allocation >> out[k].staging_bytes;
   }
   return out;
 }
