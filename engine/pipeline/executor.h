@@ -24,6 +24,7 @@
 #include "model/model.h"
 #include "optim/optimizer.h"
 #include "pipeline/batch.h"
+#include "vk/clock.h"
 #include "pipeline/abort.h"
 #include "pipeline/group.h"
 #include "pipeline/link.h"
@@ -178,7 +179,10 @@ class Executor {
   Abort abort_;
   // [boundary b] : cell b <-> b+1; null where neither cell is in this process.
   std::vector<std::unique_ptr<Link>> act_links_, grad_links_;
-  std::vector<double> clock_offset_us_;         // per stage: GPU timestamp -> host steady clock
+  // Per stage: a GPU timestamp and the host's steady clock at it (calibrate(), taken again
+  // before a run once 30 s old: the two clocks drift apart).
+  std::vector<vk::GpuClock> clocks_;
+  double calibrated_us_ = 0;
   // Transfer sequence numbers: the micro-batches run forward (training and evaluation) and
   // backward so far.
   uint64_t forwards_ = 0, backwards_ = 0;

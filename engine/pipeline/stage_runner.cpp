@@ -297,12 +297,11 @@ void StageRunner::finish() {
   // caller reads results (the loss, the outputs) as soon as the stage threads return.
   if (last_value_) dev_.wait(last_value_);
   // GPU times of every action, on the host's clock.
-  const double offset = ex_.clock_offset_us_[k_];
   for (auto& [c, e] : recorded_) {
     if (dev_.info().timestamps) {
       const std::vector<double> ts = c->timestamps_ns();
-      e.begin_us = ts.at(0) / 1000.0 + offset;
-      e.end_us = ts.at(1) / 1000.0 + offset;
+      e.begin_us = ex_.clocks_[k_].host_at(ts.at(0));
+      e.end_us = ex_.clocks_[k_].host_at(ts.at(1));
     } else {
       e.begin_us = e.end_us = e.submit_us;
     }

@@ -6,6 +6,7 @@
 
 #include "util/units.h"
 #include "vk/check.h"
+#include "vk/clock.h"
 
 namespace brigade::vk {
 
@@ -429,15 +430,13 @@ void Commands::wait() {
 }
 
 std::vector<double> Commands::timestamps_ns() const {
-  std::vector<double> out;
-  if (!query_count_) return out;
+  if (!query_count_) return {};
   std::vector<uint64_t> raw(query_count_);
   VK_CHECK(device_.vk().vkGetQueryPoolResults(device_.handle(), queries_, 0, query_count_,
                                               raw.size() * sizeof(uint64_t), raw.data(),
                                               sizeof(uint64_t),
                                               VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT));
-  for (uint64_t t : raw) out.push_back(double(t) * device_.info().timestamp_period_ns);
-  return out;
+  return vk::timestamps_ns(raw, device_.info().timestamp_valid_bits, device_.info().timestamp_period_ns);
 }
 
 }  // namespace brigade::vk

@@ -79,11 +79,10 @@ Device::Device(Instance& instance, uint32_t index, DeviceOptions options) : inst
   vkGetPhysicalDeviceQueueFamilyProperties(info_.handle, &qn, nullptr);
   std::vector<VkQueueFamilyProperties> families(qn);
   vkGetPhysicalDeviceQueueFamilyProperties(info_.handle, &qn, families.data());
-  int compute = -1, transfer = -1;
+  const int compute = info_.compute_family;
+  int transfer = -1;
   for (uint32_t i = 0; i < qn; ++i) {
     const auto f = families[i].queueFlags;
-    // Prefer a compute family without graphics (async compute on discrete GPUs).
-    if ((f & VK_QUEUE_COMPUTE_BIT) && (compute < 0 || !(f & VK_QUEUE_GRAPHICS_BIT))) compute = int(i);
     if ((f & VK_QUEUE_TRANSFER_BIT) && !(f & (VK_QUEUE_COMPUTE_BIT | VK_QUEUE_GRAPHICS_BIT)) &&
         transfer < 0)
       transfer = int(i);

@@ -159,11 +159,18 @@ PhysicalInfo describe(VkPhysicalDevice device, uint32_t index) {
   info.timestamp_period_ns = p.limits.timestampPeriod;
   info.min_imported_host_pointer_alignment = host.minImportedHostPointerAlignment;
 
-  VkPhysicalDeviceMemoryProperties mem;
-  vkGetPhysicalDeviceMemoryProperties(device, &mem);
+  VkPhysicalDeviceMemoryProperties2 mem2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2};
+  VkPhysicalDeviceMemoryBudgetPropertiesEXT budget{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT};
+  const bool budgets = v11 && info.has_extension(VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
+  if (budgets) mem2.pNext = &budget;
+  if (v11)
+    vkGetPhysicalDeviceMemoryProperties2(device, &mem2);
+  else
+    vkGetPhysicalDeviceMemoryProperties(device, &mem2.memoryProperties);
+  const VkPhysicalDeviceMemoryProperties& mem = mem2.memoryProperties;
   for (uint32_t i = 0; i < mem.memoryHeapCount; ++i)
-    info.heaps.push_back({mem.memoryHeaps[i].size,
-                          (mem.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) != 0});
+    info.heaps.push_back({mem.memoryHeaps[i].size, (mem.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) != 0,
+                          budgets ? budget.heapBudget[i] : 0});
   static const bool unmapped = env_choice("BRIGADE_DEVICE_MEMORY", {"auto", "unmapped"}) == "unmapped";
   info.device_memory_mapped = !unmapped && maps_device_memory(mem);
 
@@ -171,8 +178,15 @@ PhysicalInfo describe(VkPhysicalDevice device, uint32_t index) {
   vkGetPhysicalDeviceQueueFamilyProperties(device, &qn, nullptr);
   std::vector<VkQueueFamilyProperties> families(qn);
   vkGetPhysicalDeviceQueueFamilyProperties(device, &qn, families.data());
+  for (uint32_t i = 0; i < qn; ++i) {
+    const VkQueueFlags q = families[i].queueFlags;
+    // Prefer a compute family without graphics (async compute on discrete GPUs).
+    if ((q & VK_QUEUE_COMPUTE_BIT) && (info.compute_family < 0 || !(q & VK_QUEUE_GRAPHICS_BIT)))
+      info.compute_family = int(i);
+  }
+  if (info.compute_family >= 0) info.timestamp_valid_bits = families[size_t(info.compute_family)].timestampValidBits;
+  info.timestamps = info.timestamp_valid_bits > 0;
   for (auto& f : families) {
-    if ((f.queueFlags & VK_QUEUE_COMPUTE_BIT) && f.timestampValidBits > 0) info.timestamps = true;
     if ((f.queueFlags & VK_QUEUE_TRANSFER_BIT) &&
         !(f.queueFlags & (VK_QUEUE_COMPUTE_BIT | VK_QUEUE_GRAPHICS_BIT)))
       info.dedicated_transfer_queue = true;

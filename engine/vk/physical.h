@@ -4,6 +4,7 @@
 
 #include <volk.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <string>
@@ -16,6 +17,13 @@ namespace brigade::vk {
 struct MemoryHeap {
   uint64_t size = 0;
   bool device_local = false;
+  // What this process may allocate from the heap before allocations fail or slow down, as
+  // the driver estimated it when the device was described (VK_EXT_memory_budget: the heap's
+  // size less what other programs hold, a desktop's compositor on the GPU driving the
+  // display among them); 0 where the device does not tell.
+  uint64_t budget = 0;
+  // The bytes Brigade plans against: the budget where told, else the heap's size.
+  uint64_t usable() const { return budget ? std::min(budget, size) : size; }
 };
 
 struct PhysicalInfo {
@@ -52,7 +60,9 @@ struct PhysicalInfo {
   std::array<uint32_t, 3> max_workgroup_count{65535, 65535, 65535};  // a dispatch's groups along x, y, z
   uint32_t max_push_constants = 0;
   float timestamp_period_ns = 0;
-  bool timestamps = false;           // compute queue supports timestamps
+  int compute_family = -1;           // the queue family Brigade computes on; -1: none
+  uint32_t timestamp_valid_bits = 0; // of that family's timestamps (36 to 64; 0: none)
+  bool timestamps = false;           // its queue writes timestamps
   bool dedicated_transfer_queue = false;
   // Capabilities that decide boundary-transfer paths and kernel variants.
   bool external_memory_fd = false;   // VK_KHR_external_memory_fd (opaque fd)

@@ -25,7 +25,17 @@ TEST_CASE("physical device description is complete and consistent") {
     CHECK(info.device_uuid_string().size() == 36);
     CHECK(info.device_uuid != std::array<uint8_t, VK_UUID_SIZE>{});
     CHECK(info.external_memory_fd == info.has_extension("VK_KHR_external_memory_fd"));
+    // A heap's budget where the device lists VK_EXT_memory_budget (lavapipe does), and what
+    // the plan takes of the heap: the budget where told and smaller, else the heap's size.
+    for (const vk::MemoryHeap& h : info.heaps) {
+      CHECK((h.budget > 0) == info.has_extension("VK_EXT_memory_budget"));
+      CHECK(h.usable() == (h.budget && h.budget < h.size ? h.budget : h.size));
+    }
   }
+  vk::MemoryHeap display{8ull << 30, true, 6ull << 30};  // 2 GiB held by the desktop
+  CHECK(display.usable() == 6ull << 30);
+  display.budget = 0;
+  CHECK(display.usable() == 8ull << 30);
 }
 
 TEST_CASE("lavapipe offers what the pipeline needs: timelines, fd and host-pointer memory") {

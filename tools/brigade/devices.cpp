@@ -42,7 +42,9 @@ std::vector<std::string> matrix_products(const vk::PhysicalInfo& d) {
 
 nlohmann::json to_json(const vk::PhysicalInfo& d) {
   nlohmann::json heaps = nlohmann::json::array();
-  for (auto& h : d.heaps) heaps.push_back({{"bytes", h.size}, {"device_local", h.device_local}});
+  for (auto& h : d.heaps)
+    heaps.push_back({{"bytes", h.size}, {"device_local", h.device_local},
+                     {"budget", h.budget ? nlohmann::json(h.budget) : nlohmann::json(nullptr)}});
   return {{"index", d.index},
           {"name", d.name},
           {"vendor", d.vendor},

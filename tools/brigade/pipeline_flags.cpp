@@ -194,7 +194,7 @@ StageDevice describe(const vk::Device& dev) {
   const vk::PhysicalInfo& info = dev.info();
   uint64_t heap = 0;
   for (const vk::MemoryHeap& h : info.heaps)
-    if (h.device_local) heap = std::max(heap, h.size);
+    if (h.device_local) heap = std::max(heap, h.usable());
   StageDevice s{info.name, info.driver_name.empty() ? info.name : info.driver_name, info.index, heap, ""};
   s.multiplies = ops::auto_precision(info);
   s.physical = info.index;
