@@ -48,7 +48,7 @@ Buffer::Buffer(Device& device, uint64_t bytes, Category category, std::string na
 Buffer::Buffer(Device& device, DedicatedMemory dedicated, uint64_t bytes, Category category,
                std::string name)
     : device_(&device), buffer_(dedicated.buffer), serial_(next_serial++), size_(bytes), category_(category),
-      name_(std::move(name)), dedicated_(true), charged_(dedicated.charged) {
+      name_(std::move(name)), dedicated_(true), exchange_family_(dedicated.exchange_family), charged_(dedicated.charged) {
   allocation_.memory = dedicated.memory;
   allocation_.mapped = dedicated.mapped;
   try {
@@ -130,6 +130,7 @@ Buffer& Buffer::operator=(Buffer&& o) noexcept {
     name_ = std::move(o.name_);
     allocation_ = o.allocation_;
     dedicated_ = o.dedicated_;
+    exchange_family_ = o.exchange_family_;
     charged_ = o.charged_;
     whole_ = o.whole_;
     whole_offset_ = o.whole_offset_;

@@ -19,6 +19,10 @@ struct DedicatedMemory {
   VkDeviceMemory memory = VK_NULL_HANDLE;
   void* mapped = nullptr;
   bool charged = true;  // counted against the device's cap and in its statistics
+  // The queue family the memory is exchanged with between recordings (vk::Commands):
+  // VK_QUEUE_FAMILY_EXTERNAL for another device of one driver, VK_QUEUE_FAMILY_FOREIGN_EXT for
+  // any other.
+  uint32_t exchange_family = VK_QUEUE_FAMILY_EXTERNAL;
 };
 
 // Where a buffer's bytes lie: what command recording orders accesses by, so that a part of an
@@ -78,6 +82,7 @@ class Buffer {
   uint64_t offset_in_whole() const { return whole_offset_; }
   // Memory another device sees too (exported, imported or a host allocation; vk/external.h).
   bool shared() const { return dedicated_; }
+  uint32_t exchange_family() const { return exchange_family_; }  // of shared memory (DedicatedMemory)
   explicit operator bool() const { return buffer_ != VK_NULL_HANDLE; }
 
  private:
@@ -91,6 +96,7 @@ class Buffer {
   std::string name_;
   Allocation allocation_;
   bool dedicated_ = false;
+  uint32_t exchange_family_ = VK_QUEUE_FAMILY_EXTERNAL;
   bool charged_ = true;  // its bytes count against the cap (Charge)
   const Buffer* whole_ = nullptr;  // set for a part of an arena, which owns no memory
   uint64_t whole_offset_ = 0;

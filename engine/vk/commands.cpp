@@ -161,15 +161,17 @@ VkBufferMemoryBarrier handoff(VkBuffer buffer, uint32_t from, uint32_t to) {
 
 void Commands::acquire(const Call& c) {
   // Memory another device shares is exclusive to no queue of this one between recordings:
-  // its contents are defined here only once taken from VK_QUEUE_FAMILY_EXTERNAL, before the
-  // recording's first use (and given back at submit). The source stages order the taking
-  // after this queue's earlier work.
+  // its contents are defined here only once taken from the family it is exchanged with
+  // (VK_QUEUE_FAMILY_EXTERNAL, or FOREIGN_EXT across drivers), before the recording's first
+  // use (and given back at submit). The source stages order the taking after this queue's
+  // earlier work.
   std::vector<VkBufferMemoryBarrier> take;
   for (uint32_t i = 0; i < c.views; ++i) {
     const Buffer& b = c.view[i].buffer->whole();
-    if (!b.shared() || std::find(held_.begin(), held_.end(), b.handle()) != held_.end()) continue;
-    held_.push_back(b.handle());
-    take.push_back(handoff(b.handle(), VK_QUEUE_FAMILY_EXTERNAL, device_.compute_family()));
+    const std::pair<VkBuffer, uint32_t> held{b.handle(), b.exchange_family()};
+    if (!b.shared() || std::find(held_.begin(), held_.end(), held) != held_.end()) continue;
+    held_.push_back(held);
+    take.push_back(handoff(held.first, held.second, device_.compute_family()));
     take.back().dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
                                 VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
   }
@@ -403,11 +405,11 @@ uint64_t Commands::submit(const std::vector<SemaphoreValue>& waits,
                             VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
   }
   if (!held_.empty()) {
-    // Shared memory given back to VK_QUEUE_FAMILY_EXTERNAL, this recording's writes made
+    // Shared memory given back to the family it is exchanged with, this recording's writes made
     // available first, for the other device's queue to take.
     std::vector<VkBufferMemoryBarrier> give;
-    for (VkBuffer b : held_) {
-      give.push_back(handoff(b, device_.compute_family(), VK_QUEUE_FAMILY_EXTERNAL));
+    for (const auto& [b, family] : held_) {
+      give.push_back(handoff(b, device_.compute_family(), family));
       give.back().srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
     }
     vk.vkCmdPipelineBarrier(cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,

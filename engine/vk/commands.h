@@ -2,8 +2,8 @@
 // Barriers are inserted from the kernels' reflected read/write sets: a dispatch that reads
 // what an earlier command wrote, or writes what an earlier command touched, waits for it;
 // independent dispatches run without one. Memory shared with another device (Buffer::shared)
-// is taken from VK_QUEUE_FAMILY_EXTERNAL before a recording's first use of it and given back
-// when the recording is submitted. Not thread-safe: one Commands per thread.
+// is taken from the queue family it is exchanged with (Buffer::exchange_family) before a
+// recording's first use of it and given back when the recording is submitted. Not thread-safe: one Commands per thread.
 #pragma once
 
 #include <volk.h>
@@ -128,8 +128,8 @@ class Commands {
   // Replaying: the first call that differs. The buffer is recorded anew with the calls that
   // matched so far.
   void diverge();
-  // Takes the shared buffers `c` touches, not yet taken in this recording, from
-  // VK_QUEUE_FAMILY_EXTERNAL.
+  // Takes the shared buffers `c` touches, not yet taken in this recording, from the family
+  // each is exchanged with.
   void acquire(const Call& c);
   void record_dispatch(const Call& c);
   void record_timestamp();
@@ -169,7 +169,9 @@ class Commands {
   bool recording_ = false, pending_ = false, any_write_ = false;
   uint64_t submitted_ = 0;
   uint32_t barriers_ = 0, dispatches_ = 0, handoffs_ = 0;
-  std::vector<VkBuffer> held_;  // shared buffers taken in this recording, given back at submit
+  // Shared buffers taken in this recording, given back at submit, and the family each is
+  // exchanged with (Buffer::exchange_family).
+  std::vector<std::pair<VkBuffer, uint32_t>> held_;
   std::vector<KernelMark>* kernel_marks_ = nullptr;
   std::string work_;
   double work_flops_ = 0;

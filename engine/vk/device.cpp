@@ -122,6 +122,8 @@ Device::Device(Instance& instance, uint32_t index, DeviceOptions options) : inst
   std::vector<const char*> extensions;
   if (info_.external_memory_fd) extensions.push_back(VK_KHR_EXTERNAL_MEMORY_FD_EXTENSION_NAME);
   if (info_.external_memory_host) extensions.push_back(VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);
+  foreign_queues_ = info_.has_extension(VK_EXT_QUEUE_FAMILY_FOREIGN_EXTENSION_NAME);
+  if (foreign_queues_) extensions.push_back(VK_EXT_QUEUE_FAMILY_FOREIGN_EXTENSION_NAME);
 
   VkPhysicalDeviceVulkan12Features v12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
   v12.timelineSemaphore = VK_TRUE;

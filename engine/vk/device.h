@@ -66,6 +66,9 @@ class Device {
   std::mutex& staging_mutex() { return staging_mutex_; }
 
   uint32_t compute_family() const { return compute_family_; }
+  // Whether memory can be exchanged with VK_QUEUE_FAMILY_FOREIGN_EXT: any queue, whatever its
+  // device or driver (VK_EXT_queue_family_foreign, enabled where listed).
+  bool foreign_queues() const { return foreign_queues_; }
   bool has_transfer_queue() const { return transfer_queue_ != VK_NULL_HANDLE; }
   uint32_t transfer_family() const { return transfer_family_; }
 
@@ -130,6 +133,7 @@ class Device {
   std::unique_ptr<Allocator> memory_;
   std::mutex kernel_mutex_;
   std::mutex staging_mutex_;
+  bool foreign_queues_ = false;
   // By shader and specialization constants; found by a (shader, constants) pair of views.
   using Constants = std::vector<std::pair<uint32_t, uint32_t>>;  // Specialization::constants
   using KernelKey = std::pair<std::string, Constants>;

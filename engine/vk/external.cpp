@@ -62,7 +62,8 @@ VkDeviceMemory allocate(Device& dev, VkBuffer buffer, const void* chain, uint64_
 // Binds `buffer` to `memory`, maps it where the device's memory is mapped (a host pointer's is
 // its own) and wraps both; on failure both are released (an imported fd went with the memory).
 Buffer finish(Device& dev, VkBuffer buffer, VkDeviceMemory memory, uint32_t type, uint64_t bytes,
-              Category category, Charge charge, const std::string& name, void* host_ptr) {
+              Category category, Charge charge, const std::string& name, void* host_ptr,
+              uint32_t family = VK_QUEUE_FAMILY_EXTERNAL) {
   void* mapped = host_ptr;
   VkResult r = dev.vk().vkBindBufferMemory(dev.handle(), buffer, memory, 0);
   if (r == VK_SUCCESS && !mapped && host_visible(dev, type) && dev.info().device_memory_mapped)
@@ -73,7 +74,7 @@ Buffer finish(Device& dev, VkBuffer buffer, VkDeviceMemory memory, uint32_t type
     VK_CHECK(r);
   }
   dev.name(VK_OBJECT_TYPE_DEVICE_MEMORY, memory, name + " memory");
-  return Buffer(dev, DedicatedMemory{buffer, memory, mapped, charge == Charge::Counted}, bytes, category, name);
+  return Buffer(dev, DedicatedMemory{buffer, memory, mapped, charge == Charge::Counted, family}, bytes, category, name);
 }
 
 // The memory types a host pointer can be imported as, from what
@@ -180,8 +181,12 @@ SharedBuffer share_host(Device& a, Device& b, uint64_t bytes, Category category,
   SharedBuffer out;
   out.host = std::shared_ptr<void>(ptr, std::free);
   Device* devices[2] = {&a, &b};
+  // Between devices of one driver the memory is exchanged with VK_QUEUE_FAMILY_EXTERNAL, which
+  // names their queues; across drivers with VK_QUEUE_FAMILY_FOREIGN_EXT where known.
+  const bool alike = a.info().device_uuid == b.info().device_uuid && a.info().driver_uuid == b.info().driver_uuid;
   for (int i = 0; i < 2; ++i) {
     Device& dev = *devices[i];
+    const uint32_t family = alike || !dev.foreign_queues() ? VK_QUEUE_FAMILY_EXTERNAL : VK_QUEUE_FAMILY_FOREIGN_EXT;
     VkMemoryHostPointerPropertiesEXT props{VK_STRUCTURE_TYPE_MEMORY_HOST_POINTER_PROPERTIES_EXT};
     VK_CHECK(dev.vk().vkGetMemoryHostPointerPropertiesEXT(dev.handle(), kHost, ptr, &props));
     VkBuffer buffer = create_external_buffer(dev, size, kHost);
@@ -198,7 +203,7 @@ SharedBuffer share_host(Device& a, Device& b, uint64_t bytes, Category category,
     import_info.pHostPointer = ptr;
     const std::string side = name + (i ? " (host, second)" : " (host, first)");
     VkDeviceMemory memory = allocate(dev, buffer, &import_info, size, uint32_t(type), category, side, true);
-    Buffer buf = finish(dev, buffer, memory, uint32_t(type), bytes, category, charge, side, ptr);
+    Buffer buf = finish(dev, buffer, memory, uint32_t(type), bytes, category, charge, side, ptr, family);
     (i ? out.second : out.first) = std::move(buf);
   }
   return out;

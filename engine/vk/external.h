@@ -5,7 +5,8 @@
 //   host pointer - devices of different drivers or vendors: one page-aligned host
 //                  allocation imported into both (VK_EXT_external_memory_host).
 // Both sides' buffers are shared (Buffer::shared): a recording that touches one takes it from
-// VK_QUEUE_FAMILY_EXTERNAL first and gives it back when it ends (vk::Commands).
+// VK_QUEUE_FAMILY_EXTERNAL first (VK_QUEUE_FAMILY_FOREIGN_EXT between drivers where the
+// device lists VK_EXT_queue_family_foreign) and gives it back when it ends (vk::Commands).
 #pragma once
 
 #include <memory>
