@@ -79,7 +79,7 @@ GradientError worst_gradient_error(const Outcome& got, const Outcome& want) {
     const double scale = std::max(test::max_abs(g), 1e-12);
     const std::vector<float>& h = got.grads.at(name);
     for (size_t i = 0; i < g.size(); ++i)
-      if (std::abs(double(h[i]) - g[i]) / scale > worst) worst = std::abs(double(h[i]) - g[i]) / scale, where = name;
+      if (const double err = std::abs(double(h[i]) - g[i]) / scale; test::worse_error(err, worst)) worst = err, where = name;
   }
   return {worst, where};
 }
@@ -390,7 +390,8 @@ TEST_CASE_FIXTURE(test::Gpu, "a step whose scaled gradients overflow fp16 update
   const std::vector<float> want = wide.gradient("1.weight"), got = fresh.gradient("1.weight");
   CHECK(test::max_abs(want) > 0);
   double worst = 0;
-  for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, double(std::abs(got[i] - want[i])));
+  for (size_t i = 0; i < want.size(); ++i)
+    if (const double err = std::abs(double(got[i]) - want[i]); test::worse_error(err, worst)) worst = err;
   CHECK_MESSAGE(worst < 0.01 * test::max_abs(want), "fp16 gradient off fp32's by ", worst);
 }
 

@@ -27,6 +27,8 @@ double max_abs(std::span<const float> v) {
   return m;
 }
 
+bool worse_error(double err, double worst) { return !std::isnan(worst) && !(err <= worst); }
+
 double dot(std::span<const double> a, std::span<const double> b) {
   double s = 0;
   for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];

@@ -31,6 +31,10 @@ std::vector<float> to_host(const vk::Buffer& buffer);
 // The largest |v[i]|, 0 for none.
 double max_abs(std::span<const float> v);
 
+// Whether an error `err` is worse than the worst so far, a NaN worse than any number (and kept):
+// std::max and `>` pass over a NaN, which leaves a worst error of 0 that every bound admits.
+bool worse_error(double err, double worst);
+
 // CHECKs |got - want| <= atol + rtol * |want| for every element; on failure reports how many
 // differ, the largest difference and where, and the first values of both.
 void check_close(std::span<const float> got, std::span<const float> want, double atol,

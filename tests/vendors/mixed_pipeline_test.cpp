@@ -195,7 +195,8 @@ TEST_CASE_FIXTURE(test::Gpu, "bf16 across lavapipe and SwiftShader equals one de
       for (const auto& [name, g] : want.grads) {
         const double scale = std::max(test::max_abs(g), 1e-6);
         const std::vector<float>& h = got.grads.at(name);
-        for (size_t i = 0; i < g.size(); ++i) worst = std::max(worst, std::abs(double(h[i]) - g[i]) / scale);
+        for (size_t i = 0; i < g.size(); ++i)
+          if (const double err = std::abs(double(h[i]) - g[i]) / scale; test::worse_error(err, worst)) worst = err;
       }
       MESSAGE(what, ": largest gradient difference ", worst, " of the gradient's largest magnitude");
       CHECK_MESSAGE(worst < kBf16Tolerance, what);
