@@ -410,9 +410,24 @@ TEST_CASE_FIXTURE(test::Gpu, "a step whose scaled gradients overflow fp16 update
 //   another position (fashion-cnn 0.07 and 0.04 on lavapipe; 0.34 in bf16 on an NVIDIA H200,
 //   whose rounding of the fp32 products flips other ties), and BatchNorm over 8 samples
 //   amplifies further (fashion-cnn-bn: 0.16 and 0.12).
-// Those presets are held to half the largest magnitude. A layer whose backward read a stale
-// or still packed tensor is off by far more than either bound.
+// Those presets are held to bounds of their own (below). A layer whose backward read a stale
+// or still packed tensor is off by far more than any of the bounds.
 TEST_CASE_FIXTURE(test::Gpu, "16-bit gradients are fp32's to within 2 L u of their largest magnitude where every layer is smooth") {
+  // Where some layer is not smooth, on a CPU driver: about 2.5 times the worst error (over bf16
+  // and fp16) measured on lavapipe, its products in order and on Mesa 26's matrix units
+  // (tools/coopmat-check.sh), with this case's batch (`-tc='*within 2 L u*' -s` prints them):
+  //   fashion-mlp      0.0041 in bf16, 0.0215 in fp16 -> 0.05
+  //   fashion-cnn      0.0694 in bf16, 0.0367 in fp16 -> 0.2
+  //   fashion-cnn-bn   0.159 in bf16, 0.119 in fp16   -> 0.4
+  // (the same to 3 digits in both builds; the losses were off by 2e-4 of their value at most).
+  // Which ReLU or tie the rounding flips is chance, so one bound for both formats. On a GPU,
+  // whose products round in another order, half the largest magnitude: the H200's 0.34 above
+  // is past what lavapipe's figures give fashion-cnn, and no other GPU figure was measured.
+  const bool cpu = device().info().type == VK_PHYSICAL_DEVICE_TYPE_CPU;
+  const auto rough_bound = [&](const std::string& name) {
+    if (!cpu) return 0.5;
+    return name == "fashion-mlp" ? 0.05 : name == "fashion-cnn" ? 0.2 : 0.4;
+  };
   for (const model::Model& m : {model::build("fashion-mlp"), model::build("fashion-cnn"), model::build("fashion-cnn-bn"),
                                 model::with_window(model::build("gpt-mini"), 16)}) {
     const bool smooth = m.name == "gpt-mini";
@@ -423,10 +438,10 @@ TEST_CASE_FIXTURE(test::Gpu, "16-bit gradients are fp32's to within 2 L u of the
       PipelineConfig c;
       c.precision = {p}, c.loss_scale = p == Precision::Fp16 ? 1024 : 1;
       const Outcome narrow = test::run(m, devices(*this, 1), c, batches, 0);
-      const double bound = smooth ? 2.0 * double(m.layers.size()) * u : 0.5;
+      const double bound = smooth ? 2.0 * double(m.layers.size()) * u : rough_bound(m.name);
       const GradientError e = worst_gradient_error(narrow, wide);
       MESSAGE(m.name, " ", std::string(ops::precision_name(p)), ": worst gradient error ", e.worst, " (", e.where,
-              ") against ", bound);
+              ") against ", bound, ", loss off by ", std::abs(narrow.loss - wide.loss) / std::abs(wide.loss), " of its value");
       CHECK_MESSAGE(e.worst <= bound, m.name, " ", std::string(ops::precision_name(p)), ": ", e.where);
       CHECK(std::abs(narrow.loss - wide.loss) <= bound * std::abs(wide.loss));
     }
