@@ -102,11 +102,21 @@ if [ $whole = 1 ]; then
 fi
 # Matrix units taken by default, as on a GPU (a CPU's leaves them to its faster SIMT kernel).
 inside() { unstable env BRIGADE_MATRIX_UNITS=on "$@"; }
+# cases N COMMAND...: runs a test program's cases picked by name, and fails unless N of them ran
+# (the program fails only when none matches: a case renamed out of its pattern would drop out
+# of the only run on real matrix units unnoticed). Where a case is added or renamed, N too.
+cases() {
+  local want=$1 log=$build/coopmat-cases.log ran
+  shift
+  inside "$@" 2>&1 | tee "$log"
+  ran=$(sed -n 's/^\[doctest\] test cases: *\([0-9]*\) |.*/\1/p' "$log" | tail -1)
+  [ "$ran" = "$want" ] || { echo "coopmat-check: ${ran:-no} case(s) ran, not $want: $*" >&2; exit 1; }
+}
 echo "coopmat-check: Mesa $mesa's lavapipe: $(inside "$build/brigade" devices | grep -A1 'matrix products' | tail -1 | tr -s ' ')"
 inside "$build/brigade" devices | grep -q 'products on matrix units' ||
   { echo "coopmat-check: the device lists no matrix product Brigade takes" >&2; exit 1; }
-inside "$build/tests/test_kernels" -tc='*matrix-unit*,*matrix units*,*16-bit A and B*,*matrix tiles*,*C'"'"'s 16-bit copy*,*packed by its caller*,*K tiles a causal*,*reads and writes 16 bits as the fp32 kernels*,*its products reading P, dS and dy rounded*'
-inside "$build/tests/test_pipeline" -tc='fp16 fashion-mlp pipelined equals one device*,fp16 gpt-mini (two blocks)*,*products read its weights rounded*,*within 2 L u*,*read 16-bit operands*'
+cases 22 "$build/tests/test_kernels" -tc='*matrix-unit*,*matrix units*,*16-bit A and B*,*matrix tiles*,*C'"'"'s 16-bit copy*,*packed by its caller*,*K tiles a causal*,*reads and writes 16 bits as the fp32 kernels*,*its products reading P, dS and dy rounded*'
+cases 6 "$build/tests/test_pipeline" -tc='fp16 fashion-mlp pipelined equals one device*,fp16 gpt-mini (two blocks)*,*products read its weights rounded*,*within 2 L u*,*read 16-bit operands*'
 # 16-bit attention is fused on matrix units by default (flash attention on the matrix tiles);
 # the GPT cases again with it in the matrix form, its products on the matrix kernel. (Not the
 # pipelined gpt-mini's: there its three AdamW steps end 3e-6 off one device's in a bias whose
@@ -114,4 +124,4 @@ inside "$build/tests/test_pipeline" -tc='fp16 fashion-mlp pipelined equals one d
 inside "$build/brigade" plan --model gpt-mini --precision fp16 |
   grep 'attention: attention fused: flash attention on matrix units' ||
   { echo "coopmat-check: plan does not put fp16 attention fused on the matrix units" >&2; exit 1; }
-inside env BRIGADE_ATTENTION=matrix "$build/tests/test_pipeline" -tc='*within 2 L u*,*GPT block*read 16-bit operands*'
+cases 2 env BRIGADE_ATTENTION=matrix "$build/tests/test_pipeline" -tc='*within 2 L u*,*GPT block*read 16-bit operands*'
