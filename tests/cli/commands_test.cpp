@@ -175,6 +175,7 @@ TEST_CASE("brigade bench kernels --precision auto times the products in the devi
   const auto j = nlohmann::json::parse(r.output);
   CHECK(j["precision"] == want);
   CHECK(want != "fp32");
+  REQUIRE(!j["results"].empty());
   for (const auto& row : j["results"]) CHECK(row["valid"] == true);
 }
 

@@ -59,8 +59,11 @@ void loses_and_equals_by_hand(const fs::path& dir, const std::string& name, cons
   CHECK(r.output.find("going on: plan auto: ") != std::string::npos);
   CHECK(r.output.find(std::to_string(replayed) + " step(s) replayed") != std::string::npos);
   CHECK(re.at("seconds").get<double>() > 0);
-  // Every step recorded once, in order.
+  // Every step recorded once, in order: as many as the run's --steps.
   const auto steps = test::records(lost, "train");
+  const size_t steps_at = common.find("--steps ");
+  REQUIRE(steps_at != std::string::npos);
+  REQUIRE(steps.size() == std::stoul(common.substr(steps_at + 8)));
   for (size_t i = 0; i < steps.size(); ++i) CHECK(steps[i].at("step") == i + 1);
   const auto evals = test::records(lost, "eval");
   for (size_t i = 1; i < evals.size(); ++i) CHECK(evals[i].at("step") > evals[i - 1].at("step"));
