@@ -118,15 +118,15 @@ void check_reference(const Stepped& s, const Reference& want, const std::string&
 }
 
 // torch.nn.utils.clip_grad_norm_'s scale (optim::clip's formula, written out here so that a
-// change there shows) from the executor's own gradients: min(1, max_norm / (||g|| + 1e-6)).
-// Also checks the norm the step reported.
+// change there shows) from the executor's own gradients: min(1, max_norm / (||g|| + 1e-6)),
+// 1 where max_norm is 0 (pipeline::Update: no clipping). Also checks the norm the step reported.
 double clip_scale(const Stepped& s, double max_norm) {
   double squares = 0;
   for (const auto& [name, g] : s.grads)
     for (float v : g) squares += double(v) * v;
   const double norm = std::sqrt(squares);
   CHECK_MESSAGE(std::fabs(s.result.grad_norm - norm) <= 1e-6 * norm, "grad_norm ", s.result.grad_norm, " vs ", norm);
-  return std::min(1.0, max_norm / (norm + 1e-6));
+  return max_norm > 0 ? std::min(1.0, max_norm / (norm + 1e-6)) : 1.0;
 }
 
 // One update of `opt` (its first: zero state, step 1) at `lr`, clipped at `max_norm`, from the
@@ -181,9 +181,11 @@ TEST_CASE_FIXTURE(test::Gpu, "one SGD step clipped at a norm its gradients excee
   CHECK_MESSAGE(scale < 0.5, "the clip is not active enough to show: scale ", scale);
 }
 
-TEST_CASE_FIXTURE(test::Gpu, "one SGD step under a norm its gradients do not reach is not clipped, at a loss scale of 4") {
-  // A loss scale of 4 (a power of two: the same gradients) that the update must divide out.
+TEST_CASE_FIXTURE(test::Gpu, "one SGD step under a norm its gradients do not reach, or unclipped, equals the host's at a loss scale of 4") {
+  // A loss scale of 4 (a power of two: the same gradients) that the update must divide out,
+  // on either of the step's paths: clipping on (a scale of 1) and off.
   CHECK(check_sgd(*this, 100, 4, "SGD clipped at 100, loss scale 4") == 1.0);
+  CHECK(check_sgd(*this, 0, 4, "SGD not clipped, loss scale 4") == 1.0);
 }
 
 TEST_CASE_FIXTURE(test::Gpu, "one AdamW step clipped at a norm its gradients exceed equals engine/ref's adamw_step") {
