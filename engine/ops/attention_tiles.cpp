@@ -161,7 +161,7 @@ void dispatch(vk::Commands& cmd, const AttentionTiling& t, TilesPass pass, std::
     kernel += std::string("_coopmat_") + precision_name(format);
     BRIGADE_EXPECT(runs_matrix(device, format, t.lm, t.ln, t.lk, t.lanes) && vk::has_shader(kernel),
                    "attention tiling " + t.name() + " is not a product " + device.name + " lists for " +
-                       precision_name(format) + " in subgroups of " + std::to_string(device.subgroup_size));
+                       precision_name(format) + " in subgroups of " + std::to_string(device.matrix_units.lanes));
   }
   vk::Specialization spec;
   spec.set(BRIGADE_ATTENTION_SPEC_HS, HS)

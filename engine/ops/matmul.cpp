@@ -211,6 +211,7 @@ MatmulTiling matmul_tiling(const vk::PhysicalInfo& device, uint32_t rows, uint32
       t.wg_x = std::max(8u, sg);
       t.wg_y = std::max(1u, 64 / t.wg_x);
       t.subgroup = sg;
+      if (!sharing_subgroup_size(device, t)) t.subgroup = 0;
     }
     // Rows of invocations: fewer only where that computes a sixteenth fewer rows past M, so
     // a workgroup never covers many rows it throws away: M = 288 (Conv2d's backward-data)
@@ -256,6 +257,15 @@ MatmulTiling matmul_tiling(const vk::PhysicalInfo& device, uint32_t rows, uint32
     if (!rows || !cols || many >= enough[i]) break;
   }
   return fits ? *fits : MatmulTiling{};
+}
+
+std::optional<uint32_t> sharing_subgroup_size(const vk::PhysicalInfo& device, const MatmulTiling& t) {
+  if (t.variant != MatmulTiling::Variant::Registers || !t.subgroup) return 0u;
+  const std::vector<uint32_t> sizes = vk::subgroup_sizes(device);
+  if (device.subgroup_size_control && device.full_subgroups && std::count(sizes.begin(), sizes.end(), t.subgroup))
+    return t.subgroup;
+  if (device.min_subgroup_size == device.max_subgroup_size) return 0u;
+  return std::nullopt;
 }
 
 void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulParams& p,
@@ -325,6 +335,11 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
          "tiling " + t.name() + " needs more shared memory than the device has");
   BRIGADE_EXPECT(t.variant != MatmulTiling::Variant::Registers || !t.subgroup || (t.wg_x % t.subgroup == 0 && t.tm % 4 == 0),
          "tiling " + t.name() + " shares A by subgroups, which needs wg_x % subgroup == 0 and tm % 4 == 0");
+  const std::optional<uint32_t> sharing = sharing_subgroup_size(dev.info(), t);
+  BRIGADE_EXPECT(sharing.has_value(), "tiling " + t.name() + ": " + dev.info().name + " runs subgroups of " +
+                                          std::to_string(dev.info().min_subgroup_size) + " to " +
+                                          std::to_string(dev.info().max_subgroup_size) +
+                                          " and cannot require full ones of one size, which sharing A needs");
   BRIGADE_EXPECT(t.variant != MatmulTiling::Variant::Shared || (t.tm % 4 == 0 && t.tn % 4 == 0 && t.bk % 4 == 0),
                  "tiling " + t.name() + ": shared tiles need outputs per invocation and a k-depth in multiples of 4");
   if (vk::groups_for(p.M, rows_of_block(t)) > grid_limit(dev, 1) || vk::groups_for(p.N, cols_of_block(t)) > grid_limit(dev, 0))
@@ -399,6 +414,7 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
   // are loaded one element at a time, over which its compiler took minutes once unrolled, nor
   // in blocks of more than 32 outputs, which it took 1.3 s or more to create (the default is 8x4).
   spec.fold = regs && t.tm * t.tn <= 32 && ((vec4_a && vec4_b) || (!is_half(p.a_format) && !is_half(p.b_format)));
+  spec.subgroup_size = sharing.value_or(0);
   if (regs)
     spec.set(BRIGADE_MATMUL_SPEC_SUBGROUP, t.subgroup)
         .set(BRIGADE_MATMUL_SPEC_K_TAIL, (vec4_a || vec4_b) && p.K % 4 != 0);

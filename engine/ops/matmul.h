@@ -29,7 +29,8 @@ struct MatmulTiling {
   uint32_t bk = 16;             // Shared: K depth of the tiles staged in shared memory
   // Registers: lanes of a subgroup of this size share A's loads through subgroup broadcasts
   // (0: every invocation loads its own). Needs wg_x % subgroup == 0, tm % 4 == 0 and full
-  // subgroups (a device whose subgroups are another size falls back to plain loads).
+  // subgroups (a device whose subgroups are another size falls back to plain loads; one that
+  // runs several sizes must let the pipeline require it: sharing_subgroup_size).
   uint32_t subgroup = 0;
   // Matrix: the shape of one product (lm x lk times lk x ln), and whether the tile
   // operations run on plain invocations instead of the device's matrix units.
@@ -62,6 +63,13 @@ struct MatmulTiling {
 // invocations and columns per invocation that waste the fewest rows past M and columns past N:
 // there every one of them is computed and thrown away.
 MatmulTiling matmul_tiling(const vk::PhysicalInfo& device, uint32_t rows = 0, uint32_t cols = 0);
+
+// The subgroup size the pipeline of register tiling `t` requires, in full subgroups: its
+// `subgroup` where it shares A and the device can require that size; 0 where it needs none (no
+// sharing, or a device of one subgroup size, whose gl_SubgroupSize the kernel checks). Empty
+// where the device cannot run it: several sizes and none can be required. A driver may report
+// gl_SubgroupSize 32 while running 8 or 16 wide (Intel's, without a required size).
+std::optional<uint32_t> sharing_subgroup_size(const vk::PhysicalInfo& device, const MatmulTiling& t);
 
 struct MatmulParams {
   uint32_t M = 0, N = 0, K = 0;

@@ -33,7 +33,7 @@ bool runs_matrix(const vk::PhysicalInfo& device, Precision element, uint32_t m, 
   bool listed = false;
   for (const vk::MatrixShape& s : device.matrix_units.shapes)
     listed |= e && s.element == *e && s.m == m && s.n == n && s.k == k;
-  return listed && device.matrix_units.usable() && lanes == device.subgroup_size;
+  return listed && device.matrix_units.usable() && lanes == device.matrix_units.lanes;
 }
 
 std::optional<MatmulTiling> matrix_tiling(const vk::PhysicalInfo& device, Precision element) {
@@ -46,7 +46,7 @@ std::optional<MatmulTiling> matrix_tiling(const vk::PhysicalInfo& device, Precis
     if (!best || size > best_size || (size == best_size && s.m == s.n && best->m != best->n)) best = &s;
   }
   if (!best) return std::nullopt;
-  MatmulTiling t{MatmulTiling::Variant::Matrix, 2, 2, 2, 2, 2 * best->k, device.subgroup_size};
+  MatmulTiling t{MatmulTiling::Variant::Matrix, 2, 2, 2, 2, 2 * best->k, device.matrix_units.lanes};
   t.lm = best->m, t.ln = best->n, t.lk = best->k;
   if (t.shared_bytes() > device.max_shared_memory || t.wg_x * t.wg_y * t.subgroup > device.max_workgroup_invocations)
     return std::nullopt;
@@ -142,7 +142,7 @@ void matmul_tiles(vk::Commands& cmd, const MatmulTiling& t, const MatmulParams& 
   if (!t.emulated) {
     BRIGADE_EXPECT(runs_matrix(device, p.a_format, t.lm, t.ln, t.lk, t.subgroup),
                    "tiling " + t.name() + " is not a product " + device.name + " lists for " +
-                       precision_name(p.a_format) + " in subgroups of " + std::to_string(device.subgroup_size));
+                       precision_name(p.a_format) + " in subgroups of " + std::to_string(device.matrix_units.lanes));
     kernel = coopmat_kernel(p.a_format);
   }
   spec.set(BRIGADE_TILES_SPEC_WG, invocations)

@@ -16,12 +16,12 @@ namespace brigade::ops {
 
 // The matrix units' tiling for products of `element` (fp16 or bf16) values on the device: one
 // of the shapes it lists for that type (the largest; 16x16x16 among equals), 2x2 matrices a
-// warp and 2x2 warps of its subgroup size. Nothing where the device lists no such product or
+// warp and 2x2 warps of the matrix units' width (vk::MatrixUnits::lanes). Nothing where the device lists no such product or
 // the cooperative-matrix kernels are not built (tools/install-glslang.sh).
 std::optional<MatmulTiling> matrix_tiling(const vk::PhysicalInfo& device, Precision element);
 
 // Whether the device's matrix units run m x k times k x n products of `element` values in
-// warps of `lanes`: a shape it lists, usable, in subgroups of that size.
+// warps of `lanes`: a shape it lists, usable, in warps of the width its kernels run in.
 bool runs_matrix(const vk::PhysicalInfo& device, Precision element, uint32_t m, uint32_t n, uint32_t k,
                  uint32_t lanes);
 

@@ -113,10 +113,11 @@ Device::Device(Instance& instance, uint32_t index, DeviceOptions options) : inst
     if (std::find(sizes.begin(), sizes.end(), options.subgroup_size) == sizes.end())
       throw UserError(label_ + " cannot run compute kernels with subgroups of " +
                       std::to_string(options.subgroup_size) + " (it offers " +
-                      std::to_string(info_.min_subgroup_size) + " to " +
-                      std::to_string(info_.max_subgroup_size) + ")");
+                      std::to_string(sizes.front()) + " to " + std::to_string(sizes.back()) + ")");
     info_.subgroup_size = options.subgroup_size;  // what the launchers size workgroups by
     required_subgroup_size_ = options.subgroup_size;
+    // The matrix kernels' warps too: every kernel runs in subgroups of this size.
+    if (info_.matrix_units.full_subgroups) info_.matrix_units.lanes = options.subgroup_size;
   }
 
   std::vector<const char*> extensions;
@@ -130,11 +131,10 @@ Device::Device(Instance& instance, uint32_t index, DeviceOptions options) : inst
   VkPhysicalDeviceSubgroupSizeControlFeatures size_control{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES};
   // The cooperative-matrix kernels run in full subgroups (vk::ShaderInterface::full_subgroups),
-  // of a size their pipelines require where the device offers several (vk::subgroup_fit).
-  const bool units = info_.matrix_units.usable();
-  size_control.subgroupSizeControl =
-      required_subgroup_size_ || (units && info_.matrix_units.required_subgroup_size) ? VK_TRUE : VK_FALSE;
-  size_control.computeFullSubgroups = units ? VK_TRUE : VK_FALSE;
+  // of a size their pipelines require where the device offers several (vk::fit_matrix_units);
+  // so does the register kernel's subgroup-sharing tiling (Specialization::subgroup_size).
+  size_control.subgroupSizeControl = info_.subgroup_size_control ? VK_TRUE : VK_FALSE;
+  size_control.computeFullSubgroups = info_.full_subgroups ? VK_TRUE : VK_FALSE;
   if (size_control.subgroupSizeControl || size_control.computeFullSubgroups) {
     v12.pNext = &size_control;
     extensions.push_back(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);

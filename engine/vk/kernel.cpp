@@ -4,6 +4,7 @@
 #include "vk/device.h"
 #include "vk/specialize.h"
 #include "vk/spirv.h"
+#include "util/error.h"
 
 namespace brigade::vk {
 
@@ -13,10 +14,34 @@ std::string Specialization::key() const {
   return k;
 }
 
+void check_subgroups(const PhysicalInfo& device, const std::string& kernel, const std::array<uint32_t, 3>& workgroup,
+                     uint32_t required, bool full) {
+  const uint64_t invocations = uint64_t(workgroup[0]) * workgroup[1] * workgroup[2];
+  const std::string size = std::to_string(workgroup[0]) + "x" + std::to_string(workgroup[1]) + "x" +
+                           std::to_string(workgroup[2]);
+  const uint64_t most = uint64_t(required) * device.max_compute_workgroup_subgroups;
+  if (required && device.max_compute_workgroup_subgroups && invocations > most)
+    throw UserError("kernel " + kernel + ": a workgroup of " + size + " invocations in subgroups of " +
+                    std::to_string(required) + " is more than the " +
+                    std::to_string(device.max_compute_workgroup_subgroups) + " subgroups a workgroup " + device.name +
+                    " allows (maxComputeWorkgroupSubgroups): at most " + std::to_string(most) + " invocations");
+  if (full && workgroup[0] % (required ? required : device.max_subgroup_size))
+    throw UserError("kernel " + kernel + ": a workgroup of " + size + " invocations cannot run in full subgroups of " +
+                    std::to_string(required ? required : device.max_subgroup_size) + " on " + device.name +
+                    ": its x is not a multiple of that size");
+}
+
 Kernel::Kernel(Device& device, const std::string& shader, const Specialization& spec)
     : device_(device), name_(shader + spec.key()) {
   std::span<const uint32_t> code = shader_spirv(shader);
   const ShaderInterface iface = reflect(code, shader);
+  // The subgroups it requires: the device's test option's, else a cooperative-matrix kernel's
+  // (its warps are subgroups of the size the launchers size them by), else the launcher's.
+  uint32_t required_size = device.required_subgroup_size();
+  if (!required_size && iface.full_subgroups) required_size = device.info().matrix_units.required_subgroup_size;
+  if (!required_size) required_size = spec.subgroup_size;
+  const bool full = iface.full_subgroups || (spec.subgroup_size && spec.subgroup_size == required_size);
+  check_subgroups(device.info(), name_, iface.workgroup(spec.constants), required_size, full);
   // The cooperative-matrix modules are never folded: no driver that needs it has matrix
   // units, and Debian 12's SPIR-V optimizer predates them.
   const bool fold = spec.fold && device.info().specialize_on_host && !spec.constants.empty() && !iface.full_subgroups;
@@ -69,12 +94,9 @@ Kernel::Kernel(Device& device, const std::string& shader, const Specialization& 
   info.stage.pSpecializationInfo = entries.empty() || fold ? nullptr : &spec_info;
   VkPipelineShaderStageRequiredSubgroupSizeCreateInfo required{
       VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO};
-  required.requiredSubgroupSize = device.required_subgroup_size();
-  // A cooperative-matrix kernel's warps are subgroups of the size the launchers size them by.
-  if (!required.requiredSubgroupSize && iface.full_subgroups)
-    required.requiredSubgroupSize = device.info().matrix_units.required_subgroup_size;
-  if (required.requiredSubgroupSize) info.stage.pNext = &required;
-  if (iface.full_subgroups) info.stage.flags |= VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT_EXT;
+  required.requiredSubgroupSize = required_size;
+  if (required_size) info.stage.pNext = &required;
+  if (full) info.stage.flags |= VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT_EXT;
   info.layout = layout_;
   const VkResult r = vk.vkCreateComputePipelines(dev, VK_NULL_HANDLE, 1, &info, nullptr, &pipeline_);
   vk.vkDestroyShaderModule(dev, module, nullptr);

@@ -6,6 +6,7 @@
 
 #include <volk.h>
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -14,6 +15,7 @@
 namespace brigade::vk {
 
 class Device;
+struct PhysicalInfo;
 
 inline constexpr uint32_t kMaxPushBytes = 128;  // the minimum every Vulkan device guarantees
 
@@ -25,12 +27,23 @@ struct Specialization {
   // slower pipeline creation. For one shader, a function of the constants: a device's kernels
   // are found by those alone.
   bool fold = false;
+  // Where not 0, the pipeline requires full subgroups of this size (a kernel that places
+  // invocations by subgroup, where the device offers several sizes); the device's
+  // DeviceOptions::subgroup_size, where set, wins. Like `fold`, a function of the constants.
+  uint32_t subgroup_size = 0;
   Specialization& set(uint32_t id, uint32_t value) {
     constants.emplace_back(id, value);
     return *this;
   }
   std::string key() const;
 };
+
+// Throws UserError where a pipeline of `workgroup` cannot be created as asked on `device`: with
+// a `required` subgroup size (0: none), more invocations than that size times its
+// maxComputeWorkgroupSubgroups; in `full` subgroups, an x that is not a multiple of the
+// required size (or, with none, of its largest).
+void check_subgroups(const PhysicalInfo& device, const std::string& kernel, const std::array<uint32_t, 3>& workgroup,
+                     uint32_t required, bool full);
 
 class Kernel {
  public:

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "vk/physical.h"
+
 namespace brigade::vk {
 namespace {
 
@@ -12,6 +14,7 @@ constexpr auto kBfloat16Features = VkStructureType(1000141000);
 constexpr uint32_t kFloat16 = 0, kFloat32 = 1, kBfloat16 = 1000141000, kScopeSubgroup = 3;
 constexpr const char* kCooperativeExtension = "VK_KHR_cooperative_matrix";
 constexpr const char* kBfloat16Extension = "VK_KHR_shader_bfloat16";
+constexpr uint32_t kIntel = 0x8086;
 
 struct Properties {
   VkStructureType sType;
@@ -45,15 +48,37 @@ std::string MatrixUnits::unusable_why() const {
          "kernels' warps need";
 }
 
-SubgroupFit subgroup_fit(bool full, bool require, uint32_t min, uint32_t max, uint32_t size) {
-  if (!full) return {};
-  if (min == max) return {true, 0};
-  if (!require || size < min || size > max) return {};
-  return {true, size};
+void fit_matrix_units(PhysicalInfo& device) {
+  MatrixUnits& units = device.matrix_units;
+  units.full_subgroups = false;
+  units.lanes = units.required_subgroup_size = 0;
+  if (!device.full_subgroups) return;
+  if (device.min_subgroup_size == device.max_subgroup_size) {
+    units.full_subgroups = true;
+    units.lanes = device.subgroup_size;
+    return;
+  }
+  if (!device.subgroup_size_control) return;
+  const std::vector<uint32_t> sizes = subgroup_sizes(device);  // smallest first
+  const auto offered = [&](uint32_t s) { return std::find(sizes.begin(), sizes.end(), s) != sizes.end(); };
+  uint32_t lanes = 0;
+  if (device.vendor_id == kIntel) {
+    for (uint32_t s : sizes)
+      if (std::all_of(units.shapes.begin(), units.shapes.end(),
+                      [s](const MatrixShape& shape) { return shape.m * shape.n % s == 0; })) {
+        lanes = s;
+        break;
+      }
+  } else if (offered(32)) {
+    lanes = 32;
+  }
+  if (!lanes && offered(device.subgroup_size)) lanes = device.subgroup_size;
+  if (!lanes) return;
+  units.full_subgroups = true;
+  units.lanes = units.required_subgroup_size = lanes;
 }
 
-MatrixUnits describe_matrix_units(VkPhysicalDevice device, const std::vector<std::string>& extensions,
-                                  uint32_t subgroup_size) {
+MatrixUnits describe_matrix_units(VkPhysicalDevice device, const std::vector<std::string>& extensions) {
   MatrixUnits units;
   if (!has(extensions, kCooperativeExtension)) return units;
   auto list = reinterpret_cast<ListProperties>(
@@ -63,31 +88,13 @@ MatrixUnits describe_matrix_units(VkPhysicalDevice device, const std::vector<std
   MatrixUnitFeatures::Cooperative cooperative{kCooperativeFeatures};
   MatrixUnitFeatures::Bfloat16 bfloat16{kBfloat16Features};
   VkPhysicalDeviceVulkan12Features v12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
-  VkPhysicalDeviceSubgroupSizeControlFeatures sizes{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES};
-  VkPhysicalDeviceSubgroupSizeControlProperties size_range{
-      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES};
   v12.pNext = &cooperative;
-  const bool size_control = has(extensions, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
-  if (size_control) {
-    sizes.pNext = v12.pNext;
-    v12.pNext = &sizes;
-    VkPhysicalDeviceProperties2 props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
-    props.pNext = &size_range;
-    vkGetPhysicalDeviceProperties2(device, &props);
-  }
   if (has(extensions, kBfloat16Extension)) cooperative.pNext = &bfloat16;
   VkPhysicalDeviceFeatures2 features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
   features.pNext = &v12;
   vkGetPhysicalDeviceFeatures2(device, &features);
   if (!cooperative.cooperativeMatrix || !v12.shaderFloat16) return units;
   units.vulkan_memory_model = v12.vulkanMemoryModel && v12.vulkanMemoryModelDeviceScope;
-  const SubgroupFit fit =
-      subgroup_fit(size_control && sizes.computeFullSubgroups,
-                   size_control && sizes.subgroupSizeControl &&
-                       (size_range.requiredSubgroupSizeStages & VK_SHADER_STAGE_COMPUTE_BIT),
-                   size_range.minSubgroupSize, size_range.maxSubgroupSize, subgroup_size);
-  units.full_subgroups = fit.full;
-  units.required_subgroup_size = fit.required;
   units.bf16 = bfloat16.shaderBFloat16Type && bfloat16.shaderBFloat16CooperativeMatrix;
 
   uint32_t n = 0;

@@ -27,8 +27,10 @@ struct MatrixUnits {
   // its device scope too, which the other kernels' barriers use.
   bool vulkan_memory_model = false;
   bool bf16 = false;                 // VK_KHR_shader_bfloat16 with bf16 cooperative matrices
-  // The kernels' warps are the device's subgroups, full ones (subgroup_fit).
+  // The kernels' warps are full subgroups of `lanes` invocations (fit_matrix_units): the width
+  // the launchers size warps by and the kernels' LANES.
   bool full_subgroups = false;
+  uint32_t lanes = 0;
   uint32_t required_subgroup_size = 0;  // what their pipelines require; 0: the device's one size
   bool usable() const { return !shapes.empty() && vulkan_memory_model && full_subgroups; }
   bool lists(MatrixShape::Element e) const;
@@ -36,21 +38,21 @@ struct MatrixUnits {
   std::string unusable_why() const;
 };
 
-// How the cooperative-matrix kernels' warps fit the device's subgroups. Their pipelines require
-// full subgroups (`full`: VK_EXT_subgroup_size_control's computeFullSubgroups), each of the size
-// the launchers size workgroups by, the device's default `size`. A device of one size (min ==
-// max) runs them so as they are; one offering several sizes (AMD's 32 and 64, Intel's 8 to 32)
-// must let a compute pipeline require one (`require`), and their pipelines require `size`.
-struct SubgroupFit {
-  bool full = false;      // the kernels can run
-  uint32_t required = 0;  // the size their pipelines require; 0: none needed
-};
-SubgroupFit subgroup_fit(bool full, bool require, uint32_t min, uint32_t max, uint32_t size);
+struct PhysicalInfo;
 
-// What the device lists; empty where it lacks the extension or fp16 arithmetic. `subgroup_size`:
-// the device's default subgroup size.
-MatrixUnits describe_matrix_units(VkPhysicalDevice device, const std::vector<std::string>& extensions,
-                                  uint32_t subgroup_size);
+// How wide the cooperative-matrix kernels' warps are on `device`, from its subgroups: fills its
+// matrix_units' full_subgroups, lanes and required_subgroup_size. Their pipelines require full
+// subgroups (computeFullSubgroups). A device of one subgroup size (min == max: NVIDIA's 32) runs
+// them in that size, requiring none. One of several must let a compute pipeline require one,
+// and the kernels' pipelines require the chosen width: on Intel (8 or 16 to 32, its matrix
+// units SIMD8 or SIMD16) the smallest size each listed matrix's m x n elements share evenly, as
+// llama.cpp's ggml-vulkan takes the smallest for its matrix kernels there; elsewhere 32 where it
+// is offered (AMD's RDNA3 multiplies matrices in wave32, its default wave 64), else the default.
+void fit_matrix_units(PhysicalInfo& device);
+
+// What the device lists; empty where it lacks the extension or fp16 arithmetic. The warps'
+// width is left to fit_matrix_units.
+MatrixUnits describe_matrix_units(VkPhysicalDevice device, const std::vector<std::string>& extensions);
 
 // The extensions and feature structures a logical device enables to run the cooperative-
 // matrix kernels; `chain` links `features` into a device's create-info.

@@ -205,13 +205,17 @@ PhysicalInfo describe(VkPhysicalDevice device, uint32_t index) {
   info.subgroup_size_control = size_features.subgroupSizeControl == VK_TRUE &&
                                (sizes.requiredSubgroupSizeStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
                                sizes.minSubgroupSize > 0;
-  info.min_subgroup_size = info.subgroup_size_control ? sizes.minSubgroupSize : info.subgroup_size;
-  info.max_subgroup_size = info.subgroup_size_control ? sizes.maxSubgroupSize : info.subgroup_size;
+  const bool range = size_control && sizes.minSubgroupSize > 0 && sizes.maxSubgroupSize >= sizes.minSubgroupSize;
+  info.min_subgroup_size = range ? sizes.minSubgroupSize : info.subgroup_size;
+  info.max_subgroup_size = range ? sizes.maxSubgroupSize : info.subgroup_size;
+  info.full_subgroups = size_features.computeFullSubgroups == VK_TRUE;
+  info.max_compute_workgroup_subgroups = size_control ? sizes.maxComputeWorkgroupSubgroups : 0;
 
   info.external_memory_fd = info.has_extension(VK_KHR_EXTERNAL_MEMORY_FD_EXTENSION_NAME);
   info.cooperative_matrix = info.has_extension("VK_KHR_cooperative_matrix") ||
                             info.has_extension("VK_NV_cooperative_matrix");
-  info.matrix_units = describe_matrix_units(device, info.extensions, info.subgroup_size);
+  info.matrix_units = describe_matrix_units(device, info.extensions);
+  fit_matrix_units(info);
   return info;
 }
 

@@ -47,10 +47,16 @@ struct PhysicalInfo {
   // device memory the host does not map, as a discrete GPU's, to test those paths.
   bool device_memory_mapped = false;
   uint32_t subgroup_size = 0;        // the driver's default for compute
-  // Subgroup size control (VK_EXT_subgroup_size_control) for compute: a
+  // The subgroup sizes the device runs shaders in: VK_EXT_subgroup_size_control's range, or the
+  // default alone where it does not list one. With subgroup size control for compute, a
   // pipeline may require any power of two in [min_subgroup_size, max_subgroup_size].
   bool subgroup_size_control = false;
   uint32_t min_subgroup_size = 0, max_subgroup_size = 0;
+  // A compute pipeline may require full subgroups (computeFullSubgroups); one that requires a
+  // subgroup size has at most that size times max_compute_workgroup_subgroups invocations a
+  // workgroup (0: not listed).
+  bool full_subgroups = false;
+  uint32_t max_compute_workgroup_subgroups = 0;
   bool subgroup_arithmetic = false;  // subgroupAdd & co. in compute shaders (reductions need it)
   uint64_t max_storage_buffer_range = 0;
   uint64_t min_storage_offset_alignment = 0;  // a bound view's offset must be a multiple

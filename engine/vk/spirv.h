@@ -2,9 +2,12 @@
 // never written twice: how many storage buffers it binds and which of them it writes.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace brigade::vk {
 
@@ -15,6 +18,13 @@ struct ShaderInterface {
   // full subgroups, which is what makes the module valid before SPIR-V 1.6 and what the
   // kernel's warps rely on.
   bool full_subgroups = false;
+  // The workgroup's size along x, y and z: LocalSize, or the WorkgroupSize built-in's
+  // constants, each with the specialization constant that sets it (kNoSpec: none).
+  static constexpr uint32_t kNoSpec = ~0u;
+  std::array<uint32_t, 3> local_size{1, 1, 1};
+  std::array<uint32_t, 3> local_size_spec{kNoSpec, kNoSpec, kNoSpec};
+  // The workgroup's size under these specialization constants (constant_id -> value).
+  std::array<uint32_t, 3> workgroup(const std::vector<std::pair<uint32_t, uint32_t>>& constants) const;
 };
 
 ShaderInterface reflect(std::span<const uint32_t> spirv, const std::string& shader);

@@ -95,12 +95,15 @@ TEST_CASE_FIXTURE(test::Gpu, "attention on matrix tiles matches the matrix form 
     MESSAGE("not on this device: SwiftShader compiles the key/value pass's plain build for minutes");
     return;
   }
-  // T = 37 and 20: part blocks of queries and keys; 16x16x16 in 2 warps of 32; 8x8x8 in warps of
-  // 8, and of 4 (two softmax rows a lane). fp16 shares everything with bf16 but the conversion:
-  // one case.
+  // T = 37 and 20: part blocks of queries and keys; 16x16x16 in 2 warps of 32, and of 64 (AMD's
+  // default wave: lanes past a warp's 16 rows); 8x16x16 in warps of 16 (Intel Xe2's); 8x8x8 in
+  // warps of 8, and of 4 (two softmax rows a lane). fp16 shares everything with bf16 but the
+  // conversion: one case.
   const Shape wide{2, 37, 32, 2}, narrow{1, 20, 24, 3};
   uint32_t seed = 700;
   check_tiles(device(), ops::emulated_attention_tiling(16, 16, 16, 32, 2), wide, Precision::Bf16, seed++);
+  check_tiles(device(), ops::emulated_attention_tiling(16, 16, 16, 64, 2), wide, Precision::Bf16, 790);
+  check_tiles(device(), ops::emulated_attention_tiling(8, 16, 16, 16, 2), wide, Precision::Bf16, 791);
   check_tiles(device(), ops::emulated_attention_tiling(8, 8, 8, 8, 2), narrow, Precision::Bf16, seed++);
   check_tiles(device(), ops::emulated_attention_tiling(8, 8, 8, 4, 2), narrow, Precision::Fp16, seed++);
   // Each pass in blocks of its own (BRIGADE_ATTENTION_BLOCKS's per-pass form).

@@ -16,7 +16,9 @@
 #include "ops/product_capture.h"
 #include "ref/activation.h"
 #include "ref/matmul.h"
+#include "util/error.h"
 #include "vk/commands.h"
+#include "vk/kernel.h"
 
 namespace kernels_matmul_test {
 
@@ -103,6 +105,55 @@ void check_every_transpose(vk::Device& dev, const MatmulTiling& tiling) {
 }
 
 }  // namespace
+
+// The register kernel places invocations by subgroup where it shares A, trusting
+// gl_SubgroupSize, which Intel's driver reports as 32 while it may run 8 or 16 wide: where a
+// device runs several sizes the pipeline requires the tiling's (in full subgroups), and one
+// that cannot require it does not take such a tiling.
+TEST_CASE("the register kernel shares A by subgroups only in subgroups of the size it was built for") {
+  const MatmulTiling sharing{MatmulTiling::Variant::Registers, 32, 2, 32, 4, 16, 32};
+  vk::PhysicalInfo intel;
+  intel.name = "an Intel GPU";
+  intel.type = VK_PHYSICAL_DEVICE_TYPE_CPU;  // where matmul_tiling shares A
+  intel.subgroup_size = 32, intel.min_subgroup_size = 8, intel.max_subgroup_size = 32;
+  intel.subgroup_size_control = intel.full_subgroups = true;
+  CHECK(ops::sharing_subgroup_size(intel, sharing) == 32u);
+  CHECK(ops::matmul_tiling(intel).subgroup == 32);
+  intel.full_subgroups = false;
+  CHECK_FALSE(ops::sharing_subgroup_size(intel, sharing));
+  intel.subgroup_size_control = false, intel.full_subgroups = true;
+  CHECK_FALSE(ops::sharing_subgroup_size(intel, sharing));
+  CHECK(ops::matmul_tiling(intel).subgroup == 0);  // plain loads instead
+  CHECK(ops::sharing_subgroup_size(intel, MatmulTiling{MatmulTiling::Variant::Registers, 8, 8, 8, 8, 16, 0}) == 0u);
+  // lavapipe: one size, 8. Required where it can be, else its gl_SubgroupSize tells the truth.
+  vk::PhysicalInfo cpu = intel;
+  cpu.subgroup_size = cpu.min_subgroup_size = cpu.max_subgroup_size = 8;
+  CHECK(ops::sharing_subgroup_size(cpu, sharing) == 0u);  // 32 is not its size: plain loads in the kernel
+  MatmulTiling eight = sharing;
+  eight.wg_x = eight.subgroup = 8;
+  CHECK(ops::sharing_subgroup_size(cpu, eight) == 0u);
+  cpu.subgroup_size_control = true;
+  CHECK(ops::sharing_subgroup_size(cpu, eight) == 8u);
+}
+
+// A pipeline of a required subgroup size holds at most maxComputeWorkgroupSubgroups subgroups
+// a workgroup (VUID-VkPipelineShaderStageCreateInfo-pNext-02756), and one in full subgroups
+// an x that is a multiple of their size: refused with the limit named, before Vulkan sees it.
+TEST_CASE("a kernel's workgroup fits the subgroups its pipeline requires") {
+  vk::PhysicalInfo gpu;
+  gpu.name = "a GPU";
+  gpu.min_subgroup_size = 8, gpu.max_subgroup_size = 32, gpu.max_compute_workgroup_subgroups = 32;
+  CHECK_NOTHROW(vk::check_subgroups(gpu, "k", {256, 1, 1}, 8, true));
+  CHECK_NOTHROW(vk::check_subgroups(gpu, "k", {1024, 1, 1}, 0, false));
+  CHECK_THROWS_WITH_AS(vk::check_subgroups(gpu, "k", {512, 1, 1}, 8, false),
+                       doctest::Contains("more than the 32 subgroups a workgroup a GPU allows"), UserError);
+  CHECK_THROWS_WITH_AS(vk::check_subgroups(gpu, "k", {32, 16, 1}, 8, false),
+                       doctest::Contains("(maxComputeWorkgroupSubgroups): at most 256 invocations"), UserError);
+  CHECK_THROWS_AS(vk::check_subgroups(gpu, "k", {12, 2, 1}, 8, true), UserError);
+  CHECK_THROWS_AS(vk::check_subgroups(gpu, "k", {16, 1, 1}, 0, true), UserError);  // x a multiple of 32
+  gpu.max_compute_workgroup_subgroups = 0;  // not listed: not checked
+  CHECK_NOTHROW(vk::check_subgroups(gpu, "k", {1024, 1, 1}, 8, false));
+}
 
 // One test per transpose: each compiles a few pipelines, and lavapipe compiles slowly.
 TEST_CASE_FIXTURE(test::Gpu, "register-blocked matmul with subgroup-shared loads matches the CPU reference for A B") {

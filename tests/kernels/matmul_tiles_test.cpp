@@ -18,6 +18,7 @@
 #include "half_check.h"
 #include "ops/matmul.h"
 #include "ops/matmul_candidates.h"
+#include "ops/attention_tiles.h"
 #include "ops/matmul_tiles.h"
 #include "ref/matmul.h"
 #include "util/error.h"
@@ -121,11 +122,14 @@ TEST_CASE_FIXTURE(test::Gpu, "the matrix-unit kernel on plain invocations stores
     MESSAGE("not on this device: SwiftShader has no matrix units (the plain build runs on lavapipe)");
     return;
   }
-  // NVIDIA's and AMD's 16x16x16 in warps of 32, NVIDIA's 16x8x16, Intel's 8x16x16 in warps of
-  // 8, and warps of 4 (SwiftShader's subgroup) holding 64 accumulators a matrix.
+  // NVIDIA's and AMD's 16x16x16 in warps of 32, and in AMD's default wave of 64 (4 elements a
+  // lane), NVIDIA's 16x8x16, Intel's 8x16x16 in warps of 8 and of 16 (Xe2's SIMD16), and warps
+  // of 4 (SwiftShader's subgroup) holding 64 accumulators a matrix.
   check_against_simt(device(), ops::emulated_matrix_tiling(16, 16, 16, 32), Precision::Bf16, 3000);
+  check_against_simt(device(), ops::emulated_matrix_tiling(16, 16, 16, 64), Precision::Fp16, 3050);
   check_against_simt(device(), ops::emulated_matrix_tiling(16, 8, 16, 32), Precision::Fp16, 3100);
   check_against_simt(device(), ops::emulated_matrix_tiling(8, 16, 16, 8), Precision::Bf16, 3200);
+  check_against_simt(device(), ops::emulated_matrix_tiling(8, 16, 16, 16), Precision::Bf16, 3250);
   MatmulTiling narrow = ops::emulated_matrix_tiling(16, 16, 8, 4);
   narrow.tm = 1, narrow.wg_x = 3, narrow.bk = 24;  // one matrix along M, three warps along N
   check_against_simt(device(), narrow, Precision::Fp16, 3300);
@@ -353,18 +357,72 @@ TEST_CASE_FIXTURE(test::Gpu, "the matrix tiles take only the K tiles a causal bl
     }
 }
 
-// Devices of several subgroup sizes (AMD's 32 and 64, Intel's 8 to 32) run the kernels where a
-// pipeline can require full subgroups of the size the launchers size warps by, the default.
-TEST_CASE("the matrix-unit kernels' warps fit a device's subgroups: its one size, or its default size required") {
-  CHECK(vk::subgroup_fit(true, false, 32, 32, 32).full);  // NVIDIA: one size, nothing to require
-  CHECK(vk::subgroup_fit(true, false, 32, 32, 32).required == 0);
-  const vk::SubgroupFit amd = vk::subgroup_fit(true, true, 32, 64, 64);
-  CHECK(amd.full);
-  CHECK(amd.required == 64);
-  CHECK(vk::subgroup_fit(true, true, 8, 32, 16).required == 16);
-  CHECK_FALSE(vk::subgroup_fit(true, false, 32, 64, 64).full);  // several sizes, none can be required
-  CHECK_FALSE(vk::subgroup_fit(false, true, 32, 32, 32).full);  // partial subgroups possible
-  CHECK_FALSE(vk::subgroup_fit(true, true, 32, 64, 128).full);  // a default outside the range
+namespace {
+
+// A GPU of these subgroups (the default, the range, whether a pipeline may require one size)
+// listing `shapes` of fp16, its matrix units' warps fitted as physical.cpp fits them.
+vk::PhysicalInfo gpu_of(uint32_t vendor, uint32_t size, uint32_t min, uint32_t max, bool control,
+                        std::vector<vk::MatrixShape> shapes = {}) {
+  vk::PhysicalInfo gpu = test::synthetic_gpu(vk::MatrixShape::Element::Fp16);
+  gpu.vendor_id = vendor, gpu.subgroup_size = size, gpu.min_subgroup_size = min, gpu.max_subgroup_size = max;
+  gpu.subgroup_size_control = control;
+  if (!shapes.empty()) gpu.matrix_units.shapes = shapes;
+  vk::fit_matrix_units(gpu);
+  return gpu;
+}
+
+constexpr uint32_t kAmd = 0x1002, kIntel = 0x8086, kNvidia = 0x10de;
+
+}  // namespace
+
+// The matrix-unit kernels' warps are as wide as the device's matrix units run natively, not
+// its default subgroup: wave32 on AMD (RDNA3's WMMA; RADV's default compute wave is 64), the
+// smallest size its shapes fit on Intel (SIMD8 or SIMD16 DPAS; its default is 32), and the one
+// size NVIDIA has; a pipeline requires the width wherever the device offers several.
+TEST_CASE("the matrix-unit kernels' warps take each device's matrix width, required where it offers several") {
+  const auto fp16 = [](uint32_t m, uint32_t n, uint32_t k) {
+    return vk::MatrixShape{m, n, k, vk::MatrixShape::Element::Fp16};
+  };
+  const auto warps = [](const vk::PhysicalInfo& gpu) {
+    return std::pair{gpu.matrix_units.lanes, gpu.matrix_units.required_subgroup_size};
+  };
+  const vk::PhysicalInfo amd = gpu_of(kAmd, 64, 32, 64, true);
+  CHECK(amd.matrix_units.usable());
+  CHECK(warps(amd) == std::pair{32u, 32u});
+  CHECK(ops::runs_matrix(amd, Precision::Fp16, 16, 16, 16, 32));
+  CHECK_FALSE(ops::runs_matrix(amd, Precision::Fp16, 16, 16, 16, 64));
+  const vk::PhysicalInfo arc = gpu_of(kIntel, 32, 8, 32, true, {fp16(8, 8, 16)});       // DG2
+  const vk::PhysicalInfo xe2 = gpu_of(kIntel, 32, 16, 32, true, {fp16(8, 16, 16)});     // Xe2
+  CHECK(warps(arc) == std::pair{8u, 8u});
+  CHECK(warps(xe2) == std::pair{16u, 16u});
+  // A shape of fewer elements than the smallest subgroup's lanes: the smallest it fits.
+  CHECK(warps(gpu_of(kIntel, 32, 8, 32, true, {fp16(8, 8, 16), fp16(2, 4, 16)})) == std::pair{8u, 8u});
+  CHECK(warps(gpu_of(kIntel, 32, 16, 32, true, {fp16(2, 4, 16)})) == std::pair{32u, 32u});
+  const vk::PhysicalInfo nvidia = gpu_of(kNvidia, 32, 32, 32, true);
+  CHECK(nvidia.matrix_units.usable());
+  CHECK(warps(nvidia) == std::pair{32u, 0u});  // one size: nothing to require
+  // Another vendor offering no 32 (64 to 128): its default, required.
+  CHECK(warps(gpu_of(0x5143, 64, 64, 128, true)) == std::pair{64u, 64u});
+  // Without subgroup size control: a device of one size runs them in it, one of several cannot.
+  CHECK(warps(gpu_of(kNvidia, 32, 32, 32, false)) == std::pair{32u, 0u});
+  const vk::PhysicalInfo amd_fixed = gpu_of(kAmd, 64, 32, 64, false);
+  CHECK_FALSE(amd_fixed.matrix_units.usable());
+  CHECK_FALSE(ops::runs_matrix(amd_fixed, Precision::Fp16, 16, 16, 16, 64));
+  // Without full subgroups, none.
+  vk::PhysicalInfo partial = gpu_of(kNvidia, 32, 32, 32, true);
+  partial.full_subgroups = false;
+  vk::fit_matrix_units(partial);
+  CHECK_FALSE(partial.matrix_units.usable());
+  // The tilings take the width: 2x2 warps of 32 lanes on AMD, of 8 on Arc, for products and attention.
+  if (vk::has_shader("matmul_tiles_coopmat_fp16")) {
+    const std::optional<MatmulTiling> on_amd = ops::matrix_tiling(amd, Precision::Fp16);
+    REQUIRE(on_amd);
+    CHECK(on_amd->subgroup == 32);
+    CHECK(ops::matrix_tiling(arc, Precision::Fp16)->subgroup == 8);
+    const std::optional<ops::AttentionTiling> heads = ops::attention_tiling(amd, Precision::Fp16, 64);
+    REQUIRE(heads);
+    CHECK(heads->lanes == 32);
+  }
 
   // Listed shapes the kernels cannot use: plan says why rather than "lists no fp16 product".
   vk::PhysicalInfo info;

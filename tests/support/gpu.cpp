@@ -155,8 +155,10 @@ vk::PhysicalInfo synthetic_gpu(vk::MatrixShape::Element element) {
   gpu.name = "a GPU";
   gpu.type = VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU;
   gpu.subgroup_size = 32, gpu.max_shared_memory = 49152, gpu.max_workgroup_invocations = 1024;
+  gpu.min_subgroup_size = gpu.max_subgroup_size = 32, gpu.full_subgroups = true;  // NVIDIA's
   gpu.matrix_units.shapes = {{16, 16, 16, element}};
-  gpu.matrix_units.vulkan_memory_model = gpu.matrix_units.full_subgroups = true;
+  gpu.matrix_units.vulkan_memory_model = true;
+  vk::fit_matrix_units(gpu);
   return gpu;
 }
 

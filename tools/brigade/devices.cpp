@@ -57,6 +57,7 @@ nlohmann::json to_json(const vk::PhysicalInfo& d) {
           {"memory_heaps", heaps},
           {"device_memory_mapped", d.device_memory_mapped},
           {"subgroup_size", d.subgroup_size},
+          {"subgroup_sizes", {d.min_subgroup_size, d.max_subgroup_size}},
           {"max_storage_buffer_range", d.max_storage_buffer_range},
           {"max_allocation_size", d.max_allocation_size},
           {"max_shared_memory", d.max_shared_memory},
@@ -67,6 +68,7 @@ nlohmann::json to_json(const vk::PhysicalInfo& d) {
           {"timeline_semaphore", d.timeline_semaphore},
           {"cooperative_matrix", d.cooperative_matrix},
           {"matrix_products", matrix_products(d)},
+          {"matrix_lanes", d.matrix_units.lanes},
           {"precision_auto", ops::precision_name(ops::auto_precision(d))},
           {"dedicated_transfer_queue", d.dedicated_transfer_queue}};
 }
