@@ -44,8 +44,9 @@ struct StageSpec {
   double speed = 1.0;       // relative throughput of this stage's device (2.0 = twice as fast)
   uint64_t memory_cap = 0;  // bytes; 0 = unbounded
   std::string device;       // for messages: "device 0, llvmpipe (...)"
-  // The physical device behind this stage and its largest device-local heap (0: unknown).
-  // With or without caps, the stages sharing a physical device must fit it together.
+  // The physical device behind this stage (one key for every driver's entry of one GPU:
+  // vk::gpu_of) and its largest device-local heap (0: unknown). With or without caps, the
+  // stages sharing a physical device must fit it together.
   uint32_t physical = 0;
   uint64_t device_memory = 0;
   // Measured time of every layer of the model on this stage's own device (profiled). When

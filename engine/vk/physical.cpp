@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <cstdio>
+#include <utility>
 
 #include "util/env.h"
 #include "vk/check.h"
@@ -122,6 +123,8 @@ PhysicalInfo describe(VkPhysicalDevice device, uint32_t index) {
   VkPhysicalDeviceMaintenance3Properties m3{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
   VkPhysicalDeviceSubgroupSizeControlProperties sizes{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES};
+  VkPhysicalDevicePCIBusInfoPropertiesEXT pci{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PCI_BUS_INFO_PROPERTIES_EXT};
+  const bool on_pci = info.has_extension(VK_EXT_PCI_BUS_INFO_EXTENSION_NAME);
   void** tail = &props.pNext;
   auto chain = [&tail](auto& s) {
     *tail = &s;
@@ -131,6 +134,7 @@ PhysicalInfo describe(VkPhysicalDevice device, uint32_t index) {
   if (v12 || info.has_extension(VK_KHR_DRIVER_PROPERTIES_EXTENSION_NAME)) chain(driver);
   if (info.external_memory_host) chain(host);
   if (size_control) chain(sizes);
+  if (on_pci) chain(pci);
   vkGetPhysicalDeviceProperties2(device, &props);
 
   const auto& p = props.properties;
@@ -146,6 +150,11 @@ PhysicalInfo describe(VkPhysicalDevice device, uint32_t index) {
   info.api_version = p.apiVersion;
   std::copy(std::begin(ids.deviceUUID), std::end(ids.deviceUUID), info.device_uuid.begin());
   std::copy(std::begin(ids.driverUUID), std::end(ids.driverUUID), info.driver_uuid.begin());
+  if (on_pci) {
+    char bus[32];
+    std::snprintf(bus, sizeof bus, "%04x:%02x:%02x.%x", pci.pciDomain, pci.pciBus, pci.pciDevice, pci.pciFunction);
+    info.pci_bus = bus;
+  }
   info.subgroup_size = subgroup.subgroupSize;
   info.subgroup_arithmetic = (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) &&
                              (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT);
@@ -269,6 +278,58 @@ uint32_t find_device(const std::vector<PhysicalInfo>& devices, const std::string
                     listing() + swiftshader);
   throw UserError(what + ": '" + spec + "' names " + std::to_string(found.size()) +
                   " devices; give more of a name, a UUID prefix or an index; devices: " + listing());
+}
+
+bool same_gpu(const PhysicalInfo& a, const PhysicalInfo& b) { return !a.pci_bus.empty() && a.pci_bus == b.pci_bus; }
+
+uint32_t gpu_of(const std::vector<PhysicalInfo>& devices, uint32_t index) {
+  const auto it = std::find_if(devices.begin(), devices.end(), [&](const PhysicalInfo& d) { return d.index == index; });
+  uint32_t first = index;
+  if (it != devices.end())
+    for (const PhysicalInfo& d : devices)
+      if (same_gpu(d, *it)) first = std::min(first, d.index);
+  return first;
+}
+
+DefaultDevices default_devices(const std::vector<PhysicalInfo>& devices) {
+  DefaultDevices out;
+  std::vector<const PhysicalInfo*> gpus;
+  for (const PhysicalInfo& d : devices)
+    if (d.type != VK_PHYSICAL_DEVICE_TYPE_CPU) gpus.push_back(&d);
+  if (gpus.empty()) {  // CPU drivers only when nothing else is there
+    for (const PhysicalInfo& d : devices) out.indices.push_back(d.index);
+    return out;
+  }
+  const bool discrete = std::any_of(gpus.begin(), gpus.end(), [](const PhysicalInfo* d) {
+    return d->type == VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU;
+  });
+  // AMD backs RADV for Linux (AMDVLK and its proprietary driver discontinued in 2025); NVIDIA's
+  // own driver is the one Brigade's GPU runs were measured on (docs/BENCHMARKS.md), NVK none.
+  auto second_choice = [](const PhysicalInfo& d) {
+    return d.driver_id == VK_DRIVER_ID_AMD_OPEN_SOURCE || d.driver_id == VK_DRIVER_ID_AMD_PROPRIETARY ||
+           d.driver_id == VK_DRIVER_ID_MESA_NVK;
+  };
+  auto named = [](const PhysicalInfo& d) {
+    return "device " + std::to_string(d.index) + " (" + d.name + ", " + (d.driver_name.empty() ? "driver unnamed" : d.driver_name) + ")";
+  };
+  for (const PhysicalInfo* d : gpus) {
+    if (discrete && d->type == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU) {
+      out.left_out.push_back(named(*d) + " left out: an integrated GPU, beside a discrete one");
+      continue;
+    }
+    // The entry of its card taken: a first-choice driver's, then the first listed.
+    auto rank = [&](const PhysicalInfo* e) { return std::pair(second_choice(*e), e->index); };
+    const PhysicalInfo* taken = d;
+    for (const PhysicalInfo* e : gpus)
+      if (same_gpu(*e, *d) && rank(e) < rank(taken)) taken = e;
+    if (taken != d) {
+      out.left_out.push_back(named(*d) + " left out: the same GPU (PCI " + d->pci_bus + ") as " + named(*taken) +
+                             (second_choice(*d) && !second_choice(*taken) ? ", whose driver is taken first" : ", listed first"));
+      continue;
+    }
+    out.indices.push_back(d->index);
+  }
+  return out;
 }
 
 }  // namespace brigade::vk

@@ -40,6 +40,10 @@ struct PhysicalInfo {
   uint32_t api_version = 0;
   std::array<uint8_t, VK_UUID_SIZE> device_uuid{};
   std::array<uint8_t, VK_UUID_SIZE> driver_uuid{};
+  // Its PCI address, "domain:bus:device.function" in hex ("0000:03:00.0"), where the device
+  // lists VK_EXT_pci_bus_info; empty elsewhere (CPU drivers). Two drivers of one card (RADV
+  // beside AMDVLK, NVK beside NVIDIA's) list it twice, at one address.
+  std::string pci_bus;
   std::vector<MemoryHeap> heaps;
   // The host maps the device-local memory Brigade allocates (vk::maps_device_memory: CPU
   // drivers, integrated GPUs): uploads and downloads are copies; otherwise they go through
@@ -104,5 +108,24 @@ uint32_t find_device(const std::vector<PhysicalInfo>& devices, const std::string
                      const std::string& what);
 
 std::string uuid_string(const std::array<uint8_t, VK_UUID_SIZE>& uuid);
+
+// Whether two entries of the list are one GPU listed by two drivers: both have a PCI address
+// and it is the same. An entry without one is only itself.
+bool same_gpu(const PhysicalInfo& a, const PhysicalInfo& b);
+// The first entry of `devices` that is the same GPU as device `index` (same_gpu), else `index`:
+// the one key of every entry of a card, for what the entries share (its memory, its compute).
+uint32_t gpu_of(const std::vector<PhysicalInfo>& devices, uint32_t index);
+
+// The devices to take when none are named: every one but CPU drivers (those only when nothing
+// else is there) and integrated GPUs where a discrete one is there, each GPU once: of the
+// entries of one card, a driver not on the second-choice list (AMDVLK and AMD's proprietary
+// driver, which AMD no longer ships for Linux, behind RADV; Mesa's NVK behind NVIDIA's
+// driver), else the first listed. `left_out` says, a line each, which entry was left out and
+// why, but for CPU drivers.
+struct DefaultDevices {
+  std::vector<uint32_t> indices;
+  std::vector<std::string> left_out;
+};
+DefaultDevices default_devices(const std::vector<PhysicalInfo>& devices);
 
 }  // namespace brigade::vk

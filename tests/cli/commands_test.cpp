@@ -37,6 +37,9 @@ TEST_CASE("brigade devices lists the devices, as a table and as JSON") {
     const std::string automatic = d["precision_auto"];
     CHECK((automatic == "bf16" || automatic == "fp16"));
     if (d["matrix_products"].empty()) CHECK(automatic == "bf16");
+    // Its PCI address where it lists VK_EXT_pci_bus_info (lavapipe and SwiftShader do not).
+    CHECK((d["pci_bus"].is_null() || std::regex_match(d["pci_bus"].get<std::string>(),
+                                                      std::regex("[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\\.[0-7]"))));
   }
   // The table's columns are as wide as their widest entry.
   CHECK(std::regex_search(t.output, std::regex("matrix products \\(16-bit into fp32\\) +--precision auto +its products")));

@@ -140,8 +140,8 @@ void refuse_if_empty(const model::Model& m, const PipelineFlags& f, const pipeli
                   std::to_string(r.invalid) + " combinations refused): " + in_flags(r.refused));
 }
 
-// The devices the search may use, opened once each: those of --devices (default: every
-// device, CPU drivers only when nothing else is there), or under mpirun every rank's.
+// The devices the search may use, opened once each: those of --devices (default:
+// vk::default_devices, each entry it leaves out said in a line), or under mpirun every rank's.
 struct Pool {
   std::unique_ptr<vk::Instance> instance;
   std::vector<std::unique_ptr<vk::Device>> opened;  // one per physical device here
@@ -168,11 +168,11 @@ Pool open_pool(const PipelineFlags& f) {
     std::vector<uint32_t> indices;
     if (f.given("--devices")) {
       indices = parse_devices(f.devices, *pool.instance);
-    } else {  // every device; CPU drivers only when nothing else is there
-      for (const vk::PhysicalInfo& i : all)
-        if (i.type != VK_PHYSICAL_DEVICE_TYPE_CPU) indices.push_back(i.index);
-      if (indices.empty())
-        for (const vk::PhysicalInfo& i : all) indices.push_back(i.index);
+    } else {  // CPU drivers and integrated GPUs only where nothing better is there, each GPU once
+      const vk::DefaultDevices d = vk::default_devices(all);
+      indices = d.indices;
+      for (const std::string& line : d.left_out)
+        std::fprintf(stderr, "plan auto: %s (--devices takes it by name or index)\n", line.c_str());
     }
     std::map<uint32_t, vk::Device*> by_index;
     for (uint32_t index : indices) {
@@ -184,7 +184,7 @@ Pool open_pool(const PipelineFlags& f) {
         by_index[index] = pool.opened.back().get();
       }
       pool.device_of.push_back(by_index[index]);
-      pool.described.push_back(describe(*by_index[index]));
+      pool.described.push_back(describe(*by_index[index], all));
     }
     pool.caps = memory_caps(f.mem_limit, indices.size(), "devices; give one for all or one per device in --devices");
   }
@@ -385,9 +385,10 @@ AutoPlan auto_plan(const model::Model& m, const PipelineFlags& f, uint32_t rows,
     }
     d.spec.facts = facts[i];
     // Stages share compute where their devices do: CPU drivers in one process share the host's
-    // cores; a rank computes on its own.
+    // cores, two drivers' entries of one GPU the GPU (StageDevice::physical); a rank computes
+    // on its own.
     const bool cpu = device_of[i] && device_of[i]->info().type == VK_PHYSICAL_DEVICE_TYPE_CPU;
-    d.resource = ranks ? uint32_t(i) : cpu ? 0 : 1 + s.index;
+    d.resource = ranks ? uint32_t(i) : cpu ? 0 : 1 + s.physical;
     d.precisions = candidate_precisions(f, s.multiplies), d.multiplies = s.multiplies;
     d.precisions.erase(std::unique(d.precisions.begin(), d.precisions.end()), d.precisions.end());
     space.pool.push_back(std::move(d));

@@ -63,6 +63,7 @@ nlohmann::json to_json(const vk::PhysicalInfo& d) {
           {"max_shared_memory", d.max_shared_memory},
           {"device_uuid", d.device_uuid_string()},
           {"driver_uuid", d.driver_uuid_string()},
+          {"pci_bus", d.pci_bus.empty() ? nlohmann::json() : nlohmann::json(d.pci_bus)},
           {"external_memory_fd", d.external_memory_fd},
           {"external_memory_host", d.external_memory_host},
           {"timeline_semaphore", d.timeline_semaphore},

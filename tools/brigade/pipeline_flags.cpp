@@ -190,14 +190,14 @@ std::vector<uint64_t> memory_caps(const std::string& mem_limit, size_t n, const 
   return caps;
 }
 
-StageDevice describe(const vk::Device& dev) {
+StageDevice describe(const vk::Device& dev, const std::vector<vk::PhysicalInfo>& all) {
   const vk::PhysicalInfo& info = dev.info();
   uint64_t heap = 0;
   for (const vk::MemoryHeap& h : info.heaps)
     if (h.device_local) heap = std::max(heap, h.usable());
   StageDevice s{info.name, info.driver_name.empty() ? info.name : info.driver_name, info.index, heap, ""};
   s.multiplies = ops::auto_precision(info);
-  s.physical = info.index;
+  s.physical = vk::gpu_of(all, info.index);
   for (ops::Precision p : {ops::Precision::Fp32, ops::Precision::Bf16, ops::Precision::Fp16}) {
     s.products[size_t(p)] = ops::matrix_path(info, p);
     s.attention[size_t(p)] = ops::attention_path(info, p);
@@ -226,6 +226,7 @@ Devices open_devices(const PipelineFlags& f) {
   io.validation = f.validation;
   d.instance = std::make_unique<vk::Instance>(io);
   std::vector<uint32_t> indices = parse_devices(f.devices, *d.instance);
+  const std::vector<vk::PhysicalInfo> listed = d.instance->describe_devices();
   mpi::World& w = world();
   uint32_t here = 0;  // the stage this process opens a device for (all of them without ranks)
   if (w.multi()) {
@@ -251,16 +252,17 @@ Devices open_devices(const PipelineFlags& f) {
     o.mem_limit = d.caps[k];
     d.devices.push_back(std::make_unique<vk::Device>(*d.instance, indices[k], o));
     use_tilings(f, *d.devices.back());
-    d.stages.push_back(describe(*d.devices.back()));
+    d.stages.push_back(describe(*d.devices.back(), listed));
   }
   if (w.multi()) {  // every stage's device, from the first replica's ranks
     const StageDevice& mine = d.stages.front();
-    const nlohmann::json j{{"name", mine.name}, {"driver", mine.driver}, {"index", mine.index}, {"heap", mine.heap},
+    const nlohmann::json j{{"name", mine.name}, {"driver", mine.driver}, {"index", mine.index},
+                           {"physical", mine.physical}, {"heap", mine.heap},
                            {"multiplies", ops::precision_name(mine.multiplies)}, {"products", mine.products},
                            {"attention", mine.attention}};
     const std::vector<std::string> all = w.allgather(j.dump() + "\n" + w.host());
     d.stages.clear();
-    std::map<std::pair<std::string, uint32_t>, uint32_t> physical;  // by host and index
+    std::map<std::pair<std::string, uint32_t>, uint32_t> physical;  // by host and its GPU there (vk::gpu_of)
     for (uint32_t k = 0; k < K; ++k) {
       const std::string& s = all[k];
       const nlohmann::json o = nlohmann::json::parse(s.substr(0, s.find('\n')));
@@ -268,7 +270,7 @@ Devices open_devices(const PipelineFlags& f) {
       d.stages.push_back({o.at("name"), o.at("driver"), o.at("index"), o.at("heap"), "rank " + std::to_string(k) + " on " + host,
                           ops::parse_precision(o.at("multiplies")), o.at("products"), o.at("attention")});
       d.stages.back().physical =
-          physical.try_emplace({host, d.stages.back().index}, uint32_t(physical.size())).first->second;
+          physical.try_emplace({host, o.at("physical").get<uint32_t>()}, uint32_t(physical.size())).first->second;
     }
   }
   return d;

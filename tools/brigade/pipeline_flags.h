@@ -86,8 +86,9 @@ struct StageDevice {
   ops::Precision multiplies = ops::Precision::Bf16;  // --precision auto there (ops::auto_precision)
   std::array<std::string, 3> products;   // ops::matrix_path for each ops::Precision
   std::array<std::string, 3> attention;  // ops::attention_path for each
-  // The device as one of the job's: its index in one process; under mpirun each host's
-  // devices numbered apart (ranks on one host and index share it; another host's is another).
+  // The GPU as one of the job's: in one process its first entry's index (vk::gpu_of: two
+  // drivers' entries of one card share it); under mpirun each host's GPUs numbered apart
+  // (ranks on one host and GPU share it; another host's is another).
   uint32_t physical = 0;
 };
 
@@ -97,8 +98,9 @@ std::string join_list(const std::vector<std::string>& items);  // split_list und
 // What each device makes of `m` (pipeline::device_facts), per device (null: another rank's,
 // learnt from it); the same on every rank.
 std::vector<pipeline::DeviceFacts> device_facts(const model::Model& m, const std::vector<vk::Device*>& devices);
-// A device as a stage's: its names, heap and what it multiplies.
-StageDevice describe(const vk::Device& dev);
+// A device as a stage's: its names, heap and what it multiplies; `all`, every device listed
+// (vk::Instance::describe_devices), tells which entries are one GPU.
+StageDevice describe(const vk::Device& dev, const std::vector<vk::PhysicalInfo>& all);
 // --mem-limit for n stages or devices: one size for all or one each (0: no cap); `per` ends
 // the refusal of another count ("stages; give one for all or one per stage").
 std::vector<uint64_t> memory_caps(const std::string& mem_limit, size_t n, const std::string& per);
