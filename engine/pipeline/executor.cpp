@@ -214,28 +214,15 @@ void Executor::zero_state() {
   }
 }
 
-void Executor::calibrate() {
-  clocks_.assign(stages(), vk::GpuClock{});
+void Executor::calibrate(bool again) {
+  // Again, only where the device reads its clock with the host's: a submission would also
+  // move every later one's number (BRIGADE_FAULT counts them).
+  std::vector<vk::GpuClock> clocks = again ? clocks_ : std::vector<vk::GpuClock>(stages());
+  for (uint32_t k = 0; k < stages(); ++k)
+    if (devices_[k] && devices_[k]->info().timestamps && (!again || devices_[k]->info().calibrated_timestamps))
+      clocks[k] = vk::calibrate_clock(*devices_[k]);
+  clocks_ = std::move(clocks);
   calibrated_us_ = now_us();
-  for (uint32_t k = 0; k < stages(); ++k) {
-    if (!devices_[k] || !devices_[k]->info().timestamps) continue;
-    // The timestamp falls between the host's clock readings around the submission: of a few
-    // tries, the tightest pair places it best (the first also pays one-time costs).
-    vk::Device& dev = *devices_[k];
-    vk::Commands c(dev, "clock calibration");
-    double window = INFINITY;
-    vk::GpuClock& clock = clocks_[k];
-    for (int i = 0; i < 5; ++i) {
-      c.reset();
-      c.timestamp();
-      const double before = now_us();
-      c.run();
-      const double after = now_us();
-      if (after - before < window)
-        window = after - before, clock.host_us = (before + after) / 2, clock.gpu_us = c.timestamps_ns().at(0) / 1000.0;
-    }
-    clock.wrap_us = vk::GpuClock::wrap_of(dev.info().timestamp_valid_bits, dev.info().timestamp_period_ns);
-  }
 }
 
 void Executor::initialize_parameters(uint64_t seed) {
@@ -377,7 +364,7 @@ EvalResult Executor::evaluate(const Batch& batch, std::vector<float>* outputs) {
 void Executor::run(const Schedule& schedule, const Slots& slots, const Batch& batch, const Update& update,
                    std::vector<float>* outputs) {
   if (broken_) throw UserError("the pipeline stopped after an earlier failure");
-  if (now_us() - calibrated_us_ > 30e6) calibrate();
+  if (now_us() - calibrated_us_ > 30e6) calibrate(true);
   const uint32_t M = schedule.micro_batches, R = topology_->replicas();
   const uint64_t in = model::elements(model_.input);
   const uint32_t N = std::accumulate(plan_.micro_rows.begin(), plan_.micro_rows.end(), 0u);

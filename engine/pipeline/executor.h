@@ -163,7 +163,7 @@ class Executor {
   void build_norms();
   void build_ring();
   void zero_state();
-  void calibrate();
+  void calibrate(bool again = false);
 
   const model::Model& model_;
   std::vector<vk::Device*> devices_;
@@ -180,7 +180,7 @@ class Executor {
   // [boundary b] : cell b <-> b+1; null where neither cell is in this process.
   std::vector<std::unique_ptr<Link>> act_links_, grad_links_;
   // Per stage: a GPU timestamp and the host's steady clock at it (calibrate(), taken again
-  // before a run once 30 s old: the two clocks drift apart).
+  // before a run once 30 s old where the device reads both at once: the clocks drift apart).
   std::vector<vk::GpuClock> clocks_;
   double calibrated_us_ = 0;
   // Transfer sequence numbers: the micro-batches run forward (training and evaluation) and

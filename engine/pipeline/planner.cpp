@@ -56,6 +56,16 @@ bool interchangeable(const std::vector<PlanDevice>& pool, uint32_t i, uint32_t j
 
 }  // namespace
 
+void align_budgets(std::vector<PlanDevice>& pool) {
+  std::vector<uint64_t> reported;
+  for (const PlanDevice& d : pool) reported.push_back(d.spec.device_memory);
+  for (size_t i = 0; i < pool.size(); ++i)
+    for (size_t j = 0; j < pool.size(); ++j)
+      if (!pool[i].model.empty() && pool[i].model == pool[j].model && reported[j] &&
+          reported[j] < pool[i].spec.device_memory && reported[j] >= reported[i] - reported[i] / 10)
+        pool[i].spec.device_memory = reported[j];
+}
+
 std::vector<std::vector<uint32_t>> device_orders(const std::vector<PlanDevice>& pool, uint32_t max_stages,
                                                  const Links& links) {
   const uint32_t P = uint32_t(pool.size());

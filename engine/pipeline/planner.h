@@ -103,6 +103,11 @@ SearchResult search(const model::Model& m, const SearchSpace& space);
 // that differ from one before only by interchangeable entries (PlanDevice::model): the same
 // physical device, or another of its model, under the same caps, linked to the others alike.
 // Entries of one device under other caps are other choices.
+// GPUs of one model report memory budgets a little apart (what other programs hold on each,
+// VK_EXT_memory_budget): those within a tenth of each other are planned against the smallest,
+// so that the search takes them as one model (device_orders) rather than trying each order.
+void align_budgets(std::vector<PlanDevice>& pool);
+
 std::vector<std::vector<uint32_t>> device_orders(const std::vector<PlanDevice>& pool, uint32_t max_stages,
                                                  const Links& links = {});
 // The divisors of n, ascending.

@@ -6,6 +6,8 @@
 
 namespace brigade::vk {
 
+class Device;
+
 // Raw values of one recording's timestamps, in the order written, in nanoseconds: only the
 // queue family's `valid_bits` count, and a counter that wrapped within the recording goes on
 // past its range (a recording is far shorter than a wrap: 68 s at the least, 36 bits of
@@ -21,5 +23,10 @@ struct GpuClock {
   // one wrap after it.
   double host_at(double gpu_ns) const;
 };
+
+// The device's clock against the host's steady clock (CLOCK_MONOTONIC): read together where
+// the device can (VK_EXT_calibrated_timestamps: nothing submitted), else a timestamp written
+// by a submission between two host readings, the tightest of a few placed best.
+GpuClock calibrate_clock(Device& dev);
 
 }  // namespace brigade::vk

@@ -123,6 +123,7 @@ Device::Device(Instance& instance, uint32_t index, DeviceOptions options) : inst
   std::vector<const char*> extensions;
   if (info_.external_memory_fd) extensions.push_back(VK_KHR_EXTERNAL_MEMORY_FD_EXTENSION_NAME);
   if (info_.external_memory_host) extensions.push_back(VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);
+  if (info_.calibrated_timestamps) extensions.push_back(VK_EXT_CALIBRATED_TIMESTAMPS_EXTENSION_NAME);
   foreign_queues_ = info_.has_extension(VK_EXT_QUEUE_FAMILY_FOREIGN_EXTENSION_NAME);
   if (foreign_queues_) extensions.push_back(VK_EXT_QUEUE_FAMILY_FOREIGN_EXTENSION_NAME);
 
@@ -201,6 +202,18 @@ void Device::name(VkObjectType type, uint64_t handle, const std::string& n) cons
   info.objectHandle = handle;
   info.pObjectName = n.c_str();
   VK_CHECK(vkSetDebugUtilsObjectNameEXT(device_, &info));
+}
+
+void Device::calibrated_clocks(uint64_t& device_ticks, uint64_t& host_ns) const {
+  BRIGADE_EXPECT(info_.calibrated_timestamps, "a device that reads its clock with the host's");
+  VkCalibratedTimestampInfoEXT domains[2] = {{VK_STRUCTURE_TYPE_CALIBRATED_TIMESTAMP_INFO_EXT},
+                                             {VK_STRUCTURE_TYPE_CALIBRATED_TIMESTAMP_INFO_EXT}};
+  domains[0].timeDomain = VK_TIME_DOMAIN_DEVICE_EXT;
+  domains[1].timeDomain = VK_TIME_DOMAIN_CLOCK_MONOTONIC_EXT;
+  uint64_t values[2] = {0, 0}, deviation = 0;
+  const VkResult r = table_.vkGetCalibratedTimestampsEXT(device_, 2, domains, values, &deviation);
+  if (r != VK_SUCCESS) fail(r, "vkGetCalibratedTimestampsEXT", __LINE__);
+  device_ticks = values[0], host_ns = values[1];
 }
 
 uint64_t Device::submit(VkCommandBuffer cmd, const std::vector<SemaphoreValue>& waits,

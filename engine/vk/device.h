@@ -69,6 +69,9 @@ class Device {
   // Whether memory can be exchanged with VK_QUEUE_FAMILY_FOREIGN_EXT: any queue, whatever its
   // device or driver (VK_EXT_queue_family_foreign, enabled where listed).
   bool foreign_queues() const { return foreign_queues_; }
+  // Its timestamp counter (raw ticks) and CLOCK_MONOTONIC (ns) read together, where the device
+  // can (PhysicalInfo::calibrated_timestamps): no submission, nothing queued.
+  void calibrated_clocks(uint64_t& device_ticks, uint64_t& host_ns) const;
   bool has_transfer_queue() const { return transfer_queue_ != VK_NULL_HANDLE; }
   uint32_t transfer_family() const { return transfer_family_; }
 

@@ -182,11 +182,13 @@ SharedBuffer share_host(Device& a, Device& b, uint64_t bytes, Category category,
   out.host = std::shared_ptr<void>(ptr, std::free);
   Device* devices[2] = {&a, &b};
   // Between devices of one driver the memory is exchanged with VK_QUEUE_FAMILY_EXTERNAL, which
-  // names their queues; across drivers with VK_QUEUE_FAMILY_FOREIGN_EXT where known.
+  // names their queues; across drivers with VK_QUEUE_FAMILY_FOREIGN_EXT where both know it
+  // (both sides alike: one releases to the family the other acquires from).
   const bool alike = a.info().device_uuid == b.info().device_uuid && a.info().driver_uuid == b.info().driver_uuid;
+  const uint32_t family =
+      alike || !a.foreign_queues() || !b.foreign_queues() ? VK_QUEUE_FAMILY_EXTERNAL : VK_QUEUE_FAMILY_FOREIGN_EXT;
   for (int i = 0; i < 2; ++i) {
     Device& dev = *devices[i];
-    const uint32_t family = alike || !dev.foreign_queues() ? VK_QUEUE_FAMILY_EXTERNAL : VK_QUEUE_FAMILY_FOREIGN_EXT;
     VkMemoryHostPointerPropertiesEXT props{VK_STRUCTURE_TYPE_MEMORY_HOST_POINTER_PROPERTIES_EXT};
     VK_CHECK(dev.vk().vkGetMemoryHostPointerPropertiesEXT(dev.handle(), kHost, ptr, &props));
     VkBuffer buffer = create_external_buffer(dev, size, kHost);

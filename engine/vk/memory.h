@@ -25,8 +25,8 @@ const char* category_name(Category c);
 // do not.
 enum class Charge { Counted, Uncounted };
 
-// Device: fastest for the GPU (device-local; mapped too where the device is host-visible,
-// as on lavapipe and integrated GPUs). Host: host-visible coherent, for staging and readback.
+// Device: fastest for the GPU (device-local; mapped too where maps_device_memory says, as on
+// lavapipe). Host: host-visible coherent, for staging and readback.
 enum class Residency { Device, Host };
 
 struct MemoryStats {
@@ -53,7 +53,8 @@ struct Allocation {
 
 // Whether the host maps the memory type Brigade takes for Residency::Device (the first
 // device-local one): where it is host-visible, coherent and cached, so that the host reads it
-// as fast as its own (CPU drivers, integrated GPUs). Discrete GPUs' is not host-visible, or
+// as fast as its own (CPU drivers; integrated GPUs whose first device-local type is cached).
+// Discrete GPUs' is not host-visible, or
 // is write-combined memory behind a PCIe BAR (Intel Arc's first type), which the host reads
 // slowly: those copies go through staging buffers (vk::upload).
 bool maps_device_memory(const VkPhysicalDeviceMemoryProperties& props);

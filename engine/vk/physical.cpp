@@ -221,6 +221,14 @@ PhysicalInfo describe(VkPhysicalDevice device, uint32_t index) {
   info.max_compute_workgroup_subgroups = size_control ? sizes.maxComputeWorkgroupSubgroups : 0;
 
   info.external_memory_fd = info.has_extension(VK_KHR_EXTERNAL_MEMORY_FD_EXTENSION_NAME);
+  if (info.has_extension(VK_EXT_CALIBRATED_TIMESTAMPS_EXTENSION_NAME) && vkGetPhysicalDeviceCalibrateableTimeDomainsEXT) {
+    uint32_t count = 0;
+    vkGetPhysicalDeviceCalibrateableTimeDomainsEXT(device, &count, nullptr);
+    std::vector<VkTimeDomainEXT> domains(count);
+    vkGetPhysicalDeviceCalibrateableTimeDomainsEXT(device, &count, domains.data());
+    const auto has = [&](VkTimeDomainEXT d) { return std::find(domains.begin(), domains.end(), d) != domains.end(); };
+    info.calibrated_timestamps = info.timestamps && has(VK_TIME_DOMAIN_DEVICE_EXT) && has(VK_TIME_DOMAIN_CLOCK_MONOTONIC_EXT);
+  }
   info.cooperative_matrix = info.has_extension("VK_KHR_cooperative_matrix") ||
                             info.has_extension("VK_NV_cooperative_matrix");
   info.matrix_units = describe_matrix_units(device, info.extensions);

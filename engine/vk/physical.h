@@ -73,6 +73,9 @@ struct PhysicalInfo {
   int compute_family = -1;           // the queue family Brigade computes on; -1: none
   uint32_t timestamp_valid_bits = 0; // of that family's timestamps (36 to 64; 0: none)
   bool timestamps = false;           // its queue writes timestamps
+  // Its timestamp counter and the host's CLOCK_MONOTONIC (std::chrono::steady_clock's) can
+  // be read together (VK_EXT_calibrated_timestamps), with no submission.
+  bool calibrated_timestamps = false;
   bool dedicated_transfer_queue = false;
   // Capabilities that decide boundary-transfer paths and kernel variants.
   bool external_memory_fd = false;   // VK_KHR_external_memory_fd (opaque fd)

@@ -94,6 +94,16 @@ TEST_CASE("device orders take the GPUs of one model in pool order, and another m
   const std::vector<std::vector<uint32_t>> orders = device_orders(eight, 8);
   REQUIRE(orders.size() == 8);
   CHECK(orders.back() == std::vector<uint32_t>{0, 1, 2, 3, 4, 5, 6, 7});
+  // Their memory budgets a little apart (a desktop holds some of one): planned against the
+  // smallest, they are still one model; one with a fifth less is another.
+  for (uint32_t i = 0; i < 8; ++i) eight[i].spec.device_memory = (24ull << 30) - i * (40ull << 20);
+  align_budgets(eight);
+  CHECK(device_orders(eight, 8).size() == 8);
+  CHECK(eight[0].spec.device_memory == (24ull << 30) - 7 * (40ull << 20));
+  eight[7].spec.device_memory = 19ull << 30;
+  align_budgets(eight);
+  CHECK(eight[0].spec.device_memory == (24ull << 30) - 7 * (40ull << 20));
+  CHECK(device_orders(eight, 2).size() == 1 + 1 + 3);  // [0], [7]; [0,1], [0,7], [7,0]
   // Other caps, or compute shared with another entry, make them other choices.
   std::vector<PlanDevice> capped = pool;
   capped[1].spec.memory_cap = 1 << 30;

@@ -139,8 +139,10 @@ TEST_CASE_FIXTURE(test::Gpu, "host memory two drivers share is exchanged with VK
   vk::Device& a = device_on("llvmpipe", 0);
   vk::Device& b = device_on("swiftshader", 1);
   vk::Device& c = device_on("llvmpipe", 2);
-  REQUIRE(a.foreign_queues());  // both list VK_EXT_queue_family_foreign
-  REQUIRE(b.foreign_queues());
+  if (!a.foreign_queues() || !b.foreign_queues()) {  // Mesa 22's lavapipe does not list it
+    MESSAGE("not on this device: VK_EXT_queue_family_foreign is not listed by both drivers");
+    return;
+  }
   const vk::SharedBuffer across = vk::share_host(a, b, 4096, vk::Category::Transfer, "across");
   CHECK(across.first.exchange_family() == VK_QUEUE_FAMILY_FOREIGN_EXT);
   CHECK(across.second.exchange_family() == VK_QUEUE_FAMILY_FOREIGN_EXT);

@@ -1,9 +1,14 @@
 // GPU timestamps: valid bits, a counter's wrap, and the host's clock.
 #include <doctest/doctest.h>
 
+#include <chrono>
+#include <string>
 #include <vector>
 
+#include "gpu.h"
 #include "vk/clock.h"
+#include "vk/commands.h"
+#include "vk/device.h"
 
 namespace vk_clock_test {
 
@@ -31,6 +36,38 @@ TEST_CASE("a GPU timestamp is placed on the host's clock from a calibration, acr
   CHECK(clock.host_at(25.0 * 1000) == doctest::Approx(1035.0));  // 25 us after the wrap
   const vk::GpuClock wide{1000.0, 500.0, 0};
   CHECK(wide.host_at(700.0 * 1000) == doctest::Approx(1200.0));
+}
+
+// Both ways of calibrating place a timestamp a recording writes between the host's readings
+// around its submission (lavapipe lists VK_EXT_calibrated_timestamps; the submissions' way is
+// what devices without it take).
+TEST_CASE_FIXTURE(test::Gpu, "a device's calibrated clock places a timestamp it writes between the host's readings around it") {
+  vk::Device& dev = device();
+  REQUIRE(dev.info().timestamps);
+  CHECK(dev.info().calibrated_timestamps);  // lavapipe's: CLOCK_MONOTONIC and its own counter
+  const auto now_us = [] {
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  };
+  vk::Commands c(dev, "a timestamp");
+  for (int calibrated = 0; calibrated < 2; ++calibrated) {
+    vk::PhysicalInfo& info = const_cast<vk::PhysicalInfo&>(dev.info());
+    const bool listed = info.calibrated_timestamps;
+    info.calibrated_timestamps = listed && calibrated;  // the submissions' way first
+    const vk::GpuClock clock = vk::calibrate_clock(dev);
+    info.calibrated_timestamps = listed;
+    c.reset();
+    c.timestamp();
+    const double before = now_us();
+    c.run();
+    const double after = now_us();
+    const double at = clock.host_at(c.timestamps_ns().at(0));
+    const std::string way = calibrated ? "read together" : "by submissions";
+    INFO(way, ": the timestamp ", at - before, " us after the submission began, which took ", after - before, " us");
+    // Within a millisecond: the submissions' way is off by up to half its tightest window,
+    // wider on a loaded machine; a wrong unit or epoch is off by far more.
+    CHECK(at >= before - 1000.0);
+    CHECK(at <= after + 1000.0);
+  }
 }
 
 }  // namespace vk_clock_test

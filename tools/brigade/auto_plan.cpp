@@ -393,6 +393,7 @@ AutoPlan auto_plan(const model::Model& m, const PipelineFlags& f, uint32_t rows,
     d.precisions.erase(std::unique(d.precisions.begin(), d.precisions.end()), d.precisions.end());
     space.pool.push_back(std::move(d));
   }
+  pipeline::align_budgets(space.pool);
 
   set_axes(space, f, rows);
 

@@ -27,6 +27,7 @@
 
 #include "commands.h"
 #include "io/checkpoint.h"
+#include "io/files.h"
 #include "pipeline_flags.h"
 #include "train.h"
 #include "util/error.h"
@@ -421,6 +422,10 @@ void run_supervise(const std::vector<std::string>& command, uint32_t restarts) {
                                       std::to_string(restarts) + " restart(s) (--restarts); giving up");
     if (const std::string none = shrink(j, e.output, ckpt); !none.empty())
       throw JobFailed(e.code, "supervise: " + none + "; not restarting");
+    // mpirun may return before the ranks MPI_ABORT stopped are gone, and rank 0 holds the run
+    // folder's lock until it is: the restart waits for it (a fresh start would not).
+    if (const std::string out = j.value({"--out"}, train); std::filesystem::is_directory(out))
+      io::FolderLock gone(out, 30.0);
     // No checkpoint yet (a rank lost before the first): the job starts again, re-planned for
     // the ranks that remain.
     if (!std::filesystem::exists(ckpt) && j.mpirun()) replan_args(j);
