@@ -362,6 +362,7 @@ TEST_CASE("train --resume refuses saved settings that no flag would take, naming
       {"batch_size", 1.5, "'batch_size' is 1.5; expected a whole number"},
       {"eval_batches", 5000000000ull, "'eval_batches' is 5000000000; expected a whole number from 0 to 4294967295"},
       {"steps", 0, "'steps' is 0; expected a whole number from 1"},
+      {"decay_steps", 0, "'decay_steps' is 0; expected a whole number from 1"},
       {"eval_every", 0, "'eval_every' is 0; expected a whole number from 1"},
       {"clip", -1.0, "'clip' is -1.0; expected a finite number, 0 or more"},
       {"lr", "fast", "'lr' is \"fast\"; expected a finite number"},
@@ -408,6 +409,49 @@ TEST_CASE("train --resume refuses saved settings that no flag would take, naming
   fs::remove_all(dir);
 }
 
+// A finished run trains further to a later --steps (or --epochs): its first steps' records and
+// learning rates stay as they were, its cosine decays over the steps it started with and the
+// steps past them take min_lr; a total it has reached is refused, and a finished run resumed
+// without one says how to go on. A checkpoint written before decay_steps was kept decays
+// over its steps.
+TEST_CASE("train --resume --steps extends a finished run, its schedule kept and min_lr after it") {
+  const SavedRun s = saved_run("train-extend", false);  // 2 steps, finished
+  const fs::path& run = s.run;
+  test::Result r = test::brigade_run("train --resume --out " + run.string());
+  CHECK(r.status == 2);
+  CHECK(r.output.find("the run already finished (2 of 2 steps); give --steps with a later total") != std::string::npos);
+  r = test::brigade_run("train --resume --steps 2 --out " + run.string());
+  CHECK(r.status == 2);
+  CHECK(r.output.find("--steps 2: the run is at step 2 already; give a later total") != std::string::npos);
+  const std::vector<nlohmann::json> before = test::records(run, "train");
+  REQUIRE(before.size() == 2);
+  r = test::brigade_run("train --resume --steps 5 --out " + run.string());
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(r.output.find("--steps 5: the run goes on to step 5; its learning rate decays over the 2 steps it started "
+                      "with, then stays at min_lr 0.0001") != std::string::npos);
+  const std::vector<nlohmann::json> after = test::records(run, "train");
+  REQUIRE(after.size() == 5);
+  for (size_t i = 0; i < 2; ++i) CHECK(after[i] == before[i]);
+  for (size_t i = 2; i < 5; ++i) {
+    CHECK(after[i].at("step") == i + 1);
+    CHECK(after[i].at("lr").get<double>() == doctest::Approx(1e-4));
+  }
+  CHECK(before[1].at("lr").get<double>() > 1e-4);
+  nlohmann::json config = nlohmann::json::parse(io::checkpoint_config(s.path));
+  CHECK(config.at("steps") == 5);
+  CHECK(config.at("decay_steps") == 2);
+  // Without decay_steps (a checkpoint from before it was kept), the decay spans its steps.
+  config.erase("decay_steps");
+  io::Checkpoint ckpt = io::read_checkpoint(s.path, s.m);
+  ckpt.config = config.dump();
+  io::write_checkpoint(s.path, s.m, ckpt);
+  r = test::brigade_run("train --resume --steps 7 --out " + run.string());
+  CHECK(r.status == 0);
+  CHECK(r.output.find("decays over the 5 steps it started with") != std::string::npos);
+  fs::remove_all(s.dir);
+}
+
 // A resumed run keeps its settings: a settings flag is refused, naming it; --data alone is
 // taken, for data that moved (the message about the missing data says to pass it).
 TEST_CASE("train --resume refuses settings flags, and takes --data for data that moved") {
@@ -415,7 +459,7 @@ TEST_CASE("train --resume refuses settings flags, and takes --data for data that
   const fs::path &dir = s.dir, &run = s.run;
   const std::string& ckpt = s.path;
   test::Result r;
-  for (const std::string flag : {"--lr 0.1", "--steps 9", "--seed 3", "--model fashion-cnn"}) {
+  for (const std::string flag : {"--lr 0.1", "--batch-size 8", "--seed 3", "--model fashion-cnn"}) {
     r = test::brigade_run("train --resume " + flag + " --out " + run.string());
     INFO(flag, "\n", r.output);
     CHECK(r.status == 2);

@@ -13,6 +13,7 @@ nlohmann::json to_json(const Settings& s) {
   return {{"model", s.model},         {"model_toml", s.model_toml},   {"data", s.data},
           {"data_checksum", s.data_checksum},
           {"seed", s.seed},           {"batch_size", s.batch_size},   {"steps", s.steps},
+          {"decay_steps", s.decay_steps},
           {"optimizer", s.optimizer}, {"lr", s.lr},                   {"min_lr", s.min_lr},
           {"weight_decay", s.weight_decay}, {"momentum", s.momentum}, {"beta1", s.beta1},
           {"beta2", s.beta2},         {"eps", s.eps},                 {"schedule", s.schedule},
@@ -73,6 +74,8 @@ Settings settings_from_json(const nlohmann::json& j, const std::string& source) 
     const SavedSettings in{j, source, ""};
     in.read("model", s.model), in.read("model_toml", s.model_toml), in.read("data", s.data), in.read("seed", s.seed);
     in.read("batch_size", s.batch_size, 1), in.read("steps", s.steps, 1), in.read("optimizer", s.optimizer);
+    s.decay_steps = s.steps;
+    if (j.contains("decay_steps")) in.read("decay_steps", s.decay_steps, 1);
     in.number("lr", s.lr), in.number("min_lr", s.min_lr, true), in.number("weight_decay", s.weight_decay, true);
     in.number("momentum", s.momentum), in.number("beta1", s.beta1), in.number("beta2", s.beta2);
     in.number("eps", s.eps, true);

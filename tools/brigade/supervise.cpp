@@ -356,7 +356,10 @@ void replan_args(Job& j) {
 // precision kept.
 void resume_args(Job& j, const std::string& ckpt) {
   const size_t train = j.brigade + 2;
-  for (const std::string& flag : setting_flags()) j.set({flag}, "", train, j.argv.size());
+  // The settings the checkpoint holds, but the total a run trains to: the job's own, or the
+  // later one it extends a run to (--steps or --epochs with --resume).
+  for (const std::string& flag : setting_flags())
+    if (flag != "--steps" && flag != "--epochs") j.set({flag}, "", train, j.argv.size());
   j.set({"-b"}, "", train, j.argv.size());
   const bool precision = !j.value({"--precision"}, train).empty();
   for (size_t i = train; i < j.argv.size();)

@@ -153,7 +153,7 @@ void run_train(TrainArgs& a) {
     restore(*resumed, *t->p.executor, *t->opt, ckpt);
     step = resumed->step;
     if (step >= s.steps) throw UserError(ckpt + ": the run already finished (" + std::to_string(step) + " of " +
-                                         std::to_string(s.steps) + " steps)");
+                                         std::to_string(s.steps) + " steps); give --steps with a later total to train it further");
     if (world().multi()) resumed.reset();  // in one process: what a lost device before the first copy goes back to
   } else {
     if (world().rank() == 0) fs::create_directories(a.out);
@@ -464,7 +464,7 @@ void add_train(CLI::App& app) {
       ->check(path_check("a folder"));
   cmd->add_flag("--resume", a->resume, "continue the run in --out from its checkpoint");
   auto* epochs = cmd->add_option("--epochs", a->epochs, "epochs to train (default: 6 for images)");
-  cmd->add_option("--steps", s.steps, "optimizer steps to train (default: 1000 for text)")->excludes(epochs);
+  cmd->add_option("--steps", s.steps, "optimizer steps to train (default: 1000 for text); with --resume, a later total trains the run further")->excludes(epochs);
   cmd->add_option("--batch-size,-b", s.batch_size, "samples per mini-batch (default: 64 images, 16 text windows)")
       ->check(kPositive);
   cmd->add_option("--seed", s.seed, "seed of the initial parameters, data order and dropout")

@@ -21,7 +21,10 @@ struct Settings {
   std::string data_checksum;  // io::Dataset::checksum of what it trains on; "" in checkpoints before it
   uint64_t seed = 0;
   uint32_t batch_size = 0;
-  uint64_t steps = 0;  // total optimizer steps
+  uint64_t steps = 0;  // total optimizer steps (--steps given with --resume extends a run)
+  // The steps the cosine decays over: those the run started with (an extended run's later
+  // steps take min_lr); 0 in checkpoints written before it was kept, read as `steps`.
+  uint64_t decay_steps = 0;
   std::string optimizer = "adamw";
   double lr = 1e-3, min_lr = 0, weight_decay = 0, momentum = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   std::string schedule = "cosine";  // constant | cosine (linear warmup, cosine decay)
@@ -41,7 +44,8 @@ struct Settings {
 };
 
 nlohmann::json to_json(const Settings& s);
-// The flags of the settings a resumed run may not change (the checkpoint holds them).
+// The flags of the settings the checkpoint holds: a resumed run refuses them, but --data
+// (where the data lives now) and --steps or --epochs (a later total, which extends the run).
 const std::vector<std::string>& setting_flags();
 Settings settings_from_json(const nlohmann::json& j, const std::string& source);
 // The precision the run trained in: its plan's where --plan auto chose it, else --precision

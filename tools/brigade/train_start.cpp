@@ -35,6 +35,7 @@ void fill_defaults(TrainArgs& a, const model::Model& m, io::Dataset& data) {
   }
   else if (!given(a, "--steps")) s.steps = text ? 1000 : 6 * per_epoch;
   if (s.steps == 0) throw UserError("--steps/--epochs: nothing to train (0 steps)");
+  s.decay_steps = s.steps;
   if (!given(a, "--weight-decay")) s.weight_decay = text ? 0.1 : 0.0;
   if (!given(a, "--beta2") && text) s.beta2 = 0.99;
   if (!given(a, "--warmup") && text) s.warmup = std::min<uint64_t>(100, s.steps / 10);
@@ -63,9 +64,29 @@ void refuse_unread(const TrainArgs& a) {
     if (unread && given(a, flag)) throw UserError(std::string(flag) + ": " + by + " does not use it; drop the flag");
 }
 
+// --steps or --epochs with --resume: the run's new total, past the step it is at (its
+// schedule's steps stay those it started with; past them the rate is min_lr).
+void extend(TrainArgs& a, io::Dataset& data, uint64_t at, uint64_t steps) {
+  Settings& s = a.s;
+  const bool epochs = given(a, "--epochs");
+  if (!epochs && !given(a, "--steps")) return;
+  const uint64_t per_epoch = data.steps_per_epoch(s.batch_size);
+  if (epochs && a.epochs > std::numeric_limits<uint64_t>::max() / per_epoch)
+    throw UserError("--epochs " + std::to_string(a.epochs) + " is more steps than a run can count");
+  const uint64_t total = epochs ? a.epochs * per_epoch : steps;
+  const std::string flag = epochs ? "--epochs " + std::to_string(a.epochs) : "--steps " + std::to_string(total);
+  if (total <= at)
+    throw UserError(flag + ": the run is at step " + std::to_string(at) + " already; give a later total to train it further");
+  if (total > s.steps && s.schedule == "cosine" && total > s.decay_steps)
+    std::printf("%s: the run goes on to step %llu; its learning rate decays over the %llu steps it started with, "
+                "then stays at min_lr %g\n", flag.c_str(), (unsigned long long)total, (unsigned long long)s.decay_steps,
+                s.min_lr);
+  s.steps = total;
+}
+
 optim::LrSchedule lr_schedule(const Settings& s) {
   if (s.schedule == "constant") return optim::constant(s.lr);
-  if (s.schedule == "cosine") return optim::warmup_cosine(s.lr, s.min_lr, s.warmup, s.steps);
+  if (s.schedule == "cosine") return optim::warmup_cosine(s.lr, s.min_lr, s.warmup, s.decay_steps);
   throw UserError("--lr-schedule: '" + s.schedule + "' is not constant or cosine");
 }
 
@@ -101,9 +122,10 @@ RunStart start_run(TrainArgs& a, const std::string& ckpt, const std::vector<uint
     const Settings saved = settings_from_json(nlohmann::json::parse(io::checkpoint_config(ckpt, from), nullptr, false), ckpt);
     saved_plan = saved.plan;
     for (const std::string& flag : setting_flags())
-      if (flag != "--data" && given(a, flag.c_str()))
+      if (flag != "--data" && flag != "--steps" && flag != "--epochs" && given(a, flag.c_str()))
         throw UserError(std::string(flag) + ": a resumed run keeps the settings it started with (see " +
                         ckpt + "); drop the flag");
+    const uint64_t steps = s.steps;  // --steps as given
     s = saved;
     if (given(a, "--data")) s.data = data_path(a.data);  // the same data moved: where it lives now
     // A run --plan auto planned goes on with the plan it chose, unless the command line sets
@@ -141,6 +163,7 @@ RunStart start_run(TrainArgs& a, const std::string& ckpt, const std::vector<uint
     }
     resumed = io::read_checkpoint(ckpt, m, from);
     data = io::open_dataset(m, s.data, s.seed);
+    extend(a, *data, resumed->step, steps);
   } else {
     m = model::build(a.model, a.set);
     s.model = a.model, s.model_toml = m.config, s.data = data_path(a.data);
