@@ -264,7 +264,10 @@ std::optional<uint32_t> sharing_subgroup_size(const vk::PhysicalInfo& device, co
   const std::vector<uint32_t> sizes = vk::subgroup_sizes(device);
   if (device.subgroup_size_control && device.full_subgroups && std::count(sizes.begin(), sizes.end(), t.subgroup))
     return t.subgroup;
-  if (device.min_subgroup_size == device.max_subgroup_size) return 0u;
+  // A size the device never runs: the kernel's own check (gl_SubgroupSize) takes plain loads.
+  if (device.min_subgroup_size == device.max_subgroup_size || t.subgroup < device.min_subgroup_size ||
+      t.subgroup > device.max_subgroup_size)
+    return 0u;
   return std::nullopt;
 }
 

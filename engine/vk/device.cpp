@@ -115,7 +115,10 @@ Device::Device(Instance& instance, uint32_t index, DeviceOptions options) : inst
                       std::to_string(options.subgroup_size) + " (it offers " +
                       std::to_string(sizes.front()) + " to " + std::to_string(sizes.back()) + ")");
     info_.subgroup_size = options.subgroup_size;  // what the launchers size workgroups by
-    required_subgroup_size_ = options.subgroup_size;
+    // Required only where the device runs several sizes: one it always runs needs no
+    // requiring (and a 256-invocation workgroup required in subgroups of 4 would pass a
+    // device's maxComputeWorkgroupSubgroups of 32, as a 128-bit lavapipe's).
+    if (info_.min_subgroup_size != info_.max_subgroup_size) required_subgroup_size_ = options.subgroup_size;
     // The matrix kernels' warps too: every kernel runs in subgroups of this size.
     if (info_.matrix_units.full_subgroups) info_.matrix_units.lanes = options.subgroup_size;
   }

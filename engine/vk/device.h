@@ -104,7 +104,8 @@ class Device {
   void begin_action(const char* action);
   // The value of the latest submission: the queue has nothing left to do once it reaches it.
   uint64_t submitted();
-  // The subgroup size every kernel must run with (DeviceOptions), or 0.
+  // The subgroup size every kernel must run with (DeviceOptions, where the device runs
+  // several), or 0.
   uint32_t required_subgroup_size() const { return required_subgroup_size_; }
 
   // The compute pipeline of a shader from shaders/, built once per specialization. A lookup

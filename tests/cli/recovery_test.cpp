@@ -292,6 +292,7 @@ TEST_CASE("brigade supervise restarts a job that stopped on a lost device from i
   const std::string line = r.output.substr(restart, r.output.find('\n', restart) - restart);
   CHECK(line.find(" train --resume ") != std::string::npos);
   CHECK(line.find("--model") == std::string::npos);  // the checkpoint holds the settings
+  CHECK(line.find(" train --resume --steps 8 ") != std::string::npos);  // but the total the job trains to
   CHECK(line.find("--plan auto") != std::string::npos);
   CHECK(line.find("--precision fp32") != std::string::npos);
   const auto steps = test::records(out, "train");

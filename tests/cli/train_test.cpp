@@ -449,6 +449,14 @@ TEST_CASE("train --resume --steps extends a finished run, its schedule kept and 
   r = test::brigade_run("train --resume --steps 7 --out " + run.string());
   CHECK(r.status == 0);
   CHECK(r.output.find("decays over the 5 steps it started with") != std::string::npos);
+  // A run stopped before its total is not shortened by a smaller one (--stop-after is for that).
+  const std::string short_run = (s.dir / "short").string();
+  r = test::brigade_run("train --model fashion-mlp --data " + (s.dir / "data").string() +
+                        " --steps 4 -b 16 --eval-every 4 --eval-batches 1 --stop-after 1 --out " + short_run);
+  REQUIRE(r.status == 0);
+  r = test::brigade_run("train --resume --steps 3 --out " + short_run);
+  CHECK(r.status == 2);
+  CHECK(r.output.find("--steps 3: the run trains to step 4; --resume takes a later total") != std::string::npos);
   fs::remove_all(s.dir);
 }
 

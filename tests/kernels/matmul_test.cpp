@@ -125,6 +125,13 @@ TEST_CASE("the register kernel shares A by subgroups only in subgroups of the si
   CHECK_FALSE(ops::sharing_subgroup_size(intel, sharing));
   CHECK(ops::matmul_tiling(intel).subgroup == 0);  // plain loads instead
   CHECK(ops::sharing_subgroup_size(intel, MatmulTiling{MatmulTiling::Variant::Registers, 8, 8, 8, 8, 16, 0}) == 0u);
+  // A size outside what it runs (AMD's 32 to 64, a tiling of 8): never gl_SubgroupSize there,
+  // so the kernel takes plain loads and nothing need be required.
+  vk::PhysicalInfo amd = intel;
+  amd.subgroup_size = 64, amd.min_subgroup_size = 32, amd.max_subgroup_size = 64;
+  MatmulTiling narrow = sharing;
+  narrow.wg_x = narrow.subgroup = 8;
+  CHECK(ops::sharing_subgroup_size(amd, narrow) == 0u);
   // lavapipe: one size, 8. Required where it can be, else its gl_SubgroupSize tells the truth.
   vk::PhysicalInfo cpu = intel;
   cpu.subgroup_size = cpu.min_subgroup_size = cpu.max_subgroup_size = 8;

@@ -77,6 +77,9 @@ void extend(TrainArgs& a, io::Dataset& data, uint64_t at, uint64_t steps) {
   const std::string flag = epochs ? "--epochs " + std::to_string(a.epochs) : "--steps " + std::to_string(total);
   if (total <= at)
     throw UserError(flag + ": the run is at step " + std::to_string(at) + " already; give a later total to train it further");
+  if (total < s.steps)  // its schedule would stop short of min_lr
+    throw UserError(flag + ": the run trains to step " + std::to_string(s.steps) + "; --resume takes a later total to "
+                    "train it further (--stop-after stops it sooner)");
   if (total > s.steps && s.schedule == "cosine" && total > s.decay_steps)
     std::printf("%s: the run goes on to step %llu; its learning rate decays over the %llu steps it started with, "
                 "then stays at min_lr %g\n", flag.c_str(), (unsigned long long)total, (unsigned long long)s.decay_steps,
