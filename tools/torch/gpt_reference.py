@@ -280,7 +280,9 @@ def learning_rate(s, step):
         return s["lr"]
     if s["schedule"] != "cosine":
         raise UserError(f"schedule '{s['schedule']}' is not constant or cosine")
-    base, lo, warm, total = s["lr"], s["min_lr"], s["warmup"], s["steps"]
+    # The cosine's steps: decay_steps where the settings keep them (an extended run's later
+    # steps take min_lr), else steps.
+    base, lo, warm, total = s["lr"], s["min_lr"], s["warmup"], s.get("decay_steps", s["steps"])
     if step < warm:
         return base * float(step + 1) / float(warm)
     if step >= total:
