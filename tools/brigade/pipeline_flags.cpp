@@ -256,13 +256,17 @@ Devices open_devices(const PipelineFlags& f) {
   }
   if (w.multi()) {  // every stage's device, from the first replica's ranks
     const StageDevice& mine = d.stages.front();
+    // Its GPU on its host: the PCI address where the driver tells it (ranks on one host may
+    // list their devices in other orders), else its index there.
+    const vk::PhysicalInfo& info = d.devices[here]->info();
+    const std::string gpu = info.pci_bus.empty() ? "#" + std::to_string(mine.physical) : info.pci_bus;
     const nlohmann::json j{{"name", mine.name}, {"driver", mine.driver}, {"index", mine.index},
-                           {"physical", mine.physical}, {"heap", mine.heap},
+                           {"gpu", gpu}, {"heap", mine.heap},
                            {"multiplies", ops::precision_name(mine.multiplies)}, {"products", mine.products},
                            {"attention", mine.attention}};
     const std::vector<std::string> all = w.allgather(j.dump() + "\n" + w.host());
     d.stages.clear();
-    std::map<std::pair<std::string, uint32_t>, uint32_t> physical;  // by host and its GPU there (vk::gpu_of)
+    std::map<std::pair<std::string, std::string>, uint32_t> physical;  // by host and its GPU there
     for (uint32_t k = 0; k < K; ++k) {
       const std::string& s = all[k];
       const nlohmann::json o = nlohmann::json::parse(s.substr(0, s.find('\n')));
@@ -270,7 +274,7 @@ Devices open_devices(const PipelineFlags& f) {
       d.stages.push_back({o.at("name"), o.at("driver"), o.at("index"), o.at("heap"), "rank " + std::to_string(k) + " on " + host,
                           ops::parse_precision(o.at("multiplies")), o.at("products"), o.at("attention")});
       d.stages.back().physical =
-          physical.try_emplace({host, o.at("physical").get<uint32_t>()}, uint32_t(physical.size())).first->second;
+          physical.try_emplace({host, o.at("gpu").get<std::string>()}, uint32_t(physical.size())).first->second;
     }
   }
   return d;
