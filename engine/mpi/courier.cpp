@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "util/error.h"
+#include "vk/clock.h"
 
 namespace brigade::mpi {
 
@@ -179,7 +180,7 @@ void Courier::loop() {
         MPI_Testsome(int(requests.size()), requests.data(), &count, indices.data(), MPI_STATUSES_IGNORE);
         if (count > 0 && count != MPI_UNDEFINED) {
           progress = true;
-          const double now = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+          const double now = vk::now_us();
           if (last_done_us > 0) between_us = 0.8 * between_us + 0.2 * (now - last_done_us);
           last_done_us = now;
           uint64_t sends = 0;

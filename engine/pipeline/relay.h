@@ -16,12 +16,12 @@
 
 #include "pipeline/abort.h"
 #include "pipeline/counter.h"
+#include "vk/clock.h"
 #include "vk/device.h"
 
 namespace brigade::pipeline {
 
-// Host time in microseconds of the steady clock: what trace times are measured in.
-double now_us();
+using vk::now_us;  // host time in microseconds of the steady clock (vk/clock.h)
 // CPU time the calling thread has run, in microseconds: what it did, without the time other
 // threads held its core.
 double thread_cpu_us();

@@ -154,9 +154,10 @@ void staged_copy(const Buffer& b, char* host, uint64_t bytes, uint64_t offset, b
   const uint64_t chunk = std::min(bytes, kStagingBytes);
   const std::string what = (to_device ? "upload " : "download ") + b.name();
   Buffer staging(dev, chunk, Category::Transfer, what + " staging", Residency::Host);
+  Commands cmd(dev, what);
   for (uint64_t done = 0; done < bytes; done += chunk) {
     const uint64_t n = std::min(chunk, bytes - done);
-    Commands cmd(dev, what);
+    if (done) cmd.reset();
     if (to_device) {
       std::memcpy(staging.mapped(), host + done, n);
       cmd.copy(staging, b, n, 0, offset + done);

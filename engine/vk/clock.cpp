@@ -27,6 +27,10 @@ double GpuClock::host_at(double gpu_ns) const {
   return host_us + since;
 }
 
+double now_us() {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 GpuClock calibrate_clock(Device& dev) {
   const PhysicalInfo& info = dev.info();
   GpuClock clock;
@@ -38,9 +42,6 @@ GpuClock calibrate_clock(Device& dev) {
     clock.host_us = double(host_ns) / 1000.0;
     return clock;
   }
-  const auto now_us = [] {
-    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
-  };
   Commands c(dev, "clock calibration");
   double window = INFINITY;
   for (int i = 0; i < 5; ++i) {  // the first also pays one-time costs

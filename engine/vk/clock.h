@@ -8,6 +8,10 @@ namespace brigade::vk {
 
 class Device;
 
+// Host time in microseconds of the steady clock (CLOCK_MONOTONIC): what trace times are
+// measured in, and what GpuClock places a device's timestamps on.
+double now_us();
+
 // Raw values of one recording's timestamps, in the order written, in nanoseconds: only the
 // queue family's `valid_bits` count, and a counter that wrapped within the recording goes on
 // past its range (a recording is far shorter than a wrap: 68 s at the least, 36 bits of

@@ -326,40 +326,43 @@ TEST_CASE_FIXTURE(test::Gpu, "attention reads and writes only inside views at an
   }
 }
 
-TEST_CASE_FIXTURE(test::Gpu, "attention works through the samples in chunks when the scratch holds fewer") {
-  const Shape s{3, 9, 12, 2};
-  const auto qkv = test::random_vector(s.qkv(), 41), dy = test::random_vector(s.y(), 42);
-  const auto prior = test::random_vector(s.qkv(), 43);
-  const Outputs whole = gpu_forward(device(), qkv, s);
-  const auto whole_grad = gpu_backward(device(), qkv, whole, dy, prior, s);
-  for (uint32_t samples : {1u, 2u}) {
-    // Same products on the same values, chunk by chunk: the same bits.
-    const Outputs chunked = gpu_forward(device(), qkv, s, samples);
-    CHECK_MESSAGE(chunked.y == whole.y, samples, " samples per chunk");
-    CHECK_MESSAGE(chunked.lse == whole.lse, samples, " samples per chunk");
-    CHECK_MESSAGE(gpu_backward(device(), qkv, whole, dy, prior, s, samples) == whole_grad, samples,
-                  " samples per chunk");
+namespace {
+
+// Attention on `s` (inputs of seeds seed to seed + 2) whole, then in chunks of each of `chunks`
+// (samples a chunk, and floats of scratch; 0: the whole batch's): the same products on the same
+// values chunk by chunk, so the same bits.
+void check_chunks_give_whole_bits(vk::Device& dev, const Shape& s, uint32_t seed,
+                                  const std::vector<std::pair<uint32_t, size_t>>& chunks) {
+  const auto qkv = test::random_vector(s.qkv(), seed), dy = test::random_vector(s.y(), seed + 1);
+  const auto prior = test::random_vector(s.qkv(), seed + 2);
+  const Outputs whole = gpu_forward(dev, qkv, s);
+  const auto whole_grad = gpu_backward(dev, qkv, whole, dy, prior, s);
+  for (const auto& [samples, floats] : chunks) {
+    CAPTURE(samples);
+    CAPTURE(floats);
+    const Outputs chunked = gpu_forward(dev, qkv, s, samples, Form::Matrix, floats);
+    CHECK(chunked.y == whole.y);
+    CHECK(chunked.lse == whole.lse);
+    CHECK(gpu_backward(dev, qkv, whole, dy, prior, s, samples, Form::Matrix, floats) == whole_grad);
   }
+}
+
+}  // namespace
+
+TEST_CASE_FIXTURE(test::Gpu, "attention works through the samples in chunks when the scratch holds fewer") {
+  check_chunks_give_whole_bits(device(), Shape{3, 9, 12, 2}, 41, {{1, 0}, {2, 0}});
 }
 
 TEST_CASE_FIXTURE(test::Gpu, "attention works through one sample's heads in chunks when the scratch holds fewer") {
   // Three heads a sample, the scratch for one head (chunks of one) and for two (a chunk of two
   // heads, then one starting at head 2): one sample's scores may be more than a kernel binds.
   const Shape s{2, 9, 12, 3};
-  const auto qkv = test::random_vector(s.qkv(), 44), dy = test::random_vector(s.y(), 45);
-  const auto prior = test::random_vector(s.qkv(), 46);
-  const Outputs whole = gpu_forward(device(), qkv, s);
-  const auto whole_grad = gpu_backward(device(), qkv, whole, dy, prior, s);
   const uint64_t one_head = ops::attention_scratch_within(s.B, s.T, s.C, s.NH, ops::Precision::Fp32, 1);
   REQUIRE(one_head < s.scratch(1));
-  for (const uint64_t cap : {uint64_t(1), 2 * one_head * 4}) {
-    const size_t floats = ops::attention_scratch_within(s.B, s.T, s.C, s.NH, ops::Precision::Fp32, cap);
-    CAPTURE(floats);
-    const Outputs chunked = gpu_forward(device(), qkv, s, 0, Form::Matrix, floats);
-    CHECK(chunked.y == whole.y);
-    CHECK(chunked.lse == whole.lse);
-    CHECK(gpu_backward(device(), qkv, whole, dy, prior, s, 0, Form::Matrix, floats) == whole_grad);
-  }
+  std::vector<std::pair<uint32_t, size_t>> chunks;
+  for (const uint64_t cap : {uint64_t(1), 2 * one_head * 4})
+    chunks.push_back({0, ops::attention_scratch_within(s.B, s.T, s.C, s.NH, ops::Precision::Fp32, cap)});
+  check_chunks_give_whole_bits(device(), s, 44, chunks);
 }
 
 TEST_CASE_FIXTURE(test::Gpu, "attention walks samples and heads past a dispatch's grid in further dispatches") {

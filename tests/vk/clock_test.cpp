@@ -1,7 +1,6 @@
 // GPU timestamps: valid bits, a counter's wrap, and the host's clock.
 #include <doctest/doctest.h>
 
-#include <chrono>
 #include <string>
 #include <vector>
 
@@ -45,9 +44,7 @@ TEST_CASE_FIXTURE(test::Gpu, "a device's calibrated clock places a timestamp it 
   vk::Device& dev = device();
   REQUIRE(dev.info().timestamps);
   CHECK(dev.info().calibrated_timestamps);  // lavapipe's: CLOCK_MONOTONIC and its own counter
-  const auto now_us = [] {
-    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
-  };
+  using vk::now_us;
   vk::Commands c(dev, "a timestamp");
   for (int calibrated = 0; calibrated < 2; ++calibrated) {
     vk::PhysicalInfo& info = const_cast<vk::PhysicalInfo&>(dev.info());
