@@ -69,6 +69,10 @@ using uint = std::uint32_t;
 // Copies of the staged tiles (1 or 2): with two, the next K tile goes to the other copy while
 // this one multiplies, and one barrier a tile orders both.
 #define BRIGADE_TILES_SPEC_STAGES 41
+// K tiles in flight in registers while a tile multiplies (1 or 2; 2 with two copies only): with
+// two, a tile's loads are issued two tiles before it is staged, so they have two tiles'
+// products to arrive in rather than one.
+#define BRIGADE_TILES_SPEC_AHEAD 42
 // Elements between the rows of a staged 16-bit tile past its width: keeps each row's start
 // 16-byte aligned, as cooperative-matrix loads want, and spreads rows over the banks.
 #define BRIGADE_TILES_PAD 8

@@ -7,7 +7,8 @@
 // laid out as the operand is (a transposed one column-major), what lies past an edge as zero;
 // the next tile is loaded into registers while this one multiplies (with STAGES = 2 it goes on
 // to the other copy of the tiles while the warps still read this one, one barrier a tile, rather
-// than waiting for them: two barriers a tile). Then each warp multiplies its
+// than waiting for them: two barriers a tile; with AHEAD = 2 as well, two tiles are in flight in
+// registers, each loaded two tiles before it is staged). Then each warp multiplies its
 // TILES_M x TILES_N matrices of LM x LN through the tile operations (shaders/tiles.glsl):
 // cooperative matrices where the device has them (the _coopmat builds), plain invocations
 // elsewhere. The sums run over K in order, tile after tile, term after term.
@@ -36,6 +37,7 @@ layout(constant_id = BRIGADE_TILES_SPEC_BK) const uint BK = 32;
 layout(constant_id = BRIGADE_TILES_SPEC_LANES) const uint LANES = 32;
 layout(constant_id = BRIGADE_TILES_SPEC_FEED) const uint FEED = BRIGADE_TILES_FEED_STAGED;
 layout(constant_id = BRIGADE_TILES_SPEC_STAGES) const uint STAGES = 1;
+layout(constant_id = BRIGADE_TILES_SPEC_AHEAD) const uint AHEAD = 1;
 layout(constant_id = BRIGADE_MATMUL_SPEC_TRANS_A) const bool TRANS_A = false;
 layout(constant_id = BRIGADE_MATMUL_SPEC_TRANS_B) const bool TRANS_B = false;
 layout(constant_id = BRIGADE_MATMUL_SPEC_VEC4_A) const bool VEC4_A = false;
@@ -63,6 +65,7 @@ uint b_elem(uint k, uint n) { return TRANS_B ? n * B_LD + k : k * B_LD + n; }
 
 #define BRIGADE_STAGE_BITS
 #define TILES_STAGES STAGES
+#define TILES_AHEAD AHEAD
 #include "matmul_io.glsl"
 #include "tiles.glsl"
 #include "staging.glsl"
@@ -73,21 +76,21 @@ shared float Cs[WARPS * LM * LN];
 // The K tile from k0 of term `term` on its way to shared memory: op(A)[mb + m][k0 + k] at
 // a_elem(m, k), op(B)[k0 + k][nb + n] at b_elem(k, n), zero past the edges, in runs of eight
 // elements along the operand's rows as stored (staging.glsl). load_tile brings them into
-// registers (while the tile before multiplies), store_tile puts each run in place in copy
-// `stage` of the tiles: one uvec4 (a run starts on a multiple of 8 elements, as every row of
-// the tile does).
-void store_tile(uint stage) {
+// registers (while the tile before multiplies), store_tile puts each run of slot `slot` in place
+// in copy `stage` of the tiles: one uvec4 (a run starts on a multiple of 8 elements, as every
+// row of the tile does).
+void store_tile(uint stage, uint slot) {
   STAGE_LOOP for (uint r = 0; r < QA; ++r) {
     const uint q = gl_LocalInvocationIndex + r * THREADS;
     if (q >= BM * BK / RUN) break;
     const uvec2 at = a_run_at(q);
-    As[(stage * TILES_A_ELEMENTS + a_elem(at.x, at.y)) / 8] = next_a[r];
+    As[(stage * TILES_A_ELEMENTS + a_elem(at.x, at.y)) / 8] = next_a[slot * QA + r];
   }
   STAGE_LOOP for (uint r = 0; r < QB; ++r) {
     const uint q = gl_LocalInvocationIndex + r * THREADS;
     if (q >= BN * BK / RUN) break;
     const uvec2 at = b_run_at(q);
-    Bs[(stage * TILES_B_ELEMENTS + b_elem(at.x, at.y)) / 8] = next_b[r];
+    Bs[(stage * TILES_B_ELEMENTS + b_elem(at.x, at.y)) / 8] = next_b[slot * QB + r];
   }
 }
 
@@ -109,31 +112,52 @@ void multiply_staged(uint wm, uint wn, uint mb, uint nb) {
   // The tiles of each term this block needs, then all terms' in turn (a staged tile lies within
   // one term).
   const uvec2 range = needed_tiles(mb, nb);
-  const uint tiles = range.y - range.x, steps = p.terms * tiles;
-  if (steps > 0) load_tile(gl_WorkGroupID.z * p.terms, range.x * BK, mb, nb);
+  const uint tiles = range.y - range.x, steps = p.terms * tiles, term0 = gl_WorkGroupID.z * p.terms;
+  // Step s's tile: term term0 + s / tiles, from K (range.x + s % tiles) * BK.
+#define LOAD_STEP(s, slot) load_tile(term0 + (s) / tiles, (range.x + (s) % tiles) * BK, mb, nb, slot)
+  if (steps > 0) LOAD_STEP(0, 0);
+  if (STAGES == 2 && AHEAD == 2 && !once) {
+    // Step s's tile in slot s % 2 and copy s % 2; two steps a pass, so that every slot is a
+    // constant. Step s loads step s + 2's tile into its own slot (staged in the step before)
+    // and stages step s + 1's, loaded in the step before, into the other copy.
+    if (steps > 0) store_tile(0, 0);
+    if (steps > 1) LOAD_STEP(1, 1);
+    barrier();
+    for (uint s = 0; s < steps; s += 2) {
+      if (s + 2 < steps) LOAD_STEP(s + 2, 0);
+      multiply_tile(wm, wn, 0);
+      if (s + 1 < steps) store_tile(1, 1);
+      barrier();
+      if (s + 1 == steps) break;
+      if (s + 3 < steps) LOAD_STEP(s + 3, 1);
+      multiply_tile(wm, wn, 1);
+      if (s + 2 < steps) store_tile(0, 0);
+      barrier();
+    }
+    return;
+  }
   if (STAGES == 2 && !once) {
-    if (steps > 0) store_tile(0);
+    if (steps > 0) store_tile(0, 0);
     barrier();
     for (uint s = 0; s < steps; ++s) {
-      if (s + 1 < steps)  // in flight while this tile multiplies
-        load_tile(gl_WorkGroupID.z * p.terms + (s + 1) / tiles, (range.x + (s + 1) % tiles) * BK, mb, nb);
+      if (s + 1 < steps) LOAD_STEP(s + 1, 0);  // in flight while this tile multiplies
       multiply_tile(wm, wn, s & 1);
       // The other copy was last read in the tile before, which every warp has left.
-      if (s + 1 < steps) store_tile((s + 1) & 1);
+      if (s + 1 < steps) store_tile((s + 1) & 1, 0);
       barrier();
     }
     return;
   }
   for (uint s = 0; s < steps; ++s) {
     if (!once || s == 0) {
-      store_tile(0);
+      store_tile(0, 0);
       barrier();
     }
-    if (!once && s + 1 < steps)  // in flight while this tile multiplies
-      load_tile(gl_WorkGroupID.z * p.terms + (s + 1) / tiles, (range.x + (s + 1) % tiles) * BK, mb, nb);
+    if (!once && s + 1 < steps) LOAD_STEP(s + 1, 0);  // in flight while this tile multiplies
     multiply_tile(wm, wn, 0);
     if (!once) barrier();
   }
+#undef LOAD_STEP
 }
 
 #ifdef BRIGADE_COOPMAT

@@ -3,7 +3,8 @@
 // row of the storage, one wide load where VEC4_A or VEC4_B says every row and matrix starts
 // aligned to a run and the run lies wholly inside, one element at a time otherwise;
 // consecutive invocations take consecutive runs. load_tile brings a tile's runs into registers
-// (next_a, next_b), from where the kernel stores them in its own layout.
+// (next_a, next_b; a kernel that keeps TILES_AHEAD tiles in flight there has that many slots),
+// from where the kernel stores them in its own layout.
 // A run is a quad of values, a vec4 (matmul_shared.comp), or with BRIGADE_STAGE_BITS eight
 // 16-bit elements' bits as stored, a uvec4 (matmul_tiles.comp: the bits go to shared memory as
 // they are, 16 bytes a run, with no conversion; zero bits past an edge are +0.0).
@@ -64,23 +65,29 @@ RUN_T fetch_b_run(uint base, uint k, uint n) {
 #define STAGE_LOOP [[unroll]]
 #endif
 
-// Runs of a tile per invocation, and the next tile's on their way to shared memory.
+#ifndef TILES_AHEAD
+#define TILES_AHEAD 1
+#endif
+// Runs of a tile per invocation, and the next tiles' on their way to shared memory: slot `s`
+// of TILES_AHEAD at next_a[s * QA ..] and next_b[s * QB ..].
 const uint QA = (BM * BK / RUN + THREADS - 1) / THREADS, QB = (BN * BK / RUN + THREADS - 1) / THREADS;
-RUN_T next_a[QA], next_b[QB];
+RUN_T next_a[TILES_AHEAD * QA], next_b[TILES_AHEAD * QB];
 
-// Loads the tile of term `term` from k0 (A's rows mb.., B's columns nb..) into next_a, next_b.
-void load_tile(uint term, uint k0, uint mb, uint nb) {
+// Loads the tile of term `term` from k0 (A's rows mb.., B's columns nb..) into slot `slot` of
+// next_a, next_b (a constant where the kernel calls it: the registers are indexed by it).
+void load_tile(uint term, uint k0, uint mb, uint nb, uint slot) {
   const uint abase = matrix_at(p.offset_a, term, p.stride_a, p.head_stride_a),
              bbase = matrix_at(p.offset_b, term, p.stride_b, p.head_stride_b);
   STAGE_LOOP for (uint r = 0; r < QA; ++r) {
     const uvec2 at = a_run_at(min(gl_LocalInvocationIndex + r * THREADS, BM * BK / RUN - 1));
-    next_a[r] = fetch_a_run(abase, mb + at.x, k0 + at.y);
+    next_a[slot * QA + r] = fetch_a_run(abase, mb + at.x, k0 + at.y);
   }
   STAGE_LOOP for (uint r = 0; r < QB; ++r) {
     const uvec2 at = b_run_at(min(gl_LocalInvocationIndex + r * THREADS, BN * BK / RUN - 1));
-    next_b[r] = fetch_b_run(bbase, k0 + at.x, nb + at.y);
+    next_b[slot * QB + r] = fetch_b_run(bbase, k0 + at.x, nb + at.y);
   }
 }
+void load_tile(uint term, uint k0, uint mb, uint nb) { load_tile(term, k0, mb, nb, 0); }
 
 // The K tiles [x, y) of each term that the block of rows mb .. mb + BM - 1 and columns nb ..
 // needs (shaders/matmul.h): a causal product's leaves out the tiles wholly right of the block's

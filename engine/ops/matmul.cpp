@@ -137,6 +137,7 @@ std::string MatmulTiling::name() const {
            std::to_string(ln) + "x" + std::to_string(lk) + ", " + std::to_string(tm) + "x" + std::to_string(tn) +
            " per warp of " + std::to_string(subgroup) + ", " + std::to_string(wg_y) + "x" + std::to_string(wg_x) +
            " warps, k-depth " + std::to_string(bk) + (stages == 2 ? ", double-buffered" : "") +
+           (ahead == 2 ? ", two tiles ahead" : "") +
            (feed == Feed::StageOnce ? ", one tile staged (a ceiling)"
             : feed == Feed::Direct  ? ", fragments from memory (no staging)"
                                     : "") + parts;

@@ -45,6 +45,9 @@ struct MatmulTiling {
   Feed feed = Feed::Staged;
   // Matrix: copies of the staged tiles in shared memory (BRIGADE_TILES_SPEC_STAGES), 1 or 2.
   uint32_t stages = 1;
+  // Matrix with two copies: K tiles in flight in registers while a tile multiplies
+  // (BRIGADE_TILES_SPEC_AHEAD), 1 or 2.
+  uint32_t ahead = 1;
   // Shared and Matrix: parts K is split into, each part's sum a workgroup's, added after
   // (ops/matmul_split.h); 1: none.
   uint32_t k_parts = 1;

@@ -41,6 +41,10 @@ std::vector<std::optional<MatmulTiling>> candidate_tilings(const vk::PhysicalInf
       all.push_back(t);
       t.stages = 2;  // and with the next K tile staged while this one multiplies
       all.push_back(t);
+      if (tiles_m * tiles_n >= 8) {  // and the large blocks with two K tiles in flight
+        t.ahead = 2;
+        all.push_back(t);
+      }
     }
     // Every other shape the device lists for the type, in the default's block.
     for (const vk::MatrixShape& shape : info.matrix_units.shapes)

@@ -122,6 +122,8 @@ void matmul_tiles(vk::Commands& cmd, const MatmulTiling& t, const MatmulParams& 
                  "(tiles are staged in 16-byte rows)");
   BRIGADE_EXPECT(t.stages == 1 || (t.stages == 2 && t.feed == MatmulTiling::Feed::Staged),
                  "tiling " + t.name() + ": one or two copies of the staged tiles");
+  BRIGADE_EXPECT(t.ahead == 1 || (t.ahead == 2 && t.stages == 2),
+                 "tiling " + t.name() + ": one K tile in flight, or two with two copies of the staged tiles");
   BRIGADE_EXPECT(!t.emulated || (t.lm * t.ln) % t.subgroup == 0,
                  "tiling " + t.name() + ": the lanes of a warp share each matrix's elements evenly");
   const uint32_t invocations = t.wg_x * t.wg_y * t.subgroup;
@@ -156,7 +158,8 @@ void matmul_tiles(vk::Commands& cmd, const MatmulTiling& t, const MatmulParams& 
       .set(BRIGADE_TILES_SPEC_BK, t.bk)
       .set(BRIGADE_TILES_SPEC_LANES, t.subgroup)
       .set(BRIGADE_TILES_SPEC_FEED, uint32_t(t.feed))
-      .set(BRIGADE_TILES_SPEC_STAGES, t.stages);
+      .set(BRIGADE_TILES_SPEC_STAGES, t.stages)
+      .set(BRIGADE_TILES_SPEC_AHEAD, t.ahead);
   const vk::Groups groups{vk::groups_for(p.N, t.wg_x * t.tn * t.ln), vk::groups_for(p.M, t.wg_y * t.tm * t.lm),
                           p.batch};
   cmd.dispatch(cmd.device().kernel(kernel, spec), {views[0], views[1], views[2], views[3], views[4], views[5]},

@@ -102,10 +102,15 @@ TEST_CASE_FIXTURE(test::Gpu, "a product split along K on matrix units or their p
   MatmulTiling doubled = ops::emulated_matrix_tiling(16, 8, 16, 8);
   doubled.stages = 2;
   check_tiling(device(), doubled, Precision::Fp16, 300);
+  doubled.ahead = 2;
+  check_tiling(device(), doubled, Precision::Bf16, 350);
   for (Precision p : {Precision::Fp16, Precision::Bf16})
     if (const std::optional<MatmulTiling> units = ops::matrix_tiling(device().info(), p)) {
       MESSAGE("on the device's matrix units: " << units->name());
       check_tiling(device(), *units, p, 400);
+      MatmulTiling ahead = *units;  // and with two K tiles in flight
+      ahead.stages = 2, ahead.ahead = 2;
+      check_tiling(device(), ahead, p, 450);
     }
 }
 

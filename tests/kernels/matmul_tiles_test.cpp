@@ -204,6 +204,29 @@ TEST_CASE_FIXTURE(test::Gpu, "every matrix-unit tiling tried on a GPU stores the
   }
 }
 
+// With two K tiles in flight the kernel walks its steps two a pass (each slot of registers a
+// constant): every count of steps, odd and even, across terms, ends on the same bits.
+TEST_CASE_FIXTURE(test::Gpu, "the matrix-unit kernel with two K tiles in flight stores the SIMT kernel's bits for 1 to 6 steps"
+                  * doctest::test_suite("not on SwiftShader")) {
+  if (test::is_swiftshader(device().info())) {
+    MESSAGE("not on this device: SwiftShader has no matrix units (the plain build runs on lavapipe)");
+    return;
+  }
+  MatmulTiling ahead = ops::emulated_matrix_tiling(8, 8, 8, 8);
+  ahead.stages = 2, ahead.ahead = 2;
+  uint32_t seed = 4100;
+  for (uint32_t terms : {1u, 3u})
+    for (uint32_t tiles = 1; tiles * terms <= 6; ++tiles) {
+      // The last tile partly past K, and two batches of `terms` sums.
+      const Case c{21, 19, ahead.bk * tiles - 3, tiles % 2 == 0, tiles % 3 == 0, Epilogue::None,
+                   true, false, false, false, false, 2, terms};
+      const Run want = run(device(), c, Precision::Bf16, test::kRegisters, Precision::Fp32, seed);
+      const Run got = run(device(), c, Precision::Bf16, ahead, Precision::Bf16, seed);
+      check_bits(got.c, want.c, describe(c, ahead, Precision::Bf16) + ": C");
+      seed += 10;
+    }
+}
+
 TEST_CASE_FIXTURE(test::Gpu, "the matrix-unit kernel refuses what it cannot multiply") {
   vk::Device& dev = device();
   auto a = test::zeros(dev, 256, "A"), b = test::zeros(dev, 256, "B"), c = test::zeros(dev, 256, "C");
@@ -218,6 +241,10 @@ TEST_CASE_FIXTURE(test::Gpu, "the matrix-unit kernel refuses what it cannot mult
   uneven.a_format = uneven.b_format = Precision::Bf16;
   uneven.tiling = ops::emulated_matrix_tiling(16, 16, 16, 24);
   CHECK_THROWS_WITH_AS(ops::matmul(cmd, a, b, c, uneven), doctest::Contains("evenly"), InternalError);
+  MatmulParams single = uneven;
+  single.tiling = ops::emulated_matrix_tiling();
+  single.tiling->ahead = 2;  // two tiles in flight need two copies of the staged tiles
+  CHECK_THROWS_WITH_AS(ops::matmul(cmd, a, b, c, single), doctest::Contains("two copies"), InternalError);
   // Matrix units the device does not list are never assumed.
   MatmulParams unlisted = uneven;
   unlisted.tiling = ops::emulated_matrix_tiling(16, 16, 16, 32);
@@ -349,6 +376,8 @@ TEST_CASE_FIXTURE(test::Gpu, "the matrix tiles take only the K tiles a causal bl
   narrow.bk = 24;  // a K depth that divides no block
   check_needed_tiles(device(), narrow);
   narrow.stages = 2;
+  check_needed_tiles(device(), narrow);
+  narrow.ahead = 2;
   check_needed_tiles(device(), narrow);
   for (Precision p : {Precision::Bf16, Precision::Fp16})
     if (const std::optional<MatmulTiling> t = ops::default_matrix_tiling(device().info(), p)) {
