@@ -41,6 +41,10 @@ using uint = std::uint32_t;
 // of the staged depth) from workgroup z's K_CHUNK z; 0, all of K. A constant, not a push
 // constant, so a product unsplit compiles without it.
 #define BRIGADE_MATMUL_SPEC_K_CHUNK 22
+// The staged kernels: the order their workgroups take C's blocks in. 0 or 1, row after row of
+// blocks; G, groups of G rows of blocks, each walked down its rows a column after another, so
+// that the blocks a GPU runs at once share more of A's rows and B's columns in its cache.
+#define BRIGADE_MATMUL_SPEC_GROUP 23
 
 // Specialization constants of matmul_tiles.comp, the matrix-unit kernel, beside matmul.comp's
 // TRANS_A, TRANS_B, BIAS, EPILOGUE and FORMAT_* (the same ids, the same meanings). Its tile

@@ -90,7 +90,8 @@ void main() {
   const uint square = t / 32, lane = t % 32;
   const uint tx = patches ? (square % (WG_X / 8)) * 8 + lane % 8 : t % WG_X;
   const uint ty = patches ? (square / (WG_X / 8)) * 4 + lane / 8 : t / WG_X;
-  const uint mb = gl_WorkGroupID.y * BM, nb = gl_WorkGroupID.x * BN;
+  const uvec2 block = block_at();
+  const uint mb = block.x * BM, nb = block.y * BN;
   [[unroll]] for (uint i = 0; i < TM * TN; ++i) acc[i] = 0.0;
 
   // The tiles of each term this block needs, then all terms' in turn (a tile lies within one term).

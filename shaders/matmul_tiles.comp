@@ -186,7 +186,8 @@ void multiply_direct(uint m0, uint n0) {
 
 void main() {
   const uint warp = tile_warp(), wm = warp / WARPS_N, wn = warp % WARPS_N;
-  const uint mb = gl_WorkGroupID.y * BM, nb = gl_WorkGroupID.x * BN;
+  const uvec2 block = block_at();
+  const uint mb = block.x * BM, nb = block.y * BN;
   tiles_zero();
 #ifdef BRIGADE_COOPMAT
   if (FEED == BRIGADE_TILES_FEED_DIRECT) multiply_direct(mb + wm * WM, nb + wn * WN);

@@ -89,6 +89,19 @@ void load_tile(uint term, uint k0, uint mb, uint nb, uint slot) {
 }
 void load_tile(uint term, uint k0, uint mb, uint nb) { load_tile(term, k0, mb, nb, 0); }
 
+// The block of C the workgroup computes, (row of blocks, column of blocks): the workgroups in
+// order (x along the columns of blocks first) take them in groups of GROUP rows of blocks, down
+// a group's rows, then its next column (the last group may have fewer rows); with GROUP 0 or 1,
+// the workgroup's own (y, x).
+layout(constant_id = BRIGADE_MATMUL_SPEC_GROUP) const uint GROUP = 0;
+uvec2 block_at() {
+  if (GROUP <= 1) return uvec2(gl_WorkGroupID.y, gl_WorkGroupID.x);
+  const uint columns = gl_NumWorkGroups.x, per_group = GROUP * columns;
+  const uint id = gl_WorkGroupID.y * columns + gl_WorkGroupID.x, within = id % per_group;
+  const uint first = (id / per_group) * GROUP, rows = min(gl_NumWorkGroups.y - first, GROUP);
+  return uvec2(first + within % rows, within / rows);
+}
+
 // The K tiles [x, y) of each term that the block of rows mb .. mb + BM - 1 and columns nb ..
 // needs (shaders/matmul.h): a causal product's leaves out the tiles wholly right of the block's
 // last row (K_TO_ROW) or left of its first (K_FROM_ROW), or all of them for a block wholly

@@ -131,7 +131,8 @@ void matmul_chunked(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const
 }  // namespace
 
 std::string MatmulTiling::name() const {
-  const std::string parts = k_parts > 1 ? ", K in " + std::to_string(k_parts) + " parts" : "";
+  const std::string parts = (group > 1 ? ", blocks in groups of " + std::to_string(group) + " rows" : "") +
+                            (k_parts > 1 ? ", K in " + std::to_string(k_parts) + " parts" : "");
   if (variant == Variant::Matrix)
     return std::string(emulated ? "matrix tiles on plain invocations " : "matrix units ") + std::to_string(lm) + "x" +
            std::to_string(ln) + "x" + std::to_string(lk) + ", " + std::to_string(tm) + "x" + std::to_string(tn) +
@@ -394,6 +395,8 @@ void matmul(vk::Commands& cmd, vk::View a, vk::View b, vk::View c, const MatmulP
                                      : p.bias_rows ? BRIGADE_MATMUL_BIAS_ROWS
                                                    : BRIGADE_MATMUL_BIAS_COLUMNS);
   if (p.k_chunk) spec.set(BRIGADE_MATMUL_SPEC_K_CHUNK, p.k_chunk);  // unsplit, the constant's default
+  BRIGADE_EXPECT(t.group <= 1 || !regs, "tiling " + t.name() + ": blocks in groups of rows are the staged kernels'");
+  if (t.group > 1) spec.set(BRIGADE_MATMUL_SPEC_GROUP, t.group);
   const shaders::MatmulPush push{p.M,        p.N,        p.K,        lda,        ldb,
                                  ldc,        p.stride_a, p.stride_b, p.stride_c, p.alpha,
                                  p.accumulate ? 1u : 0u, p.terms, p.offset_a, p.offset_b, p.offset_c,

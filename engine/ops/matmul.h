@@ -48,6 +48,9 @@ struct MatmulTiling {
   // Matrix with two copies: K tiles in flight in registers while a tile multiplies
   // (BRIGADE_TILES_SPEC_AHEAD), 1 or 2.
   uint32_t ahead = 1;
+  // Shared and Matrix: C's blocks taken in groups of this many rows of blocks, down each
+  // group's rows a column at a time (BRIGADE_MATMUL_SPEC_GROUP); 0 or 1: row after row.
+  uint32_t group = 0;
   // Shared and Matrix: parts K is split into, each part's sum a workgroup's, added after
   // (ops/matmul_split.h); 1: none.
   uint32_t k_parts = 1;

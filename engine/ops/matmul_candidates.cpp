@@ -25,10 +25,14 @@ std::vector<std::optional<MatmulTiling>> candidate_tilings(const vk::PhysicalInf
   }
   // GPUs: the shared tiles matmul_tiling chooses among (128x128 staged 8 deep, 64x64, 32x32),
   // and 128x128 staged 16 deep, 64x128 and 64x64 of 8x8 outputs each.
-  if (info.type != VK_PHYSICAL_DEVICE_TYPE_CPU)
+  if (info.type != VK_PHYSICAL_DEVICE_TYPE_CPU) {
     all.insert(all.end(), {{V::Shared, 16, 16, 8, 8, 8, 0}, {V::Shared, 16, 16, 8, 8, 16, 0},
                            {V::Shared, 16, 8, 8, 8, 8, 0}, {V::Shared, 8, 8, 8, 8, 16, 0},
                            {V::Shared, 8, 8, 4, 4, 16, 0}});
+    MatmulTiling grouped{V::Shared, 16, 8, 8, 8, 8, 0};  // 64x128, C's blocks in groups of 8 rows
+    grouped.group = 8;
+    all.push_back(grouped);
+  }
   // 16-bit products: the matrix units where the device lists the type, and larger warp tiles.
   if (const auto matrix = matrix_tiling(info, format)) {
     for (const auto& [warps_m, warps_n, tiles_m, tiles_n, deeper] :
@@ -46,6 +50,12 @@ std::vector<std::optional<MatmulTiling>> candidate_tilings(const vk::PhysicalInf
         all.push_back(t);
       }
     }
+    // The large block double-buffered, one and two K tiles ahead, C's blocks in groups of 8 rows.
+    MatmulTiling grouped = *matrix;
+    grouped.tm = grouped.tn = 4, grouped.bk = 2 * matrix->lk, grouped.stages = 2, grouped.group = 8;
+    all.push_back(grouped);
+    grouped.ahead = 2;
+    all.push_back(grouped);
     // Every other shape the device lists for the type, in the default's block.
     for (const vk::MatrixShape& shape : info.matrix_units.shapes)
       if ((shape.element == vk::MatrixShape::Element::Bf16) == (format == Precision::Bf16) &&

@@ -108,8 +108,8 @@ TEST_CASE_FIXTURE(test::Gpu, "a product split along K on matrix units or their p
     if (const std::optional<MatmulTiling> units = ops::matrix_tiling(device().info(), p)) {
       MESSAGE("on the device's matrix units: " << units->name());
       check_tiling(device(), *units, p, 400);
-      MatmulTiling ahead = *units;  // and with two K tiles in flight
-      ahead.stages = 2, ahead.ahead = 2;
+      MatmulTiling ahead = *units;  // and with two K tiles in flight, C's blocks in groups of 2 rows
+      ahead.stages = 2, ahead.ahead = 2, ahead.group = 2;
       check_tiling(device(), ahead, p, 450);
     }
 }

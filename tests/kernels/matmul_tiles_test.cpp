@@ -227,6 +227,35 @@ TEST_CASE_FIXTURE(test::Gpu, "the matrix-unit kernel with two K tiles in flight 
     }
 }
 
+// The staged kernels may take C's blocks in another order (ops::MatmulTiling::group): each
+// block is computed as before, so C holds the same bits, also where the last group of rows of
+// blocks is short and over a batch of matrices.
+TEST_CASE_FIXTURE(test::Gpu, "the staged kernels taking C's blocks in groups of rows store the bits they store row after row"
+                  * doctest::test_suite("not on SwiftShader")) {
+  if (test::is_swiftshader(device().info())) {
+    MESSAGE("not on this device: SwiftShader has no matrix units (the plain build runs on lavapipe)");
+    return;
+  }
+  const MatmulTiling shared{MatmulTiling::Variant::Shared, 16, 16, 4, 4, 16, 0};  // 64x64 blocks
+  const MatmulTiling matrix = ops::emulated_matrix_tiling(8, 8, 8, 8);            // 32x32 blocks
+  uint32_t seed = 4300;
+  for (const MatmulTiling& t : {shared, matrix}) {
+    const bool units = t.variant == MatmulTiling::Variant::Matrix;
+    const uint32_t side = units ? 32 : 64;
+    // 7 rows of blocks and 5 columns, ragged at both edges; two matrices in the batch.
+    const Case c{7 * side - 5, 5 * side - 3, 40, false, true, Epilogue::Relu, true, false, false, false, false, 2, 1};
+    const Precision format = units ? Precision::Bf16 : Precision::Fp32;
+    const Run rows = run(device(), c, Precision::Bf16, t, format, seed);
+    for (uint32_t group : {2u, 3u, 8u}) {
+      MatmulTiling grouped = t;
+      grouped.group = group;
+      const Run got = run(device(), c, Precision::Bf16, grouped, format, seed);
+      check_bits(got.c, rows.c, describe(c, grouped, Precision::Bf16) + ": C");
+    }
+    seed += 10;
+  }
+}
+
 TEST_CASE_FIXTURE(test::Gpu, "the matrix-unit kernel refuses what it cannot multiply") {
   vk::Device& dev = device();
   auto a = test::zeros(dev, 256, "A"), b = test::zeros(dev, 256, "B"), c = test::zeros(dev, 256, "C");
@@ -361,6 +390,9 @@ void check_needed_tiles(vk::Device& dev, const MatmulTiling& t, Precision p = Pr
 
 TEST_CASE_FIXTURE(test::Gpu, "the shared tiles take only the K tiles a causal block of rows needs") {
   check_needed_tiles(device(), test::kShared);
+  MatmulTiling grouped = test::kShared;
+  grouped.group = 2;  // C's blocks in groups of 2 rows, the last group of one
+  check_needed_tiles(device(), grouped);
 }
 
 // The matrix tiles' half, a case of its own so that SwiftShader's copy leaves it out whole
@@ -378,6 +410,8 @@ TEST_CASE_FIXTURE(test::Gpu, "the matrix tiles take only the K tiles a causal bl
   narrow.stages = 2;
   check_needed_tiles(device(), narrow);
   narrow.ahead = 2;
+  check_needed_tiles(device(), narrow);
+  narrow.group = 2;  // C's blocks in groups of 2 rows, the last group of one
   check_needed_tiles(device(), narrow);
   for (Precision p : {Precision::Bf16, Precision::Fp16})
     if (const std::optional<MatmulTiling> t = ops::default_matrix_tiling(device().info(), p)) {
