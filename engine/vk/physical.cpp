@@ -281,6 +281,8 @@ uint32_t find_device(const std::vector<PhysicalInfo>& devices, const std::string
                                       ? " (SwiftShader is listed where VK_ADD_DRIVER_FILES names its "
                                         ".drivers/swiftshader/vk_swiftshader_icd.json)"
                                       : "";
+  if (found.empty() && is_hex && hex.size() == 2 * VK_UUID_SIZE)
+    throw UserError(what + ": no device has deviceUUID " + spec + "; devices: " + listing());
   if (found.empty())
     throw UserError(what + ": no device's name contains '" + spec + "' and no deviceUUID starts with it; devices: " +
                     listing() + swiftshader);

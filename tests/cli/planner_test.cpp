@@ -322,24 +322,58 @@ TEST_CASE("train --resume names the checkpoint's plan where it cannot run here, 
   const fs::path out = cache.dir / "run";
   Result r = first_step_planned(cache, out);
   REQUIRE_MESSAGE(r.status == 0, r.output);
-  // The plan's devices, as on a machine that had ten: device 9 for each of its stages.
-  edit_recorded_plan(out, [](nlohmann::json& plan) {
+  // The plan's devices, as on a machine with another device: one this machine does not list
+  // for each of its stages.
+  const std::string gone = "0badc0de-0000-4000-8000-000000000009";
+  edit_recorded_plan(out, [&](nlohmann::json& plan) {
     std::string devices;
-    for (char ch : plan.at("devices").get<std::string>() + ",")
-      if (ch == ',') devices += devices.empty() ? "9" : ",9";
-    plan["devices"] = devices;
+    for (char ch : plan.at("device_uuids").get<std::string>() + ",")
+      if (ch == ',') devices += (devices.empty() ? "" : ",") + gone;
+    plan["device_uuids"] = devices;
   });
   const std::string path = (out / "checkpoint.safetensors").string();
   r = cache.run("train --resume --out " + out.string());
   INFO(r.output);
   CHECK(r.status == 2);
-  CHECK(r.output.find("device 9 does not exist") != std::string::npos);
+  CHECK(r.output.find("no device has deviceUUID " + gone) != std::string::npos);
   CHECK(r.output.find("(from the plan " + path + " recorded: pass --plan auto to plan again, or the pipeline flags)") !=
         std::string::npos);
   r = cache.run("train --resume --plan auto --out " + out.string());
   REQUIRE_MESSAGE(r.status == 0, r.output);
   CHECK(r.output.find("plan auto: devices ") != std::string::npos);  // chosen anew
   CHECK(r.output.find("final test accuracy") != std::string::npos);
+}
+
+// Devices' indices follow the loader's order, which changes with the drivers it is given: the
+// plan keeps its devices' UUIDs, and a resumed run finds them where they are listed now, or
+// refuses where they are gone rather than training on whatever took their index.
+TEST_CASE("train --resume finds the plan's devices by UUID, wherever the loader lists them now") {
+  const Cache cache("planner-uuids");
+  const fs::path out = cache.dir / "run";
+  Result r = cache.run("train --model fashion-mlp --plan auto --devices llvmpipe --stop-after 1 --out " + out.string() +
+                       " --eval-every 1 --eval-batches 1 --batch-size 8 --steps 3");
+  REQUIRE_MESSAGE(r.status == 0, r.output);
+  const std::vector<nlohmann::json> plans = test::records(out, "plan");
+  REQUIRE(plans.size() == 1);
+  const nlohmann::json flags = plans[0].at("flags");
+  INFO(flags.dump());
+  CHECK(flags.at("devices") == "0");
+  CHECK(flags.at("device_uuids").get<std::string>().size() == 36);
+  // With SwiftShader's driver given, the loader lists it first: index 0 is SwiftShader's.
+  const std::string swiftshader = std::string("VK_ADD_DRIVER_FILES=") + BRIGADE_DRIVERS_DIR +
+                                  "/swiftshader/vk_swiftshader_icd.json BRIGADE_CACHE_DIR=" + cache.dir.string() + " " +
+                                  BRIGADE_EXE;
+  r = test::command_run(swiftshader + " devices");
+  const size_t first = r.output.find("\n0 ");
+  REQUIRE(first != std::string::npos);
+  CHECK(r.output.substr(first + 1, r.output.find('\n', first + 1) - first - 1).find("SwiftShader") != std::string::npos);
+  // The plan's device is still lavapipe, found by its UUID at its index now.
+  r = test::command_run(swiftshader + " train --resume --stop-after 1 --out " + out.string());
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const std::string line = line_with(r.output, "plan auto, as the run chose at its start (the checkpoint's): devices ");
+  CHECK(line.find("devices 1 (llvmpipe)") != std::string::npos);
+  CHECK(line.find("SwiftShader") == std::string::npos);
 }
 
 }  // namespace cli_planner_test

@@ -348,6 +348,13 @@ AutoPlan report(const PipelineFlags& f, const pipeline::SearchResult& r, const P
                 {"predicted_step_ms", best.step_seconds * 1e3}, {"bubble", best.bubble},
                 {"considered", r.considered}, {"over_memory", r.over_memory},
                 {"how", out.profiled}};
+  // Indices follow the loader's order, which drivers installed or listed since can change: a
+  // run resumed on this plan finds its devices by UUID (recorded_flags).
+  if (!ranks) {
+    std::vector<std::string> uuids;
+    for (uint32_t i : best.devices) uuids.push_back(pool.described[i].uuid);
+    out.record["flags"]["device_uuids"] = join_list(uuids);
+  }
   return out;
 }
 

@@ -197,6 +197,7 @@ StageDevice describe(const vk::Device& dev, const std::vector<vk::PhysicalInfo>&
     if (h.device_local) heap = std::max(heap, h.usable());
   StageDevice s{info.name, info.driver_name.empty() ? info.name : info.driver_name, info.index, heap, ""};
   s.multiplies = ops::auto_precision(info);
+  s.uuid = info.device_uuid_string();
   s.physical = vk::gpu_of(all, info.index);
   for (ops::Precision p : {ops::Precision::Fp32, ops::Precision::Bf16, ops::Precision::Fp16}) {
     s.products[size_t(p)] = ops::matrix_path(info, p);

@@ -90,6 +90,7 @@ struct StageDevice {
   // drivers' entries of one card share it); under mpirun each host's GPUs numbered apart
   // (ranks on one host and GPU share it; another host's is another).
   uint32_t physical = 0;
+  std::string uuid;  // its deviceUUID (vk::PhysicalInfo::device_uuid_string); in one process
 };
 
 // "bf16,fp32" -> {"bf16", "fp32"}.

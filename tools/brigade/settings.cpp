@@ -129,6 +129,8 @@ PipelineFlags recorded_flags(const PipelineFlags& f, const nlohmann::json& plan,
     in.read("schedule", out.schedule), in.read("virtual_stages", out.virtual_stages, 1);
     in.read("remat", out.remat), in.read("precision", out.precision);
     in.read("balance", out.balance), in.read("mem_limit", out.mem_limit);
+    // The devices by UUID where the plan names them so (indices are the loader's order then).
+    if (plan.contains("device_uuids")) in.read("device_uuids", out.devices);
   } catch (const nlohmann::json::exception& e) {
     incomplete(source, e);
   }

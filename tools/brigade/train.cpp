@@ -45,6 +45,19 @@ struct Evaluation {
   uint64_t correct = 0, count = 0;
 };
 
+// The pipeline's devices as `brigade devices` lists them now, with their drivers' names: "0,1
+// (llvmpipe, SwiftShader driver)"; under mpirun, the flags' devices.
+std::string devices_named(const Pipeline& p, const PipelineFlags& flags) {
+  if (world().multi()) return flags.devices;
+  std::string indices, names;
+  for (const auto& dev : p.devices) {
+    const vk::PhysicalInfo& info = dev->info();
+    indices += (indices.empty() ? "" : ",") + std::to_string(info.index);
+    names += (names.empty() ? "" : ", ") + (info.driver_name.empty() ? info.name : info.driver_name);
+  }
+  return indices + " (" + names + ")";
+}
+
 Evaluation evaluate(pipeline::Executor& ex, const std::vector<pipeline::Batch>& batches, uint32_t tps) {
   Evaluation e;
   double loss = 0;
@@ -190,7 +203,7 @@ void run_train(TrainArgs& a) {
     if (p.chosen) std::printf("%s\n%s\n", p.chosen->line.c_str(), p.chosen->profiled.c_str());
     else if (!s.plan.is_null()) std::printf("plan auto, as the run chose%s (the checkpoint's): devices %s, balance %s\n",
                                             s.plan_history.empty() ? " at its start" : " when it last re-planned",
-                                            flags.devices.c_str(), flags.balance.c_str());
+                                            devices_named(p, flags).c_str(), flags.balance.c_str());
     std::printf("%sdata: %s\n", p.link_lines.c_str(), data->describe().c_str());
     if (s.schedule == "constant")
       std::printf("%s, lr %g", s.optimizer.c_str(), s.lr);
