@@ -257,6 +257,18 @@ TEST_CASE("sample refuses a prompt byte past the model's vocabulary, naming it")
   fs::remove_all(dir);
 }
 
+TEST_CASE("sample refuses a GPT whose vocabulary is past the 256 byte values it writes") {
+  const fs::path dir = test::scratch_dir("sample-wide-vocabulary");
+  const std::string params = (dir / "v257.safetensors").string(), model = std::string(kTinyGpt) + " --set vocab_size=257";
+  REQUIRE(test::brigade_run("init " + model + " --out " + params).status == 0);
+  const auto r = test::brigade_run("sample " + params + " " + model + " --length 2 --temperature 0");
+  INFO(r.output);
+  CHECK(r.status == 2);
+  CHECK(r.output ==
+        "brigade: error: gpt-mini: sample writes each token as a byte, so a token model needs vocab_size 256 or less (it has 257)\n");
+  fs::remove_all(dir);
+}
+
 TEST_CASE("train, eval and sample refuse bad requests with one line") {
   const fs::path dir = test::scratch_dir("train-errors");
   const std::string out = " --out " + (dir / "run").string();

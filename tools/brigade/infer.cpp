@@ -146,6 +146,9 @@ void run_sample(const SampleArgs& a) {
   if (!(a.temperature >= 0) || !std::isfinite(a.temperature))
     throw UserError("--temperature must be a finite number, 0 (greedy) or more");
   const uint32_t block = l.model.block_size, V = l.model.classes;  // token input: a GPT
+  if (V > 256)  // each token is written out as one byte
+    throw UserError(l.model.name + ": sample writes each token as a byte, so a token model needs vocab_size 256 "
+                    "or less (it has " + std::to_string(V) + ")");
   std::map<uint32_t, model::Model> models;  // by window; each outlives the pipeline that runs it
   std::map<uint32_t, Pipeline> pipelines;
   auto pipeline_for = [&](uint32_t w) -> Pipeline& {
