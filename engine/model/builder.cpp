@@ -365,7 +365,7 @@ std::vector<std::string> preset_names() {
 namespace {
 
 Model build_toml(const std::string& text, const std::string& source,
-                 const std::vector<std::string>& overrides, uint32_t window) {
+                 const std::vector<std::string>& overrides, uint32_t window, const std::string& named_after) {
   toml::table table;
   try {
     table = toml::parse(std::string_view(text), std::string_view(source));
@@ -383,7 +383,7 @@ Model build_toml(const std::string& text, const std::string& source,
   std::string with;
   for (size_t i = 0; i < overrides.size(); ++i) with += (i ? ", " : " with ") + overrides[i];
   const Reader r(table, source + with);
-  const std::string default_name = std::filesystem::path(source).stem().string();
+  const std::string default_name = std::filesystem::path(named_after.empty() ? source : named_after).stem().string();
   Model m = type == "gpt" ? gpt(r, default_name, window) : sequential(table, r, source, with, default_name);
   // The text as given (comments kept) when nothing was overridden, else the table re-written.
   if (overrides.empty()) {
@@ -399,8 +399,8 @@ Model build_toml(const std::string& text, const std::string& source,
 }  // namespace
 
 Model build_from_toml(const std::string& text, const std::string& source,
-                      const std::vector<std::string>& overrides) {
-  return build_toml(text, source, overrides, 0);
+                      const std::vector<std::string>& overrides, const std::string& named_after) {
+  return build_toml(text, source, overrides, 0, named_after);
 }
 
 Model with_window(const Model& m, uint32_t window) {
@@ -409,7 +409,7 @@ Model with_window(const Model& m, uint32_t window) {
   if (window == 0 || window > m.block_size)
     throw UserError(m.name + " takes windows of 1 to " + std::to_string(m.block_size) +
                     " tokens (its block_size), not " + std::to_string(window));
-  Model w = build_toml(m.config, m.name, {}, window);
+  Model w = build_toml(m.config, m.name, {}, window, "");
   w.name = m.name;
   return w;
 }
@@ -417,7 +417,7 @@ Model with_window(const Model& m, uint32_t window) {
 std::optional<StandIn> stand_in(const Model& m) {
   const uint32_t L = uint32_t(m.layers.size());
   if (!m.block_size || L < 7) return std::nullopt;  // embedding, 2 blocks of two layers, ln_f, lm_head
-  StandIn s{build_toml(m.config, m.name, {"n_layer=1"}, m.input.at(0)), {}};
+  StandIn s{build_toml(m.config, m.name, {"n_layer=1"}, m.input.at(0), ""), {}};
   s.model.name = m.name;
   // Its layers: 0 the embedding, 1 attention, 2 the MLP, 3 ln_f, 4 lm_head.
   for (uint32_t l = 0; l < L; ++l) s.layer.push_back(l == 0 ? 0 : l == L - 2 ? 3 : l == L - 1 ? 4 : l % 2 ? 1 : 2);

@@ -44,9 +44,11 @@ std::vector<std::string> preset_names();
 // building (e.g. "n_layer=6"). Throws UserError naming the file or override and what is
 // wrong.
 Model build(const std::string& name_or_path, const std::vector<std::string>& overrides = {});
-// Builds from TOML text; `source` names it in errors.
+// Builds from TOML text; `source` names it in errors. Without a `name` key the model is named
+// after `named_after` (default: `source`) without its directory and .toml: a checkpoint's
+// TOML passes the file or preset the run started from.
 Model build_from_toml(const std::string& text, const std::string& source,
-                      const std::vector<std::string>& overrides = {});
+                      const std::vector<std::string>& overrides = {}, const std::string& named_after = "");
 
 // A GPT that runs `window` tokens per row (1 <= window <= block_size) instead of block_size,
 // as nanoGPT's forward takes t <= block_size. Its parameters are the same (wpe keeps

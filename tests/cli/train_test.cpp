@@ -269,6 +269,28 @@ TEST_CASE("sample refuses a GPT whose vocabulary is past the 256 byte values it 
   fs::remove_all(dir);
 }
 
+TEST_CASE("a model file without a name keeps its file's name through train --resume and eval") {
+  const fs::path dir = test::scratch_dir("unnamed-model");
+  test::write_text(dir / "text.txt", corpus());
+  test::write_text(dir / "bytes-gpt.toml",
+                   "type = \"gpt\"\nblock_size = 8\nvocab_size = 256\nn_layer = 1\nn_head = 1\nn_embd = 8\n");
+  const std::string run = (dir / "run").string();
+  const auto first = test::brigade_run("train --model " + (dir / "bytes-gpt.toml").string() + " --data " +
+                                       (dir / "text.txt").string() + " --steps 2 --stop-after 1 -b 2 --eval-every 1" +
+                                       " --eval-batches 1 --out " + run);
+  INFO(first.output);
+  REQUIRE(first.status == 0);
+  CHECK(first.output.rfind("bytes-gpt: ", 0) == 0);
+  const auto resumed = test::brigade_run("train --resume --out " + run);
+  INFO(resumed.output);
+  REQUIRE(resumed.status == 0);
+  CHECK(resumed.output.rfind("bytes-gpt: ", 0) == 0);
+  CHECK(io::SafeTensors::load(run + "/checkpoint.safetensors").metadata().at("model") == "bytes-gpt");
+  CHECK(test::brigade_run("eval " + run + " --window 9").output ==
+        "brigade: error: bytes-gpt takes windows of 1 to 8 tokens (its block_size), not 9\n");
+  fs::remove_all(dir);
+}
+
 TEST_CASE("train, eval and sample refuse bad requests with one line") {
   const fs::path dir = test::scratch_dir("train-errors");
   const std::string out = " --out " + (dir / "run").string();

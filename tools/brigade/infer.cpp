@@ -51,7 +51,7 @@ Loaded load(const Source& s) {
       throw UserError("--model: " + path + " is a checkpoint and names its own model; drop the flag");
     const Settings st =
         settings_from_json(nlohmann::json::parse(meta.at("config"), nullptr, false), path);
-    l.model = model::build_from_toml(st.model_toml, path + " (config)");
+    l.model = model::build_from_toml(st.model_toml, path + " (config)", {}, st.model);
     l.data = st.data, l.seed = st.seed;
   } else {
     if (s.model.empty())

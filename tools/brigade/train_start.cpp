@@ -139,7 +139,7 @@ RunStart start_run(TrainArgs& a, const std::string& ckpt, const std::vector<uint
           return o.first != "--link" && o.second->count() > 0;
         });
     if (sets_pipeline) s.plan = nullptr;
-    m = model::build_from_toml(s.model_toml, ckpt + " (config)");
+    m = model::build_from_toml(s.model_toml, ckpt + " (config)", {}, s.model);
     if (!s.plan.is_null()) {
       const PipelineFlags recorded = recorded_flags(a.pipeline, s.plan, ckpt);
       // A plan cut by a build whose layers were others (a GPT block was one layer before it
