@@ -131,6 +131,30 @@ TEST_CASE("a run stopped and resumed reproduces the uninterrupted run bit for bi
   fs::remove_all(dir);
 }
 
+// BatchNorm's statistics are each micro-batch's: a resumed run keeps the micro-batches it
+// trained in, whatever else of the pipeline changes (here two stages to one), and ends on the
+// uninterrupted run's checkpoint, byte for byte.
+TEST_CASE("a BatchNorm run resumed without its pipeline flags keeps its micro-batches and ends as the uninterrupted one") {
+  const fs::path dir = test::scratch_dir("resume-bn");
+  test::write_tiny_fashion(dir / "data", 64, 16);
+  const std::string common = "train --model fashion-cnn-bn --data " + (dir / "data").string() +
+                             " --steps 4 -b 8 --eval-every 2 --eval-batches 1 --devices 0,0 -m 2";
+  REQUIRE(test::brigade_run(common + " --out " + (dir / "a").string()).status == 0);
+  REQUIRE(test::brigade_run(common + " --stop-after 2 --out " + (dir / "b").string()).status == 0);
+  const auto resumed = test::brigade_run("train --resume --out " + (dir / "b").string());
+  INFO(resumed.output);
+  REQUIRE(resumed.status == 0);
+  CHECK(resumed.output.find("the run trained in 2 micro-batches, on which fashion-cnn-bn's BatchNorm statistics "
+                            "depend: kept (--micro-batches to change them)") != std::string::npos);
+  CHECK(resumed.output.find("on 1 stage(s), 2 micro-batches") != std::string::npos);
+  const auto a = test::records(dir / "a", "train"), b = test::records(dir / "b", "train");
+  REQUIRE(a.size() == 4);
+  REQUIRE(b.size() == 4);
+  for (size_t i = 0; i < a.size(); ++i) CHECK_MESSAGE(a[i]["loss"] == b[i]["loss"], "step ", i + 1);
+  CHECK(test::slurp(dir / "a" / "checkpoint.safetensors") == test::slurp(dir / "b" / "checkpoint.safetensors"));
+  fs::remove_all(dir);
+}
+
 TEST_CASE("fp16 under loss scaling: a run stopped mid-growth resumes with its loss scale and ends as the uninterrupted one") {
   const fs::path dir = test::scratch_dir("resume-fp16");
   test::write_text(dir / "text.txt", corpus());

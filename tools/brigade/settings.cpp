@@ -18,7 +18,7 @@ nlohmann::json to_json(const Settings& s) {
           {"weight_decay", s.weight_decay}, {"momentum", s.momentum}, {"beta1", s.beta1},
           {"beta2", s.beta2},         {"eps", s.eps},                 {"schedule", s.schedule},
           {"warmup", s.warmup},       {"clip", s.clip},               {"eval_every", s.eval_every},
-          {"eval_batches", s.eval_batches}, {"precision", s.precision}, {"plan", s.plan},
+          {"eval_batches", s.eval_batches}, {"precision", s.precision}, {"micro_batches", s.micro_batches}, {"plan", s.plan},
           {"plan_history", s.plan_history}};
 }
 
@@ -90,6 +90,7 @@ Settings settings_from_json(const nlohmann::json& j, const std::string& source) 
     in.read("schedule", s.schedule), in.read("warmup", s.warmup), in.number("clip", s.clip, true);
     in.read("eval_every", s.eval_every, 1), in.read("eval_batches", s.eval_batches);
     if (j.contains("data_checksum")) in.read("data_checksum", s.data_checksum);
+    if (j.contains("micro_batches")) in.read("micro_batches", s.micro_batches);
     if (j.contains("precision")) {
       in.read("precision", s.precision);
       for (const std::string& item : split_list(s.precision))

@@ -150,6 +150,7 @@ void run_train(TrainArgs& a) {
     throw UserError(std::string(e.what()) + " (from the plan " + ckpt + " recorded: pass --plan auto to plan again, or the pipeline flags)");
   }
   s.precision = a.pipeline.precision;  // as given (a plan's choice is in its flags)
+  s.micro_batches = t->p.flags.micro_batches;  // as run
   if (t->p.chosen) {
     s.plan = t->p.chosen->record.at("flags");
     // A run resumed on another plan (as brigade supervise's restarts on the ranks that remain

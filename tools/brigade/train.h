@@ -36,6 +36,10 @@ struct Settings {
   // keeps it unless given another, for it changes the numbers, where the other pipeline flags
   // do not. "" in checkpoints written before it was kept.
   std::string precision;
+  // The micro-batches the run trained in, by hand or by its plan: a resumed run of a model whose
+  // numbers depend on them (BatchNorm's statistics are each micro-batch's) keeps them unless
+  // given others. 0 in checkpoints written before they were kept.
+  uint32_t micro_batches = 0;
   // --plan auto's choice (AutoPlan::record["flags"]): a resumed run trains with it unless
   // its command line sets the pipeline itself. Null when the flags were given by hand.
   nlohmann::json plan;

@@ -164,6 +164,18 @@ RunStart start_run(TrainArgs& a, const std::string& ckpt, const std::vector<uint
         std::printf("the run trained in --precision %s, one per stage; this run's stages take %s unless "
                     "--precision says otherwise\n", trained_in.c_str(), a.pipeline.precision.c_str());
     }
+    // BatchNorm's statistics are each micro-batch's: the run's micro-batches are kept, unless
+    // given, also where --plan auto plans again.
+    const bool per_micro_batch = std::any_of(m.layers.begin(), m.layers.end(), [](const auto& l) {
+      return l->kind() == "batchnorm2d";
+    });
+    if (per_micro_batch && saved.micro_batches && !given(a, "--micro-batches")) {
+      if (!recorded_plan && saved.micro_batches != a.pipeline.micro_batches)
+        std::printf("the run trained in %u micro-batches, on which %s's BatchNorm statistics depend: kept "
+                    "(--micro-batches to change them)\n", saved.micro_batches, m.name.c_str());
+      a.pipeline.micro_batches = saved.micro_batches;
+      a.pipeline.fixed["--micro-batches"] = true;
+    }
     resumed = io::read_checkpoint(ckpt, m, from);
     data = io::open_dataset(m, s.data, s.seed);
     extend(a, *data, resumed->step, steps);
