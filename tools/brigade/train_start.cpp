@@ -97,6 +97,10 @@ optim::LrSchedule lr_schedule(const Settings& s) {
 
 bool given(const TrainArgs& a, const char* flag) { return a.cmd->count(flag) > 0; }
 
+bool statistics_per_micro_batch(const model::Model& m) {
+  return std::any_of(m.layers.begin(), m.layers.end(), [](const auto& l) { return l->kind() == "batchnorm2d"; });
+}
+
 std::unique_ptr<optim::Optimizer> make_optimizer(const Settings& s) {
   if (s.optimizer == "adamw") {
     optim::AdamWOptions o{s.beta1, s.beta2, s.eps, s.weight_decay};
@@ -166,10 +170,7 @@ RunStart start_run(TrainArgs& a, const std::string& ckpt, const std::vector<uint
     }
     // BatchNorm's statistics are each micro-batch's: the run's micro-batches are kept, unless
     // given, also where --plan auto plans again.
-    const bool per_micro_batch = std::any_of(m.layers.begin(), m.layers.end(), [](const auto& l) {
-      return l->kind() == "batchnorm2d";
-    });
-    if (per_micro_batch && saved.micro_batches && !given(a, "--micro-batches")) {
+    if (statistics_per_micro_batch(m) && saved.micro_batches && !given(a, "--micro-batches")) {
       if (!recorded_plan && saved.micro_batches != a.pipeline.micro_batches)
         std::printf("the run trained in %u micro-batches, on which %s's BatchNorm statistics depend: kept "
                     "(--micro-batches to change them)\n", saved.micro_batches, m.name.c_str());

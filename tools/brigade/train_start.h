@@ -38,6 +38,9 @@ struct TrainArgs {
 };
 
 bool given(const TrainArgs& a, const char* flag);
+// Whether the model's numbers depend on how the mini-batch is cut into micro-batches
+// (BatchNorm's statistics are each micro-batch's): a resumed or re-planned run keeps its count.
+bool statistics_per_micro_batch(const model::Model& m);
 // The optimizer the settings name; refuses options it does not take.
 std::unique_ptr<optim::Optimizer> make_optimizer(const Settings& s);
 
