@@ -281,6 +281,20 @@ TEST_CASE("sample refuses a prompt byte past the model's vocabulary, naming it")
   fs::remove_all(dir);
 }
 
+// The largest window a sample reaches is planned before anything is written: a plan that
+// cannot run is one line, not a prompt followed by an error.
+TEST_CASE("sample refuses a plan that cannot run before it writes the prompt") {
+  const fs::path dir = test::scratch_dir("sample-refused");
+  const std::string params = (dir / "p.safetensors").string();
+  REQUIRE(test::brigade_run(std::string("init ") + kTinyGpt + " --out " + params).status == 0);
+  const auto r = test::brigade_run("sample " + params + " " + kTinyGpt + " --prompt QZQZ --length 20 --mem-limit 64KiB");
+  INFO(r.output);
+  CHECK(r.status != 0);
+  CHECK(r.output.rfind("brigade: error: ", 0) == 0);
+  CHECK(r.output.find("QZQZ") == std::string::npos);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("sample refuses a GPT whose vocabulary is past the 256 byte values it writes") {
   const fs::path dir = test::scratch_dir("sample-wide-vocabulary");
   const std::string params = (dir / "v257.safetensors").string(), model = std::string(kTinyGpt) + " --set vocab_size=257";

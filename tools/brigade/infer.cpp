@@ -168,6 +168,8 @@ void run_sample(const SampleArgs& a) {
       throw UserError("--prompt: byte " + std::to_string(i) + " is " + std::to_string(text[i]) + ", past " +
                       l.model.name + "'s vocabulary of " + std::to_string(V) + " tokens (0 to " +
                       std::to_string(V - 1) + ")");
+  // The largest window the run reaches, planned first: a refusal comes before any output.
+  if (a.length > 0) pipeline_for(window_for(std::min<size_t>(text.size() + a.length - 1, block), block));
   std::fwrite(a.prompt.data(), 1, a.prompt.size(), stdout);
   pipeline::Batch b;
   b.rows = 1;
