@@ -243,6 +243,48 @@ TEST_CASE("init and step refuse an --out or --trace that is not a regular file o
   fs::remove_all(d);
 }
 
+// fp16: a step whose gradients overflow at GradScaler's initial scale is taken again at half
+// the scale, as a run skips it and backs off, until they are finite; the scale is said and kept
+// in the metadata, and the gradients divided by it are fp32's within fp16's rounding.
+TEST_CASE("brigade step in fp16 backs the loss scale off until the gradients are finite, as GradScaler does") {
+  const fs::path d = scratch_dir("step-fp16");
+  // LayerNorm over activations of little spread: its input gradient is large, and at a scale
+  // of 65536 past fp16's largest value.
+  test::write_text(d / "ln.toml", "name = \"ln-mlp\"\ninput = [1, 28, 28]\nclasses = 10\nlayers = [ { type = \"flatten\" }, "
+                                 "{ type = \"linear\", out = 16 }, { type = \"layernorm\" }, { type = \"linear\", out = 10 } ]\n");
+  const std::string model = "--model " + (d / "ln.toml").string(), p = (d / "p.safetensors").string(),
+                    b = (d / "b.safetensors").string();
+  REQUIRE(brigade_run("init " + model + " --out " + p).status == 0);
+  const uint32_t rows = 4;
+  std::vector<float> x(rows * 784);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = 1e-3f * float(int(i * 7 % 13) - 6) / 6;
+  const std::vector<int32_t> y = {0, 1, 2, 3};
+  io::SafeTensorsWriter w;
+  w.add("input", {rows, 1, 28, 28}, std::span<const float>(x));
+  w.add("target", {rows}, std::span<const int32_t>(y));
+  w.write(b);
+  const std::string g16 = (d / "g16.safetensors").string(), g32 = (d / "g32.safetensors").string();
+  const Result half = brigade_run("step " + model + " --params " + p + " --batch " + b + " --out " + g16 + " --precision fp16");
+  INFO(half.output);
+  REQUIRE(half.status == 0);
+  CHECK(half.output.find("fp16: loss scale ") != std::string::npos);
+  const io::SafeTensors h = io::SafeTensors::load(g16);
+  const double scale = std::stod(h.metadata().at("loss_scale"));
+  CHECK(scale < 65536);  // backed off
+  CHECK(scale >= 1);
+  REQUIRE(brigade_run("step " + model + " --params " + p + " --batch " + b + " --out " + g32).status == 0);
+  const io::SafeTensors f = io::SafeTensors::load(g32);
+  for (const char* name : {"1.weight", "1.bias", "2.weight", "2.bias", "3.weight", "3.bias"}) {
+    CAPTURE(name);
+    const std::vector<float> a = h.f32(name), e = f.f32(name);
+    REQUIRE(a.size() == e.size());
+    double worst = 0, largest = 0;
+    for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, double(std::fabs(a[i] - e[i]))), largest = std::max(largest, double(std::fabs(e[i])));
+    CHECK(std::isfinite(worst));
+    CHECK(worst <= 2e-2 * largest);
+  }
+}
+
 TEST_CASE("brigade step takes a GPT's token windows shorter than its block, and refuses longer ones") {
   const fs::path d = scratch_dir("window");
   const std::string p = (d / "p.safetensors").string(), model =

@@ -76,21 +76,28 @@ void run_step(const StepArgs& a) {
   const pipeline::Batch batch = io::read_batch(batch_file, m);
   Pipeline p = open_pipeline(m, a.pipeline, batch.rows, 0);
   for (const auto& [name, values] : params) p.executor->set_parameter(name, values);
-  // fp16 at PyTorch's initial loss scale: the gradients written are divided by it again.
-  const double loss_scale =
-      scales_loss(p.precision) ? optim::LossScale::kInitial : 1.0;
+  // fp16: PyTorch's initial loss scale, halved as GradScaler halves it after each step whose
+  // gradients overflowed (here the same step again), down to the least scale a run skips at;
+  // the gradients written are divided by it again.
+  const bool scales = scales_loss(p.precision);
+  optim::LossScale scaler;
+  if (!scales) scaler.scale = 1.0;
   // Without an update every run computes the same gradients; later runs find the kernels
   // compiled and the caches warm, so their trace shows the pipeline rather than start-up.
   pipeline::StepResult r;
   std::vector<double> ms;  // each run's wall time, the first (start-up) left out
   for (uint32_t i = 0; i < a.repeat; ++i) {
     const double t0 = pipeline::now_us();
-    pipeline::Update u{nullptr, {}, 0, loss_scale};
-    u.skips = scales_loss(p.precision);  // said below, with what to do
+    pipeline::Update u{nullptr, {}, 0, scaler.scale};
+    u.skips = scales;
     r = p.executor->train(batch, u);
+    while (r.skipped && scaler.scale > optim::LossScale::kMinimum) {
+      scaler.update(true);
+      u.loss_scale = scaler.scale;
+      r = p.executor->train(batch, u);
+    }
     if (r.skipped)
-      throw UserError("the gradients overflowed fp16 at loss scale " + std::to_string(int64_t(loss_scale)) +
-                      "; use --precision bf16, which needs no loss scaling");
+      throw UserError("the gradients overflowed fp16 at every loss scale down to 2^-24; use --precision bf16");
     if (i > 0) ms.push_back((pipeline::now_us() - t0) / 1000.0);
   }
 
@@ -111,6 +118,7 @@ void run_step(const StepArgs& a) {
   out.set_metadata("model", m.name);
   out.set_metadata("micro_batches", std::to_string(p.flags.micro_batches));  // --plan auto's where it chose
   out.set_metadata("stages", std::to_string(p.executor->stages()));
+  if (scales) out.set_metadata("loss_scale", std::to_string(scaler.scale));
   if (world().multi()) out.set_metadata("replicas", std::to_string(a.pipeline.replicas));
   out.write(a.out);
   if (!a.trace.empty()) {
@@ -120,6 +128,9 @@ void run_step(const StepArgs& a) {
   if (a.quiet) return;
   std::printf("loss %.6f over %u samples; gradients of %zu tensors written to %s\n", loss,
               batch.rows, params.size(), a.out.c_str());
+  if (scales)
+    std::printf("fp16: loss scale %g (%llu halving(s) of %g, as GradScaler backs off after overflowed steps)\n",
+                scaler.scale, (unsigned long long)scaler.skipped_steps, optim::LossScale::kInitial);
   if (p.chosen) std::printf("%s\n", p.chosen->line.c_str());
   std::printf("%s%s", p.link_lines.c_str(), pipeline::to_string(r.trace.summary()).c_str());
   if (!ms.empty()) {
