@@ -29,6 +29,9 @@ Shape conv_output(const Shape& input, uint32_t in, uint32_t out, uint32_t kernel
     throw UserError("conv2d in_channels " + std::to_string(in) +
                     " does not match the incoming shape " + to_string(input) +
                     " (its first dimension must equal in_channels)");
+  if (input[1] + 2 * uint64_t(padding) < kernel || input[2] + 2 * uint64_t(padding) < kernel)
+    throw UserError("conv2d: the kernel " + std::to_string(kernel) + " is larger than the input " + to_string(input) +
+                    " padded by " + std::to_string(padding));
   const ops::Conv2dShape s = conv_shape(input, out, kernel, stride, padding);
   ops::conv2d_validate(s);
   if (pool) return {out, s.out_h() / 2, s.out_w() / 2};
@@ -43,6 +46,8 @@ ops::MaxPool2dShape pool_shape(const Shape& input, uint32_t kernel, uint32_t str
 
 Shape pool_output(const Shape& input, uint32_t kernel, uint32_t stride) {
   expect_chw(input, "maxpool2d");
+  if (kernel > input[1] || kernel > input[2])
+    throw UserError("maxpool2d: the window " + std::to_string(kernel) + " is larger than the input " + to_string(input));
   const ops::MaxPool2dShape s = pool_shape(input, kernel, stride);
   ops::maxpool2d_validate(s);
   return {input[0], s.out_h(), s.out_w()};

@@ -340,6 +340,15 @@ padding = 2147483647
         std::string::npos);
 }
 
+TEST_CASE("a conv2d kernel or maxpool2d window past its input is refused naming the sample's shape") {
+  const std::string pool = "input = [3, 1, 6]\nclasses = 3\nlayers = [ { type = \"maxpool2d\", kernel = 2 } ]\n";
+  CHECK(error_of([&] { model::build_from_toml(pool, "pool.toml"); }) ==
+        "pool.toml:3: layers[0] (maxpool2d): maxpool2d: the window 2 is larger than the input [3, 1, 6]");
+  const std::string conv = "input = [3, 4, 4]\nclasses = 4\nlayers = [ { type = \"conv2d\", out = 4, kernel = 7, padding = 1 } ]\n";
+  CHECK(error_of([&] { model::build_from_toml(conv, "conv.toml"); }) ==
+        "conv.toml:3: layers[0] (conv2d): conv2d: the kernel 7 is larger than the input [3, 4, 4] padded by 1");
+}
+
 TEST_CASE("builder errors stay on one line whatever the file holds") {
   const std::string toml = error_of([] { model::build_from_toml("a = i\n", "x.toml"); });
   CHECK(toml.starts_with("x.toml:1:6: malformed TOML"));
