@@ -322,22 +322,31 @@ TEST_CASE("train --resume names the checkpoint's plan where it cannot run here, 
   const fs::path out = cache.dir / "run";
   Result r = first_step_planned(cache, out);
   REQUIRE_MESSAGE(r.status == 0, r.output);
-  // The plan's devices, as on a machine with another device: one this machine does not list
-  // for each of its stages.
+  // The plan's devices, as on a machine with another device: one this machine lists neither by
+  // UUID nor by name, for each of its stages.
   const std::string gone = "0badc0de-0000-4000-8000-000000000009";
   edit_recorded_plan(out, [&](nlohmann::json& plan) {
-    std::string devices;
-    for (char ch : plan.at("device_uuids").get<std::string>() + ",")
-      if (ch == ',') devices += (devices.empty() ? "" : ",") + gone;
-    plan["device_uuids"] = devices;
+    for (nlohmann::json& u : plan.at("device_uuids")) u = gone;
+    for (nlohmann::json& n : plan.at("device_names")) n = "Gone GPU";
   });
   const std::string path = (out / "checkpoint.safetensors").string();
   r = cache.run("train --resume --out " + out.string());
   INFO(r.output);
   CHECK(r.status == 2);
-  CHECK(r.output.find("no device has deviceUUID " + gone) != std::string::npos);
+  CHECK(r.output.find("the plan's device Gone GPU: no device has deviceUUID " + gone) != std::string::npos);
   CHECK(r.output.find("(from the plan " + path + " recorded: pass --plan auto to plan again, or the pipeline flags)") !=
         std::string::npos);
+  // A plan recorded before the UUIDs were kept names its devices by index: device 9 here.
+  edit_recorded_plan(out, [](nlohmann::json& plan) {
+    std::string devices;
+    for (char ch : plan.at("devices").get<std::string>() + ",")
+      if (ch == ',') devices += devices.empty() ? "9" : ",9";
+    plan["devices"] = devices;
+    plan.erase("device_uuids"), plan.erase("device_names");
+  });
+  r = cache.run("train --resume --out " + out.string());
+  CHECK(r.status == 2);
+  CHECK(r.output.find("device 9 does not exist") != std::string::npos);
   r = cache.run("train --resume --plan auto --out " + out.string());
   REQUIRE_MESSAGE(r.status == 0, r.output);
   CHECK(r.output.find("plan auto: devices ") != std::string::npos);  // chosen anew
@@ -358,7 +367,9 @@ TEST_CASE("train --resume finds the plan's devices by UUID, wherever the loader 
   const nlohmann::json flags = plans[0].at("flags");
   INFO(flags.dump());
   CHECK(flags.at("devices") == "0");
-  CHECK(flags.at("device_uuids").get<std::string>().size() == 36);
+  REQUIRE(flags.at("device_uuids").size() == 1);
+  CHECK(flags.at("device_uuids")[0].get<std::string>().size() == 36);
+  CHECK(flags.at("device_names")[0].get<std::string>().find("llvmpipe") == 0);
   // With SwiftShader's driver given, the loader lists it first: index 0 is SwiftShader's.
   const std::string swiftshader = std::string("VK_ADD_DRIVER_FILES=") + BRIGADE_DRIVERS_DIR +
                                   "/swiftshader/vk_swiftshader_icd.json BRIGADE_CACHE_DIR=" + cache.dir.string() + " " +
@@ -374,6 +385,36 @@ TEST_CASE("train --resume finds the plan's devices by UUID, wherever the loader 
   const std::string line = line_with(r.output, "plan auto, as the run chose at its start (the checkpoint's): devices ");
   CHECK(line.find("devices 1 (llvmpipe)") != std::string::npos);
   CHECK(line.find("SwiftShader") == std::string::npos);
+}
+
+// Where several listed devices share the plan's UUID (one driver listed twice) the recorded
+// index among them is taken; where none has it but one has the recorded name (lavapipe's UUID
+// is its Mesa version's), that one, with a warning.
+TEST_CASE("train --resume takes the recorded index among devices of one UUID, and a device of the recorded name") {
+  const Cache cache("planner-twins");
+  const fs::path out = cache.dir / "run", twin = cache.dir / "twin";
+  // lavapipe listed a second time: another driver file for the same library.
+  fs::create_directories(twin);
+  fs::create_symlink(fs::path(BRIGADE_DRIVERS_DIR) / "lavapipe" / "libvulkan_lvp.so", twin / "libvulkan_lvp.so");
+  fs::copy_file(fs::path(BRIGADE_DRIVERS_DIR) / "lavapipe" / "lavapipe_icd.json", twin / "icd.json");
+  const std::string twins = "VK_ADD_DRIVER_FILES=" + (twin / "icd.json").string() + " BRIGADE_CACHE_DIR=" +
+                            cache.dir.string() + " " + BRIGADE_EXE;
+  Result r = test::command_run(twins + " train --model fashion-mlp --plan auto --devices 1 --stop-after 1 --out " +
+                               out.string() + " --eval-every 1 --eval-batches 1 --batch-size 8 --steps 4");
+  REQUIRE_MESSAGE(r.status == 0, r.output);
+  const nlohmann::json flags = test::records(out, "plan").at(0).at("flags");
+  INFO(flags.dump());
+  REQUIRE(flags.at("devices") == "1");
+  r = test::command_run(twins + " train --resume --stop-after 1 --out " + out.string());
+  CHECK_MESSAGE(r.status == 0, r.output);
+  CHECK(line_with(r.output, "plan auto, as the run chose at its start").find("devices 1 (llvmpipe)") != std::string::npos);
+  // Another UUID for the same name, as after another Mesa: found by its name, said.
+  edit_recorded_plan(out, [](nlohmann::json& plan) { plan["device_uuids"][0] = "6d657361-3939-2e39-2e39-000000000000"; });
+  r = test::command_run(twins + " train --resume --stop-after 1 --out " + out.string());
+  CHECK_MESSAGE(r.status == 0, r.output);
+  CHECK(r.output.find("brigade: warning: the plan's device llvmpipe") != std::string::npos);
+  CHECK(r.output.find("(deviceUUID 6d657361-3939-2e39-2e39-000000000000) is listed under deviceUUID ") != std::string::npos);
+  CHECK(r.output.find("(its driver changed?): taken by its name, device 1") != std::string::npos);
 }
 
 }  // namespace cli_planner_test

@@ -275,6 +275,7 @@ AutoPlan report(const PipelineFlags& f, const pipeline::SearchResult& r, const P
   auto flags_of = [&](const pipeline::Candidate& c) {
     PipelineFlags x = f;
     x.plan = "given";
+    x.device_uuids.clear(), x.device_names.clear();  // a plan resumed from: its own devices, not these
     std::vector<uint32_t> indices;
     std::vector<uint64_t> stage_caps;
     for (uint32_t i : c.devices) indices.push_back(pool.described[i].index), stage_caps.push_back(pool.caps[i]);
@@ -351,9 +352,9 @@ AutoPlan report(const PipelineFlags& f, const pipeline::SearchResult& r, const P
   // Indices follow the loader's order, which drivers installed or listed since can change: a
   // run resumed on this plan finds its devices by UUID (recorded_flags).
   if (!ranks) {
-    std::vector<std::string> uuids;
-    for (uint32_t i : best.devices) uuids.push_back(pool.described[i].uuid);
-    out.record["flags"]["device_uuids"] = join_list(uuids);
+    nlohmann::json uuids = nlohmann::json::array(), names = nlohmann::json::array();
+    for (uint32_t i : best.devices) uuids.push_back(pool.described[i].uuid), names.push_back(pool.described[i].name);
+    out.record["flags"]["device_uuids"] = uuids, out.record["flags"]["device_names"] = names;
   }
   return out;
 }

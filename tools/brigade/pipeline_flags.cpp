@@ -221,13 +221,42 @@ void use_tilings(const PipelineFlags& f, const vk::Device& dev) {
   ops::use_tuned_tilings(info, std::move(tuned));
 }
 
+std::vector<uint32_t> recorded_devices(const PipelineFlags& f, const std::vector<vk::PhysicalInfo>& listed) {
+  const std::vector<std::string> at = split_list(f.devices);
+  std::vector<uint32_t> out;
+  for (size_t k = 0; k < at.size(); ++k) {
+    const bool digits = !at[k].empty() && at[k].size() < 10 &&
+                        std::all_of(at[k].begin(), at[k].end(), [](char c) { return c >= '0' && c <= '9'; });
+    const uint32_t index = digits ? uint32_t(std::stoul(at[k])) : UINT32_MAX;  // no index to prefer
+    std::vector<uint32_t> same, named;
+    for (const vk::PhysicalInfo& d : listed) {
+      if (d.device_uuid_string() == f.device_uuids[k]) same.push_back(d.index);
+      if (d.name == f.device_names[k]) named.push_back(d.index);
+    }
+    // Several of one UUID (two listings of one driver): the recorded index where it is one.
+    if (!same.empty()) {
+      out.push_back(std::find(same.begin(), same.end(), index) != same.end() ? index : same.front());
+      continue;
+    }
+    // A driver whose UUID changed with its version (lavapipe's is Mesa's): the same name.
+    if (named.empty()) vk::find_device(listed, f.device_uuids[k], "the plan's device " + f.device_names[k]);
+    const uint32_t by_name = std::find(named.begin(), named.end(), index) != named.end() ? index : named.front();
+    std::fprintf(stderr, "brigade: warning: the plan's device %s (deviceUUID %s) is listed under deviceUUID %s now "
+                 "(its driver changed?): taken by its name, device %u\n", f.device_names[k].c_str(),
+                 f.device_uuids[k].c_str(), listed.at(by_name).device_uuid_string().c_str(), by_name);
+    out.push_back(by_name);
+  }
+  return out;
+}
+
 Devices open_devices(const PipelineFlags& f) {
   Devices d;
   vk::InstanceOptions io;
   io.validation = f.validation;
   d.instance = std::make_unique<vk::Instance>(io);
-  std::vector<uint32_t> indices = parse_devices(f.devices, *d.instance);
   const std::vector<vk::PhysicalInfo> listed = d.instance->describe_devices();
+  std::vector<uint32_t> indices =
+      f.device_uuids.empty() || world().multi() ? parse_devices(f.devices, *d.instance) : recorded_devices(f, listed);
   mpi::World& w = world();
   uint32_t here = 0;  // the stage this process opens a device for (all of them without ranks)
   if (w.multi()) {

@@ -40,6 +40,9 @@ struct PipelineFlags {
   bool record_each_step = false;
   bool cpu_times = false;  // not a flag: bench profile's (ExecutorOptions::cpu_times)
   std::string plan = "given";  // or auto: the flags left out chosen by the planner (auto_plan.h)
+  // Not flags: a recorded plan's devices (one each per entry of `devices`), found by UUID
+  // wherever the loader lists them now, else by name (recorded_devices).
+  std::vector<std::string> device_uuids, device_names;
   // Whether the command line gave `flag` ("--micro-batches"): what --plan auto leaves alone.
   bool given(const std::string& flag) const {
     if (const auto f = fixed.find(flag); f != fixed.end()) return f->second;
@@ -116,6 +119,9 @@ struct Devices {
   std::vector<uint64_t> caps;
 };
 Devices open_devices(const PipelineFlags& f);
+// A recorded plan's devices as listed now: each entry by its UUID (the recorded index where
+// several share it), else by its name (with a warning), else refused naming it.
+std::vector<uint32_t> recorded_devices(const PipelineFlags& f, const std::vector<vk::PhysicalInfo>& listed);
 // The tuned tilings of `dev` from the cache (ops/tuned_tilings.h), unless --tilings default
 // says none; a line on stderr, once a process for each device, where it has some.
 void use_tilings(const PipelineFlags& f, const vk::Device& dev);

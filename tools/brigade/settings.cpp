@@ -1,5 +1,6 @@
 // A run's settings as its checkpoint saves them (train.h): written as JSON, and read back
 // held to what each one's flag takes.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -130,8 +131,16 @@ PipelineFlags recorded_flags(const PipelineFlags& f, const nlohmann::json& plan,
     in.read("schedule", out.schedule), in.read("virtual_stages", out.virtual_stages, 1);
     in.read("remat", out.remat), in.read("precision", out.precision);
     in.read("balance", out.balance), in.read("mem_limit", out.mem_limit);
-    // The devices by UUID where the plan names them so (indices are the loader's order then).
-    if (plan.contains("device_uuids")) in.read("device_uuids", out.devices);
+    // The devices' UUIDs and names where the plan keeps them (indices are the loader's order).
+    for (const auto& [key, to] : {std::pair{"device_uuids", &out.device_uuids}, std::pair{"device_names", &out.device_names}})
+      if (plan.contains(key)) {
+        const nlohmann::json& v = plan.at(key);
+        if (!v.is_array() || v.size() != split_list(out.devices).size() ||
+            !std::all_of(v.begin(), v.end(), [](const nlohmann::json& e) { return e.is_string(); }))
+          in.refuse(key, "an array of strings, one per entry of 'devices'");
+        *to = v.get<std::vector<std::string>>();
+      }
+    if (out.device_names.size() != out.device_uuids.size()) out.device_names.clear(), out.device_uuids.clear();
   } catch (const nlohmann::json::exception& e) {
     incomplete(source, e);
   }

@@ -118,7 +118,11 @@ void run_step(const StepArgs& a) {
   out.set_metadata("model", m.name);
   out.set_metadata("micro_batches", std::to_string(p.flags.micro_batches));  // --plan auto's where it chose
   out.set_metadata("stages", std::to_string(p.executor->stages()));
-  if (scales) out.set_metadata("loss_scale", std::to_string(scaler.scale));
+  if (scales) {  // a power of two down to 2^-24, written exactly
+    char text[32];
+    std::snprintf(text, sizeof text, "%.17g", scaler.scale);
+    out.set_metadata("loss_scale", text);
+  }
   if (world().multi()) out.set_metadata("replicas", std::to_string(a.pipeline.replicas));
   out.write(a.out);
   if (!a.trace.empty()) {

@@ -58,6 +58,14 @@ std::string devices_named(const Pipeline& p, const PipelineFlags& flags) {
   return indices + " (" + names + ")";
 }
 
+// Whether two recorded plans are one, whatever they keep of their devices' identities (a plan
+// recorded before the UUIDs were kept is the same plan).
+bool same_plan(nlohmann::json a, nlohmann::json b) {
+  for (nlohmann::json* j : {&a, &b})
+    if (j->is_object()) j->erase("device_uuids"), j->erase("device_names");
+  return a == b;
+}
+
 Evaluation evaluate(pipeline::Executor& ex, const std::vector<pipeline::Batch>& batches, uint32_t tps) {
   Evaluation e;
   double loss = 0;
@@ -155,7 +163,8 @@ void run_train(TrainArgs& a) {
     s.plan = t->p.chosen->record.at("flags");
     // A run resumed on another plan (as brigade supervise's restarts on the ranks that remain
     // are): the history keeps the change.
-    if (resumed && s.plan != saved_plan) s.plan_history.push_back({{"step", resumed->step + 1}, {"flags", s.plan}});
+    if (resumed && !same_plan(s.plan, saved_plan))
+      s.plan_history.push_back({{"step", resumed->step + 1}, {"flags", s.plan}});
   }
   uint64_t step = 0;
   // fp16 stages: dynamic loss scaling. The optimizer counts the updates it made, as torch's
@@ -342,6 +351,7 @@ void run_train(TrainArgs& a) {
     scaler = initial ? optim::LossScale{} : snapshot->loss_scale;
     snapshot_step = back_to;
     s.plan = t->p.chosen->record.at("flags");
+    s.micro_batches = t->p.flags.micro_batches;
     went_on = {{"kind", "replan"}, {"step", step + 1}, {"lost", names}, {"flags", s.plan},
                {"replayed", replay_until - back_to}, {"line", t->p.chosen->line}};
     s.plan_history.push_back({{"step", step + 1}, {"lost", names}, {"flags", s.plan}});

@@ -169,9 +169,10 @@ RunStart start_run(TrainArgs& a, const std::string& ckpt, const std::vector<uint
                     "--precision says otherwise\n", trained_in.c_str(), a.pipeline.precision.c_str());
     }
     // BatchNorm's statistics are each micro-batch's: the run's micro-batches are kept, unless
-    // given, also where --plan auto plans again.
-    if (statistics_per_micro_batch(m) && saved.micro_batches && !given(a, "--micro-batches")) {
-      if (!recorded_plan && saved.micro_batches != a.pipeline.micro_batches)
+    // given, also where --plan auto plans again (a recorded plan going on has its own, the
+    // run's since its last re-plan).
+    if (statistics_per_micro_batch(m) && saved.micro_batches && !given(a, "--micro-batches") && !recorded_plan) {
+      if (saved.micro_batches != a.pipeline.micro_batches)
         std::printf("the run trained in %u micro-batches, on which %s's BatchNorm statistics depend: kept "
                     "(--micro-batches to change them)\n", saved.micro_batches, m.name.c_str());
       a.pipeline.micro_batches = saved.micro_batches;
