@@ -333,9 +333,17 @@ TEST_CASE("train --resume names the checkpoint's plan where it cannot run here, 
   r = cache.run("train --resume --out " + out.string());
   INFO(r.output);
   CHECK(r.status == 2);
-  CHECK(r.output.find("the plan's device Gone GPU: no device has deviceUUID " + gone) != std::string::npos);
+  CHECK(r.output.find("the plan's device Gone GPU (deviceUUID " + gone +
+                      ") is not listed here: no device has its deviceUUID or its name; devices: ") != std::string::npos);
   CHECK(r.output.find("(from the plan " + path + " recorded: pass --plan auto to plan again, or the pipeline flags)") !=
         std::string::npos);
+  // Identities that --devices would take (an index, a name's part) are UUIDs here all the same.
+  edit_recorded_plan(out, [&](nlohmann::json& plan) {
+    for (nlohmann::json& u : plan.at("device_uuids")) u = "0";
+  });
+  r = cache.run("train --resume --out " + out.string());
+  CHECK(r.status == 2);
+  CHECK(r.output.find("the plan's device Gone GPU (deviceUUID 0) is not listed here") != std::string::npos);
   // A plan recorded before the UUIDs were kept names its devices by index: device 9 here.
   edit_recorded_plan(out, [](nlohmann::json& plan) {
     std::string devices;
@@ -415,6 +423,41 @@ TEST_CASE("train --resume takes the recorded index among devices of one UUID, an
   CHECK(r.output.find("brigade: warning: the plan's device llvmpipe") != std::string::npos);
   CHECK(r.output.find("(deviceUUID 6d657361-3939-2e39-2e39-000000000000) is listed under deviceUUID ") != std::string::npos);
   CHECK(r.output.find("(its driver changed?): taken by its name, device 1") != std::string::npos);
+}
+
+// A plan resumed where the loader lists its devices elsewhere goes on there, and so does its
+// re-plan after a loss: from the devices it ran on, not from the indices it recorded. And a
+// resumed run that --plan auto moves to another device of the same index records the move.
+TEST_CASE("a resumed plan's re-plan after a loss takes the devices the plan ran on, and a move is in its history") {
+  const Cache cache("planner-moved");
+  const fs::path out = cache.dir / "run";
+  const std::string swiftshader = std::string("VK_ADD_DRIVER_FILES=") + BRIGADE_DRIVERS_DIR +
+                                  "/swiftshader/vk_swiftshader_icd.json BRIGADE_CACHE_DIR=" + cache.dir.string() + " ";
+  // Two stages of lavapipe (the caps leave one stage too small), stopped after a step.
+  Result r = cache.run("train --model fashion-mlp -b 16 --plan auto --devices 0,0 --mem-limit 3584KiB,3584KiB --steps 4 "
+                       "--stop-after 1 --eval-batches 1 --out " + out.string());
+  REQUIRE_MESSAGE(r.status == 0, r.output);
+  REQUIRE(test::records(out, "plan").at(0).at("flags").at("devices") == "0,0");
+  edit_recorded_plan(out, [](nlohmann::json& plan) { plan["mem_limit"] = "16777216,16777216"; });  // one holds all
+  r = test::command_run(swiftshader + "BRIGADE_FAULT='device-lost:stage 1:backward:2' " + BRIGADE_EXE +
+                        " train --resume --snapshot-every 1 --out " + out.string());
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(line_with(r.output, "plan auto, as the run chose").find("devices 1,1 (llvmpipe, llvmpipe)") != std::string::npos);
+  const std::string going = line_with(r.output, "going on: plan auto: devices ");
+  CHECK(going.find("devices 1 (llvmpipe)") != std::string::npos);
+  CHECK(going.find("SwiftShader") == std::string::npos);
+
+  // One device's plan, resumed with --plan auto where index 0 is SwiftShader's now.
+  const fs::path one = cache.dir / "one";
+  r = cache.run("train --model fashion-mlp -b 16 --plan auto --devices 0 -m 1 --precision fp32 --steps 4 --stop-after 1 "
+                "--eval-batches 1 --out " + one.string());
+  REQUIRE_MESSAGE(r.status == 0, r.output);
+  r = test::command_run(swiftshader + BRIGADE_EXE + " train --resume --plan auto --devices 0 -m 1 --precision fp32 "
+                        "--stop-after 1 --out " + one.string());
+  REQUIRE_MESSAGE(r.status == 0, r.output);
+  const nlohmann::json config = nlohmann::json::parse(io::checkpoint_config((one / "checkpoint.safetensors").string()));
+  CHECK(config.at("plan_history").size() == 1);
 }
 
 }  // namespace cli_planner_test

@@ -1,6 +1,9 @@
 #include "pipeline_flags.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
+#include <iterator>
 #include <map>
 #include <sstream>
 #include <set>
@@ -223,28 +226,51 @@ void use_tilings(const PipelineFlags& f, const vk::Device& dev) {
 
 std::vector<uint32_t> recorded_devices(const PipelineFlags& f, const std::vector<vk::PhysicalInfo>& listed) {
   const std::vector<std::string> at = split_list(f.devices);
+  const auto lower = [](std::string t) {
+    for (char& c : t) c = char(std::tolower(static_cast<unsigned char>(c)));
+    return t;
+  };
+  const auto is_index = [](const std::string& t) {
+    return !t.empty() && t.size() < 10 && std::all_of(t.begin(), t.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  std::vector<uint32_t> recorded(at.size(), UINT32_MAX);  // no index to prefer where not one
+  for (size_t k = 0; k < at.size(); ++k)
+    if (is_index(at[k])) recorded[k] = uint32_t(std::stoul(at[k]));
+  // The listed devices of each stage's UUID, else of its name; the recorded indices of the stages
+  // that share the UUID (or name), in order, take them in the same order where the listing moved.
   std::vector<uint32_t> out;
+  std::set<std::string> warned;
   for (size_t k = 0; k < at.size(); ++k) {
-    const bool digits = !at[k].empty() && at[k].size() < 10 &&
-                        std::all_of(at[k].begin(), at[k].end(), [](char c) { return c >= '0' && c <= '9'; });
-    const uint32_t index = digits ? uint32_t(std::stoul(at[k])) : UINT32_MAX;  // no index to prefer
     std::vector<uint32_t> same, named;
     for (const vk::PhysicalInfo& d : listed) {
-      if (d.device_uuid_string() == f.device_uuids[k]) same.push_back(d.index);
+      if (lower(d.device_uuid_string()) == lower(f.device_uuids[k])) same.push_back(d.index);
       if (d.name == f.device_names[k]) named.push_back(d.index);
     }
-    // Several of one UUID (two listings of one driver): the recorded index where it is one.
-    if (!same.empty()) {
-      out.push_back(std::find(same.begin(), same.end(), index) != same.end() ? index : same.front());
-      continue;
+    const bool by_uuid = !same.empty();
+    const std::vector<uint32_t>& found = by_uuid ? same : named;
+    if (found.empty()) {
+      std::string devices;
+      for (const vk::PhysicalInfo& d : listed)
+        devices += (devices.empty() ? "" : "; ") + std::to_string(d.index) + " " + d.name + " (" + d.device_uuid_string() + ")";
+      throw UserError("the plan's device " + f.device_names[k] + " (deviceUUID " + f.device_uuids[k] +
+                      ") is not listed here: no device has its deviceUUID or its name; devices: " +
+                      (devices.empty() ? "none" : devices));
     }
-    // A driver whose UUID changed with its version (lavapipe's is Mesa's): the same name.
-    if (named.empty()) vk::find_device(listed, f.device_uuids[k], "the plan's device " + f.device_names[k]);
-    const uint32_t by_name = std::find(named.begin(), named.end(), index) != named.end() ? index : named.front();
-    std::fprintf(stderr, "brigade: warning: the plan's device %s (deviceUUID %s) is listed under deviceUUID %s now "
-                 "(its driver changed?): taken by its name, device %u\n", f.device_names[k].c_str(),
-                 f.device_uuids[k].c_str(), listed.at(by_name).device_uuid_string().c_str(), by_name);
-    out.push_back(by_name);
+    std::set<uint32_t> peers;  // the recorded indices of the stages on devices of this UUID (name)
+    for (size_t j = 0; j < at.size(); ++j)
+      if (by_uuid ? lower(f.device_uuids[j]) == lower(f.device_uuids[k]) : f.device_names[j] == f.device_names[k])
+        peers.insert(recorded[j]);
+    const bool unmoved = std::all_of(peers.begin(), peers.end(), [&](uint32_t r) {
+      return std::find(found.begin(), found.end(), r) != found.end();
+    });
+    const uint32_t index = unmoved ? recorded[k]
+                                   : found[size_t(std::distance(peers.begin(), peers.find(recorded[k]))) % found.size()];
+    // A driver whose UUID changed with its version (lavapipe's is Mesa's): the same name, said once.
+    if (!by_uuid && warned.insert(f.device_uuids[k]).second)
+      std::fprintf(stderr, "brigade: warning: the plan's device %s (deviceUUID %s) is listed under deviceUUID %s now "
+                   "(its driver changed?): taken by its name, device %u\n", f.device_names[k].c_str(),
+                   f.device_uuids[k].c_str(), listed.at(index).device_uuid_string().c_str(), index);
+    out.push_back(index);
   }
   return out;
 }
@@ -255,8 +281,9 @@ Devices open_devices(const PipelineFlags& f) {
   io.validation = f.validation;
   d.instance = std::make_unique<vk::Instance>(io);
   const std::vector<vk::PhysicalInfo> listed = d.instance->describe_devices();
+  // A recorded plan's devices by their UUIDs (on each rank, against its own host's listing).
   std::vector<uint32_t> indices =
-      f.device_uuids.empty() || world().multi() ? parse_devices(f.devices, *d.instance) : recorded_devices(f, listed);
+      f.device_uuids.empty() ? parse_devices(f.devices, *d.instance) : recorded_devices(f, listed);
   mpi::World& w = world();
   uint32_t here = 0;  // the stage this process opens a device for (all of them without ranks)
   if (w.multi()) {
@@ -417,6 +444,11 @@ Pipeline open_pipeline(const model::Model& m, const PipelineFlags& given, uint32
   }
   const PipelineFlags& f = p.flags;
   Devices d = open_devices(f);
+  if (!f.device_uuids.empty() && !world().multi()) {  // a recorded plan's devices, as listed now
+    std::vector<std::string> now;
+    for (const StageDevice& st : d.stages) now.push_back(std::to_string(st.index));
+    p.flags.devices = join_list(now);
+  }
   const uint32_t K = uint32_t(d.devices.size());
   std::unique_ptr<pipeline::Topology> topology;
   if (world().multi())

@@ -140,7 +140,9 @@ PipelineFlags recorded_flags(const PipelineFlags& f, const nlohmann::json& plan,
           in.refuse(key, "an array of strings, one per entry of 'devices'");
         *to = v.get<std::vector<std::string>>();
       }
-    if (out.device_names.size() != out.device_uuids.size()) out.device_names.clear(), out.device_uuids.clear();
+    if (plan.contains("device_uuids") != plan.contains("device_names"))
+      in.refuse(plan.contains("device_uuids") ? "device_uuids" : "device_names",
+                "kept with 'device_names' and 'device_uuids' both (one per entry of 'devices')");
   } catch (const nlohmann::json::exception& e) {
     incomplete(source, e);
   }

@@ -58,11 +58,12 @@ std::string devices_named(const Pipeline& p, const PipelineFlags& flags) {
   return indices + " (" + names + ")";
 }
 
-// Whether two recorded plans are one, whatever they keep of their devices' identities (a plan
-// recorded before the UUIDs were kept is the same plan).
+// Whether two recorded plans are one: their devices' UUIDs and names compared where both keep
+// them (a plan recorded before they were kept is the same plan on the same indices).
 bool same_plan(nlohmann::json a, nlohmann::json b) {
+  const bool both = a.is_object() && b.is_object() && a.contains("device_uuids") && b.contains("device_uuids");
   for (nlohmann::json* j : {&a, &b})
-    if (j->is_object()) j->erase("device_uuids"), j->erase("device_names");
+    if (!both && j->is_object()) j->erase("device_uuids"), j->erase("device_names");
   return a == b;
 }
 
