@@ -51,8 +51,8 @@ std::vector<std::optional<MatmulTiling>> candidate_tilings(const vk::PhysicalInf
       }
     }
     // The large block double-buffered, one and two K tiles ahead, C's blocks in groups of 8 rows.
-    MatmulTiling grouped = *matrix;
-    grouped.tm = grouped.tn = 4, grouped.bk = 2 * matrix->lk, grouped.stages = 2, grouped.group = 8;
+    MatmulTiling grouped = large_matrix_block(*matrix);
+    grouped.group = 8;
     all.push_back(grouped);
     grouped.ahead = 2;
     all.push_back(grouped);

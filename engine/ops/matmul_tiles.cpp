@@ -72,11 +72,16 @@ std::optional<MatmulTiling> default_matrix_tiling(const vk::PhysicalInfo& device
                                                   uint32_t rows, uint32_t cols) {
   const std::optional<MatmulTiling> t = takes_matrix_units(device) ? matrix_tiling(device, element) : std::nullopt;
   if (!t || !rows || !cols) return t;
-  MatmulTiling large = *t;
-  large.tm = large.tn = 4, large.bk = 2 * t->lk, large.stages = 2;
+  const MatmulTiling large = large_matrix_block(*t);
   const uint64_t blocks = uint64_t(vk::groups_for(rows, large.wg_y * large.tm * large.lm)) *
                           vk::groups_for(cols, large.wg_x * large.tn * large.ln);
   return blocks >= 256 && large.shared_bytes() <= device.max_shared_memory ? large : t;
+}
+
+MatmulTiling large_matrix_block(const MatmulTiling& t) {
+  MatmulTiling large = t;
+  large.tm = large.tn = 4, large.bk = 2 * t.lk, large.stages = 2;
+  return large;
 }
 
 MatmulTiling emulated_matrix_tiling(uint32_t lm, uint32_t ln, uint32_t lk, uint32_t lanes) {

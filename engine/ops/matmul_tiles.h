@@ -37,6 +37,10 @@ bool runs_matrix(const vk::PhysicalInfo& device, Precision element, uint32_t m, 
 std::optional<MatmulTiling> default_matrix_tiling(const vk::PhysicalInfo& device, Precision element,
                                                   uint32_t rows = 0, uint32_t cols = 0);
 
+// `t`'s large block: 4x4 matrices a warp, staged two matrices deep in two copies (what
+// products of 256 such blocks or more take by default).
+MatmulTiling large_matrix_block(const MatmulTiling& t);
+
 // The same kernel on plain invocations: warps of `lanes` invocations, matrices of lm x ln x lk.
 MatmulTiling emulated_matrix_tiling(uint32_t lm = 16, uint32_t ln = 16, uint32_t lk = 16, uint32_t lanes = 32);
 

@@ -244,14 +244,23 @@ std::vector<uint32_t> subgroup_sizes(const PhysicalInfo& device) {
   return out;
 }
 
+std::vector<uint32_t> devices_with_uuid(const std::vector<PhysicalInfo>& devices, const std::string& uuid) {
+  std::vector<uint32_t> out;
+  for (const PhysicalInfo& d : devices)
+    if (d.device_uuid_string() == lower(uuid)) out.push_back(d.index);
+  return out;
+}
+
+std::string device_listing(const std::vector<PhysicalInfo>& devices) {
+  std::string s;
+  for (const PhysicalInfo& d : devices)
+    s += (s.empty() ? "" : "; ") + std::to_string(d.index) + " " + d.name + " (" + d.device_uuid_string() + ")";
+  return s.empty() ? std::string("none") : s;
+}
+
 uint32_t find_device(const std::vector<PhysicalInfo>& devices, const std::string& spec,
                      const std::string& what) {
-  auto listing = [&] {
-    std::string s;
-    for (const PhysicalInfo& d : devices)
-      s += (s.empty() ? "" : "; ") + std::to_string(d.index) + " " + d.name + " (" + d.device_uuid_string() + ")";
-    return s.empty() ? std::string("none") : s;
-  };
+  const auto listing = [&] { return device_listing(devices); };
   if (spec.empty()) throw UserError(what + ": an empty device name; devices: " + listing());
   if (std::all_of(spec.begin(), spec.end(), [](char c) { return c >= '0' && c <= '9'; })) {
     const unsigned long index = spec.size() > 9 ? ~0ul : std::stoul(spec);

@@ -109,6 +109,10 @@ std::vector<uint32_t> subgroup_sizes(const PhysicalInfo& device);
 // `what` and lists the devices.
 uint32_t find_device(const std::vector<PhysicalInfo>& devices, const std::string& spec,
                      const std::string& what);
+// The indices of the devices whose deviceUUID is `uuid` whole (case aside), in list order.
+std::vector<uint32_t> devices_with_uuid(const std::vector<PhysicalInfo>& devices, const std::string& uuid);
+// "0 NAME (UUID); 1 ...", or "none": the devices as refusals list them.
+std::string device_listing(const std::vector<PhysicalInfo>& devices);
 
 std::string uuid_string(const std::array<uint8_t, VK_UUID_SIZE>& uuid);
 

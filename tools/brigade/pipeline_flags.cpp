@@ -226,39 +226,33 @@ void use_tilings(const PipelineFlags& f, const vk::Device& dev) {
 
 std::vector<uint32_t> recorded_devices(const PipelineFlags& f, const std::vector<vk::PhysicalInfo>& listed) {
   const std::vector<std::string> at = split_list(f.devices);
-  const auto lower = [](std::string t) {
-    for (char& c : t) c = char(std::tolower(static_cast<unsigned char>(c)));
-    return t;
-  };
-  const auto is_index = [](const std::string& t) {
-    return !t.empty() && t.size() < 10 && std::all_of(t.begin(), t.end(), [](char c) { return c >= '0' && c <= '9'; });
-  };
   std::vector<uint32_t> recorded(at.size(), UINT32_MAX);  // no index to prefer where not one
   for (size_t k = 0; k < at.size(); ++k)
-    if (is_index(at[k])) recorded[k] = uint32_t(std::stoul(at[k]));
+    if (!at[k].empty() && at[k].size() < 10 && std::all_of(at[k].begin(), at[k].end(), ::isdigit))
+      recorded[k] = uint32_t(std::stoul(at[k]));
+  const auto named = [&](const std::string& name) {
+    std::vector<uint32_t> out;
+    for (const vk::PhysicalInfo& d : listed)
+      if (d.name == name) out.push_back(d.index);
+    return out;
+  };
   // The listed devices of each stage's UUID, else of its name; the recorded indices of the stages
   // that share the UUID (or name), in order, take them in the same order where the listing moved.
+  std::vector<std::vector<uint32_t>> same_of;  // each stage's devices of its UUID
+  for (const std::string& uuid : f.device_uuids) same_of.push_back(vk::devices_with_uuid(listed, uuid));
   std::vector<uint32_t> out;
   std::set<std::string> warned;
   for (size_t k = 0; k < at.size(); ++k) {
-    std::vector<uint32_t> same, named;
-    for (const vk::PhysicalInfo& d : listed) {
-      if (lower(d.device_uuid_string()) == lower(f.device_uuids[k])) same.push_back(d.index);
-      if (d.name == f.device_names[k]) named.push_back(d.index);
-    }
+    const std::vector<uint32_t>& same = same_of[k];
     const bool by_uuid = !same.empty();
-    const std::vector<uint32_t>& found = by_uuid ? same : named;
-    if (found.empty()) {
-      std::string devices;
-      for (const vk::PhysicalInfo& d : listed)
-        devices += (devices.empty() ? "" : "; ") + std::to_string(d.index) + " " + d.name + " (" + d.device_uuid_string() + ")";
+    const std::vector<uint32_t> found = by_uuid ? same : named(f.device_names[k]);
+    if (found.empty())
       throw UserError("the plan's device " + f.device_names[k] + " (deviceUUID " + f.device_uuids[k] +
                       ") is not listed here: no device has its deviceUUID or its name; devices: " +
-                      (devices.empty() ? "none" : devices));
-    }
-    std::set<uint32_t> peers;  // the recorded indices of the stages on devices of this UUID (name)
+                      vk::device_listing(listed));
+    std::set<uint32_t> peers;  // the recorded indices of the stages on these devices
     for (size_t j = 0; j < at.size(); ++j)
-      if (by_uuid ? lower(f.device_uuids[j]) == lower(f.device_uuids[k]) : f.device_names[j] == f.device_names[k])
+      if (by_uuid ? same_of[j] == same : f.device_names[j] == f.device_names[k])
         peers.insert(recorded[j]);
     const bool unmoved = std::all_of(peers.begin(), peers.end(), [&](uint32_t r) {
       return std::find(found.begin(), found.end(), r) != found.end();
