@@ -5,7 +5,8 @@
 # made with debootstrap in .drivers/unstable/ (about 0.8 GB; kept for the next run), with the
 # checkout bind-mounted at its own path, and Brigade's tests, built here, run inside it under
 # unstable's validation layer: the matrix-unit kernel cases (Conv2d's matrix form's on a
-# 16-bit x among them), and fp16 fashion-mlp pipelined
+# 16-bit x among them, and its taking that form where Winograd's would pay), and fp16
+# fashion-mlp pipelined
 # (whose products take the matrix units by default there) against one device, with the
 # 16-bit numerics cases over every preset, the GPT ones again with attention on the matrix
 # units (BRIGADE_ATTENTION=fused).
@@ -115,7 +116,7 @@ cases() {
 echo "coopmat-check: Mesa $mesa's lavapipe: $(inside "$build/brigade" devices | grep -A1 'matrix products' | tail -1 | tr -s ' ')"
 inside "$build/brigade" devices | grep -q 'products on matrix units' ||
   { echo "coopmat-check: the device lists no matrix product Brigade takes" >&2; exit 1; }
-cases 23 "$build/tests/test_kernels" -tc='*matrix-unit*,*matrix units*,*16-bit A and B*,*matrix tiles*,*C'"'"'s 16-bit copy*,*packed by its caller*,*K tiles a causal*,*reads and writes 16 bits as the fp32 kernels*,*its products reading P, dS and dy rounded*'
+cases 24 "$build/tests/test_kernels" -tc='*matrix-unit*,*matrix units*,*16-bit A and B*,*matrix tiles*,*C'"'"'s 16-bit copy*,*packed by its caller*,*K tiles a causal*,*reads and writes 16 bits as the fp32 kernels*,*its products reading P, dS and dy rounded*'
 cases 6 "$build/tests/test_pipeline" -tc='fp16 fashion-mlp pipelined equals one device*,fp16 gpt-mini (two blocks)*,*products read its weights rounded*,*within 2 L u*,*read 16-bit operands*'
 # 16-bit attention is fused on matrix units by default (flash attention on the matrix tiles);
 # the GPT cases again with it in the matrix form, its products on the matrix kernel. (Not the

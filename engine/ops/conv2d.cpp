@@ -32,13 +32,12 @@ uint64_t partial_floats(const Conv2dShape& s) {
   return s.weight_size() <= kSmallWeight ? kGroups * padded(s.weight_size()) : 0;
 }
 
-// The precision the matrix form's products take: a 16-bit x's, where the device multiplies
-// matrices of that type and im2col stores the columns a quad at a time (OH*OW % 4 == 0):
-// the weight and the columns then hold 16-bit values, the output gradient is packed for the
-// backward's products (autocast's rule, as Linear's). Otherwise fp32, whatever x's format.
+// The precision the matrix form's products take: a 16-bit x's on the matrix units
+// (conv2d_matrix_units): the weight and the columns then hold 16-bit values, the output
+// gradient is packed for the backward's products (autocast's rule, as Linear's). Otherwise
+// fp32, whatever x's format.
 Precision products_of(const vk::Commands& cmd, const Conv2dShape& s, Formats f) {
-  const bool units = is_half(f.x) && pixels(s) % 4 == 0 && default_matrix_tiling(cmd.device().info(), f.x);
-  return units ? f.x : Precision::Fp32;
+  return conv2d_matrix_units(cmd.device().info(), s, f.x) ? f.x : Precision::Fp32;
 }
 
 // Floats of the 16-bit operands' rooms beside the columns: the packed weight, and the packed
@@ -188,7 +187,7 @@ void matrix_backward_weight(vk::Commands& cmd, vk::View dy, vk::View x, vk::View
 // The form a pass runs: `chosen`, else the device's (conv2d_form). A 16-bit tensor has no direct form, and
 // Winograd's stores a 16-bit output two of a row at a time.
 Form form_of(const vk::Commands& cmd, std::optional<Form> chosen, const Conv2dShape& s, Formats f) {
-  const Form form = chosen.value_or(conv2d_form(cmd.device().info(), s));
+  const Form form = chosen.value_or(conv2d_form(cmd.device().info(), s, f.x));
   BRIGADE_EXPECT(form != Form::Winograd || winograd::fits(s),
                  "conv2d's Winograd form takes 3x3 kernels at stride 1 with padding at most 2 only");
   BRIGADE_EXPECT(!(is_half(f.x) || is_half(f.y)) || form != Form::Direct,
@@ -200,12 +199,18 @@ Form form_of(const vk::Commands& cmd, std::optional<Form> chosen, const Conv2dSh
 
 }  // namespace
 
-Form conv2d_form(const vk::PhysicalInfo& device, const Conv2dShape& s) {
+bool conv2d_matrix_units(const vk::PhysicalInfo& device, const Conv2dShape& s, Precision x) {
+  return is_half(x) && pixels(s) % 4 == 0 && default_matrix_tiling(device, x);
+}
+
+Form conv2d_form(const vk::PhysicalInfo& device, const Conv2dShape& s, Precision x) {
   const Form form = form_for(device);
-  return form == Form::Matrix && winograd::pays(s) ? Form::Winograd : form;
+  return form == Form::Matrix && winograd::pays(s) && !conv2d_matrix_units(device, s, x) ? Form::Winograd : form;
 }
 
 bool conv2d_stores_half(const vk::PhysicalInfo& device, const Conv2dShape& s) {
+  // Winograd's form where it pays on an fp32 x: its even width holds the matrix form's even
+  // pixel count too.
   switch (conv2d_form(device, s)) {
     case Form::Winograd: return winograd::stores_half(s);
     case Form::Matrix: return matmul_stores_half(device, pixels(s));

@@ -87,12 +87,23 @@ void conv2d_backward(vk::Commands& cmd, vk::View dy, vk::View x, vk::View weight
                      std::optional<vk::View> dweight, std::optional<vk::View> dbias, const Conv2dShape& s,
                      vk::View scratch, std::optional<Form> method = {}, Formats f = {});
 
-// The form `device` runs the convolution in: the matrix form takes Winograd's where it pays
-// (winograd::pays), else the device's (form_for).
-Form conv2d_form(const vk::PhysicalInfo& device, const Conv2dShape& s);
+// The form `device` runs the convolution in on an x stored as `x`: the matrix form takes
+// Winograd's where it pays (winograd::pays), else the device's (form_for). Not where the
+// matrix form's products take the device's matrix units on a 16-bit x (conv2d_matrix_units):
+// Winograd's would read its transformed operands rounded to 16 bits, which F(4x4, 3x3)
+// amplifies (tools/torch/winograd_rounding.py: on fashion-cnn's second convolution, in bf16,
+// an RMS error 12 times the matrix form's, the largest 29 times), and its products stay fp32
+// ones on the SIMT cores.
+Form conv2d_form(const vk::PhysicalInfo& device, const Conv2dShape& s, Precision x = Precision::Fp32);
+
+// Whether the matrix form's products take the device's matrix units: on an x stored in 16
+// bits of a type the device multiplies (default_matrix_tiling), where im2col stores the
+// columns a quad at a time (OH*OW % 4 == 0).
+bool conv2d_matrix_units(const vk::PhysicalInfo& device, const Conv2dShape& s, Precision x);
 
 // Whether `device`'s form of the convolution stores a 16-bit output: the matrix form, with
-// an even number of output pixels (matmul_stores_half).
+// an even number of output pixels (matmul_stores_half); where Winograd's form pays, an even
+// width, which either form it takes (conv2d_form, by x's format) stores.
 bool conv2d_stores_half(const vk::PhysicalInfo& device, const Conv2dShape& s);
 
 }  // namespace brigade::ops

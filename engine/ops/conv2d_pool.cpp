@@ -55,8 +55,8 @@ bool conv2d_pool_fits(const Conv2dShape& s) {
 
 bool conv2d_pool_tiles_fit(const Conv2dShape& s) { return s.out_h() >= 2 && s.out_w() >= 2; }
 
-uint32_t conv2d_pool_tile(const vk::PhysicalInfo& device, const Conv2dShape& s) {
-  return conv2d_form(device, s) == Form::Winograd ? winograd::tile_for(s) : 4;
+uint32_t conv2d_pool_tile(const vk::PhysicalInfo& device, const Conv2dShape& s, Precision x) {
+  return conv2d_form(device, s, x) == Form::Winograd ? winograd::tile_for(s) : 4;
 }
 
 uint64_t conv2d_pool_code_words(const Conv2dShape& s) {
@@ -84,9 +84,9 @@ void conv2d_pool_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::op
   BRIGADE_EXPECT_BYTES(codes, conv2d_pool_code_words(s) * s.n * 4, "pooling codes");
   if (!conv2d_pool_fits(s)) {  // the tiles fold
     BRIGADE_EXPECT(!is_half(f.y), "conv2d's pooling on tiles stores an fp32 output only");
-    const uint32_t tile = conv2d_pool_tile(cmd.device().info(), s);
+    const uint32_t tile = conv2d_pool_tile(cmd.device().info(), s, f.x);
     const vk::View rest = conv2d_pool_conv_scratch(s, scratch);
-    if (conv2d_form(cmd.device().info(), s) == Form::Winograd)
+    if (conv2d_form(cmd.device().info(), s, f.x) == Form::Winograd)
       return winograd::forward(cmd, x, weight, bias, y, s, rest, f, tile, codes);
     const vk::View dense(*scratch.buffer, scratch.offset, s.y_size() * 4);
     conv2d_forward(cmd, x, weight, bias, dense, s, rest, std::nullopt, {f.x, Precision::Fp32});
@@ -101,14 +101,15 @@ void conv2d_pool_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::op
                {x, weight, bias.value_or(weight), y, codes}, direct::push_of(s), grid(s, s.n, "forward"));
 }
 
-vk::View conv2d_pool_unpool(vk::Commands& cmd, vk::View dy, vk::View codes, const Conv2dShape& s, vk::View scratch) {
+vk::View conv2d_pool_unpool(vk::Commands& cmd, vk::View dy, vk::View codes, const Conv2dShape& s, vk::View scratch,
+                            Precision x) {
   BRIGADE_EXPECT_FLOATS(dy, uint64_t(s.n) * s.oc * (s.out_h() / 2) * (s.out_w() / 2), "pooled output gradient");
   BRIGADE_EXPECT_BYTES(codes, conv2d_pool_code_words(s) * s.n * 4, "pooling codes");
   BRIGADE_EXPECT(dy.offset % 8 == 0 && scratch.offset % 16 == 0,
                  "the spreading back reads pairs and writes quads (8- and 16-byte aligned)");
   const vk::View dense(*scratch.buffer, scratch.offset, s.y_size() * 4);
   if (!conv2d_pool_fits(s)) {
-    tiles_pass(cmd, 1, dense, dy, codes, s, conv2d_pool_tile(cmd.device().info(), s));
+    tiles_pass(cmd, 1, dense, dy, codes, s, conv2d_pool_tile(cmd.device().info(), s, x));
     return dense;
   }
   const vk::Specialization spec = vk::Specialization().set(0, s.out_h()).set(1, s.out_w()).set(2, s.oc);
@@ -123,17 +124,17 @@ void conv2d_pool_backward(vk::Commands& cmd, vk::View dy, vk::View codes, vk::Vi
   BRIGADE_EXPECT(!conv2d_pool_fits(s) && conv2d_pool_tiles_fit(s), "the tiles fold's backward needs a shape it takes");
   BRIGADE_EXPECT(dweight || !dbias, "the tiles fold's bias gradient comes with the weight gradient");
   const vk::View rest = conv2d_pool_conv_scratch(s, scratch);
-  if (conv2d_form(cmd.device().info(), s) == Form::Winograd) {
+  if (conv2d_form(cmd.device().info(), s, f.x) == Form::Winograd) {
     BRIGADE_EXPECT_FLOATS(dy, uint64_t(s.n) * s.oc * (s.out_h() / 2) * (s.out_w() / 2), "pooled output gradient");
     BRIGADE_EXPECT_BYTES(codes, conv2d_pool_code_words(s) * s.n * 4, "pooling codes");
-    const uint32_t tile = conv2d_pool_tile(cmd.device().info(), s);
+    const uint32_t tile = conv2d_pool_tile(cmd.device().info(), s, f.x);
     winograd::backward(cmd, dy, {dx, dx ? std::optional(weight) : std::nullopt, dweight,
                                  dweight ? std::optional(x) : std::nullopt, codes},
                        s, rest, f.x, tile);
     if (dbias) conv2d_backward_bias(cmd, dy, *dbias, s, codes, tile);
     return;
   }
-  conv2d_backward(cmd, conv2d_pool_unpool(cmd, dy, codes, s, scratch), x, weight, dx, dweight, dbias, s, rest,
+  conv2d_backward(cmd, conv2d_pool_unpool(cmd, dy, codes, s, scratch, f.x), x, weight, dx, dweight, dbias, s, rest,
                   std::nullopt, {f.x, Precision::Fp32});
 }
 

@@ -38,9 +38,10 @@ constexpr uint32_t kPoolFoldWeights = 1024, kPoolFoldPatch = 96;
 bool conv2d_pool_fits(const Conv2dShape& s);
 bool conv2d_pool_tiles_fit(const Conv2dShape& s);
 
-// The tiles fold's tile on `device`: Winograd's where the device runs that form, else 4.
-// Tiles of TILE x TILE of the convolution's output hold whole 2x2 windows.
-uint32_t conv2d_pool_tile(const vk::PhysicalInfo& device, const Conv2dShape& s);
+// The tiles fold's tile on `device` for an x stored as `x`: Winograd's where the device runs
+// that form (conv2d_form), else 4. Tiles of TILE x TILE of the convolution's output hold
+// whole 2x2 windows.
+uint32_t conv2d_pool_tile(const vk::PhysicalInfo& device, const Conv2dShape& s, Precision x = Precision::Fp32);
 
 // Words of codes per sample: the patch fold's byte per pair of pooled outputs and channel,
 // or the tiles fold's word per tile and channel (four bits a window), for the smallest tile.
@@ -60,8 +61,10 @@ void conv2d_pool_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::op
                          vk::View y, vk::View codes, const Conv2dShape& s, vk::View scratch, Formats f = {});
 
 // The convolution's output gradient (N, OC, OH, OW), written whole at the start of
-// `scratch`: each pooled dy at the element its code names, 0 elsewhere. Returns its view.
-vk::View conv2d_pool_unpool(vk::Commands& cmd, vk::View dy, vk::View codes, const Conv2dShape& s, vk::View scratch);
+// `scratch`: each pooled dy at the element its code names, 0 elsewhere (the codes of the
+// forward on an x stored as `x`). Returns its view.
+vk::View conv2d_pool_unpool(vk::Commands& cmd, vk::View dy, vk::View codes, const Conv2dShape& s, vk::View scratch,
+                            Precision x = Precision::Fp32);
 
 // The tiles fold's backward, from the pooled dy and the codes: dx += the input gradient (when
 // given; from the weight), dweight and dbias += theirs (when given; from x, stored as f.x).
