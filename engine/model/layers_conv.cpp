@@ -100,12 +100,11 @@ uint64_t Conv2d::scratch_floats(uint32_t rows, ops::Precision stored, bool) cons
   return ops::conv2d_scratch_floats(shape(1), samples, stored);
 }
 
-// The patch fold's kernel takes 16 bits on every device, and its backward runs the
-// convolution's passes on an fp32 gradient, which read a 16-bit x in the matrix and Winograd
-// forms. The tiles fold stores an fp32 y (its pooled outputs are not whole words a tile).
+// The folds' backward runs the convolution's passes on an fp32 gradient, which read a 16-bit
+// x in the matrix and Winograd forms, not the direct one; the patch fold's kernel stores a
+// 16-bit y on every device, the tiles fold packs its pooled output.
 bool Conv2d::stores_half(const vk::PhysicalInfo& device) const {
-  if (fold_ == Fold::Patch) return ops::form_for(device) != ops::Form::Direct;
-  if (fold_ == Fold::Tiles) return false;
+  if (fold_ != Fold::None) return ops::form_for(device) != ops::Form::Direct;
   return ops::conv2d_stores_half(device, shape(1));
 }
 

@@ -32,6 +32,12 @@ vk::Groups grid(const Conv2dShape& s, uint64_t z, const char* pass) {
 }
 
 uint64_t dense_floats(const Conv2dShape& s) { return (s.y_size() + 63) / 64 * 64; }
+uint64_t pooled_size(const Conv2dShape& s) { return uint64_t(s.n) * s.oc * (s.out_h() / 2) * (s.out_w() / 2); }
+// The tiles fold's fp32 pooled output before it is packed, for a 16-bit y: after the
+// convolution's output.
+uint64_t pooled_floats(const Conv2dShape& s, Precision y) {
+  return is_half(y) && !conv2d_pool_fits(s) ? (pooled_size(s) + 63) / 64 * 64 : 0;
+}
 
 // The pooling pass (mode 0) or the spreading back (mode 1) over tiles of `tile`
 // (shaders/conv2d_pool_tiles.comp).
@@ -65,32 +71,36 @@ uint64_t conv2d_pool_code_words(const Conv2dShape& s) {
 }
 
 uint64_t conv2d_pool_scratch_floats(const Conv2dShape& s, uint32_t samples, Precision stored) {
-  const uint64_t passes = dense_floats(s) + conv2d_scratch_floats(s, samples, stored);
+  const uint64_t passes = dense_floats(s) + pooled_floats(s, stored) + conv2d_scratch_floats(s, samples, stored);
   return conv2d_pool_fits(s) ? std::max(passes, weight_partial_floats(s) + partial_rows(s) * s.oc) : passes;
 }
 
-vk::View conv2d_pool_conv_scratch(const Conv2dShape& s, vk::View scratch) {
-  const uint64_t skip = dense_floats(s) * 4;
+vk::View conv2d_pool_conv_scratch(const Conv2dShape& s, vk::View scratch, Precision stored) {
+  const uint64_t skip = (dense_floats(s) + pooled_floats(s, stored)) * 4;
   BRIGADE_EXPECT(scratch.range > skip, "conv2d pooling scratch holds the convolution's output");
   return vk::View(*scratch.buffer, scratch.offset + skip, scratch.range - skip);
 }
 
 void conv2d_pool_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optional<vk::View> bias,
                          vk::View y, vk::View codes, const Conv2dShape& s, vk::View scratch, Formats f) {
-  const uint64_t pooled = uint64_t(s.n) * s.oc * (s.out_h() / 2) * (s.out_w() / 2);
+  const uint64_t pooled = pooled_size(s);
   BRIGADE_EXPECT(conv2d_pool_tiles_fit(s), "conv2d with its pooling folded in needs an output of 2 x 2 at least");
   BRIGADE_EXPECT_BYTES(x, stored_bytes(s.x_size(), f.x), "conv2d input");
   BRIGADE_EXPECT_BYTES(y, stored_bytes(pooled, f.y), "pooled output");
   BRIGADE_EXPECT_BYTES(codes, conv2d_pool_code_words(s) * s.n * 4, "pooling codes");
-  if (!conv2d_pool_fits(s)) {  // the tiles fold
-    BRIGADE_EXPECT(!is_half(f.y), "conv2d's pooling on tiles stores an fp32 output only");
+  if (!conv2d_pool_fits(s)) {  // the tiles fold: a 16-bit y pooled in fp32, then packed
     const uint32_t tile = conv2d_pool_tile(cmd.device().info(), s, f.x);
-    const vk::View rest = conv2d_pool_conv_scratch(s, scratch);
-    if (conv2d_form(cmd.device().info(), s, f.x) == Form::Winograd)
-      return winograd::forward(cmd, x, weight, bias, y, s, rest, f, tile, codes);
-    const vk::View dense(*scratch.buffer, scratch.offset, s.y_size() * 4);
-    conv2d_forward(cmd, x, weight, bias, dense, s, rest, std::nullopt, {f.x, Precision::Fp32});
-    return tiles_pass(cmd, 0, dense, y, codes, s, tile);
+    const vk::View rest = conv2d_pool_conv_scratch(s, scratch, f.y);
+    const vk::View out = is_half(f.y) ? vk::View(*scratch.buffer, scratch.offset + dense_floats(s) * 4, pooled * 4) : y;
+    if (conv2d_form(cmd.device().info(), s, f.x) == Form::Winograd) {
+      winograd::forward(cmd, x, weight, bias, out, s, rest, {f.x, Precision::Fp32}, tile, codes);
+    } else {
+      const vk::View dense(*scratch.buffer, scratch.offset, s.y_size() * 4);
+      conv2d_forward(cmd, x, weight, bias, dense, s, rest, std::nullopt, {f.x, Precision::Fp32});
+      tiles_pass(cmd, 0, dense, out, codes, s, tile);
+    }
+    if (is_half(f.y)) pack(cmd, out, y, uint32_t(pooled), f.y, false);
+    return;
   }
   BRIGADE_EXPECT(y.offset % 8 == 0, "the pooled output is stored a pair at a time (8-byte aligned)");
   vk::Specialization spec;
@@ -123,7 +133,7 @@ void conv2d_pool_backward(vk::Commands& cmd, vk::View dy, vk::View codes, vk::Vi
                           const Conv2dShape& s, vk::View scratch, Formats f) {
   BRIGADE_EXPECT(!conv2d_pool_fits(s) && conv2d_pool_tiles_fit(s), "the tiles fold's backward needs a shape it takes");
   BRIGADE_EXPECT(dweight || !dbias, "the tiles fold's bias gradient comes with the weight gradient");
-  const vk::View rest = conv2d_pool_conv_scratch(s, scratch);
+  const vk::View rest = conv2d_pool_conv_scratch(s, scratch, f.x);
   if (conv2d_form(cmd.device().info(), s, f.x) == Form::Winograd) {
     BRIGADE_EXPECT_FLOATS(dy, uint64_t(s.n) * s.oc * (s.out_h() / 2) * (s.out_w() / 2), "pooled output gradient");
     BRIGADE_EXPECT_BYTES(codes, conv2d_pool_code_words(s) * s.n * 4, "pooling codes");

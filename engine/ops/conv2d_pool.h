@@ -6,9 +6,9 @@
 //   straight from the input patch under it, weights loaded once for all lanes, and the weight
 //   gradient comes straight from the pooled gradient (shaders/conv2d_pool_weight.comp); the
 //   convolution's output is never stored;
-// - the tiles fold, for any other convolution: it runs in its device's form, and the pooling
-//   works on tiles of its output, in Winograd's output transform (the output never stored) or
-//   in a pass of its own (shaders/conv2d_pool_tiles.comp).
+// - the tiles fold, for any other convolution: it runs in its device's form (conv2d_form, by
+//   x's format), and the pooling works on tiles of its output, in Winograd's output transform
+//   (the output never stored) or in a pass of its own (shaders/conv2d_pool_tiles.comp).
 // Either backward spreads the pooled gradient back into the convolution's output gradient for
 // the convolution's own passes (ops/conv2d.h) where they need it; in Winograd's form those
 // passes read the pooled gradient through the codes instead (conv2d_pool_backward).
@@ -49,14 +49,17 @@ uint64_t conv2d_pool_code_words(const Conv2dShape& s);
 
 // Floats of scratch either fold's passes need over `s.n` samples, the convolution's own
 // passes working through `samples` at a time: the convolution's output (or its gradient)
-// for every sample, then the convolution's scratch (conv2d_pool_conv_scratch); with the patch
-// fold, at least the weight gradient's partial sums.
+// for every sample, with the tiles fold on a 16-bit y `stored` its fp32 pooled output, then
+// the convolution's scratch (conv2d_pool_conv_scratch); with the patch fold, at least the
+// weight gradient's partial sums.
 uint64_t conv2d_pool_scratch_floats(const Conv2dShape& s, uint32_t samples, Precision stored = Precision::Fp32);
-// The part of `scratch` the convolution's own passes take.
-vk::View conv2d_pool_conv_scratch(const Conv2dShape& s, vk::View scratch);
+// The part of `scratch` the convolution's own passes take (past the pooled output's room where
+// `stored` is 16-bit).
+vk::View conv2d_pool_conv_scratch(const Conv2dShape& s, vk::View scratch, Precision stored = Precision::Fp32);
 
-// y = maxpool2(relu(conv(x, weight) + bias)), and the codes. x may be kept in 16 bits, and y
-// with the patch fold (`f`), read and written by the kernels themselves.
+// y = maxpool2(relu(conv(x, weight) + bias)), and the codes. x and y may be kept in 16 bits
+// (`f`), read and written by the kernels themselves; the tiles fold pools a 16-bit y in fp32
+// into its scratch and packs it, the bits the patch fold stores.
 void conv2d_pool_forward(vk::Commands& cmd, vk::View x, vk::View weight, std::optional<vk::View> bias,
                          vk::View y, vk::View codes, const Conv2dShape& s, vk::View scratch, Formats f = {});
 

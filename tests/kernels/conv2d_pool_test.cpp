@@ -257,4 +257,61 @@ TEST_CASE_FIXTURE(test::Gpu, "the tiles fold's backward from the pooled gradient
   }
 }
 
+TEST_CASE_FIXTURE(test::Gpu, "the tiles fold reads a 16-bit x and stores a 16-bit y as the fp32 fold on the values") {
+  // The shapes of the tests above. Where a shape's products would take the device's matrix
+  // units (conv2d_matrix_units) they read the weight and dy rounded, not the fp32 fold's
+  // values: tests/kernels/conv2d_form_test.cpp checks those. SwiftShader's direct form takes no
+  // 16-bit x, and its layer none (Conv2d::stores_half).
+  const Conv2dShape shapes[] = {{2, 16, 14, 14, 8, 3, 3, 1, 1, 1, 1}, {2, 16, 7, 9, 4, 3, 3, 1, 1, 1, 1},
+                                {1, 16, 6, 6, 4, 3, 3, 1, 1, 1, 1}, {2, 2, 11, 9, 4, 5, 3, 1, 1, 1, 1}};
+  if (ops::form_for(device().info()) == ops::Form::Direct) {
+    const Conv2dShape& s = shapes[0];
+    auto x = test::zeros(device(), s.x_size(), "x"), w = test::zeros(device(), s.weight_size(), "weight");
+    auto y = test::zeros(device(), s.y_size(), "y"), codes = test::zeros(device(), ops::conv2d_pool_code_words(s) * s.n, "codes");
+    auto scratch = test::zeros(device(), ops::conv2d_pool_scratch_floats(s, s.n, Precision::Bf16), "scratch");
+    vk::Commands cmd(device(), "refused");
+    CHECK_THROWS_WITH_AS(ops::conv2d_pool_forward(cmd, x, w, std::nullopt, y, codes, s, scratch, {Precision::Bf16, Precision::Bf16}),
+                         doctest::Contains("direct form reads and writes fp32 only"), InternalError);
+    return;
+  }
+  uint32_t seed = 1000;
+  int checked = 0;
+  for (Precision p : {Precision::Bf16, Precision::Fp16})
+    for (const Conv2dShape& s : shapes) {
+      if (ops::conv2d_matrix_units(device().info(), s, p)) continue;
+      ++checked;
+      const std::string what = std::to_string(s.ic) + " to " + std::to_string(s.oc) + " channels, " +
+                               std::to_string(s.h) + "x" + std::to_string(s.w) + " " + ops::precision_name(p);
+      const std::vector<float> x = test::rounded(test::random_vector(s.x_size(), seed += 5, -2, 2), p);
+      const std::vector<float> w = test::random_vector(s.weight_size(), seed + 1), b = test::random_vector(s.oc, seed + 2);
+      const uint64_t pooled = uint64_t(s.n) * s.oc * (s.out_h() / 2) * (s.out_w() / 2);
+      const std::vector<float> dy = test::random_vector(pooled, seed + 3);
+      vk::Device& dev = device();
+      auto bx = test::to_device(dev, x, "x"), hx = test::to_device(dev, test::packed(x, p), "x, 16 bits");
+      auto bw = test::to_device(dev, w, "weight"), bb = test::to_device(dev, b, "bias");
+      auto bdy = test::to_device(dev, dy, "dy");
+      auto y = test::zeros(dev, pooled, "y"), hy = test::zeros(dev, pooled, "y, 16 bits");
+      const uint64_t words = ops::conv2d_pool_code_words(s) * s.n;
+      auto codes = test::zeros(dev, words, "codes"), hcodes = test::zeros(dev, words, "codes from 16 bits");
+      auto dx = test::zeros(dev, s.x_size(), "dx"), hdx = test::zeros(dev, s.x_size(), "dx from 16 bits");
+      auto dw = test::zeros(dev, s.weight_size(), "dweight"), hdw = test::zeros(dev, s.weight_size(), "dweight");
+      auto scratch = test::zeros(dev, ops::conv2d_pool_scratch_floats(s, s.n), "scratch", vk::Category::Scratch);
+      auto hscratch = test::zeros(dev, ops::conv2d_pool_scratch_floats(s, s.n, p), "scratch", vk::Category::Scratch);
+      vk::Commands cmd(dev, "conv2d pool tiles in 16 bits");
+      ops::conv2d_pool_forward(cmd, bx, bw, vk::View(bb), y, codes, s, scratch);
+      ops::conv2d_pool_forward(cmd, hx, bw, vk::View(bb), hy, hcodes, s, hscratch, {p, p});
+      ops::conv2d_pool_backward(cmd, bdy, codes, bx, bw, vk::View(dx), vk::View(dw), std::nullopt, s, scratch);
+      ops::conv2d_pool_backward(cmd, bdy, hcodes, hx, bw, vk::View(hdx), vk::View(hdw), std::nullopt, s, hscratch,
+                                {p, Precision::Fp32});
+      cmd.run();
+      std::vector<float> got = test::to_host(hy);
+      got.resize((pooled + 1) / 2);
+      test::check_bits(got, test::packed(test::to_host(y), p), what + ": y");
+      test::check_bits(test::to_host(hcodes), test::to_host(codes), what + ": codes");
+      test::check_bits(test::to_host(hdx), test::rounded(test::to_host(dx), p), what + ": dx");
+      test::check_bits(test::to_host(hdw), test::to_host(dw), what + ": dweight");
+    }
+  CHECK(checked > 0);
+}
+
 }  // namespace kernels_conv2d_pool_test
