@@ -27,8 +27,10 @@ Cell::Cell(vk::Device& device, const model::Model& model, CellLayout layout)
   const vk::ArenaLayout arena = layout_.arena();
   if (arena.bytes) {
     param_arena_ = vk::Buffer(device, arena.bytes, vk::Category::Parameters, tag + "parameters");
-    grad_arena_ = vk::Buffer(device, arena.bytes, vk::Category::Gradients, tag + "gradients");
     vk::zero(param_arena_);  // the padding too
+  }
+  if (arena.bytes && layout_.training) {
+    grad_arena_ = vk::Buffer(device, arena.bytes, vk::Category::Gradients, tag + "gradients");
     vk::zero(grad_arena_);
   }
   for (const model::ParamSpec& p : layout_.params) {
@@ -39,14 +41,15 @@ Cell::Cell(vk::Device& device, const model::Model& model, CellLayout layout)
     }
     const uint64_t at = arena.offsets[trainable_.size()];
     params_.emplace(p.name, vk::Buffer(param_arena_, at, bytes, p.name));
-    grads_.emplace(p.name, vk::Buffer(grad_arena_, at, bytes, p.name + ".grad"));
+    if (grad_arena_) grads_.emplace(p.name, vk::Buffer(grad_arena_, at, bytes, p.name + ".grad"));
     trainable_.push_back(p.name);
   }
   for (uint32_t l = layout_.first; l < layout_.last; ++l) {
     std::vector<vk::View> ps, gs;
     for (const model::ParamSpec& p : model_.layers[l]->params()) {
       ps.emplace_back(params_.at(p.name));
-      gs.emplace_back(p.kind == model::ParamKind::Trainable ? grads_.at(p.name) : params_.at(p.name));
+      if (layout_.training)  // a forward reads no gradient
+        gs.emplace_back(p.kind == model::ParamKind::Trainable ? grads_.at(p.name) : params_.at(p.name));
     }
     param_views_.push_back(std::move(ps));
     grad_views_.push_back(std::move(gs));
@@ -79,20 +82,7 @@ Cell::Cell(vk::Device& device, const model::Model& model, CellLayout layout)
       targets_.emplace_back(device, layout_.target_bytes, act, tag + "targets " + std::to_string(i),
                             vk::Residency::Host);
   }
-  for (uint32_t s = 0; s < layout_.sets; ++s) {
-    Set set;
-    for (uint32_t l = 0; l < layout_.output_bytes.size(); ++l) {
-      const std::string layer = tag + "layer " + std::to_string(layout_.first + l);
-      set.outputs.push_back(layout_.output_bytes[l]
-                                ? vk::Buffer(device, layout_.output_bytes[l], act, layer + " output")
-                                : vk::Buffer());
-      std::vector<vk::Buffer> saved;
-      for (uint64_t bytes : layout_.saved_bytes[l]) saved.emplace_back(device, bytes, act, layer + " saved");
-      set.saved.push_back(std::move(saved));
-    }
-    if (layout_.last_cell) set.loss_rows = vk::Buffer(device, layout_.loss_rows_bytes, act, tag + "loss rows");
-    sets_.push_back(std::move(set));
-  }
+  for (uint32_t s = 0; s < layout_.sets; ++s) sets_.push_back(make_set(device, layout_, tag));
   for (uint32_t d = 0; d < layout_.deferreds; ++d) {
     std::vector<std::vector<vk::Buffer>> slot;
     for (uint32_t l = 0; l < layout_.deferred_bytes.size(); ++l) {
@@ -103,8 +93,10 @@ Cell::Cell(vk::Device& device, const model::Model& model, CellLayout layout)
     }
     deferred_.push_back(std::move(slot));
   }
-  grad_a_ = vk::Buffer(device, layout_.gradient_bytes, act, tag + "activation gradient A");
-  grad_b_ = vk::Buffer(device, layout_.gradient_bytes, act, tag + "activation gradient B");
+  if (layout_.gradient_bytes) {
+    grad_a_ = vk::Buffer(device, layout_.gradient_bytes, act, tag + "activation gradient A");
+    grad_b_ = vk::Buffer(device, layout_.gradient_bytes, act, tag + "activation gradient B");
+  }
   if (layout_.gradient_copy_bytes) {
     copy_a_ = vk::Buffer(device, layout_.gradient_copy_bytes, act, tag + "activation gradient A, packed");
     copy_b_ = vk::Buffer(device, layout_.gradient_copy_bytes, act, tag + "activation gradient B, packed");
@@ -309,6 +301,7 @@ std::optional<vk::View> Cell::backward(vk::Commands& first, const MicroBatch& mb
                                         std::optional<vk::View> received, bool split,
                                         const AfterLayer& after_layer) {
   vk::Commands* c = &first;
+  BRIGADE_EXPECT(layout_.training, "a backward on a cell planned for forward passes only");
   BRIGADE_EXPECT(!split || layout_.deferreds == 0 || mb.deferred < deferred_.size(),
                  "a split backward keeps its deferred gradients in a slot of the layout");
   const uint32_t n = uint32_t(layout_.output_bytes.size());

@@ -1,7 +1,8 @@
 // A Cell is a contiguous run of layers on one stage's device: it owns their parameters, their
 // gradients and every activation buffer of its CellLayout, and records the forward,
-// re-materialized forward and backward of a micro-batch. Ordering between cells is not its
-// business: the executor decides what to wait for and when to submit.
+// re-materialized forward and backward of a micro-batch (a forward-only cell, the forward
+// alone: CellLayout::training). Ordering between cells is not its business: the executor
+// decides what to wait for and when to submit.
 #pragma once
 
 #include <map>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "model/model.h"
+#include "pipeline/activations.h"
 #include "pipeline/plan.h"
 #include "vk/buffer.h"
 #include "vk/commands.h"
@@ -89,15 +91,11 @@ class Cell {
   float* tied_host(const std::string& name);
   vk::Buffer& param(const std::string& name) { return params_.at(name); }
   vk::Buffer& gradient(const std::string& name) { return grads_.at(name); }
-  // Trainable parameters of the cell, in model order.
+  // Trainable parameters of the cell, in model order (a forward-only cell holds no gradients).
   const std::vector<std::string>& trainable() const { return trainable_; }
 
  private:
-  struct Set {
-    std::vector<vk::Buffer> outputs;             // per layer; empty for views
-    std::vector<std::vector<vk::Buffer>> saved;  // per layer
-    vk::Buffer loss_rows;
-  };
+  using Set = ActivationSet;
   // The views the cell's layer l works on for micro-batch mb, as stored (16 bits or 32).
   vk::View x_view(uint32_t l, const MicroBatch& mb);
   vk::View y_view(uint32_t l, const MicroBatch& mb);

@@ -133,16 +133,20 @@ void Executor::build_links() {
         ops::stored_bytes(model::elements(model_.layers[l.last - 1]->output_shape()) * l.max_rows, l.output_precision.back());
     const std::string name = "link " + std::to_string(b) + "->" + std::to_string(b + 1);
     vk::Device *from = devices_[b % K], *to = devices_[(b + 1) % K];
+    // A plan for forward passes only carries no gradients.
+    const bool back = schedule_.training;
     if (from && to) {
       const LinkKind kind = options_.links[b].kind;
       act_links_.push_back(std::make_unique<ProcessLink>(*from, *to, bytes, options_.slots, kind, name + " activations", abort_));
-      grad_links_.push_back(std::make_unique<ProcessLink>(*to, *from, bytes, options_.slots, kind, name + " gradients", abort_));
+      grad_links_.push_back(back ? std::make_unique<ProcessLink>(*to, *from, bytes, options_.slots, kind, name + " gradients", abort_)
+                                 : nullptr);
     } else if (from || to) {
       const bool sends = from != nullptr;  // this process runs cell b
       const uint32_t peer = (sends ? b + 1 : b) % K;
       vk::Device* here = sends ? from : to;
       act_links_.push_back(topology_->remote_link({b, C - 1, false, sends, peer, here, bytes, options_.slots, name + " activations"}));
-      grad_links_.push_back(topology_->remote_link({b, C - 1, true, !sends, peer, here, bytes, options_.slots, name + " gradients"}));
+      grad_links_.push_back(back ? topology_->remote_link({b, C - 1, true, !sends, peer, here, bytes, options_.slots, name + " gradients"})
+                                 : nullptr);
     } else {
       act_links_.push_back(nullptr);
       grad_links_.push_back(nullptr);
@@ -169,7 +173,7 @@ void Executor::build_norms() {
   shared_->norms.resize(C);
   shared_->tied_copies.resize(C);
   for (uint32_t c = 0; c < C; ++c) {
-    if (!local(c)) continue;
+    if (!local(c) || !schedule_.training) continue;  // a forward takes no gradient's norm
     // The gradients this cell owns (a tied one counts once, on its first holder). A cell
     // holding no tied parameter reduces them in its last gradient submission; one that does
     // must wait for the host to sum the copies, and reduces them in a submission of its own.
@@ -301,6 +305,7 @@ uint32_t Executor::recording_turns() const {
 }
 
 StepResult Executor::train(const Batch& batch, const Update& update) {
+  BRIGADE_EXPECT(schedule_.training, "a training step on a pipeline planned for forward passes only");
   BRIGADE_EXPECT(update.loss_scale > 0 && std::isfinite(update.loss_scale), "a positive, finite loss scale");
   state_->loss_scale = update.loss_scale;
   state_->skipped = false;

@@ -9,6 +9,7 @@
 #include "model/operand.h"
 #include "ops/matmul_split.h"
 #include "optim/clip.h"
+#include "pipeline/activations.h"
 #include "pipeline/plan_cut.h"
 #include "pipeline/plan_limits.h"
 #include "util/units.h"
@@ -63,10 +64,10 @@ Bytes CellLayout::memory(uint32_t optimizer_states) const {
   }
   const uint64_t arena = this->arena().bytes;  // the trainable ones
   b[cat(vk::Category::Parameters)] += arena + copy_arena().bytes;
-  b[cat(vk::Category::Gradients)] += arena;
-  b[cat(vk::Category::Optimizer)] += arena * optimizer_states;
-  uint64_t set = loss_rows_bytes;
-  for (size_t l = 0; l < output_bytes.size(); ++l) {
+  b[cat(vk::Category::Gradients)] += training ? arena : 0;
+  b[cat(vk::Category::Optimizer)] += training ? arena * optimizer_states : 0;
+  uint64_t set = loss_rows_bytes + (training ? 0 : forward_set(*this).bytes());
+  for (size_t l = 0; l < output_bytes.size() && training; ++l) {
     set += output_bytes[l];
     for (uint64_t s : saved_bytes[l]) set += s;
   }
@@ -212,21 +213,27 @@ CellLayout layout_cell(const model::Model& m, uint32_t cell, uint32_t first, uin
     s.target_bytes = uint64_t(m.targets_per_sample) * max_rows * kFloat;
     s.loss_rows_bytes = uint64_t(m.targets_per_sample) * max_rows * 2 * kFloat;
   }
+  if (!buffers.training) {  // what only a backward or the step reads or writes
+    s.training = false;
+    s.gradient_bytes = s.gradient_copy_bytes = s.gradient_out_bytes = s.norm_bytes = 0;
+    s.gradient_copies.assign(last - first, false);
+    s.tied.clear();  // their gradients' sums on the host
+  }
   return s;
 }
 
 std::vector<LayerCost> layer_costs(const model::Model& m, uint32_t rows, uint32_t micro_batches,
-                                   Remat remat, uint32_t optimizer_states) {
+                                   Remat remat, uint32_t optimizer_states, bool training) {
   std::vector<LayerCost> out;
-  const double kept_rows = remat == Remat::Never ? rows : double(rows) / micro_batches;
+  const double kept_rows = remat == Remat::Never && training ? rows : double(rows) / micro_batches;
   for (const auto& layer : m.layers) {
     const model::Cost c = layer->cost();
     uint64_t trainable = 0;
     for (const model::ParamSpec& p : layer->params())
       if (p.kind == model::ParamKind::Trainable) trainable += p.elements() * kFloat;
     LayerCost lc;
-    lc.time = 3 * c.flops;
-    lc.memory = c.param_bytes + trainable * (1 + optimizer_states) +
+    lc.time = (training ? 3 : 1) * c.flops;
+    lc.memory = c.param_bytes + (training ? trainable * (1 + optimizer_states) : 0) +
                 uint64_t(double(c.activation_bytes) * kept_rows);
     out.push_back(lc);
   }
@@ -235,66 +242,16 @@ std::vector<LayerCost> layer_costs(const model::Model& m, uint32_t rows, uint32_
 
 namespace {
 
-// The link slots a cell's device holds: activations forward and gradients backward, each in
-// kLinkSlots slots, at both of its boundaries, in the boundary tensor's precision; a local
-// link (both cells on one device) holds one copy, counted with the cell before it.
+// The link slots a cell's device holds: activations forward and gradients backward (where
+// the cell trains), each in kLinkSlots slots, at both of its boundaries, in the boundary
+// tensor's precision; a local link (both cells on one device) holds one copy, counted with
+// the cell before it.
 uint64_t link_bytes(const model::Model& m, const CellLayout& s, bool local) {
   auto boundary = [&](uint32_t after_layer, ops::Precision p) {
-    return 2 * kLinkSlots * ops::stored_bytes(model::elements(m.layers[after_layer]->output_shape()) * s.max_rows, p);
+    return (s.training ? 2 : 1) * kLinkSlots * ops::stored_bytes(model::elements(m.layers[after_layer]->output_shape()) * s.max_rows, p);
   };
   return (s.first > 0 && !local ? boundary(s.first - 1, s.input_precision) : 0) +
          (s.last < m.layers.size() ? boundary(s.last - 1, s.output_precision.back()) : 0);
-}
-
-// "A, over its B", with the bytes too where the two round to the same figure.
-std::string needs_over(uint64_t need, uint64_t cap) {
-  std::string a = format_bytes(need), b = format_bytes(cap);
-  if (a == b) a += " (" + std::to_string(need) + " bytes)", b += " (" + std::to_string(cap) + " bytes)";
-  return a + ", over its " + b;
-}
-
-// One line for a stage over its cap: how much over, the largest categories, what to change.
-std::string over_cap(uint32_t k, const Bytes& b, const StageSpec& spec, uint32_t micro_batches, Remat remat) {
-  std::vector<int> order;
-  for (int c = 0; c < vk::kCategories; ++c)
-    if (b[c]) order.push_back(c);
-  std::sort(order.begin(), order.end(), [&](int x, int y) { return b[x] > b[y]; });
-  std::string what = "stage " + std::to_string(k) + (spec.device.empty() ? "" : " (" + spec.device + ")") +
-                     " needs " + needs_over(total(b), spec.memory_cap) + " `memory_cap`: ";
-  for (size_t i = 0; i < order.size() && i < 3; ++i)
-    what += std::string(i ? ", " : "") + vk::category_name(vk::Category(order[i])) + " " + format_bytes(b[order[i]]);
-  // Without remat every micro-batch in flight keeps its activations, so more micro-batches
-  // alone do not help; with it, they shrink the one set kept.
-  what += "; add stages (`devices`), ";
-  if (remat != Remat::Never) what += "use more micro-batches (`micro_batches`),";
-  else if (micro_batches == 1) what += "use `remat` always with more micro-batches (`micro_batches`),";
-  else what += "use `remat` always or `schedule` 1f1b,";
-  return what + " or a smaller mini-batch (`rows`)";
-}
-
-// Whatever their caps, the stages on one physical device must fit its device-local memory
-// together: what a driver would refuse, refused before anything is allocated.
-std::string over_device_memory(const Plan& p, const PlanOptions& o) {
-  struct Use {
-    uint64_t bytes = 0, heap = 0;
-    std::string stages;  // "0, 1"
-  };
-  std::map<uint32_t, Use> by_physical;
-  for (uint32_t k = 0; k < o.stages.size(); ++k) {
-    Use& u = by_physical[o.stages[k].physical];
-    u.bytes += total(p.stage_memory(k, o.optimizer_states));
-    u.stages += (u.stages.empty() ? "" : ", ") + std::to_string(k);
-    u.heap = std::max(u.heap, o.stages[k].device_memory);
-  }
-  const bool capped = std::any_of(o.stages.begin(), o.stages.end(), [](const StageSpec& st) { return st.memory_cap; });
-  for (const auto& [index, u] : by_physical)
-    if (u.heap && u.bytes > u.heap) {
-      const bool one = u.stages.find(',') == std::string::npos;
-      return std::string(one ? "stage " : "stages ") + u.stages + " on device " + std::to_string(index) +
-             (one ? " needs " : " need ") + needs_over(u.bytes, u.heap) + " of device-local memory; add devices or stages, use `remat` always with more micro-batches (`micro_batches`), "
-             "or a smaller mini-batch (`rows`)" + (capped ? "" : " (or set each stage's cap yourself with `memory_cap`)");
-    }
-  return {};
 }
 
 }  // namespace
@@ -315,6 +272,7 @@ Plan plan(const model::Model& m, const PlanOptions& o) {
   const uint32_t K = uint32_t(o.stages.size()), V = o.virtual_stages, C = K * V;
   const uint32_t L = uint32_t(m.layers.size());
   p.schedule = build({o.schedule, K, o.micro_batches, V, o.remat});
+  if (!o.training) p.schedule = forward_only(p.schedule);
   if (V > 1 && C > L)
     throw UserError(std::to_string(C) + " cells (" + std::to_string(K) + " stages x " + std::to_string(V) +
                     " virtual stages) for a model of " + std::to_string(L) + " layers; use at most " +
@@ -322,7 +280,7 @@ Plan plan(const model::Model& m, const PlanOptions& o) {
   p.slots = assign_slots(p.schedule);
   const Slots& slots = p.slots;
   std::vector<LayerCost> costs =
-      layer_costs(m, o.rows, o.micro_batches, o.remat, o.optimizer_states);
+      layer_costs(m, o.rows, o.micro_batches, o.remat, o.optimizer_states, o.training);
   if (o.objective == Objective::Memory)
     for (LayerCost& c : costs) c.time = double(c.memory);
   // Cell c runs on stage c % K; with V cells a stage's cap is shared among them, in equal
@@ -353,10 +311,15 @@ Plan plan(const model::Model& m, const PlanOptions& o) {
     std::fill(v.begin() + first, v.begin() + last, stage_precision(c));
     return v;
   };
+  // A forward needs one input at a time; where the host writes them (the first cell's inputs,
+  // the last's targets), two let it write the next micro-batch's while the device computes.
+  const auto inputs = [&](size_t c, size_t last) {
+    return o.training || (c && last < L) ? slots.inputs[c] : std::min(o.micro_batches, 2u);
+  };
   auto layout = [&](size_t c, size_t first, size_t last) {
     CellLayout s = layout_cell(m, uint32_t(c), uint32_t(first), uint32_t(last), last == L, p.micro_rows[0],
-                               {slots.inputs[c], slots.sets[c], slots.deferreds[c]}, precisions(c, first, last),
-                               o.stages[c % K].facts);
+                               {inputs(c, last), slots.sets[c], slots.deferreds[c], o.training},
+                               precisions(c, first, last), o.stages[c % K].facts);
     s.link_bytes = link_bytes(m, s, K == 1);
     if (c < K) s.staging_bytes = o.stages[c].facts.staging_bytes;
     return s;
@@ -425,7 +388,7 @@ Plan plan(const model::Model& m, const PlanOptions& o) {
     const Bytes b = p.stage_memory(k, o.optimizer_states);
     const double ratio = cap ? double(total(b)) / double(cap) : 0;
     if (ratio > worst)
-      worst = ratio, p.problem = least(" under `memory_cap`") + over_cap(k, b, o.stages[k], o.micro_batches, o.remat);
+      worst = ratio, p.problem = least(" under `memory_cap`") + over_cap(k, b, o.stages[k], o);
   }
   if (p.problem.empty()) p.problem = over_device_memory(p, o);  // caps are limits besides the device's
   note_over_limits(p, o, least(" within its devices' limits"));  // cap or not

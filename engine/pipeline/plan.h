@@ -32,6 +32,10 @@ uint64_t total(const Bytes& b);
 // the sizes of everything it allocates.
 struct CellLayout {
   uint32_t cell = 0;           // the cell's index in the model's order (its stage is cell % K)
+  // Whether the cell runs backward passes. A forward-only cell (evaluation, generation) holds
+  // no gradients, gradient buffers or gradient-norm partials, and a set of its activations
+  // holds a layer's tensors only while the layers after it need them (activations.h).
+  bool training = true;
   uint32_t first = 0, last = 0;  // layers [first, last)
   bool first_cell = false, last_cell = false;  // the model's first / last cell
   uint32_t max_rows = 0;       // samples in the largest micro-batch
@@ -104,7 +108,7 @@ struct CellLayout {
   uint64_t staging_bytes = 0;
 
   // Predicted bytes per category. Optimizer state is `optimizer_states` copies of the
-  // trainable parameters (AdamW 2, SGD with momentum 1).
+  // trainable parameters (AdamW 2, SGD with momentum 1), where the cell trains.
   Bytes memory(uint32_t optimizer_states) const;
   // Where the trainable parameters lie, in params() order, in the cell's parameter arena
   // (and at the same offsets in its gradient and optimizer-state arenas).
@@ -117,6 +121,7 @@ struct CellLayout {
 struct CellBuffers {
   uint32_t inputs = 1, sets = 1;
   uint32_t deferreds = 0;  // > 0: the backward splits
+  bool training = true;    // CellLayout::training
 };
 
 // `precision`: one per layer of the model (the layers of [first, last) and those before it
@@ -132,16 +137,18 @@ std::vector<ops::Precision> output_precisions(const model::Model& m, const std::
 
 // Cost of each layer for the partitioner: time = forward FLOPs x 3 (forward, and backward at
 // twice the forward) per sample; memory = parameters, gradients, optimizer state and
-// activations of a mini-batch of `rows` (divided by M under re-materialization).
+// activations of a mini-batch of `rows` (divided by M under re-materialization). Forward
+// only (not `training`): forward FLOPs; parameters and one micro-batch's activations.
 std::vector<LayerCost> layer_costs(const model::Model& m, uint32_t rows, uint32_t micro_batches,
-                                   Remat remat, uint32_t optimizer_states);
+                                   Remat remat, uint32_t optimizer_states, bool training = true);
 
 // Buffers per link and direction (double buffering: a transfer overlaps the next compute).
 inline constexpr uint32_t kLinkSlots = 2;
 
 struct Plan {
   Partition partition;             // of the K x V cells
-  Schedule schedule;               // the training schedule the buffers are laid out for
+  Schedule schedule;               // the schedule the buffers are laid out for (forward_only's
+                                   // where the plan is not for training)
   Slots slots;                     // which buffers each of its actions uses (assign_slots)
   std::vector<CellLayout> cells;   // in model order; cell c runs on stage c % K
   std::vector<uint32_t> micro_rows;  // split_rows(N, M)
@@ -175,6 +182,9 @@ struct PlanOptions {
   std::vector<ops::Precision> layer_precision;
   // Plan::bubble and even_bubble simulated; the planner's search simulates its own.
   bool bubbles = true;
+  // False: the pipeline runs forward passes only (evaluation, generation): its schedule is
+  // forward_only's, and its cells hold only what a forward needs (CellLayout::training).
+  bool training = true;
 };
 
 // The cut minimizes the slowest stage among those whose exact footprint fits each cap; when

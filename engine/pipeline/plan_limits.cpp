@@ -1,8 +1,11 @@
 #include "pipeline/plan_limits.h"
 
+#include <algorithm>
+#include <map>
 #include <vector>
 
 #include "ops/precision.h"
+#include "pipeline/activations.h"
 #include "util/units.h"
 
 namespace brigade::pipeline {
@@ -24,9 +27,10 @@ struct Item {
   Grows grows = Grows::Rows;
 };
 
-std::string advice(Grows g) {
+std::string advice(Grows g, uint32_t rows) {
   switch (g) {
     case Grows::Rows:
+      if (rows == 1) return "one sample is the least a micro-batch holds: make the model or its input smaller";
       return "use more micro-batches (`micro_batches`) or a smaller mini-batch (`rows`)";
     case Grows::Parameters:
       return "add stages (`devices`) so that each holds fewer parameters";
@@ -38,7 +42,76 @@ std::string advice(Grows g) {
   return "use a device with a larger limit";
 }
 
+// "A, over its B", with the bytes too where the two round to the same figure.
+std::string needs_over(uint64_t need, uint64_t cap) {
+  std::string a = format_bytes(need), b = format_bytes(cap);
+  if (a == b) a += " (" + std::to_string(need) + " bytes)", b += " (" + std::to_string(cap) + " bytes)";
+  return a + ", over its " + b;
+}
+
+// "a, b, or c".
+std::string either(const std::vector<std::string>& ways) {
+  std::string s;
+  for (size_t i = 0; i < ways.size(); ++i)
+    s += (i == 0 ? "" : i + 1 < ways.size() ? ", " : ways.size() > 2 ? ", or " : " or ") + ways[i];
+  return s;
+}
+
+// What shrinks a stage, after `add` ("add stages (`devices`)"); `heap`: for a device's memory.
+std::string what_shrinks(const PlanOptions& o, const std::string& add, bool heap) {
+  if (!o.training) {
+    // A forward keeps one micro-batch's activations at a time: smaller micro-batches shrink
+    // them, where a micro-batch holds more than one sample.
+    std::vector<std::string> ways{add};
+    if (o.micro_batches < o.rows) ways.push_back("use more micro-batches (`micro_batches`)");
+    if (o.rows > 1) ways.push_back("a smaller batch (`rows`)");
+    return either(ways);
+  }
+  // Without remat every micro-batch in flight keeps its activations, so more micro-batches
+  // alone do not help; with it, they shrink the one set kept.
+  std::string fewer = "use `remat` always with more micro-batches (`micro_batches`)";
+  if (!heap && o.remat != Remat::Never) fewer = "use more micro-batches (`micro_batches`)";
+  else if (!heap && o.micro_batches > 1) fewer = "use `remat` always or `schedule` 1f1b";
+  return either({add, fewer, "a smaller mini-batch (`rows`)"});
+}
+
 }  // namespace
+
+std::string over_cap(uint32_t k, const Bytes& b, const StageSpec& spec, const PlanOptions& o) {
+  std::vector<int> order;
+  for (int c = 0; c < vk::kCategories; ++c)
+    if (b[c]) order.push_back(c);
+  std::sort(order.begin(), order.end(), [&](int x, int y) { return b[x] > b[y]; });
+  std::string what = "stage " + std::to_string(k) + (spec.device.empty() ? "" : " (" + spec.device + ")") +
+                     " needs " + needs_over(total(b), spec.memory_cap) + " `memory_cap`: ";
+  for (size_t i = 0; i < order.size() && i < 3; ++i)
+    what += std::string(i ? ", " : "") + vk::category_name(vk::Category(order[i])) + " " + format_bytes(b[order[i]]);
+  return what + "; " + what_shrinks(o, "add stages (`devices`)", false);
+}
+
+std::string over_device_memory(const Plan& p, const PlanOptions& o) {
+  struct Use {
+    uint64_t bytes = 0, heap = 0;
+    std::string stages;  // "0, 1"
+  };
+  std::map<uint32_t, Use> by_physical;
+  for (uint32_t k = 0; k < o.stages.size(); ++k) {
+    Use& u = by_physical[o.stages[k].physical];
+    u.bytes += total(p.stage_memory(k, o.optimizer_states));
+    u.stages += (u.stages.empty() ? "" : ", ") + std::to_string(k);
+    u.heap = std::max(u.heap, o.stages[k].device_memory);
+  }
+  const bool capped = std::any_of(o.stages.begin(), o.stages.end(), [](const StageSpec& st) { return st.memory_cap; });
+  for (const auto& [index, u] : by_physical)
+    if (u.heap && u.bytes > u.heap) {
+      const bool one = u.stages.find(',') == std::string::npos;
+      return std::string(one ? "stage " : "stages ") + u.stages + " on device " + std::to_string(index) +
+             (one ? " needs " : " need ") + needs_over(u.bytes, u.heap) + " of device-local memory; " +
+             what_shrinks(o, "add devices or stages", true) +
+             (capped ? "" : " (or set each stage's cap yourself with `memory_cap`)");
+    }
+  return {};
+}
 
 std::string over_device_limits(const CellLayout& s, const DeviceFacts& facts, uint32_t optimizer_states) {
   if (!facts.max_binding && !facts.max_allocation) return {};
@@ -66,10 +139,11 @@ std::string over_device_limits(const CellLayout& s, const DeviceFacts& facts, ui
   for (const model::ParamSpec& p : s.params) add(p.name, p.elements() * kFloat, true, Grows::Tensor);
   for (const CellLayout::WeightCopy& c : s.weight_copies)
     add(c.name + " " + ops::precision_name(c.round), ops::stored_bytes(c.elements, c.stored), true, Grows::Tensor);
+  if (!s.training) add("saved tensors", forward_set(s).saved, false, Grows::Rows);  // one layer's
   const uint64_t arena = s.arena().bytes;
   add("parameters", arena, false, Grows::Parameters);
-  add("gradients", arena, false, Grows::Parameters);
-  if (optimizer_states) add("optimizer state", arena, false, Grows::Parameters);
+  if (s.training) add("gradients", arena, false, Grows::Parameters);
+  if (optimizer_states && s.training) add("optimizer state", arena, false, Grows::Parameters);
   add("weight copies", s.copy_arena().bytes, false, Grows::Parameters);
   for (const Item& i : items) {
     const bool unbound = i.bound && facts.max_binding && i.bytes > facts.max_binding;
@@ -82,7 +156,7 @@ std::string over_device_limits(const CellLayout& s, const DeviceFacts& facts, ui
     return kind + " is " + need + ", over this device's " +
            (unbound ? "maxStorageBufferRange of " + most + ", the most a kernel binds"
                     : "maxMemoryAllocationSize of " + most + ", its largest allocation") +
-           "; " + advice(i.grows);
+           "; " + advice(i.grows, s.max_rows);
   }
   return {};
 }

@@ -183,12 +183,12 @@ SearchResult search(const model::Model& m, const SearchSpace& s) {
             PlanOptions o;
             o.rows = s.rows, o.micro_batches = M, o.remat = remat, o.schedule = sc.kind;
             o.virtual_stages = sc.virtual_stages, o.optimizer_states = s.optimizer_states;
-            o.precision = precision, o.balance = s.balance, o.bubbles = false;
+            o.precision = precision, o.balance = s.balance, o.bubbles = false, o.training = s.training;
             for (uint32_t k = 0; k < K; ++k) {
               StageSpec st = s.pool[devices[k]].spec;
               st.layer_times = times_of(s.pool[devices[k]], rows, precision[k]).forward;
               const std::vector<double>& back = times_of(s.pool[devices[k]], rows, precision[k]).backward;
-              for (uint32_t l = 0; l < L; ++l) st.layer_times[l] += back[l];
+              for (uint32_t l = 0; l < L && s.training; ++l) st.layer_times[l] += back[l];
               o.stages.push_back(std::move(st));
             }
             Plan p;

@@ -58,6 +58,9 @@ struct Links {
 struct SearchSpace {
   uint32_t rows = 1;              // mini-batch N
   uint32_t optimizer_states = 0;
+  // False: configurations of forward passes only (PlanOptions::training), cut and ranked by
+  // their forward times.
+  bool training = true;
   std::vector<PlanDevice> pool;
   Links links;
   std::vector<std::vector<uint32_t>> device_orders;  // pool indices, one per stage

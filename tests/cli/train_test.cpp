@@ -295,6 +295,45 @@ TEST_CASE("sample refuses a plan that cannot run before it writes the prompt") {
   fs::remove_all(dir);
 }
 
+// eval and sample run forward passes only, and plan only what those need: no gradients,
+// optimizer state or gradient buffers, one micro-batch's activations at a time. On lavapipe
+// gpt-mini's eval below needs 5.3 MiB (15.1 MiB planned as training), the tiny GPT's sample
+// 136.0 KiB (269.3 KiB).
+TEST_CASE("eval and sample run under a cap that a training plan of theirs would pass, and a refusal names only their flags") {
+  const fs::path dir = test::scratch_dir("forward-only");
+  test::write_text(dir / "text.txt", corpus());
+  const std::string mini = (dir / "mini.safetensors").string(), tiny = (dir / "tiny.safetensors").string();
+  REQUIRE(test::brigade_run("init --model gpt-mini --out " + mini).status == 0);
+  REQUIRE(test::brigade_run(std::string("init ") + kTinyGpt + " --out " + tiny).status == 0);
+  const auto e = test::brigade_run("eval " + mini + " --model gpt-mini --window 32 -b 8 --limit 1 --mem-limit 8MiB --data " +
+                                   (dir / "text.txt").string());
+  INFO(e.output);
+  CHECK(e.status == 0);
+  CHECK(e.output.find("val loss") != std::string::npos);
+  const auto s = test::brigade_run("sample " + tiny + " " + kTinyGpt + " --prompt QZQZ --length 20 --mem-limit 192KiB");
+  INFO(s.output);
+  CHECK(s.status == 0);
+  CHECK(s.output.rfind("QZQZ", 0) == 0);
+  // Over its cap, sample is told of what it takes: more stages. Its one sequence is no batch
+  // to shrink or split, and a forward recomputes nothing.
+  const auto r = test::brigade_run("sample " + tiny + " " + kTinyGpt + " --prompt QZQZ --length 20 --mem-limit 64KiB");
+  INFO(r.output);
+  CHECK(r.status == 2);
+  CHECK(r.output.find("over its 64.0 KiB --mem-limit") != std::string::npos);
+  CHECK(r.output.find("; add stages (--devices)\n") != std::string::npos);
+  for (const char* flag : {"--micro-batches", "--batch-size", "--remat", "--schedule", "gradients"})
+    CHECK_MESSAGE(r.output.find(flag) == std::string::npos, flag);
+  // eval is told of its batch and micro-batches, and of no re-materialization.
+  const auto over = test::brigade_run("eval " + mini + " --model gpt-mini --window 32 -b 8 --limit 1 --mem-limit 2MiB --data " +
+                                      (dir / "text.txt").string());
+  INFO(over.output);
+  CHECK(over.status == 2);
+  CHECK(over.output.find("add stages (--devices), use more micro-batches (--micro-batches), or a smaller batch (--batch-size)") !=
+        std::string::npos);
+  CHECK(over.output.find("--remat") == std::string::npos);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("sample refuses a GPT whose vocabulary is past the 256 byte values it writes") {
   const fs::path dir = test::scratch_dir("sample-wide-vocabulary");
   const std::string params = (dir / "v257.safetensors").string(), model = std::string(kTinyGpt) + " --set vocab_size=257";

@@ -25,7 +25,7 @@ pipeline::Plan make_plan(const model::Model& m, uint32_t K, const PipelineConfig
                          uint32_t optimizer_states, const std::vector<vk::Device*>& devices) {
   pipeline::PlanOptions o;
   o.rows = rows, o.micro_batches = c.M, o.remat = c.remat, o.optimizer_states = optimizer_states;
-  o.schedule = c.schedule, o.virtual_stages = c.V;
+  o.schedule = c.schedule, o.virtual_stages = c.V, o.training = !c.forward_only;
   o.precision = c.precision, o.layer_precision = c.layer_precision;
   o.stages.assign(K, pipeline::StageSpec{});
   for (uint32_t k = 0; k < K && k < devices.size(); ++k) {

@@ -39,6 +39,8 @@ struct PipelineConfig {
   // on the host, the values a 16-bit stage's kernels read through their copies; not a weight
   // another layer reads as it is (the GPT embedding's, tied to lm_head).
   ops::Precision round_products = ops::Precision::Fp32;
+  // Planned for forward passes only (pipeline::PlanOptions::training false): evaluation.
+  bool forward_only = false;
 };
 
 // "1f1b M=4 remat always link host" (K comes from the devices).

@@ -214,6 +214,7 @@ void set_axes(pipeline::SearchSpace& space, const PipelineFlags& f, uint32_t row
     space.schedules = pipeline::all_schedules();
   }
   if (f.given("--remat")) space.remats = {pipeline::parse_remat(f.remat)};
+  else if (!space.training) space.remats = {pipeline::Remat::Never};  // a forward recomputes nothing
   else space.remats = {pipeline::Remat::Never, pipeline::Remat::ExceptLast, pipeline::Remat::Always};
   // One precision per stage, fixed, auto being the stage's device's (one for all, or auto, is
   // each device's candidates).
@@ -374,6 +375,7 @@ AutoPlan auto_plan(const model::Model& m, const PipelineFlags& f, uint32_t rows,
   const std::vector<uint64_t>& caps = pool.caps;
   pipeline::SearchSpace space;
   space.rows = rows, space.optimizer_states = optimizer_states;
+  space.training = f.use == PipelineUse::Training;
   const size_t P = described.size();
 
   // What each pool entry's kernels take in 16 bits, and its candidates.

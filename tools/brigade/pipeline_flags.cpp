@@ -22,6 +22,7 @@
 namespace brigade::cli {
 
 void add_pipeline_flags(CLI::App& cmd, PipelineFlags& f, PipelineUse use) {
+  f.use = use;
   const bool backward = use == PipelineUse::Training, batches = use != PipelineUse::Generation;
   const std::string chosen = use == PipelineUse::Training     ? "--micro-batches, --schedule, --virtual-stages, --remat, "
                              : use == PipelineUse::Evaluation ? "--micro-batches, --schedule, --virtual-stages, "
@@ -386,6 +387,7 @@ pipeline::Plan make_plan(const model::Model& m, const PipelineFlags& f, Devices&
   po.schedule = pipeline::parse_schedule_kind(f.schedule);
   po.virtual_stages = f.virtual_stages;
   po.optimizer_states = optimizer_states;
+  po.training = f.use == PipelineUse::Training;
   po.precision = stage_precisions(f.precision, d.stages);
   if (f.partition != "cost" && f.partition != "memory" && f.partition != "profile")
     throw UserError("--partition: '" + f.partition + "' is not an objective; expected cost, memory or profile");

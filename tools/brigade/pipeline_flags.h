@@ -22,7 +22,13 @@
 
 namespace brigade::cli {
 
+// Which passes a command runs: training (every flag), evaluation (forward passes of batches:
+// no --remat or --bucket-size) or generation (one sequence: no micro-batches, schedules or
+// replicas either).
+enum class PipelineUse { Training, Evaluation, Generation };
+
 struct PipelineFlags {
+  PipelineUse use = PipelineUse::Training;  // not a flag: the command's (add_pipeline_flags)
   std::string devices = "0";
   uint32_t replicas = 1;  // under mpirun: data-parallel copies of the pipeline
   std::string bucket_size = "25MiB";  // replicas' gradients summed in buckets of this size
@@ -55,10 +61,7 @@ struct PipelineFlags {
   std::map<std::string, bool> fixed;
 };
 
-// Which passes a command runs: training (every flag), evaluation (forward passes of batches:
-// no --remat or --bucket-size) or generation (one sequence: no micro-batches, schedules or
-// replicas either).
-enum class PipelineUse { Training, Evaluation, Generation };
+// The flags of `use` (also kept in f.use: evaluation and generation plan forward passes only).
 void add_pipeline_flags(CLI::App& cmd, PipelineFlags& f, PipelineUse use = PipelineUse::Training);
 // --model, --set and --batch-size of the commands that build a model and plan for a batch
 // size; returns --model's option (plan requires it).
