@@ -190,12 +190,14 @@ class MaxPool2d final : public ShapedLayer {
 // micro-batch is normalized with its own statistics, which also go into the "stats"
 // accumulator; end_minibatch moves the running statistics once per mini-batch.
 // Params: weight, bias (Trainable), running_mean, running_var (Buffer), stats (State).
-// Saved: the micro-batch's per-channel mean and rstd.
+// Saved: the micro-batch's per-channel mean and rstd (fp32 in every precision). Its kernels
+// take 16-bit tensors where H * W is even.
 // No split backward: its fused kernel needs the parameter-gradient sums to form dx.
 class BatchNorm2d final : public ShapedLayer {
  public:
   BatchNorm2d(const Shape& input, uint32_t features, std::string prefix);
   std::string kind() const override { return "batchnorm2d"; }
+  bool stores_half(const vk::PhysicalInfo& device) const override;
   std::vector<ParamSpec> params() const override;
   std::vector<SavedSpec> saved() const override;
   Cost cost() const override;

@@ -44,14 +44,18 @@ std::vector<SavedSpec> BatchNorm2d::saved() const {
 
 Cost BatchNorm2d::cost() const { return standard_cost(*this, kNormFlops * double(elements(input_))); }
 
+// The kernels store a 16-bit y two neighbours of a plane at a time.
+bool BatchNorm2d::stores_half(const vk::PhysicalInfo&) const { return plane_ % 2 == 0; }
+
 void BatchNorm2d::forward(const Pass& p, const Tensors& t) const {
+  const ops::Formats f{t.x_precision, t.y_precision};
   if (p.training)
     ops::batchnorm_forward_train(p.cmd, t.x, t.params[0], t.params[1], t.y, t.saved[0],
                                  t.saved[1], t.params[4], p.rows, channels_, plane_,
-                                 !p.recompute);
+                                 !p.recompute, 1e-5f, f);
   else
     ops::batchnorm_forward_eval(p.cmd, t.x, t.params[0], t.params[1], t.params[2], t.params[3],
-                                t.y, p.rows, channels_, plane_);
+                                t.y, p.rows, channels_, plane_, 1e-5f, f);
 }
 
 // The kernel writes all three gradients at once, so it needs dx: the builder never puts
@@ -60,7 +64,7 @@ void BatchNorm2d::backward(const Pass& p, const Tensors& t, vk::View dy,
                            std::optional<vk::View> dx) const {
   BRIGADE_EXPECT(dx.has_value(), "batchnorm2d backward needs an input gradient");
   ops::batchnorm_backward(p.cmd, dy, t.x, t.params[0], t.saved[0], t.saved[1], *dx, t.grads[0],
-                          t.grads[1], p.rows, channels_, plane_);
+                          t.grads[1], p.rows, channels_, plane_, t.x_precision, t.x_precision);
 }
 
 void BatchNorm2d::end_minibatch(vk::Commands& cmd, std::span<const vk::View> params) const {

@@ -9,16 +9,34 @@
 #include "util/error.h"
 
 namespace brigade::ops {
+namespace {
+
+// x and y hold (N, C, HW) values as stored; a 16-bit y is written a word at a time, two
+// neighbours of one plane.
+void expect_tensors(vk::View x, vk::View y, uint32_t N, uint32_t C, uint32_t HW, Formats f, const char* pass) {
+  const uint64_t n = uint64_t(N) * C * HW;
+  BRIGADE_EXPECT_BYTES(x, stored_bytes(n, f.x), std::string("batchnorm ") + pass + " input");
+  BRIGADE_EXPECT_BYTES(y, stored_bytes(n, f.y), std::string("batchnorm ") + pass + " output");
+  BRIGADE_EXPECT(!is_half(f.y) || HW % 2 == 0, std::string("batchnorm ") + pass + " on a 16-bit y needs H * W even");
+}
+
+// The build for these formats, and its constants after the workgroup width (id 0).
+const vk::Kernel& kernel(vk::Device& dev, const char* name, vk::Specialization spec, Precision a, Precision b) {
+  return dev.kernel(format_kernel(name, {a, b}), spec.set(1, uint32_t(a)).set(2, uint32_t(b)));
+}
+
+}  // namespace
 
 void batchnorm_forward_train(vk::Commands& cmd, vk::View x, vk::View weight, vk::View bias,
                              vk::View y, vk::View mean, vk::View rstd, vk::View stats,
-                             uint32_t N, uint32_t C, uint32_t HW, bool accumulate, float eps) {
+                             uint32_t N, uint32_t C, uint32_t HW, bool accumulate, float eps, Formats f) {
   if (uint64_t(N) * HW < 2)
     throw UserError("batchnorm: training needs more than 1 value per channel, got N=" +
                     std::to_string(N) + " x H*W=" + std::to_string(HW) +
                     " (use a larger micro-batch)");
+  expect_tensors(x, y, N, C, HW, f, "forward");
   vk::Device& dev = cmd.device();
-  cmd.dispatch(dev.kernel("batchnorm_forward_train", reduction_spec(dev, uint64_t(N) * HW)),
+  cmd.dispatch(kernel(dev, "batchnorm_forward_train", reduction_spec(dev, uint64_t(N) * HW), f.x, f.y),
                {x, weight, bias, y, mean, rstd, stats},
                shaders::BatchNormPush{N, C, HW, eps, accumulate ? 1u : 0u}, capped_groups(C, 1));
 }
@@ -53,20 +71,24 @@ void batchnorm_update_running(vk::Commands& cmd, vk::View stats, vk::View runnin
 
 void batchnorm_forward_eval(vk::Commands& cmd, vk::View x, vk::View weight, vk::View bias,
                             vk::View running_mean, vk::View running_var, vk::View y,
-                            uint32_t N, uint32_t C, uint32_t HW, float eps) {
+                            uint32_t N, uint32_t C, uint32_t HW, float eps, Formats f) {
   const uint64_t n = uint64_t(N) * C * HW;
   if (n == 0) return;
-  cmd.dispatch(cmd.device().kernel("batchnorm_forward_eval"),
+  expect_tensors(x, y, N, C, HW, f, "evaluation forward");
+  // A 16-bit y: one invocation a word.
+  cmd.dispatch(kernel(cmd.device(), "batchnorm_forward_eval", {}, f.x, f.y),
                {x, weight, bias, running_mean, running_var, y},
-               shaders::BatchNormPush{N, C, HW, eps, 0u}, capped_groups(n, BRIGADE_WG_NORM));
+               shaders::BatchNormPush{N, C, HW, eps, 0u}, capped_groups(is_half(f.y) ? n / 2 : n, BRIGADE_WG_NORM));
 }
 
 void batchnorm_backward(vk::Commands& cmd, vk::View dy, vk::View x, vk::View weight,
                         vk::View mean, vk::View rstd, vk::View dx, vk::View dweight,
-                        vk::View dbias, uint32_t N, uint32_t C, uint32_t HW) {
+                        vk::View dbias, uint32_t N, uint32_t C, uint32_t HW, Precision x_format,
+                        Precision dx_round) {
   if (uint64_t(N) * HW == 0 || C == 0) return;
+  BRIGADE_EXPECT_BYTES(x, stored_bytes(uint64_t(N) * C * HW, x_format), "batchnorm backward input");
   vk::Device& dev = cmd.device();
-  cmd.dispatch(dev.kernel("batchnorm_backward", reduction_spec(dev, uint64_t(N) * HW)),
+  cmd.dispatch(kernel(dev, "batchnorm_backward", reduction_spec(dev, uint64_t(N) * HW), x_format, dx_round),
                {dy, x, weight, mean, rstd, dx, dweight, dbias},
                shaders::BatchNormPush{N, C, HW, 0.0f, 0u}, capped_groups(C, 1));
 }

@@ -7,12 +7,17 @@
 //    PyTorch does when it sees the full mini-batch, and clears the accumulator;
 //  - evaluation normalizes with the running statistics.
 // Backward passes accumulate (+=) into dx, dweight and dbias.
+// x and y may be kept in 16 bits, read and written by the kernels themselves (a 16-bit y where
+// H * W is even): the forwards' as Formats says, the backward's x as x_format says; the
+// backward rounds dx's sums to dx_round (a layer's input gradient is kept at its input's
+// precision). The statistics, the parameters and their gradients, dy and every sum stay fp32.
 #pragma once
 
 #include <cstdint>
 #include <span>
 #include <vector>
 
+#include "ops/precision.h"
 #include "vk/commands.h"
 
 namespace brigade::ops {
@@ -24,7 +29,7 @@ namespace brigade::ops {
 void batchnorm_forward_train(vk::Commands& cmd, vk::View x, vk::View weight, vk::View bias,
                              vk::View y, vk::View mean, vk::View rstd, vk::View stats,
                              uint32_t N, uint32_t C, uint32_t HW, bool accumulate,
-                             float eps = 1e-5f);
+                             float eps = 1e-5f, Formats f = {});
 // Once per mini-batch, after its last micro-batch's training forward.
 // stats: (C) BatchNormStats  running_mean, running_var: (C)
 // The statistics accumulator (shaders::BatchNormStats per channel: count, mean, M2) as
@@ -38,11 +43,12 @@ void batchnorm_update_running(vk::Commands& cmd, vk::View stats, vk::View runnin
 // x, y: (N, C, HW)  weight, bias, running_mean, running_var: (C)
 void batchnorm_forward_eval(vk::Commands& cmd, vk::View x, vk::View weight, vk::View bias,
                             vk::View running_mean, vk::View running_var, vk::View y,
-                            uint32_t N, uint32_t C, uint32_t HW, float eps = 1e-5f);
+                            uint32_t N, uint32_t C, uint32_t HW, float eps = 1e-5f, Formats f = {});
 // Backward through the micro-batch statistics; one kernel computes all three gradients.
 // dy, x, dx: (N, C, HW)  weight, mean, rstd: (C) from the forward  dweight, dbias: (C)
 void batchnorm_backward(vk::Commands& cmd, vk::View dy, vk::View x, vk::View weight,
                         vk::View mean, vk::View rstd, vk::View dx, vk::View dweight,
-                        vk::View dbias, uint32_t N, uint32_t C, uint32_t HW);
+                        vk::View dbias, uint32_t N, uint32_t C, uint32_t HW,
+                        Precision x_format = Precision::Fp32, Precision dx_round = Precision::Fp32);
 
 }  // namespace brigade::ops

@@ -5,6 +5,7 @@
 
 #include "check.h"
 #include "gpu.h"
+#include "half_check.h"
 #include "shaders/norm.h"
 #include "ops/batchnorm.h"
 #include "ref/batchnorm.h"
@@ -14,6 +15,8 @@
 namespace kernels_batchnorm_test {
 
 using namespace brigade;
+using ops::Precision;
+using test::check_bits, test::packed, test::rounded;
 
 namespace {
 
@@ -201,6 +204,83 @@ TEST_CASE_FIXTURE(test::Gpu, "batchnorm evaluation forward normalizes with the r
                                 s.N, s.C, s.HW);
     test::check_close(test::to_host(by), test::to_float(y), 1e-5, 1e-5, "eval y " + name(s));
   }
+}
+
+namespace {
+
+// A tensor's values as a format stores them: packed two to a word, or fp32 as they are.
+std::vector<float> stored(const std::vector<float>& v, Precision p) { return ops::is_half(p) ? packed(v, p) : v; }
+
+// The kernels on x and y stored as `f` says against the fp32 kernels on the same values, the
+// results packed and rounded on the host: the statistics, the accumulator (after two
+// forwards: the second merges into what the first left) and the parameter gradients to the
+// bit, y as stored, dx accumulated onto what it held and rounded to x's precision, or not.
+void check_formats(vk::Device& dev, const Shape& s, ops::Formats f, uint32_t seed) {
+  const std::string what = std::string("x ") + ops::precision_name(f.x) + ", y " + ops::precision_name(f.y) + " " + name(s);
+  const size_t n = s.size();
+  const auto x = rounded(test::random_vector(n, seed, 1.0f, 3.0f), f.x);
+  const auto w = test::random_vector(s.C, seed + 1, 0.5f, 1.5f), b = test::random_vector(s.C, seed + 2);
+  const auto rm = test::random_vector(s.C, seed + 3), rv = test::random_vector(s.C, seed + 4, 0.1f, 2.0f);
+  const auto dy = test::random_vector(n, seed + 5), dx0 = test::random_vector(n, seed + 6);
+  const size_t y_words = stored(std::vector<float>(n), f.y).size();
+  auto bx = test::to_device(dev, x, "x"), hx = test::to_device(dev, stored(x, f.x), "x as stored");
+  auto bw = test::to_device(dev, w, "weight"), bb = test::to_device(dev, b, "bias");
+  auto brm = test::to_device(dev, rm, "running_mean"), brv = test::to_device(dev, rv, "running_var");
+  auto bdy = test::to_device(dev, dy, "dy");
+  auto y = test::zeros(dev, n, "y"), hy = test::zeros(dev, y_words, "y as stored");
+  auto ey = test::zeros(dev, n, "eval y"), hey = test::zeros(dev, y_words, "eval y as stored");
+  auto mean = test::zeros(dev, s.C, "mean"), rstd = test::zeros(dev, s.C, "rstd");
+  auto hmean = test::zeros(dev, s.C, "mean from x as stored"), hrstd = test::zeros(dev, s.C, "rstd from x as stored");
+  auto stats = stats_buffer(dev, s.C), hstats = stats_buffer(dev, s.C);
+  auto dx = test::to_device(dev, dx0, "dx"), rdx = test::to_device(dev, dx0, "dx, rounded");
+  auto wdx = test::to_device(dev, dx0, "dx from x as stored, fp32");
+  auto dw = test::zeros(dev, s.C, "dweight"), db = test::zeros(dev, s.C, "dbias");
+  auto hdw = test::zeros(dev, s.C, "dweight from x as stored"), hdb = test::zeros(dev, s.C, "dbias from x as stored");
+  auto wdw = test::zeros(dev, s.C, "dweight beside an fp32 dx"), wdb = test::zeros(dev, s.C, "dbias beside an fp32 dx");
+  vk::Commands cmd(dev, "batchnorm 16 bits");
+  for (int twice = 0; twice < 2; ++twice) {
+    ops::batchnorm_forward_train(cmd, bx, bw, bb, y, mean, rstd, stats, s.N, s.C, s.HW, true);
+    ops::batchnorm_forward_train(cmd, hx, bw, bb, hy, hmean, hrstd, hstats, s.N, s.C, s.HW, true, 1e-5f, f);
+  }
+  ops::batchnorm_forward_eval(cmd, bx, bw, bb, brm, brv, ey, s.N, s.C, s.HW);
+  ops::batchnorm_forward_eval(cmd, hx, bw, bb, brm, brv, hey, s.N, s.C, s.HW, 1e-5f, f);
+  ops::batchnorm_backward(cmd, bdy, bx, bw, mean, rstd, dx, dw, db, s.N, s.C, s.HW);
+  ops::batchnorm_backward(cmd, bdy, hx, bw, mean, rstd, rdx, hdw, hdb, s.N, s.C, s.HW, f.x, f.x);
+  ops::batchnorm_backward(cmd, bdy, hx, bw, mean, rstd, wdx, wdw, wdb, s.N, s.C, s.HW, f.x);
+  cmd.run();
+  check_bits(test::to_host(hy), stored(test::to_host(y), f.y), what + ": y");
+  check_bits(test::to_host(hey), stored(test::to_host(ey), f.y), what + ": evaluation y");
+  check_bits(test::to_host(hmean), test::to_host(mean), what + ": mean");
+  check_bits(test::to_host(hrstd), test::to_host(rstd), what + ": rstd");
+  check_bits(test::to_host(hstats), test::to_host(stats), what + ": statistics accumulator");
+  check_bits(test::to_host(rdx), rounded(test::to_host(dx), f.x), what + ": dx rounded");
+  check_bits(test::to_host(wdx), test::to_host(dx), what + ": dx in fp32");
+  for (const auto* g : {&hdw, &wdw}) check_bits(test::to_host(*g), test::to_host(dw), what + ": dweight");
+  for (const auto* g : {&hdb, &wdb}) check_bits(test::to_host(*g), test::to_host(db), what + ": dbias");
+}
+
+}  // namespace
+
+TEST_CASE_FIXTURE(test::Gpu, "batchnorm reads and writes 16 bits as the fp32 kernels on the values") {
+  // y a word (two neighbours of a plane) at a time where H * W is even: channels of 18 values
+  // (a lane's pair left over), 14x14 planes, two values; x alone in 16 bits where it is odd.
+  const Shape shapes[] = {{3, 4, 6}, {4, 5, 196}, {1, 3, 2}, {2, 3, 25}, {3, 2, 1}};
+  uint32_t seed = 40;
+  for (Precision p : {Precision::Bf16, Precision::Fp16}) {
+    for (const Shape& s : shapes) check_formats(device(), s, {p, s.HW % 2 == 0 ? p : Precision::Fp32}, seed += 9);
+    // The first layer of a stage reading the boundary of an fp32 stage or of one in the other type.
+    const Precision other = p == Precision::Bf16 ? Precision::Fp16 : Precision::Bf16;
+    for (Precision x : {Precision::Fp32, other}) check_formats(device(), shapes[0], {x, p}, seed += 9);
+  }
+  // A word of a 16-bit y would hold two channels' values: refused.
+  vk::Device& dev = device();
+  auto t = test::zeros(dev, 64, "t"), c = test::zeros(dev, 8, "c"), st = stats_buffer(dev, 2);
+  vk::Commands cmd(dev, "refusal");
+  const ops::Formats half{Precision::Bf16, Precision::Bf16};
+  CHECK_THROWS_WITH_AS(ops::batchnorm_forward_train(cmd, t, c, c, t, c, c, st, 3, 2, 5, true, 1e-5f, half),
+                       doctest::Contains("H * W even"), InternalError);
+  CHECK_THROWS_WITH_AS(ops::batchnorm_forward_eval(cmd, t, c, c, c, c, t, 3, 2, 5, 1e-5f, half),
+                       doctest::Contains("H * W even"), InternalError);
 }
 
 TEST_CASE_FIXTURE(test::Gpu, "batchnorm training refuses a micro-batch with one value per channel") {
