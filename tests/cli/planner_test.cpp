@@ -220,6 +220,18 @@ TEST_CASE("cached times that are all zero or sum past a double's range are measu
   }
 }
 
+TEST_CASE("eval --plan auto says the plan it chose for forward passes, before its result") {
+  const Cache cache("planner-eval");
+  const fs::path params = test::scratch_dir("planner-eval-params");
+  REQUIRE(brigade_run("init --model fashion-mlp --seed 0 --out " + (params / "p").string()).status == 0);
+  const Result r = cache.run("eval " + (params / "p").string() + " --model fashion-mlp --plan auto --devices 0,0 --limit 1 -b 8");
+  fs::remove_all(params);
+  REQUIRE_MESSAGE(r.status == 0, r.output);
+  const std::string line = line_with(r.output, "plan auto: devices");
+  CHECK_MESSAGE(line.find("ms per forward pass of a batch") != std::string::npos, r.output);
+  CHECK(r.output.find(line) < r.output.find("test loss"));
+}
+
 TEST_CASE("--plan auto refuses constraints nothing satisfies in one line") {
   const Cache cache("planner-refusals");
   Result r = cache.run(std::string(kPlan) + " --micro-batches 9");

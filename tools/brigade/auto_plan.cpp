@@ -308,8 +308,10 @@ AutoPlan report(const PipelineFlags& f, const pipeline::SearchResult& r, const P
     out.ranked.push_back({x, c.step_seconds * 1e3, text_of(x), same});
   }
   out.flags = out.ranked.front().flags;
+  // A step for training; eval and sample rank their forward passes of a batch.
+  const bool training = f.use == PipelineUse::Training;
   out.table.push_back({"#", ranks ? "ranks' devices" : "devices", "K", "M", "schedule", "remat", "precision",
-                       "layers", "ms/step", "vs choice", "simulated bubble", "peak per device"});
+                       "layers", training ? "ms/step" : "ms/forward", "vs choice", "simulated bubble", "peak per device"});
   // Configurations that differ only in schedule or remat and take the same time (one stage,
   // one micro-batch) show once, the simplest.
   std::set<std::string> shown;
@@ -335,7 +337,8 @@ AutoPlan report(const PipelineFlags& f, const pipeline::SearchResult& r, const P
              std::to_string(out.flags.micro_batches) + " micro-batches, schedule " + out.flags.schedule +
              (out.flags.virtual_stages > 1 ? " (" + std::to_string(out.flags.virtual_stages) + " virtual stages)" : "") +
              ", remat " + out.flags.remat + ", precision " + out.flags.precision + ", layers " + out.flags.balance +
-             "; predicted " + fixed(best.step_seconds * 1e3, 2) + " ms per step, simulated bubble " + fixed(best.bubble, 3);
+             "; predicted " + fixed(best.step_seconds * 1e3, 2) + (training ? " ms per step" : " ms per forward pass of a batch") +
+             ", simulated bubble " + fixed(best.bubble, 3);
   out.same_as = std::string(ranks ? "" : "--devices " + out.flags.devices + " ") + "--micro-batches " +
                 std::to_string(out.flags.micro_batches) + " --schedule " + out.flags.schedule +
                 (out.flags.virtual_stages > 1 ? " --virtual-stages " + std::to_string(out.flags.virtual_stages) : "") +
@@ -353,9 +356,10 @@ AutoPlan report(const PipelineFlags& f, const pipeline::SearchResult& r, const P
   // Indices follow the loader's order, which drivers installed or listed since can change: a
   // run resumed on this plan finds its devices by UUID (recorded_flags).
   if (!ranks) {
-    nlohmann::json uuids = nlohmann::json::array(), names = nlohmann::json::array();
-    for (uint32_t i : best.devices) uuids.push_back(pool.described[i].uuid), names.push_back(pool.described[i].name);
-    out.record["flags"]["device_uuids"] = uuids, out.record["flags"]["device_names"] = names;
+    nlohmann::json uuids = nlohmann::json::array(), device_names = nlohmann::json::array();
+    for (uint32_t i : best.devices)
+      uuids.push_back(pool.described[i].uuid), device_names.push_back(pool.described[i].name);
+    out.record["flags"]["device_uuids"] = uuids, out.record["flags"]["device_names"] = device_names;
   }
   return out;
 }

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 
+#include "auto_plan.h"
 #include "checks.h"
 #include "commands.h"
 #include "io/checkpoint.h"
@@ -82,6 +83,7 @@ void run_eval(const EvalArgs& a) {
   uint32_t rows = 0;
   for (const pipeline::Batch& b : batches) rows = std::max(rows, b.rows);
   Pipeline p = open_pipeline(m, a.pipeline, rows, 0);
+  if (p.chosen) std::printf("%s\n", p.chosen->line.c_str());
   std::printf("%s", p.link_lines.c_str());
   for (const auto& [name, values] : l.params) p.executor->set_parameter(name, values);
   double loss = 0;
@@ -156,6 +158,8 @@ void run_sample(const SampleArgs& a) {
     const model::Model& m =
         w == l.model.input.at(0) ? l.model : models.emplace(w, model::with_window(l.model, w)).first->second;
     Pipeline& p = pipelines.emplace(w, open_pipeline(m, a.pipeline, 1, 0)).first->second;
+    // The text goes to stdout: the plan of each window, where --plan auto chose it, to stderr.
+    if (p.chosen) std::fprintf(stderr, "window of %u tokens: %s\n", w, p.chosen->line.c_str());
     for (const auto& [name, values] : l.params) p.executor->set_parameter(name, values);
     return p;
   };
