@@ -92,6 +92,9 @@ struct Tensors {
   std::span<const vk::View> grads;    // one per params() entry; meaningful for Trainable only
   std::optional<vk::View> scratch;    // scratch_floats(rows) floats, when nonzero
   std::span<const vk::View> deferred; // deferred(), in order; only for a split backward
+  // The Cell runs forward passes only (evaluation, generation): `scratch` holds
+  // forward_scratch_floats(rows), which the forward lays out as its own.
+  bool forward_only = false;
   // How x and y (and saved tensors) are stored, for a layer the Cell gives its stored
   // tensors (Layer::stores_half); fp32 for every other, which gets fp32 copies.
   ops::Precision x_precision = ops::Precision::Fp32, y_precision = ops::Precision::Fp32;
@@ -124,6 +127,11 @@ class Layer {
   // and in a precision of lean_scratch().
   virtual uint64_t scratch_floats(uint32_t /*rows*/, ops::Precision /*stored*/, bool /*lean*/ = false) const {
     return 0;
+  }
+  // What the forward alone needs of it, in a Cell that runs forward passes only
+  // (Tensors::forward_only): by default as much as either pass.
+  virtual uint64_t forward_scratch_floats(uint32_t rows, ops::Precision stored, bool lean = false) const {
+    return scratch_floats(rows, stored, lean);
   }
   // The 16-bit precisions (bits 1 << ops::Precision) in which this layer's kernels on `device`,
   // reading and writing 16 bits themselves (stores_half), need only scratch_floats(rows,

@@ -68,6 +68,7 @@ class Linear final : public ShapedLayer {
   bool stores_half(const vk::PhysicalInfo& device) const override;
   bool reads_half_weights() const override { return true; }
   uint64_t scratch_floats(uint32_t rows, ops::Precision stored, bool lean = false) const override;
+  uint64_t forward_scratch_floats(uint32_t, ops::Precision, bool = false) const override { return 0; }
   Cost cost() const override;
   void forward(const Pass& p, const Tensors& t) const override;
   // A split backward keeps the output gradient ("dy") for backward_params.
@@ -148,6 +149,8 @@ class Conv2d final : public ShapedLayer {
   // sample's, up to kScratchCap bytes; past the cap the passes work through the samples in
   // chunks (one sample at least).
   uint64_t scratch_floats(uint32_t rows, ops::Precision stored, bool lean = false) const override;
+  // The patch fold's forward takes none (its kernel pools straight from the input patches).
+  uint64_t forward_scratch_floats(uint32_t rows, ops::Precision stored, bool lean = false) const override;
   static constexpr uint64_t kScratchCap = 32ull << 20;
 
  private:
@@ -248,6 +251,7 @@ class Embedding final : public ShapedLayer {
   bool integer_input() const override { return true; }
   // A GPU's token gradient lists each vocabulary row's positions there (ops::TokenPass).
   uint64_t scratch_floats(uint32_t rows, ops::Precision stored, bool lean = false) const override;
+  uint64_t forward_scratch_floats(uint32_t, ops::Precision, bool = false) const override { return 0; }
   void forward(const Pass& p, const Tensors& t) const override;
   // Token ids have no gradient: dx is ignored.
   void backward(const Pass& p, const Tensors& t, vk::View dy,
@@ -275,6 +279,7 @@ class LmHead final : public ShapedLayer {
                 std::optional<vk::View> dx) const override;
   void backward_params(const Pass& p, const Tensors& t) const override;
   uint64_t scratch_floats(uint32_t rows, ops::Precision stored, bool lean = false) const override;
+  uint64_t forward_scratch_floats(uint32_t, ops::Precision, bool = false) const override { return 0; }
 
  private:
   Operand product_operand(const Pass& p, const Tensors& t, vk::View dy) const;
@@ -313,6 +318,7 @@ class GptAttention final : public GptHalf {
   std::vector<ParamSpec> params() const override;
   std::vector<SavedSpec> saved() const override;
   uint64_t scratch_floats(uint32_t rows, ops::Precision stored, bool lean = false) const override;
+  uint64_t forward_scratch_floats(uint32_t rows, ops::Precision stored, bool lean = false) const override;
   uint8_t lean_scratch(const vk::PhysicalInfo& device) const override;
   Cost cost() const override;
   void forward(const Pass& p, const Tensors& t) const override;
@@ -330,6 +336,7 @@ class GptMlp final : public GptHalf {
   std::vector<ParamSpec> params() const override;
   std::vector<SavedSpec> saved() const override;
   uint64_t scratch_floats(uint32_t rows, ops::Precision stored, bool lean = false) const override;
+  uint64_t forward_scratch_floats(uint32_t rows, ops::Precision stored, bool lean = false) const override;
   Cost cost() const override;
   void forward(const Pass& p, const Tensors& t) const override;
   // A split backward keeps dy (mlp.c_proj), dfc (mlp.c_fc) and dln_2.

@@ -100,6 +100,10 @@ uint64_t Conv2d::scratch_floats(uint32_t rows, ops::Precision stored, bool) cons
   return ops::conv2d_scratch_floats(shape(1), samples, stored);
 }
 
+uint64_t Conv2d::forward_scratch_floats(uint32_t rows, ops::Precision stored, bool lean) const {
+  return fold_ == Fold::Patch ? 0 : scratch_floats(rows, stored, lean);
+}
+
 // The folds' backward runs the convolution's passes on an fp32 gradient, which read a 16-bit
 // x in the matrix and Winograd forms, not the direct one; the patch fold's kernel stores a
 // 16-bit y on every device, the tiles fold packs its pooled output.

@@ -88,10 +88,15 @@ Regions regions(uint64_t N, uint64_t C, const Half& half, ops::Precision h) {
 struct Scratch {
   vk::View wide, narrow_a, narrow_b, dy_room, wide_room, dattn_room, attention;
 };
-// The scratch of a pass of `half` over N tokens, carved from t.scratch.
+// The scratch of a pass of `half` over N tokens, carved from t.scratch. A forward-only cell's
+// (Tensors::forward_only) holds the forward's alone: narrow_a, then the attention kernels'.
 Scratch carve(const Tensors& t, uint32_t N, uint32_t C, const Half& half) {
-  const Regions r = regions(N, C, half, t.y_precision);
   Carver c(*t.scratch);
+  if (t.forward_only) {
+    const vk::View narrow = c.take(uint64_t(N) * C);
+    return {narrow, narrow, narrow, narrow, narrow, narrow, c.rest()};
+  }
+  const Regions r = regions(N, C, half, t.y_precision);
   Scratch s{c.take(r.floats[0]), c.take(r.floats[1]), c.take(r.floats[2]), c.take(r.floats[3]),
             c.take(r.floats[4]), c.take(r.floats[5]), *t.scratch};
   s.attention = c.rest();
@@ -235,13 +240,27 @@ std::vector<SavedSpec> GptAttention::deferred() const {
   return {{"dy", T * C}, {"dqkv", T * 3 * C}, {"dln_1", T * C}};
 }
 
-// The row kernels (attention fused or direct on fp32 tensors: ops/attention.h) keep no (T,T)
-// scores either: their backward takes B*NH*T floats for delta.
-uint64_t GptAttention::scratch_floats(uint32_t rows, ops::Precision stored, bool lean) const {
+namespace {
+
+// The attention kernels' part: the row kernels (attention fused or direct on fp32 tensors:
+// ops/attention.h) keep no (T,T) scores either, their backward takes B*NH*T floats for delta.
+// The same in a forward-only cell, so that its attention works through the samples in the
+// chunks a training cell's does (the same bits).
+uint64_t attention_floats(uint32_t rows, uint32_t T, uint32_t C, uint32_t NH, ops::Precision stored, bool lean) {
   const bool row_kernels = !ops::is_half(stored) && ops::attention_form_for() != ops::Form::Matrix;
-  const uint64_t attention = lean || row_kernels ? uint64_t(rows) * T_ * NH_
-                                                 : ops::attention_scratch_within(rows, T_, C_, NH_, stored, kAttentionCap);
-  return regions(uint64_t(rows) * T_, C_, kAttentionHalf, stored).total() + attention + kAlignFloats;
+  return lean || row_kernels ? uint64_t(rows) * T * NH : ops::attention_scratch_within(rows, T, C, NH, stored, kAttentionCap);
+}
+
+}  // namespace
+
+uint64_t GptAttention::scratch_floats(uint32_t rows, ops::Precision stored, bool lean) const {
+  return regions(uint64_t(rows) * T_, C_, kAttentionHalf, stored).total() + attention_floats(rows, T_, C_, NH_, stored, lean) +
+         kAlignFloats;
+}
+
+// The branch's output, then the attention kernels' part (carve).
+uint64_t GptAttention::forward_scratch_floats(uint32_t rows, ops::Precision stored, bool lean) const {
+  return aligned_floats(uint64_t(rows) * T_ * C_) + attention_floats(rows, T_, C_, NH_, stored, lean) + kAlignFloats;
 }
 
 // Flash attention on matrix tiles keeps no (T,T) scores: its backward takes B*NH*T floats of
@@ -357,6 +376,11 @@ std::vector<SavedSpec> GptMlp::deferred() const {
 
 uint64_t GptMlp::scratch_floats(uint32_t rows, ops::Precision stored, bool /*lean*/) const {
   return regions(uint64_t(rows) * T_, C_, kMlpHalf, stored).total() + kAlignFloats;
+}
+
+// The branch's output (carve).
+uint64_t GptMlp::forward_scratch_floats(uint32_t rows, ops::Precision, bool) const {
+  return aligned_floats(uint64_t(rows) * T_ * C_) + kAlignFloats;
 }
 
 // Where its kernels take 16 bits: LayerNorm and the residual add a quad at a time

@@ -37,6 +37,7 @@ std::vector<Case> cases() {
   const auto preset = [](const char* name) { return [name] { return model::build(name); }; };
   std::vector<Case> out;
   out.push_back({"fashion-mlp K=1", preset("fashion-mlp"), 1, {}});
+  out.push_back({"gpt-mini K=1", gpt, 1, {}});
   out.push_back({"fashion-cnn-bn K=2", preset("fashion-cnn-bn"), 2, {4}});
   out.push_back({"gpt-mini K=2 bf16", gpt, 2, {2, pipeline::Remat::Never, pipeline::LinkKind::Auto,
                                                pipeline::ScheduleKind::GPipe, 1, {ops::Precision::Bf16}}});
@@ -72,6 +73,14 @@ TEST_CASE_FIXTURE(test::Gpu, "a forward-only plan holds no gradients and one mic
       CHECK(of(f, Category::Parameters) == of(t, Category::Parameters));
       CHECK(of(f, Category::Activations) < of(t, Category::Activations));
       if (k.K > 1) CHECK(of(f, Category::Transfer) < of(t, Category::Transfer));  // no gradients' slots
+    }
+    // The layers' scratch, each for its forward alone: none for a Linear, a GPT block's branch
+    // output and attention part; a convolution's columns as in training.
+    for (size_t c = 0; c < forward.cells.size(); ++c) {
+      CAPTURE(c);
+      const uint64_t f = forward.cells[c].scratch_bytes, t = training.cells[c].scratch_bytes;
+      if (k.what.starts_with("fashion-cnn")) CHECK(f <= t);
+      else CHECK(f < t);
     }
     // Bits as a training plan's evaluation gives them.
     test::Evaluation want, got;
