@@ -133,6 +133,11 @@ class Layer {
   virtual uint64_t forward_scratch_floats(uint32_t rows, ops::Precision stored, bool lean = false) const {
     return scratch_floats(rows, stored, lean);
   }
+  // The scratch a Cell plans and gives the layer: scratch_floats, or forward_scratch_floats
+  // where the Cell runs forward passes only.
+  uint64_t cell_scratch_floats(uint32_t rows, ops::Precision stored, bool lean, bool forward_only) const {
+    return forward_only ? forward_scratch_floats(rows, stored, lean) : scratch_floats(rows, stored, lean);
+  }
   // The 16-bit precisions (bits 1 << ops::Precision) in which this layer's kernels on `device`,
   // reading and writing 16 bits themselves (stores_half), need only scratch_floats(rows,
   // stored, true): a GPT block's attention as flash attention on matrix tiles, no (T,T) scores.

@@ -210,13 +210,10 @@ model::Tensors Cell::tensors(uint32_t l, const MicroBatch& mb, std::vector<vk::V
   model::Tensors t{x_view(l, mb), y_view(l, mb), saved, kernel_views_[l], grad_views_[l], std::nullopt, deferred};
   t.w_precision = weight_precision_[l];
   t.forward_only = !layout_.training;
-  if (scratch_) {
-    const ops::Precision stored = layout_.scratch_precision.at(l);
-    const bool lean = !layout_.lean.empty() && layout_.lean[l];
+  if (scratch_)
     t.scratch = vk::View(scratch_, 0,
-                         (t.forward_only ? layer.forward_scratch_floats(mb.rows, stored, lean)
-                                         : layer.scratch_floats(mb.rows, stored, lean)) * kFloat);
-  }
+                         layer.cell_scratch_floats(mb.rows, layout_.scratch_precision.at(l),
+                                                   !layout_.lean.empty() && layout_.lean[l], t.forward_only) * kFloat);
   return t;
 }
 

@@ -155,8 +155,7 @@ CellLayout layout_cell(const model::Model& m, uint32_t cell, uint32_t first, uin
     s.deferred_bytes.push_back(std::move(deferred));
     widest = std::max(widest, out);
     if (!layer.integer_input()) widest = std::max(widest, model::elements(layer.input_shape()));
-    scratch = std::max(scratch, buffers.training ? layer.scratch_floats(max_rows, scratch_prec, lean)
-                                                 : layer.forward_scratch_floats(max_rows, scratch_prec, lean));
+    scratch = std::max(scratch, layer.cell_scratch_floats(max_rows, scratch_prec, lean, !buffers.training));
     // The weight copies a 16-bit layer's kernels read.
     std::vector<int32_t> copies_of;
     const ops::Precision stored_w = direct && layer.reads_half_weights() ? prec : ops::Precision::Fp32;

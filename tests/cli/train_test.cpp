@@ -297,8 +297,8 @@ TEST_CASE("sample refuses a plan that cannot run before it writes the prompt") {
 
 // eval and sample run forward passes only, and plan only what those need: no gradients,
 // optimizer state or gradient buffers, one micro-batch's activations at a time. On lavapipe
-// gpt-mini's eval below needs 5.3 MiB (15.1 MiB planned as training), the tiny GPT's sample
-// 136.0 KiB (269.3 KiB).
+// gpt-mini's eval below needs 4.9 MiB (15.1 MiB planned as training), the tiny GPT's sample
+// 128.0 KiB (269.3 KiB).
 TEST_CASE("eval and sample run under a cap that a training plan of theirs would pass, and a refusal names only their flags") {
   const fs::path dir = test::scratch_dir("forward-only");
   test::write_text(dir / "text.txt", corpus());
