@@ -16,62 +16,49 @@
 
 layout(local_size_x_id = 0) in;
 layout(binding = 0) readonly buffer X { float x[]; };
+layout(binding = 0) readonly buffer X4 { vec4 x4[]; };
 layout(binding = 0) readonly buffer XW { uint xw[]; };
+layout(binding = 0) readonly buffer XW2 { uvec2 xw2[]; };
 layout(binding = 1) readonly buffer Weight { float weight[]; };
 layout(binding = 2) readonly buffer Bias { float bias[]; };
 layout(binding = 3) writeonly buffer Y { float y[]; };
+layout(binding = 3) writeonly buffer Y4 { vec4 y4[]; };
 layout(binding = 3) writeonly buffer YW { uint yw[]; };
+layout(binding = 3) writeonly buffer YW2 { uvec2 yw2[]; };
 layout(binding = 4) writeonly buffer Mean { float mean_out[]; };
 layout(binding = 5) writeonly buffer Rstd { float rstd_out[]; };
 layout(binding = 6) buffer Stats { BatchNormStats stats[]; };
 layout(push_constant) uniform Push { BatchNormPush p; };
 
-// How x and y are stored. A 16-bit y is written a word (two neighbours of a plane) at a time:
-// only where H * W is even (the launcher proves it), so no word holds two channels.
+// How x and y are stored, and the values of a plane a lane takes at a time (GROUP,
+// shaders/channel_walk.glsl). A 16-bit y is written a word (two neighbours of a plane) at a
+// time: only where H * W is even (the launcher proves it), so GROUP is 2 or 4 there.
 BRIGADE_FORMAT(1, FORMAT_X);
 BRIGADE_FORMAT(2, FORMAT_Y);
+layout(constant_id = 3) const uint GROUP = 1;
+#define BRIGADE_GROUP_Y
+#include "channel_walk.glsl"
 
-float x_at(uint i) {
-  if (FORMAT_X == BRIGADE_FORMAT_FP32) return x[i];
-  return half_in(xw[i >> 1], i, FORMAT_X);
-}
-// Elements i and i + 1, i even.
-vec2 x_pair(uint i) {
-  if (FORMAT_X == BRIGADE_FORMAT_FP32) return vec2(x[i], x[i + 1]);
-  return pair_in(xw[i >> 1], FORMAT_X);
-}
-
-// Flat index k over the channel's N * HW values -> offset in the NCHW tensor.
-uint offset(uint c, uint k) {
-  return ((k / p.spatial) * p.channels + c) * p.spatial + k % p.spatial;
-}
 
 void main() {
   const uint lane = gl_LocalInvocationID.x, width = gl_WorkGroupSize.x;
   const uint count = p.batch * p.spatial;
   for (uint c = gl_WorkGroupID.x; c < p.channels; c += gl_NumWorkGroups.x) {
-    float sum = 0.0;
-    for (uint k = lane; k < count; k += width) sum += x_at(offset(c, k));
-    const float mean = workgroup_sum(sum) / float(count);
-    float squares = 0.0;
-    for (uint k = lane; k < count; k += width) {
-      const float d = x_at(offset(c, k)) - mean;
+    vec4 sum = vec4(0.0);
+    for (ChannelWalk at = walk_from(lane, width); walk_inside(at); walk_next(at)) sum += x_group(walk_offset(at, c));
+    const float mean = workgroup_sum(lanes_total(sum)) / float(count);
+    vec4 squares = vec4(0.0);
+    for (ChannelWalk at = walk_from(lane, width); walk_inside(at); walk_next(at)) {
+      const vec4 d = (x_group(walk_offset(at, c)) - mean) * kGroupValues;
       squares += d * d;
     }
-    const float m2 = workgroup_sum(squares);
+    const float m2 = workgroup_sum(lanes_total(squares));
     const float rstd = inversesqrt(m2 / float(count) + p.eps);
     const float w = weight[c], b = bias[c];
-    if (FORMAT_Y == BRIGADE_FORMAT_FP32)
-      for (uint k = lane; k < count; k += width) {
-        const uint i = offset(c, k);
-        y[i] = (x_at(i) - mean) * rstd * w + b;
-      }
-    else
-      for (uint k = 2 * lane; k < count; k += 2 * width) {
-        const uint i = offset(c, k);  // even, as H * W is
-        const vec2 v = x_pair(i);
-        yw[i >> 1] = pair_out((v.x - mean) * rstd * w + b, (v.y - mean) * rstd * w + b, FORMAT_Y);
-      }
+    for (ChannelWalk at = walk_from(lane, width); walk_inside(at); walk_next(at)) {
+      const uint i = walk_offset(at, c);
+      y_group(i, (x_group(i) - mean) * rstd * w + b);
+    }
     if (lane == 0u) {
       mean_out[c] = mean;
       rstd_out[c] = rstd;

@@ -200,6 +200,7 @@ class BatchNorm2d final : public ShapedLayer {
  public:
   BatchNorm2d(const Shape& input, uint32_t features, std::string prefix);
   std::string kind() const override { return "batchnorm2d"; }
+  bool writes_input_gradient() const override { return true; }
   bool stores_half(const vk::PhysicalInfo& device) const override;
   std::vector<ParamSpec> params() const override;
   std::vector<SavedSpec> saved() const override;

@@ -59,7 +59,7 @@ void BatchNorm2d::forward(const Pass& p, const Tensors& t) const {
 }
 
 // The kernel writes all three gradients at once, so it needs dx: the builder never puts
-// BatchNorm2d first.
+// BatchNorm2d first. It writes dx whole.
 void BatchNorm2d::backward(const Pass& p, const Tensors& t, vk::View dy,
                            std::optional<vk::View> dx) const {
   BRIGADE_EXPECT(dx.has_value(), "batchnorm2d backward needs an input gradient");

@@ -20,6 +20,13 @@ void expect_tensors(vk::View x, vk::View y, uint32_t N, uint32_t C, uint32_t HW,
   BRIGADE_EXPECT(!is_half(f.y) || HW % 2 == 0, std::string("batchnorm ") + pass + " on a 16-bit y needs H * W even");
 }
 
+// The values of a plane of HW a lane of the training kernels takes at a time
+// (shaders/channel_walk.glsl): a quad where HW is a multiple of 4 and every view 16-byte
+// aligned, a pair where HW is even, else one.
+uint32_t group(uint32_t HW, std::initializer_list<vk::View> views) {
+  return quads(HW, views) ? 4 : HW % 2 == 0 ? 2 : 1;
+}
+
 // The build for these formats, and its constants after the workgroup width (id 0).
 const vk::Kernel& kernel(vk::Device& dev, const char* name, vk::Specialization spec, Precision a, Precision b) {
   return dev.kernel(format_kernel(name, {a, b}), spec.set(1, uint32_t(a)).set(2, uint32_t(b)));
@@ -36,7 +43,8 @@ void batchnorm_forward_train(vk::Commands& cmd, vk::View x, vk::View weight, vk:
                     " (use a larger micro-batch)");
   expect_tensors(x, y, N, C, HW, f, "forward");
   vk::Device& dev = cmd.device();
-  cmd.dispatch(kernel(dev, "batchnorm_forward_train", reduction_spec(dev, uint64_t(N) * HW), f.x, f.y),
+  const uint32_t g = group(HW, {x, y});
+  cmd.dispatch(kernel(dev, "batchnorm_forward_train", reduction_spec(dev, uint64_t(N) * HW / g).set(3, g), f.x, f.y),
                {x, weight, bias, y, mean, rstd, stats},
                shaders::BatchNormPush{N, C, HW, eps, accumulate ? 1u : 0u}, capped_groups(C, 1));
 }
@@ -75,10 +83,10 @@ void batchnorm_forward_eval(vk::Commands& cmd, vk::View x, vk::View weight, vk::
   const uint64_t n = uint64_t(N) * C * HW;
   if (n == 0) return;
   expect_tensors(x, y, N, C, HW, f, "evaluation forward");
-  // A 16-bit y: one invocation a word.
-  cmd.dispatch(kernel(cmd.device(), "batchnorm_forward_eval", {}, f.x, f.y),
+  // A workgroup a plane.
+  cmd.dispatch(kernel(cmd.device(), "batchnorm_forward_eval", vk::Specialization().set(3, group(HW, {x, y})), f.x, f.y),
                {x, weight, bias, running_mean, running_var, y},
-               shaders::BatchNormPush{N, C, HW, eps, 0u}, capped_groups(is_half(f.y) ? n / 2 : n, BRIGADE_WG_NORM));
+               shaders::BatchNormPush{N, C, HW, eps, 0u}, capped_groups(uint64_t(N) * C, 1));
 }
 
 void batchnorm_backward(vk::Commands& cmd, vk::View dy, vk::View x, vk::View weight,
@@ -88,7 +96,8 @@ void batchnorm_backward(vk::Commands& cmd, vk::View dy, vk::View x, vk::View wei
   if (uint64_t(N) * HW == 0 || C == 0) return;
   BRIGADE_EXPECT_BYTES(x, stored_bytes(uint64_t(N) * C * HW, x_format), "batchnorm backward input");
   vk::Device& dev = cmd.device();
-  cmd.dispatch(kernel(dev, "batchnorm_backward", reduction_spec(dev, uint64_t(N) * HW), x_format, dx_round),
+  const uint32_t g = group(HW, {dy, x, dx});
+  cmd.dispatch(kernel(dev, "batchnorm_backward", reduction_spec(dev, uint64_t(N) * HW / g).set(3, g), x_format, dx_round),
                {dy, x, weight, mean, rstd, dx, dweight, dbias},
                shaders::BatchNormPush{N, C, HW, 0.0f, 0u}, capped_groups(C, 1));
 }

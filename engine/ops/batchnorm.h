@@ -6,7 +6,7 @@
 //    momentum step towards the whole mini-batch's mean and unbiased variance, exactly what
 //    PyTorch does when it sees the full mini-batch, and clears the accumulator;
 //  - evaluation normalizes with the running statistics.
-// Backward passes accumulate (+=) into dx, dweight and dbias.
+// The backward writes dx whole and accumulates (+=) into dweight and dbias.
 // x and y may be kept in 16 bits, read and written by the kernels themselves (a 16-bit y where
 // H * W is even): the forwards' as Formats says, the backward's x as x_format says; the
 // backward rounds dx's sums to dx_round (a layer's input gradient is kept at its input's
@@ -45,6 +45,8 @@ void batchnorm_forward_eval(vk::Commands& cmd, vk::View x, vk::View weight, vk::
                             vk::View running_mean, vk::View running_var, vk::View y,
                             uint32_t N, uint32_t C, uint32_t HW, float eps = 1e-5f, Formats f = {});
 // Backward through the micro-batch statistics; one kernel computes all three gradients.
+// The training kernels walk each channel a quad of a plane at a time where H * W is a multiple
+// of 4 and every view 16-byte aligned (a pair where it is even).
 // dy, x, dx: (N, C, HW)  weight, mean, rstd: (C) from the forward  dweight, dbias: (C)
 void batchnorm_backward(vk::Commands& cmd, vk::View dy, vk::View x, vk::View weight,
                         vk::View mean, vk::View rstd, vk::View dx, vk::View dweight,

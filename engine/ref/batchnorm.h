@@ -75,7 +75,7 @@ void batchnorm_forward_eval(const T* x, const T* weight, const T* bias, const T*
 
 // Backward through the batch statistics (M = N * HW, xhat = (x - mean) * rstd):
 // dbias += sum dy, dweight += sum dy * xhat,
-// dx += weight * rstd * (dy - sum(dy) / M - xhat * sum(dy * xhat) / M).
+// dx = weight * rstd * (dy - sum(dy) / M - xhat * sum(dy * xhat) / M).
 // dy, x, dx: (N, C, HW)  weight, mean, rstd, dweight, dbias: (C)
 template <class T>
 void batchnorm_backward(const T* dy, const T* x, const T* weight, const T* mean, const T* rstd,
@@ -95,7 +95,7 @@ void batchnorm_backward(const T* dy, const T* x, const T* weight, const T* mean,
       for (uint32_t s = 0; s < HW; ++s) {
         const size_t i = (size_t(n) * C + c) * HW + s;
         const T xhat = (x[i] - mean[c]) * rstd[c];
-        dx[i] += weight[c] * rstd[c] * (dy[i] - sum_dy / count - xhat * sum_dy_xhat / count);
+        dx[i] = weight[c] * rstd[c] * (dy[i] - sum_dy / count - xhat * sum_dy_xhat / count);
       }
   }
 }

@@ -24,8 +24,10 @@ struct Shape {
   uint32_t N, C, HW;
   size_t size() const { return size_t(N) * C * HW; }
 };
-// HW = 1 (as after global pooling), N = 1, odd sizes, and a 14x14 feature map.
-const Shape kShapes[] = {{2, 3, 25}, {4, 8, 49}, {3, 5, 1}, {1, 4, 15}, {16, 4, 196}};
+// HW = 1 (as after global pooling), N = 1, odd sizes, and a 14x14 feature map; planes walked
+// a value, a pair and a quad at a time, a lane's step crossing planes (8 lanes of 4 values
+// on lavapipe: 32 = 2 * 12 + 8).
+const Shape kShapes[] = {{2, 3, 25}, {4, 8, 49}, {3, 5, 1}, {1, 4, 15}, {16, 4, 196}, {3, 2, 6}, {5, 3, 12}};
 
 std::string name(const Shape& s) {
   return "N=" + std::to_string(s.N) + " C=" + std::to_string(s.C) + " HW=" + std::to_string(s.HW);
@@ -59,7 +61,7 @@ TEST_CASE_FIXTURE(test::Gpu, "batchnorm training forward normalizes with the mic
   }
 }
 
-TEST_CASE_FIXTURE(test::Gpu, "batchnorm backward adds the gradients through the micro-batch statistics") {
+TEST_CASE_FIXTURE(test::Gpu, "batchnorm backward writes dx and adds the parameter gradients through the micro-batch statistics") {
   vk::Device& dev = device();
   for (const Shape& s : kShapes) {
     const auto x = test::random_vector(s.size(), s.HW, 1.0f, 3.0f);
@@ -214,7 +216,7 @@ std::vector<float> stored(const std::vector<float>& v, Precision p) { return ops
 // The kernels on x and y stored as `f` says against the fp32 kernels on the same values, the
 // results packed and rounded on the host: the statistics, the accumulator (after two
 // forwards: the second merges into what the first left) and the parameter gradients to the
-// bit, y as stored, dx accumulated onto what it held and rounded to x's precision, or not.
+// bit, y as stored, dx written over what it held and rounded to x's precision, or not.
 void check_formats(vk::Device& dev, const Shape& s, ops::Formats f, uint32_t seed) {
   const std::string what = std::string("x ") + ops::precision_name(f.x) + ", y " + ops::precision_name(f.y) + " " + name(s);
   const size_t n = s.size();

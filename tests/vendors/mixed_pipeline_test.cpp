@@ -78,13 +78,14 @@ void check_model(test::Gpu& gpu, const std::string& preset, uint32_t rows, bool 
   // the same parameters as on one device. AdamW divides each
   // gradient by its own running magnitude, so the two drivers' different summation orders
   // (subgroups of 4 and 8) reach the parameters less damped than through SGD: they agree to
-  // a thousandth of the steps' largest move (3 steps of lr 1e-3), a wrong pipeline is off by
-  // whole steps.
+  // about a thousandth of the steps' largest move (3 steps of lr 1e-3; 5e-6: one weight of
+  // fashion-cnn-bn's first Linear, of 401,408, came 3.5e-6 apart once its BatchNorms summed a
+  // plane four values a lane), a wrong pipeline is off by whole steps.
   const PipelineConfig trained{4, Remat::ExceptLast, LinkKind::Auto};
   const test::Outcome want = test::run(m, one, trained, batches, 3, test::Update::AdamW);
   CHECK(want.losses[2] != want.losses[0]);  // the steps did change the model
   test::check_equal(test::run(m, devices(gpu, kThree), trained, batches, 3, test::Update::AdamW), want,
-                    preset + " 3 AdamW steps " + describe(kThree, trained), true, 3e-6);
+                    preset + " 3 AdamW steps " + describe(kThree, trained), true, 5e-6);
 
   // Evaluation on the three-stage mix: loss, correct count and every output.
   const PipelineConfig c{4, Remat::Always, LinkKind::Auto};
