@@ -20,7 +20,7 @@ the one the ratios of the SVG use.
 
 What both sides train (brigade's defaults for the preset, tools/brigade/train.cpp):
   fashion-mlp, fashion-cnn  Fashion-MNIST training images (pixels / 255), batch 64, AdamW
-                            lr 1e-3, betas (0.9, 0.999), eps 1e-8, no weight decay, cosine
+  and fashion-cnn-bn        lr 1e-3, betas (0.9, 0.999), eps 1e-8, no weight decay, cosine
                             schedule; random mini-batches.
   gpt-mini                  jargon-text bytes, 16 windows of 128 tokens, AdamW lr 1e-3,
                             betas (0.9, 0.99), weight decay 0.1, global-norm clipping at 1.0,
@@ -51,6 +51,7 @@ FASHION = "/usr/share/datasets/fashion-mnist"
 PLAN = {
     "fashion-mlp": {"steps": 400, "warmup": 50, "rows": 64, "per_row": 1, "unit": "samples"},
     "fashion-cnn": {"steps": 60, "warmup": 10, "rows": 64, "per_row": 1, "unit": "samples"},
+    "fashion-cnn-bn": {"steps": 60, "warmup": 10, "rows": 64, "per_row": 1, "unit": "samples"},
     "gpt-mini": {"steps": 24, "warmup": 4, "rows": 16, "per_row": 128, "unit": "tokens",
                  "gpt": (128, 256, 4, 4, 128)},
     # The larger presets, for a GPU (--device cuda): windows of the whole block.
