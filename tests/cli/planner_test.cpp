@@ -9,6 +9,8 @@
 #include <fstream>
 #include <functional>
 #include <regex>
+#include <set>
+#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -230,6 +232,25 @@ TEST_CASE("eval --plan auto says the plan it chose for forward passes, before it
   const std::string line = line_with(r.output, "plan auto: devices");
   CHECK_MESSAGE(line.find("ms per forward pass of a batch") != std::string::npos, r.output);
   CHECK(r.output.find(line) < r.output.find("test loss"));
+}
+
+// A tiny GPT's 2-byte prompt and 20 bytes run in windows of 8 and then 16 tokens: the 16 is
+// planned (profiled in each precision once) and the 8 runs its choice, profiled nowhere.
+TEST_CASE("sample --plan auto plans its largest window once, and the smaller windows run that choice") {
+  const Cache cache("planner-sample");
+  const fs::path params = test::scratch_dir("planner-sample-params") / "p.safetensors";
+  const std::string tiny = "--model gpt-mini --set n_layer=1 --set n_head=2 --set n_embd=32 --set block_size=16";
+  REQUIRE(brigade_run("init " + tiny + " --out " + params.string()).status == 0);
+  const Result r = cache.run("sample " + params.string() + " " + tiny + " --plan auto --prompt QZ --length 20");
+  fs::remove_all(params.parent_path());
+  REQUIRE_MESSAGE(r.status == 0, r.output);
+  CHECK_MESSAGE(r.output.find("windows of up to 16 tokens: plan auto: devices") != std::string::npos, r.output);
+  CHECK(r.output.find("plan auto: devices") == r.output.rfind("plan auto: devices"));
+  std::set<std::string> profiled;
+  std::istringstream lines(r.output);
+  for (std::string l; std::getline(lines, l);)
+    if (l.find("plan auto: profiling") != std::string::npos) CHECK_MESSAGE(profiled.insert(l).second, "twice: ", l);
+  CHECK(!profiled.empty());
 }
 
 TEST_CASE("--plan auto refuses constraints nothing satisfies in one line") {

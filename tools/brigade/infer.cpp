@@ -153,13 +153,18 @@ void run_sample(const SampleArgs& a) {
                     "or less (it has " + std::to_string(V) + ")");
   std::map<uint32_t, model::Model> models;  // by window; each outlives the pipeline that runs it
   std::map<uint32_t, Pipeline> pipelines;
+  // --plan auto plans the first window opened, the largest the run reaches, and the smaller
+  // ones run its choice (the same layers, so the same cut; they need less memory): profiling
+  // every window would cost more than it could gain.
+  PipelineFlags flags = a.pipeline;
   auto pipeline_for = [&](uint32_t w) -> Pipeline& {
     if (auto it = pipelines.find(w); it != pipelines.end()) return it->second;
     const model::Model& m =
         w == l.model.input.at(0) ? l.model : models.emplace(w, model::with_window(l.model, w)).first->second;
-    Pipeline& p = pipelines.emplace(w, open_pipeline(m, a.pipeline, 1, 0)).first->second;
-    // The text goes to stdout: the plan of each window, where --plan auto chose it, to stderr.
-    if (p.chosen) std::fprintf(stderr, "window of %u tokens: %s\n", w, p.chosen->line.c_str());
+    Pipeline& p = pipelines.emplace(w, open_pipeline(m, flags, 1, 0)).first->second;
+    flags = p.flags;
+    // The text goes to stdout: the plan --plan auto chose, to stderr.
+    if (p.chosen) std::fprintf(stderr, "windows of up to %u tokens: %s\n", w, p.chosen->line.c_str());
     for (const auto& [name, values] : l.params) p.executor->set_parameter(name, values);
     return p;
   };
