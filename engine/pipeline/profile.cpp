@@ -17,7 +17,7 @@ std::vector<double> LayerProfile::total() const {
 }
 
 LayerProfile profile_model(vk::Device& device, const model::Model& m, uint32_t rows, uint32_t reps,
-                           bool per_kernel, ops::Precision precision) {
+                           bool per_kernel, ops::Precision precision, bool training) {
   const uint32_t L = uint32_t(m.layers.size());
   if (!device.info().timestamps)
     throw UserError(device.label() + " has no GPU timestamps; use `partition` cost");
@@ -32,8 +32,8 @@ LayerProfile profile_model(vk::Device& device, const model::Model& m, uint32_t r
       mem.reset_peaks();
     }
   } lift{device.memory()};
-  const CellLayout layout = layout_cell(m, 0, 0, L, true, rows, {}, std::vector<ops::Precision>(L, precision),
-                                        device_facts(m, device.info()));
+  const CellLayout layout = layout_cell(m, 0, 0, L, true, rows, CellBuffers{.training = training},
+                                        std::vector<ops::Precision>(L, precision), device_facts(m, device.info()));
   Cell stage(device, m, layout);
   for (const model::ParamSpec& p : m.params()) {
     const std::vector<float> v = p.kind == model::ParamKind::State
@@ -58,21 +58,22 @@ LayerProfile profile_model(vk::Device& device, const model::Model& m, uint32_t r
     std::vector<vk::Commands::KernelMark> marks;
     stage.set_marks(&fwd, &bwd);
     vk::Commands cmd(device, "profile");
-    const MicroBatch mb{.rows = rows, .total_rows = rows};
+    const MicroBatch mb{.rows = rows, .total_rows = rows, .training = training};
     stage.zero_loss(cmd);
     if (per_kernel) cmd.set_kernel_marks(&marks);
     stage.forward(cmd, mb, std::nullopt, false);
-    stage.backward(cmd, mb, std::nullopt);
+    if (training) stage.backward(cmd, mb, std::nullopt);
     cmd.set_kernel_marks(nullptr);
     cmd.run();
     stage.set_marks(nullptr, nullptr);
     if (r == 0) continue;  // warm-up: pipelines compiled, caches filled
     const std::vector<double> ts = cmd.timestamps_ns();
-    BRIGADE_EXPECT(fwd.size() == L + 1 && bwd.size() == L + 1, "a mark before and after each layer");
+    BRIGADE_EXPECT(fwd.size() == L + 1 && bwd.size() == (training ? L + 1 : 0), "a mark before and after each layer");
+    if (!training) bwd.assign(L + 1, uint32_t(ts.size()));  // no backward: nothing lies in one
     for (uint32_t l = 0; l < L; ++l) {
       const uint32_t b = L - 1 - l;  // backward marks run from the last layer
       fwd_s[l].push_back((ts[fwd[l + 1]] - ts[fwd[l]]) * 1e-9);
-      bwd_s[l].push_back((ts[bwd[b + 1]] - ts[bwd[b]]) * 1e-9);
+      bwd_s[l].push_back(training ? (ts[bwd[b + 1]] - ts[bwd[b]]) * 1e-9 : 0.0);
     }
     if (r == 1) {  // which layer and pass each dispatch belongs to: the marks around it
       kernel_s.resize(marks.size());
@@ -105,10 +106,10 @@ LayerProfile profile_model(vk::Device& device, const model::Model& m, uint32_t r
 }
 
 LayerProfile profile_layer_times(vk::Device& device, const model::Model& m, uint32_t rows, uint32_t reps,
-                                 ops::Precision precision) {
+                                 ops::Precision precision, bool training) {
   const std::optional<model::StandIn> s = model::stand_in(m);
-  if (!s) return profile_model(device, m, rows, reps, false, precision);
-  const LayerProfile short_profile = profile_model(device, s->model, rows, reps, false, precision);
+  if (!s) return profile_model(device, m, rows, reps, false, precision, training);
+  const LayerProfile short_profile = profile_model(device, s->model, rows, reps, false, precision, training);
   LayerProfile out;
   for (uint32_t l : s->layer) {
     out.forward.push_back(short_profile.forward.at(l));

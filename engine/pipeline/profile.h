@@ -35,15 +35,18 @@ struct LayerProfile {
 // run) of GPU timestamps taken between layers and, with `per_kernel`, after every dispatch.
 // The whole model is put on the device for the measurement, its memory cap lifted meanwhile
 // (and its peaks reset after). Every layer stores in `precision`, its conversions timed with it.
+// With `training` false, the forward passes of evaluation alone, on a cell planned for them
+// (CellLayout::training): the backward times are zero.
 LayerProfile profile_model(vk::Device& device, const model::Model& m, uint32_t rows, uint32_t reps = 3,
-                           bool per_kernel = false, ops::Precision precision = ops::Precision::Fp32);
+                           bool per_kernel = false, ops::Precision precision = ops::Precision::Fp32,
+                           bool training = true);
 
 // Forward and backward seconds per layer, as the planner and the partitioner take them:
 // profile_model of the model's stand-in (model::stand_in: a GPT of one block) where it has one,
 // every layer given the times of the layer that stands for it. A GPT's profile so takes about
 // the time of one block rather than of all of them.
 LayerProfile profile_layer_times(vk::Device& device, const model::Model& m, uint32_t rows, uint32_t reps = 3,
-                                 ops::Precision precision = ops::Precision::Fp32);
+                                 ops::Precision precision = ops::Precision::Fp32, bool training = true);
 
 // Forward plus backward seconds per layer (the partitioner's input).
 inline std::vector<double> profile_layers(vk::Device& device, const model::Model& m, uint32_t rows,

@@ -232,6 +232,15 @@ TEST_CASE("eval --plan auto says the plan it chose for forward passes, before it
   const std::string line = line_with(r.output, "plan auto: devices");
   CHECK_MESSAGE(line.find("ms per forward pass of a batch") != std::string::npos, r.output);
   CHECK(r.output.find(line) < r.output.find("test loss"));
+  // Profiled cold, by forward passes alone.
+  std::istringstream lines(r.output);
+  size_t profiled = 0;
+  for (std::string l; std::getline(lines, l);)
+    if (l.find("plan auto: profiling") != std::string::npos) {
+      CHECK_MESSAGE(l.find(": forward passes of micro-batches of ") != std::string::npos, l);
+      ++profiled;
+    }
+  CHECK(profiled > 0);
 }
 
 // A tiny GPT's 2-byte prompt and 20 bytes run in windows of 8 and then 16 tokens: the 16 is

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -279,6 +280,28 @@ TEST_CASE_FIXTURE(test::Gpu, "a GPT's layer times come from one block's, every b
     }
   }
   CHECK(p.forward[1] != p.forward[2]);  // attention and MLP timed apart
+}
+
+// eval and sample plan by forward passes alone: their profile times evaluation's forwards
+// (BatchNorm on its running statistics) on a cell planned for them, and nothing else.
+TEST_CASE_FIXTURE(test::Gpu, "a forward-only profile times evaluation's forward passes alone") {
+  const model::Model m = model::build("fashion-cnn-bn");
+  const pipeline::LayerProfile p = pipeline::profile_model(device(0), m, 4, 1, true, ops::Precision::Fp32, false);
+  REQUIRE(p.forward.size() == m.layers.size());
+  REQUIRE(p.backward.size() == m.layers.size());
+  for (size_t l = 0; l < m.layers.size(); ++l) {
+    CAPTURE(l);
+    CHECK((m.layers[l]->is_view() ? p.forward[l] >= 0 : p.forward[l] > 0));
+    CHECK(p.backward[l] == 0);
+  }
+  std::set<std::string> kernels;
+  for (const pipeline::KernelTime& k : p.kernels) {
+    CHECK_MESSAGE(!k.backward, k.kernel);
+    CHECK_MESSAGE(!k.loss, k.kernel);
+    kernels.insert(k.kernel.substr(0, k.kernel.find('|')));  // the shader, without its constants
+  }
+  CHECK(kernels.count("batchnorm_forward_eval") == 1);
+  CHECK(kernels.count("batchnorm_forward_train") == 0);
 }
 
 namespace {

@@ -58,9 +58,12 @@ struct Profiling {
 // smallest and the one nearest their geometric middle profiled (or found in the cache), the
 // others interpolated linearly in rows between their neighbours. Largest first: each profile
 // takes as many timed runs as fit in about a second by the one before it, from 2 to 7.
+// Not `training` (eval, sample): forward passes alone are profiled, kept under a key of their
+// own; a training profile in the cache serves where no such one is.
 std::map<uint32_t, pipeline::LayerTimes> profile_sizes(vk::Device& dev, const model::Model& m,
                                                        const std::set<uint32_t>& sizes, ops::Precision p,
-                                                       pipeline::ProfileCache& cache, Profiling& counts) {
+                                                       bool training, pipeline::ProfileCache& cache,
+                                                       Profiling& counts) {
   const size_t L = m.layers.size();
   const uint32_t small = *sizes.begin(), large = *sizes.rbegin();
   uint32_t middle = small;
@@ -70,16 +73,19 @@ std::map<uint32_t, pipeline::LayerTimes> profile_sizes(vk::Device& dev, const mo
   std::map<uint32_t, pipeline::LayerTimes> out;
   double run_seconds = 0;  // the last profile's, per run
   for (uint32_t r : std::set<uint32_t, std::greater<>>{large, middle, small}) {
-    const std::string key = pipeline::profile_key(dev.info(), m, r, p);
-    if (std::optional<pipeline::LayerTimes> t = cache.find(key, L)) {
-      out[r] = *t, ++counts.cached;
+    const std::string trained = pipeline::profile_key(dev.info(), m, r, p);
+    const std::string key = training ? trained : trained + " forward";
+    std::optional<pipeline::LayerTimes> found = cache.find(key, L);
+    if (!found && !training) found = cache.find(trained, L);
+    if (found) {
+      out[r] = *found, ++counts.cached;
       continue;
     }
     const uint32_t runs = run_seconds > 0 ? uint32_t(std::clamp(1.0 / run_seconds, 2.0, 7.0)) : 2;
-    std::fprintf(stderr, "plan auto: profiling %s on %s: micro-batches of %u in %s (%u runs)\n", m.name.c_str(),
-                 dev.info().name.c_str(), r, ops::precision_name(p), runs);
+    std::fprintf(stderr, "plan auto: profiling %s on %s: %smicro-batches of %u in %s (%u runs)\n", m.name.c_str(),
+                 dev.info().name.c_str(), training ? "" : "forward passes of ", r, ops::precision_name(p), runs);
     const Clock::time_point t = Clock::now();
-    const pipeline::LayerProfile lp = pipeline::profile_layer_times(dev, m, r, runs, p);
+    const pipeline::LayerProfile lp = pipeline::profile_layer_times(dev, m, r, runs, p, training);
     run_seconds = since(t) / (runs + 1);
     out[r] = {lp.forward, lp.backward};
     cache.put(key, out[r]);
@@ -448,7 +454,7 @@ AutoPlan auto_plan(const model::Model& m, const PipelineFlags& f, uint32_t rows,
       auto& times = by_model[{space.pool[i].model, p}];
       if (times.empty()) {
         Profiling counts;
-        times = profile_sizes(dev, m, sizes, p, cache, counts);
+        times = profile_sizes(dev, m, sizes, p, space.training, cache, counts);
         measured += counts.measured, cached += counts.cached;
       }
       for (const auto& [r, t] : times) space.pool[i].times[{r, p}] = t;
