@@ -45,7 +45,8 @@ endif()
 set(BRIGADE_FORMAT_SHADERS matmul matmul_shared conv2d_im2col conv2d_col2im conv2d_winograd_input conv2d_winograd_output
     maxpool2d_forward maxpool2d_backward_data relu_backward layernorm_forward layernorm_backward_data
     layernorm_backward_weight residual_forward attention_softmax attention_softmax_backward conv2d_pool_forward
-    conv2d_pool_weight linear_relu_backward batchnorm_forward_train batchnorm_forward_eval batchnorm_backward)
+    conv2d_pool_weight linear_relu_backward batchnorm_forward_train batchnorm_forward_eval batchnorm_backward
+    conv2d_winograd_input_grad)
 
 function(brigade_embed_shaders target shader_dir)
   file(GLOB shaders CONFIGURE_DEPENDS "${shader_dir}/*.comp")

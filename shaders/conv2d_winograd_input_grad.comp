@@ -7,7 +7,9 @@
 // last two columns into the next: no two invocations of a dispatch add into one element, and
 // the rows of tiles go in two dispatches, even rows then odd (the push constant's rows), so
 // the rows two patches share are added to in a fixed order. The loops' indices are the same
-// in every lane.
+// in every lane. An element's last add (the odd rows' dispatch where an odd row of tiles
+// covers its row, else the even rows') rounds the sum to ROUND_DX (a 16-bit input gradient's
+// precision): the same bits as rounding dx after both.
 //   dV (POINTS, C, count * TILES), point-major  ->  dx (N, C, H, W) +=
 #extension GL_GOOGLE_include_directive : require
 #include "conv.h"
@@ -15,10 +17,21 @@
 layout(local_size_x = BRIGADE_WG_CONV) in;
 #include "conv_geometry.glsl"
 #include "winograd.glsl"
+#include "formats.glsl"
+
+BRIGADE_FORMAT(11, ROUND_DX);
 
 layout(binding = 0) readonly buffer DV { float dv[]; };
 layout(binding = 1) buffer DX { float dx[]; };
 layout(push_constant) uniform Push { WinogradPush p; };
+
+// Whether an odd row of tiles covers row y of x: rows ti with ti TILE - PH <= y <= ti TILE - PH
+// + ALPHA - 1.
+bool odd_row_covers(int y) {
+  const int from = y + int(PH) - int(ALPHA) + 1;
+  const int lo = from <= 0 ? 0 : (from + int(TILE) - 1) / int(TILE), hi = min(int(TH) - 1, (y + int(PH)) / int(TILE));
+  return lo <= hi && (lo % 2 == 1 || lo + 1 <= hi);
+}
 
 void main() {
   const uint rows_ = (TH + 1u - p.rows) / 2u;  // this dispatch's rows of tiles
@@ -54,7 +67,10 @@ void main() {
       if (ix < 0 || ix >= int(W)) continue;
       for (uint r = 0; r < ALPHA; ++r) {
         const int iy = ih + int(r);
-        if (iy >= 0 && iy < int(H)) dx[plane + uint(iy) * W + uint(ix)] += t[r];
+        if (iy < 0 || iy >= int(H)) continue;
+        const uint at = plane + uint(iy) * W + uint(ix);
+        const bool last_add = p.rows == 1u || !odd_row_covers(iy);
+        dx[at] = last_add ? rounded(dx[at] + t[r], ROUND_DX) : dx[at] + t[r];
       }
     }
   }

@@ -204,12 +204,13 @@ void backward(vk::Commands& cmd, vk::View dy, const Gradients& g, const Conv2dSh
     for (uint32_t parity = 0; parity < std::min(th, 2u); ++parity) {  // even rows of tiles, then odd
       const vk::Groups groups{vk::groups_for(uint64_t(count) * s.ic * ((th + 1 - parity) / 2), BRIGADE_WG_CONV)};
       direct::require_groups(groups, s, "winograd tile rows", {"use smaller micro-batches or fewer input channels"});
-      cmd.dispatch(cmd.device().kernel("conv2d_winograd_input_grad", geometry_spec(geo)), {p.in, *g.dx},
+      cmd.dispatch(cmd.device().kernel(format_kernel("conv2d_winograd_input_grad", {x_format}),
+                                       geometry_spec(geo).set(11, uint32_t(x_format))),
+                   {p.in, *g.dx},
                    shaders::WinogradPush{s.ic, parity, first, count}, groups);
     }
   }
   if (g.dweight) filter_pass(cmd, "conv2d_winograd_filter_grad", filters.filters_grad, *g.dweight, t);
-  if (g.dx && is_half(x_format)) round_to(cmd, *g.dx, s.n * s.ic * s.h * s.w, x_format);
 }
 
 }  // namespace brigade::ops::winograd
