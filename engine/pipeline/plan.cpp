@@ -216,6 +216,9 @@ CellLayout layout_cell(const model::Model& m, uint32_t cell, uint32_t first, uin
   if (!buffers.training) {  // what only a backward or the step reads or writes
     s.training = false;
     s.gradient_bytes = s.gradient_copy_bytes = s.gradient_out_bytes = s.norm_bytes = 0;
+    // The workspace holds a split K's parts (weight gradients) and column sums' runs (bias and
+    // LayerNorm gradients); a forward's products run whole without it.
+    s.workspace_bytes = 0;
     s.gradient_copies.assign(last - first, false);
     s.tied.clear();  // their gradients' sums on the host
   }

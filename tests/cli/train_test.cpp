@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <regex>
 #include <thread>
 #include <tuple>
 #include <utility>
@@ -331,6 +332,40 @@ TEST_CASE("eval and sample run under a cap that a training plan of theirs would 
   CHECK(over.output.find("add stages (--devices), use more micro-batches (--micro-batches), or a smaller batch (--batch-size)") !=
         std::string::npos);
   CHECK(over.output.find("--remat") == std::string::npos);
+  fs::remove_all(dir);
+}
+
+// `plan --forward-only` plans as eval does: eval of the same model and batch runs under a cap
+// just over the total it prints (rounded to a tenth of a MiB) and is refused under one a tenth
+// below it; a training plan of the same flags holds gradients and optimizer state besides.
+TEST_CASE("plan --forward-only shows the plan eval runs") {
+  const fs::path dir = test::scratch_dir("plan-forward-only");
+  test::write_text(dir / "text.txt", corpus());
+  const std::string mini = (dir / "mini.safetensors").string();
+  REQUIRE(test::brigade_run("init --model gpt-mini --out " + mini).status == 0);
+  const auto total_of = [](const std::string& output) {
+    std::smatch m;  // stage 0's row ends in its total, no cap and "yes"
+    REQUIRE_MESSAGE(std::regex_search(output, m, std::regex("\\n0 [^\\n]* ([0-9.]+) MiB +- +yes *\\n")), output);
+    return std::stod(m[1]);
+  };
+  const auto forward = test::brigade_run("plan --model gpt-mini -b 4 --forward-only");
+  INFO(forward.output);
+  REQUIRE(forward.status == 0);
+  CHECK(forward.output.find("forward passes only") != std::string::npos);
+  const auto training = test::brigade_run("plan --model gpt-mini -b 4");
+  REQUIRE(training.status == 0);
+  const double mib = total_of(forward.output);
+  CHECK(mib < total_of(training.output));
+  auto eval = [&](double cap_mib) {
+    return test::brigade_run("eval " + mini + " --model gpt-mini -b 4 --limit 1 --data " + (dir / "text.txt").string() +
+                             " --mem-limit " + std::to_string(uint64_t(cap_mib * 1024)) + "KiB");
+  };
+  const auto fits = eval(mib + 0.06), over = eval(mib * 0.9);
+  CHECK_MESSAGE(fits.status == 0, fits.output);
+  CHECK_MESSAGE(over.status == 2, over.output);
+  const auto remat = test::brigade_run("plan --model gpt-mini -b 4 --forward-only --remat always");
+  CHECK(remat.status == 2);
+  CHECK(remat.output == "brigade: error: --remat: forward passes recompute nothing; drop it with --forward-only\n");
   fs::remove_all(dir);
 }
 

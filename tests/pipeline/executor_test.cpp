@@ -184,6 +184,12 @@ TEST_CASE_FIXTURE(test::Gpu, "a stage's products' workspace is planned and held 
   };
   const pipeline::Plan plain = planned(0), plan = planned(3u << 20);
   const int scratch = int(vk::Category::Scratch);
+  // A plan for forward passes keeps none: only backward passes split their products' K.
+  pipeline::PlanOptions forward;
+  forward.rows = N, forward.micro_batches = 2, forward.training = false;
+  forward.stages.assign(K, pipeline::StageSpec{});
+  forward.stages[1].facts.workspace_bytes = 3u << 20;
+  CHECK(pipeline::plan(m, forward).cells[1].workspace_bytes == 0);
   CHECK(plan.cells[0].memory(0) == plain.cells[0].memory(0));
   CHECK(plan.cells[1].workspace_bytes == 3u << 20);
   CHECK(plan.cells[1].memory(0)[scratch] == plain.cells[1].memory(0)[scratch] + (3u << 20));

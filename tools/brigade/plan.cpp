@@ -22,6 +22,7 @@ struct PlanArgs {
   std::vector<std::string> set;
   uint32_t batch_size = 64;
   double momentum = 0;  // SGD's, as `train` takes it
+  bool forward_only = false;  // as eval and sample plan
   PipelineFlags pipeline;
 };
 
@@ -44,6 +45,10 @@ int run_plan(const PlanArgs& a) {
   if (a.optimizer == "sgd") optim::validate(optim::SgdOptions{.momentum = a.momentum});
   const model::Model m = model::build(a.model, a.set);
   PipelineFlags f = a.pipeline;
+  if (a.forward_only) {
+    if (f.given("--remat")) throw UserError("--remat: forward passes recompute nothing; drop it with --forward-only");
+    f.use = PipelineUse::Evaluation;
+  }
   if (f.plan == "auto") {  // the search's best configurations, then the chosen one's plan in full
     const AutoPlan chosen = auto_plan(m, f, a.batch_size, optimizer_states(a.optimizer, a.momentum));
     print_table(chosen.table);
@@ -56,9 +61,10 @@ int run_plan(const PlanArgs& a) {
   const uint32_t K = p.schedule.stages, C = p.schedule.cells();
   const uint32_t states = optimizer_states(a.optimizer, a.momentum);
   std::printf("%s: %zu layers, %llu parameters; mini-batch %u as %zu micro-batches of up to %u, "
-              "schedule %s, remat %s, partition by %s\n",
+              "schedule %s, %s, partition by %s\n",
               m.name.c_str(), m.layers.size(), (unsigned long long)m.parameter_count(), a.batch_size,
-              p.micro_rows.size(), p.micro_rows.front(), f.schedule.c_str(), f.remat.c_str(),
+              p.micro_rows.size(), p.micro_rows.front(), f.schedule.c_str(),
+              a.forward_only ? "forward passes only" : ("remat " + f.remat).c_str(),
               f.balance.empty() ? f.partition.c_str() : "hand (--balance)");
   const bool profiled = f.partition == "profile" && f.balance.empty();
   // With virtual stages a row per cell, then a row per stage with its cells' sum.
@@ -128,7 +134,7 @@ int run_plan(const PlanArgs& a) {
                 ops::precision_name(precision[c % K]), own.empty() ? "none" : own.c_str(),
                 copied.empty() ? "none" : copied.c_str(), format_bytes(l.work_bytes).c_str());
   }
-  if (scales_loss(precision))
+  if (!a.forward_only && scales_loss(precision))
     std::printf("fp16 stages train with dynamic loss scaling from %.0f (halved when a step's gradients overflow, "
                 "which skips the step; doubled after %llu good steps)\n",
                 optim::LossScale::kInitial, (unsigned long long)optim::LossScale::kInterval);
@@ -153,6 +159,9 @@ void add_plan(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--momentum", a->momentum, "SGD momentum, as for train (0: no momentum buffer)")
       ->capture_default_str();
+  cmd->add_flag("--forward-only", a->forward_only,
+                "plan forward passes only, as eval runs them (its batch as --batch-size) and sample does "
+                "(--batch-size 1): no gradients, optimizer state or backward, one micro-batch's activations");
   add_pipeline_flags(*cmd, a->pipeline);
   cmd->callback([a] {
     if (const int rc = run_plan(*a)) throw CLI::RuntimeError(rc);
