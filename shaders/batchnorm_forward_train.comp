@@ -39,7 +39,6 @@ layout(constant_id = 3) const uint GROUP = 1;
 #define BRIGADE_GROUP_Y
 #include "channel_walk.glsl"
 
-
 void main() {
   const uint lane = gl_LocalInvocationID.x, width = gl_WorkGroupSize.x;
   const uint count = p.batch * p.spatial;

@@ -41,6 +41,8 @@ void main() {
   const uint z = zc / p.channels, c = zc % p.channels, columns = p.count * TILES;
   const uint plane = ((p.first + z) * p.channels + c) * H * W;
   const int ih = int(ti * TILE) - int(PH);
+  bool last_add[6];  // whether this dispatch adds last into the patch's row r, which then rounds
+  for (uint r = 0; r < ALPHA; ++r) last_add[r] = p.rows == 1u || !odd_row_covers(ih + int(r));
   float carry[6][2];
   for (uint r = 0; r < ALPHA; ++r) carry[r][0] = carry[r][1] = 0.0;
   for (uint tj = 0; tj < TW; ++tj) {
@@ -69,8 +71,7 @@ void main() {
         const int iy = ih + int(r);
         if (iy < 0 || iy >= int(H)) continue;
         const uint at = plane + uint(iy) * W + uint(ix);
-        const bool last_add = p.rows == 1u || !odd_row_covers(iy);
-        dx[at] = last_add ? rounded(dx[at] + t[r], ROUND_DX) : dx[at] + t[r];
+        dx[at] = last_add[r] ? rounded(dx[at] + t[r], ROUND_DX) : dx[at] + t[r];
       }
     }
   }

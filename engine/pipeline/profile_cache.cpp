@@ -17,14 +17,15 @@ constexpr const char* kKernelSettings[] = {"BRIGADE_ATTENTION", "BRIGADE_ATTENTI
 }  // namespace
 
 // The sample's shape is in the key: a GPT's window (model::with_window) keeps its config.
-std::string profile_key(const vk::PhysicalInfo& device, const model::Model& m, uint32_t rows, ops::Precision p) {
+std::string profile_key(const vk::PhysicalInfo& device, const model::Model& m, uint32_t rows, ops::Precision p,
+                        bool training) {
   const std::string tuned = ops::tuned_checksum(device);
   std::string key = device.device_uuid_string() + " " + device.driver_version_string() + " " + io::checksum(m.config) +
                     "x" + std::to_string(m.layers.size()) + " " + model::to_string(m.input) + " " + std::to_string(rows) + " " + ops::precision_name(p) +
                     " " + io::build_checksum() + (tuned.empty() ? "" : " tuned " + tuned);
   for (const char* name : kKernelSettings)
     if (const char* v = std::getenv(name); v && *v) key += std::string(" ") + name + "=" + v;
-  return key;
+  return training ? key : key + " forward";
 }
 
 std::string default_profile_cache() { return io::cache_path("profiles.json"); }

@@ -25,8 +25,10 @@ namespace brigade::pipeline {
 // "<device uuid> <driver version> <model checksum>x<layers> <sample shape> <rows> <precision> <build checksum>",
 // then " tuned <checksum>" where the device takes tuned tilings, then " NAME=value" for each
 // setting in the environment that chooses kernels (BRIGADE_ATTENTION, _ATTENTION_BLOCKS,
-// _MATRIX_UNITS, _SPLIT_K) where set.
-std::string profile_key(const vk::PhysicalInfo& device, const model::Model& m, uint32_t rows, ops::Precision p);
+// _MATRIX_UNITS, _SPLIT_K) where set; then " forward" for a profile of forward passes alone
+// (`training` false: eval's and sample's).
+std::string profile_key(const vk::PhysicalInfo& device, const model::Model& m, uint32_t rows, ops::Precision p,
+                        bool training = true);
 
 // io::cache_path("profiles.json").
 std::string default_profile_cache();

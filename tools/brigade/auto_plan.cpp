@@ -73,10 +73,9 @@ std::map<uint32_t, pipeline::LayerTimes> profile_sizes(vk::Device& dev, const mo
   std::map<uint32_t, pipeline::LayerTimes> out;
   double run_seconds = 0;  // the last profile's, per run
   for (uint32_t r : std::set<uint32_t, std::greater<>>{large, middle, small}) {
-    const std::string trained = pipeline::profile_key(dev.info(), m, r, p);
-    const std::string key = training ? trained : trained + " forward";
+    const std::string key = pipeline::profile_key(dev.info(), m, r, p, training);
     std::optional<pipeline::LayerTimes> found = cache.find(key, L);
-    if (!found && !training) found = cache.find(trained, L);
+    if (!found && !training) found = cache.find(pipeline::profile_key(dev.info(), m, r, p), L);
     if (found) {
       out[r] = *found, ++counts.cached;
       continue;
