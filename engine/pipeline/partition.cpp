@@ -54,7 +54,7 @@ void check_stages(const std::vector<LayerCost>& layers, const std::vector<StageS
 }  // namespace
 
 Partition balance_min_max(const std::vector<LayerCost>& layers, const std::vector<StageSpec>& stages,
-                          const CellMemory& memory) {
+                          const CellMemory& memory, const CellMemory& floor) {
   check_stages(layers, stages);
   const size_t L = layers.size(), K = stages.size();
   std::vector<uint64_t> mem_prefix(L + 1, 0);
@@ -81,7 +81,9 @@ Partition balance_min_max(const std::vector<LayerCost>& layers, const std::vecto
           candidates.emplace_back(std::max(best[k - 1][j], time_prefix[k - 1][i] - time_prefix[k - 1][j]), uint32_t(j));
       std::sort(candidates.begin(), candidates.end());
       for (const auto& [t, j] : candidates)
-        if (!st.memory_cap || (memory ? memory(k - 1, j, i) : mem_prefix[i] - mem_prefix[j]) <= st.memory_cap) {
+        if (!st.memory_cap ||
+            ((!floor || floor(k - 1, j, i) <= st.memory_cap) &&
+             (memory ? memory(k - 1, j, i) : mem_prefix[i] - mem_prefix[j]) <= st.memory_cap)) {
           best[k][i] = t, cut[k][i] = j;
           break;
         }

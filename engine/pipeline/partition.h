@@ -72,14 +72,16 @@ struct Partition {
 // `memory`, when given, is the exact footprint of a cell (stage k holding layers
 // [first, last)) and replaces the sum of LayerCost::memory, asked of stages with a cap; kNeverFits
 // there, over any cap, says the cell cannot be on stage k at all (a buffer its device cannot
-// hold: pipeline::balance_within_limits asks it of every stage).
+// hold: pipeline::balance_within_limits asks it of every stage). `floor`, when given, is a
+// bound under `memory` that is cheap to ask: a cell whose floor is over its stage's cap is not
+// asked of `memory`.
 using CellMemory = std::function<uint64_t(size_t stage, size_t first, size_t last)>;
 inline constexpr uint64_t kNeverFits = ~uint64_t(0);
 struct NoFit : UserError {
   using UserError::UserError;
 };
 Partition balance_min_max(const std::vector<LayerCost>& layers, const std::vector<StageSpec>& stages,
-                          const CellMemory& memory = {});
+                          const CellMemory& memory = {}, const CellMemory& floor = {});
 
 // A partition given by hand (3,5,4: layers per cell), checked against the layer count.
 Partition balance_manual(const std::vector<LayerCost>& layers, const std::vector<StageSpec>& stages,

@@ -35,196 +35,6 @@ uint64_t total(const Bytes& b) {
   return t;
 }
 
-namespace {
-
-
-uint64_t cat(vk::Category c) { return uint64_t(c); }
-
-}  // namespace
-
-vk::ArenaLayout CellLayout::arena() const {
-  std::vector<uint64_t> sizes;
-  for (const model::ParamSpec& p : params)
-    if (p.kind == model::ParamKind::Trainable) sizes.push_back(p.elements() * kFloat);
-  return vk::arena_layout(sizes);
-}
-
-vk::ArenaLayout CellLayout::copy_arena() const {
-  std::vector<uint64_t> sizes;
-  for (const WeightCopy& c : weight_copies) sizes.push_back(ops::stored_bytes(c.elements, c.stored));
-  return vk::arena_layout(sizes);
-}
-
-Bytes CellLayout::memory(uint32_t optimizer_states) const {
-  Bytes b{};
-  for (const model::ParamSpec& p : params) {
-    const uint64_t bytes = p.elements() * kFloat;
-    if (p.kind == model::ParamKind::State) b[cat(vk::Category::Scratch)] += bytes;
-    if (p.kind == model::ParamKind::Buffer) b[cat(vk::Category::Parameters)] += bytes;
-  }
-  const uint64_t arena = this->arena().bytes;  // the trainable ones
-  b[cat(vk::Category::Parameters)] += arena + copy_arena().bytes;
-  b[cat(vk::Category::Gradients)] += training ? arena : 0;
-  b[cat(vk::Category::Optimizer)] += training ? arena * optimizer_states : 0;
-  uint64_t set = loss_rows_bytes + (training ? 0 : forward_set(*this).bytes());
-  for (size_t l = 0; l < output_bytes.size() && training; ++l) {
-    set += output_bytes[l];
-    for (uint64_t s : saved_bytes[l]) set += s;
-  }
-  uint64_t deferred = 0;
-  for (const auto& layer : deferred_bytes)
-    for (uint64_t d : layer) deferred += d;
-  b[cat(vk::Category::Activations)] = inputs * (input_bytes + target_bytes) + sets * set + deferreds * deferred +
-                                      2 * gradient_bytes + 2 * gradient_copy_bytes + gradient_out_bytes;
-  b[cat(vk::Category::Transfer)] = link_bytes + staging_bytes;
-  for (const model::ParamSpec& p : params)  // the tied sums' host memory
-    if (std::find(tied.begin(), tied.end(), p.name) != tied.end())
-      b[cat(vk::Category::Transfer)] += p.elements() * kFloat;
-  b[cat(vk::Category::Scratch)] += scratch_bytes + workspace_bytes + norm_bytes + work_bytes + (last_cell ? 3 * kFloat : 0);  // loss, discard, correct
-  return b;
-}
-
-std::vector<ops::Precision> output_precisions(const model::Model& m, const std::vector<ops::Precision>& precision) {
-  std::vector<ops::Precision> out(m.layers.size(), ops::Precision::Fp32);
-  if (precision.empty()) return out;
-  BRIGADE_EXPECT(precision.size() == m.layers.size(), "one precision per layer");
-  for (size_t l = 0; l < out.size(); ++l)
-    out[l] = !m.layers[l]->is_view() ? precision[l] : l ? out[l - 1] : ops::Precision::Fp32;
-  return out;
-}
-
-DeviceFacts device_facts(const model::Model& m, const vk::PhysicalInfo& info) {
-  // A tensor in an arena is bound to its padding's end (vk::kArenaAlign): what fits the range padded
-  // is what a multiple of 256 under it holds (NVIDIA lists 2^32 - 1).
-  return {m.stores_half(info), m.lean_scratch(info), ops::matmul_workspace_bytes(info),
-          info.max_storage_buffer_range / vk::kArenaAlign * vk::kArenaAlign, info.max_allocation_size,
-          info.device_memory_mapped ? 0 : vk::kStagingBytes};
-}
-
-CellLayout layout_cell(const model::Model& m, uint32_t cell, uint32_t first, uint32_t last,
-                       bool last_cell, uint32_t max_rows, const CellBuffers& buffers,
-                       const std::vector<ops::Precision>& precision, const DeviceFacts& facts) {
-  BRIGADE_EXPECT(first < last && last <= m.layers.size(), "a cell holds layers [first, last)");
-  BRIGADE_EXPECT(facts.stores_half.empty() || facts.stores_half.size() == m.layers.size(), "stores_half has one entry per layer");
-  BRIGADE_EXPECT(facts.lean_scratch.empty() || facts.lean_scratch.size() == m.layers.size(), "lean_scratch has one entry per layer");
-  CellLayout s;
-  s.cell = cell, s.first = first, s.last = last;
-  s.first_cell = first == 0, s.last_cell = last_cell;
-  s.max_rows = max_rows, s.inputs = buffers.inputs, s.sets = buffers.sets, s.deferreds = buffers.deferreds;
-  s.workspace_bytes = facts.workspace_bytes;
-  const std::vector<ops::Precision> stored = output_precisions(m, precision);
-  s.input_precision = first ? stored[first - 1] : ops::Precision::Fp32;
-  const uint64_t in = model::elements(m.layers[first]->input_shape()) * max_rows;
-  s.input_bytes = ops::stored_bytes(in, s.input_precision);
-  if (!s.first_cell && ops::is_half(s.input_precision)) s.gradient_out_bytes = s.input_bytes;
-  uint64_t widest = 0, scratch = 0, saved_work = 0, work_part = 0;
-  bool copies = false;  // a layer on fp32 copies
-  std::set<std::string> seen;
-  for (uint32_t l = first; l < last; ++l) {
-    const model::Layer& layer = *m.layers[l];
-    const uint64_t out = model::elements(layer.output_shape());
-    const ops::Precision prec = stored[l];
-    const ops::Precision before = l == first ? s.input_precision : stored[l - 1];
-    const bool x_half = ops::is_half(before) && !layer.integer_input();
-    const bool touches_half = !layer.is_view() && (x_half || ops::is_half(prec));
-    const bool direct = touches_half && !facts.stores_half.empty() && facts.stores_half[l];
-    s.direct.push_back(direct);
-    const bool lean = direct && !facts.lean_scratch.empty() && (facts.lean_scratch[l] >> uint32_t(prec) & 1u);
-    s.lean.push_back(lean);
-    const ops::Precision scratch_prec = !direct ? ops::Precision::Fp32 : ops::is_half(prec) ? prec : before;
-    s.scratch_precision.push_back(scratch_prec);
-    s.converted.push_back(touches_half && !direct);
-    if (touches_half && !direct) {
-      copies = true;
-      work_part = std::max({work_part, x_half ? model::elements(layer.input_shape()) : 0, out});
-    }
-    s.output_precision.push_back(prec);
-    s.output_bytes.push_back(layer.is_view() ? 0 : ops::stored_bytes(out * max_rows, prec));
-    std::vector<uint64_t> saved;
-    uint64_t saved_half = 0;
-    for (const model::SavedSpec& sv : layer.saved()) {
-      const bool narrow = ops::is_half(prec) && !sv.wide && !layer.is_view();
-      saved.push_back(ops::stored_bytes(sv.floats(max_rows), narrow ? prec : ops::Precision::Fp32));
-      if (narrow && !direct) saved_half += model::aligned_floats(sv.floats(max_rows));  // each view aligned
-    }
-    saved_work = std::max(saved_work, saved_half);
-    s.saved_bytes.push_back(std::move(saved));
-    std::vector<uint64_t> deferred;
-    if (buffers.deferreds)
-      for (const model::SavedSpec& d : layer.deferred()) deferred.push_back(d.floats(max_rows) * kFloat);
-    s.deferred_bytes.push_back(std::move(deferred));
-    widest = std::max(widest, out);
-    if (!layer.integer_input()) widest = std::max(widest, model::elements(layer.input_shape()));
-    scratch = std::max(scratch, layer.cell_scratch_floats(max_rows, scratch_prec, lean, !buffers.training));
-    // The weight copies a 16-bit layer's kernels read.
-    std::vector<int32_t> copies_of;
-    const ops::Precision stored_w = direct && layer.reads_half_weights() ? prec : ops::Precision::Fp32;
-    for (const model::ParamSpec& p : layer.params()) {
-      if (!p.product || !ops::is_half(prec) || layer.is_view()) {
-        copies_of.push_back(-1);
-        continue;
-      }
-      const auto same = [&](const CellLayout::WeightCopy& c) {
-        return c.name == p.name && c.stored == stored_w && c.round == prec;
-      };
-      auto it = std::find_if(s.weight_copies.begin(), s.weight_copies.end(), same);
-      if (it == s.weight_copies.end())
-        it = s.weight_copies.insert(s.weight_copies.end(), {p.name, p.elements(), stored_w, prec});
-      copies_of.push_back(int32_t(it - s.weight_copies.begin()));
-    }
-    s.weight_copy.push_back(std::move(copies_of));
-    for (model::ParamSpec& p : layer.params())
-      if (seen.insert(p.name).second) {
-        if (p.kind == model::ParamKind::Trainable)
-          s.norm_bytes += optim::grad_norm_bytes(uint32_t(p.elements()));
-        s.params.push_back(std::move(p));
-      }
-  }
-  std::set<std::string> outside;
-  for (uint32_t l = 0; l < m.layers.size(); ++l)
-    if (l < first || l >= last)
-      for (const model::ParamSpec& p : m.layers[l]->params()) outside.insert(p.name);
-  for (const model::ParamSpec& p : s.params)
-    if (p.kind == model::ParamKind::Trainable && outside.count(p.name)) s.tied.push_back(p.name);
-  s.gradient_bytes = widest * max_rows * kFloat;
-  // Input gradients handed on packed: layer l writes its dx's copy where the layer right
-  // before it in the cell reads one, both on their stored tensors, the boundary in 16 bits.
-  s.gradient_copies.assign(last - first, false);
-  for (uint32_t l = first + 1; l < last; ++l) {
-    const model::Layer& layer = *m.layers[l];
-    const model::Layer& before = *m.layers[l - 1];
-    if (s.direct[l - first] && s.direct[l - 1 - first] && ops::is_half(stored[l - 1]) && !before.is_view() &&
-        layer.writes_input_gradient_copy() && before.reads_output_gradient_copy()) {
-      s.gradient_copies[l - first] = true;
-      s.gradient_copy_bytes = std::max(s.gradient_copy_bytes,
-                                       ops::stored_bytes(model::elements(layer.input_shape()) * max_rows, stored[l - 1]));
-    }
-  }
-  s.scratch_bytes = scratch * kFloat;
-  // The loss reads the last layer's output in fp32 from part 0.
-  if (last_cell && ops::is_half(stored[last - 1]))
-    copies = true, work_part = std::max(work_part, model::elements(m.layers[last - 1]->output_shape()));
-  if (copies) {
-    // Parts 1 and 2 and the saved tensors in 2 start where a device binds a view.
-    s.work_part_bytes = model::aligned_floats(work_part * max_rows) * kFloat;
-    s.work_bytes = 2 * s.work_part_bytes + saved_work * kFloat;
-  }
-  if (last_cell) {
-    s.target_bytes = uint64_t(m.targets_per_sample) * max_rows * kFloat;
-    s.loss_rows_bytes = uint64_t(m.targets_per_sample) * max_rows * 2 * kFloat;
-  }
-  if (!buffers.training) {  // what only a backward or the step reads or writes
-    s.training = false;
-    s.gradient_bytes = s.gradient_copy_bytes = s.gradient_out_bytes = s.norm_bytes = 0;
-    // The workspace holds a split K's parts (weight gradients) and column sums' runs (bias and
-    // LayerNorm gradients); a forward's products run whole without it.
-    s.workspace_bytes = 0;
-    s.gradient_copies.assign(last - first, false);
-    s.tied.clear();  // their gradients' sums on the host
-  }
-  return s;
-}
-
 std::vector<LayerCost> layer_costs(const model::Model& m, uint32_t rows, uint32_t micro_batches,
                                    Remat remat, uint32_t optimizer_states, bool training) {
   std::vector<LayerCost> out;
@@ -319,8 +129,9 @@ Plan plan(const model::Model& m, const PlanOptions& o) {
   const auto inputs = [&](size_t c, size_t last) {
     return o.training || (c && last < L) ? slots.inputs[c] : std::min(o.micro_batches, 2u);
   };
+  const ModelSpecs specs(m);
   auto layout = [&](size_t c, size_t first, size_t last) {
-    CellLayout s = layout_cell(m, uint32_t(c), uint32_t(first), uint32_t(last), last == L, p.micro_rows[0],
+    CellLayout s = layout_cell(specs, uint32_t(c), uint32_t(first), uint32_t(last), last == L, p.micro_rows[0],
                                {inputs(c, last), slots.sets[c], slots.deferreds[c], o.training},
                                precisions(c, first, last), o.stages[c % K].facts);
     s.link_bytes = link_bytes(m, s, K == 1);
@@ -331,14 +142,20 @@ Plan plan(const model::Model& m, const PlanOptions& o) {
   // which cell it is: each is laid out once, however often the partitioner asks.
   // (and on its stage's precision, the one before, and which layers its device's kernels
   // take in 16 bits). A cell with a buffer its device cannot hold never fits (kNeverFits).
-  std::map<std::tuple<size_t, size_t, uint32_t, uint32_t, uint32_t, ops::Precision, ops::Precision, DeviceFacts, bool>,
+  // Stages of equal facts are keyed by the first of them.
+  std::vector<uint32_t> facts_key(K);
+  for (uint32_t k = 0; k < K; ++k)
+    facts_key[k] = uint32_t(std::find_if(o.stages.begin(), o.stages.end(),
+                                         [&](const StageSpec& st) { return st.facts == o.stages[k].facts; }) -
+                            o.stages.begin());
+  std::map<std::tuple<size_t, size_t, uint32_t, uint32_t, uint32_t, ops::Precision, ops::Precision, uint32_t, bool>,
            std::pair<uint64_t, bool>>
       footprints;
   const auto footprint = [&](size_t c, size_t first, size_t last) {
     const ops::Precision before = c ? stage_precision(c - 1) : ops::Precision::Fp32;
     const DeviceFacts& facts = o.stages[c % K].facts;
     const auto [it, fresh] = footprints.try_emplace({first, last, slots.inputs[c], slots.sets[c], slots.deferreds[c],
-                                                     stage_precision(c), before, facts, c < K},
+                                                     stage_precision(c), before, facts_key[c % K], c < K},
                                                     0, true);
     if (fresh) {
       const CellLayout s = layout(c, first, last);
@@ -351,6 +168,18 @@ Plan plan(const model::Model& m, const PlanOptions& o) {
     return held ? bytes : kNeverFits;
   };
   const CellMemory bytes_only = [&](size_t c, size_t first, size_t last) { return footprint(c, first, last).first; };
+  // A floor under each cell's footprint that lays nothing out: its trainable parameters (each
+  // counted at the first layer holding it), with their gradients and optimizer state where it
+  // trains. The partitioner's many cells too long for a cap go no further.
+  std::vector<uint64_t> trainable(L + 1, 0);
+  std::set<std::string> counted;
+  for (uint32_t l = 0; l < L; ++l) {
+    trainable[l + 1] = trainable[l];
+    for (const model::ParamSpec& s : specs.params[l])
+      if (s.kind == model::ParamKind::Trainable && counted.insert(s.name).second) trainable[l + 1] += s.elements() * kFloat;
+  }
+  const uint64_t copies = o.training ? 2 + o.optimizer_states : 1;
+  const CellMemory floor = [&](size_t, size_t first, size_t last) { return (trainable[last] - trainable[first]) * copies; };
   std::string no_cut;
   if (!o.balance.empty()) {
     if (V > 1 && o.balance.size() != C)
@@ -359,7 +188,7 @@ Plan plan(const model::Model& m, const PlanOptions& o) {
     p.partition = balance_manual(costs, cells, o.balance);
   } else {
     try {
-      p.partition = balance_within_limits(costs, cells, exact);
+      p.partition = balance_within_limits(costs, cells, exact, floor);
     } catch (const NoFit&) {
       // Interleaved, a stage's cap holds its cells together, however unevenly they share it.
       std::vector<uint32_t> sizes;
@@ -370,7 +199,7 @@ Plan plan(const model::Model& m, const PlanOptions& o) {
       }
       // Else show the cut whose fullest stage needs the least memory, and where it overflows.
       if (sizes.empty()) {
-        sizes = cut_least_memory(L, C, K, bytes_only);
+        sizes = cut_least_memory(L, C, K, bytes_only, floor);
         if (C > 1)
           no_cut = "no cut of " + m.name + " into " + std::to_string(C) + (V > 1 ? " cells" : " stages") + " fits";
       }

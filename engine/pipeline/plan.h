@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -124,8 +125,23 @@ struct CellBuffers {
   bool training = true;    // CellLayout::training
 };
 
+// What layout_cell reads of each layer's parameters and saved tensors (a layer's params(),
+// saved() and deferred() build their names anew at each call), gathered once for the many
+// cells a plan lays out.
+struct ModelSpecs {
+  explicit ModelSpecs(const model::Model& m);
+  const model::Model& model;
+  std::vector<std::vector<model::ParamSpec>> params;       // per layer: its params()
+  std::vector<std::vector<model::SavedSpec>> saved, deferred;
+  std::map<std::string, std::vector<uint32_t>> shared;     // a parameter several layers hold: those layers
+};
+
 // `precision`: one per layer of the model (the layers of [first, last) and those before it
 // matter), empty for fp32 throughout. `facts`: the stage's device's, as StageSpec's.
+CellLayout layout_cell(const ModelSpecs& m, uint32_t cell, uint32_t first, uint32_t last,
+                       bool last_cell, uint32_t max_rows, const CellBuffers& buffers,
+                       const std::vector<ops::Precision>& precision = {}, const DeviceFacts& facts = {});
+// The same for a model laid out once.
 CellLayout layout_cell(const model::Model& m, uint32_t cell, uint32_t first, uint32_t last,
                        bool last_cell, uint32_t max_rows, const CellBuffers& buffers,
                        const std::vector<ops::Precision>& precision = {}, const DeviceFacts& facts = {});

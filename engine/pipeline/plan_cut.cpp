@@ -64,14 +64,14 @@ struct Search {
 }  // namespace
 
 Partition balance_within_limits(const std::vector<LayerCost>& layers, const std::vector<StageSpec>& cells,
-                                const CellMemory& memory) {
-  Partition p = balance_min_max(layers, cells, memory);
+                                const CellMemory& memory, const CellMemory& floor) {
+  Partition p = balance_min_max(layers, cells, memory, floor);
   for (uint32_t c = 0, first = 0; c < cells.size(); first += p.sizes[c++])
     if (!cells[c].memory_cap && memory(c, first, first + p.sizes[c]) == kNeverFits) {
       std::vector<StageSpec> asked = cells;
       for (StageSpec& st : asked)
         if (!st.memory_cap) st.memory_cap = kNeverFits - 1;
-      return balance_min_max(layers, asked, memory);
+      return balance_min_max(layers, asked, memory, floor);
     }
   return p;
 }
@@ -92,7 +92,8 @@ std::vector<uint32_t> cut_under_stage_caps(const std::vector<LayerCost>& layers,
   return s.best;
 }
 
-std::vector<uint32_t> cut_least_memory(size_t L, size_t C, uint32_t K, const CellMemory& memory, uint64_t budget) {
+std::vector<uint32_t> cut_least_memory(size_t L, size_t C, uint32_t K, const CellMemory& memory, const CellMemory& floor,
+                                       uint64_t budget) {
   Footprints footprint(L, C, memory);
   if (C == K) {  // a cell a stage: min-max by dynamic programming, as the partitioner cuts
     const uint64_t none = kNeverFits;
@@ -100,12 +101,14 @@ std::vector<uint32_t> cut_least_memory(size_t L, size_t C, uint32_t K, const Cel
     std::vector<std::vector<uint64_t>> fullest(C + 1, std::vector<uint64_t>(L + 1, none));
     std::vector<std::vector<uint32_t>> cut(C + 1, std::vector<uint32_t>(L + 1, 0));
     fullest[0][0] = 0;
+    // The shortest cells first: their footprints bound the longer ones' early. Ties go to
+    // the earliest cut.
     for (size_t c = 1; c <= C; ++c)
       for (size_t i = c; i + (C - c) <= L; ++i)
-        for (size_t j = c - 1; j < i; ++j) {
-          if (fullest[c - 1][j] == none) continue;
+        for (size_t j = i; j-- > c - 1;) {
+          if (fullest[c - 1][j] == none || (floor && fullest[c][i] != none && floor(c - 1, j, i) > fullest[c][i])) continue;
           const uint64_t f = std::max(fullest[c - 1][j], footprint(c - 1, j, i));
-          if (f < fullest[c][i]) fullest[c][i] = f, cut[c][i] = uint32_t(j);
+          if (f < fullest[c][i] || (f == fullest[c][i] && j < cut[c][i])) fullest[c][i] = f, cut[c][i] = uint32_t(j);
         }
     std::vector<uint32_t> sizes(C);
     for (size_t c = C, i = L; c > 0; --c) sizes[c - 1] = uint32_t(i - cut[c][i]), i = cut[c][i];

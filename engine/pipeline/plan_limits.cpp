@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <vector>
 
 #include "ops/precision.h"
@@ -115,50 +116,52 @@ std::string over_device_memory(const Plan& p, const PlanOptions& o) {
 
 std::string over_device_limits(const CellLayout& s, const DeviceFacts& facts, uint32_t optimizer_states) {
   if (!facts.max_binding && !facts.max_allocation) return {};
-  std::vector<Item> items;
-  const auto add = [&](std::string what, uint64_t bytes, bool bound, Grows grows) {
-    if (bytes) items.push_back({std::move(what), bytes, bound, grows});
+  // The first buffer over a limit, in the order below; `name()` is asked of that one alone (a
+  // plan asks this of every cell it lays out).
+  std::optional<Item> over;
+  const auto add = [&](const auto& name, uint64_t bytes, bool bound, Grows grows) {
+    const bool unbound = bound && facts.max_binding && bytes > facts.max_binding;
+    if (!over && (unbound || (facts.max_allocation && bytes > facts.max_allocation)))
+      over = Item{std::string(name()), bytes, bound, grows};
   };
-  add("input", s.input_bytes, true, Grows::Rows);
-  add("targets", s.target_bytes, true, Grows::Rows);
-  add("loss rows", s.loss_rows_bytes, true, Grows::Rows);
+  const auto text = [](const char* t) { return [t] { return t; }; };
+  add(text("input"), s.input_bytes, true, Grows::Rows);
+  add(text("targets"), s.target_bytes, true, Grows::Rows);
+  add(text("loss rows"), s.loss_rows_bytes, true, Grows::Rows);
   for (size_t l = 0; l < s.output_bytes.size(); ++l) {
-    const std::string layer = "layer " + std::to_string(s.first + l);
-    add(layer + " output", s.output_bytes[l], true, Grows::Rows);
-    for (uint64_t b : s.saved_bytes[l]) add(layer + " saved", b, true, Grows::Rows);
+    const auto layer = [&](const char* what) { return [&, what] { return "layer " + std::to_string(s.first + l) + what; }; };
+    add(layer(" output"), s.output_bytes[l], true, Grows::Rows);
+    for (uint64_t b : s.saved_bytes[l]) add(layer(" saved"), b, true, Grows::Rows);
     if (s.deferreds)
-      for (uint64_t b : s.deferred_bytes[l]) add(layer + " deferred", b, true, Grows::Rows);
+      for (uint64_t b : s.deferred_bytes[l]) add(layer(" deferred"), b, true, Grows::Rows);
   }
-  add("activation gradient", s.gradient_bytes, true, Grows::Rows);
-  add("activation gradient, packed", s.gradient_copy_bytes, true, Grows::Rows);
-  add("input gradient, packed", s.gradient_out_bytes, true, Grows::Rows);
-  add("fp32 work part", s.work_part_bytes, true, Grows::Rows);
-  add("fp32 work", s.work_bytes, false, Grows::Rows);
-  add("scratch", s.scratch_bytes, false, Grows::Rows);
-  add("products' workspace", s.workspace_bytes, false, Grows::Fixed);
-  for (const model::ParamSpec& p : s.params) add(p.name, p.elements() * kFloat, true, Grows::Tensor);
+  add(text("activation gradient"), s.gradient_bytes, true, Grows::Rows);
+  add(text("activation gradient, packed"), s.gradient_copy_bytes, true, Grows::Rows);
+  add(text("input gradient, packed"), s.gradient_out_bytes, true, Grows::Rows);
+  add(text("fp32 work part"), s.work_part_bytes, true, Grows::Rows);
+  add(text("fp32 work"), s.work_bytes, false, Grows::Rows);
+  add(text("scratch"), s.scratch_bytes, false, Grows::Rows);
+  add(text("products' workspace"), s.workspace_bytes, false, Grows::Fixed);
+  for (const model::ParamSpec& p : s.params) add([&] { return p.name; }, p.elements() * kFloat, true, Grows::Tensor);
   for (const CellLayout::WeightCopy& c : s.weight_copies)
-    add(c.name + " " + ops::precision_name(c.round), ops::stored_bytes(c.elements, c.stored), true, Grows::Tensor);
-  if (!s.training) add("saved tensors", forward_set(s).saved, false, Grows::Rows);  // one layer's
+    add([&] { return c.name + " " + ops::precision_name(c.round); }, ops::stored_bytes(c.elements, c.stored), true, Grows::Tensor);
+  if (!s.training) add(text("saved tensors"), forward_set(s).saved, false, Grows::Rows);  // one layer's
   const uint64_t arena = s.arena().bytes;
-  add("parameters", arena, false, Grows::Parameters);
-  if (s.training) add("gradients", arena, false, Grows::Parameters);
-  if (optimizer_states && s.training) add("optimizer state", arena, false, Grows::Parameters);
-  add("weight copies", s.copy_arena().bytes, false, Grows::Parameters);
-  for (const Item& i : items) {
-    const bool unbound = i.bound && facts.max_binding && i.bytes > facts.max_binding;
-    const bool too_large = facts.max_allocation && i.bytes > facts.max_allocation;
-    if (!unbound && !too_large) continue;
-    const std::string kind = i.grows == Grows::Parameters ? "'" + i.what + "' arena" : "tensor '" + i.what + "'";
-    const uint64_t limit = unbound ? facts.max_binding : facts.max_allocation;
-    std::string need = format_bytes(i.bytes), most = format_bytes(limit);
-    if (need == most) need += " (" + std::to_string(i.bytes) + " bytes)", most += " (" + std::to_string(limit) + " bytes)";
-    return kind + " is " + need + ", over this device's " +
-           (unbound ? "maxStorageBufferRange of " + most + ", the most a kernel binds"
-                    : "maxMemoryAllocationSize of " + most + ", its largest allocation") +
-           "; " + advice(i.grows, s.max_rows);
-  }
-  return {};
+  add(text("parameters"), arena, false, Grows::Parameters);
+  if (s.training) add(text("gradients"), arena, false, Grows::Parameters);
+  if (optimizer_states && s.training) add(text("optimizer state"), arena, false, Grows::Parameters);
+  add(text("weight copies"), s.copy_arena().bytes, false, Grows::Parameters);
+  if (!over) return {};
+  const Item& i = *over;
+  const bool unbound = i.bound && facts.max_binding && i.bytes > facts.max_binding;
+  const std::string kind = i.grows == Grows::Parameters ? "'" + i.what + "' arena" : "tensor '" + i.what + "'";
+  const uint64_t limit = unbound ? facts.max_binding : facts.max_allocation;
+  std::string need = format_bytes(i.bytes), most = format_bytes(limit);
+  if (need == most) need += " (" + std::to_string(i.bytes) + " bytes)", most += " (" + std::to_string(limit) + " bytes)";
+  return kind + " is " + need + ", over this device's " +
+         (unbound ? "maxStorageBufferRange of " + most + ", the most a kernel binds"
+                  : "maxMemoryAllocationSize of " + most + ", its largest allocation") +
+         "; " + advice(i.grows, s.max_rows);
 }
 
 void note_over_limits(Plan& p, const PlanOptions& o, const std::string& prefix) {

@@ -326,6 +326,21 @@ TEST_CASE("an fp32 stage whose convolution reads a 16-bit boundary has the scrat
   CHECK(c.scratch_bytes >= conv.scratch_floats(rows, ops::Precision::Fp16) * 4);
 }
 
+TEST_CASE("a GPT's tied embedding is tied in a cell holding wte or lm_head without the other") {
+  const model::Model m = model::build("gpt-mini", {"n_layer=2"});  // embedding, 4 block layers, ln_f, lm_head
+  const uint32_t L = uint32_t(m.layers.size());
+  const std::vector<std::string> wte{"transformer.wte.weight"};
+  const CellLayout whole = layout_cell(m, 0, 0, L, true, 4, {});
+  CHECK(whole.tied.empty());
+  CHECK(std::count_if(whole.params.begin(), whole.params.end(), [&](const model::ParamSpec& p) { return p.name == wte[0]; }) == 1);
+  CHECK(layout_cell(m, 0, 0, 2, false, 4, {}).tied == wte);
+  CHECK(layout_cell(m, 1, 2, L, true, 4, {}).tied == wte);
+  CHECK(layout_cell(m, 2, L - 1, L, true, 4, {}).tied == wte);
+  CHECK(layout_cell(m, 1, 1, L - 1, false, 4, {}).tied.empty());
+  // A forward sums no gradients.
+  CHECK(layout_cell(m, 0, 0, 2, false, 4, {.training = false}).tied.empty());
+}
+
 TEST_CASE("a profile is kept by the model's input window, which a GPT's configuration does not change") {
   const model::Model m = model::build("gpt-mini");
   const model::Model short_window = model::with_window(m, 8);
