@@ -3,13 +3,8 @@
 #include <algorithm>
 #include <functional>
 #include <map>
-#include <set>
 #include <tuple>
 
-#include "model/operand.h"
-#include "ops/matmul_split.h"
-#include "optim/clip.h"
-#include "pipeline/activations.h"
 #include "pipeline/plan_cut.h"
 #include "pipeline/plan_limits.h"
 #include "util/units.h"
@@ -172,11 +167,13 @@ Plan plan(const model::Model& m, const PlanOptions& o) {
   // counted at the first layer holding it), with their gradients and optimizer state where it
   // trains. The partitioner's many cells too long for a cap go no further.
   std::vector<uint64_t> trainable(L + 1, 0);
-  std::set<std::string> counted;
   for (uint32_t l = 0; l < L; ++l) {
     trainable[l + 1] = trainable[l];
-    for (const model::ParamSpec& s : specs.params[l])
-      if (s.kind == model::ParamKind::Trainable && counted.insert(s.name).second) trainable[l + 1] += s.elements() * kFloat;
+    for (const model::ParamSpec& s : specs.params[l]) {
+      const auto holders = specs.shared.find(s.name);
+      if (s.kind == model::ParamKind::Trainable && (holders == specs.shared.end() || holders->second.front() == l))
+        trainable[l + 1] += s.elements() * kFloat;
+    }
   }
   const uint64_t copies = o.training ? 2 + o.optimizer_states : 1;
   const CellMemory floor = [&](size_t, size_t first, size_t last) { return (trainable[last] - trainable[first]) * copies; };
