@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <deque>
 #include <map>
+#include <queue>
 #include <set>
 #include <tuple>
 
@@ -139,43 +140,68 @@ Slots assign_slots(const Schedule& s) {
   Slots out;
   out.input.resize(K), out.set.resize(K), out.deferred.resize(K);
   out.inputs.assign(s.cells(), 0), out.sets.assign(s.cells(), 0), out.deferreds.assign(s.cells(), 0);
+  // Per stage, indexed by (cell, micro-batch): flat vectors, not maps (a plan search assigns
+  // the slots of every configuration, some with tens of thousands of micro-batches).
+  uint32_t M = s.micro_batches;
+  for (const auto& acts : s.actions)
+    for (const Action& a : acts) M = std::max(M, a.micro_batch + 1);
+  constexpr size_t kNever = SIZE_MAX;
+  std::vector<size_t> last_use, last_recompute;
+  std::vector<uint32_t> input_of, set_of, deferred_of;
+  // The free slots of each cell: taken smallest first, each held once however often freed.
+  struct Free {
+    std::priority_queue<uint32_t, std::vector<uint32_t>, std::greater<>> slots;
+    std::vector<bool> held;
+    void put(uint32_t slot) {
+      if (slot >= held.size()) held.resize(slot + 1, false);
+      if (!held[slot]) held[slot] = true, slots.push(slot);
+    }
+    uint32_t take(uint32_t& count) {
+      if (slots.empty()) return count++;
+      const uint32_t slot = slots.top();
+      slots.pop();
+      held[slot] = false;
+      return slot;
+    }
+  };
   for (uint32_t k = 0; k < K; ++k) {
     const auto& acts = s.actions[k];
     const size_t n = acts.size();
     out.input[k].assign(n, Slots::kNone), out.set[k].assign(n, Slots::kNone), out.deferred[k].assign(n, Slots::kNone);
     // Last action using each (cell, micro-batch)'s input, and its activations.
-    std::map<std::pair<uint32_t, uint32_t>, size_t> last_use, last_recompute;
+    last_use.assign(size_t(V) * M, kNever), last_recompute.assign(size_t(V) * M, kNever);
+    input_of.assign(size_t(V) * M, Slots::kNone), set_of.assign(size_t(V) * M, Slots::kNone);
+    deferred_of.assign(size_t(V) * M, Slots::kNone);
+    auto at = [&](const Action& a) { return size_t(a.cell) * M + a.micro_batch; };
     for (size_t x = 0; x < n; ++x)
       if (computes(acts[x].op)) {
-        last_use[{acts[x].cell, acts[x].micro_batch}] = x;
-        if (acts[x].op == Op::Recompute) last_recompute[{acts[x].cell, acts[x].micro_batch}] = x;
+        last_use[at(acts[x])] = x;
+        if (acts[x].op == Op::Recompute) last_recompute[at(acts[x])] = x;
       }
-    std::vector<std::set<uint32_t>> free_inputs(V), free_sets(V), free_deferred(V);
-    std::map<std::pair<uint32_t, uint32_t>, uint32_t> input_of, set_of, deferred_of;
-    auto take = [](std::set<uint32_t>& free, uint32_t& count) {
-      if (free.empty()) return count++;
-      const uint32_t slot = *free.begin();
-      free.erase(free.begin());
-      return slot;
-    };
+    std::vector<Free> free_inputs(V), free_sets(V), free_deferred(V);
     for (size_t x = 0; x < n; ++x) {
       const Action& a = acts[x];
       if (!computes(a.op)) continue;
-      const std::pair<uint32_t, uint32_t> key{a.cell, a.micro_batch};
+      const size_t key = at(a);
       const uint32_t c = s.cell_of(k, a);
-      if (a.op == Op::Forward) input_of[key] = take(free_inputs[a.cell], out.inputs[c]);
-      if (a.op == Op::Forward || a.op == Op::Recompute) set_of[key] = take(free_sets[a.cell], out.sets[c]);
-      out.input[k][x] = input_of.at(key);
-      out.set[k][x] = set_of.at(key);
-      if (s.split && a.op == Op::Backward) deferred_of[key] = take(free_deferred[a.cell], out.deferreds[c]);
-      if (s.split && (a.op == Op::Backward || a.op == Op::WeightGradient)) out.deferred[k][x] = deferred_of.at(key);
-      if (a.op == Op::WeightGradient) free_deferred[a.cell].insert(deferred_of.at(key));
+      if (a.op == Op::Forward) input_of[key] = free_inputs[a.cell].take(out.inputs[c]);
+      if (a.op == Op::Forward || a.op == Op::Recompute) set_of[key] = free_sets[a.cell].take(out.sets[c]);
+      BRIGADE_EXPECT(input_of[key] != Slots::kNone && set_of[key] != Slots::kNone,
+                     "slots: " + to_string(a, V > 1) + " before its forward");
+      out.input[k][x] = input_of[key];
+      out.set[k][x] = set_of[key];
+      if (s.split && a.op == Op::Backward) deferred_of[key] = free_deferred[a.cell].take(out.deferreds[c]);
+      if (s.split && (a.op == Op::Backward || a.op == Op::WeightGradient)) {
+        BRIGADE_EXPECT(deferred_of[key] != Slots::kNone, "slots: " + to_string(a, V > 1) + " before its backward");
+        out.deferred[k][x] = deferred_of[key];
+      }
+      if (a.op == Op::WeightGradient) free_deferred[a.cell].put(deferred_of[key]);
       // A Forward whose activations a later Recompute rebuilds keeps them no longer.
-      const auto r = last_recompute.find(key);
-      if (a.op == Op::Forward && r != last_recompute.end() && r->second > x) free_sets[a.cell].insert(set_of.at(key));
-      if (last_use.at(key) == x) {
-        free_inputs[a.cell].insert(input_of.at(key));
-        free_sets[a.cell].insert(set_of.at(key));
+      if (a.op == Op::Forward && last_recompute[key] != kNever && last_recompute[key] > x)
+        free_sets[a.cell].put(set_of[key]);
+      if (last_use[key] == x) {
+        free_inputs[a.cell].put(input_of[key]);
+        free_sets[a.cell].put(set_of[key]);
       }
     }
   }
