@@ -337,7 +337,9 @@ void check_chunks_give_whole_bits(vk::Device& dev, const Shape& s, uint32_t seed
   const auto prior = test::random_vector(s.qkv(), seed + 2);
   const Outputs whole = gpu_forward(dev, qkv, s);
   const auto whole_grad = gpu_backward(dev, qkv, whole, dy, prior, s);
-  for (const auto& [samples, floats] : chunks) {
+  for (const auto& chunk : chunks) {
+    const uint32_t samples = chunk.first;  // not bound: CAPTURE's lambda cannot take a binding in clang 14
+    const size_t floats = chunk.second;
     CAPTURE(samples);
     CAPTURE(floats);
     const Outputs chunked = gpu_forward(dev, qkv, s, samples, Form::Matrix, floats);

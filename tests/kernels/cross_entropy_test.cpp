@@ -200,7 +200,9 @@ TEST_CASE_FIXTURE(test::Gpu, "cross-entropy accuracy takes torch.argmax's index 
     for (const auto& [v, x] : rows[n].set) logits[size_t(n) * V + v] = x;
     argmax[n] = rows[n].argmax, after[n] = (rows[n].argmax + 1) % int32_t(V);
   }
-  for (const auto& [targets, want] : {std::pair{argmax, N}, std::pair{after, 0u}}) {
+  for (const auto& expected : {std::pair{argmax, N}, std::pair{after, 0u}}) {
+    const auto& targets = expected.first;
+    const uint32_t want = expected.second;  // not bound: CHECK_MESSAGE's lambda cannot take a binding in clang 14
     uint32_t ref_count = 0;
     ref::cross_entropy_accuracy(logits.data(), targets.data(), ref_count, N, V);
     CHECK(ref_count == want);
