@@ -3,10 +3,8 @@
 // activation sets: what the executor and the planner read off a built schedule.
 #include <algorithm>
 #include <deque>
-#include <map>
 #include <queue>
 #include <set>
-#include <tuple>
 
 #include "pipeline/schedule.h"
 #include "pipeline/simulate.h"
@@ -168,8 +166,8 @@ Slots assign_slots(const Schedule& s) {
     const auto& acts = s.actions[k];
     const size_t n = acts.size();
     out.input[k].assign(n, Slots::kNone), out.set[k].assign(n, Slots::kNone), out.deferred[k].assign(n, Slots::kNone);
-    // Last action using each (cell, micro-batch)'s input, and its activations.
-    last_use.assign(size_t(V) * M, kNever), last_recompute.assign(size_t(V) * M, kNever);
+    // Last action using each (cell, micro-batch)'s input, and its last Recompute (0: none).
+    last_use.assign(size_t(V) * M, kNever), last_recompute.assign(size_t(V) * M, 0);
     input_of.assign(size_t(V) * M, Slots::kNone), set_of.assign(size_t(V) * M, Slots::kNone);
     deferred_of.assign(size_t(V) * M, Slots::kNone);
     auto at = [&](const Action& a) { return size_t(a.cell) * M + a.micro_batch; };
@@ -197,7 +195,7 @@ Slots assign_slots(const Schedule& s) {
       }
       if (a.op == Op::WeightGradient) free_deferred[a.cell].put(deferred_of[key]);
       // A Forward whose activations a later Recompute rebuilds keeps them no longer.
-      if (a.op == Op::Forward && last_recompute[key] != kNever && last_recompute[key] > x)
+      if (a.op == Op::Forward && last_recompute[key] > x)
         free_sets[a.cell].put(set_of[key]);
       if (last_use[key] == x) {
         free_inputs[a.cell].put(input_of[key]);
