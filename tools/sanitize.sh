@@ -20,5 +20,4 @@ cmake --build "$build" --parallel "$(nproc)"
 # took 8 % more CPU time and 1.6 GiB against 1.0 (docs/BENCHMARKS.md).
 export ASAN_OPTIONS=abort_on_error=1:detect_leaks=1:detect_stack_use_after_return=1:check_initialization_order=1:strict_init_order=1:quarantine_size_mb=32
 export UBSAN_OPTIONS=abort_on_error=1:halt_on_error=1:print_stacktrace=1
-export LSAN_OPTIONS=suppressions=$root/tests/sanitizers/lsan.supp:print_suppressions=0
 ctest --test-dir "$build" --output-on-failure --no-tests=error -j2 "$@"

@@ -4,14 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
-// AddressSanitizer's build: g++ defines __SANITIZE_ADDRESS__, clang++ answers __has_feature.
-#if defined(__SANITIZE_ADDRESS__)
-#define BRIGADE_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define BRIGADE_ASAN 1
-#endif
-#endif
+#include "util/sanitizers.h"
 
 #if BRIGADE_ASAN
 #include <dlfcn.h>
