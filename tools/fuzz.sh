@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer harnesses of tests/fuzz (clang, AddressSanitizer + UBSan) into
-# build-fuzz/ and runs each for SECONDS (default 20) on a copy of its seed corpus in
-# tests/fuzz/corpus. Exits non-zero on any finding: a crash, a sanitizer report, an exception
+# build-fuzz/ and runs them at once, each for SECONDS (default 20), on a copy of its seed
+# corpus in tests/fuzz/corpus. Exits non-zero on any finding: a crash, a sanitizer report, an exception
 # other than brigade::UserError, a refusal that is not one clear line, a hang (over 10 s on
 # one input) or an allocation past the memory limit. The input that caused it is left in
 # build-fuzz/findings/TARGET/.
@@ -23,27 +23,42 @@ CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DBRIGADE_FUZZ=ON -DB
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" >/dev/null
 cmake --build "$build" --target fuzz --parallel "$(nproc)"
 
+# Every target at once, each for SECONDS (on two cores, three share them): their findings and
+# summaries are read once all have ended, in the order given.
 status=0
+pids=()
+start=$SECONDS
+for t in "${targets[@]}"; do
+  [ -x "$build/tests/fuzz/${t}_fuzz" ] && [ -d "$root/tests/fuzz/corpus/$t" ] ||
+    { echo "fuzz.sh: unknown target '$t' (expected safetensors, idx or config)" >&2; exit 2; }
+done
+trap '[ ${#pids[@]} = 0 ] || kill "${pids[@]}" 2>/dev/null || true' EXIT
 for t in "${targets[@]}"; do
   exe=$build/tests/fuzz/${t}_fuzz
   seeds=$root/tests/fuzz/corpus/$t
-  [ -x "$exe" ] && [ -d "$seeds" ] || { echo "fuzz.sh: unknown target '$t' (expected safetensors, idx or config)" >&2; exit 2; }
   corpus=$build/corpus/$t findings=$build/findings/$t log=$build/logs/$t.log
   rm -rf "$corpus"
   mkdir -p "$corpus" "$findings" "$(dirname "$log")"
   cp "$seeds"/* "$corpus"/
   dict=()
   [ -f "$root/tests/fuzz/$t.dict" ] && dict=(-dict="$root/tests/fuzz/$t.dict")
-  start=$SECONDS
-  rc=0
   "$exe" "$corpus" "${dict[@]}" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
-    -print_final_stats=1 -artifact_prefix="$findings/" >"$log" 2>&1 || rc=$?
+    -print_final_stats=1 -artifact_prefix="$findings/" >"$log" 2>&1 &
+  pids+=($!)
+done
+for i in "${!targets[@]}"; do
+  t=${targets[$i]} corpus=$build/corpus/${targets[$i]} findings=$build/findings/${targets[$i]}
+  log=$build/logs/$t.log
+  rc=0
+  wait "${pids[$i]}" || rc=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
-  echo "fuzz $t: ${execs:-?} executions in $((SECONDS - start)) s, corpus $(ls "$corpus" | wc -l) inputs"
+  echo "fuzz $t: ${execs:-?} executions, corpus $(ls "$corpus" | wc -l) inputs"
   if [ $rc -ne 0 ]; then
     status=1
     echo "fuzz $t: FINDING (exit $rc); input in $findings/, log $log:" >&2
     grep -E 'ERROR|SUMMARY|refusal|broken promise|recorded config|terminate|Test unit written' "$log" | head -20 >&2 || true
   fi
 done
+trap - EXIT
+echo "fuzz: ${#targets[@]} targets at once in $((SECONDS - start)) s"
 exit $status
