@@ -31,14 +31,13 @@ not_sanitized='pipeline:(bf16 |fp16 )?(fashion-cnn|gpt-mini)( \(two blocks\))? p
 # run sanitized only).
 BUILD_DIR=$root/build "$root/tools/build.sh" --target brigade --target test_kernels --target test_vendors --target test_ranks \
   --target test_mpi --target test_pipeline --target test_cli
-# BESIDE_TESTS: a command run beside both runs, from the start of the optimized one, at nice
-# 10, whose failure fails this script (CI: the cooperative-matrix cases, then the fuzzers'
-# build and runs). The optimized run leaves a core idle at times (the ranks suite's cases wait
-# on processes and timeouts, one case at a time), which it takes; the tests keep the cores
-# whenever they can use them.
+# BESIDE_TESTS: a command run beside both runs, from the start of the optimized one, whose
+# failure fails this script (CI: the cooperative-matrix cases, one process on about one core).
+# The optimized run leaves a core idle at times (the ranks suite's cases wait on processes and
+# timeouts, one case at a time), where the sanitized build and run keep both busy.
 beside=
 if [ -n "${BESIDE_TESTS:-}" ]; then
-  setsid nice -n 10 bash -c "$BESIDE_TESTS" >"$root/build/beside.log" 2>&1 &
+  setsid bash -c "$BESIDE_TESTS" >"$root/build/beside.log" 2>&1 &
   beside=$!
   trap 'kill -- -$beside 2>/dev/null || true' EXIT
 fi
