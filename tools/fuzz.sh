@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer harnesses of tests/fuzz (clang, AddressSanitizer + UBSan) into
 # build-fuzz/ and runs them at once, each for SECONDS (default 20), on a copy of its seed
-# corpus in tests/fuzz/corpus. Exits non-zero on any finding: a crash, a sanitizer report, an exception
-# other than brigade::UserError, a refusal that is not one clear line, a hang (over 10 s on
-# one input) or an allocation past the memory limit. The input that caused it is left in
+# corpus in tests/fuzz/corpus. Exits non-zero on any finding: a crash, a sanitizer report, an
+# exception other than brigade::UserError, a refusal that is not one clear line, a hang (over
+# 10 s on one input) or an allocation past the memory limit. The input that caused it is left in
 # build-fuzz/findings/TARGET/.
 #   tools/fuzz.sh [SECONDS] [TARGET...]    targets: safetensors idx config (default: all)
 # FUZZ_BUILD_DIR overrides build-fuzz/.
@@ -25,13 +25,13 @@ cmake --build "$build" --target fuzz --parallel "$(nproc)"
 
 # Every target at once, each for SECONDS (on two cores, three share them): their findings and
 # summaries are read once all have ended, in the order given.
-status=0
-pids=()
-start=$SECONDS
 for t in "${targets[@]}"; do
   [ -x "$build/tests/fuzz/${t}_fuzz" ] && [ -d "$root/tests/fuzz/corpus/$t" ] ||
     { echo "fuzz.sh: unknown target '$t' (expected safetensors, idx or config)" >&2; exit 2; }
 done
+status=0
+pids=()
+start=$SECONDS
 trap '[ ${#pids[@]} = 0 ] || kill "${pids[@]}" 2>/dev/null || true' EXIT
 for t in "${targets[@]}"; do
   exe=$build/tests/fuzz/${t}_fuzz
@@ -47,8 +47,8 @@ for t in "${targets[@]}"; do
   pids+=($!)
 done
 for i in "${!targets[@]}"; do
-  t=${targets[$i]} corpus=$build/corpus/${targets[$i]} findings=$build/findings/${targets[$i]}
-  log=$build/logs/$t.log
+  t=${targets[$i]}
+  corpus=$build/corpus/$t findings=$build/findings/$t log=$build/logs/$t.log
   rc=0
   wait "${pids[$i]}" || rc=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
