@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is missing, then configures and builds Brigade into build/ (or $BUILD_DIR):
 # everything, or only the targets named. A new build directory takes clang (as the sanitized
-# and fuzzing builds do; CC and CXX choose another): from empty, the targets tools/test.sh
+# build does; CC and CXX choose another): from empty, the targets tools/test.sh
 # builds took 185 s on two cores against g++'s 250 s (docs/TESTING.md). One already made keeps
 # the compiler it was made with.
 #   tools/build.sh [--target NAME]... [extra cmake -D options]

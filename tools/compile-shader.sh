@@ -4,8 +4,8 @@
 # spirv-val. OUT gets the words as C array elements and OUT.d the files the shader includes.
 #
 # Through a cache that every build directory of the checkout shares (CACHE, empty for none):
-# the optimized, sanitized and fuzzing builds compile the same variants, and the second and
-# third take them from the first. An entry's key is the variant's command line, the compiler's
+# the optimized and sanitized builds compile the same variants, and the second takes them
+# from the first. An entry's key is the variant's command line, the compiler's
 # and validator's versions, this script (its flags), and the bytes of the shader and of every
 # other file in its directory (its includes come from there only), so any edit misses.
 # Entries are deleted 30 days after they were made; a build that needs one again compiles it

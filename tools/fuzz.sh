@@ -1,27 +1,22 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer harnesses of tests/fuzz (clang, AddressSanitizer + UBSan) into
-# build-fuzz/ and runs them at once, each for SECONDS (default 20), on a copy of its seed
-# corpus in tests/fuzz/corpus. Exits non-zero on any finding: a crash, a sanitizer report, an
-# exception other than brigade::UserError, a refusal that is not one clear line, a hang (over
-# 10 s on one input) or an allocation past the memory limit. The input that caused it is left in
-# build-fuzz/findings/TARGET/.
+# Builds the libFuzzer harnesses of tests/fuzz in the sanitized build (tools/sanitize.sh --build:
+# clang, AddressSanitizer + UBSan, build-asan/ or $BUILD_DIR) and runs them at once, each for
+# SECONDS (default 20), on a copy of its seed corpus in tests/fuzz/corpus. Exits non-zero on
+# any finding: a crash, a sanitizer report, an exception other than brigade::UserError, a
+# refusal that is not one clear line, a hang (over 10 s on one input) or an allocation past the
+# memory limit. The input that caused it is left in build-asan/fuzz/findings/TARGET/.
 #   tools/fuzz.sh [SECONDS] [TARGET...]    targets: safetensors idx config (default: all)
-# FUZZ_BUILD_DIR overrides build-fuzz/.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-build=${FUZZ_BUILD_DIR:-$root/build-fuzz}
+build=${BUILD_DIR:-$root/build-asan}
 seconds=${1:-20}
 [ $# -gt 0 ] && shift
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=(safetensors idx config)
 case $seconds in '' | *[!0-9]*) echo "fuzz.sh: SECONDS must be a whole number, not '$seconds'" >&2; exit 2 ;; esac
 
-"$root/tools/install-deps.sh"
-# -O1 and line tables only: a quick build whose reports still name file:line.
-CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DBRIGADE_FUZZ=ON -DBRIGADE_TESTS=OFF \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
-  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" >/dev/null
-cmake --build "$build" --target fuzz --parallel "$(nproc)"
+BUILD_DIR=$build "$root/tools/sanitize.sh" --build fuzz
+runs=$build/fuzz
 
 # Every target at once, each for SECONDS (on two cores, three share them): their findings and
 # summaries are read once all have ended, in the order given.
@@ -36,7 +31,7 @@ trap '[ ${#pids[@]} = 0 ] || kill "${pids[@]}" 2>/dev/null || true' EXIT
 for t in "${targets[@]}"; do
   exe=$build/tests/fuzz/${t}_fuzz
   seeds=$root/tests/fuzz/corpus/$t
-  corpus=$build/corpus/$t findings=$build/findings/$t log=$build/logs/$t.log
+  corpus=$runs/corpus/$t findings=$runs/findings/$t log=$runs/logs/$t.log
   rm -rf "$corpus"
   mkdir -p "$corpus" "$findings" "$(dirname "$log")"
   cp "$seeds"/* "$corpus"/
@@ -48,7 +43,7 @@ for t in "${targets[@]}"; do
 done
 for i in "${!targets[@]}"; do
   t=${targets[$i]}
-  corpus=$build/corpus/$t findings=$build/findings/$t log=$build/logs/$t.log
+  corpus=$runs/corpus/$t findings=$runs/findings/$t log=$runs/logs/$t.log
   rc=0
   wait "${pids[$i]}" || rc=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
