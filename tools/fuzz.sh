@@ -17,6 +17,8 @@ case $seconds in '' | *[!0-9]*) echo "fuzz.sh: SECONDS must be a whole number, n
 
 BUILD_DIR=$build "$root/tools/sanitize.sh" --build fuzz
 runs=$build/fuzz
+# A target's run: its corpus, its findings and its log.
+paths() { corpus=$runs/corpus/$1 findings=$runs/findings/$1 log=$runs/logs/$1.log; }
 
 # Every target at once, each for SECONDS (on two cores, three share them): their findings and
 # summaries are read once all have ended, in the order given.
@@ -31,7 +33,7 @@ trap '[ ${#pids[@]} = 0 ] || kill "${pids[@]}" 2>/dev/null || true' EXIT
 for t in "${targets[@]}"; do
   exe=$build/tests/fuzz/${t}_fuzz
   seeds=$root/tests/fuzz/corpus/$t
-  corpus=$runs/corpus/$t findings=$runs/findings/$t log=$runs/logs/$t.log
+  paths "$t"
   rm -rf "$corpus"
   mkdir -p "$corpus" "$findings" "$(dirname "$log")"
   cp "$seeds"/* "$corpus"/
@@ -43,7 +45,7 @@ for t in "${targets[@]}"; do
 done
 for i in "${!targets[@]}"; do
   t=${targets[$i]}
-  corpus=$runs/corpus/$t findings=$runs/findings/$t log=$runs/logs/$t.log
+  paths "$t"
   rc=0
   wait "${pids[$i]}" || rc=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
