@@ -2,8 +2,9 @@
 # Runs the cooperative-matrix tests on a driver that has cooperative matrices, on a machine
 # with no GPU: Mesa 26's lavapipe (VK_KHR_cooperative_matrix, fp16), which Debian ships only in
 # unstable, for a newer glibc than Debian 12's. So it runs in a minimal Debian unstable userland
-# made with debootstrap in .drivers/unstable/ (about 0.8 GB; kept for the next run), with the
-# checkout bind-mounted at its own path, and Brigade's tests, built here, run inside it under
+# in .drivers/unstable/: Mesa's, the validation layer's and Brigade's libraries with every
+# package they depend on, unpacked (about 0.7 GB; kept for the next run). The checkout is
+# bind-mounted there at its own path, and Brigade's tests, built here, run inside it under
 # unstable's validation layer: the matrix-unit kernel cases (Conv2d's matrix form's on a
 # 16-bit x among them, and its taking that form where Winograd's would pay), and fp16
 # fashion-mlp pipelined
@@ -13,7 +14,7 @@
 # With --whole, instead: the vk, model, kernels and pipeline suites whole inside it, under
 # unstable's validation layer, which knows more than Debian 12's (1.3.239), on Mesa 26's
 # lavapipe with the products where a CPU device puts them.
-# Needs root (chroot, mounts) and debootstrap (installed when missing).
+# Needs root (chroot, mounts).
 #   tools/coopmat-check.sh [BUILD_DIR]          default build/
 #   tools/coopmat-check.sh --whole [BUILD_DIR]
 #   tools/coopmat-check.sh --prepare            only make the userland (CI: while Brigade builds)
@@ -31,33 +32,36 @@ min_mesa=26
 mkdir -p "$root/.drivers"
 exec 9>"$root/.drivers/unstable.lock"
 flock 9
-command -v debootstrap >/dev/null ||
-  { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >/dev/null; }
 
-# The archive behind the machine's own bookworm source (tools/debian-fetch.sh's rule).
-archive=$(apt-get indextargets --format '$(REPO_URI) $(RELEASE) $(TARGET_OF)' 2>/dev/null |
-            awk '$2 == "bookworm" && $3 == "deb" { print $1; exit }')
-[ -n "$archive" ] || { echo "coopmat-check: apt has no Debian bookworm source to find unstable's archive by" >&2; exit 1; }
-
-# Mounts a run that was killed left behind (its trap never ran, or debootstrap's did not):
-# with the checkout mounted inside .drivers/, a later `rm -rf .drivers` would reach the
-# checkout itself, and /proc or /sys under $dest would stop the rm below.
+# Mounts a run that was killed left behind (its trap never ran): with the checkout mounted
+# inside .drivers/, a later `rm -rf .drivers` would reach the checkout itself, and /proc or
+# /dev under $dest would stop the rm below.
 sweep() { for m in $(findmnt -rn -o TARGET | grep "^$dest/" | sort -r || true); do umount "$m" 2>/dev/null || umount -l "$m"; done; }
 sweep
-if [ ! -f "$dest/.ready" ]; then
+# Made by unpacking the packages rather than installing them (no maintainer scripts, no
+# package database: a quarter of debootstrap's CPU time); the versions are kept beside.
+if [ ! -f "$dest/.unpacked" ]; then
   t0=$SECONDS
-  rm -rf --one-file-system "$dest"
-  echo "coopmat-check: making a Debian unstable userland in $dest"
-  debootstrap --variant=minbase unstable "$dest" "$archive" >"$root/.drivers/unstable.log" 2>&1 ||
-    { tail -20 "$root/.drivers/unstable.log" >&2; exit 1; }
-  chroot "$dest" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-    mesa-vulkan-drivers vulkan-validationlayers libtomlplusplus3 libopenmpi40 >>"$root/.drivers/unstable.log" 2>&1 ||
-    { tail -20 "$root/.drivers/unstable.log" >&2; exit 1; }
-  touch "$dest/.ready"
-  echo "coopmat-check: made in $((SECONDS - t0)) s"
+  rm -rf --one-file-system "$dest" "$dest.deb"
+  echo "coopmat-check: unpacking a Debian unstable userland into $dest"
+  source "$root/tools/debian-fetch.sh"
+  debian_fetch --with-depends unstable "$dest.deb" mesa-vulkan-drivers vulkan-validationlayers libtomlplusplus3 \
+    libopenmpi40 || { echo "coopmat-check: could not fetch Debian unstable's packages" >&2; exit 1; }
+  for deb in "$dest.deb"/*.deb; do dpkg-deb -x "$deb" "$dest"; done
+  # The merged /usr's links (the programs built here load /lib64/ld-linux-x86-64.so.2), and
+  # what the tests take from the system: /proc and /dev are mounted below.
+  for d in bin sbin lib lib64; do [ -e "$dest/$d" ] || ln -s "usr/$d" "$dest/$d"; done
+  mkdir -p "$dest/proc" "$dest/dev" "$dest/root" "$dest/tmp"
+  chmod 1777 "$dest/tmp"
+  for p in mesa-vulkan-drivers vulkan-validationlayers; do
+    dpkg-deb -f "$(ls "$dest.deb/${p}"_*.deb)" Version >"$dest/.version-$p"
+  done
+  rm -rf "$dest.deb"
+  touch "$dest/.unpacked"
+  echo "coopmat-check: unpacked in $((SECONDS - t0)) s"
 fi
 [ $prepare = 0 ] || exit 0
-mesa=$(chroot "$dest" dpkg-query -W -f='${Version}' mesa-vulkan-drivers)
+mesa=$(cat "$dest/.version-mesa-vulkan-drivers")
 if [ "${mesa%%.*}" -lt "$min_mesa" ]; then
   echo "coopmat-check: unstable's Mesa is $mesa, older than $min_mesa: no cooperative matrices" >&2
   exit 1
@@ -67,10 +71,12 @@ sweep
 mounted=()
 cleanup() { for m in "${mounted[@]}"; do umount "$m" 2>/dev/null || umount -l "$m"; done; }
 trap cleanup EXIT
-mkdir -p "$dest/proc" "$dest$root"
+mkdir -p "$dest$root"
 # Each on its own line, so that set -e stops at a mount that fails.
 mount -t proc proc "$dest/proc"
 mounted=("$dest/proc")
+mount --bind /dev "$dest/dev"
+mounted=("$dest/dev" "${mounted[@]}")
 mount --bind "$root" "$dest$root"
 mounted=("$dest$root" "${mounted[@]}")
 if [ "$build" != "$root/build" ] && [[ "$build" != "$root"/* ]]; then
@@ -79,10 +85,15 @@ if [ "$build" != "$root/build" ] && [[ "$build" != "$root"/* ]]; then
   mounted=("$dest$build" "${mounted[@]}")
 fi
 
-# Mesa 26's lavapipe rather than the one in .drivers/.
-unstable() { chroot "$dest" env BRIGADE_LAVAPIPE=system "$@"; }
+# Mesa 26's lavapipe rather than the one in .drivers/; leading NAME=VALUE words are more of
+# the environment (the userland has no env program of its own).
+unstable() {
+  local vars=(BRIGADE_LAVAPIPE=system)
+  while [[ "$1" =~ ^[A-Z_][A-Z0-9_]*= ]]; do vars+=("$1"); shift; done
+  env "${vars[@]}" chroot "$dest" "$@"
+}
 if [ $whole = 1 ]; then
-  layer=$(chroot "$dest" dpkg-query -W -f='${Version}' vulkan-validationlayers)
+  layer=$(cat "$dest/.version-vulkan-validationlayers")
   for suite in vk model kernels pipeline; do
     t0=$SECONDS
     # 77: no case failed and some said they cannot run here (tests/main.cpp lists them).
@@ -102,7 +113,7 @@ if [ $whole = 1 ]; then
   exit 0
 fi
 # Matrix units taken by default, as on a GPU (a CPU's leaves them to its faster SIMT kernel).
-inside() { unstable env BRIGADE_MATRIX_UNITS=on "$@"; }
+inside() { unstable BRIGADE_MATRIX_UNITS=on "$@"; }
 # cases N COMMAND...: runs a test program's cases picked by name, and fails unless N of them ran
 # (the program fails only when none matches: a case renamed out of its pattern would drop out
 # of the only run on real matrix units unnoticed). Where a case is added or renamed, N too.
@@ -131,4 +142,4 @@ cases 6 "$build/tests/test_pipeline" -tc='fp16 fashion-mlp pipelined equals one 
 inside "$build/brigade" plan --model gpt-mini --precision fp16 |
   grep 'attention: attention fused: flash attention on matrix units' ||
   { echo "coopmat-check: plan does not put fp16 attention fused on the matrix units" >&2; exit 1; }
-cases 2 env BRIGADE_ATTENTION=matrix "$build/tests/test_pipeline" -tc='*within 2 L u*,*GPT block*read 16-bit operands*'
+cases 2 BRIGADE_ATTENTION=matrix "$build/tests/test_pipeline" -tc='*within 2 L u*,*GPT block*read 16-bit operands*'

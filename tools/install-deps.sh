@@ -20,7 +20,6 @@ packages=(
   openmpi-bin libopenmpi-dev  # ranks: mpirun -np N brigade ...
   iproute2 util-linux  # tools/hosts.sh: two hosts as network namespaces (ip, unshare, nsenter)
   clang libclang-rt-14-dev  # tools/fuzz.sh: libFuzzer and the sanitizers
-  debootstrap  # tools/coopmat-check.sh: a Debian unstable userland for Mesa 26's lavapipe
   dataset-fashion-mnist jargon-text
 )
 [ "${1:-}" = "--reference" ] && packages+=(python3-torch libopenblas0-pthread)
