@@ -39,7 +39,7 @@ flock 9
 sweep() { for m in $(findmnt -rn -o TARGET | grep "^$dest/" | sort -r || true); do umount "$m" 2>/dev/null || umount -l "$m"; done; }
 sweep
 # Made by unpacking the packages rather than installing them (no maintainer scripts, no
-# package database: a quarter of debootstrap's CPU time); the versions are kept beside.
+# package database: a third of debootstrap's CPU time); the versions are kept beside.
 if [ ! -f "$dest/.unpacked" ]; then
   t0=$SECONDS
   rm -rf --one-file-system "$dest" "$dest.deb"

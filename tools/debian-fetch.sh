@@ -26,16 +26,13 @@ debian_fetch() {
                   -o "Dir::State::status=$work/status" -o "APT::Install-Recommends=0"
                   -o "Debug::NoLocking=1" -o "APT::Sandbox::User=$(id -un)" -qq)
   local packages=("${@/%//$suite}")
-  if ! apt-get "${apt_opts[@]}" update >"$work/apt.log" 2>&1; then
-    cat "$work/apt.log" >&2
-    rm -rf "$work"
-    return 1
-  fi
-  # What installing them would unpack, against the empty package list above.
-  [ $closure = 0 ] ||
-    mapfile -t packages < <(apt-get "${apt_opts[@]}" -s install "${packages[@]}" 2>>"$work/apt.log" |
-                              awk '$1 == "Inst" { print $2 }')
-  if [ ${#packages[@]} = 0 ] ||
+  # With --with-depends, the packages installing them would unpack, against the empty package
+  # list above (none: apt could not resolve them).
+  if ! apt-get "${apt_opts[@]}" update >"$work/apt.log" 2>&1 ||
+     { [ $closure = 1 ] &&
+       mapfile -t packages < <(apt-get "${apt_opts[@]}" -s install "${packages[@]}" 2>>"$work/apt.log" |
+                                 awk '$1 == "Inst" { print $2 }') &&
+       [ ${#packages[@]} = 0 ]; } ||
      ! (cd "$out" && apt-get "${apt_opts[@]}" download "${packages[@]}" >>"$work/apt.log" 2>&1); then
     cat "$work/apt.log" >&2
     rm -rf "$work"
