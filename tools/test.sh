@@ -19,13 +19,16 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # the three-vendor recovery case and the losses in a forward, a backward or a step (the
 # other two-stage ones take their paths), and gpt-mini's 16-bit
 # pipeline cases (fashion-mlp's and fashion-cnn-bn's take the executor's 16-bit paths, and the
-# cli suite's fp16 run of a small GPT its 16-bit layers, tied embedding and loss scaling),
+# cli suite's fp16 run of a small GPT its 16-bit layers, tied embedding and loss scaling) and
+# its bf16 case at odd sizes (where the fp32 copies' views start in device memory: no host
+# memory for AddressSanitizer to watch; its pipelines, of shapes no other case has, took 175 s
+# to build under it with Mesa's shader cache cold, against 65 in the optimized build),
 # the two cases of 16-bit numerics over every preset (the rounded weight copies' bits,
 # the 2 L u bound on gradients: the drivers' arithmetic, on the paths those cases take), and
 # the gpipe case of replayed steps (the zero-bubble case takes the replay's paths), and the
 # evaluation case again on memory the host does not map (its host paths are sanitized in the
 # other cases run so).
-not_sanitized='pipeline:(bf16 |fp16 )?(fashion-cnn|gpt-mini)( \(two blocks\))? pipelined equals|products read its weights rounded|within 2 L u of their largest|pipeline:fashion-mlp pipelined equals one device under the (1f1b|interleaved)|measured memory is the plan|pipeline:evaluation pipelined|unmapped memory: pipeline: evaluation|cli:brigade bench (kernels|pipeline)|cli:three stages on two vendors|cli:a device lost in a forward, a backward or an optimizer step|pipeline:replayed steps .*: gpipe'
+not_sanitized='pipeline:(bf16 |fp16 )?(fashion-cnn|gpt-mini)( \(two blocks\)| at odd sizes)? pipelined equals|products read its weights rounded|within 2 L u of their largest|pipeline:fashion-mlp pipelined equals one device under the (1f1b|interleaved)|measured memory is the plan|pipeline:evaluation pipelined|unmapped memory: pipeline: evaluation|cli:brigade bench (kernels|pipeline)|cli:three stages on two vendors|cli:a device lost in a forward, a backward or an optimizer step|pipeline:replayed steps .*: gpipe'
 
 # The optimized build makes only the programs of what runs in it (the vk, io and model suites
 # run sanitized only).
